@@ -1,0 +1,135 @@
+/*
+ * layout.h - how statefs names, depths and special files map onto the
+ * store, the formats of the special files, and the mount options.
+ *
+ * Pure functions over strings and store value types: nothing here takes a
+ * lock or keeps state, so everything is unit-tested directly.
+ *
+ * The tree has a fixed depth: root (0) / tenant (1) / parent (2) /
+ * child (3).  Names that begin with '.' are reserved for the special files
+ * listed in layout.c; each special file has a slot number (its inode slot
+ * in the store, see STORE_NSPECIAL) and a scope (root, tenant or both).
+ */
+#ifndef STATEFS_LAYOUT_H
+#define STATEFS_LAYOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "store/store.h"
+
+/* Depths of the tree. */
+enum layout_depth {
+	LAYOUT_ROOT = 0,
+	LAYOUT_TENANT = 1,
+	LAYOUT_PARENT = 2,
+	LAYOUT_CHILD = 3,
+};
+
+/*
+ * Check a tenant, parent or child name: 1..max_name bytes, not starting
+ * with '.', no control bytes (< 0x20, 0x7f) and no white space.
+ * Returns 0, -ENAMETOOLONG (longer than @max_name) or -EINVAL.
+ */
+int layout_name_check(const char *name, size_t max_name);
+
+/* Special files ------------------------------------------------------- */
+
+/* Slots (stable: they are inode slots in the store). */
+enum layout_slot {
+	LAYOUT_SLOT_STATS = 0,
+	LAYOUT_SLOT_DEPART = 1,
+};
+
+#define LAYOUT_SCOPE_ROOT   (1u << 0)
+#define LAYOUT_SCOPE_TENANT (1u << 1)
+
+struct layout_special {
+	const char *name;  /* ".stats" */
+	int slot;          /* enum layout_slot */
+	unsigned scope;    /* LAYOUT_SCOPE_* where it exists */
+	mode_t mode;       /* S_IFREG | permission bits */
+};
+
+/*
+ * The special file called @name in a directory of depth @dir_depth
+ * (LAYOUT_ROOT or LAYOUT_TENANT), or NULL.
+ */
+const struct layout_special *layout_special_find(const char *name,
+						 int dir_depth);
+
+/* The special file with slot @slot, or NULL. */
+const struct layout_special *layout_special_slot(int slot);
+
+/*
+ * The @i-th special file present in a directory of depth @dir_depth, in
+ * listing order, or NULL past the last.
+ */
+const struct layout_special *layout_special_nth(int dir_depth, size_t i);
+
+/*
+ * Parse what was written to a .depart file: exactly one name, optionally
+ * followed by one '\n'.  Copies it NUL-terminated into @name (capacity
+ * @cap).  Returns 0, -EINVAL or -ENAMETOOLONG (layout_name_check rules).
+ */
+int layout_parse_depart(const char *buf, size_t len, size_t max_name,
+			char *name, size_t cap);
+
+/* .stats --------------------------------------------------------------- */
+
+struct layout_stats_view {
+	uint64_t instance;            /* store_instance_id() */
+	enum store_state state;
+	uint64_t uptime_ms;
+	const char *tenant;           /* NULL for the root's .stats */
+	struct store_stats stats;     /* store-wide, or the tenant's gauges */
+	const struct store_limits *limits;
+};
+
+/*
+ * Format .stats: one "key value" line per fact (see layout.c for the
+ * keys).  Writes at most @cap bytes (always NUL-terminated when @cap > 0)
+ * and returns the length the whole text needs, like snprintf.
+ */
+size_t layout_format_stats(char *buf, size_t cap,
+			   const struct layout_stats_view *v);
+
+/* The word .stats uses for a store state: ready, draining, drained. */
+const char *layout_state_name(enum store_state st);
+
+/* Options -------------------------------------------------------------- */
+
+/*
+ * Apply one statefs mount option "key=value" (or a bare flag such as
+ * "testclock") to @l.  Returns 1 when the key is a statefs option and was
+ * applied, 0 when the key is not a statefs option (it belongs to FUSE),
+ * and -EINVAL for a bad value, with a one-line message naming the option
+ * in @err.
+ */
+int layout_option(struct store_limits *l, const char *opt, char *err,
+		  size_t errlen);
+
+/*
+ * Check a whole set of limits for consistency after all options were
+ * applied (for example max_payload <= max_bytes).  0 or -EINVAL with a
+ * message in @err.
+ */
+int layout_limits_check(const struct store_limits *l, char *err,
+			size_t errlen);
+
+/* Print the statefs options, each with its default, to @out. */
+void layout_help(FILE *out);
+
+/*
+ * Number parsing shared by options and control files.
+ * layout_parse_u64: a decimal integer, no sign, no junk, no overflow.
+ * layout_parse_seconds: a duration in seconds, "30" or "1.5" (at most
+ * millisecond precision), into milliseconds.  0 or -EINVAL.
+ */
+int layout_parse_u64(const char *s, uint64_t *out);
+int layout_parse_seconds(const char *s, uint64_t *ms);
+
+#endif /* STATEFS_LAYOUT_H */

@@ -1,0 +1,390 @@
+/*
+ * store.h - the authoritative in-memory store of statefs.
+ *
+ * The store owns every fact statefs knows: tenants, parents (members that
+ * own a bucket), children (items) and their states, departed tombstones,
+ * the counters behind .stats, and the inode numbers the kernel knows nodes
+ * by.  It is pure C: no FUSE, no file formats.  Every transition is one
+ * function below; each returns 0 (or a positive result) on success and a
+ * negative errno on failure, and a failed transition changes nothing.
+ *
+ * Shape (seed 000): tenant -> parent bucket -> child link -> state.
+ *
+ *   store      tenant table (name -> tenant)
+ *   tenant     parent table (name -> parent), tombstones (name -> gen)
+ *   parent     one bucket: lock, generation, departed flag,
+ *              child links (name -> state)
+ *   state      the child's content, version, attributes and link count;
+ *              one state may be linked from several parents of a tenant
+ *
+ * A node (tenant, parent, state, special file) is one incarnation: its
+ * inode number comes from a monotone allocator and is never reused, so a
+ * rejoin or a re-create is a new node, and an operation that reaches the
+ * store through an older node fails with -ESTALE.
+ *
+ * The design essay (authority, lock order, the inode table as a secondary
+ * index) opens store.c.
+ */
+#ifndef STATEFS_STORE_H
+#define STATEFS_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+struct store;
+struct store_node;
+struct store_stage;
+
+/* Inode number of the root directory (the kernel's FUSE_ROOT_ID). */
+#define STORE_ROOT_INO 1
+
+/* Special files: each directory that has them owns this many inode slots. */
+#define STORE_NSPECIAL 8
+
+enum store_kind {
+	STORE_ROOT = 0,   /* the mountpoint */
+	STORE_TENANT,     /* MNT/T */
+	STORE_PARENT,     /* MNT/T/P, one bucket */
+	STORE_CHILD,      /* MNT/T/P/C, a state (possibly linked twice) */
+	STORE_SPECIAL,    /* MNT/.x or MNT/T/.x, a slot of the root or a tenant */
+};
+
+enum store_state { STORE_READY = 0, STORE_DRAINING, STORE_DRAINED };
+
+/*
+ * Ceilings, quotas and durations.  0 as a quota or a TTL means "none".
+ * Durations are milliseconds.
+ */
+struct store_limits {
+	uint64_t max_tenants;
+	uint64_t max_parents;
+	uint64_t max_children;   /* states, store-wide */
+	uint64_t max_bytes;      /* content bytes, store-wide */
+	uint64_t max_payload;    /* content bytes of one child */
+	uint64_t max_name;       /* bytes in one name */
+	uint64_t max_tombstones; /* departed tombstones, store-wide */
+	uint64_t tombstone_ttl_ms;
+	uint64_t parent_quota;   /* entries (links) in one parent; 0 = none */
+	uint64_t tenant_quota;   /* entries (links) in one tenant; 0 = none */
+	uint64_t default_ttl_ms; /* TTL a new child starts with; 0 = none */
+	uint64_t drain_window_ms;
+	bool testclock;          /* manual clock advanced through .clock */
+};
+
+/* Fill @l with the documented defaults. */
+void store_limits_default(struct store_limits *l);
+
+/*
+ * The injected monotonic clock.  now_ms() must never go backwards.  NULL
+ * now_ms means CLOCK_MONOTONIC.
+ */
+struct store_clock {
+	uint64_t (*now_ms)(void *arg);
+	void *arg;
+};
+
+/* Who creates a node, and with which permission bits (umask applied). */
+struct store_owner {
+	uid_t uid;
+	gid_t gid;
+	mode_t mode; /* permission bits only */
+};
+
+/* What stat(2) shows of a node. */
+struct store_attr {
+	uint64_t ino;
+	mode_t mode;      /* S_IFDIR/S_IFREG | permission bits */
+	uid_t uid;
+	gid_t gid;
+	uint32_t nlink;
+	uint64_t size;
+	struct timespec atime, mtime, ctime;
+};
+
+/*
+ * Counters behind .stats.  Gauges are exact (owned by the transitions);
+ * the event counters only grow.
+ */
+enum store_refusal {
+	STORE_REFUSED_CAPACITY = 0, /* ENOSPC */
+	STORE_REFUSED_QUOTA,        /* EDQUOT */
+	STORE_REFUSED_PAYLOAD,      /* EFBIG */
+	STORE_REFUSED_DRAINING,     /* EROFS */
+	STORE_REFUSED_EXISTS,       /* EEXIST */
+	STORE_REFUSED_STALE,        /* ESTALE */
+	STORE_REFUSED_CONFLICT,     /* EAGAIN */
+	STORE_REFUSED_GONE,         /* ENOENT: departed or removed target */
+	STORE_NREFUSAL
+};
+
+struct store_stats {
+	uint64_t tenants, parents, children, links, tombstones, bytes;
+	uint64_t admissions, removals, expiries, joins, leaves;
+	uint64_t refused[STORE_NREFUSAL];
+};
+
+/* Lifecycle ---------------------------------------------------------- */
+
+/*
+ * Make a new, empty store instance with a fresh random instance id.
+ * @clock may be NULL (CLOCK_MONOTONIC).  Returns 0 or -ENOMEM/-EINVAL.
+ */
+int store_new(const struct store_limits *limits,
+	      const struct store_clock *clock, struct store **out);
+
+/* Free the store and every node.  No other thread may use it. */
+void store_free(struct store *s);
+
+const struct store_limits *store_limits(const struct store *s);
+uint64_t store_instance_id(const struct store *s);
+uint64_t store_now_ms(const struct store *s);
+uint64_t store_uptime_ms(const struct store *s);
+enum store_state store_state(const struct store *s);
+
+/* Nodes and the inode table ------------------------------------------- */
+
+/*
+ * Take or drop a reference.  Every node pointer a caller holds is
+ * counted; store_node_unref() frees a node once it is out of the
+ * hierarchy and nothing references it.
+ */
+void store_node_ref(struct store_node *n);
+void store_node_unref(struct store *s, struct store_node *n);
+
+enum store_kind store_node_kind(const struct store_node *n);
+uint64_t store_node_ino(const struct store_node *n);
+/* For STORE_SPECIAL: the slot index (0..STORE_NSPECIAL-1). */
+int store_node_slot(const struct store_node *n);
+/* Depth in the tree: root 0, tenant 1, parent 2, child 3; a special file
+ * has the depth of its directory plus one. */
+int store_node_depth(const struct store_node *n);
+/* The tenant a node belongs to (the node itself for a tenant; a special
+ * file of a tenant gives its tenant); NULL for the root and its special
+ * files.  Borrowed: valid while the caller holds a reference to @n. */
+struct store_node *store_node_tenant(struct store_node *n);
+/* Name of a tenant or parent node (borrowed, immutable).  "" otherwise. */
+const char *store_node_name(const struct store_node *n);
+/* True while the node is part of the live hierarchy. */
+bool store_node_live(const struct store_node *n);
+
+/* The root node; borrowed, lives as long as the store. */
+struct store_node *store_root(struct store *s);
+
+/*
+ * The node a kernel inode number names, with a new reference, or NULL
+ * when the kernel does not know that number (never looked up, or
+ * forgotten).  The node may be dead (removed): operations on it give
+ * -ESTALE.
+ */
+struct store_node *store_ino_get(struct store *s, uint64_t ino);
+
+/*
+ * The kernel learned @n (a lookup, create, mkdir, link or readdirplus
+ * reply is about to be sent): count one lookup.  Call before replying.
+ */
+void store_ino_remember(struct store *s, struct store_node *n);
+
+/* The kernel forgot @nlookup lookups of @ino (FUSE forget). */
+void store_ino_forget(struct store *s, uint64_t ino, uint64_t nlookup);
+
+/*
+ * The special-file node in slot @slot of @dir (the root or a tenant),
+ * with a new reference.  -ENOTDIR for other kinds, -ESTALE when @dir is
+ * dead, -EINVAL for a bad slot.
+ */
+int store_special(struct store *s, struct store_node *dir, int slot,
+		  struct store_node **out);
+
+/* Attributes --------------------------------------------------------- */
+
+/* Read the attributes of @n.  -ESTALE when @n is dead. */
+int store_getattr(struct store *s, struct store_node *n, struct store_attr *a);
+
+#define STORE_SET_MODE  (1u << 0)
+#define STORE_SET_UID   (1u << 1)
+#define STORE_SET_GID   (1u << 2)
+#define STORE_SET_ATIME (1u << 3)
+#define STORE_SET_MTIME (1u << 4)
+#define STORE_SET_SIZE  (1u << 5)
+
+/*
+ * Change attributes of @n: the fields named by @mask from @in.  A size
+ * change of a child is a publication (truncate or zero-extend, version
+ * + 1); -EFBIG over max_payload, -ENOSPC over max_bytes, -EISDIR for a
+ * directory.  -ESTALE when @n is dead.  Fills @out with the result.
+ */
+int store_setattr(struct store *s, struct store_node *n, unsigned mask,
+		  const struct store_attr *in, struct store_attr *out);
+
+/* The generation of a parent (-EINVAL for other kinds, -ESTALE dead). */
+int store_parent_generation(struct store *s, struct store_node *n,
+			    uint64_t *gen);
+/* The version of a child's state (-EINVAL for other kinds). */
+int store_child_version(struct store *s, struct store_node *n,
+			uint64_t *version);
+
+/* Tree transitions ---------------------------------------------------- */
+
+/*
+ * Find @name in directory @dir (root, tenant or parent) and return the
+ * node with a new reference.  Special names are not the store's business
+ * (layout/ maps them to store_special()).  -ENOENT when absent, -ESTALE
+ * when @dir is dead, -ENOTDIR when @dir is a child or special file.
+ */
+int store_lookup(struct store *s, struct store_node *dir, const char *name,
+		 struct store_node **out);
+
+/*
+ * mkdir: in the root, create a tenant; in a tenant, join a parent
+ * (generation 1, or the departed tombstone's generation + 1, clearing the
+ * tombstone).  Returns the new node with a new reference.
+ * -EEXIST live name, -ENOSPC ceiling, -EROFS draining, -EPERM inside a
+ * parent, -ESTALE dead @dir.  Names are validated by the caller.
+ */
+int store_mkdir(struct store *s, struct store_node *dir, const char *name,
+		const struct store_owner *owner, struct store_node **out);
+
+/*
+ * rmdir: in a tenant, leave parent @name (cascade + departed tombstone,
+ * one critical section of the bucket); in the root, clean up tenant
+ * @name (everything in it, one transition).  -ENOENT absent, -ENOSPC
+ * tombstone pool full (nothing removed), -EPERM inside a parent.
+ */
+int store_rmdir(struct store *s, struct store_node *dir, const char *name);
+
+/*
+ * Record a departed tombstone for parent @name of tenant @tenant, whether
+ * or not it exists (an out-of-order member-left); a live parent leaves
+ * with the same cascade as store_rmdir().  -ENOSPC when the pool is full.
+ */
+int store_depart(struct store *s, struct store_node *tenant, const char *name);
+
+/*
+ * Admit child @name into parent @parent: one critical section of the
+ * bucket (store ready, parent live, ceilings, quotas, insert).  When the
+ * name exists: -EEXIST if @excl, else the existing child is returned and
+ * *created is false.  -EPERM unless @parent is a parent.
+ */
+int store_create(struct store *s, struct store_node *parent, const char *name,
+		 const struct store_owner *owner, bool excl,
+		 struct store_node **out, bool *created);
+
+/*
+ * Terminal removal of child @name from @parent.  Exactly one caller wins;
+ * others get -ENOENT.  -ESTALE when @parent is dead.  -EISDIR/-EPERM for
+ * names that are not children.
+ */
+int store_unlink(struct store *s, struct store_node *parent, const char *name);
+
+/*
+ * Add a link @name in @parent to the state of @child (same tenant, else
+ * -EXDEV).  Admission at the destination (quotas, ready).  -ESTALE when
+ * @child or @parent is dead, -EEXIST when @name exists.
+ */
+int store_link(struct store *s, struct store_node *child,
+	       struct store_node *parent, const char *name);
+
+#define STORE_RENAME_NOREPLACE (1u << 0)
+#define STORE_RENAME_EXCHANGE  (1u << 1)
+
+/*
+ * Move child @name of @from to @to_name in @to (same tenant, else
+ * -EXDEV), atomically: both buckets are locked in inode order.  A
+ * replaced destination is a terminal removal.  -EPERM for anything but a
+ * child between parents, -EEXIST under NOREPLACE, -ENOENT for a missing
+ * source (or a missing destination under EXCHANGE).
+ */
+int store_rename(struct store *s, struct store_node *from, const char *name,
+		 struct store_node *to, const char *to_name, unsigned flags);
+
+/*
+ * A consistent listing of a directory's entries, taken in one critical
+ * section (the snapshot a readdir stream serves from).  Entries are in
+ * the order they were inserted; each has its name, inode number and
+ * kind.  Special files are not included.  Free with store_dirlist_free().
+ */
+struct store_dirent {
+	uint64_t ino;
+	enum store_kind kind;
+	char *name;
+};
+struct store_dirlist {
+	size_t n;
+	struct store_dirent *e;
+};
+int store_list(struct store *s, struct store_node *dir,
+	       struct store_dirlist *out);
+void store_dirlist_free(struct store_dirlist *l);
+
+/* Content: staged writes, one publication per close/fsync ------------- */
+
+/* How a stage publishes, chosen from the open flags. */
+enum store_stage_mode {
+	STORE_STAGE_READ = 0, /* read-only: never publishes */
+	STORE_STAGE_REPLACE,  /* O_TRUNC: publish the staged bytes */
+	STORE_STAGE_APPEND,   /* O_APPEND: append atomically to current */
+	STORE_STAGE_CAS,      /* in-place edit against the open version */
+};
+
+/*
+ * Open a stage on child @child.  A REPLACE stage is dirty from the start
+ * (an O_TRUNC open publishes even with no write).  -ESTALE when dead.
+ */
+int store_stage_open(struct store *s, struct store_node *child,
+		     enum store_stage_mode mode, struct store_stage **out);
+
+/*
+ * Stage @len bytes at @off (ignored for APPEND).  Limits are checked
+ * here so the failing write reports them: -EFBIG over max_payload,
+ * -ENOSPC over max_bytes, -ESTALE when the child is gone, -EBADF on a
+ * read stage.  Returns @len.
+ */
+ssize_t store_stage_write(struct store_stage *st, const void *buf,
+			  size_t len, uint64_t off);
+
+/*
+ * Read up to @len bytes at @off from what this stage sees: its own
+ * staged bytes when it has written, else the state pinned at open (a
+ * read at offset 0 re-pins the current state, so a new pass sees the
+ * newest publication, never a mix).  -ESTALE when the child is gone.
+ */
+ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
+			 uint64_t off);
+
+/* Truncate or extend the staged content (ftruncate on an open file). */
+int store_stage_truncate(struct store_stage *st, uint64_t size);
+
+/*
+ * Publish the staged content as one transition if the stage is dirty
+ * (close, fsync).  -EAGAIN when a CAS stage lost (another publication
+ * since open), -ESTALE when the child is gone, -EFBIG/-ENOSPC limits.
+ * On success the stage is clean and based on the new version; on
+ * failure it is clean too (the staged bytes are dropped: a failed
+ * publication changes nothing and is not retried on release).
+ */
+int store_stage_publish(struct store_stage *st);
+
+/* Drop a stage without publishing. */
+void store_stage_close(struct store_stage *st);
+
+/* Observability --------------------------------------------------------- */
+
+/* Counters of the store (@tenant NULL) or of one tenant (gauges only are
+ * per tenant: tenants=1, parents, children, links, tombstones, bytes). */
+int store_stats(struct store *s, struct store_node *tenant,
+		struct store_stats *out);
+
+/*
+ * Test and diagnostic full scan (O(everything), takes every lock in
+ * order): recount every gauge and compare with the counters, check that
+ * no child sits in a departed bucket, that every state's link count
+ * equals the links that reach it, and that every tenant's and parent's
+ * quota counters are exact.  Returns 0, or -EUCLEAN with a one-line
+ * reason in @why.
+ */
+int store_check_all(struct store *s, char *why, size_t whylen);
+
+#endif /* STATEFS_STORE_H */
