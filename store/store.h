@@ -184,8 +184,10 @@ struct store_node *store_ino_get(struct store *s, uint64_t ino);
 /*
  * The kernel learned @n (a lookup, create, mkdir, link or readdirplus
  * reply is about to be sent): count one lookup.  Call before replying.
+ * Returns 0, or -ENOMEM when the table could not grow (then the kernel
+ * must not be told about @n).
  */
-void store_ino_remember(struct store *s, struct store_node *n);
+int store_ino_remember(struct store *s, struct store_node *n);
 
 /* The kernel forgot @nlookup lookups of @ino (FUSE forget). */
 void store_ino_forget(struct store *s, uint64_t ino, uint64_t nlookup);
@@ -366,6 +368,14 @@ int store_stage_truncate(struct store_stage *st, uint64_t size);
  * publication changes nothing and is not retried on release).
  */
 int store_stage_publish(struct store_stage *st);
+
+/*
+ * close(2) of one descriptor (FUSE flush): publish only when this stage
+ * was written to or truncated.  An O_TRUNC open that has not written yet
+ * (a shell that dups and closes the descriptor before writing) must not
+ * publish an empty state in between; it publishes at release.
+ */
+int store_stage_flush(struct store_stage *st);
 
 /* Drop a stage without publishing. */
 void store_stage_close(struct store_stage *st);

@@ -1,0 +1,141 @@
+/*
+ * main.c - statefs [FUSE options] [-o statefs options] MNT
+ *
+ * Parses the statefs options (layout/), refuses a bad one with a one-line
+ * message before anything is mounted, makes a fresh store instance and
+ * runs the multi-threaded FUSE session until unmount or a signal.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+#include "layout/layout.h"
+
+struct parse {
+	struct store_limits limits;
+	int bad;
+};
+
+/* fuse_opt_parse callback: apply statefs options, keep the rest. */
+static int opt_proc(void *data, const char *arg, int key,
+		    struct fuse_args *outargs)
+{
+	struct parse *p = data;
+	char err[256];
+	int rc;
+
+	(void)outargs;
+	if (key != FUSE_OPT_KEY_OPT || arg[0] == '-')
+		return 1;
+	rc = layout_option(&p->limits, arg, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "%s\n", err);
+		p->bad = 1;
+		return -1;
+	}
+	return rc == 1 ? 0 : 1;
+}
+
+static void usage(const char *prog)
+{
+	printf("usage: %s [options] MOUNTPOINT\n\n", prog);
+	printf("statefs keeps live coordination state in memory and shows it as\n"
+	       "files: MOUNTPOINT/TENANT/PARENT/CHILD.\n\n");
+	layout_help(stdout);
+	printf("\nFUSE options:\n");
+	fuse_cmdline_help();
+	fuse_lowlevel_help();
+}
+
+int main(int argc, char *argv[])
+{
+	struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
+	struct fuse_cmdline_opts opts = { 0 };
+	struct fuse_loop_config *loop = NULL;
+	struct fuse_session *se = NULL;
+	struct parse p = { 0 };
+	struct fs fs = { 0 };
+	struct store_attr root = { 0 };
+	char err[256];
+	int rc = 1;
+
+	store_limits_default(&p.limits);
+	if (fuse_opt_parse(&args, &p, NULL, opt_proc) != 0) {
+		if (!p.bad)
+			fprintf(stderr, "statefs: cannot parse the options\n");
+		goto out;
+	}
+	if (fuse_parse_cmdline(&args, &opts) != 0)
+		goto out;
+	if (opts.show_help) {
+		usage(argv[0]);
+		rc = 0;
+		goto out;
+	}
+	if (opts.show_version) {
+		printf("statefs 0.1, FUSE library %s\n", fuse_pkgversion());
+		rc = 0;
+		goto out;
+	}
+	if (!opts.mountpoint) {
+		fprintf(stderr, "statefs: no mountpoint (see %s --help)\n", argv[0]);
+		goto out;
+	}
+	if (layout_limits_check(&p.limits, err, sizeof(err)) != 0) {
+		fprintf(stderr, "%s\n", err);
+		goto out;
+	}
+	if (store_new(&p.limits, NULL, &fs.store) != 0) {
+		fprintf(stderr, "statefs: cannot make the store\n");
+		goto out;
+	}
+	/* The root belongs to whoever mounts. */
+	fs.mount_uid = getuid();
+	root.uid = getuid();
+	root.gid = getgid();
+	store_setattr(fs.store, store_root(fs.store),
+		      STORE_SET_UID | STORE_SET_GID, &root, NULL);
+
+	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), &fs);
+	if (!se)
+		goto out;
+	if (fuse_set_signal_handlers(se) != 0)
+		goto out;
+	if (fuse_session_mount(se, opts.mountpoint) != 0)
+		goto out_signals;
+	fuse_daemonize(opts.foreground);
+
+	if (opts.singlethread) {
+		rc = fuse_session_loop(se);
+	} else {
+		loop = fuse_loop_cfg_create();
+		if (!loop) {
+			rc = -ENOMEM;
+		} else {
+			fuse_loop_cfg_set_clone_fd(loop, opts.clone_fd);
+			if (opts.max_idle_threads != UINT_MAX)
+				fuse_loop_cfg_set_idle_threads(loop,
+							       opts.max_idle_threads);
+			if (opts.max_threads && opts.max_threads <= 100000)
+				fuse_loop_cfg_set_max_threads(loop, opts.max_threads);
+			rc = fuse_session_loop_mt(se, loop);
+		}
+	}
+	rc = rc != 0;
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out:
+	if (se)
+		fuse_session_destroy(se);
+	if (loop)
+		fuse_loop_cfg_destroy(loop);
+	store_free(fs.store);
+	free(opts.mountpoint);
+	fuse_opt_free_args(&args);
+	return rc;
+}

@@ -1,0 +1,1039 @@
+/*
+ * ops.c - the FUSE low-level operations of statefs.
+ *
+ * Each handler resolves the kernel's inode numbers to store nodes (each
+ * lookup takes a reference, dropped before the handler returns), applies
+ * the layout/ rules (depth, names, special files), calls one store/
+ * transition and replies exactly once.  No store lock is ever held here,
+ * so no lock is held across a reply.
+ *
+ * Caching: entries and attributes are given to the kernel with a zero
+ * timeout, so every path walk asks the store and a node the store removed
+ * by itself (a .depart, a tenant cleanup) is never served from a kernel
+ * cache.  Child content is read and written with direct I/O: the page
+ * cache never holds unpublished bytes or an outdated state.
+ *
+ * Files: a child's open file is a store stage (writes staged, published
+ * on flush/fsync/release); a special file's open file holds its text
+ * (.stats, formatted at open) or takes control input (.depart).
+ * Directories: opendir/readdir serve a listing taken in one critical
+ * section of the directory; offsets are indexes into that listing, so an
+ * entry that exists throughout is listed exactly once.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include "fs/fs.h"
+#include "layout/layout.h"
+
+#define XATTR_GENERATION "user.statefs.generation"
+#define XATTR_VERSION "user.statefs.version"
+
+enum fs_file_kind { FS_STAGE, FS_TEXT, FS_DEPART };
+
+/* An open file (fi->fh). */
+struct fs_file {
+	enum fs_file_kind kind;
+	struct store_node *node;    /* counted */
+	struct store_stage *stage;  /* FS_STAGE */
+	char *text;                 /* FS_TEXT */
+	size_t len;
+};
+
+/* An open directory (fi->fh): its listing, taken at offset 0. */
+struct fs_dir {
+	struct store_node *node;    /* counted */
+	struct store_dirlist list;  /* store entries */
+	size_t nspecial;            /* special files listed before them */
+};
+
+static struct fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static void reply_err(fuse_req_t req, int rc)
+{
+	fuse_reply_err(req, rc < 0 ? -rc : rc);
+}
+
+/* The node behind kernel inode @ino, with a reference; NULL = stale. */
+static struct store_node *node_get(fuse_req_t req, fuse_ino_t ino)
+{
+	return store_ino_get(fs_of(req)->store, ino);
+}
+
+/* Drop a node reference.  Takes @fs, not the request: a request is gone
+ * once it has been replied to. */
+static void node_put(struct fs *fs, struct store_node *n)
+{
+	if (n)
+		store_node_unref(fs->store, n);
+}
+
+static void stat_from(struct stat *st, const struct store_attr *a)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	st->st_mode = a->mode;
+	st->st_nlink = a->nlink;
+	st->st_uid = a->uid;
+	st->st_gid = a->gid;
+	st->st_size = (off_t)a->size;
+	st->st_blksize = 4096;
+	st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
+	st->st_atim = a->atime;
+	st->st_mtim = a->mtime;
+	st->st_ctim = a->ctime;
+}
+
+/* Attributes of @n as stat(2) shows them (special files take their mode
+ * from the layout). */
+static int node_stat(struct fs *fs, struct store_node *n, struct stat *st)
+{
+	struct store_attr a;
+	const struct layout_special *sp;
+	int rc = store_getattr(fs->store, n, &a);
+
+	if (rc)
+		return rc;
+	if (store_node_kind(n) == STORE_SPECIAL) {
+		sp = layout_special_slot(store_node_slot(n));
+		if (sp)
+			a.mode = sp->mode;
+	}
+	stat_from(st, &a);
+	return 0;
+}
+
+/* Tell the kernel about @n in an entry reply: attributes, one lookup. */
+static int entry_fill(struct fs *fs, struct store_node *n,
+		      struct fuse_entry_param *e)
+{
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	rc = node_stat(fs, n, &e->attr);
+	if (rc)
+		return rc;
+	rc = store_ino_remember(fs->store, n);
+	if (rc)
+		return rc;
+	e->ino = store_node_ino(n);
+	e->generation = 1;
+	e->attr_timeout = 0;
+	e->entry_timeout = 0;
+	return 0;
+}
+
+static void owner_of(fuse_req_t req, mode_t mode, struct store_owner *o)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	o->uid = ctx->uid;
+	o->gid = ctx->gid;
+	o->mode = mode & 07777;
+}
+
+/* A special file named @name in directory @dir, or NULL. */
+static const struct layout_special *special_in(struct store_node *dir,
+					       const char *name)
+{
+	enum store_kind k = store_node_kind(dir);
+
+	if (k != STORE_ROOT && k != STORE_TENANT)
+		return NULL;
+	return layout_special_find(name, store_node_depth(dir));
+}
+
+/* Lookup ----------------------------------------------------------------- */
+
+static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	struct store_node *dir = node_get(req, parent), *n = NULL;
+	const struct layout_special *sp;
+	struct fuse_entry_param e;
+	int rc;
+
+	if (!dir) {
+		reply_err(req, ESTALE);
+		return;
+	}
+	sp = special_in(dir, name);
+	if (sp)
+		rc = store_special(fs->store, dir, sp->slot, &n);
+	else
+		rc = store_lookup(fs->store, dir, name, &n);
+	if (rc == 0)
+		rc = entry_fill(fs, n, &e);
+	if (rc)
+		reply_err(req, rc);
+	else
+		fuse_reply_entry(req, &e);
+	node_put(fs, n);
+	node_put(fs, dir);
+}
+
+static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	store_ino_forget(fs_of(req)->store, ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void fs_forget_multi(fuse_req_t req, size_t count,
+			    struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		store_ino_forget(fs_of(req)->store, forgets[i].ino,
+				 forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+/* Attributes -------------------------------------------------------------- */
+
+static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct store_node *n = node_get(req, ino);
+	struct stat st;
+	int rc = n ? node_stat(fs, n, &st) : -ESTALE;
+
+	if (rc)
+		reply_err(req, rc);
+	else
+		fuse_reply_attr(req, &st, 0);
+	node_put(fs, n);
+}
+
+static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		       int to_set, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct store_node *n = node_get(req, ino);
+	struct fs_file *f = fi ? (struct fs_file *)(uintptr_t)fi->fh : NULL;
+	struct store_attr in = { 0 };
+	unsigned mask = 0;
+	struct stat st;
+	int rc = 0;
+
+	if (!n) {
+		reply_err(req, ESTALE);
+		return;
+	}
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		mask |= STORE_SET_MODE;
+		in.mode = attr->st_mode;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		mask |= STORE_SET_UID;
+		in.uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		mask |= STORE_SET_GID;
+		in.gid = attr->st_gid;
+	}
+	if (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_ATIME_NOW)) {
+		mask |= STORE_SET_ATIME;
+		in.atime = attr->st_atim;
+		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+			clock_gettime(CLOCK_REALTIME, &in.atime);
+	}
+	if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) {
+		mask |= STORE_SET_MTIME;
+		in.mtime = attr->st_mtim;
+		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+			clock_gettime(CLOCK_REALTIME, &in.mtime);
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		if (attr->st_size < 0)
+			rc = -EINVAL;
+		else if (f && f->kind == FS_STAGE)
+			/* ftruncate on an open file: part of its stage. */
+			rc = store_stage_truncate(f->stage, (uint64_t)attr->st_size);
+		else if (store_node_kind(n) == STORE_SPECIAL)
+			rc = 0; /* O_TRUNC of a control file: nothing to cut */
+		else {
+			mask |= STORE_SET_SIZE;
+			in.size = (uint64_t)attr->st_size;
+		}
+	}
+	if (rc == 0 && store_node_kind(n) == STORE_SPECIAL)
+		rc = (mask & ~(unsigned)STORE_SET_SIZE) ? -EPERM : 0;
+	else if (rc == 0 && mask)
+		rc = store_setattr(fs->store, n, mask, &in, NULL);
+	if (rc == 0)
+		rc = node_stat(fs, n, &st);
+	if (rc)
+		reply_err(req, rc);
+	else
+		fuse_reply_attr(req, &st, 0);
+	node_put(fs, n);
+}
+
+/* Tree transitions -------------------------------------------------------- */
+
+/*
+ * Resolve a directory inode and check a new name in it: the common start
+ * of mkdir, create, mknod, link and rename.  Refuses special names
+ * (EEXIST: they exist), then bad names (EINVAL/ENAMETOOLONG).
+ */
+static int dir_and_name(fuse_req_t req, fuse_ino_t ino, const char *name,
+			struct store_node **dir)
+{
+	struct fs *fs = fs_of(req);
+
+	*dir = node_get(req, ino);
+	if (!*dir)
+		return -ESTALE;
+	if (special_in(*dir, name))
+		return -EEXIST;
+	return layout_name_check(name, store_limits(fs->store)->max_name);
+}
+
+static void reply_new_entry(fuse_req_t req, struct store_node *n, int rc)
+{
+	struct fuse_entry_param e;
+
+	if (rc == 0)
+		rc = entry_fill(fs_of(req), n, &e);
+	if (rc)
+		reply_err(req, rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode)
+{
+	struct fs *fs = fs_of(req);
+	struct store_node *dir, *n = NULL;
+	struct store_owner o;
+	int rc = dir_and_name(req, parent, name, &dir);
+
+	/* A directory inside a parent is meaningless at that depth. */
+	if (dir && store_node_kind(dir) == STORE_PARENT)
+		rc = -EPERM;
+	if (rc == 0) {
+		owner_of(req, mode, &o);
+		rc = store_mkdir(fs->store, dir, name, &o, &n);
+	}
+	reply_new_entry(req, n, rc);
+	node_put(fs, n);
+	node_put(fs, dir);
+}
+
+static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	struct store_node *dir = node_get(req, parent);
+	int rc;
+
+	if (!dir)
+		rc = -ESTALE;
+	else if (special_in(dir, name))
+		rc = -ENOTDIR;
+	else
+		rc = store_rmdir(fs->store, dir, name);
+	reply_err(req, rc);
+	node_put(fs, dir);
+}
+
+static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fs *fs = fs_of(req);
+	struct store_node *dir = node_get(req, parent);
+	int rc;
+
+	if (!dir)
+		rc = -ESTALE;
+	else if (special_in(dir, name))
+		rc = -EPERM;
+	else
+		rc = store_unlink(fs->store, dir, name);
+	reply_err(req, rc);
+	node_put(fs, dir);
+}
+
+/* The stage mode open(2) flags ask for. */
+static enum store_stage_mode stage_mode(int flags)
+{
+	if ((flags & O_ACCMODE) == O_RDONLY)
+		return STORE_STAGE_READ;
+	if (flags & O_TRUNC)
+		return STORE_STAGE_REPLACE;
+	if (flags & O_APPEND)
+		return STORE_STAGE_APPEND;
+	return STORE_STAGE_CAS;
+}
+
+static int file_open_child(struct fs *fs, struct store_node *n, int flags,
+			   struct fuse_file_info *fi)
+{
+	struct fs_file *f = calloc(1, sizeof(*f));
+	int rc;
+
+	if (!f)
+		return -ENOMEM;
+	rc = store_stage_open(fs->store, n, stage_mode(flags), &f->stage);
+	if (rc) {
+		free(f);
+		return rc;
+	}
+	f->kind = FS_STAGE;
+	f->node = n;
+	store_node_ref(n);
+	fi->fh = (uintptr_t)f;
+	/* Content never sits in the page cache: see the file comment. */
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	return 0;
+}
+
+static void file_free(struct fs *fs, struct fs_file *f)
+{
+	if (!f)
+		return;
+	store_stage_close(f->stage);
+	free(f->text);
+	if (f->node)
+		store_node_unref(fs->store, f->node);
+	free(f);
+}
+
+static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      mode_t mode, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct store_node *dir, *n = NULL;
+	struct fuse_entry_param e;
+	struct store_owner o;
+	bool created = false;
+	int rc = dir_and_name(req, parent, name, &dir);
+
+	if (dir && store_node_kind(dir) != STORE_PARENT)
+		rc = -EPERM; /* regular files live inside parents only */
+	if (rc == 0) {
+		owner_of(req, mode, &o);
+		rc = store_create(fs->store, dir, name, &o,
+				  (fi->flags & O_EXCL) != 0, &n, &created);
+	}
+	if (rc == 0)
+		rc = file_open_child(fs, n, fi->flags, fi);
+	if (rc == 0) {
+		rc = entry_fill(fs, n, &e);
+		if (rc) {
+			file_free(fs, (struct fs_file *)(uintptr_t)fi->fh);
+			if (created)
+				/* Not acknowledged: nothing may remain. */
+				store_unlink(fs->store, dir, name);
+		}
+	}
+	if (rc)
+		reply_err(req, rc);
+	else
+		fuse_reply_create(req, &e, fi);
+	node_put(fs, n);
+	node_put(fs, dir);
+}
+
+static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+		     mode_t mode, dev_t rdev)
+{
+	struct fs *fs = fs_of(req);
+	struct store_node *dir, *n = NULL;
+	struct store_owner o;
+	bool created;
+	int rc = dir_and_name(req, parent, name, &dir);
+
+	(void)rdev;
+	if (rc == 0 && (!S_ISREG(mode) || store_node_kind(dir) != STORE_PARENT))
+		rc = -EPERM; /* devices, FIFOs, sockets; files outside parents */
+	if (rc == 0) {
+		owner_of(req, mode, &o);
+		rc = store_create(fs->store, dir, name, &o, true, &n, &created);
+	}
+	reply_new_entry(req, n, rc);
+	node_put(fs, n);
+	node_put(fs, dir);
+}
+
+static void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		       const char *name)
+{
+	(void)link;
+	(void)parent;
+	(void)name;
+	reply_err(req, EPERM);
+}
+
+static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+		    const char *newname)
+{
+	struct fs *fs = fs_of(req);
+	struct store_node *dir, *n = node_get(req, ino);
+	int rc = dir_and_name(req, newparent, newname, &dir);
+
+	if (!n)
+		rc = -ESTALE;
+	else if (rc == 0)
+		rc = store_link(fs->store, n, dir, newname);
+	reply_new_entry(req, n, rc);
+	node_put(fs, n);
+	node_put(fs, dir);
+}
+
+static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname,
+		      unsigned int flags)
+{
+	struct fs *fs = fs_of(req);
+	struct store_node *from = node_get(req, parent), *to = NULL;
+	unsigned sflags = 0;
+	int rc;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		rc = -EINVAL;
+	else if (!from)
+		rc = -ESTALE;
+	else if (special_in(from, name))
+		rc = -EPERM;
+	else
+		rc = dir_and_name(req, newparent, newname, &to);
+	if (rc == -EEXIST)
+		rc = -EPERM; /* a special file is never replaced */
+	if (flags & RENAME_NOREPLACE)
+		sflags |= STORE_RENAME_NOREPLACE;
+	if (flags & RENAME_EXCHANGE)
+		sflags |= STORE_RENAME_EXCHANGE;
+	if (rc == 0)
+		rc = store_rename(fs->store, from, name, to, newname, sflags);
+	reply_err(req, rc);
+	node_put(fs, to);
+	node_put(fs, from);
+}
+
+/* Files --------------------------------------------------------------------- */
+
+/* Format a .stats file for directory @dir (root or tenant). */
+static int stats_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
+{
+	struct layout_stats_view v = { 0 };
+	bool tenant = store_node_kind(dir) == STORE_TENANT;
+	size_t need;
+	int rc;
+
+	rc = store_stats(fs->store, tenant ? dir : NULL, &v.stats);
+	if (rc)
+		return rc;
+	v.instance = store_instance_id(fs->store);
+	v.state = store_state(fs->store);
+	v.uptime_ms = store_uptime_ms(fs->store);
+	v.tenant = tenant ? store_node_name(dir) : NULL;
+	v.limits = store_limits(fs->store);
+	need = layout_format_stats(NULL, 0, &v);
+	f->text = malloc(need + 1);
+	if (!f->text)
+		return -ENOMEM;
+	f->len = layout_format_stats(f->text, need + 1, &v);
+	return 0;
+}
+
+static int file_open_special(struct fs *fs, struct store_node *n, int flags,
+			     struct fuse_file_info *fi)
+{
+	const struct layout_special *sp = layout_special_slot(store_node_slot(n));
+	struct store_node *dir = store_node_tenant(n);
+	bool wr = (flags & O_ACCMODE) != O_RDONLY;
+	bool rd = (flags & O_ACCMODE) != O_WRONLY;
+	struct fs_file *f;
+	int rc = 0;
+
+	if (!sp)
+		return -ENOENT;
+	if ((wr && !(sp->mode & 0222)) || (rd && !(sp->mode & 0444)))
+		return -EACCES;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	if (!dir)
+		dir = store_root(fs->store);
+	switch (sp->slot) {
+	case LAYOUT_SLOT_STATS:
+		f->kind = FS_TEXT;
+		rc = stats_text(fs, dir, f);
+		break;
+	case LAYOUT_SLOT_DEPART:
+		f->kind = FS_DEPART;
+		break;
+	default:
+		rc = -ENOENT;
+	}
+	if (rc) {
+		free(f->text);
+		free(f);
+		return rc;
+	}
+	f->node = n;
+	store_node_ref(n);
+	fi->fh = (uintptr_t)f;
+	fi->direct_io = 1;
+	fi->nonseekable = sp->slot == LAYOUT_SLOT_DEPART;
+	return 0;
+}
+
+static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct store_node *n = node_get(req, ino);
+	int rc;
+
+	if (!n)
+		rc = -ESTALE;
+	else if (store_node_kind(n) == STORE_SPECIAL)
+		rc = file_open_special(fs, n, fi->flags, fi);
+	else if (store_node_kind(n) == STORE_CHILD)
+		rc = file_open_child(fs, n, fi->flags, fi);
+	else
+		rc = -EISDIR;
+	if (rc)
+		reply_err(req, rc);
+	else
+		fuse_reply_open(req, fi);
+	node_put(fs, n);
+}
+
+static struct fs_file *file_of(struct fuse_file_info *fi)
+{
+	return (struct fs_file *)(uintptr_t)fi->fh;
+}
+
+static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct fs_file *f = file_of(fi);
+	char *buf = NULL;
+	ssize_t n = 0;
+
+	(void)ino;
+	if (f->kind == FS_DEPART) {
+		reply_err(req, EBADF);
+		return;
+	}
+	if (f->kind == FS_TEXT) {
+		if ((size_t)off < f->len)
+			n = (ssize_t)(f->len - (size_t)off < size ?
+				      f->len - (size_t)off : size);
+		fuse_reply_buf(req, f->text + (n ? off : 0), (size_t)n);
+		return;
+	}
+	buf = malloc(size ? size : 1);
+	if (!buf) {
+		reply_err(req, ENOMEM);
+		return;
+	}
+	n = store_stage_read(f->stage, buf, size, (uint64_t)off);
+	if (n < 0)
+		reply_err(req, (int)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+		     size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct fs_file *f = file_of(fi);
+	char name[NAME_MAX + 1];
+	ssize_t n;
+	int rc;
+
+	(void)ino;
+	switch (f->kind) {
+	case FS_STAGE:
+		n = store_stage_write(f->stage, buf, size, (uint64_t)off);
+		break;
+	case FS_DEPART:
+		rc = layout_parse_depart(buf, size,
+					 store_limits(fs->store)->max_name,
+					 name, sizeof(name));
+		if (rc == 0)
+			rc = store_depart(fs->store, store_node_tenant(f->node),
+					  name);
+		n = rc ? rc : (ssize_t)size;
+		break;
+	default:
+		n = -EBADF;
+	}
+	if (n < 0)
+		reply_err(req, (int)n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+/* flush (every close(2)): publish what this open file wrote. */
+static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs_file *f = file_of(fi);
+
+	(void)ino;
+	reply_err(req, f->kind == FS_STAGE ? store_stage_flush(f->stage) : 0);
+}
+
+/* fsync: publish whatever is owed, an O_TRUNC with no write included. */
+static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+		     struct fuse_file_info *fi)
+{
+	struct fs_file *f = file_of(fi);
+
+	(void)ino;
+	(void)datasync;
+	reply_err(req, f->kind == FS_STAGE ? store_stage_publish(f->stage) : 0);
+}
+
+static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct fs_file *f = file_of(fi);
+
+	(void)ino;
+	/* A stage still dirty here was never flushed (no close(2) reached
+	 * us): publish now; nobody can be told if it fails. */
+	if (f->kind == FS_STAGE)
+		(void)store_stage_publish(f->stage);
+	file_free(fs, f);
+	reply_err(req, 0);
+}
+
+/* Directories ------------------------------------------------------------------- */
+
+static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct store_node *n = node_get(req, ino);
+	struct fs_dir *d;
+	enum store_kind k;
+
+	if (!n) {
+		reply_err(req, ESTALE);
+		return;
+	}
+	k = store_node_kind(n);
+	if (k == STORE_CHILD || k == STORE_SPECIAL) {
+		reply_err(req, ENOTDIR);
+		node_put(fs, n);
+		return;
+	}
+	d = calloc(1, sizeof(*d));
+	if (!d) {
+		reply_err(req, ENOMEM);
+		node_put(fs, n);
+		return;
+	}
+	d->node = n; /* keeps node_get's reference */
+	while (layout_special_nth(store_node_depth(n), d->nspecial) &&
+	       (k == STORE_ROOT || k == STORE_TENANT))
+		d->nspecial++;
+	fi->fh = (uintptr_t)d;
+	fuse_reply_open(req, fi);
+}
+
+/*
+ * One listing entry at index @i: ".", "..", the special files, then the
+ * store's entries.  Returns false past the end.
+ */
+static bool dir_entry(struct fs_dir *d, size_t i, const char **name,
+		      uint64_t *ino, mode_t *mode, int *slot)
+{
+	const struct layout_special *sp;
+
+	*slot = -1;
+	if (i < 2) {
+		*name = i == 0 ? "." : "..";
+		*ino = store_node_ino(d->node);
+		*mode = S_IFDIR;
+		return true;
+	}
+	i -= 2;
+	if (i < d->nspecial) {
+		sp = layout_special_nth(store_node_depth(d->node), i);
+		*name = sp->name;
+		*ino = store_node_ino(d->node) + 1 + (uint64_t)sp->slot;
+		*mode = sp->mode;
+		*slot = sp->slot;
+		return true;
+	}
+	i -= d->nspecial;
+	if (i >= d->list.n)
+		return false;
+	*name = d->list.e[i].name;
+	*ino = d->list.e[i].ino;
+	*mode = d->list.e[i].kind == STORE_CHILD ? S_IFREG : S_IFDIR;
+	return true;
+}
+
+static void dir_readdir(fuse_req_t req, size_t size, off_t off,
+			struct fuse_file_info *fi, bool plus)
+{
+	struct fs *fs = fs_of(req);
+	struct fs_dir *d = (struct fs_dir *)(uintptr_t)fi->fh;
+	char *buf;
+	size_t used = 0;
+	const char *name;
+	uint64_t ino;
+	mode_t mode;
+	int slot, rc = 0;
+
+	if (off == 0) {
+		/* A new pass (or rewinddir): a fresh consistent listing. */
+		store_dirlist_free(&d->list);
+		rc = store_list(fs->store, d->node, &d->list);
+		if (rc) {
+			reply_err(req, rc);
+			return;
+		}
+	}
+	buf = malloc(size);
+	if (!buf) {
+		reply_err(req, ENOMEM);
+		return;
+	}
+	for (size_t i = (size_t)off; dir_entry(d, i, &name, &ino, &mode, &slot); i++) {
+		struct fuse_entry_param e = { 0 };
+		struct store_node *n = NULL;
+		size_t need;
+
+		if (!plus) {
+			struct stat st = { .st_ino = ino, .st_mode = mode };
+
+			need = fuse_add_direntry(req, buf + used, size - used, name,
+						 &st, (off_t)i + 1);
+			if (need > size - used)
+				break;
+			used += need;
+			continue;
+		}
+		need = fuse_add_direntry_plus(req, NULL, 0, name, NULL, 0);
+		if (need > size - used)
+			break;
+		/* Dots carry no entry; others are resolved now so the
+		 * kernel learns live nodes only. */
+		if (i >= 2) {
+			if (slot >= 0)
+				rc = store_special(fs->store, d->node, slot, &n);
+			else
+				rc = store_lookup(fs->store, d->node, name, &n);
+			if (rc == 0)
+				rc = entry_fill(fs, n, &e);
+			node_put(fs, n);
+			if (rc) {
+				rc = 0;
+				continue; /* gone since the listing: skip it */
+			}
+		} else {
+			e.attr.st_ino = ino;
+			e.attr.st_mode = mode;
+		}
+		used += fuse_add_direntry_plus(req, buf + used, size - used, name,
+					       &e, (off_t)i + 1);
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)ino;
+	dir_readdir(req, size, off, fi, false);
+}
+
+static void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+			   off_t off, struct fuse_file_info *fi)
+{
+	(void)ino;
+	dir_readdir(req, size, off, fi, true);
+}
+
+static void fs_releasedir(fuse_req_t req, fuse_ino_t ino,
+			  struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct fs_dir *d = (struct fs_dir *)(uintptr_t)fi->fh;
+
+	(void)ino;
+	store_dirlist_free(&d->list);
+	node_put(fs, d->node);
+	free(d);
+	reply_err(req, 0);
+}
+
+/* Extended attributes ------------------------------------------------------------ */
+
+static void reply_xattr_value(fuse_req_t req, const char *val, size_t size)
+{
+	size_t len = strlen(val);
+
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, val, len);
+}
+
+static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			size_t size)
+{
+	struct fs *fs = fs_of(req);
+	struct store_node *n = node_get(req, ino);
+	char val[32];
+	uint64_t v;
+	int rc = -ENODATA;
+
+	if (!n)
+		rc = -ESTALE;
+	else if (!store_node_live(n))
+		rc = -ESTALE;
+	else if (strcmp(name, XATTR_GENERATION) == 0 &&
+		 store_node_kind(n) == STORE_PARENT)
+		rc = store_parent_generation(fs->store, n, &v);
+	else if (strcmp(name, XATTR_VERSION) == 0 &&
+		 store_node_kind(n) == STORE_CHILD)
+		rc = store_child_version(fs->store, n, &v);
+	if (rc == 0) {
+		snprintf(val, sizeof(val), "%" PRIu64, v);
+		reply_xattr_value(req, val, size);
+	} else {
+		reply_err(req, rc);
+	}
+	node_put(fs, n);
+}
+
+static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct fs *fs = fs_of(req);
+	struct store_node *n = node_get(req, ino);
+	const char *names = "";
+	size_t len = 0;
+
+	if (!n || !store_node_live(n)) {
+		reply_err(req, ESTALE);
+		node_put(fs, n);
+		return;
+	}
+	if (store_node_kind(n) == STORE_PARENT) {
+		names = XATTR_GENERATION;
+		len = sizeof(XATTR_GENERATION);
+	} else if (store_node_kind(n) == STORE_CHILD) {
+		names = XATTR_VERSION;
+		len = sizeof(XATTR_VERSION);
+	}
+	if (size == 0)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, names, len);
+	node_put(fs, n);
+}
+
+static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+			const char *value, size_t size, int flags)
+{
+	(void)ino;
+	(void)value;
+	(void)size;
+	(void)flags;
+	/* The store's facts are read-only attributes; nothing else is kept. */
+	if (strcmp(name, XATTR_GENERATION) == 0 || strcmp(name, XATTR_VERSION) == 0)
+		reply_err(req, EPERM);
+	else
+		reply_err(req, ENOTSUP);
+}
+
+static void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino;
+	if (strcmp(name, XATTR_GENERATION) == 0 || strcmp(name, XATTR_VERSION) == 0)
+		reply_err(req, EPERM);
+	else
+		reply_err(req, ENODATA);
+}
+
+/* The filesystem ------------------------------------------------------------------ */
+
+static void fs_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = fs_of(req);
+	const struct store_limits *l = store_limits(fs->store);
+	struct store_stats st;
+	struct statvfs sv = { 0 };
+
+	(void)ino;
+	store_stats(fs->store, NULL, &st);
+	sv.f_bsize = sv.f_frsize = 4096;
+	sv.f_blocks = l->max_bytes / 4096;
+	sv.f_bfree = sv.f_bavail = (l->max_bytes - st.bytes) / 4096;
+	sv.f_files = l->max_children;
+	sv.f_ffree = sv.f_favail = l->max_children - st.children;
+	sv.f_namemax = l->max_name;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void fs_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	/* O_TRUNC arrives with open, so truncation is part of the stage
+	 * and published on close, not a separate transition. */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	/* Directory operations run in parallel; buckets serialize. */
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+}
+
+const struct fuse_lowlevel_ops fs_ops = {
+	.init = fs_init,
+	.lookup = fs_lookup,
+	.forget = fs_forget,
+	.forget_multi = fs_forget_multi,
+	.getattr = fs_getattr,
+	.setattr = fs_setattr,
+	.mknod = fs_mknod,
+	.mkdir = fs_mkdir,
+	.unlink = fs_unlink,
+	.rmdir = fs_rmdir,
+	.symlink = fs_symlink,
+	.rename = fs_rename,
+	.link = fs_link,
+	.open = fs_open,
+	.read = fs_read,
+	.write = fs_write,
+	.flush = fs_flush,
+	.release = fs_release,
+	.fsync = fs_fsync,
+	.opendir = fs_opendir,
+	.readdir = fs_readdir,
+	.readdirplus = fs_readdirplus,
+	.releasedir = fs_releasedir,
+	.statfs = fs_statfs,
+	.setxattr = fs_setxattr,
+	.getxattr = fs_getxattr,
+	.listxattr = fs_listxattr,
+	.removexattr = fs_removexattr,
+	.create = fs_create,
+};

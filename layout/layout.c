@@ -1,0 +1,512 @@
+/*
+ * layout.c - the user-visible shape of statefs: which names are valid,
+ * which special files exist at which depth, the text of .stats and
+ * .depart, and the statefs mount options.
+ *
+ * Owns two constant tables and nothing else: the special files and the
+ * mount options.  Every function is pure (no locks, no state), so fs/ can
+ * call any of them with or without store locks held, and the unit test
+ * drives them directly.
+ *
+ * Adding a special file is one row in specials[] plus its slot in
+ * layout.h; adding an option is one row in options[] (parsing, range
+ * check, layout_limits_check and --help all read the same row).
+ */
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "layout/layout.h"
+
+/* Names ------------------------------------------------------------------ */
+
+/*
+ * The rules of layout_name_check over @len bytes that need not be
+ * NUL-terminated (a .depart write), so an embedded NUL is just another
+ * control byte.
+ */
+static int name_check_bytes(const char *name, size_t len, size_t max_name)
+{
+	if (len == 0)
+		return -EINVAL;
+	if (len > max_name)
+		return -ENAMETOOLONG;
+	if (name[0] == '.')
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+
+		/* Bytes >= 0x80 pass: UTF-8 names are fine, and white space
+		 * beyond ASCII does not break awk/cut field splitting. */
+		if (c <= ' ' || c == 0x7f || c == '/')
+			return -EINVAL;
+	}
+	return 0;
+}
+
+int layout_name_check(const char *name, size_t max_name)
+{
+	return name_check_bytes(name, strlen(name), max_name);
+}
+
+/* Special files ---------------------------------------------------------- */
+
+/* Listing order is table order. */
+static const struct layout_special specials[] = {
+	{ ".stats", LAYOUT_SLOT_STATS, LAYOUT_SCOPE_ROOT | LAYOUT_SCOPE_TENANT,
+	  S_IFREG | 0444 },
+	{ ".depart", LAYOUT_SLOT_DEPART, LAYOUT_SCOPE_TENANT, S_IFREG | 0200 },
+};
+
+#define NSPECIALS (sizeof(specials) / sizeof(specials[0]))
+
+/* Slots index the store's per-directory inode slots. */
+_Static_assert(NSPECIALS <= STORE_NSPECIAL, "more special files than slots");
+
+/* The scope bit of a directory depth; 0 where no special file lives. */
+static unsigned depth_scope(int dir_depth)
+{
+	switch (dir_depth) {
+	case LAYOUT_ROOT:
+		return LAYOUT_SCOPE_ROOT;
+	case LAYOUT_TENANT:
+		return LAYOUT_SCOPE_TENANT;
+	default:
+		return 0;
+	}
+}
+
+const struct layout_special *layout_special_find(const char *name,
+						 int dir_depth)
+{
+	unsigned scope = depth_scope(dir_depth);
+
+	for (size_t i = 0; i < NSPECIALS; i++)
+		if ((specials[i].scope & scope) &&
+		    strcmp(specials[i].name, name) == 0)
+			return &specials[i];
+	return NULL;
+}
+
+const struct layout_special *layout_special_slot(int slot)
+{
+	for (size_t i = 0; i < NSPECIALS; i++)
+		if (specials[i].slot == slot)
+			return &specials[i];
+	return NULL;
+}
+
+const struct layout_special *layout_special_nth(int dir_depth, size_t i)
+{
+	unsigned scope = depth_scope(dir_depth);
+
+	for (size_t k = 0; k < NSPECIALS; k++)
+		if ((specials[k].scope & scope) && i-- == 0)
+			return &specials[k];
+	return NULL;
+}
+
+/* Contract in layout.h.  @name is written only on success. */
+int layout_parse_depart(const char *buf, size_t len, size_t max_name,
+			char *name, size_t cap)
+{
+	int rc;
+
+	/* `echo P > .depart` writes "P\n"; printf '%s' writes "P". */
+	if (len > 0 && buf[len - 1] == '\n')
+		len--;
+	rc = name_check_bytes(buf, len, max_name);
+	if (rc < 0)
+		return rc;
+	if (len >= cap)
+		return -ENAMETOOLONG;
+	memcpy(name, buf, len);
+	name[len] = '\0';
+	return 0;
+}
+
+/* .stats ------------------------------------------------------------------ */
+
+/* snprintf-style appender: counts what the whole text needs. */
+struct text {
+	char *buf;
+	size_t cap;
+	size_t len;
+};
+
+static void put(struct text *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void put(struct text *t, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	if (t->len < t->cap)
+		n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+	else
+		n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		t->len += (size_t)n;
+}
+
+static void put_u64(struct text *t, const char *key, uint64_t v)
+{
+	put(t, "%s %" PRIu64 "\n", key, v);
+}
+
+/* Named in enum store_refusal order. */
+static const char *const refusal_names[] = {
+	[STORE_REFUSED_CAPACITY] = "refused_capacity",
+	[STORE_REFUSED_QUOTA] = "refused_quota",
+	[STORE_REFUSED_PAYLOAD] = "refused_payload",
+	[STORE_REFUSED_DRAINING] = "refused_draining",
+	[STORE_REFUSED_EXISTS] = "refused_exists",
+	[STORE_REFUSED_STALE] = "refused_stale",
+	[STORE_REFUSED_CONFLICT] = "refused_conflict",
+	[STORE_REFUSED_GONE] = "refused_gone",
+};
+
+_Static_assert(sizeof(refusal_names) / sizeof(refusal_names[0]) ==
+		       STORE_NREFUSAL,
+	       "every store_refusal needs a .stats key");
+
+size_t layout_format_stats(char *buf, size_t cap,
+			   const struct layout_stats_view *v)
+{
+	struct text t = { buf, cap, 0 };
+	const struct store_stats *s = &v->stats;
+	const struct store_limits *l = v->limits;
+
+	if (cap > 0)
+		buf[0] = '\0';
+
+	put(&t, "instance %016" PRIx64 "\n", v->instance);
+	put(&t, "state %s\n", layout_state_name(v->state));
+	put_u64(&t, "uptime_ms", v->uptime_ms);
+	if (v->tenant)
+		put(&t, "tenant %s\n", v->tenant);
+
+	put_u64(&t, "tenants", s->tenants);
+	put_u64(&t, "parents", s->parents);
+	put_u64(&t, "children", s->children);
+	put_u64(&t, "links", s->links);
+	put_u64(&t, "tombstones", s->tombstones);
+	put_u64(&t, "bytes", s->bytes);
+
+	if (!v->tenant) {
+		put_u64(&t, "max_tenants", l->max_tenants);
+		put_u64(&t, "max_parents", l->max_parents);
+		put_u64(&t, "max_children", l->max_children);
+		put_u64(&t, "max_bytes", l->max_bytes);
+		put_u64(&t, "max_payload", l->max_payload);
+		put_u64(&t, "max_name", l->max_name);
+		put_u64(&t, "max_tombstones", l->max_tombstones);
+		put_u64(&t, "tombstone_ttl_ms", l->tombstone_ttl_ms);
+		put_u64(&t, "parent_quota", l->parent_quota);
+		put_u64(&t, "tenant_quota", l->tenant_quota);
+		put_u64(&t, "default_ttl_ms", l->default_ttl_ms);
+		put_u64(&t, "drain_window_ms", l->drain_window_ms);
+	} else {
+		/* What bounds this tenant's own entries and content. */
+		put_u64(&t, "parent_quota", l->parent_quota);
+		put_u64(&t, "tenant_quota", l->tenant_quota);
+		put_u64(&t, "max_payload", l->max_payload);
+		put_u64(&t, "max_name", l->max_name);
+	}
+
+	put_u64(&t, "admissions", s->admissions);
+	put_u64(&t, "removals", s->removals);
+	put_u64(&t, "expiries", s->expiries);
+	put_u64(&t, "joins", s->joins);
+	put_u64(&t, "leaves", s->leaves);
+	for (int r = 0; r < STORE_NREFUSAL; r++)
+		put_u64(&t, refusal_names[r], s->refused[r]);
+
+	return t.len;
+}
+
+const char *layout_state_name(enum store_state st)
+{
+	switch (st) {
+	case STORE_READY:
+		return "ready";
+	case STORE_DRAINING:
+		return "draining";
+	case STORE_DRAINED:
+		return "drained";
+	}
+	return "unknown";
+}
+
+/* Numbers ---------------------------------------------------------------- */
+
+/*
+ * Consume decimal digits at *@p into @v.  Returns how many, or -1 on
+ * overflow.
+ */
+static int take_digits(const char **p, uint64_t *v)
+{
+	int n = 0;
+
+	*v = 0;
+	for (; **p >= '0' && **p <= '9'; (*p)++, n++) {
+		unsigned d = (unsigned)(**p - '0');
+
+		if (*v > (UINT64_MAX - d) / 10)
+			return -1;
+		*v = *v * 10 + d;
+	}
+	return n;
+}
+
+int layout_parse_u64(const char *s, uint64_t *out)
+{
+	uint64_t v;
+
+	if (take_digits(&s, &v) <= 0 || *s != '\0')
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int layout_parse_seconds(const char *s, uint64_t *ms)
+{
+	uint64_t sec, frac = 0;
+	int nfrac = 0;
+
+	if (take_digits(&s, &sec) <= 0)
+		return -EINVAL;
+	if (*s == '.') {
+		s++;
+		nfrac = take_digits(&s, &frac);
+		/* Finer than a millisecond is refused, not rounded: the
+		 * caller would silently get a different deadline. */
+		if (nfrac < 1 || nfrac > 3)
+			return -EINVAL;
+	}
+	if (*s != '\0')
+		return -EINVAL;
+	for (int i = nfrac; i < 3; i++)
+		frac *= 10;
+	if (sec > (UINT64_MAX - frac) / 1000)
+		return -EINVAL;
+	*ms = sec * 1000 + frac;
+	return 0;
+}
+
+/* Options ---------------------------------------------------------------- */
+
+enum opt_type {
+	OPT_NUMBER,  /* a whole number, stored as is */
+	OPT_SECONDS, /* seconds with up to 3 decimals, stored in ms */
+	OPT_FLAG,    /* bare flag, a bool */
+};
+
+struct option_def {
+	const char *key;
+	enum opt_type type;
+	size_t off;          /* of the field in struct store_limits */
+	uint64_t min, max;   /* accepted range, in the stored unit */
+	const char *expect;  /* what a good value is, for messages */
+	const char *meaning; /* for --help */
+};
+
+#define LIM(f) offsetof(struct store_limits, f)
+/* One child's content is held in memory and copied per publication. */
+#define PAYLOAD_CEILING (16u << 20)
+
+static const struct option_def options[] = {
+	{ "max_tenants", OPT_NUMBER, LIM(max_tenants), 1, UINT64_MAX,
+	  "a whole number >= 1", "most tenants in the store" },
+	{ "max_parents", OPT_NUMBER, LIM(max_parents), 1, UINT64_MAX,
+	  "a whole number >= 1", "most parents in the store" },
+	{ "max_children", OPT_NUMBER, LIM(max_children), 1, UINT64_MAX,
+	  "a whole number >= 1", "most children (states) in the store" },
+	{ "max_bytes", OPT_NUMBER, LIM(max_bytes), 1, UINT64_MAX,
+	  "a whole number >= 1", "most content bytes in the store" },
+	{ "max_payload", OPT_NUMBER, LIM(max_payload), 1, PAYLOAD_CEILING,
+	  "a whole number from 1 to 16777216",
+	  "most content bytes in one child (at most 16 MiB)" },
+	{ "max_name", OPT_NUMBER, LIM(max_name), 1, NAME_MAX,
+	  "a whole number from 1 to 255", "most bytes in one name" },
+	{ "max_tombstones", OPT_NUMBER, LIM(max_tombstones), 1, UINT64_MAX,
+	  "a whole number >= 1", "most departed tombstones kept" },
+	/* A tombstone that aged out at once would guard nothing. */
+	{ "tombstone_ttl", OPT_SECONDS, LIM(tombstone_ttl_ms), 1, UINT64_MAX,
+	  "seconds > 0, at most 3 decimals",
+	  "seconds a departed tombstone is kept" },
+	{ "parent_quota", OPT_NUMBER, LIM(parent_quota), 0, UINT64_MAX,
+	  "a whole number, 0 = no quota",
+	  "most entries in one parent, 0 = no quota" },
+	{ "tenant_quota", OPT_NUMBER, LIM(tenant_quota), 0, UINT64_MAX,
+	  "a whole number, 0 = no quota",
+	  "most entries in one tenant, 0 = no quota" },
+	{ "default_ttl", OPT_SECONDS, LIM(default_ttl_ms), 0, UINT64_MAX,
+	  "seconds, at most 3 decimals, 0 = none",
+	  "seconds a new child lives unless renewed, 0 = none" },
+	{ "drain_window", OPT_SECONDS, LIM(drain_window_ms), 0, UINT64_MAX,
+	  "seconds, at most 3 decimals",
+	  "seconds existing children stay writable in a drain" },
+	{ "testclock", OPT_FLAG, LIM(testclock), 0, 0,
+	  "a bare flag, it takes no value",
+	  "manual clock, advanced by writing ms to MNT/.clock" },
+};
+
+#define NOPTIONS (sizeof(options) / sizeof(options[0]))
+
+static uint64_t field_get(const struct store_limits *l,
+			  const struct option_def *o)
+{
+	return *(const uint64_t *)((const char *)l + o->off);
+}
+
+/* @ms as seconds, the way a user writes them: "600", "1.5", "0.001". */
+static void fmt_seconds(char *b, size_t n, uint64_t ms)
+{
+	if (ms % 1000 == 0) {
+		snprintf(b, n, "%" PRIu64, ms / 1000);
+		return;
+	}
+	snprintf(b, n, "%" PRIu64 ".%03" PRIu64, ms / 1000, ms % 1000);
+	for (char *end = b + strlen(b) - 1; *end == '0'; end--)
+		*end = '\0';
+}
+
+/* The stored value of @o in @l as the user would write it. */
+static void fmt_value(char *b, size_t n, const struct store_limits *l,
+		      const struct option_def *o)
+{
+	if (o->type == OPT_SECONDS)
+		fmt_seconds(b, n, field_get(l, o));
+	else
+		snprintf(b, n, "%" PRIu64, field_get(l, o));
+}
+
+/*
+ * "statefs: bad value for -o KEY: 'VALUE' (EXPECT)" into @err.  The value
+ * comes from the command line, so control bytes in it are masked to keep
+ * the message on one line.
+ */
+static int bad_value(char *err, size_t errlen, const char *key,
+		     const char *value, const char *expect)
+{
+	if (errlen == 0)
+		return -EINVAL;
+	snprintf(err, errlen, "statefs: bad value for -o %s: '%s' (%s)", key,
+		 value, expect);
+	for (char *c = err; *c; c++)
+		if ((unsigned char)*c < ' ' || *c == 0x7f)
+			*c = '?';
+	return -EINVAL;
+}
+
+/*
+ * Contract in layout.h.  Also: @l is written only on success, so a
+ * refused option leaves it as it was; @err may be NULL when @errlen is 0.
+ */
+int layout_option(struct store_limits *l, const char *opt, char *err,
+		  size_t errlen)
+{
+	const char *eq = strchr(opt, '=');
+	size_t klen = eq ? (size_t)(eq - opt) : strlen(opt);
+	const struct option_def *o = NULL;
+	uint64_t v;
+	int rc;
+
+	for (size_t i = 0; i < NOPTIONS && !o; i++)
+		if (strlen(options[i].key) == klen &&
+		    memcmp(options[i].key, opt, klen) == 0)
+			o = &options[i];
+	if (!o)
+		return 0; /* FUSE's, or unknown: not ours to judge */
+
+	if (o->type == OPT_FLAG) {
+		if (eq)
+			return bad_value(err, errlen, o->key, eq + 1,
+					 o->expect);
+		*(bool *)((char *)l + o->off) = true;
+		return 1;
+	}
+
+	if (!eq) {
+		if (errlen > 0)
+			snprintf(err, errlen, "statefs: -o %s needs a value (%s)",
+				 o->key, o->expect);
+		return -EINVAL;
+	}
+	if (o->type == OPT_SECONDS)
+		rc = layout_parse_seconds(eq + 1, &v);
+	else
+		rc = layout_parse_u64(eq + 1, &v);
+	if (rc < 0 || v < o->min || v > o->max)
+		return bad_value(err, errlen, o->key, eq + 1, o->expect);
+	*(uint64_t *)((char *)l + o->off) = v;
+	return 1;
+}
+
+int layout_limits_check(const struct store_limits *l, char *err,
+			size_t errlen)
+{
+	char value[32];
+
+	/* The same ranges as layout_option, for limits built in code. */
+	for (size_t i = 0; i < NOPTIONS; i++) {
+		const struct option_def *o = &options[i];
+		uint64_t v;
+
+		if (o->type == OPT_FLAG)
+			continue;
+		v = field_get(l, o);
+		if (v < o->min || v > o->max) {
+			fmt_value(value, sizeof(value), l, o);
+			return bad_value(err, errlen, o->key, value, o->expect);
+		}
+	}
+	if (l->max_payload > l->max_bytes) {
+		char expect[64];
+
+		snprintf(value, sizeof(value), "%" PRIu64, l->max_payload);
+		snprintf(expect, sizeof(expect), "at most max_bytes, %" PRIu64,
+			 l->max_bytes);
+		return bad_value(err, errlen, "max_payload", value, expect);
+	}
+	return 0;
+}
+
+void layout_help(FILE *out)
+{
+	struct store_limits def;
+	char spec[40], value[32];
+
+	store_limits_default(&def);
+	fprintf(out, "statefs options:\n");
+	for (size_t i = 0; i < NOPTIONS; i++) {
+		const struct option_def *o = &options[i];
+
+		switch (o->type) {
+		case OPT_FLAG:
+			snprintf(spec, sizeof(spec), "%s", o->key);
+			snprintf(value, sizeof(value), "%s",
+				 def.testclock ? "on" : "off");
+			break;
+		case OPT_SECONDS:
+			snprintf(spec, sizeof(spec), "%s=SECONDS", o->key);
+			fmt_value(value, sizeof(value), &def, o);
+			break;
+		case OPT_NUMBER:
+			snprintf(spec, sizeof(spec), "%s=N", o->key);
+			fmt_value(value, sizeof(value), &def, o);
+			break;
+		}
+		fprintf(out, "    -o %-23s %s (default: %s)\n", spec,
+			o->meaning, value);
+	}
+}

@@ -1,0 +1,2273 @@
+/*
+ * store.c - the authoritative in-memory store.
+ *
+ * Authority
+ * ---------
+ * The hierarchy is the one authority (seed 000):
+ *
+ *   store->tenants   name -> tenant          guarded by store->lock
+ *   tenant->parents  name -> parent bucket   guarded by tenant->lock
+ *   tenant->tombs    name -> tombstone       guarded by tenant->lock
+ *   parent->links    name -> link -> state   guarded by parent->lock
+ *   state fields     content, version, nlink guarded by the state's stripe
+ *
+ * A node is alive exactly while it is reachable from the hierarchy; the
+ * transition that unhooks it sets node->dead inside the same critical
+ * section, so "dead" and "unreachable" are never seen apart.
+ *
+ * The inode table: a secondary index
+ * ----------------------------------
+ * FUSE names nodes by inode number, so the store keeps ino -> node for
+ * the nodes the kernel currently knows (64 shards, each a uthash under its
+ * own leaf mutex).  Its answers to the five questions of seed 000 s.3:
+ *  1. Authority lives in the hierarchy.  The table holds no state, only a
+ *     counted reference and the kernel's lookup count.
+ *  2. The adapter updates it: store_ino_remember() before it replies with
+ *     an entry, store_ino_forget() on FUSE forget.  The hierarchy never
+ *     writes it, so no transition needs a symmetric double write.
+ *  3. A stale entry (a node removed from the hierarchy while the kernel
+ *     still knows it) is detected by node->dead: every operation that
+ *     arrives through the table checks it and answers -ESTALE.  The
+ *     reference keeps the memory valid until forget.
+ *  4. It is not rebuilt: it mirrors what the kernel holds, and the kernel
+ *     tells us every change (lookup replies, forgets).
+ *  5. Tests: tests/unit/test_store.c (remember/forget of removed nodes,
+ *     stale operations on old incarnations) and the stale-handle suites
+ *     in tests/bats.
+ * Inode numbers come from one atomic counter and are never reused; a
+ * tenant takes a block of 1 + STORE_NSPECIAL numbers (itself and its
+ * special files).
+ *
+ * Lock order (outermost first); every multi-lock path follows it:
+ *
+ *   store->lock -> tenant->lock -> parent->lock (ascending ino)
+ *     -> stage->lock -> state stripe -> ino shard
+ *
+ * No lock is held across a call out of the store.  Counters are atomics
+ * updated by the transition that changes the fact they count, inside its
+ * critical section; a counter that would go below zero aborts (a bug).
+ *
+ * Ceilings and quotas are reserved (compare-and-swap against the limit)
+ * after every other check and before the insert, and released if a later
+ * step fails, so a refused admission changes nothing.
+ */
+#include "store/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* uthash: running out of memory is an error the caller sees, not an exit. */
+static __thread int hash_oom;
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (hash_oom = 1)
+#include <uthash.h>
+#include <utlist.h>
+
+#define INO_SHARDS 64
+#define STRIPES 256
+
+/* Node ----------------------------------------------------------------- */
+
+struct store_node {
+	uint64_t ino;                  /* immutable */
+	enum store_kind kind;          /* immutable */
+	int slot;                      /* special files: the slot */
+	struct store_node *owner;      /* special files: counts go here */
+	atomic_uint refs;
+	atomic_bool dead;
+	uint64_t nlookup;              /* ino shard lock */
+	UT_hash_handle ih;             /* ino shard lock */
+};
+
+/* Attributes a directory or a state shows; guarded by the node's lock. */
+struct meta {
+	uid_t uid;
+	gid_t gid;
+	mode_t mode; /* permission bits */
+	struct timespec atime, mtime, ctime;
+};
+
+/* Immutable, counted content.  NULL stands for empty. */
+struct blob {
+	atomic_uint refs;
+	size_t len;
+	char data[];
+};
+
+struct tomb {
+	UT_hash_handle hh;             /* tenant->tombs */
+	struct tomb *prev, *next;      /* tenant->tomb_fifo, oldest first */
+	uint64_t generation;
+	uint64_t deadline_ms;
+	char name[];
+};
+
+struct tenant {
+	struct store_node node;        /* kind STORE_TENANT */
+	struct store_node special[STORE_NSPECIAL];
+	char *name;                    /* immutable */
+	UT_hash_handle hh;             /* store->tenants (store->lock) */
+	pthread_mutex_t lock;
+	struct parent *parents;        /* lock */
+	struct tomb *tombs;            /* lock */
+	struct tomb *tomb_fifo;        /* lock */
+	struct meta meta;              /* lock */
+	/* Gauges of this tenant, updated with the store-wide ones. */
+	atomic_uint_fast64_t parents_n, children_n, links_n, tombs_n, bytes_n;
+};
+
+struct parent {
+	struct store_node node;        /* kind STORE_PARENT */
+	char *name;                    /* immutable */
+	struct tenant *tenant;         /* immutable, counted */
+	uint64_t generation;           /* immutable */
+	UT_hash_handle hh;             /* tenant->parents (tenant->lock) */
+	pthread_mutex_t lock;          /* the bucket */
+	struct link *links;            /* lock */
+	uint64_t nlinks;               /* lock: entries, for parent_quota */
+	struct meta meta;              /* lock */
+};
+
+struct child {
+	struct store_node node;        /* kind STORE_CHILD */
+	struct tenant *tenant;         /* immutable, counted */
+	/* Guarded by the state's stripe lock. */
+	struct blob *content;
+	uint64_t version;
+	uint32_t nlink;
+	struct meta meta;
+};
+
+struct link {
+	UT_hash_handle hh;             /* parent->links (parent->lock) */
+	struct child *child;           /* counted */
+	char name[];
+};
+
+struct ino_shard {
+	pthread_mutex_t lock;
+	struct store_node *tab;
+};
+
+struct store {
+	struct store_limits lim;       /* immutable */
+	struct store_clock clock;      /* immutable */
+	uint64_t instance;             /* immutable */
+	uint64_t born_ms;              /* immutable */
+	atomic_int state;              /* enum store_state */
+	atomic_uint_fast64_t next_ino;
+
+	pthread_mutex_t lock;          /* the tenant table and the root */
+	struct tenant *tenants;        /* lock */
+	struct store_node root;
+	struct store_node root_special[STORE_NSPECIAL];
+	struct meta root_meta;         /* lock */
+
+	pthread_mutex_t stripes[STRIPES];
+	struct ino_shard shards[INO_SHARDS];
+	struct store_node sentinel[INO_SHARDS]; /* keeps every shard's table */
+
+	/* Gauges. */
+	atomic_uint_fast64_t tenants_n, parents_n, children_n, links_n,
+		tombs_n, bytes_n;
+	/* Event counters. */
+	atomic_uint_fast64_t admissions, removals, expiries, joins, leaves;
+	atomic_uint_fast64_t refused[STORE_NREFUSAL];
+};
+
+struct store_stage {
+	struct store *s;
+	struct child *c;               /* counted */
+	enum store_stage_mode mode;    /* immutable */
+	pthread_mutex_t lock;
+	struct blob *pin;              /* lock: what reads see when unstaged */
+	uint64_t base_version;         /* lock: CAS compares against this */
+	char *buf;                     /* lock: staged bytes */
+	size_t len, cap;               /* lock */
+	bool staged;                   /* lock: buf holds this stage's bytes */
+	bool dirty;                    /* lock: a publication is owed */
+	bool written;                  /* lock: bytes or a size were staged */
+};
+
+/* Helpers ---------------------------------------------------------------- */
+
+static void lock(pthread_mutex_t *m)
+{
+	if (pthread_mutex_lock(m) != 0)
+		abort();
+}
+
+static void unlock(pthread_mutex_t *m)
+{
+	if (pthread_mutex_unlock(m) != 0)
+		abort();
+}
+
+/* Take @n from counter @c; going below zero is a bug that must be loud. */
+static void gauge_sub(atomic_uint_fast64_t *c, uint64_t n, const char *what)
+{
+	uint64_t old = atomic_fetch_sub(c, n);
+
+	if (old < n) {
+		fprintf(stderr, "statefs: store counter %s underflow (%llu - %llu)\n",
+			what, (unsigned long long)old, (unsigned long long)n);
+		abort();
+	}
+}
+
+static void gauge_add(atomic_uint_fast64_t *c, uint64_t n)
+{
+	atomic_fetch_add(c, n);
+}
+
+/*
+ * Reserve @n units of @c below @limit (0 = unlimited): all or nothing,
+ * never above the limit even under concurrency.
+ */
+static bool reserve(atomic_uint_fast64_t *c, uint64_t n, uint64_t limit)
+{
+	uint64_t cur = atomic_load(c);
+
+	do {
+		if (limit && (cur + n > limit || cur + n < cur))
+			return false;
+	} while (!atomic_compare_exchange_weak(c, &cur, cur + n));
+	return true;
+}
+
+static int refuse(struct store *s, int rc)
+{
+	int r = -1;
+
+	switch (rc) {
+	case -ENOSPC: r = STORE_REFUSED_CAPACITY; break;
+	case -EDQUOT: r = STORE_REFUSED_QUOTA; break;
+	case -EFBIG: r = STORE_REFUSED_PAYLOAD; break;
+	case -EROFS: r = STORE_REFUSED_DRAINING; break;
+	case -EEXIST: r = STORE_REFUSED_EXISTS; break;
+	case -ESTALE: r = STORE_REFUSED_STALE; break;
+	case -EAGAIN: r = STORE_REFUSED_CONFLICT; break;
+	case -ENOENT: r = STORE_REFUSED_GONE; break;
+	}
+	if (r >= 0)
+		atomic_fetch_add(&s->refused[r], 1);
+	return rc;
+}
+
+static struct timespec wall_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts;
+}
+
+static void meta_init(struct meta *m, const struct store_owner *o)
+{
+	m->uid = o->uid;
+	m->gid = o->gid;
+	m->mode = o->mode & 07777;
+	m->atime = m->mtime = m->ctime = wall_now();
+}
+
+static void touch_dir(struct meta *m)
+{
+	m->mtime = m->ctime = wall_now();
+}
+
+static uint64_t ino_alloc(struct store *s, uint64_t n)
+{
+	return atomic_fetch_add(&s->next_ino, n);
+}
+
+static void node_init(struct store_node *n, uint64_t ino, enum store_kind k)
+{
+	memset(n, 0, sizeof(*n));
+	n->ino = ino;
+	n->kind = k;
+	atomic_init(&n->refs, 1);
+	atomic_init(&n->dead, false);
+}
+
+static pthread_mutex_t *stripe(struct store *s, struct child *c)
+{
+	return &s->stripes[c->node.ino % STRIPES];
+}
+
+static bool is_dead(const struct store_node *n)
+{
+	const struct store_node *o = n->owner ? n->owner : n;
+
+	return atomic_load(&n->dead) || atomic_load(&o->dead);
+}
+
+static bool draining(struct store *s)
+{
+	return atomic_load(&s->state) != STORE_READY;
+}
+
+/* Blobs ------------------------------------------------------------------ */
+
+static struct blob *blob_new(const void *data, size_t len)
+{
+	struct blob *b;
+
+	if (len == 0)
+		return NULL;
+	b = malloc(sizeof(*b) + len);
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->len = len;
+	if (data)
+		memcpy(b->data, data, len);
+	return b;
+}
+
+static struct blob *blob_ref(struct blob *b)
+{
+	if (b)
+		atomic_fetch_add(&b->refs, 1);
+	return b;
+}
+
+static void blob_unref(struct blob *b)
+{
+	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+		free(b);
+}
+
+static size_t blob_len(const struct blob *b)
+{
+	return b ? b->len : 0;
+}
+
+/* Node lifetime ------------------------------------------------------------ */
+
+static struct tenant *as_tenant(struct store_node *n)
+{
+	return n && n->kind == STORE_TENANT ? (struct tenant *)n : NULL;
+}
+
+static struct parent *as_parent(struct store_node *n)
+{
+	return n && n->kind == STORE_PARENT ? (struct parent *)n : NULL;
+}
+
+static struct child *as_child(struct store_node *n)
+{
+	return n && n->kind == STORE_CHILD ? (struct child *)n : NULL;
+}
+
+void store_node_ref(struct store_node *n)
+{
+	if (n->owner)
+		n = n->owner;
+	atomic_fetch_add(&n->refs, 1);
+}
+
+static void node_free(struct store *s, struct store_node *n)
+{
+	struct tenant *t;
+	struct parent *p;
+	struct child *c;
+
+	switch (n->kind) {
+	case STORE_TENANT:
+		t = as_tenant(n);
+		pthread_mutex_destroy(&t->lock);
+		free(t->name);
+		free(t);
+		break;
+	case STORE_PARENT:
+		p = as_parent(n);
+		pthread_mutex_destroy(&p->lock);
+		free(p->name);
+		store_node_unref(s, &p->tenant->node);
+		free(p);
+		break;
+	case STORE_CHILD:
+		c = as_child(n);
+		blob_unref(c->content);
+		store_node_unref(s, &c->tenant->node);
+		free(c);
+		break;
+	default:
+		/* The root and special files live inside the store/tenant. */
+		break;
+	}
+}
+
+void store_node_unref(struct store *s, struct store_node *n)
+{
+	if (n->owner)
+		n = n->owner;
+	unsigned old = atomic_fetch_sub(&n->refs, 1);
+
+	if (old == 0) {
+		fprintf(stderr, "statefs: node %llu reference underflow\n",
+			(unsigned long long)n->ino);
+		abort();
+	}
+	if (old == 1)
+		node_free(s, n);
+}
+
+enum store_kind store_node_kind(const struct store_node *n)
+{
+	return n->kind;
+}
+
+uint64_t store_node_ino(const struct store_node *n)
+{
+	return n->ino;
+}
+
+int store_node_slot(const struct store_node *n)
+{
+	return n->kind == STORE_SPECIAL ? n->slot : -1;
+}
+
+int store_node_depth(const struct store_node *n)
+{
+	switch (n->kind) {
+	case STORE_ROOT: return 0;
+	case STORE_TENANT: return 1;
+	case STORE_PARENT: return 2;
+	case STORE_CHILD: return 3;
+	case STORE_SPECIAL: return store_node_depth(n->owner) + 1;
+	}
+	return -1;
+}
+
+struct store_node *store_node_tenant(struct store_node *n)
+{
+	if (n->kind == STORE_SPECIAL)
+		n = n->owner;
+	switch (n->kind) {
+	case STORE_TENANT: return n;
+	case STORE_PARENT: return &as_parent(n)->tenant->node;
+	case STORE_CHILD: return &as_child(n)->tenant->node;
+	default: return NULL;
+	}
+}
+
+const char *store_node_name(const struct store_node *n)
+{
+	if (n->kind == STORE_TENANT)
+		return ((const struct tenant *)n)->name;
+	if (n->kind == STORE_PARENT)
+		return ((const struct parent *)n)->name;
+	return "";
+}
+
+bool store_node_live(const struct store_node *n)
+{
+	return !is_dead(n);
+}
+
+struct store_node *store_root(struct store *s)
+{
+	return &s->root;
+}
+
+/* Lifecycle ------------------------------------------------------------------ */
+
+void store_limits_default(struct store_limits *l)
+{
+	memset(l, 0, sizeof(*l));
+	l->max_tenants = 1024;
+	l->max_parents = 65536;
+	l->max_children = 1048576;
+	l->max_bytes = 1073741824;
+	l->max_payload = 65536;
+	l->max_name = 255;
+	l->max_tombstones = 65536;
+	l->tombstone_ttl_ms = 600 * 1000;
+	l->parent_quota = 0;
+	l->tenant_quota = 0;
+	l->default_ttl_ms = 0;
+	l->drain_window_ms = 30 * 1000;
+	l->testclock = false;
+}
+
+static uint64_t monotonic_ms(void *arg)
+{
+	struct timespec ts;
+
+	(void)arg;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void specials_init(struct store_node *sp, struct store_node *owner)
+{
+	for (int i = 0; i < STORE_NSPECIAL; i++) {
+		node_init(&sp[i], owner->ino + 1 + (uint64_t)i, STORE_SPECIAL);
+		sp[i].slot = i;
+		sp[i].owner = owner;
+	}
+}
+
+int store_new(const struct store_limits *limits,
+	      const struct store_clock *clock, struct store **out)
+{
+	struct store *s;
+	struct store_owner root_owner = { .uid = 0, .gid = 0, .mode = 0755 };
+
+	if (!limits || !out || !limits->max_name)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->lim = *limits;
+	s->clock.now_ms = clock && clock->now_ms ? clock->now_ms : monotonic_ms;
+	s->clock.arg = clock ? clock->arg : NULL;
+	if (getrandom(&s->instance, sizeof(s->instance), 0) !=
+	    (ssize_t)sizeof(s->instance))
+		s->instance = (uint64_t)wall_now().tv_nsec ^ (uint64_t)getpid();
+	s->born_ms = s->clock.now_ms(s->clock.arg);
+	atomic_init(&s->state, STORE_READY);
+	pthread_mutex_init(&s->lock, NULL);
+	for (int i = 0; i < STRIPES; i++)
+		pthread_mutex_init(&s->stripes[i], NULL);
+
+	node_init(&s->root, STORE_ROOT_INO, STORE_ROOT);
+	specials_init(s->root_special, &s->root);
+	meta_init(&s->root_meta, &root_owner);
+	atomic_init(&s->next_ino, STORE_ROOT_INO + 1 + STORE_NSPECIAL);
+
+	/*
+	 * Every shard starts with a sentinel so its uthash table exists for
+	 * the store's lifetime; only growth can then fail, and a failed
+	 * growth is reported, never fatal.
+	 */
+	for (int i = 0; i < INO_SHARDS; i++) {
+		pthread_mutex_init(&s->shards[i].lock, NULL);
+		node_init(&s->sentinel[i], 0, STORE_ROOT);
+		s->sentinel[i].ino = (uint64_t)i | (1ull << 63); /* never issued */
+		hash_oom = 0;
+		HASH_ADD(ih, s->shards[i].tab, ino, sizeof(uint64_t),
+			 &s->sentinel[i]);
+		if (hash_oom) {
+			store_free(s);
+			return -ENOMEM;
+		}
+	}
+	*out = s;
+	return 0;
+}
+
+static void links_free(struct store *s, struct link *links);
+static void tombs_free(struct tenant *t);
+
+void store_free(struct store *s)
+{
+	struct tenant *t, *tt;
+	struct parent *p, *pp;
+	struct store_node *n, *nn;
+
+	if (!s)
+		return;
+	/* Drop what the kernel still held: the table's references. */
+	for (int i = 0; i < INO_SHARDS; i++) {
+		HASH_ITER(ih, s->shards[i].tab, n, nn) {
+			HASH_DELETE(ih, s->shards[i].tab, n);
+			if (n->ino != STORE_ROOT_INO && n != &s->sentinel[i])
+				store_node_unref(s, n);
+		}
+		pthread_mutex_destroy(&s->shards[i].lock);
+	}
+	HASH_ITER(hh, s->tenants, t, tt) {
+		HASH_DEL(s->tenants, t);
+		HASH_ITER(hh, t->parents, p, pp) {
+			HASH_DEL(t->parents, p);
+			links_free(s, p->links);
+			p->links = NULL;
+			store_node_unref(s, &p->node);
+		}
+		tombs_free(t);
+		store_node_unref(s, &t->node);
+	}
+	for (int i = 0; i < STRIPES; i++)
+		pthread_mutex_destroy(&s->stripes[i]);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+const struct store_limits *store_limits(const struct store *s)
+{
+	return &s->lim;
+}
+
+uint64_t store_instance_id(const struct store *s)
+{
+	return s->instance;
+}
+
+uint64_t store_now_ms(const struct store *s)
+{
+	return s->clock.now_ms(s->clock.arg);
+}
+
+uint64_t store_uptime_ms(const struct store *s)
+{
+	return store_now_ms(s) - s->born_ms;
+}
+
+enum store_state store_state(const struct store *s)
+{
+	return (enum store_state)atomic_load(&s->state);
+}
+
+/* The inode table -------------------------------------------------------- */
+
+static struct ino_shard *shard(struct store *s, uint64_t ino)
+{
+	return &s->shards[ino % INO_SHARDS];
+}
+
+struct store_node *store_ino_get(struct store *s, uint64_t ino)
+{
+	struct ino_shard *sh;
+	struct store_node *n;
+
+	if (ino == STORE_ROOT_INO) {
+		store_node_ref(&s->root);
+		return &s->root;
+	}
+	sh = shard(s, ino);
+	lock(&sh->lock);
+	HASH_FIND(ih, sh->tab, &ino, sizeof(ino), n);
+	if (n)
+		store_node_ref(n);
+	unlock(&sh->lock);
+	return n;
+}
+
+int store_ino_remember(struct store *s, struct store_node *n)
+{
+	struct ino_shard *sh;
+	int rc = 0;
+
+	if (n->kind == STORE_ROOT)
+		return 0;
+	sh = shard(s, n->ino);
+	lock(&sh->lock);
+	if (n->nlookup == 0) {
+		hash_oom = 0;
+		HASH_ADD(ih, sh->tab, ino, sizeof(uint64_t), n);
+		if (hash_oom)
+			rc = -ENOMEM;
+		else
+			store_node_ref(n); /* the kernel's reference */
+	}
+	if (rc == 0)
+		n->nlookup++;
+	unlock(&sh->lock);
+	return rc;
+}
+
+void store_ino_forget(struct store *s, uint64_t ino, uint64_t nlookup)
+{
+	struct ino_shard *sh;
+	struct store_node *n;
+	bool drop = false;
+
+	if (ino == STORE_ROOT_INO)
+		return;
+	sh = shard(s, ino);
+	lock(&sh->lock);
+	HASH_FIND(ih, sh->tab, &ino, sizeof(ino), n);
+	if (n) {
+		n->nlookup = nlookup >= n->nlookup ? 0 : n->nlookup - nlookup;
+		if (n->nlookup == 0) {
+			HASH_DELETE(ih, sh->tab, n);
+			drop = true;
+		}
+	}
+	unlock(&sh->lock);
+	if (drop)
+		store_node_unref(s, n);
+}
+
+int store_special(struct store *s, struct store_node *dir, int slot,
+		  struct store_node **out)
+{
+	struct store_node *sp;
+
+	if (slot < 0 || slot >= STORE_NSPECIAL)
+		return -EINVAL;
+	if (dir->kind == STORE_ROOT)
+		sp = &s->root_special[slot];
+	else if (dir->kind == STORE_TENANT)
+		sp = &as_tenant(dir)->special[slot];
+	else
+		return -ENOTDIR;
+	if (is_dead(dir))
+		return -ESTALE;
+	store_node_ref(sp);
+	*out = sp;
+	return 0;
+}
+
+/* Tombstones (tenant->lock held) ------------------------------------------ */
+
+static void tomb_drop_locked(struct store *s, struct tenant *t, struct tomb *tb)
+{
+	HASH_DEL(t->tombs, tb);
+	DL_DELETE(t->tomb_fifo, tb);
+	gauge_sub(&t->tombs_n, 1, "tenant tombstones");
+	gauge_sub(&s->tombs_n, 1, "tombstones");
+	free(tb);
+}
+
+/* Age out this tenant's tombstones whose deadline passed (oldest first,
+ * so the work is proportional to what expires). */
+static void tombs_prune_locked(struct store *s, struct tenant *t, uint64_t now)
+{
+	while (t->tomb_fifo && t->tomb_fifo->deadline_ms <= now)
+		tomb_drop_locked(s, t, t->tomb_fifo);
+}
+
+static struct tomb *tomb_find_locked(struct store *s, struct tenant *t,
+				     const char *name, uint64_t now)
+{
+	struct tomb *tb;
+
+	tombs_prune_locked(s, t, now);
+	HASH_FIND_STR(t->tombs, name, tb);
+	return tb;
+}
+
+static void tombs_free(struct tenant *t)
+{
+	struct tomb *tb, *tmp;
+
+	HASH_ITER(hh, t->tombs, tb, tmp) {
+		HASH_DEL(t->tombs, tb);
+		free(tb);
+	}
+	t->tomb_fifo = NULL;
+}
+
+/*
+ * The pool is full: age out expired tombstones of every tenant, then
+ * report whether a slot is free.  A full scan, bounded by max_tenants,
+ * on the exhaustion path only; no lock may be held by the caller.
+ */
+static bool tombs_sweep_all(struct store *s)
+{
+	uint64_t now = store_now_ms(s);
+	struct tenant *t, *tt;
+
+	lock(&s->lock);
+	HASH_ITER(hh, s->tenants, t, tt) {
+		lock(&t->lock);
+		tombs_prune_locked(s, t, now);
+		unlock(&t->lock);
+	}
+	unlock(&s->lock);
+	return atomic_load(&s->tombs_n) < s->lim.max_tombstones;
+}
+
+/* Attributes ------------------------------------------------------------------ */
+
+static void attr_from_meta(struct store_attr *a, const struct meta *m)
+{
+	a->uid = m->uid;
+	a->gid = m->gid;
+	a->atime = m->atime;
+	a->mtime = m->mtime;
+	a->ctime = m->ctime;
+}
+
+static int getattr_dir(struct store *s, struct store_node *n,
+		       struct store_attr *a)
+{
+	struct tenant *t;
+	struct parent *p;
+
+	switch (n->kind) {
+	case STORE_ROOT:
+		lock(&s->lock);
+		attr_from_meta(a, &s->root_meta);
+		a->mode = S_IFDIR | s->root_meta.mode;
+		a->nlink = 2 + HASH_COUNT(s->tenants);
+		unlock(&s->lock);
+		return 0;
+	case STORE_TENANT:
+		t = as_tenant(n);
+		lock(&t->lock);
+		attr_from_meta(a, &t->meta);
+		a->mode = S_IFDIR | t->meta.mode;
+		a->nlink = 2 + HASH_COUNT(t->parents);
+		unlock(&t->lock);
+		return 0;
+	case STORE_PARENT:
+		p = as_parent(n);
+		lock(&p->lock);
+		attr_from_meta(a, &p->meta);
+		a->mode = S_IFDIR | p->meta.mode;
+		a->nlink = 2;
+		a->size = p->nlinks;
+		unlock(&p->lock);
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+int store_getattr(struct store *s, struct store_node *n, struct store_attr *a)
+{
+	struct child *c;
+	int rc;
+
+	memset(a, 0, sizeof(*a));
+	if (is_dead(n))
+		return -ESTALE;
+	a->ino = n->ino;
+	switch (n->kind) {
+	case STORE_CHILD:
+		c = as_child(n);
+		lock(stripe(s, c));
+		attr_from_meta(a, &c->meta);
+		a->mode = S_IFREG | c->meta.mode;
+		a->nlink = c->nlink;
+		a->size = blob_len(c->content);
+		unlock(stripe(s, c));
+		/* Removed between the check and the lock: still stale. */
+		return a->nlink ? 0 : -ESTALE;
+	case STORE_SPECIAL:
+		/* Special files show their directory's owner; layout/ gives
+		 * the mode. */
+		rc = getattr_dir(s, n->owner, a);
+		a->ino = n->ino;
+		a->mode = S_IFREG | 0444;
+		a->nlink = 1;
+		a->size = 0;
+		return rc;
+	default:
+		return getattr_dir(s, n, a);
+	}
+}
+
+static void meta_apply(struct meta *m, unsigned mask, const struct store_attr *in)
+{
+	struct timespec now = wall_now();
+
+	if (mask & STORE_SET_MODE)
+		m->mode = in->mode & 07777;
+	if (mask & STORE_SET_UID)
+		m->uid = in->uid;
+	if (mask & STORE_SET_GID)
+		m->gid = in->gid;
+	if (mask & STORE_SET_ATIME)
+		m->atime = in->atime;
+	if (mask & STORE_SET_MTIME)
+		m->mtime = in->mtime;
+	m->ctime = now;
+}
+
+static int content_resize_locked(struct store *s, struct child *c,
+				 uint64_t size);
+
+int store_setattr(struct store *s, struct store_node *n, unsigned mask,
+		  const struct store_attr *in, struct store_attr *out)
+{
+	struct child *c;
+	struct meta *m;
+	pthread_mutex_t *l;
+	int rc = 0;
+
+	if (is_dead(n))
+		return -ESTALE;
+	switch (n->kind) {
+	case STORE_ROOT: m = &s->root_meta; l = &s->lock; break;
+	case STORE_TENANT: m = &as_tenant(n)->meta; l = &as_tenant(n)->lock; break;
+	case STORE_PARENT: m = &as_parent(n)->meta; l = &as_parent(n)->lock; break;
+	case STORE_CHILD:
+		c = as_child(n);
+		m = &c->meta;
+		l = stripe(s, c);
+		break;
+	default:
+		return -EPERM; /* special files have fixed attributes */
+	}
+	if ((mask & STORE_SET_SIZE) && n->kind != STORE_CHILD)
+		return -EISDIR;
+	lock(l);
+	if (n->kind == STORE_CHILD && as_child(n)->nlink == 0)
+		rc = -ESTALE;
+	else if (mask & STORE_SET_SIZE)
+		rc = content_resize_locked(s, as_child(n), in->size);
+	if (rc == 0 && (mask & ~STORE_SET_SIZE))
+		meta_apply(m, mask, in);
+	unlock(l);
+	if (rc)
+		return refuse(s, rc);
+	return out ? store_getattr(s, n, out) : 0;
+}
+
+int store_parent_generation(struct store *s, struct store_node *n, uint64_t *gen)
+{
+	struct parent *p = as_parent(n);
+
+	if (!p)
+		return -EINVAL;
+	if (is_dead(n))
+		return -ESTALE;
+	*gen = p->generation;
+	return 0;
+}
+
+int store_child_version(struct store *s, struct store_node *n, uint64_t *version)
+{
+	struct child *c = as_child(n);
+	int rc = 0;
+
+	if (!c)
+		return -EINVAL;
+	lock(stripe(s, c));
+	if (c->nlink == 0)
+		rc = -ESTALE;
+	*version = c->version;
+	unlock(stripe(s, c));
+	return rc;
+}
+
+/* Lookup and listing ---------------------------------------------------------- */
+
+int store_lookup(struct store *s, struct store_node *dir, const char *name,
+		 struct store_node **out)
+{
+	struct tenant *t;
+	struct parent *p;
+	struct link *l;
+	struct store_node *n = NULL;
+
+	switch (dir->kind) {
+	case STORE_ROOT:
+		lock(&s->lock);
+		HASH_FIND_STR(s->tenants, name, t);
+		if (t) {
+			n = &t->node;
+			store_node_ref(n);
+		}
+		unlock(&s->lock);
+		break;
+	case STORE_TENANT:
+		t = as_tenant(dir);
+		lock(&t->lock);
+		if (is_dead(dir)) {
+			unlock(&t->lock);
+			return -ESTALE;
+		}
+		HASH_FIND_STR(t->parents, name, p);
+		if (p) {
+			n = &p->node;
+			store_node_ref(n);
+		}
+		unlock(&t->lock);
+		break;
+	case STORE_PARENT:
+		p = as_parent(dir);
+		lock(&p->lock);
+		if (is_dead(dir)) {
+			unlock(&p->lock);
+			return -ESTALE;
+		}
+		HASH_FIND_STR(p->links, name, l);
+		if (l) {
+			n = &l->child->node;
+			store_node_ref(n);
+		}
+		unlock(&p->lock);
+		break;
+	default:
+		return -ENOTDIR;
+	}
+	if (!n)
+		return -ENOENT;
+	*out = n;
+	return 0;
+}
+
+static int dirlist_add(struct store_dirlist *dl, size_t *cap, uint64_t ino,
+		       enum store_kind kind, const char *name)
+{
+	if (dl->n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 16;
+		struct store_dirent *e = realloc(dl->e, ncap * sizeof(*e));
+
+		if (!e)
+			return -ENOMEM;
+		dl->e = e;
+		*cap = ncap;
+	}
+	dl->e[dl->n].name = strdup(name);
+	if (!dl->e[dl->n].name)
+		return -ENOMEM;
+	dl->e[dl->n].ino = ino;
+	dl->e[dl->n].kind = kind;
+	dl->n++;
+	return 0;
+}
+
+int store_list(struct store *s, struct store_node *dir, struct store_dirlist *out)
+{
+	struct tenant *t;
+	struct parent *p;
+	struct link *l;
+	size_t cap = 0;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	switch (dir->kind) {
+	case STORE_ROOT:
+		lock(&s->lock);
+		for (t = s->tenants; t && !rc; t = t->hh.next)
+			rc = dirlist_add(out, &cap, t->node.ino, STORE_TENANT, t->name);
+		unlock(&s->lock);
+		break;
+	case STORE_TENANT:
+		t = as_tenant(dir);
+		lock(&t->lock);
+		if (is_dead(dir))
+			rc = -ESTALE;
+		for (p = t->parents; p && !rc; p = p->hh.next)
+			rc = dirlist_add(out, &cap, p->node.ino, STORE_PARENT, p->name);
+		unlock(&t->lock);
+		break;
+	case STORE_PARENT:
+		p = as_parent(dir);
+		lock(&p->lock);
+		if (is_dead(dir))
+			rc = -ESTALE;
+		for (l = p->links; l && !rc; l = l->hh.next)
+			rc = dirlist_add(out, &cap, l->child->node.ino, STORE_CHILD,
+					 l->name);
+		unlock(&p->lock);
+		break;
+	default:
+		rc = -ENOTDIR;
+	}
+	if (rc)
+		store_dirlist_free(out);
+	return rc;
+}
+
+void store_dirlist_free(struct store_dirlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->e[i].name);
+	free(l->e);
+	l->e = NULL;
+	l->n = 0;
+}
+
+/* Tenants ----------------------------------------------------------------------- */
+
+static int tenant_create(struct store *s, const char *name,
+			 const struct store_owner *owner, struct store_node **out)
+{
+	struct tenant *t, *old;
+	int rc = 0;
+
+	t = calloc(1, sizeof(*t));
+	if (!t || !(t->name = strdup(name))) {
+		free(t);
+		return -ENOMEM;
+	}
+	node_init(&t->node, ino_alloc(s, 1 + STORE_NSPECIAL), STORE_TENANT);
+	specials_init(t->special, &t->node);
+	pthread_mutex_init(&t->lock, NULL);
+	meta_init(&t->meta, owner);
+
+	lock(&s->lock);
+	HASH_FIND_STR(s->tenants, name, old);
+	if (draining(s))
+		rc = -EROFS;
+	else if (old)
+		rc = -EEXIST;
+	else if (!reserve(&s->tenants_n, 1, s->lim.max_tenants))
+		rc = -ENOSPC;
+	if (rc == 0) {
+		hash_oom = 0;
+		HASH_ADD_KEYPTR(hh, s->tenants, t->name, strlen(t->name), t);
+		if (hash_oom) {
+			gauge_sub(&s->tenants_n, 1, "tenants");
+			rc = -ENOMEM;
+		} else {
+			touch_dir(&s->root_meta);
+			store_node_ref(&t->node); /* the caller's */
+		}
+	}
+	unlock(&s->lock);
+	if (rc) {
+		store_node_unref(s, &t->node);
+		return refuse(s, rc);
+	}
+	*out = &t->node;
+	return 0;
+}
+
+/*
+ * Take every link out of bucket @p (p->lock held): the state of each link
+ * loses one link, and ends when it was the last.  Returns the detached
+ * links for links_free() after the lock is dropped.
+ */
+static struct link *bucket_clear_locked(struct store *s, struct parent *p)
+{
+	struct link *links = p->links;
+	struct link *l;
+	struct tenant *t = p->tenant;
+	uint64_t ended = 0, bytes = 0;
+
+	for (l = links; l; l = l->hh.next) {
+		struct child *c = l->child;
+
+		lock(stripe(s, c));
+		if (--c->nlink == 0) {
+			atomic_store(&c->node.dead, true);
+			bytes += blob_len(c->content);
+			blob_unref(c->content);
+			c->content = NULL;
+			ended++;
+		}
+		unlock(stripe(s, c));
+	}
+	gauge_sub(&s->links_n, p->nlinks, "links");
+	gauge_sub(&t->links_n, p->nlinks, "tenant links");
+	gauge_sub(&s->children_n, ended, "children");
+	gauge_sub(&t->children_n, ended, "tenant children");
+	gauge_sub(&s->bytes_n, bytes, "bytes");
+	gauge_sub(&t->bytes_n, bytes, "tenant bytes");
+	atomic_fetch_add(&s->removals, ended);
+	p->links = NULL;
+	p->nlinks = 0;
+	return links;
+}
+
+/* Free detached links (no lock held): each drops its state reference.
+ * The detached table is private now, so it is walked and freed whole. */
+static void links_free(struct store *s, struct link *links)
+{
+	UT_hash_table *tbl;
+	struct link *l, *next;
+
+	if (!links)
+		return;
+	tbl = links->hh.tbl;
+	for (l = links; l; l = next) {
+		next = l->hh.next;
+		store_node_unref(s, &l->child->node);
+		free(l);
+	}
+	uthash_free(tbl->buckets, tbl->num_buckets * sizeof(UT_hash_bucket));
+	uthash_free(tbl, sizeof(UT_hash_table));
+}
+
+static int tenant_cleanup(struct store *s, const char *name)
+{
+	struct tenant *t;
+	struct parent *p, *tmp;
+
+	lock(&s->lock);
+	HASH_FIND_STR(s->tenants, name, t);
+	if (!t) {
+		unlock(&s->lock);
+		return -ENOENT;
+	}
+	lock(&t->lock);
+	atomic_store(&t->node.dead, true);
+	HASH_DEL(s->tenants, t);
+	gauge_sub(&s->tenants_n, 1, "tenants");
+	touch_dir(&s->root_meta);
+	unlock(&s->lock);
+
+	HASH_ITER(hh, t->parents, p, tmp) {
+		struct link *links;
+
+		lock(&p->lock);
+		atomic_store(&p->node.dead, true);
+		links = bucket_clear_locked(s, p);
+		unlock(&p->lock);
+		HASH_DEL(t->parents, p);
+		gauge_sub(&t->parents_n, 1, "tenant parents");
+		gauge_sub(&s->parents_n, 1, "parents");
+		atomic_fetch_add(&s->leaves, 1);
+		/* Free after the tenant lock too: chain the tables. */
+		links_free(s, links);
+		store_node_unref(s, &p->node);
+	}
+	while (t->tomb_fifo)
+		tomb_drop_locked(s, t, t->tomb_fifo);
+	unlock(&t->lock);
+	store_node_unref(s, &t->node); /* the table's reference */
+	return 0;
+}
+
+/* Parents: join, leave, depart -------------------------------------------------- */
+
+static int parent_join(struct store *s, struct tenant *t, const char *name,
+		       const struct store_owner *owner, struct store_node **out)
+{
+	struct parent *p, *old;
+	struct tomb *tb;
+	int rc = 0;
+
+	p = calloc(1, sizeof(*p));
+	if (!p || !(p->name = strdup(name))) {
+		free(p);
+		return -ENOMEM;
+	}
+	node_init(&p->node, ino_alloc(s, 1), STORE_PARENT);
+	pthread_mutex_init(&p->lock, NULL);
+	meta_init(&p->meta, owner);
+	p->tenant = t;
+
+	lock(&t->lock);
+	HASH_FIND_STR(t->parents, name, old);
+	if (is_dead(&t->node))
+		rc = -ESTALE;
+	else if (draining(s))
+		rc = -EROFS;
+	else if (old)
+		rc = -EEXIST;
+	else if (!reserve(&s->parents_n, 1, s->lim.max_parents))
+		rc = -ENOSPC;
+	if (rc == 0) {
+		tb = tomb_find_locked(s, t, name, store_now_ms(s));
+		p->generation = tb ? tb->generation + 1 : 1;
+		hash_oom = 0;
+		HASH_ADD_KEYPTR(hh, t->parents, p->name, strlen(p->name), p);
+		if (hash_oom) {
+			gauge_sub(&s->parents_n, 1, "parents");
+			rc = -ENOMEM;
+		} else {
+			/* An explicit rejoin clears the tombstone. */
+			if (tb)
+				tomb_drop_locked(s, t, tb);
+			gauge_add(&t->parents_n, 1);
+			atomic_fetch_add(&s->joins, 1);
+			store_node_ref(&t->node); /* p->tenant */
+			store_node_ref(&p->node); /* the caller's */
+			touch_dir(&t->meta);
+		}
+	}
+	unlock(&t->lock);
+	if (rc) {
+		p->tenant = NULL;
+		pthread_mutex_destroy(&p->lock);
+		free(p->name);
+		free(p);
+		return refuse(s, rc);
+	}
+	*out = &p->node;
+	return 0;
+}
+
+/*
+ * Member left (rmdir, .depart): in one critical section of the bucket,
+ * mark it departed and remove every child link; keep a tombstone.  With
+ * @must_exist false a missing parent still gets its tombstone.
+ */
+static int parent_leave(struct store *s, struct tenant *t, const char *name,
+			bool must_exist)
+{
+	struct parent *p;
+	struct tomb *tb, *newtb;
+	struct link *links = NULL;
+	size_t nlen = strlen(name);
+	uint64_t now = store_now_ms(s);
+	int rc = 0;
+
+	newtb = calloc(1, sizeof(*newtb) + nlen + 1);
+	if (!newtb)
+		return -ENOMEM;
+	memcpy(newtb->name, name, nlen + 1);
+
+	for (int attempt = 0;; attempt++) {
+		lock(&t->lock);
+		if (is_dead(&t->node)) {
+			rc = -ESTALE;
+			break;
+		}
+		HASH_FIND_STR(t->parents, name, p);
+		tb = tomb_find_locked(s, t, name, now);
+		if (!p && must_exist) {
+			rc = -ENOENT;
+			break;
+		}
+		if (!p && tb) {
+			/* Departed again before a rejoin: refresh the age. */
+			tb->deadline_ms = now + s->lim.tombstone_ttl_ms;
+			DL_DELETE(t->tomb_fifo, tb);
+			DL_APPEND(t->tomb_fifo, tb);
+			break;
+		}
+		if (reserve(&s->tombs_n, 1, s->lim.max_tombstones))
+			break;
+		unlock(&t->lock);
+		if (attempt > 0 || !tombs_sweep_all(s)) {
+			free(newtb);
+			return refuse(s, -ENOSPC);
+		}
+	}
+	if (rc || (!p && tb)) {
+		unlock(&t->lock);
+		free(newtb);
+		return rc;
+	}
+
+	newtb->generation = p ? p->generation : 0;
+	newtb->deadline_ms = now + s->lim.tombstone_ttl_ms;
+	hash_oom = 0;
+	HASH_ADD_KEYPTR(hh, t->tombs, newtb->name, nlen, newtb);
+	if (hash_oom) {
+		gauge_sub(&s->tombs_n, 1, "tombstones");
+		unlock(&t->lock);
+		free(newtb);
+		return -ENOMEM;
+	}
+	DL_APPEND(t->tomb_fifo, newtb);
+	gauge_add(&t->tombs_n, 1);
+
+	if (p) {
+		lock(&p->lock);
+		atomic_store(&p->node.dead, true);
+		links = bucket_clear_locked(s, p);
+		unlock(&p->lock);
+		HASH_DEL(t->parents, p);
+		gauge_sub(&t->parents_n, 1, "tenant parents");
+		gauge_sub(&s->parents_n, 1, "parents");
+		atomic_fetch_add(&s->leaves, 1);
+		touch_dir(&t->meta);
+	}
+	unlock(&t->lock);
+	if (p) {
+		links_free(s, links);
+		store_node_unref(s, &p->node); /* the table's reference */
+	}
+	return 0;
+}
+
+int store_depart(struct store *s, struct store_node *tenant, const char *name)
+{
+	struct tenant *t = as_tenant(tenant);
+
+	if (!t)
+		return -EPERM;
+	return parent_leave(s, t, name, false);
+}
+
+int store_mkdir(struct store *s, struct store_node *dir, const char *name,
+		const struct store_owner *owner, struct store_node **out)
+{
+	if (is_dead(dir))
+		return refuse(s, -ESTALE);
+	switch (dir->kind) {
+	case STORE_ROOT: return tenant_create(s, name, owner, out);
+	case STORE_TENANT: return parent_join(s, as_tenant(dir), name, owner, out);
+	case STORE_PARENT: return -EPERM;
+	default: return -ENOTDIR;
+	}
+}
+
+int store_rmdir(struct store *s, struct store_node *dir, const char *name)
+{
+	struct store_node *n;
+	int rc;
+
+	switch (dir->kind) {
+	case STORE_ROOT:
+		return tenant_cleanup(s, name);
+	case STORE_TENANT:
+		if (is_dead(dir))
+			return refuse(s, -ESTALE);
+		return parent_leave(s, as_tenant(dir), name, true);
+	case STORE_PARENT:
+		rc = store_lookup(s, dir, name, &n);
+		if (rc)
+			return rc;
+		store_node_unref(s, n);
+		return -ENOTDIR;
+	default:
+		return -ENOTDIR;
+	}
+}
+
+/* Children: admission, removal, link, rename --------------------------------------- */
+
+static struct link *link_new(const char *name, struct child *c)
+{
+	size_t len = strlen(name);
+	struct link *l = calloc(1, sizeof(*l) + len + 1);
+
+	if (l) {
+		memcpy(l->name, name, len + 1);
+		l->child = c;
+	}
+	return l;
+}
+
+/*
+ * The admission checks every new entry in bucket @p passes (p->lock
+ * held), in the contract's order: store ready, parent alive, global
+ * ceilings, quotas.  On success the entry is reserved in the tenant
+ * quota (and a state in max_children when @new_state); the caller
+ * inserts or calls admit_undo().
+ */
+static int admit_locked(struct store *s, struct parent *p, bool new_state)
+{
+	struct tenant *t = p->tenant;
+
+	if (draining(s))
+		return -EROFS;
+	if (is_dead(&p->node))
+		return -ESTALE;
+	if (new_state && !reserve(&s->children_n, 1, s->lim.max_children))
+		return -ENOSPC;
+	if ((s->lim.parent_quota && p->nlinks + 1 > s->lim.parent_quota) ||
+	    !reserve(&t->links_n, 1, s->lim.tenant_quota)) {
+		if (new_state)
+			gauge_sub(&s->children_n, 1, "children");
+		return -EDQUOT;
+	}
+	return 0;
+}
+
+static void admit_undo(struct store *s, struct parent *p, bool new_state)
+{
+	gauge_sub(&p->tenant->links_n, 1, "tenant links");
+	if (new_state)
+		gauge_sub(&s->children_n, 1, "children");
+}
+
+/* Insert reserved link @l into @p (p->lock held).  -ENOMEM undoes. */
+static int link_insert_locked(struct store *s, struct parent *p, struct link *l,
+			      bool new_state)
+{
+	hash_oom = 0;
+	HASH_ADD_KEYPTR(hh, p->links, l->name, strlen(l->name), l);
+	if (hash_oom) {
+		admit_undo(s, p, new_state);
+		return -ENOMEM;
+	}
+	p->nlinks++;
+	gauge_add(&s->links_n, 1);
+	if (new_state)
+		gauge_add(&p->tenant->children_n, 1);
+	touch_dir(&p->meta);
+	return 0;
+}
+
+int store_create(struct store *s, struct store_node *parent, const char *name,
+		 const struct store_owner *owner, bool excl,
+		 struct store_node **out, bool *created)
+{
+	struct parent *p = as_parent(parent);
+	struct child *c;
+	struct link *l, *old;
+	int rc;
+
+	if (!p)
+		return parent->kind == STORE_CHILD ? -ENOTDIR : -EPERM;
+	c = calloc(1, sizeof(*c));
+	l = c ? link_new(name, c) : NULL;
+	if (!l) {
+		free(c);
+		return -ENOMEM;
+	}
+	node_init(&c->node, ino_alloc(s, 1), STORE_CHILD);
+	c->tenant = p->tenant;
+	c->nlink = 1;
+	meta_init(&c->meta, owner);
+
+	lock(&p->lock);
+	HASH_FIND_STR(p->links, name, old);
+	if (old && !is_dead(&p->node)) {
+		rc = excl ? -EEXIST : 0;
+		if (rc == 0) {
+			*out = &old->child->node;
+			store_node_ref(*out);
+			*created = false;
+		}
+		unlock(&p->lock);
+		free(l);
+		free(c);
+		return rc ? refuse(s, rc) : 0;
+	}
+	rc = admit_locked(s, p, true);
+	if (rc == 0)
+		rc = link_insert_locked(s, p, l, true);
+	if (rc == 0) {
+		store_node_ref(&p->tenant->node);  /* c->tenant */
+		store_node_ref(&c->node);          /* the caller's */
+		atomic_fetch_add(&s->admissions, 1);
+	}
+	unlock(&p->lock);
+	if (rc) {
+		free(l);
+		free(c);
+		return refuse(s, rc);
+	}
+	*out = &c->node;
+	*created = true;
+	return 0;
+}
+
+/*
+ * Drop one link of state @c (its bucket's lock held).  Returns true when
+ * it was the last: the state has ended.
+ */
+static bool state_unlink_locked(struct store *s, struct child *c)
+{
+	struct tenant *t = c->tenant;
+	bool ended;
+
+	lock(stripe(s, c));
+	ended = --c->nlink == 0;
+	if (ended) {
+		size_t bytes = blob_len(c->content);
+
+		atomic_store(&c->node.dead, true);
+		blob_unref(c->content);
+		c->content = NULL;
+		gauge_sub(&s->bytes_n, bytes, "bytes");
+		gauge_sub(&t->bytes_n, bytes, "tenant bytes");
+		gauge_sub(&s->children_n, 1, "children");
+		gauge_sub(&t->children_n, 1, "tenant children");
+		atomic_fetch_add(&s->removals, 1);
+	}
+	c->meta.ctime = wall_now();
+	unlock(stripe(s, c));
+	return ended;
+}
+
+/* Unhook link @l from bucket @p (p->lock held); the caller frees it. */
+static void link_remove_locked(struct store *s, struct parent *p, struct link *l)
+{
+	HASH_DEL(p->links, l);
+	p->nlinks--;
+	gauge_sub(&s->links_n, 1, "links");
+	gauge_sub(&p->tenant->links_n, 1, "tenant links");
+	touch_dir(&p->meta);
+	state_unlink_locked(s, l->child);
+}
+
+static void link_free(struct store *s, struct link *l)
+{
+	if (l) {
+		store_node_unref(s, &l->child->node);
+		free(l);
+	}
+}
+
+int store_unlink(struct store *s, struct store_node *parent, const char *name)
+{
+	struct parent *p = as_parent(parent);
+	struct link *l = NULL;
+	int rc = 0;
+
+	if (!p)
+		return parent->kind == STORE_CHILD ? -ENOTDIR : -EPERM;
+	lock(&p->lock);
+	if (is_dead(parent))
+		rc = -ESTALE;
+	else
+		HASH_FIND_STR(p->links, name, l);
+	if (!rc && !l)
+		rc = -ENOENT;
+	if (!rc)
+		link_remove_locked(s, p, l);
+	unlock(&p->lock);
+	if (rc)
+		return refuse(s, rc);
+	link_free(s, l);
+	return 0;
+}
+
+int store_link(struct store *s, struct store_node *child,
+	       struct store_node *parent, const char *name)
+{
+	struct parent *p = as_parent(parent);
+	struct child *c = as_child(child);
+	struct link *l, *old;
+	int rc = 0;
+
+	if (!c || !p)
+		return -EPERM;
+	if (c->tenant != p->tenant)
+		return -EXDEV;
+	l = link_new(name, c);
+	if (!l)
+		return -ENOMEM;
+
+	lock(&p->lock);
+	HASH_FIND_STR(p->links, name, old);
+	if (is_dead(parent))
+		rc = -ESTALE;
+	else if (old)
+		rc = -EEXIST;
+	else
+		rc = admit_locked(s, p, false);
+	if (rc == 0) {
+		/* The state must still live, checked under its stripe: a
+		 * concurrent last unlink either ran first (stale) or will
+		 * see this link. */
+		lock(stripe(s, c));
+		if (c->nlink == 0) {
+			rc = -ESTALE;
+		} else {
+			c->nlink++;
+			c->meta.ctime = wall_now();
+		}
+		unlock(stripe(s, c));
+		if (rc)
+			admit_undo(s, p, false);
+	}
+	if (rc == 0) {
+		rc = link_insert_locked(s, p, l, false);
+		if (rc) {
+			lock(stripe(s, c));
+			c->nlink--;
+			unlock(stripe(s, c));
+		} else {
+			store_node_ref(&c->node); /* the link's */
+			atomic_fetch_add(&s->admissions, 1);
+		}
+	}
+	unlock(&p->lock);
+	if (rc) {
+		free(l);
+		return refuse(s, rc);
+	}
+	return 0;
+}
+
+/* Lock two buckets in the canonical order (ascending inode number). */
+static void lock_pair(struct parent *a, struct parent *b)
+{
+	if (a == b) {
+		lock(&a->lock);
+	} else if (a->node.ino < b->node.ino) {
+		lock(&a->lock);
+		lock(&b->lock);
+	} else {
+		lock(&b->lock);
+		lock(&a->lock);
+	}
+}
+
+static void unlock_pair(struct parent *a, struct parent *b)
+{
+	unlock(&a->lock);
+	if (a != b)
+		unlock(&b->lock);
+}
+
+int store_rename(struct store *s, struct store_node *from, const char *name,
+		 struct store_node *to, const char *to_name, unsigned flags)
+{
+	struct parent *a = as_parent(from), *b = as_parent(to);
+	struct link *src = NULL, *dst = NULL, *moved = NULL;
+	struct child *replaced = NULL;
+	bool same = false;
+	int rc = 0;
+
+	if (!a || !b)
+		return -EPERM; /* tenants and parents cannot be renamed */
+	if (a->tenant != b->tenant)
+		return -EXDEV;
+	if ((flags & STORE_RENAME_EXCHANGE) && (flags & STORE_RENAME_NOREPLACE))
+		return -EINVAL;
+	moved = link_new(to_name, NULL);
+	if (!moved)
+		return -ENOMEM;
+
+	lock_pair(a, b);
+	if (is_dead(&a->node) || is_dead(&b->node))
+		rc = -ESTALE;
+	if (!rc) {
+		HASH_FIND_STR(a->links, name, src);
+		HASH_FIND_STR(b->links, to_name, dst);
+		if (!src)
+			rc = -ENOENT;
+		else if (flags & STORE_RENAME_EXCHANGE)
+			rc = dst ? 0 : -ENOENT;
+		else if (dst && (flags & STORE_RENAME_NOREPLACE))
+			rc = -EEXIST;
+		else if (dst && dst->child == src->child)
+			same = true; /* POSIX: two links to one state: no-op */
+	}
+	if (rc || same)
+		goto out;
+	if (draining(s)) {
+		rc = -EROFS;
+		goto out;
+	}
+
+	if (flags & STORE_RENAME_EXCHANGE) {
+		struct child *tmp = src->child;
+
+		src->child = dst->child;
+		dst->child = tmp;
+		touch_dir(&a->meta);
+		touch_dir(&b->meta);
+		goto out;
+	}
+	if (dst) {
+		/* The destination entry takes the source's state: no
+		 * allocation, so nothing can fail half-way. */
+		state_unlink_locked(s, dst->child);
+		replaced = dst->child;
+		dst->child = src->child;
+		HASH_DEL(a->links, src);
+		a->nlinks--;
+		gauge_sub(&s->links_n, 1, "links");
+		gauge_sub(&a->tenant->links_n, 1, "tenant links");
+	} else {
+		/* Admission at the destination: it gains an entry. */
+		if (a != b && s->lim.parent_quota &&
+		    b->nlinks + 1 > s->lim.parent_quota) {
+			rc = -EDQUOT;
+			goto out;
+		}
+		moved->child = src->child;
+		hash_oom = 0;
+		HASH_ADD_KEYPTR(hh, b->links, moved->name, strlen(moved->name),
+				moved);
+		if (hash_oom) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		b->nlinks++;
+		moved = NULL;
+		HASH_DEL(a->links, src);
+		a->nlinks--;
+	}
+	touch_dir(&a->meta);
+	touch_dir(&b->meta);
+	lock(stripe(s, src->child));
+	src->child->meta.ctime = wall_now();
+	unlock(stripe(s, src->child));
+	free(src); /* its state reference moved with the entry */
+out:
+	unlock_pair(a, b);
+	free(moved);
+	if (replaced)
+		store_node_unref(s, &replaced->node);
+	return rc ? refuse(s, rc) : 0;
+}
+
+/* Content ----------------------------------------------------------------------------- */
+
+/*
+ * Would content of @newlen bytes in @c (now @oldlen) fit?  Checks
+ * max_payload and reserves the growth in max_bytes (state's stripe
+ * held).  Releases on shrink.
+ */
+static int bytes_charge_locked(struct store *s, struct child *c,
+			       size_t oldlen, size_t newlen)
+{
+	if (newlen > s->lim.max_payload)
+		return -EFBIG;
+	if (newlen > oldlen) {
+		if (!reserve(&s->bytes_n, newlen - oldlen, s->lim.max_bytes))
+			return -ENOSPC;
+		gauge_add(&c->tenant->bytes_n, newlen - oldlen);
+	} else if (newlen < oldlen) {
+		gauge_sub(&s->bytes_n, oldlen - newlen, "bytes");
+		gauge_sub(&c->tenant->bytes_n, oldlen - newlen, "tenant bytes");
+	}
+	return 0;
+}
+
+/* Swap in new content (stripe held): one publication. */
+static void publish_locked(struct child *c, struct blob *b)
+{
+	struct blob *old = c->content;
+
+	c->content = b;
+	c->version++;
+	c->meta.mtime = c->meta.ctime = wall_now();
+	blob_unref(old);
+}
+
+static int content_resize_locked(struct store *s, struct child *c, uint64_t size)
+{
+	size_t oldlen = blob_len(c->content);
+	struct blob *b;
+	int rc;
+
+	if (size > s->lim.max_payload)
+		return -EFBIG;
+	b = blob_new(NULL, size);
+	if (size && !b)
+		return -ENOMEM;
+	if (b) {
+		size_t keep = oldlen < size ? oldlen : size;
+
+		if (keep)
+			memcpy(b->data, c->content->data, keep);
+		memset(b->data + keep, 0, size - keep);
+	}
+	rc = bytes_charge_locked(s, c, oldlen, size);
+	if (rc) {
+		blob_unref(b);
+		return rc;
+	}
+	publish_locked(c, b);
+	return 0;
+}
+
+int store_stage_open(struct store *s, struct store_node *child,
+		     enum store_stage_mode mode, struct store_stage **out)
+{
+	struct child *c = as_child(child);
+	struct store_stage *st;
+
+	if (!c)
+		return child->kind == STORE_SPECIAL ? -EINVAL : -EISDIR;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->s = s;
+	st->c = c;
+	st->mode = mode;
+	pthread_mutex_init(&st->lock, NULL);
+	lock(stripe(s, c));
+	if (c->nlink == 0) {
+		unlock(stripe(s, c));
+		pthread_mutex_destroy(&st->lock);
+		free(st);
+		return refuse(s, -ESTALE);
+	}
+	st->pin = blob_ref(c->content);
+	st->base_version = c->version;
+	unlock(stripe(s, c));
+	store_node_ref(&c->node);
+	if (mode == STORE_STAGE_REPLACE) {
+		st->staged = true; /* an empty image: O_TRUNC */
+		st->dirty = true;
+	}
+	*out = st;
+	return 0;
+}
+
+static void stage_reset_locked(struct store_stage *st)
+{
+	free(st->buf);
+	st->buf = NULL;
+	st->len = st->cap = 0;
+	st->staged = false;
+	st->dirty = false;
+	st->written = false;
+}
+
+static int stage_reserve(struct store_stage *st, size_t len)
+{
+	char *nb;
+	size_t ncap;
+
+	if (len <= st->cap)
+		return 0;
+	ncap = st->cap ? st->cap : 256;
+	while (ncap < len)
+		ncap *= 2;
+	nb = realloc(st->buf, ncap);
+	if (!nb)
+		return -ENOMEM;
+	st->buf = nb;
+	st->cap = ncap;
+	return 0;
+}
+
+/* The state's current length and liveness, read under its stripe. */
+static int stage_current(struct store_stage *st, size_t *len)
+{
+	struct store *s = st->s;
+	int rc = 0;
+
+	lock(stripe(s, st->c));
+	if (st->c->nlink == 0)
+		rc = -ESTALE;
+	*len = blob_len(st->c->content);
+	unlock(stripe(s, st->c));
+	return rc;
+}
+
+ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
+			  uint64_t off)
+{
+	struct store *s = st->s;
+	size_t cur, newlen, projected;
+	int rc;
+
+	if (st->mode == STORE_STAGE_READ)
+		return -EBADF;
+	lock(&st->lock);
+	rc = stage_current(st, &cur);
+	if (rc)
+		goto out;
+	if (st->mode == STORE_STAGE_APPEND) {
+		off = st->len;
+		newlen = st->len + len;
+		projected = cur + newlen;
+	} else {
+		if (!st->staged) {
+			/* First write of an in-place edit: start from the
+			 * state this stage opened on. */
+			size_t base = blob_len(st->pin);
+
+			rc = stage_reserve(st, base);
+			if (rc)
+				goto out;
+			if (base)
+				memcpy(st->buf, st->pin->data, base);
+			st->len = base;
+			st->staged = true;
+		}
+		newlen = off + len > st->len ? off + len : st->len;
+		projected = newlen;
+		if (off + len < off)
+			projected = SIZE_MAX;
+	}
+	if (projected > s->lim.max_payload) {
+		rc = -EFBIG;
+		goto out;
+	}
+	if (projected > cur &&
+	    atomic_load(&s->bytes_n) + (projected - cur) > s->lim.max_bytes) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	rc = stage_reserve(st, newlen);
+	if (rc)
+		goto out;
+	if (off > st->len)
+		memset(st->buf + st->len, 0, off - st->len);
+	memcpy(st->buf + off, buf, len);
+	st->len = newlen;
+	st->staged = true;
+	st->dirty = true;
+	st->written = true;
+out:
+	unlock(&st->lock);
+	return rc ? refuse(s, rc) : (ssize_t)len;
+}
+
+ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
+			 uint64_t off)
+{
+	struct store *s = st->s;
+	const char *src;
+	size_t have, n = 0;
+	struct blob *old = NULL;
+	int rc = 0;
+
+	lock(&st->lock);
+	lock(stripe(s, st->c));
+	if (st->c->nlink == 0) {
+		rc = -ESTALE;
+	} else if (!st->staged && off == 0) {
+		/* A new pass from the start sees the newest publication. */
+		old = st->pin;
+		st->pin = blob_ref(st->c->content);
+		st->base_version = st->mode == STORE_STAGE_CAS && !st->dirty ?
+			st->c->version : st->base_version;
+	}
+	unlock(stripe(s, st->c));
+	if (rc == 0) {
+		/* An append stage holds only the tail it will add: it
+		 * reads the state it is based on. */
+		bool own = st->staged && st->mode != STORE_STAGE_APPEND;
+
+		src = own ? st->buf : (st->pin ? st->pin->data : NULL);
+		have = own ? st->len : blob_len(st->pin);
+		if (off < have) {
+			n = have - off < len ? have - off : len;
+			memcpy(buf, src + off, n);
+		}
+	}
+	unlock(&st->lock);
+	blob_unref(old);
+	return rc ? refuse(s, rc) : (ssize_t)n;
+}
+
+int store_stage_truncate(struct store_stage *st, uint64_t size)
+{
+	struct store *s = st->s;
+	int rc = 0;
+
+	if (st->mode == STORE_STAGE_READ)
+		return -EBADF;
+	if (size > s->lim.max_payload)
+		return refuse(s, -EFBIG);
+	lock(&st->lock);
+	if (!st->staged) {
+		size_t base = st->mode == STORE_STAGE_APPEND ? 0 : blob_len(st->pin);
+
+		rc = stage_reserve(st, base);
+		if (rc == 0 && base)
+			memcpy(st->buf, st->pin->data, base);
+		st->len = base;
+	}
+	if (rc == 0)
+		rc = stage_reserve(st, size);
+	if (rc == 0) {
+		if (size > st->len)
+			memset(st->buf + st->len, 0, size - st->len);
+		st->len = size;
+		st->staged = true;
+		st->dirty = true;
+		st->written = true;
+	}
+	unlock(&st->lock);
+	return rc;
+}
+
+int store_stage_publish(struct store_stage *st)
+{
+	struct store *s = st->s;
+	struct child *c = st->c;
+	struct blob *b = NULL, *pin = NULL;
+	size_t cur;
+	int rc = 0;
+
+	lock(&st->lock);
+	if (!st->dirty)
+		goto out;
+	if (st->mode != STORE_STAGE_APPEND) {
+		b = blob_new(st->buf, st->len);
+		if (st->len && !b) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
+	lock(stripe(s, c));
+	cur = blob_len(c->content);
+	if (c->nlink == 0)
+		rc = -ESTALE;
+	else if (st->mode == STORE_STAGE_CAS && c->version != st->base_version)
+		rc = -EAGAIN;
+	else if (st->mode == STORE_STAGE_APPEND) {
+		b = blob_new(NULL, cur + st->len);
+		if (cur + st->len && !b) {
+			rc = -ENOMEM;
+		} else if (b) {
+			if (cur)
+				memcpy(b->data, c->content->data, cur);
+			memcpy(b->data + cur, st->buf, st->len);
+		}
+	}
+	if (rc == 0)
+		rc = bytes_charge_locked(s, c, cur, blob_len(b));
+	if (rc == 0) {
+		publish_locked(c, blob_ref(b));
+		st->base_version = c->version;
+		pin = st->pin;
+		st->pin = b;
+		b = NULL;
+	}
+	unlock(stripe(s, c));
+	/* Published or refused, the staged bytes are spent. */
+	stage_reset_locked(st);
+out:
+	unlock(&st->lock);
+	blob_unref(b);
+	blob_unref(pin);
+	return rc ? refuse(s, rc) : 0;
+}
+
+int store_stage_flush(struct store_stage *st)
+{
+	bool written;
+
+	lock(&st->lock);
+	written = st->written;
+	unlock(&st->lock);
+	/* A racing write between here and the publication is published
+	 * with it: both belong to this open file. */
+	return written ? store_stage_publish(st) : 0;
+}
+
+void store_stage_close(struct store_stage *st)
+{
+	if (!st)
+		return;
+	free(st->buf);
+	blob_unref(st->pin);
+	store_node_unref(st->s, &st->c->node);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}
+
+/* Observability ------------------------------------------------------------------------ */
+
+int store_stats(struct store *s, struct store_node *tenant, struct store_stats *o)
+{
+	struct tenant *t;
+
+	memset(o, 0, sizeof(*o));
+	if (tenant) {
+		t = as_tenant(tenant);
+		if (!t)
+			return -EINVAL;
+		if (is_dead(tenant))
+			return -ESTALE;
+		o->tenants = 1;
+		o->parents = atomic_load(&t->parents_n);
+		o->children = atomic_load(&t->children_n);
+		o->links = atomic_load(&t->links_n);
+		o->tombstones = atomic_load(&t->tombs_n);
+		o->bytes = atomic_load(&t->bytes_n);
+	} else {
+		o->tenants = atomic_load(&s->tenants_n);
+		o->parents = atomic_load(&s->parents_n);
+		o->children = atomic_load(&s->children_n);
+		o->links = atomic_load(&s->links_n);
+		o->tombstones = atomic_load(&s->tombs_n);
+		o->bytes = atomic_load(&s->bytes_n);
+	}
+	o->admissions = atomic_load(&s->admissions);
+	o->removals = atomic_load(&s->removals);
+	o->expiries = atomic_load(&s->expiries);
+	o->joins = atomic_load(&s->joins);
+	o->leaves = atomic_load(&s->leaves);
+	for (int i = 0; i < STORE_NREFUSAL; i++)
+		o->refused[i] = atomic_load(&s->refused[i]);
+	return 0;
+}
+
+/* A state seen by the recount: how many links reached it. */
+struct seen {
+	UT_hash_handle hh;
+	struct child *c;
+	uint32_t links;
+};
+
+#define CHECK(cond, ...)                                              \
+	do {                                                          \
+		if (!(cond) && rc == 0) {                             \
+			snprintf(why, whylen, __VA_ARGS__);           \
+			rc = -EUCLEAN;                                \
+		}                                                     \
+	} while (0)
+
+int store_check_all(struct store *s, char *why, size_t whylen)
+{
+	struct tenant *t;
+	struct parent *p;
+	struct link *l;
+	struct tomb *tb;
+	struct seen *seen = NULL, *sn, *tmp;
+	uint64_t tenants = 0, parents = 0, children = 0, links = 0, tombs = 0,
+		 bytes = 0;
+	int rc = 0;
+
+	if (whylen)
+		why[0] = '\0';
+	lock(&s->lock);
+	for (t = s->tenants; t; t = t->hh.next) {
+		uint64_t tp = 0, tc = 0, tl = 0, tt = 0, tbytes = 0;
+
+		lock(&t->lock);
+		tenants++;
+		CHECK(!is_dead(&t->node), "dead tenant %s in the table", t->name);
+		for (p = t->parents; p; p = p->hh.next) {
+			uint64_t pl = 0;
+
+			lock(&p->lock);
+			tp++;
+			CHECK(!is_dead(&p->node), "departed parent %s/%s in the table",
+			      t->name, p->name);
+			for (l = p->links; l; l = l->hh.next) {
+				pl++;
+				CHECK(l->child->tenant == t,
+				      "child %s/%s/%s of another tenant",
+				      t->name, p->name, l->name);
+				HASH_FIND_PTR(seen, &l->child, sn);
+				if (!sn) {
+					sn = calloc(1, sizeof(*sn));
+					if (!sn) {
+						CHECK(0, "out of memory");
+						continue;
+					}
+					sn->c = l->child;
+					HASH_ADD_PTR(seen, c, sn);
+					tc++;
+					lock(stripe(s, l->child));
+					tbytes += blob_len(l->child->content);
+					CHECK(!is_dead(&l->child->node),
+					      "dead state linked at %s/%s/%s",
+					      t->name, p->name, l->name);
+					unlock(stripe(s, l->child));
+				}
+				sn->links++;
+			}
+			CHECK(pl == p->nlinks, "parent %s/%s counts %llu links, has %llu",
+			      t->name, p->name, (unsigned long long)p->nlinks,
+			      (unsigned long long)pl);
+			tl += pl;
+			unlock(&p->lock);
+		}
+		for (tb = t->tomb_fifo; tb; tb = tb->next)
+			tt++;
+		CHECK(tt == HASH_COUNT(t->tombs), "tenant %s tombstone fifo %llu != table %u",
+		      t->name, (unsigned long long)tt, HASH_COUNT(t->tombs));
+		CHECK(tp == atomic_load(&t->parents_n), "tenant %s parents %llu != %llu",
+		      t->name, (unsigned long long)tp,
+		      (unsigned long long)atomic_load(&t->parents_n));
+		CHECK(tc == atomic_load(&t->children_n), "tenant %s children %llu != %llu",
+		      t->name, (unsigned long long)tc,
+		      (unsigned long long)atomic_load(&t->children_n));
+		CHECK(tl == atomic_load(&t->links_n), "tenant %s links %llu != %llu",
+		      t->name, (unsigned long long)tl,
+		      (unsigned long long)atomic_load(&t->links_n));
+		CHECK(tt == atomic_load(&t->tombs_n), "tenant %s tombstones %llu != %llu",
+		      t->name, (unsigned long long)tt,
+		      (unsigned long long)atomic_load(&t->tombs_n));
+		CHECK(tbytes == atomic_load(&t->bytes_n), "tenant %s bytes %llu != %llu",
+		      t->name, (unsigned long long)tbytes,
+		      (unsigned long long)atomic_load(&t->bytes_n));
+		parents += tp;
+		children += tc;
+		links += tl;
+		tombs += tt;
+		bytes += tbytes;
+		unlock(&t->lock);
+	}
+	HASH_ITER(hh, seen, sn, tmp) {
+		lock(stripe(s, sn->c));
+		CHECK(sn->c->nlink == sn->links, "state %llu nlink %u, reached by %u",
+		      (unsigned long long)sn->c->node.ino, sn->c->nlink, sn->links);
+		unlock(stripe(s, sn->c));
+		HASH_DEL(seen, sn);
+		free(sn);
+	}
+	CHECK(tenants == atomic_load(&s->tenants_n), "tenants %llu != %llu",
+	      (unsigned long long)tenants, (unsigned long long)atomic_load(&s->tenants_n));
+	CHECK(parents == atomic_load(&s->parents_n), "parents %llu != %llu",
+	      (unsigned long long)parents, (unsigned long long)atomic_load(&s->parents_n));
+	CHECK(children == atomic_load(&s->children_n), "children %llu != %llu",
+	      (unsigned long long)children, (unsigned long long)atomic_load(&s->children_n));
+	CHECK(links == atomic_load(&s->links_n), "links %llu != %llu",
+	      (unsigned long long)links, (unsigned long long)atomic_load(&s->links_n));
+	CHECK(tombs == atomic_load(&s->tombs_n), "tombstones %llu != %llu",
+	      (unsigned long long)tombs, (unsigned long long)atomic_load(&s->tombs_n));
+	CHECK(bytes == atomic_load(&s->bytes_n), "bytes %llu != %llu",
+	      (unsigned long long)bytes, (unsigned long long)atomic_load(&s->bytes_n));
+	unlock(&s->lock);
+	return rc;
+}
