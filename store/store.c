@@ -40,9 +40,12 @@
  *
  * Lock order (outermost first); every multi-lock path follows it:
  *
- *   store->lock -> tenant->lock -> parent->lock (ascending ino)
+ *   world (shared by transitions, exclusive for full scans)
+ *     -> store->lock -> tenant->lock -> parent->lock (ascending ino)
  *     -> stage->lock -> state stripe -> ino shard
  *
+ * A stage's write and read take only stage->lock and a stripe: they
+ * change no shared fact; its publication is a transition.
  * No lock is held across a call out of the store.  Counters are atomics
  * updated by the transition that changes the fact they count, inside its
  * critical section; a counter that would go below zero aborts (a bug).
@@ -104,7 +107,8 @@ struct blob {
 
 struct tomb {
 	UT_hash_handle hh;             /* tenant->tombs */
-	struct tomb *prev, *next;      /* tenant->tomb_fifo, oldest first */
+	struct tomb *prev, *next;      /* store->tomb_fifo (tomb_lock) */
+	struct tenant *tenant;         /* the tenant whose table holds it */
 	uint64_t generation;
 	uint64_t deadline_ms;
 	char name[];
@@ -118,7 +122,6 @@ struct tenant {
 	pthread_mutex_t lock;
 	struct parent *parents;        /* lock */
 	struct tomb *tombs;            /* lock */
-	struct tomb *tomb_fifo;        /* lock */
 	struct meta meta;              /* lock */
 	/* Gauges of this tenant, updated with the store-wide ones. */
 	atomic_uint_fast64_t parents_n, children_n, links_n, tombs_n, bytes_n;
@@ -165,11 +168,24 @@ struct store {
 	atomic_int state;              /* enum store_state */
 	atomic_uint_fast64_t next_ino;
 
+	/*
+	 * The world lock, outermost of all: every transition holds it
+	 * shared, the explicit full scans hold it exclusive, so a scan sees
+	 * the store between transitions (one point in time, counters equal
+	 * to a recount).  Writers are preferred so a scan is not starved.
+	 */
+	pthread_rwlock_t world;
 	pthread_mutex_t lock;          /* the tenant table and the root */
 	struct tenant *tenants;        /* lock */
 	struct store_node root;
 	struct store_node root_special[STORE_NSPECIAL];
 	struct meta root_meta;         /* lock */
+
+	/* Every tombstone, oldest deadline first (all share one TTL, so
+	 * insertion order is deadline order).  A leaf lock, taken under a
+	 * tenant lock. */
+	pthread_mutex_t tomb_lock;
+	struct tomb *tomb_fifo;        /* tomb_lock */
 
 	pthread_mutex_t stripes[STRIPES];
 	struct ino_shard shards[INO_SHARDS];
@@ -195,6 +211,9 @@ struct store_stage {
 	bool staged;                   /* lock: buf holds this stage's bytes */
 	bool dirty;                    /* lock: a publication is owed */
 	bool written;                  /* lock: bytes or a size were staged */
+	int failed;                    /* lock: a write was refused: the
+					* whole open-write-close transition
+					* is abandoned with this errno */
 };
 
 /* Helpers ---------------------------------------------------------------- */
@@ -536,7 +555,15 @@ int store_new(const struct store_limits *limits,
 		s->instance = (uint64_t)wall_now().tv_nsec ^ (uint64_t)getpid();
 	s->born_ms = s->clock.now_ms(s->clock.arg);
 	atomic_init(&s->state, STORE_READY);
+	pthread_rwlockattr_t wa;
+
+	pthread_rwlockattr_init(&wa);
+	pthread_rwlockattr_setkind_np(&wa,
+		PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&s->world, &wa);
+	pthread_rwlockattr_destroy(&wa);
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->tomb_lock, NULL);
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_init(&s->stripes[i], NULL);
 
@@ -600,6 +627,8 @@ void store_free(struct store *s)
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_destroy(&s->stripes[i]);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->tomb_lock);
+	pthread_rwlock_destroy(&s->world);
 	free(s);
 }
 
@@ -647,6 +676,8 @@ struct store_node *store_ino_get(struct store *s, uint64_t ino)
 	sh = shard(s, ino);
 	lock(&sh->lock);
 	HASH_FIND(ih, sh->tab, &ino, sizeof(ino), n);
+	if (n && n->kind == STORE_ROOT)
+		n = NULL; /* a shard's sentinel, never issued */
 	if (n)
 		store_node_ref(n);
 	unlock(&sh->lock);
@@ -719,35 +750,62 @@ int store_special(struct store *s, struct store_node *dir, int slot,
 	return 0;
 }
 
-/* Tombstones (tenant->lock held) ------------------------------------------ */
+/* Tombstones ------------------------------------------------------------------ */
 
+/* Queue @tb as the newest tombstone (its tenant's lock held). */
+static void tomb_enqueue_locked(struct store *s, struct tomb *tb, uint64_t now)
+{
+	tb->deadline_ms = now + s->lim.tombstone_ttl_ms;
+	lock(&s->tomb_lock);
+	DL_APPEND(s->tomb_fifo, tb);
+	unlock(&s->tomb_lock);
+}
+
+/* A departed-again parent's tombstone starts its age over. */
+static void tomb_refresh_locked(struct store *s, struct tomb *tb, uint64_t now)
+{
+	lock(&s->tomb_lock);
+	DL_DELETE(s->tomb_fifo, tb);
+	unlock(&s->tomb_lock);
+	tomb_enqueue_locked(s, tb, now);
+}
+
+/* Remove and free tombstone @tb of tenant @t (t->lock held). */
 static void tomb_drop_locked(struct store *s, struct tenant *t, struct tomb *tb)
 {
 	HASH_DEL(t->tombs, tb);
-	DL_DELETE(t->tomb_fifo, tb);
+	lock(&s->tomb_lock);
+	DL_DELETE(s->tomb_fifo, tb);
+	unlock(&s->tomb_lock);
 	gauge_sub(&t->tombs_n, 1, "tenant tombstones");
 	gauge_sub(&s->tombs_n, 1, "tombstones");
 	free(tb);
 }
 
-/* Age out this tenant's tombstones whose deadline passed (oldest first,
- * so the work is proportional to what expires). */
-static void tombs_prune_locked(struct store *s, struct tenant *t, uint64_t now)
-{
-	while (t->tomb_fifo && t->tomb_fifo->deadline_ms <= now)
-		tomb_drop_locked(s, t, t->tomb_fifo);
-}
-
+/* The live tombstone of @name in @t, aging it out if due (t->lock held). */
 static struct tomb *tomb_find_locked(struct store *s, struct tenant *t,
 				     const char *name, uint64_t now)
 {
 	struct tomb *tb;
 
-	tombs_prune_locked(s, t, now);
 	HASH_FIND_STR(t->tombs, name, tb);
+	if (tb && tb->deadline_ms <= now) {
+		tomb_drop_locked(s, t, tb);
+		tb = NULL;
+	}
 	return tb;
 }
 
+/* Drop every tombstone of @t (tenant cleanup; t->lock held). */
+static void tombs_drop_all_locked(struct store *s, struct tenant *t)
+{
+	struct tomb *tb, *tmp;
+
+	HASH_ITER(hh, t->tombs, tb, tmp)
+		tomb_drop_locked(s, t, tb);
+}
+
+/* Free a dead tenant's tombstones without accounting (store_free). */
 static void tombs_free(struct tenant *t)
 {
 	struct tomb *tb, *tmp;
@@ -756,27 +814,48 @@ static void tombs_free(struct tenant *t)
 		HASH_DEL(t->tombs, tb);
 		free(tb);
 	}
-	t->tomb_fifo = NULL;
 }
 
 /*
- * The pool is full: age out expired tombstones of every tenant, then
- * report whether a slot is free.  A full scan, bounded by max_tenants,
- * on the exhaustion path only; no lock may be held by the caller.
+ * Age out due tombstones store-wide, oldest first, at most @budget of
+ * them.  Work is proportional to what expires (the queue is in deadline
+ * order), never a scan.  The caller holds no lock (a transition).
+ * Returns how many were removed.
  */
-static bool tombs_sweep_all(struct store *s)
+static unsigned tombs_reap(struct store *s, uint64_t now, unsigned budget)
 {
-	uint64_t now = store_now_ms(s);
-	struct tenant *t, *tt;
+	unsigned done = 0;
 
-	lock(&s->lock);
-	HASH_ITER(hh, s->tenants, t, tt) {
+	for (unsigned tries = 0; done < budget && tries < 2 * budget; tries++) {
+		struct tomb *tb;
+		struct tenant *t;
+		bool due;
+
+		lock(&s->tomb_lock);
+		tb = s->tomb_fifo;
+		if (!tb || tb->deadline_ms > now) {
+			unlock(&s->tomb_lock);
+			break;
+		}
+		/* A queued tombstone's tenant is alive: cleanup empties
+		 * the queue of its tombstones before it lets go. */
+		t = tb->tenant;
+		store_node_ref(&t->node);
+		unlock(&s->tomb_lock);
+
 		lock(&t->lock);
-		tombs_prune_locked(s, t, now);
+		lock(&s->tomb_lock);
+		tb = s->tomb_fifo;
+		due = tb && tb->tenant == t && tb->deadline_ms <= now;
+		unlock(&s->tomb_lock);
+		if (due) {
+			tomb_drop_locked(s, t, tb);
+			done++;
+		}
 		unlock(&t->lock);
+		store_node_unref(s, &t->node);
 	}
-	unlock(&s->lock);
-	return atomic_load(&s->tombs_n) < s->lim.max_tombstones;
+	return done;
 }
 
 /* Attributes ------------------------------------------------------------------ */
@@ -880,7 +959,7 @@ static void meta_apply(struct meta *m, unsigned mask, const struct store_attr *i
 static int content_resize_locked(struct store *s, struct child *c,
 				 uint64_t size);
 
-int store_setattr(struct store *s, struct store_node *n, unsigned mask,
+static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 		  const struct store_attr *in, struct store_attr *out)
 {
 	struct child *c;
@@ -1209,8 +1288,7 @@ static int tenant_cleanup(struct store *s, const char *name)
 		links_free(s, links);
 		store_node_unref(s, &p->node);
 	}
-	while (t->tomb_fifo)
-		tomb_drop_locked(s, t, t->tomb_fifo);
+	tombs_drop_all_locked(s, t);
 	unlock(&t->lock);
 	store_node_unref(s, &t->node); /* the table's reference */
 	return 0;
@@ -1310,15 +1388,14 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 		}
 		if (!p && tb) {
 			/* Departed again before a rejoin: refresh the age. */
-			tb->deadline_ms = now + s->lim.tombstone_ttl_ms;
-			DL_DELETE(t->tomb_fifo, tb);
-			DL_APPEND(t->tomb_fifo, tb);
+			tomb_refresh_locked(s, tb, now);
 			break;
 		}
 		if (reserve(&s->tombs_n, 1, s->lim.max_tombstones))
 			break;
 		unlock(&t->lock);
-		if (attempt > 0 || !tombs_sweep_all(s)) {
+		if (attempt > 0 ||
+		    !tombs_reap(s, now, (unsigned)s->lim.max_tombstones)) {
 			free(newtb);
 			return refuse(s, -ENOSPC);
 		}
@@ -1330,7 +1407,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 	}
 
 	newtb->generation = p ? p->generation : 0;
-	newtb->deadline_ms = now + s->lim.tombstone_ttl_ms;
+	newtb->tenant = t;
 	hash_oom = 0;
 	HASH_ADD_KEYPTR(hh, t->tombs, newtb->name, nlen, newtb);
 	if (hash_oom) {
@@ -1339,7 +1416,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 		free(newtb);
 		return -ENOMEM;
 	}
-	DL_APPEND(t->tomb_fifo, newtb);
+	tomb_enqueue_locked(s, newtb, now);
 	gauge_add(&t->tombs_n, 1);
 
 	if (p) {
@@ -1361,7 +1438,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 	return 0;
 }
 
-int store_depart(struct store *s, struct store_node *tenant, const char *name)
+static int do_depart(struct store *s, struct store_node *tenant, const char *name)
 {
 	struct tenant *t = as_tenant(tenant);
 
@@ -1370,7 +1447,7 @@ int store_depart(struct store *s, struct store_node *tenant, const char *name)
 	return parent_leave(s, t, name, false);
 }
 
-int store_mkdir(struct store *s, struct store_node *dir, const char *name,
+static int do_mkdir(struct store *s, struct store_node *dir, const char *name,
 		const struct store_owner *owner, struct store_node **out)
 {
 	if (is_dead(dir))
@@ -1383,7 +1460,7 @@ int store_mkdir(struct store *s, struct store_node *dir, const char *name,
 	}
 }
 
-int store_rmdir(struct store *s, struct store_node *dir, const char *name)
+static int do_rmdir(struct store *s, struct store_node *dir, const char *name)
 {
 	struct store_node *n;
 	int rc;
@@ -1471,7 +1548,7 @@ static int link_insert_locked(struct store *s, struct parent *p, struct link *l,
 	return 0;
 }
 
-int store_create(struct store *s, struct store_node *parent, const char *name,
+static int do_create(struct store *s, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
 		 struct store_node **out, bool *created)
 {
@@ -1573,7 +1650,7 @@ static void link_free(struct store *s, struct link *l)
 	}
 }
 
-int store_unlink(struct store *s, struct store_node *parent, const char *name)
+static int do_unlink(struct store *s, struct store_node *parent, const char *name)
 {
 	struct parent *p = as_parent(parent);
 	struct link *l = NULL;
@@ -1597,7 +1674,7 @@ int store_unlink(struct store *s, struct store_node *parent, const char *name)
 	return 0;
 }
 
-int store_link(struct store *s, struct store_node *child,
+static int do_link(struct store *s, struct store_node *child,
 	       struct store_node *parent, const char *name)
 {
 	struct parent *p = as_parent(parent);
@@ -1607,6 +1684,8 @@ int store_link(struct store *s, struct store_node *child,
 
 	if (!c || !p)
 		return -EPERM;
+	if (is_dead(child) || is_dead(parent))
+		return refuse(s, -ESTALE);
 	if (c->tenant != p->tenant)
 		return -EXDEV;
 	l = link_new(name, c);
@@ -1676,7 +1755,7 @@ static void unlock_pair(struct parent *a, struct parent *b)
 		unlock(&b->lock);
 }
 
-int store_rename(struct store *s, struct store_node *from, const char *name,
+static int do_rename(struct store *s, struct store_node *from, const char *name,
 		 struct store_node *to, const char *to_name, unsigned flags)
 {
 	struct parent *a = as_parent(from), *b = as_parent(to);
@@ -1687,6 +1766,8 @@ int store_rename(struct store *s, struct store_node *from, const char *name,
 
 	if (!a || !b)
 		return -EPERM; /* tenants and parents cannot be renamed */
+	if (is_dead(from) || is_dead(to))
+		return refuse(s, -ESTALE);
 	if (a->tenant != b->tenant)
 		return -EXDEV;
 	if ((flags & STORE_RENAME_EXCHANGE) && (flags & STORE_RENAME_NOREPLACE))
@@ -1917,7 +1998,9 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 	if (st->mode == STORE_STAGE_READ)
 		return -EBADF;
 	lock(&st->lock);
-	rc = stage_current(st, &cur);
+	rc = st->failed;
+	if (rc == 0)
+		rc = stage_current(st, &cur);
 	if (rc)
 		goto out;
 	if (st->mode == STORE_STAGE_APPEND) {
@@ -1963,6 +2046,15 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 	st->dirty = true;
 	st->written = true;
 out:
+	if (rc && rc != st->failed) {
+		/* No failed operation changes anything: drop what was
+		 * staged, and publish nothing on close or release. */
+		stage_reset_locked(st);
+		st->failed = rc;
+	} else if (rc) {
+		unlock(&st->lock);
+		return rc;
+	}
 	unlock(&st->lock);
 	return rc ? refuse(s, rc) : (ssize_t)len;
 }
@@ -1980,12 +2072,12 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 	lock(stripe(s, st->c));
 	if (st->c->nlink == 0) {
 		rc = -ESTALE;
-	} else if (!st->staged && off == 0) {
-		/* A new pass from the start sees the newest publication. */
+	} else if (st->mode == STORE_STAGE_READ && off == 0) {
+		/* A new pass from the start sees the newest publication.
+		 * Writable stages keep the state they opened on: it is
+		 * what a compare-and-swap edit is based on. */
 		old = st->pin;
 		st->pin = blob_ref(st->c->content);
-		st->base_version = st->mode == STORE_STAGE_CAS && !st->dirty ?
-			st->c->version : st->base_version;
 	}
 	unlock(stripe(s, st->c));
 	if (rc == 0) {
@@ -2037,7 +2129,7 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 	return rc;
 }
 
-int store_stage_publish(struct store_stage *st)
+static int do_stage_publish(struct store_stage *st)
 {
 	struct store *s = st->s;
 	struct child *c = st->c;
@@ -2046,6 +2138,12 @@ int store_stage_publish(struct store_stage *st)
 	int rc = 0;
 
 	lock(&st->lock);
+	if (st->failed) {
+		/* Refused (and counted) at write time already. */
+		rc = st->failed;
+		unlock(&st->lock);
+		return rc;
+	}
 	if (!st->dirty)
 		goto out;
 	if (st->mode != STORE_STAGE_APPEND) {
@@ -2113,12 +2211,101 @@ void store_stage_close(struct store_stage *st)
 	free(st);
 }
 
+/* Transitions and scans --------------------------------------------------------- */
+
+static void world_enter(struct store *s)
+{
+	if (pthread_rwlock_rdlock(&s->world) != 0)
+		abort();
+}
+
+static void world_exit(struct store *s)
+{
+	if (pthread_rwlock_unlock(&s->world) != 0)
+		abort();
+}
+
+/* Run one transition under the shared world lock. */
+#define TRANSITION(s, call) \
+	({ int rc_; world_enter(s); rc_ = (call); world_exit(s); rc_; })
+
+int store_setattr(struct store *s, struct store_node *n, unsigned mask,
+		  const struct store_attr *in, struct store_attr *out)
+{
+	return TRANSITION(s, do_setattr(s, n, mask, in, out));
+}
+
+int store_depart(struct store *s, struct store_node *tenant, const char *name)
+{
+	return TRANSITION(s, do_depart(s, tenant, name));
+}
+
+int store_mkdir(struct store *s, struct store_node *dir, const char *name,
+		const struct store_owner *owner, struct store_node **out)
+{
+	return TRANSITION(s, do_mkdir(s, dir, name, owner, out));
+}
+
+int store_rmdir(struct store *s, struct store_node *dir, const char *name)
+{
+	return TRANSITION(s, do_rmdir(s, dir, name));
+}
+
+int store_create(struct store *s, struct store_node *parent, const char *name,
+		 const struct store_owner *owner, bool excl,
+		 struct store_node **out, bool *created)
+{
+	return TRANSITION(s, do_create(s, parent, name, owner, excl, out, created));
+}
+
+int store_unlink(struct store *s, struct store_node *parent, const char *name)
+{
+	return TRANSITION(s, do_unlink(s, parent, name));
+}
+
+int store_link(struct store *s, struct store_node *child,
+	       struct store_node *parent, const char *name)
+{
+	return TRANSITION(s, do_link(s, child, parent, name));
+}
+
+int store_rename(struct store *s, struct store_node *from, const char *name,
+		 struct store_node *to, const char *to_name, unsigned flags)
+{
+	return TRANSITION(s, do_rename(s, from, name, to, to_name, flags));
+}
+
+int store_stage_publish(struct store_stage *st)
+{
+	return TRANSITION(st->s, do_stage_publish(st));
+}
+
+/*
+ * Hold the whole store still for an explicit full scan: no transition
+ * runs until scan_end().  Lookups and reads go on; they change nothing.
+ */
+static void scan_begin(struct store *s)
+{
+	if (pthread_rwlock_wrlock(&s->world) != 0)
+		abort();
+}
+
+static void scan_end(struct store *s)
+{
+	world_exit(s);
+}
+
 /* Observability ------------------------------------------------------------------------ */
 
 int store_stats(struct store *s, struct store_node *tenant, struct store_stats *o)
 {
 	struct tenant *t;
 
+	/* Gauges count what is alive now: age out due tombstones first
+	 * (bounded; the reaper does the rest). */
+	world_enter(s);
+	tombs_reap(s, store_now_ms(s), 64);
+	world_exit(s);
 	memset(o, 0, sizeof(*o));
 	if (tenant) {
 		t = as_tenant(tenant);
@@ -2178,17 +2365,15 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 
 	if (whylen)
 		why[0] = '\0';
-	lock(&s->lock);
+	scan_begin(s);
 	for (t = s->tenants; t; t = t->hh.next) {
 		uint64_t tp = 0, tc = 0, tl = 0, tt = 0, tbytes = 0;
 
-		lock(&t->lock);
 		tenants++;
 		CHECK(!is_dead(&t->node), "dead tenant %s in the table", t->name);
 		for (p = t->parents; p; p = p->hh.next) {
 			uint64_t pl = 0;
 
-			lock(&p->lock);
 			tp++;
 			CHECK(!is_dead(&p->node), "departed parent %s/%s in the table",
 			      t->name, p->name);
@@ -2207,12 +2392,10 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 					sn->c = l->child;
 					HASH_ADD_PTR(seen, c, sn);
 					tc++;
-					lock(stripe(s, l->child));
 					tbytes += blob_len(l->child->content);
 					CHECK(!is_dead(&l->child->node),
 					      "dead state linked at %s/%s/%s",
 					      t->name, p->name, l->name);
-					unlock(stripe(s, l->child));
 				}
 				sn->links++;
 			}
@@ -2220,12 +2403,12 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 			      t->name, p->name, (unsigned long long)p->nlinks,
 			      (unsigned long long)pl);
 			tl += pl;
-			unlock(&p->lock);
 		}
-		for (tb = t->tomb_fifo; tb; tb = tb->next)
+		for (tb = t->tombs; tb; tb = tb->hh.next) {
 			tt++;
-		CHECK(tt == HASH_COUNT(t->tombs), "tenant %s tombstone fifo %llu != table %u",
-		      t->name, (unsigned long long)tt, HASH_COUNT(t->tombs));
+			CHECK(tb->tenant == t, "tombstone %s/%s of another tenant",
+			      t->name, tb->name);
+		}
 		CHECK(tp == atomic_load(&t->parents_n), "tenant %s parents %llu != %llu",
 		      t->name, (unsigned long long)tp,
 		      (unsigned long long)atomic_load(&t->parents_n));
@@ -2246,13 +2429,18 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 		links += tl;
 		tombs += tt;
 		bytes += tbytes;
-		unlock(&t->lock);
+	}
+	{
+		uint64_t queued = 0;
+
+		for (tb = s->tomb_fifo; tb; tb = tb->next)
+			queued++;
+		CHECK(queued == tombs, "tombstone queue %llu != tables %llu",
+		      (unsigned long long)queued, (unsigned long long)tombs);
 	}
 	HASH_ITER(hh, seen, sn, tmp) {
-		lock(stripe(s, sn->c));
 		CHECK(sn->c->nlink == sn->links, "state %llu nlink %u, reached by %u",
 		      (unsigned long long)sn->c->node.ino, sn->c->nlink, sn->links);
-		unlock(stripe(s, sn->c));
 		HASH_DEL(seen, sn);
 		free(sn);
 	}
@@ -2268,6 +2456,6 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 	      (unsigned long long)tombs, (unsigned long long)atomic_load(&s->tombs_n));
 	CHECK(bytes == atomic_load(&s->bytes_n), "bytes %llu != %llu",
 	      (unsigned long long)bytes, (unsigned long long)atomic_load(&s->bytes_n));
-	unlock(&s->lock);
+	scan_end(s);
 	return rc;
 }

@@ -253,7 +253,8 @@ int store_mkdir(struct store *s, struct store_node *dir, const char *name,
  * rmdir: in a tenant, leave parent @name (cascade + departed tombstone,
  * one critical section of the bucket); in the root, clean up tenant
  * @name (everything in it, one transition).  -ENOENT absent, -ENOSPC
- * tombstone pool full (nothing removed), -EPERM inside a parent.
+ * tombstone pool full (nothing removed); inside a parent, -ENOTDIR for
+ * a child and -ENOENT for nothing, as rmdir(2) answers.
  */
 int store_rmdir(struct store *s, struct store_node *dir, const char *name);
 
@@ -342,16 +343,21 @@ int store_stage_open(struct store *s, struct store_node *child,
  * Stage @len bytes at @off (ignored for APPEND).  Limits are checked
  * here so the failing write reports them: -EFBIG over max_payload,
  * -ENOSPC over max_bytes, -ESTALE when the child is gone, -EBADF on a
- * read stage.  Returns @len.
+ * read stage.  Returns @len.  A refused write abandons the stage: what
+ * it staged is dropped, later writes and the publication return the
+ * same error, and nothing is published (the whole open-write-close
+ * transition failed and changed nothing).
  */
 ssize_t store_stage_write(struct store_stage *st, const void *buf,
 			  size_t len, uint64_t off);
 
 /*
  * Read up to @len bytes at @off from what this stage sees: its own
- * staged bytes when it has written, else the state pinned at open (a
- * read at offset 0 re-pins the current state, so a new pass sees the
- * newest publication, never a mix).  -ESTALE when the child is gone.
+ * staged bytes when it has written, else the state pinned at open.  On
+ * a read-only stage a read at offset 0 re-pins the current state, so a
+ * new pass sees the newest publication, never a mix; a writable stage
+ * keeps the state it opened on (its compare-and-swap base).  -ESTALE
+ * when the child is gone.
  */
 ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 			 uint64_t off);

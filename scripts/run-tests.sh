@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Run every statefs test and print one verdict.
+#
+#   1. each unit binary build/unit/test_* and build/unit/stress_store*
+#      (cmocka: "[  PASSED  ] N test(s)." / "[  FAILED  ] N test(s), ...")
+#   2. the end-to-end suites: bats --tap tests/bats
+#
+# Each suite's output is shown as it runs.  The last line is always
+# "N passed, N failed"; the exit status is non-zero on any failure,
+# including a unit binary that crashed or exited non-zero without a cmocka
+# failure line, a skipped bats test (statefs tests never skip), a bats
+# test that never reported, and bats itself failing.
+#
+# Run from anywhere; `make test` builds everything first.
+set -u
+
+cd "$(dirname "$0")/.." || exit 1
+
+passed=0
+failed=0
+log=$(mktemp "${TMPDIR:-/tmp}/statefs-tests.XXXXXX") || exit 1
+trap 'rm -f "$log"' EXIT
+
+# --- unit binaries -------------------------------------------------------------
+
+found=0
+for bin in build/unit/test_* build/unit/stress_store*; do
+	[ -f "$bin" ] && [ -x "$bin" ] || continue
+	found=1
+	echo "=== $bin"
+	"$bin" >"$log" 2>&1
+	rc=$?
+	cat "$log"
+	p=$(sed -n 's/^\[  PASSED  \] \([0-9][0-9]*\) test(s)\..*/\1/p' "$log" |
+		awk '{ s += $1 } END { print s + 0 }')
+	f=$(sed -n 's/^\[  FAILED  \] \([0-9][0-9]*\) test(s), listed below:.*/\1/p' "$log" |
+		awk '{ s += $1 } END { print s + 0 }')
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		# Crashed, a sanitizer report, or failed outside any test.
+		if [ "$rc" -gt 128 ]; then
+			echo "*** $bin: killed by signal $((rc - 128))"
+		else
+			echo "*** $bin: exit status $rc without a failed test"
+		fi
+		f=1
+	elif [ "$rc" -eq 0 ] && [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
+		echo "*** $bin: no cmocka summary line"
+		f=1
+	fi
+	echo "--- $bin: $p passed, $f failed"
+	passed=$((passed + p))
+	failed=$((failed + f))
+done
+if [ "$found" -eq 0 ]; then
+	echo "*** no unit test binaries in build/unit (run make unit)"
+	failed=$((failed + 1))
+fi
+
+# --- end-to-end suites -----------------------------------------------------------
+
+echo "=== bats tests/bats"
+if ! command -v bats >/dev/null 2>&1; then
+	echo "*** bats is not installed (scripts/deps.sh installs it)"
+	failed=$((failed + 1))
+else
+	bats --tap tests/bats 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | head -n 1)
+	ok=$(grep -E '^ok [0-9]+' "$log" | grep -vcE '^ok [0-9]+.*# skip')
+	skipped=$(grep -cE '^ok [0-9]+.*# skip' "$log")
+	notok=$(grep -cE '^not ok [0-9]+' "$log")
+	f=$((notok + skipped))
+	if [ "$skipped" -gt 0 ]; then
+		echo "*** bats: $skipped skipped test(s) count as failed"
+	fi
+	if [ -n "$plan" ] && [ $((ok + notok + skipped)) -lt "$plan" ]; then
+		echo "*** bats: $((plan - ok - notok - skipped)) planned test(s) never reported"
+		f=$((f + plan - ok - notok - skipped))
+	fi
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		echo "*** bats: exit status $rc without a failed test"
+		f=1
+	fi
+	echo "--- bats: $ok passed, $f failed"
+	passed=$((passed + ok))
+	failed=$((failed + f))
+fi
+
+# --- verdict ---------------------------------------------------------------------
+
+left=$(awk '$3 ~ /^fuse/ && $2 ~ /statefs-bats/' /proc/mounts | wc -l)
+if [ "$left" -gt 0 ]; then
+	echo "*** $left statefs test mount(s) left behind (see /proc/mounts)"
+	failed=$((failed + 1))
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,300 @@
+#!/usr/bin/env bats
+# Races through the mount: exactly-one winners, atomic publications,
+# one marker per item, and capacity refusals that stay exact under load.
+#
+# Every background job here closes fd 3 (bats' output) and is waited for
+# before the test ends, so the teardown can unmount.
+
+load helpers
+
+setup() {
+	statefs_mount
+	mkdir -p "$MNT/t/p"
+	OUT="$BATS_TEST_TMPDIR/out"
+	mkdir -p "$OUT"
+	PIDS=() # background jobs of the test; never a bare `wait` (statefs is one)
+}
+
+# tally: the results collected in $OUT (one word per file), counted.
+tally() {
+	cat "$OUT"/* | sort | uniq -c | awk '{ print $2 "=" $1 }' | paste -sd ' '
+}
+
+@test "20 concurrent rm of one child: exactly one succeeds, the rest get ENOENT" {
+	echo x >"$MNT/t/p/c"
+	local i
+	for i in $(seq 20); do
+		(py_errno 'os.unlink(sys.argv[1])' "$MNT/t/p/c" >"$OUT/$i") 3>&- &
+		PIDS+=($!)
+	done
+	wait "${PIDS[@]}" || true
+	run tally
+	assert_output 'ENOENT=19 OK=1'
+	run ls "$MNT/t/p"
+	assert_output ''
+	run stat_of children
+	assert_output 0
+}
+
+@test "20 concurrent exclusive creates of one name: exactly one wins and its content is there" {
+	local i
+	for i in $(seq 20); do
+		(bash -c 'set -C; echo "$1" >"$2"' _ "$i" "$MNT/t/p/c" 2>/dev/null &&
+			echo "$i" >"$OUT/winner.$i") 3>&- &
+		PIDS+=($!)
+	done
+	wait "${PIDS[@]}" || true
+	run bash -c 'ls "$1" | wc -l' _ "$OUT"
+	assert_output 1
+	local winner
+	winner=$(cat "$OUT"/winner.*)
+	run cat "$MNT/t/p/c"
+	assert_output "$winner"
+	run ver "$MNT/t/p/c"
+	assert_output 1
+}
+
+@test "20 concurrent mkdir of one parent: exactly one joins, generation 1" {
+	local i
+	for i in $(seq 20); do
+		(py_errno 'os.mkdir(sys.argv[1])' "$MNT/t/q" >"$OUT/$i") 3>&- &
+		PIDS+=($!)
+	done
+	wait "${PIDS[@]}" || true
+	run tally
+	assert_output 'EEXIST=19 OK=1'
+	run gen "$MNT/t/q"
+	assert_output 1
+	run stat_of parents
+	assert_output 2
+}
+
+@test "concurrent join/leave cycles: the final generation equals the number of joins" {
+	rmdir "$MNT/t/p" # setup's join was generation 1
+	local w
+	for w in $(seq 8); do
+		(
+			for _ in $(seq 10); do
+				mkdir "$MNT/t/p" 2>>"$OUT/errors" && echo join
+				rmdir "$MNT/t/p" 2>>"$OUT/errors" && echo leave
+			done >"$OUT/$w"
+		) 3>&- &
+		PIDS+=($!)
+	done
+	wait "${PIDS[@]}" || true
+	local joins
+	joins=$(($(cat "$OUT"/* | grep -c join) + 1))
+	# Only the expected refusals: a live name, or a parent already gone.
+	run grep -v -e 'File exists' -e 'No such file or directory' "$OUT/errors"
+	assert_output ''
+	if ! [ -d "$MNT/t/p" ]; then
+		mkdir "$MNT/t/p"
+		joins=$((joins + 1))
+	fi
+	[ "$joins" -ge 2 ]
+	run gen "$MNT/t/p"
+	assert_output "$joins"
+	run stat_of parents
+	assert_output 1
+}
+
+@test "readers racing multi-write publications never see a mix" {
+	local size=4096
+	head -c "$size" /dev/zero | tr '\0' A >"$BATS_TEST_TMPDIR/A"
+	head -c "$size" /dev/zero | tr '\0' B >"$BATS_TEST_TMPDIR/B"
+	cat "$BATS_TEST_TMPDIR/A" >"$MNT/t/p/c"
+	# The writer publishes all-A or all-B, each in 4 write calls of 1 KiB.
+	(
+		for i in $(seq 60); do
+			if ((i % 2)); then src=B; else src=A; fi
+			dd if="$BATS_TEST_TMPDIR/$src" of="$MNT/t/p/c" bs=1k status=none || echo "write $i failed" >>"$OUT/writer"
+		done
+		touch "$BATS_TEST_TMPDIR/writer.done"
+	) 3>&- &
+	PIDS+=($!)
+	local r
+	for r in $(seq 4); do
+		(
+			n=0
+			while ! [ -e "$BATS_TEST_TMPDIR/writer.done" ] || [ "$n" -lt 20 ]; do
+				n=$((n + 1))
+				c=$(cat "$MNT/t/p/c") || { echo "read failed" >>"$OUT/reader$r"; continue; }
+				case $c in
+				*A*B* | *B*A*) echo "mixed read" >>"$OUT/reader$r" ;;
+				*) [ "${#c}" -eq "$size" ] || echo "short read: ${#c}" >>"$OUT/reader$r" ;;
+				esac
+			done
+		) 3>&- &
+		PIDS+=($!)
+	done
+	wait "${PIDS[@]}" || true
+	run bash -c 'shopt -s nullglob; cat "$1"/*' _ "$OUT"
+	assert_output ''
+	run ver "$MNT/t/p/c"
+	assert_output 61
+}
+
+@test "concurrent appenders of multi-write lines: every line lands whole" {
+	local w
+	for w in $(seq 20); do
+		(
+			letter=$(printf "\\$(printf %03o $((64 + w)))")
+			line=$(head -c 1023 /dev/zero | tr '\0' "$letter")
+			printf '%s\n' "$line" |
+				dd of="$MNT/t/p/log" bs=256 oflag=append conv=notrunc status=none
+		) 3>&- &
+		PIDS+=($!)
+	done
+	wait "${PIDS[@]}" || true
+	run wc -l <"$MNT/t/p/log"
+	assert_output 20
+	run awk 'length($0) != 1023 || $0 !~ ("^" substr($0, 1, 1) "+$")' "$MNT/t/p/log"
+	assert_output ''
+	run bash -c 'cut -c1 "$1" | sort -u | wc -l' _ "$MNT/t/p/log"
+	assert_output 20
+	run ver "$MNT/t/p/log"
+	assert_output 20
+}
+
+@test "producers write one marker per item while a reader prunes dead ones: no live marker is lost" {
+	local P=10 N=20 done_flag="$BATS_TEST_TMPDIR/producers.done"
+	# The producers: P processes, each registering N live and N dead items.
+	(
+		pids=()
+		for w in $(seq "$P"); do
+			(
+				for j in $(seq "$N"); do
+					touch "$MNT/t/p/live-$w-$j" "$MNT/t/p/dead-$w-$j"
+				done
+			) &
+			pids+=($!)
+		done
+		wait "${pids[@]}"
+		touch "$done_flag"
+	) 3>&- &
+	PIDS+=($!)
+	# The reader: list, remove what is dead, until the producers are done
+	# and one last pass has run.
+	(
+		while :; do
+			last=0
+			[ -e "$done_flag" ] && last=1
+			for f in "$MNT/t/p"/dead-*; do
+				[ -e "$f" ] && rm -f "$f"
+			done
+			[ "$last" -eq 1 ] && break
+		done
+	) 3>&- &
+	PIDS+=($!)
+	wait "${PIDS[@]}" || true
+	run bash -c 'ls "$1" | grep -c "^live-"' _ "$MNT/t/p"
+	assert_output $((P * N))
+	run bash -c 'ls "$1" | grep -c "^dead-"' _ "$MNT/t/p"
+	assert_output 0
+	run stat_of children
+	assert_output $((P * N))
+	local w j missing=0
+	for w in $(seq "$P"); do
+		for j in $(seq "$N"); do
+			[ -e "$MNT/t/p/live-$w-$j" ] || missing=$((missing + 1))
+		done
+	done
+	assert_equal "$missing" 0
+}
+
+@test "max_children under concurrency: exactly the ceiling is admitted and .stats matches ls" {
+	statefs_remount -o max_children=30
+	mkdir -p "$MNT/t/a" "$MNT/t/b" "$MNT/u/a"
+	local i dirs=("$MNT/t/a" "$MNT/t/b" "$MNT/u/a")
+	for i in $(seq 50); do
+		(py_errno 'os.close(os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644))' \
+			"${dirs[i % 3]}/c$i" >"$OUT/$i") 3>&- &
+		PIDS+=($!)
+	done
+	wait "${PIDS[@]}" || true
+	run tally
+	assert_output 'ENOSPC=20 OK=30'
+	run bash -c 'find "$1" -mindepth 3 -type f | wc -l' _ "$MNT"
+	assert_output 30
+	run stat_of children
+	assert_output 30
+	run stat_of links
+	assert_output 30
+}
+
+@test "parent_quota under concurrency: exactly the quota is admitted" {
+	statefs_remount -o parent_quota=10
+	mkdir -p "$MNT/t/p"
+	local i
+	for i in $(seq 30); do
+		(py_errno 'os.close(os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644))' \
+			"$MNT/t/p/c$i" >"$OUT/$i") 3>&- &
+		PIDS+=($!)
+	done
+	wait "${PIDS[@]}" || true
+	run tally
+	assert_output 'EDQUOT=20 OK=10'
+	run bash -c 'ls "$1" | wc -l' _ "$MNT/t/p"
+	assert_output 10
+	run stat_of children
+	assert_output 10
+}
+
+@test "max_tenants under concurrency: exactly the ceiling is admitted" {
+	statefs_remount -o max_tenants=5
+	local i
+	for i in $(seq 20); do
+		(py_errno 'os.mkdir(sys.argv[1])' "$MNT/t$i" >"$OUT/$i") 3>&- &
+		PIDS+=($!)
+	done
+	wait "${PIDS[@]}" || true
+	run tally
+	assert_output 'ENOSPC=15 OK=5'
+	run bash -c 'ls "$1" | wc -l' _ "$MNT"
+	assert_output 5
+	run stat_of tenants
+	assert_output 5
+}
+
+@test "a child passed back and forth by concurrent mv exists exactly once" {
+	mkdir "$MNT/t/q"
+	echo token >"$MNT/t/p/c"
+	local w
+	for w in $(seq 10); do
+		(
+			for _ in $(seq 10); do
+				mv "$MNT/t/p/c" "$MNT/t/q/c" 2>/dev/null
+				mv "$MNT/t/q/c" "$MNT/t/p/c" 2>/dev/null
+			done
+		) 3>&- &
+		PIDS+=($!)
+	done
+	wait "${PIDS[@]}" || true
+	run bash -c 'cat "$1"/t/*/c' _ "$MNT"
+	assert_output token
+	run stat_of children
+	assert_output 1
+	run stat_of links
+	assert_output 1
+}
+
+@test "leave racing admissions: no child survives in a departed parent" {
+	local w
+	for w in $(seq 10); do
+		(
+			for j in $(seq 20); do
+				touch "$MNT/t/p/c-$w-$j" 2>/dev/null
+			done
+		) 3>&- &
+		PIDS+=($!)
+	done
+	sleep 0.1
+	rmdir "$MNT/t/p"
+	wait "${PIDS[@]}" || true
+	run ls "$MNT/t"
+	assert_output ''
+	run stat_of children
+	assert_output 0
+	run stat_of links
+	assert_output 0
+}

@@ -1,0 +1,181 @@
+# helpers.bash - what every statefs bats suite loads.
+#
+# Each test mounts its own statefs (a new, empty store instance) with
+# statefs_mount and the teardown below unmounts every mount the test made,
+# also when the test failed half way.  Assertions come from bats-assert.
+#
+#   statefs_mount [-o opts]...  mount; sets MNT, STATEFS_PID, STATEFS_LOG
+#   statefs_unmount             unmount everything this test mounted
+#   statefs_remount [-o opts]   unmount, then mount anew with these options
+#   py_errno CODE ARGS...       run one python statement; prints OK or the
+#                               errno name (ENOENT, ESTALE, ...)
+#   xattr NAME PATH             the value of an extended attribute
+#   gen PATH / ver PATH         user.statefs.generation / .version
+#   stat_of KEY [DIR]           one value of DIR/.stats (default $MNT)
+#   gauges [DIR]                the gauge lines of DIR/.stats (for "nothing
+#                               changed" comparisons)
+#   as_nobody CMD...            run a command as uid/gid 65534
+#
+# Error names: coreutils and bash print strerror(); the texts tests match:
+#   ENOENT "No such file or directory"  EEXIST "File exists"
+#   ESTALE "Stale file handle"          EAGAIN "Resource temporarily unavailable"
+#   ENOSPC "No space left on device"    EDQUOT "Disk quota exceeded"
+#   EFBIG  "File too large"             EROFS  "Read-only file system"
+#   EPERM  "Operation not permitted"    EXDEV  "Invalid cross-device link"
+#   EINVAL "Invalid argument"           EACCES "Permission denied"
+#   ENAMETOOLONG "File name too long"
+
+load '/usr/lib/bats/bats-support/load'
+load '/usr/lib/bats/bats-assert/load'
+
+STATEFS_BIN="${STATEFS_BIN:-$BATS_TEST_DIRNAME/../../build/statefs}"
+
+# Every mount of the current test: "pid mountpoint log" per entry.
+STATEFS_MOUNTS=()
+STATEFS_NMOUNTS=0 # mounts made by this test so far (names the logs)
+
+_statefs_mounted() {
+	# /proc/mounts escapes blanks as \040; our mountpoints have none.
+	awk -v m="$1" '$2 == m && $3 ~ /^fuse(\.|$)/ { f = 1 } END { exit !f }' \
+		/proc/mounts
+}
+
+# statefs_mount [args...]: start statefs in the foreground (-f) in the
+# background of this test, wait until its mountpoint is a FUSE mount and
+# export MNT, STATEFS_PID and STATEFS_LOG.  Extra arguments (-o ...) go to
+# statefs before the mountpoint.  Fails with the daemon's log when the
+# mount does not appear within 5 s.
+statefs_mount() {
+	if [ ! -x "$STATEFS_BIN" ]; then
+		fail "statefs binary not found at $STATEFS_BIN (run make)"
+		return 1
+	fi
+	# The mountpoint lives in a world-traversable directory so that other
+	# uids (as_nobody) can reach it; BATS_TEST_TMPDIR is mode 0700.
+	local dir
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-bats.XXXXXX") || return 1
+	chmod 0755 "$dir"
+	MNT="$dir/mnt"
+	mkdir "$MNT"
+	STATEFS_NMOUNTS=$((STATEFS_NMOUNTS + 1))
+	STATEFS_LOG="${BATS_TEST_TMPDIR:-$dir}/statefs.$STATEFS_NMOUNTS.log"
+
+	# fd 3 is bats' output channel: a background child must not keep it.
+	"$STATEFS_BIN" -f "$@" "$MNT" </dev/null >"$STATEFS_LOG" 2>&1 3>&- &
+	STATEFS_PID=$!
+	STATEFS_MOUNTS+=("$STATEFS_PID $MNT $STATEFS_LOG")
+	export MNT STATEFS_PID STATEFS_LOG
+
+	local i
+	for i in $(seq 100); do
+		_statefs_mounted "$MNT" && return 0
+		if ! kill -0 "$STATEFS_PID" 2>/dev/null; then
+			break
+		fi
+		sleep 0.05
+	done
+	# The teardown shows the daemon's log.
+	fail "statefs did not mount at $MNT within 5 s (args: $*)"
+}
+
+# _statefs_unmount_one PID MNT LOG: unmount one mount, wait for its daemon.
+# Returns non-zero (with a message) when the daemon died from a signal or
+# would not exit after the unmount.
+_statefs_unmount_one() {
+	local pid=$1 mnt=$2 log=$3 i rc=0 status
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		_statefs_mounted "$mnt" || break
+		fusermount3 -u "$mnt" 2>/dev/null && break
+		sleep 0.1
+	done
+	if _statefs_mounted "$mnt"; then
+		echo "statefs: $mnt was busy; lazily unmounted" >&2
+		fusermount3 -uz "$mnt" 2>/dev/null
+	fi
+	for i in $(seq 100); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "statefs (pid $pid) still running 5 s after unmount; killing it" >&2
+		kill -KILL "$pid" 2>/dev/null
+		rc=1
+	fi
+	wait "$pid" 2>/dev/null
+	status=$?
+	if [ "$rc" -eq 0 ] && [ "$status" -gt 128 ] && [ "$status" -ne 255 ]; then
+		echo "statefs (pid $pid) died from signal $((status - 128))" >&2
+		rc=1
+	fi
+	if [ "$rc" -ne 0 ] || [ -z "${BATS_TEST_COMPLETED:-}" ]; then
+		if [ -s "$log" ]; then
+			echo "--- statefs log ($mnt):" >&2
+			tail -n 50 "$log" >&2
+		fi
+	fi
+	rmdir "$mnt" "$(dirname "$mnt")" 2>/dev/null
+	return "$rc"
+}
+
+# statefs_unmount: unmount every mount this test made (newest first) and
+# wait for the daemons.  Safe to call twice.
+statefs_unmount() {
+	local rc=0 i entry
+	for ((i = ${#STATEFS_MOUNTS[@]} - 1; i >= 0; i--)); do
+		entry=${STATEFS_MOUNTS[i]}
+		# shellcheck disable=SC2086
+		_statefs_unmount_one $entry || rc=1
+	done
+	STATEFS_MOUNTS=()
+	return "$rc"
+}
+
+# statefs_remount [args...]: replace this test's mount(s) with a new one.
+statefs_remount() {
+	statefs_unmount || return 1
+	statefs_mount "$@"
+}
+
+# The default teardown: close the descriptors tests use for old handles
+# (an open file keeps the mount busy), then unmount.  A suite that needs
+# more must call statefs_unmount itself.
+teardown() {
+	exec 5>&- 6>&- 7>&- 8>&- 9>&-
+	statefs_unmount
+}
+
+# py_errno CODE [ARGS...]: run one python statement (sys.argv[1:] are
+# ARGS; os, sys, stat and errno are imported) and print OK, or the errno
+# name of the OSError it raised.
+py_errno() {
+	local code=$1
+	shift
+	python3 -c "import os, sys, stat, errno
+try:
+    $code
+    print('OK')
+except OSError as e:
+    print(errno.errorcode.get(e.errno, e.errno))" "$@"
+}
+
+# xattr NAME PATH: print the value of extended attribute NAME of PATH.
+xattr() {
+	getfattr --absolute-names -n "$1" --only-values -- "$2"
+}
+gen() { xattr user.statefs.generation "$1"; }
+ver() { xattr user.statefs.version "$1"; }
+
+# stat_of KEY [DIR]: the value of KEY in DIR/.stats (DIR defaults to $MNT).
+stat_of() {
+	awk -v k="$1" '$1 == k { print $2; f = 1 } END { exit !f }' "${2:-$MNT}/.stats"
+}
+
+# gauges [DIR]: the lines of DIR/.stats that count what exists.
+gauges() {
+	grep -E '^(tenants|parents|children|links|tombstones|bytes)[[:space:]]' "${1:-$MNT}/.stats"
+}
+
+# as_nobody CMD...: run CMD as uid 65534, gid 65534, no supplementary groups.
+as_nobody() {
+	setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"
+}

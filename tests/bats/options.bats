@@ -1,0 +1,108 @@
+#!/usr/bin/env bats
+# CONTRACT section 7: mount options, --help, refusal of bad options.
+
+load helpers
+
+OPTIONS=(max_tenants max_parents max_children max_bytes max_payload max_name
+	max_tombstones tombstone_ttl parent_quota tenant_quota default_ttl
+	drain_window testclock)
+
+setup() {
+	DIR=$(mktemp -d "${TMPDIR:-/tmp}/statefs-bats.XXXXXX")
+}
+
+teardown() {
+	# A statefs that wrongly mounted anyway is unmounted here (its daemon
+	# exits on unmount).
+	if _statefs_mounted "$DIR"; then
+		fusermount3 -u "$DIR" 2>/dev/null || fusermount3 -uz "$DIR"
+	fi
+	rmdir "$DIR"
+	statefs_unmount
+}
+
+# refused OPTS: statefs -o OPTS DIR must exit non-zero with exactly one
+# line of output that names NAME ($2), and leave nothing mounted.
+refused() {
+	run timeout 10 "$STATEFS_BIN" -o "$1" "$DIR"
+	assert_failure
+	refute [ "$status" -eq 124 ] # timed out: it did not refuse at start
+	assert_equal "${#lines[@]}" 1
+	assert_output --partial "$2"
+	run _statefs_mounted "$DIR"
+	assert_failure
+}
+
+@test "--help lists every statefs option with its default" {
+	run "$STATEFS_BIN" --help
+	assert_success
+	local o
+	for o in "${OPTIONS[@]}"; do
+		assert_output --regexp "(^|[^a-z_])$o([^a-z_]|$)"
+		assert_line --regexp "(^|[^a-z_])$o([^a-z_].*)?default"
+	done
+}
+
+@test "--help shows the documented defaults of max_name and max_payload" {
+	run "$STATEFS_BIN" --help
+	assert_line --regexp 'max_name.*255'
+	assert_line --regexp 'max_payload.*(65536|64 ?Ki?B)'
+	assert_line --regexp 'drain_window.*30'
+}
+
+@test "a non-numeric max_tenants is refused at start with a one-line message naming it" {
+	refused max_tenants=abc max_tenants
+}
+
+@test "a negative max_payload is refused" {
+	refused max_payload=-1 max_payload
+}
+
+@test "max_name above 255 or of 0 is refused" {
+	refused max_name=256 max_name
+	refused max_name=0 max_name
+}
+
+@test "an empty value is refused" {
+	refused max_children= max_children
+}
+
+@test "a number that overflows is refused" {
+	refused max_bytes=999999999999999999999999 max_bytes
+}
+
+@test "a duration that is not seconds is refused" {
+	refused drain_window=soon drain_window
+	refused tombstone_ttl=1.2345 tombstone_ttl
+	refused default_ttl=-5 default_ttl
+}
+
+@test "testclock takes no value" {
+	refused testclock=1 testclock
+}
+
+@test "max_payload above max_bytes is refused" {
+	refused max_payload=100,max_bytes=50 max_payload
+}
+
+@test "an unknown option is refused and named" {
+	refused bogus_option=1 bogus_option
+}
+
+@test "statefs without a mountpoint exits non-zero and mounts nothing" {
+	run timeout 10 "$STATEFS_BIN"
+	assert_failure
+	refute [ "$status" -eq 124 ]
+}
+
+@test "good options mount and take effect" {
+	statefs_mount -o max_tenants=1,max_name=4,tombstone_ttl=1.5,default_ttl=0,drain_window=2
+	mkdir "$MNT/abcd"
+	run mkdir "$MNT/b"
+	assert_failure
+	assert_output --partial 'No space left on device'
+	run stat_of tombstone_ttl_ms
+	assert_output 1500
+	run stat_of drain_window_ms
+	assert_output 2000
+}

@@ -1,0 +1,323 @@
+#!/usr/bin/env bats
+# CONTRACT section 1: the fixed-depth tree, name rules, node identity.
+
+load helpers
+
+setup() {
+	statefs_mount
+}
+
+# --- depth ---------------------------------------------------------------
+
+@test "mkdir at the root makes a tenant, in a tenant a parent, and files go in a parent" {
+	mkdir "$MNT/t"
+	mkdir "$MNT/t/p"
+	echo hello >"$MNT/t/p/c"
+	run ls "$MNT"
+	assert_output t
+	run ls "$MNT/t"
+	assert_output p
+	run ls "$MNT/t/p"
+	assert_output c
+	run cat "$MNT/t/p/c"
+	assert_output hello
+	run stat -c %F "$MNT/t" "$MNT/t/p" "$MNT/t/p/c"
+	assert_output $'directory\ndirectory\nregular file'
+}
+
+@test "a regular file at the root is refused with EPERM" {
+	run touch "$MNT/f"
+	assert_failure
+	assert_output --partial 'Operation not permitted'
+	run bash -c 'echo x >"$1/f"' _ "$MNT"
+	assert_failure
+	assert_output --partial 'Operation not permitted'
+	run ls "$MNT"
+	assert_output ''
+}
+
+@test "a regular file at tenant level is refused with EPERM" {
+	mkdir "$MNT/t"
+	run touch "$MNT/t/f"
+	assert_failure
+	assert_output --partial 'Operation not permitted'
+	run py_errno 'os.mknod(sys.argv[1], 0o644 | stat.S_IFREG)' "$MNT/t/f"
+	assert_output EPERM
+	run ls "$MNT/t"
+	assert_output ''
+}
+
+@test "a directory inside a parent is refused with EPERM" {
+	mkdir -p "$MNT/t/p"
+	run mkdir "$MNT/t/p/d"
+	assert_failure
+	assert_output --partial 'Operation not permitted'
+	run ls "$MNT/t/p"
+	assert_output ''
+}
+
+@test "symlinks are refused with EPERM at every depth" {
+	mkdir -p "$MNT/t/p"
+	echo x >"$MNT/t/p/c"
+	for dir in "$MNT" "$MNT/t" "$MNT/t/p"; do
+		run ln -s "$MNT/t/p/c" "$dir/l"
+		assert_failure
+		assert_output --partial 'Operation not permitted'
+	done
+	run ls "$MNT/t/p"
+	assert_output c
+}
+
+@test "FIFOs are refused with EPERM" {
+	mkdir -p "$MNT/t/p"
+	run mkfifo "$MNT/t/p/fifo"
+	assert_failure
+	assert_output --partial 'Operation not permitted'
+	run mkfifo "$MNT/t/fifo"
+	assert_failure
+	assert_output --partial 'Operation not permitted'
+	run ls "$MNT/t/p"
+	assert_output ''
+}
+
+@test "device nodes are refused with EPERM" {
+	mkdir -p "$MNT/t/p"
+	run mknod "$MNT/t/p/cdev" c 1 3
+	assert_failure
+	assert_output --partial 'Operation not permitted'
+	run mknod "$MNT/t/p/bdev" b 7 0
+	assert_failure
+	assert_output --partial 'Operation not permitted'
+	run py_errno 'os.mknod(sys.argv[1], 0o600 | stat.S_IFSOCK)' "$MNT/t/p/sock"
+	assert_output EPERM
+	run ls "$MNT/t/p"
+	assert_output ''
+}
+
+@test "mknod of a regular file in a parent is an admission" {
+	mkdir -p "$MNT/t/p"
+	run py_errno 'os.mknod(sys.argv[1], 0o644 | stat.S_IFREG)' "$MNT/t/p/c"
+	assert_output OK
+	run stat -c '%F %s' "$MNT/t/p/c"
+	assert_output 'regular empty file 0'
+}
+
+@test "a child cannot be hard-linked or moved to tenant or root level" {
+	mkdir -p "$MNT/t/p"
+	echo x >"$MNT/t/p/c"
+	run ln "$MNT/t/p/c" "$MNT/t/c"
+	assert_failure
+	assert_output --partial 'Operation not permitted'
+	run py_errno 'os.rename(sys.argv[1], sys.argv[2])' "$MNT/t/p/c" "$MNT/t/c"
+	assert_output EPERM
+	run ls "$MNT/t"
+	assert_output p
+	run cat "$MNT/t/p/c"
+	assert_output x
+}
+
+@test "ls of a parent with 600 children lists each exactly once" {
+	mkdir -p "$MNT/t/p"
+	(cd "$MNT/t/p" && touch $(printf 'child-with-a-longish-name-%04d ' $(seq 600)))
+	run bash -c 'ls "$1" | wc -l' _ "$MNT/t/p"
+	assert_output 600
+	run bash -c 'ls -f "$1" | sort | uniq -d' _ "$MNT/t/p"
+	assert_output ''
+	run bash -c 'find "$1" -type f | wc -l' _ "$MNT/t/p"
+	assert_output 600
+}
+
+# --- names ---------------------------------------------------------------
+
+@test "names beginning with a dot are refused with EINVAL at every depth" {
+	run mkdir "$MNT/.t"
+	assert_failure
+	assert_output --partial 'Invalid argument'
+	mkdir "$MNT/t"
+	run mkdir "$MNT/t/.p"
+	assert_failure
+	assert_output --partial 'Invalid argument'
+	mkdir "$MNT/t/p"
+	run touch "$MNT/t/p/.c"
+	assert_failure
+	assert_output --partial 'Invalid argument'
+	run ls -A "$MNT/t/p"
+	assert_output ''
+}
+
+@test "names with a space are refused with EINVAL" {
+	run mkdir "$MNT/a b"
+	assert_failure
+	assert_output --partial 'Invalid argument'
+	mkdir -p "$MNT/t/p"
+	run mkdir "$MNT/t/a b"
+	assert_failure
+	assert_output --partial 'Invalid argument'
+	run touch "$MNT/t/p/a b"
+	assert_failure
+	assert_output --partial 'Invalid argument'
+	run ls "$MNT"
+	assert_output t
+	run ls "$MNT/t/p"
+	assert_output ''
+}
+
+@test "names with a tab, a newline or DEL are refused with EINVAL" {
+	mkdir -p "$MNT/t/p"
+	local bad
+	for bad in $'a\tb' $'a\nb' $'a\x7fb' $'a\x01b'; do
+		run py_errno 'os.mkdir(sys.argv[1])' "$MNT/$bad"
+		assert_output EINVAL
+		run py_errno 'os.mkdir(sys.argv[1])' "$MNT/t/$bad"
+		assert_output EINVAL
+		run py_errno 'os.close(os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644))' "$MNT/t/p/$bad"
+		assert_output EINVAL
+	done
+	run touch "$MNT/t/p/"$'a\tb'
+	assert_failure
+	assert_output --partial 'Invalid argument'
+	run ls "$MNT"
+	assert_output t
+	run ls "$MNT/t"
+	assert_output p
+	run ls "$MNT/t/p"
+	assert_output ''
+}
+
+@test "rename or link to a bad name is refused with EINVAL" {
+	mkdir -p "$MNT/t/p"
+	echo x >"$MNT/t/p/c"
+	# (mv words a rename EINVAL as "cannot move ... to a subdirectory of
+	# itself", so ask rename(2) directly.)
+	run py_errno 'os.rename(sys.argv[1], sys.argv[2])' "$MNT/t/p/c" "$MNT/t/p/a b"
+	assert_output EINVAL
+	run ln "$MNT/t/p/c" "$MNT/t/p/.c"
+	assert_failure
+	assert_output --partial 'Invalid argument'
+	run ls -A "$MNT/t/p"
+	assert_output c
+}
+
+@test "names are UTF-8 friendly and may contain dashes, dots and colons" {
+	mkdir -p "$MNT/t-1.x/p:9"
+	touch "$MNT/t-1.x/p:9/c.é_1"
+	run ls "$MNT/t-1.x/p:9"
+	assert_output 'c.é_1'
+}
+
+@test "a name longer than max_name is refused with ENAMETOOLONG" {
+	statefs_remount -o max_name=8
+	mkdir "$MNT/12345678"
+	run mkdir "$MNT/123456789"
+	assert_failure
+	assert_output --partial 'File name too long'
+	mkdir "$MNT/12345678/p"
+	run mkdir "$MNT/12345678/abcdefghi"
+	assert_failure
+	assert_output --partial 'File name too long'
+	touch "$MNT/12345678/p/abcdefgh"
+	run touch "$MNT/12345678/p/abcdefghi"
+	assert_failure
+	assert_output --partial 'File name too long'
+	run mv "$MNT/12345678/p/abcdefgh" "$MNT/12345678/p/abcdefghi"
+	assert_failure
+	assert_output --partial 'File name too long'
+	run ls "$MNT" "$MNT/12345678" "$MNT/12345678/p"
+	assert_output "$MNT:
+12345678
+
+$MNT/12345678:
+p
+
+$MNT/12345678/p:
+abcdefgh"
+}
+
+@test "a name of 255 bytes is accepted by default" {
+	local long
+	long=$(printf 'n%.0s' $(seq 255))
+	mkdir "$MNT/$long"
+	run ls "$MNT"
+	assert_output "$long"
+}
+
+# --- identity --------------------------------------------------------------
+
+@test "a re-created child gets a new inode number" {
+	mkdir -p "$MNT/t/p"
+	touch "$MNT/t/p/c"
+	local before after
+	before=$(stat -c %i "$MNT/t/p/c")
+	rm "$MNT/t/p/c"
+	touch "$MNT/t/p/c"
+	after=$(stat -c %i "$MNT/t/p/c")
+	[ -n "$before" ] && [ -n "$after" ]
+	assert_not_equal "$before" "$after"
+}
+
+@test "a rejoined parent and a re-made tenant get new inode numbers" {
+	mkdir -p "$MNT/t/p"
+	local p1 p2 t1 t2
+	p1=$(stat -c %i "$MNT/t/p")
+	rmdir "$MNT/t/p"
+	mkdir "$MNT/t/p"
+	p2=$(stat -c %i "$MNT/t/p")
+	assert_not_equal "$p1" "$p2"
+	t1=$(stat -c %i "$MNT/t")
+	rmdir "$MNT/t"
+	mkdir "$MNT/t"
+	t2=$(stat -c %i "$MNT/t")
+	assert_not_equal "$t1" "$t2"
+}
+
+@test "inode numbers are never reused across many incarnations" {
+	mkdir -p "$MNT/t/p"
+	local seen="$BATS_TEST_TMPDIR/inos"
+	for _ in $(seq 30); do
+		touch "$MNT/t/p/c"
+		stat -c %i "$MNT/t/p/c" >>"$seen"
+		rm "$MNT/t/p/c"
+		mkdir "$MNT/t/q"
+		stat -c %i "$MNT/t/q" >>"$seen"
+		rmdir "$MNT/t/q"
+	done
+	run wc -l <"$seen"
+	assert_output 60
+	run bash -c 'sort "$1" | uniq -d' _ "$seen"
+	assert_output ''
+}
+
+@test "an open file of an earlier incarnation gets ESTALE and changes nothing" {
+	mkdir -p "$MNT/t/p"
+	echo old >"$MNT/t/p/c"
+	exec 8<"$MNT/t/p/c"
+	rm "$MNT/t/p/c"
+	echo new >"$MNT/t/p/c"
+	run cat <&8
+	assert_failure
+	assert_output --partial 'Stale file handle'
+	exec 8<&-
+	run cat "$MNT/t/p/c"
+	assert_output new
+}
+
+@test "a shell whose working directory is a departed parent gets ESTALE on touch" {
+	mkdir -p "$MNT/t/p"
+	run bash -c 'cd "$1/t/p" && echo p >"$1/t/.depart" && touch x' _ "$MNT"
+	assert_failure
+	assert_output --partial 'Stale file handle'
+	run ls "$MNT/t"
+	assert_output ''
+}
+
+@test "rm through an old working directory gets ESTALE and never removes the new child" {
+	mkdir -p "$MNT/t/p"
+	touch "$MNT/t/p/c"
+	run bash -c 'cd "$1/t/p" &&
+		echo p >"$1/t/.depart" && mkdir "$1/t/p" && echo new >"$1/t/p/c" &&
+		rm c' _ "$MNT"
+	assert_failure
+	assert_output --partial 'Stale file handle'
+	run cat "$MNT/t/p/c"
+	assert_output new
+}

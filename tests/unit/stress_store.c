@@ -1,0 +1,1466 @@
+/*
+ * stress_store.c - concurrency tests of store/, built twice: under
+ * ASan+UBSan and under TSan (`make build/unit/stress_store{,.tsan}`).
+ *
+ * Two kinds of test:
+ *
+ *  - Races with one expected outcome, run in lock-step rounds (every
+ *    thread waits at a barrier, then all hit the same key at once):
+ *    exclusive create has one winner, unlink has one winner, a leave
+ *    racing admissions through the old handle leaves no child behind, a
+ *    shared state removed from one bucket while a link or rename adds it
+ *    elsewhere lives exactly as long as a link reaches it, concurrent
+ *    registrations in one parent are never lost (seed 003).
+ *
+ *  - A mixed random workload: N threads for a bounded number of
+ *    operations doing admissions, unlinks, links, renames, leaves,
+ *    rejoins, departs, tenant cleanups, stage publications (REPLACE,
+ *    APPEND, CAS), truncations, reads, listings, inode-table traffic and
+ *    clock ticks, on a few overlapping names in two tenants with small
+ *    ceilings and quotas, so that links and renames collide and refusals
+ *    happen.  Every return code is checked against the set the operation
+ *    may return; content is written in uniform 8-byte blocks so a reader
+ *    that saw a mix of two publications is caught.  After the threads
+ *    join, store_check_all() must pass and the stats gauges must equal a
+ *    recount through store_list() of every tenant and parent.
+ *
+ * Last, store_check_all() runs concurrently with the workload: it takes
+ * every lock in order, so it must see a consistent store.
+ *
+ * Knobs: STRESS_ITERS (operations per thread, default 40000: ~3 s for
+ * the whole file under TSan on 2 cores), STRESS_SEED, and cmocka's
+ * TEST_FILTER / TEST_SKIP globs.
+ *
+ * Worker threads never call cmocka's assertions (they longjmp to the
+ * main thread's frame): they record failures, and the main thread
+ * asserts after joining.  The clock is a manual atomic one so that
+ * tombstones (and, in one run, child leases) age out while threads run.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "store/store.h"
+#include "tests/unit/unit.h"
+
+#define NTHREADS 6
+#define NTEN 2
+#define NPAR 4
+#define NCHILD 6
+#define NREM 8
+#define MAXPAY 64
+
+static const char *const TEN[NTEN] = { "t0", "t1" };
+static const char *const PAR[NPAR] = { "p0", "p1", "p2", "p3" };
+static const char *const CHI[NCHILD] = { "c0", "c1", "c2", "c3", "c4", "c5" };
+
+static const struct store_owner DOWN = { 1000, 1000, 0755 };
+static const struct store_owner FOWN = { 1000, 1000, 0644 };
+
+static uint64_t atomic_clock_now(void *arg)
+{
+	return __atomic_load_n((uint64_t *)arg, __ATOMIC_ACQUIRE);
+}
+
+static void atomic_clock_advance(uint64_t *clk, uint64_t ms)
+{
+	__atomic_fetch_add(clk, ms, __ATOMIC_ACQ_REL);
+}
+
+/* Failure recording (worker threads) ---------------------------------- */
+
+struct failures {
+	pthread_mutex_t mu;
+	long n;
+	char first[512];
+};
+
+static struct failures g_fail = { PTHREAD_MUTEX_INITIALIZER, 0, "" };
+
+static void failf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void failf(const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&g_fail.mu);
+	if (g_fail.n++ == 0) {
+		va_start(ap, fmt);
+		vsnprintf(g_fail.first, sizeof g_fail.first, fmt, ap);
+		va_end(ap);
+	}
+	pthread_mutex_unlock(&g_fail.mu);
+}
+
+static void failures_reset(void)
+{
+	pthread_mutex_lock(&g_fail.mu);
+	g_fail.n = 0;
+	g_fail.first[0] = '\0';
+	pthread_mutex_unlock(&g_fail.mu);
+}
+
+static void assert_no_failures(void)
+{
+	long n;
+
+	pthread_mutex_lock(&g_fail.mu);
+	n = g_fail.n;
+	pthread_mutex_unlock(&g_fail.mu);
+	if (n)
+		fail_msg("%ld failure(s) in worker threads; first: %s", n,
+			 g_fail.first);
+}
+
+/* Allowed return codes -------------------------------------------------- */
+
+enum op {
+	OP_CREATE, OP_UNLINK, OP_LINK, OP_LINK_XDEV, OP_RENAME, OP_RENAME_XDEV,
+	OP_RMDIR, OP_MKDIR, OP_DEPART, OP_STAGE_OPEN, OP_STAGE_WRITE,
+	OP_PUBLISH, OP_READ, OP_TRUNC, OP_GETATTR, OP_LIST, OP_LOOKUP,
+	OP_CLEANUP, OP_NOPS
+};
+
+static const char *const OPNAME[OP_NOPS] = {
+	"create", "unlink", "link", "link-xdev", "rename", "rename-xdev",
+	"rmdir", "mkdir", "depart", "stage_open", "stage_write", "publish",
+	"read", "truncate", "getattr", "list", "lookup", "cleanup",
+};
+
+/* The negative errnos each operation may return (0 / success aside). */
+#define MAXALLOW 8
+static const int ALLOWED[OP_NOPS][MAXALLOW] = {
+	[OP_CREATE] = { EEXIST, ESTALE, ENOENT, ENOSPC, EDQUOT, EROFS },
+	[OP_UNLINK] = { ENOENT, ESTALE },
+	[OP_LINK] = { EEXIST, ESTALE, ENOENT, ENOSPC, EDQUOT, EROFS },
+	[OP_LINK_XDEV] = { EXDEV, ESTALE },
+	[OP_RENAME] = { ENOENT, EEXIST, ESTALE, ENOSPC, EDQUOT, EROFS },
+	[OP_RENAME_XDEV] = { EXDEV, ESTALE, ENOENT },
+	[OP_RMDIR] = { ENOENT, ENOSPC, ESTALE },
+	[OP_MKDIR] = { EEXIST, ENOSPC, ESTALE, EROFS },
+	[OP_DEPART] = { ENOSPC, ESTALE },
+	[OP_STAGE_OPEN] = { ESTALE },
+	[OP_STAGE_WRITE] = { EFBIG, ENOSPC, ESTALE },
+	[OP_PUBLISH] = { EAGAIN, ESTALE, EFBIG, ENOSPC },
+	[OP_READ] = { ESTALE },
+	[OP_TRUNC] = { ESTALE, EFBIG, ENOSPC },
+	[OP_GETATTR] = { ESTALE },
+	[OP_LIST] = { ESTALE },
+	[OP_LOOKUP] = { ENOENT, ESTALE },
+	[OP_CLEANUP] = { ENOENT },
+};
+
+/* Per-run histogram of outcomes: [op][0] = success, [op][e] = -e. */
+#define NERR 134
+static long g_hist[OP_NOPS][NERR];
+static pthread_mutex_t g_hist_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* An extra errno allowed in a run with child leases (expiry: ENOENT). */
+static int g_extra_allowed;
+
+static bool rc_allowed(enum op op, long e)
+{
+	if (e == g_extra_allowed)
+		return true;
+	for (int i = 0; i < MAXALLOW && ALLOWED[op][i]; i++)
+		if (ALLOWED[op][i] == e)
+			return true;
+	return false;
+}
+
+struct worker;
+static void rc_check(struct worker *w, enum op op, long rc);
+
+/* Lock-step races --------------------------------------------------------- */
+
+struct race {
+	struct store *s;
+	pthread_barrier_t start, done;
+	int rounds;
+	int nthreads;
+	/* per round, set by main before `start` */
+	struct store_node *parent;
+	char name[32];
+	int mode;        /* test specific */
+	/* per round, per thread results */
+	int rc[NTHREADS];
+	bool created[NTHREADS];
+	uint64_t ino[NTHREADS];
+	struct store_node *node[NTHREADS];
+};
+
+struct race_arg {
+	struct race *r;
+	int tid;
+	void (*fn)(struct race *r, int tid);
+};
+
+static void *race_thread(void *p)
+{
+	struct race_arg *a = p;
+
+	for (int i = 0; i < a->r->rounds; i++) {
+		pthread_barrier_wait(&a->r->start);
+		a->fn(a->r, a->tid);
+		pthread_barrier_wait(&a->r->done);
+	}
+	return NULL;
+}
+
+static void race_start(struct race *r, struct store *s, int rounds,
+		       void (*fn)(struct race *, int), pthread_t *th,
+		       struct race_arg *args)
+{
+	memset(r, 0, sizeof *r);
+	r->s = s;
+	r->rounds = rounds;
+	r->nthreads = NTHREADS;
+	assert_int_equal(pthread_barrier_init(&r->start, NULL, NTHREADS + 1),
+			 0);
+	assert_int_equal(pthread_barrier_init(&r->done, NULL, NTHREADS + 1), 0);
+	for (int i = 0; i < NTHREADS; i++) {
+		args[i].r = r;
+		args[i].tid = i;
+		args[i].fn = fn;
+		assert_int_equal(pthread_create(&th[i], NULL, race_thread,
+						&args[i]), 0);
+	}
+}
+
+static void race_join(struct race *r, pthread_t *th)
+{
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&r->start);
+	pthread_barrier_destroy(&r->done);
+}
+
+static struct store *new_store(const struct store_limits *l, uint64_t *clk)
+{
+	struct store *s = NULL;
+	struct store_clock clock = { atomic_clock_now, clk };
+
+	assert_int_equal(store_new(l, &clock, &s), 0);
+	return s;
+}
+
+static void check_all_ok(struct store *s)
+{
+	char why[256] = "";
+	int rc = store_check_all(s, why, sizeof why);
+
+	if (rc != 0)
+		fail_msg("store_check_all: %d (%s)", rc, why);
+}
+
+static struct store_node *mkdir_or_fail(struct store *s, struct store_node *dir,
+					const char *name)
+{
+	struct store_node *n = NULL;
+	int rc = store_mkdir(s, dir, name, &DOWN, &n);
+
+	if (rc != 0)
+		fail_msg("store_mkdir(%s): %d", name, rc);
+	return n;
+}
+
+static void race_create_fn(struct race *r, int tid)
+{
+	struct store_node *n = NULL;
+	bool created = false;
+	bool excl = r->mode == 0;
+
+	r->rc[tid] = store_create(r->s, r->parent, r->name, &FOWN, excl, &n,
+				  &created);
+	r->created[tid] = created;
+	r->ino[tid] = 0;
+	if (r->rc[tid] == 0) {
+		r->ino[tid] = store_node_ino(n);
+		store_node_unref(r->s, n);
+	}
+}
+
+/* O_EXCL create of one name: one winner, the others -EEXIST; plain create:
+ * all succeed, one created it, all got the same node. */
+static void test_race_create_one_winner(void **state)
+{
+	uint64_t clk = 1000;
+	struct store_limits l;
+	struct store *s;
+	struct store_node *t, *p;
+	struct race r;
+	pthread_t th[NTHREADS];
+	struct race_arg args[NTHREADS];
+	const int rounds = 200;
+
+	store_limits_default(&l);
+	s = new_store(&l, &clk);
+	t = mkdir_or_fail(s, store_root(s), "t");
+	p = mkdir_or_fail(s, t, "p");
+	race_start(&r, s, rounds, race_create_fn, th, args);
+	for (int i = 0; i < rounds; i++) {
+		int wins = 0, exists = 0;
+
+		r.parent = p;
+		r.mode = i & 1;
+		snprintf(r.name, sizeof r.name, "c%d", i);
+		pthread_barrier_wait(&r.start);
+		pthread_barrier_wait(&r.done);
+		for (int k = 0; k < NTHREADS; k++) {
+			if (r.rc[k] == 0 && r.created[k])
+				wins++;
+			else if (r.rc[k] == -EEXIST && r.mode == 0)
+				exists++;
+			else if (r.rc[k] == 0 && r.mode == 1)
+				assert_int_equal(r.ino[k], r.ino[0]);
+			else
+				fail_msg("round %d thread %d: rc %d created %d",
+					 i, k, r.rc[k], r.created[k]);
+		}
+		assert_int_equal(wins, 1);
+		if (r.mode == 0)
+			assert_int_equal(exists, NTHREADS - 1);
+	}
+	race_join(&r, th);
+	{
+		struct store_stats st;
+
+		assert_int_equal(store_stats(s, NULL, &st), 0);
+		assert_int_equal(st.children, rounds);
+		assert_int_equal(st.admissions, rounds);
+	}
+	check_all_ok(s);
+	store_node_unref(s, p);
+	store_node_unref(s, t);
+	store_free(s);
+}
+
+static void race_unlink_fn(struct race *r, int tid)
+{
+	r->rc[tid] = store_unlink(r->s, r->parent, r->name);
+}
+
+/* Terminal removal: exactly one caller wins, the others get -ENOENT. */
+static void test_race_unlink_one_winner(void **state)
+{
+	uint64_t clk = 1000;
+	struct store_limits l;
+	struct store *s;
+	struct store_node *t, *p, *q;
+	struct race r;
+	pthread_t th[NTHREADS];
+	struct race_arg args[NTHREADS];
+	const int rounds = 200;
+
+	store_limits_default(&l);
+	s = new_store(&l, &clk);
+	t = mkdir_or_fail(s, store_root(s), "t");
+	p = mkdir_or_fail(s, t, "p");
+	q = mkdir_or_fail(s, t, "q");
+	race_start(&r, s, rounds, race_unlink_fn, th, args);
+	for (int i = 0; i < rounds; i++) {
+		struct store_node *c = NULL;
+		bool created;
+		int wins = 0;
+
+		snprintf(r.name, sizeof r.name, "c%d", i % 3);
+		assert_int_equal(store_create(s, p, r.name, &FOWN, true, &c,
+					      &created), 0);
+		/* Every other round the state is shared with q: unlinking
+		 * p's link must not end it. */
+		if (i & 1)
+			assert_int_equal(store_link(s, c, q, r.name), 0);
+		r.parent = p;
+		pthread_barrier_wait(&r.start);
+		pthread_barrier_wait(&r.done);
+		for (int k = 0; k < NTHREADS; k++) {
+			if (r.rc[k] == 0)
+				wins++;
+			else if (r.rc[k] != -ENOENT)
+				fail_msg("round %d thread %d: rc %d", i, k,
+					 r.rc[k]);
+		}
+		assert_int_equal(wins, 1);
+		if (i & 1) {
+			assert_true(store_node_live(c));
+			assert_int_equal(store_unlink(s, q, r.name), 0);
+		}
+		assert_false(store_node_live(c));
+		store_node_unref(s, c);
+	}
+	race_join(&r, th);
+	{
+		struct store_stats st;
+
+		assert_int_equal(store_stats(s, NULL, &st), 0);
+		assert_int_equal(st.children, 0);
+		assert_int_equal(st.links, 0);
+	}
+	check_all_ok(s);
+	store_node_unref(s, q);
+	store_node_unref(s, p);
+	store_node_unref(s, t);
+	store_free(s);
+}
+
+/* Thread 0 leaves p (rmdir or depart) while the others admit children
+ * through the handle they resolved before: every admission either
+ * happened before the leave (and the cascade removed it) or fails
+ * -ESTALE; nothing survives in the departed bucket. */
+static void race_leave_fn(struct race *r, int tid)
+{
+	struct store_node *tenant = store_node_tenant(r->parent);
+
+	if (tid == 0) {
+		int rc = r->mode ? store_depart(r->s, tenant, "p")
+				 : store_rmdir(r->s, tenant, "p");
+
+		if (rc != 0)
+			failf("leave: %d", rc);
+		return;
+	}
+	r->node[tid] = NULL;
+	r->rc[tid] = 0;
+	for (int k = 0; k < 8; k++) {
+		char name[32];
+		struct store_node *n = NULL;
+		bool created;
+		int rc;
+
+		snprintf(name, sizeof name, "w%d_%d", tid, k);
+		rc = store_create(r->s, r->parent, name, &FOWN, true, &n,
+				  &created);
+		if (rc == 0) {
+			if (r->node[tid])
+				store_node_unref(r->s, r->node[tid]);
+			r->node[tid] = n;
+		} else if (rc != -ESTALE) {
+			failf("create during leave: %d", rc);
+		} else {
+			r->rc[tid] = rc;
+		}
+	}
+}
+
+static void test_race_leave_vs_admission(void **state)
+{
+	uint64_t clk = 1000;
+	struct store_limits l;
+	struct store *s;
+	struct store_node *t;
+	struct race r;
+	pthread_t th[NTHREADS];
+	struct race_arg args[NTHREADS];
+	const int rounds = 150;
+
+	failures_reset();
+	store_limits_default(&l);
+	s = new_store(&l, &clk);
+	t = mkdir_or_fail(s, store_root(s), "t");
+	race_start(&r, s, rounds, race_leave_fn, th, args);
+	for (int i = 0; i < rounds; i++) {
+		struct store_node *p = mkdir_or_fail(s, t, "p");
+		struct store_dirlist dl;
+		uint64_t g;
+
+		assert_int_equal(store_parent_generation(s, p, &g), 0);
+		assert_int_equal(g, (uint64_t)i + 1);
+		r.parent = p;
+		r.mode = i & 1;
+		pthread_barrier_wait(&r.start);
+		pthread_barrier_wait(&r.done);
+		assert_false(store_node_live(p));
+		for (int k = 1; k < NTHREADS; k++) {
+			if (r.node[k]) {
+				/* Admitted before the leave: gone with it. */
+				assert_false(store_node_live(r.node[k]));
+				store_node_unref(s, r.node[k]);
+				r.node[k] = NULL;
+			}
+		}
+		assert_int_equal(store_list(s, t, &dl), 0);
+		assert_int_equal(dl.n, 0);
+		store_dirlist_free(&dl);
+		check_all_ok(s);
+		store_node_unref(s, p);
+	}
+	race_join(&r, th);
+	assert_no_failures();
+	{
+		struct store_stats st;
+
+		assert_int_equal(store_stats(s, NULL, &st), 0);
+		assert_int_equal(st.children, 0);
+		assert_int_equal(st.links, 0);
+		assert_int_equal(st.parents, 0);
+		assert_int_equal(st.tombstones, 1);
+	}
+	check_all_ok(s);
+	store_node_unref(s, t);
+	store_free(s);
+}
+
+/*
+ * A shared state removed from one bucket while another operation adds or
+ * moves a link to it (seed 000: one transition owner, identity checks):
+ *   mode 0: unlink p/c  vs  link c -> q/c
+ *   mode 1: unlink p/c  vs  rename p/c -> q/d
+ *   mode 2: leave p     vs  link c -> q/c  vs  rename p/c -> q/e
+ * Whatever the interleaving, the state lives exactly as long as a link
+ * reaches it, and its nlink is the number of links that do.
+ */
+struct shared_race {
+	struct store_node *t, *p, *q, *c;
+};
+
+static struct shared_race g_sr;
+
+static void race_shared_fn(struct race *r, int tid)
+{
+	struct store *s = r->s;
+
+	r->rc[tid] = 0;
+	switch (tid) {
+	case 0:
+		r->rc[0] = r->mode == 2 ? store_rmdir(s, g_sr.t, "p")
+					: store_unlink(s, g_sr.p, "c");
+		break;
+	case 1:
+		r->rc[1] = r->mode == 1
+			? store_rename(s, g_sr.p, "c", g_sr.q, "d", 0)
+			: store_link(s, g_sr.c, g_sr.q, "c");
+		break;
+	case 2:
+		if (r->mode == 2)
+			r->rc[2] = store_rename(s, g_sr.p, "c", g_sr.q, "e", 0);
+		break;
+	default:
+		break;
+	}
+}
+
+static void test_race_shared_state_removal(void **state)
+{
+	uint64_t clk = 1000;
+	struct store_limits l;
+	struct store *s;
+	struct race r;
+	pthread_t th[NTHREADS];
+	struct race_arg args[NTHREADS];
+	const int rounds = 300;
+	int seen[3][2] = { { 0 } };
+
+	store_limits_default(&l);
+	s = new_store(&l, &clk);
+	g_sr.t = mkdir_or_fail(s, store_root(s), "t");
+	g_sr.q = mkdir_or_fail(s, g_sr.t, "q");
+	race_start(&r, s, rounds, race_shared_fn, th, args);
+	for (int i = 0; i < rounds; i++) {
+		struct store_dirlist dl;
+		struct store_attr a;
+		bool created;
+		int mode = i % 3, want_links = 0;
+
+		if (!g_sr.p)
+			g_sr.p = mkdir_or_fail(s, g_sr.t, "p");
+		assert_int_equal(store_create(s, g_sr.p, "c", &FOWN, true,
+					      &g_sr.c, &created), 0);
+		r.mode = mode;
+		pthread_barrier_wait(&r.start);
+		pthread_barrier_wait(&r.done);
+
+		switch (mode) {
+		case 0:
+			assert_int_equal(r.rc[0], 0);
+			if (r.rc[1] != 0 && r.rc[1] != -ESTALE)
+				fail_msg("round %d: link %d", i, r.rc[1]);
+			want_links = r.rc[1] == 0;
+			break;
+		case 1:
+			if (!((r.rc[0] == 0 && r.rc[1] == -ENOENT) ||
+			      (r.rc[0] == -ENOENT && r.rc[1] == 0)))
+				fail_msg("round %d: unlink %d rename %d", i,
+					 r.rc[0], r.rc[1]);
+			want_links = r.rc[1] == 0;
+			break;
+		case 2:
+			assert_int_equal(r.rc[0], 0);
+			if (r.rc[1] != 0 && r.rc[1] != -ESTALE)
+				fail_msg("round %d: link %d", i, r.rc[1]);
+			if (r.rc[2] != 0 && r.rc[2] != -ESTALE)
+				fail_msg("round %d: rename %d", i, r.rc[2]);
+			want_links = (r.rc[1] == 0) + (r.rc[2] == 0);
+			break;
+		}
+		seen[mode][want_links > 0]++;
+		assert_int_equal(store_list(s, g_sr.q, &dl), 0);
+		assert_int_equal(dl.n, (size_t)want_links);
+		for (size_t k = 0; k < dl.n; k++)
+			assert_int_equal(dl.e[k].ino, store_node_ino(g_sr.c));
+		if (want_links) {
+			assert_true(store_node_live(g_sr.c));
+			assert_int_equal(store_getattr(s, g_sr.c, &a), 0);
+			assert_int_equal(a.nlink, want_links);
+		} else {
+			assert_false(store_node_live(g_sr.c));
+			assert_int_equal(store_getattr(s, g_sr.c, &a), -ESTALE);
+		}
+		for (size_t k = 0; k < dl.n; k++)
+			assert_int_equal(store_unlink(s, g_sr.q, dl.e[k].name),
+					 0);
+		store_dirlist_free(&dl);
+		if (mode != 2)
+			assert_int_equal(store_unlink(s, g_sr.p, "c"), -ENOENT);
+		assert_false(store_node_live(g_sr.c));
+		check_all_ok(s);
+		store_node_unref(s, g_sr.c);
+		g_sr.c = NULL;
+		if (mode == 2) {
+			store_node_unref(s, g_sr.p);
+			g_sr.p = NULL;
+		}
+	}
+	race_join(&r, th);
+	printf("# shared-state races (mode: removed first / link won): "
+	       "%d/%d %d/%d %d/%d\n", seen[0][0], seen[0][1], seen[1][0],
+	       seen[1][1], seen[2][0], seen[2][1]);
+	{
+		struct store_stats st;
+
+		assert_int_equal(store_stats(s, NULL, &st), 0);
+		assert_int_equal(st.children, 0);
+		assert_int_equal(st.links, 0);
+	}
+	check_all_ok(s);
+	if (g_sr.p)
+		store_node_unref(s, g_sr.p);
+	store_node_unref(s, g_sr.q);
+	store_node_unref(s, g_sr.t);
+	memset(&g_sr, 0, sizeof g_sr);
+	store_free(s);
+}
+
+/* Concurrent registrations into one parent are never lost (seed 003). */
+static void race_register_fn(struct race *r, int tid)
+{
+	for (int k = 0; k < 16; k++) {
+		char name[48];
+		struct store_node *n = NULL;
+		bool created;
+		int rc;
+
+		snprintf(name, sizeof name, "%s_%d_%d", r->name, tid, k);
+		rc = store_create(r->s, r->parent, name, &FOWN, true, &n,
+				  &created);
+		if (rc != 0) {
+			failf("register %s: %d", name, rc);
+			continue;
+		}
+		store_node_unref(r->s, n);
+	}
+}
+
+static void test_race_registrations_not_lost(void **state)
+{
+	uint64_t clk = 1000;
+	struct store_limits l;
+	struct store *s;
+	struct store_node *t, *p;
+	struct race r;
+	pthread_t th[NTHREADS];
+	struct race_arg args[NTHREADS];
+	const int rounds = 20;
+
+	failures_reset();
+	store_limits_default(&l);
+	s = new_store(&l, &clk);
+	t = mkdir_or_fail(s, store_root(s), "t");
+	p = mkdir_or_fail(s, t, "p");
+	race_start(&r, s, rounds, race_register_fn, th, args);
+	for (int i = 0; i < rounds; i++) {
+		struct store_dirlist dl;
+
+		r.parent = p;
+		snprintf(r.name, sizeof r.name, "r%d", i);
+		pthread_barrier_wait(&r.start);
+		pthread_barrier_wait(&r.done);
+		assert_int_equal(store_list(s, p, &dl), 0);
+		assert_int_equal(dl.n, (size_t)(i + 1) * NTHREADS * 16);
+		store_dirlist_free(&dl);
+	}
+	race_join(&r, th);
+	assert_no_failures();
+	check_all_ok(s);
+	store_node_unref(s, p);
+	store_node_unref(s, t);
+	store_free(s);
+}
+
+/* The mixed random workload ------------------------------------------------ */
+
+struct mixed {
+	struct store *s;
+	uint64_t clk;
+	int iters;
+	bool leases;
+	unsigned check_every; /* per 10000 ops: concurrent store_check_all */
+};
+
+struct worker {
+	struct mixed *m;
+	int id;
+	unsigned seed;
+	struct store_node *pcache[NTEN][NPAR]; /* parent handles, maybe dead */
+	struct store_node *ccache[NTEN][4];    /* child handles, maybe dead */
+	struct { uint64_t ino; uint64_t n; } rem[NREM];
+	uint64_t *inos;
+	size_t ninos, cap;
+	long ops;
+};
+
+static void rc_check(struct worker *w, enum op op, long rc)
+{
+	long e = rc < 0 ? -rc : 0;
+
+	if (rc < 0 && !rc_allowed(op, e))
+		failf("thread %d: %s returned %ld (%s)", w->id, OPNAME[op], rc,
+		      strerror((int)e));
+	pthread_mutex_lock(&g_hist_mu);
+	g_hist[op][e < NERR ? e : NERR - 1]++;
+	pthread_mutex_unlock(&g_hist_mu);
+}
+
+static unsigned rnd(struct worker *w, unsigned n)
+{
+	return (unsigned)rand_r(&w->seed) % n;
+}
+
+static void record_ino(struct worker *w, struct store_node *n)
+{
+	if (w->ninos == w->cap) {
+		w->cap = w->cap ? 2 * w->cap : 256;
+		w->inos = realloc(w->inos, w->cap * sizeof *w->inos);
+		if (!w->inos) {
+			failf("oom");
+			w->cap = w->ninos = 0;
+			return;
+		}
+	}
+	w->inos[w->ninos++] = store_node_ino(n);
+}
+
+static void put(struct worker *w, struct store_node *n)
+{
+	if (n)
+		store_node_unref(w->m->s, n);
+}
+
+/* The live tenant @ti (new reference), making it when it is missing. */
+static struct store_node *get_tenant(struct worker *w, int ti)
+{
+	struct store *s = w->m->s;
+
+	for (int tries = 0; tries < 4; tries++) {
+		struct store_node *n = NULL;
+		int rc = store_lookup(s, store_root(s), TEN[ti], &n);
+
+		if (rc == 0)
+			return n;
+		if (rc != -ENOENT) {
+			failf("lookup tenant: %d", rc);
+			return NULL;
+		}
+		rc = store_mkdir(s, store_root(s), TEN[ti], &DOWN, &n);
+		if (rc == 0) {
+			record_ino(w, n);
+			return n;
+		}
+		if (rc != -EEXIST) {
+			failf("mkdir tenant: %d", rc);
+			return NULL;
+		}
+	}
+	return NULL;
+}
+
+/* A parent handle: a cached one (maybe of an earlier incarnation) or a
+ * fresh lookup; NULL when the parent is absent. */
+static struct store_node *get_parent(struct worker *w, int ti, int pi)
+{
+	struct store *s = w->m->s;
+	struct store_node *t, *n = NULL;
+	int rc;
+
+	if (w->pcache[ti][pi] && rnd(w, 3) == 0) {
+		store_node_ref(w->pcache[ti][pi]);
+		return w->pcache[ti][pi];
+	}
+	t = get_tenant(w, ti);
+	if (!t)
+		return NULL;
+	rc = store_lookup(s, t, PAR[pi], &n);
+	rc_check(w, OP_LOOKUP, rc);
+	put(w, t);
+	if (rc != 0)
+		return NULL;
+	put(w, w->pcache[ti][pi]);
+	store_node_ref(n);
+	w->pcache[ti][pi] = n;
+	return n;
+}
+
+/* A child handle: cached or through a parent; NULL when absent. */
+static struct store_node *get_child(struct worker *w, int ti)
+{
+	struct store *s = w->m->s;
+	struct store_node *p, *n = NULL;
+	int slot = rnd(w, 4);
+	int rc;
+
+	if (w->ccache[ti][slot] && rnd(w, 3) == 0) {
+		store_node_ref(w->ccache[ti][slot]);
+		return w->ccache[ti][slot];
+	}
+	p = get_parent(w, ti, rnd(w, NPAR));
+	if (!p)
+		return NULL;
+	rc = store_lookup(s, p, CHI[rnd(w, NCHILD)], &n);
+	rc_check(w, OP_LOOKUP, rc);
+	put(w, p);
+	if (rc != 0)
+		return NULL;
+	if (store_node_kind(n) != STORE_CHILD)
+		failf("lookup in a parent gave kind %d", store_node_kind(n));
+	put(w, w->ccache[ti][slot]);
+	store_node_ref(n);
+	w->ccache[ti][slot] = n;
+	return n;
+}
+
+/* Content is uniform 8-byte blocks; a reader seeing a mix fails this. */
+static void check_blocks(struct worker *w, const char *buf, size_t n)
+{
+	if (n % 8) {
+		failf("content of %zu bytes is not whole blocks", n);
+		return;
+	}
+	for (size_t b = 0; b < n; b += 8)
+		for (size_t i = 1; i < 8; i++)
+			if (buf[b + i] != buf[b]) {
+				failf("torn content at block %zu", b / 8);
+				return;
+			}
+	if (n > MAXPAY)
+		failf("content of %zu bytes over max_payload", n);
+}
+
+static void do_stage(struct worker *w, int ti)
+{
+	struct store_node *c = get_child(w, ti);
+	struct store_stage *st = NULL;
+	enum store_stage_mode mode;
+	char blk[24];
+	int rc;
+
+	if (!c)
+		return;
+	mode = (enum store_stage_mode)(1 + rnd(w, 3));
+	rc = store_stage_open(w->m->s, c, mode, &st);
+	rc_check(w, OP_STAGE_OPEN, rc);
+	if (rc == 0) {
+		int nblk = 1 + rnd(w, 3);
+		uint64_t off = mode == STORE_STAGE_CAS ? 8 * rnd(w, 3) : 0;
+		ssize_t wr;
+
+		memset(blk, 'A' + rnd(w, 26), sizeof blk);
+		if (rnd(w, 8) == 0)
+			nblk = 0; /* REPLACE: truncate to empty */
+		if (nblk) {
+			wr = store_stage_write(st, blk, 8 * nblk, off);
+			rc_check(w, OP_STAGE_WRITE, wr < 0 ? wr : 0);
+			if (wr >= 0 && wr != 8 * nblk)
+				failf("short stage write %zd", wr);
+		}
+		if (rnd(w, 4) == 0)
+			sched_yield(); /* let others publish in between */
+		rc = store_stage_publish(st);
+		rc_check(w, OP_PUBLISH, rc);
+		if (rc == -EAGAIN && mode != STORE_STAGE_CAS)
+			failf("publish -EAGAIN in mode %d", mode);
+		store_stage_close(st);
+	}
+	put(w, c);
+}
+
+static void do_read(struct worker *w, int ti)
+{
+	struct store_node *c = get_child(w, ti);
+	struct store_stage *st = NULL;
+	char buf[4 * MAXPAY];
+	int rc;
+
+	if (!c)
+		return;
+	rc = store_stage_open(w->m->s, c, STORE_STAGE_READ, &st);
+	rc_check(w, OP_STAGE_OPEN, rc);
+	if (rc == 0) {
+		size_t got = 0;
+		ssize_t r;
+
+		/* Small reads, so a publication can land between them. */
+		while ((r = store_stage_read(st, buf + got, 5, got)) > 0 &&
+		       got + 5 < sizeof buf)
+			got += (size_t)r;
+		rc_check(w, OP_READ, r < 0 ? r : 0);
+		if (r >= 0)
+			check_blocks(w, buf, got);
+		store_stage_close(st);
+	}
+	put(w, c);
+}
+
+static void do_remember(struct worker *w, int ti)
+{
+	struct store *s = w->m->s;
+	int slot = rnd(w, NREM);
+	struct store_node *n;
+
+	if (w->rem[slot].n && rnd(w, 2)) {
+		/* The kernel still knows it: the table must too. */
+		n = store_ino_get(s, w->rem[slot].ino);
+		if (!n) {
+			failf("store_ino_get(%llu) NULL with %llu lookups",
+			      (unsigned long long)w->rem[slot].ino,
+			      (unsigned long long)w->rem[slot].n);
+			return;
+		}
+		if (store_node_ino(n) != w->rem[slot].ino)
+			failf("store_ino_get gave another inode");
+		put(w, n);
+		store_ino_forget(s, w->rem[slot].ino, w->rem[slot].n);
+		w->rem[slot].n = 0;
+		return;
+	}
+	n = rnd(w, 2) ? get_child(w, ti) : get_parent(w, ti, rnd(w, NPAR));
+	if (!n)
+		return;
+	if (w->rem[slot].n && w->rem[slot].ino != store_node_ino(n)) {
+		store_ino_forget(s, w->rem[slot].ino, w->rem[slot].n);
+		w->rem[slot].n = 0;
+	}
+	store_ino_remember(s, n);
+	w->rem[slot].ino = store_node_ino(n);
+	w->rem[slot].n++;
+	put(w, n);
+}
+
+/*
+ * -EXDEV between two nodes of one tenant name: allowed only when they
+ * belong to different incarnations of the tenant (a cached handle from
+ * before a cleanup), where the contract would rather say -ESTALE
+ * (test_store.c checks that single-threaded); counted apart, then
+ * treated as -ESTALE.  Within one tenant incarnation it is a bug.
+ * Success across tenant names is always a bug.
+ */
+static long g_xdev_dead;
+
+static int xdev_filter(struct worker *w, int rc, bool xdev,
+		       struct store_node *a, struct store_node *b)
+{
+	if (xdev && rc == 0)
+		failf("thread %d: link/rename across tenants succeeded", w->id);
+	if (rc != -EXDEV || xdev)
+		return rc;
+	if (store_node_tenant(a) == store_node_tenant(b)) {
+		failf("thread %d: -EXDEV within one tenant", w->id);
+		return rc;
+	}
+	__atomic_fetch_add(&g_xdev_dead, 1, __ATOMIC_RELAXED);
+	return -ESTALE;
+}
+
+static void one_op(struct worker *w)
+{
+	struct store *s = w->m->s;
+	int ti = rnd(w, NTEN);
+	unsigned dice = rnd(w, 10000);
+	struct store_node *p, *q, *c, *t, *n = NULL;
+	bool created = false;
+	int rc;
+
+	if (dice < 1800) { /* admission */
+		p = get_parent(w, ti, rnd(w, NPAR));
+		if (!p)
+			return;
+		rc = store_create(s, p, CHI[rnd(w, NCHILD)], &FOWN,
+				  rnd(w, 2), &n, &created);
+		rc_check(w, OP_CREATE, rc);
+		if (rc == 0) {
+			if (store_node_kind(n) != STORE_CHILD)
+				failf("create gave kind %d",
+				      store_node_kind(n));
+			if (created)
+				record_ino(w, n);
+			put(w, n);
+		}
+		put(w, p);
+	} else if (dice < 2600) { /* terminal removal */
+		p = get_parent(w, ti, rnd(w, NPAR));
+		if (!p)
+			return;
+		rc = store_unlink(s, p, CHI[rnd(w, NCHILD)]);
+		rc_check(w, OP_UNLINK, rc);
+		put(w, p);
+	} else if (dice < 3500) { /* link, sometimes across tenants */
+		bool xdev = rnd(w, 16) == 0;
+
+		c = get_child(w, ti);
+		if (!c)
+			return;
+		q = get_parent(w, xdev ? 1 - ti : ti, rnd(w, NPAR));
+		if (q) {
+			rc = store_link(s, c, q, CHI[rnd(w, NCHILD)]);
+			rc = xdev_filter(w, rc, xdev, c, q);
+			rc_check(w, xdev ? OP_LINK_XDEV : OP_LINK, rc);
+			put(w, q);
+		}
+		put(w, c);
+	} else if (dice < 4400) { /* rename */
+		bool xdev = rnd(w, 16) == 0;
+		static const unsigned flags[] = {
+			0, 0, STORE_RENAME_NOREPLACE, STORE_RENAME_EXCHANGE
+		};
+
+		p = get_parent(w, ti, rnd(w, NPAR));
+		if (!p)
+			return;
+		q = get_parent(w, xdev ? 1 - ti : ti, rnd(w, NPAR));
+		if (q) {
+			rc = store_rename(s, p, CHI[rnd(w, NCHILD)], q,
+					  CHI[rnd(w, NCHILD)], flags[rnd(w, 4)]);
+			rc = xdev_filter(w, rc, xdev, p, q);
+			rc_check(w, xdev ? OP_RENAME_XDEV : OP_RENAME, rc);
+			put(w, q);
+		}
+		put(w, p);
+	} else if (dice < 4650) { /* leave */
+		t = get_tenant(w, ti);
+		if (!t)
+			return;
+		rc = store_rmdir(s, t, PAR[rnd(w, NPAR)]);
+		rc_check(w, OP_RMDIR, rc);
+		put(w, t);
+	} else if (dice < 5150) { /* join / rejoin */
+		t = get_tenant(w, ti);
+		if (!t)
+			return;
+		rc = store_mkdir(s, t, PAR[rnd(w, NPAR)], &DOWN, &n);
+		rc_check(w, OP_MKDIR, rc);
+		if (rc == 0) {
+			uint64_t g = 0;
+
+			record_ino(w, n);
+			rc = store_parent_generation(s, n, &g);
+			if (rc != 0 && rc != -ESTALE)
+				failf("generation: %d", rc);
+			if (rc == 0 && g == 0)
+				failf("joined with generation 0");
+			put(w, n);
+		}
+		put(w, t);
+	} else if (dice < 5300) { /* out-of-order member-left */
+		t = get_tenant(w, ti);
+		if (!t)
+			return;
+		rc = store_depart(s, t, PAR[rnd(w, NPAR)]);
+		rc_check(w, OP_DEPART, rc);
+		put(w, t);
+	} else if (dice < 6800) {
+		do_stage(w, ti);
+	} else if (dice < 7600) {
+		do_read(w, ti);
+	} else if (dice < 7900) { /* truncate */
+		struct store_attr in, out;
+
+		c = get_child(w, ti);
+		if (!c)
+			return;
+		memset(&in, 0, sizeof in);
+		in.size = 8 * rnd(w, 10);
+		rc = store_setattr(s, c, STORE_SET_SIZE, &in, &out);
+		rc_check(w, OP_TRUNC, rc);
+		put(w, c);
+	} else if (dice < 8400) { /* getattr through cached handles */
+		struct store_attr a;
+
+		n = rnd(w, 2) ? get_child(w, ti)
+			      : get_parent(w, ti, rnd(w, NPAR));
+		if (!n)
+			return;
+		rc = store_getattr(s, n, &a);
+		rc_check(w, OP_GETATTR, rc);
+		if (rc == 0 && a.ino != store_node_ino(n))
+			failf("getattr ino mismatch");
+		put(w, n);
+	} else if (dice < 8800) { /* listing */
+		struct store_dirlist dl;
+
+		p = get_parent(w, ti, rnd(w, NPAR));
+		if (!p)
+			return;
+		rc = store_list(s, p, &dl);
+		rc_check(w, OP_LIST, rc);
+		if (rc == 0) {
+			for (size_t i = 0; i < dl.n; i++)
+				if (dl.e[i].kind != STORE_CHILD)
+					failf("listed kind %d", dl.e[i].kind);
+			if (dl.n > NCHILD)
+				failf("parent lists %zu entries", dl.n);
+			store_dirlist_free(&dl);
+		}
+		put(w, p);
+	} else if (dice < 9300) {
+		do_remember(w, ti);
+	} else if (dice < 9500) {
+		struct store_stats st;
+
+		rc = store_stats(s, NULL, &st);
+		if (rc != 0)
+			failf("stats: %d", rc);
+		t = get_tenant(w, ti);
+		if (t) {
+			if (store_stats(s, t, &st) != 0 && store_node_live(t))
+				failf("tenant stats failed");
+			put(w, t);
+		}
+	} else if (dice < 9700) {
+		atomic_clock_advance(&w->m->clk, 250);
+	} else if (dice < 9710) { /* tenant cleanup */
+		rc = store_rmdir(s, store_root(s), TEN[ti]);
+		rc_check(w, OP_CLEANUP, rc);
+	} else if (dice >= 9710 && dice < 9710 + w->m->check_every) {
+		char why[256] = "";
+
+		/* Takes every lock in order: must see a consistent store. */
+		rc = store_check_all(s, why, sizeof why);
+		if (rc != 0)
+			failf("concurrent store_check_all: %d (%s)", rc, why);
+	} else { /* drop cached handles */
+		for (int i = 0; i < 4; i++) {
+			put(w, w->ccache[ti][i]);
+			w->ccache[ti][i] = NULL;
+		}
+	}
+}
+
+static void *mixed_thread(void *arg)
+{
+	struct worker *w = arg;
+
+	for (int i = 0; i < w->m->iters; i++) {
+		one_op(w);
+		w->ops++;
+	}
+	for (int i = 0; i < NREM; i++)
+		if (w->rem[i].n)
+			store_ino_forget(w->m->s, w->rem[i].ino, w->rem[i].n);
+	for (int i = 0; i < NTEN; i++)
+		for (int k = 0; k < NPAR; k++)
+			put(w, w->pcache[i][k]);
+	for (int i = 0; i < NTEN; i++)
+		for (int k = 0; k < 4; k++)
+			put(w, w->ccache[i][k]);
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* STRESS_SEED varies the random workload (the default is fixed). */
+static unsigned seed_base(void)
+{
+	const char *e = getenv("STRESS_SEED");
+
+	return e ? (unsigned)strtoul(e, NULL, 0) : 0x5eed;
+}
+
+struct recount {
+	uint64_t tenants, parents, children, links, bytes;
+};
+
+/* Recount one tenant through store_list(); checks nlink of every state
+ * and the per-parent quota on the way. */
+static void recount_tenant(struct store *s, struct store_node *t,
+			   const struct store_limits *l, struct recount *rc)
+{
+	struct store_dirlist pl, cl;
+	uint64_t seen[NPAR * NCHILD];
+	size_t nseen = 0;
+	uint64_t tlinks = 0;
+
+	assert_int_equal(store_list(s, t, &pl), 0);
+	rc->tenants++;
+	for (size_t i = 0; i < pl.n; i++) {
+		struct store_node *p = NULL;
+
+		assert_int_equal(pl.e[i].kind, STORE_PARENT);
+		assert_int_equal(store_lookup(s, t, pl.e[i].name, &p), 0);
+		assert_int_equal(store_node_ino(p), pl.e[i].ino);
+		rc->parents++;
+		assert_int_equal(store_list(s, p, &cl), 0);
+		if (l->parent_quota)
+			assert_true(cl.n <= l->parent_quota);
+		for (size_t k = 0; k < cl.n; k++) {
+			struct store_node *c = NULL;
+			struct store_attr a;
+			uint32_t refs = 0;
+			bool dup = false;
+
+			rc->links++;
+			tlinks++;
+			for (size_t j = 0; j < nseen; j++)
+				dup |= seen[j] == cl.e[k].ino;
+			if (dup)
+				continue;
+			assert_true(nseen < NPAR * NCHILD);
+			seen[nseen++] = cl.e[k].ino;
+			assert_int_equal(store_lookup(s, p, cl.e[k].name, &c),
+					 0);
+			assert_int_equal(store_getattr(s, c, &a), 0);
+			assert_int_equal(a.ino, cl.e[k].ino);
+			rc->children++;
+			rc->bytes += a.size;
+			assert_true(a.size <= l->max_payload);
+			/* nlink = the links that reach the state; all of
+			 * them are in this tenant, recount below. */
+			refs = a.nlink;
+			{
+				uint32_t found = 0;
+
+				for (size_t pi = 0; pi < pl.n; pi++) {
+					struct store_node *pp = NULL;
+					struct store_dirlist xl;
+
+					assert_int_equal(store_lookup(s, t,
+						pl.e[pi].name, &pp), 0);
+					assert_int_equal(store_list(s, pp, &xl),
+							 0);
+					for (size_t x = 0; x < xl.n; x++)
+						found += xl.e[x].ino ==
+							 a.ino;
+					store_dirlist_free(&xl);
+					store_node_unref(s, pp);
+				}
+				assert_int_equal(found, refs);
+			}
+			store_node_unref(s, c);
+		}
+		store_dirlist_free(&cl);
+		store_node_unref(s, p);
+	}
+	if (l->tenant_quota)
+		assert_true(tlinks <= l->tenant_quota);
+	store_dirlist_free(&pl);
+}
+
+static void run_mixed(const struct store_limits *l, int iters, bool leases,
+		      unsigned check_every)
+{
+	struct mixed m;
+	struct worker w[NTHREADS];
+	pthread_t th[NTHREADS];
+	struct timespec t0, t1;
+	struct store_stats st, tst;
+	struct store_dirlist tl;
+	struct recount all = { 0 };
+	uint64_t *inos = NULL;
+	size_t ninos = 0;
+
+	failures_reset();
+	memset(g_hist, 0, sizeof g_hist);
+	g_xdev_dead = 0;
+	g_extra_allowed = leases ? ENOENT : -1;
+	memset(&m, 0, sizeof m);
+	m.clk = 5000;
+	m.iters = iters;
+	m.leases = leases;
+	m.check_every = check_every;
+	m.s = new_store(l, &m.clk);
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < NTHREADS; i++) {
+		memset(&w[i], 0, sizeof w[i]);
+		w[i].m = &m;
+		w[i].id = i;
+		w[i].seed = seed_base() + 7919u * (unsigned)i + (leases ? 1 : 0);
+		assert_int_equal(pthread_create(&th[i], NULL, mixed_thread,
+						&w[i]), 0);
+	}
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(th[i], NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+
+	/* Outcome histogram: shows which paths the run exercised. */
+	printf("# mixed%s: %d threads x %d ops (seed %#x) in %.2f s\n",
+	       leases ? " (leases)" : "", NTHREADS, iters, seed_base(),
+	       (double)(t1.tv_sec - t0.tv_sec) +
+		       (double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+	for (int op = 0; op < OP_NOPS; op++) {
+		printf("#   %-12s", OPNAME[op]);
+		for (int e = 0; e < NERR; e++)
+			if (g_hist[op][e])
+				printf(" %s=%ld", e ? strerror(e) : "ok",
+				       g_hist[op][e]);
+		printf("\n");
+	}
+
+	printf("#   -EXDEV through a handle of an earlier tenant: %ld\n",
+	       __atomic_load_n(&g_xdev_dead, __ATOMIC_RELAXED));
+	assert_no_failures();
+	check_all_ok(m.s);
+
+	/* Inode numbers are never reused. */
+	for (int i = 0; i < NTHREADS; i++) {
+		inos = realloc(inos, (ninos + w[i].ninos + 1) * sizeof *inos);
+		assert_non_null(inos);
+		memcpy(inos + ninos, w[i].inos, w[i].ninos * sizeof *inos);
+		ninos += w[i].ninos;
+		free(w[i].inos);
+	}
+	qsort(inos, ninos, sizeof *inos, cmp_u64);
+	for (size_t i = 1; i < ninos; i++)
+		if (inos[i] == inos[i - 1])
+			fail_msg("inode %llu handed out twice",
+				 (unsigned long long)inos[i]);
+	free(inos);
+
+	/* The gauges equal a recount through the listings. */
+	assert_int_equal(store_list(m.s, store_root(m.s), &tl), 0);
+	for (size_t i = 0; i < tl.n; i++) {
+		struct store_node *t = NULL;
+		struct recount one = { 0 };
+
+		assert_int_equal(tl.e[i].kind, STORE_TENANT);
+		assert_int_equal(store_lookup(m.s, store_root(m.s),
+					      tl.e[i].name, &t), 0);
+		recount_tenant(m.s, t, l, &one);
+		assert_int_equal(store_stats(m.s, t, &tst), 0);
+		assert_int_equal(tst.tenants, 1);
+		assert_int_equal(tst.parents, one.parents);
+		assert_int_equal(tst.children, one.children);
+		assert_int_equal(tst.links, one.links);
+		assert_int_equal(tst.bytes, one.bytes);
+		all.tenants += one.tenants;
+		all.parents += one.parents;
+		all.children += one.children;
+		all.links += one.links;
+		all.bytes += one.bytes;
+		store_node_unref(m.s, t);
+	}
+	store_dirlist_free(&tl);
+	assert_int_equal(store_stats(m.s, NULL, &st), 0);
+	printf("#   end: tenants %llu parents %llu children %llu links %llu "
+	       "tombstones %llu bytes %llu; admissions %llu removals %llu "
+	       "expiries %llu joins %llu leaves %llu\n",
+	       (unsigned long long)st.tenants, (unsigned long long)st.parents,
+	       (unsigned long long)st.children, (unsigned long long)st.links,
+	       (unsigned long long)st.tombstones, (unsigned long long)st.bytes,
+	       (unsigned long long)st.admissions,
+	       (unsigned long long)st.removals,
+	       (unsigned long long)st.expiries, (unsigned long long)st.joins,
+	       (unsigned long long)st.leaves);
+	assert_int_equal(st.tenants, all.tenants);
+	assert_int_equal(st.parents, all.parents);
+	assert_int_equal(st.children, all.children);
+	assert_int_equal(st.links, all.links);
+	assert_int_equal(st.bytes, all.bytes);
+	assert_true(st.tenants <= l->max_tenants);
+	assert_true(st.parents <= l->max_parents);
+	assert_true(st.children <= l->max_children);
+	assert_true(st.bytes <= l->max_bytes);
+	assert_true(st.tombstones <= l->max_tombstones);
+	/* Every state admitted was removed or is still here. */
+	assert_true(st.admissions >= st.children);
+
+	store_free(m.s);
+}
+
+static void mixed_limits(struct store_limits *l)
+{
+	store_limits_default(l);
+	l->max_parents = 7;          /* 2 tenants x 4 names: joins collide */
+	l->max_children = 16;
+	l->max_bytes = 256;
+	l->max_payload = MAXPAY;
+	l->max_tombstones = 5;
+	l->tombstone_ttl_ms = 3000;  /* ages out as threads tick the clock */
+	l->parent_quota = 5;
+	l->tenant_quota = 18;
+}
+
+static int mixed_iters(void)
+{
+	const char *e = getenv("STRESS_ITERS");
+
+	return e ? atoi(e) : 40000;
+}
+
+static void test_mixed_workload(void **state)
+{
+	struct store_limits l;
+
+	mixed_limits(&l);
+	run_mixed(&l, mixed_iters(), false, 0);
+}
+
+/* The same with child leases that expire while the threads run. */
+static void test_mixed_workload_with_leases(void **state)
+{
+	struct store_limits l;
+
+	mixed_limits(&l);
+	l.default_ttl_ms = 2000;
+	run_mixed(&l, mixed_iters() / 2, true, 0);
+}
+
+/*
+ * store_check_all() takes every lock in order, so it may run while the
+ * store is in use (a diagnostic scan of a live mount) and must then see a
+ * consistent store and touch no freed memory.  Last in the list: under
+ * ASan a use-after-free ends the program.
+ */
+static void test_check_all_concurrent(void **state)
+{
+	struct store_limits l;
+
+	mixed_limits(&l);
+	run_mixed(&l, mixed_iters() / 2, false, 200);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_race_create_one_winner),
+		cmocka_unit_test(test_race_unlink_one_winner),
+		cmocka_unit_test(test_race_leave_vs_admission),
+		cmocka_unit_test(test_race_shared_state_removal),
+		cmocka_unit_test(test_race_registrations_not_lost),
+		cmocka_unit_test(test_mixed_workload),
+		cmocka_unit_test(test_mixed_workload_with_leases),
+		cmocka_unit_test(test_check_all_concurrent),
+	};
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* TEST_FILTER / TEST_SKIP: glob patterns of test names to run / skip. */
+	if (getenv("TEST_FILTER"))
+		cmocka_set_test_filter(getenv("TEST_FILTER"));
+	if (getenv("TEST_SKIP"))
+		cmocka_set_skip_filter(getenv("TEST_SKIP"));
+	return cmocka_run_group_tests_name("stress_store", tests, NULL, NULL);
+}
