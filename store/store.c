@@ -74,6 +74,8 @@ static __thread int hash_oom;
 #include <uthash.h>
 #include <utlist.h>
 
+#include "store/evlog.h"
+
 #define INO_SHARDS 64
 #define STRIPES 256
 
@@ -88,7 +90,13 @@ struct store_node {
 	atomic_bool dead;
 	uint64_t nlookup;              /* ino shard lock */
 	UT_hash_handle ih;             /* ino shard lock */
+	/* Lease deadline (0: none), written under the owner's lock and the
+	 * heap lock, read anywhere; heap_idx under the heap lock. */
+	atomic_uint_fast64_t deadline;
+	size_t heap_idx;
 };
+
+#define NOT_IN_HEAP SIZE_MAX
 
 /* Attributes a directory or a state shows; guarded by the node's lock. */
 struct meta {
@@ -137,6 +145,8 @@ struct parent {
 	struct link *links;            /* lock */
 	uint64_t nlinks;               /* lock: entries, for parent_quota */
 	struct meta meta;              /* lock */
+	uint64_t ttl_ms;               /* lock: its own lease */
+	uint64_t child_ttl_ms;         /* lock: what new children start with */
 };
 
 struct child {
@@ -147,11 +157,16 @@ struct child {
 	uint64_t version;
 	uint32_t nlink;
 	struct meta meta;
+	uint64_t ttl_ms;
+	struct link *slinks;           /* the links that reach this state */
 };
 
 struct link {
 	UT_hash_handle hh;             /* parent->links (parent->lock) */
-	struct child *child;           /* counted */
+	struct child *child;           /* counted; changes under both the
+					* bucket lock and the state stripe */
+	struct parent *parent;         /* the bucket that holds it */
+	struct link *snext;            /* child->slinks (stripe) */
 	char name[];
 };
 
@@ -186,6 +201,22 @@ struct store {
 	 * tenant lock. */
 	pthread_mutex_t tomb_lock;
 	struct tomb *tomb_fifo;        /* tomb_lock */
+
+	/*
+	 * Leases: a binary min-heap of nodes by deadline, each entry a
+	 * counted reference; the heap's capacity is the ceilings
+	 * (max_parents + max_children), allocated once, so an insert never
+	 * fails.  The authority for a deadline is the node (its owner's
+	 * lock); the heap is a secondary index updated in the same critical
+	 * section by the same owner.  A leaf lock.
+	 */
+	pthread_mutex_t heap_lock;
+	struct store_node **heap;      /* heap_lock */
+	size_t heap_n, heap_cap;       /* heap_lock */
+
+	struct evlog *events;
+	void (*event_hook)(void *arg);
+	void *event_arg;
 
 	pthread_mutex_t stripes[STRIPES];
 	struct ino_shard shards[INO_SHARDS];
@@ -314,6 +345,8 @@ static void node_init(struct store_node *n, uint64_t ino, enum store_kind k)
 	n->kind = k;
 	atomic_init(&n->refs, 1);
 	atomic_init(&n->dead, false);
+	atomic_init(&n->deadline, 0);
+	n->heap_idx = NOT_IN_HEAP;
 }
 
 static pthread_mutex_t *stripe(struct store *s, struct child *c)
@@ -331,6 +364,155 @@ static bool is_dead(const struct store_node *n)
 static bool draining(struct store *s)
 {
 	return atomic_load(&s->state) != STORE_READY;
+}
+
+/* Past its deadline at @now: as good as gone, reaped or not. */
+static bool is_expired(const struct store_node *n, uint64_t now)
+{
+	uint64_t d = atomic_load(&n->deadline);
+
+	return d && d <= now;
+}
+
+/* Dead, or expired at @now: no operation may use it. */
+static bool gone(const struct store_node *n, uint64_t now)
+{
+	return is_dead(n) || is_expired(n, now);
+}
+
+/* The lease heap (heap_lock held) ----------------------------------------- */
+
+static uint64_t due(const struct store_node *n)
+{
+	return atomic_load(&n->deadline);
+}
+
+static void heap_place(struct store *s, size_t i, struct store_node *n)
+{
+	s->heap[i] = n;
+	n->heap_idx = i;
+}
+
+static void heap_up(struct store *s, size_t i)
+{
+	struct store_node *n = s->heap[i];
+
+	while (i > 0) {
+		size_t up = (i - 1) / 2;
+
+		if (due(s->heap[up]) <= due(n))
+			break;
+		heap_place(s, i, s->heap[up]);
+		i = up;
+	}
+	heap_place(s, i, n);
+}
+
+static void heap_down(struct store *s, size_t i)
+{
+	struct store_node *n = s->heap[i];
+
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		uint64_t best = due(n);
+
+		if (l < s->heap_n && due(s->heap[l]) < best) {
+			m = l;
+			best = due(s->heap[l]);
+		}
+		if (l + 1 < s->heap_n && due(s->heap[l + 1]) < best)
+			m = l + 1;
+		if (m == i)
+			break;
+		heap_place(s, i, s->heap[m]);
+		i = m;
+	}
+	heap_place(s, i, n);
+}
+
+/*
+ * Set node @n's deadline to @deadline (0: no lease) and keep the heap in
+ * step; the caller holds @n's owner lock.  The heap holds a reference
+ * while @n is in it; leaving the heap drops it at once, never the last
+ * one (the caller's hierarchy or reference still holds @n).
+ */
+static void lease_set(struct store *s, struct store_node *n, uint64_t deadline)
+{
+	bool drop = false;
+
+	lock(&s->heap_lock);
+	atomic_store(&n->deadline, deadline);
+	if (deadline && n->heap_idx == NOT_IN_HEAP) {
+		if (s->heap_n < s->heap_cap) {
+			store_node_ref(n);
+			heap_place(s, s->heap_n++, n);
+			heap_up(s, n->heap_idx);
+		}
+	} else if (deadline) {
+		heap_up(s, n->heap_idx);
+		heap_down(s, n->heap_idx);
+	} else if (n->heap_idx != NOT_IN_HEAP) {
+		size_t i = n->heap_idx;
+		struct store_node *last = s->heap[--s->heap_n];
+
+		n->heap_idx = NOT_IN_HEAP;
+		if (last != n) {
+			heap_place(s, i, last);
+			heap_up(s, i);
+			heap_down(s, last->heap_idx);
+		}
+		drop = true;
+	}
+	unlock(&s->heap_lock);
+	if (drop)
+		atomic_fetch_sub(&n->refs, 1);
+}
+
+/* A node leaving the hierarchy leaves the heap (its owner lock held). */
+static void lease_clear(struct store *s, struct store_node *n)
+{
+	lease_set(s, n, 0);
+}
+
+/* Events ----------------------------------------------------------------------- */
+
+/* Set when this thread appended an event; the transition wrapper calls
+ * the hook once its locks are released. */
+static __thread bool event_appended;
+
+/*
+ * Append one event line (inside the transition's critical section, so
+ * sequence numbers follow the order of the transitions).
+ */
+static void emit(struct store *s, enum store_op op, bool internal,
+		 struct store_node *n, struct tenant *t, const char *parent,
+		 const char *child, int64_t gen, int64_t version)
+{
+	struct evlog_entry e = {
+		.op = op,
+		.internal = internal,
+		.kind = n ? n->kind : child ? STORE_CHILD :
+			parent ? STORE_PARENT : STORE_TENANT,
+		.ino = n ? n->ino : 0,
+		.tenant_ino = t ? t->node.ino : 0,
+		.tenant = t ? t->name : NULL,
+		.parent = parent,
+		.child = child,
+		.generation = gen,
+		.version = version,
+	};
+
+	if (evlog_append(s->events, &e))
+		event_appended = true;
+}
+
+static void event_hook_run(struct store *s)
+{
+	if (event_appended) {
+		event_appended = false;
+		if (s->event_hook)
+			s->event_hook(s->event_arg);
+	}
 }
 
 /* Blobs ------------------------------------------------------------------ */
@@ -564,6 +746,18 @@ int store_new(const struct store_limits *limits,
 	pthread_rwlockattr_destroy(&wa);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->tomb_lock, NULL);
+	pthread_mutex_init(&s->heap_lock, NULL);
+	/* Address space for the ceilings; pages are touched only as the
+	 * heap grows. */
+	s->heap_cap = s->lim.max_parents + s->lim.max_children;
+	s->heap = malloc(s->heap_cap * sizeof(*s->heap));
+	s->events = evlog_new(STORE_EVENT_LOG);
+	if (!s->heap || !s->events) {
+		free(s->heap);
+		evlog_free(s->events);
+		free(s);
+		return -ENOMEM;
+	}
 	for (int i = 0; i < STRIPES; i++)
 		pthread_mutex_init(&s->stripes[i], NULL);
 
@@ -604,7 +798,13 @@ void store_free(struct store *s)
 
 	if (!s)
 		return;
-	/* Drop what the kernel still held: the table's references. */
+	/* Drop the heap's references, then what the kernel still held. */
+	for (size_t i = 0; i < s->heap_n; i++) {
+		s->heap[i]->heap_idx = NOT_IN_HEAP;
+		store_node_unref(s, s->heap[i]);
+	}
+	free(s->heap);
+	evlog_free(s->events);
 	for (int i = 0; i < INO_SHARDS; i++) {
 		HASH_ITER(ih, s->shards[i].tab, n, nn) {
 			HASH_DELETE(ih, s->shards[i].tab, n);
@@ -628,6 +828,7 @@ void store_free(struct store *s)
 		pthread_mutex_destroy(&s->stripes[i]);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->tomb_lock);
+	pthread_mutex_destroy(&s->heap_lock);
 	pthread_rwlock_destroy(&s->world);
 	free(s);
 }
@@ -911,7 +1112,7 @@ int store_getattr(struct store *s, struct store_node *n, struct store_attr *a)
 	int rc;
 
 	memset(a, 0, sizeof(*a));
-	if (is_dead(n))
+	if (gone(n, store_now_ms(s)))
 		return -ESTALE;
 	a->ino = n->ino;
 	switch (n->kind) {
@@ -967,7 +1168,7 @@ static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 	pthread_mutex_t *l;
 	int rc = 0;
 
-	if (is_dead(n))
+	if (gone(n, store_now_ms(s)))
 		return -ESTALE;
 	switch (n->kind) {
 	case STORE_ROOT: m = &s->root_meta; l = &s->lock; break;
@@ -1002,7 +1203,7 @@ int store_parent_generation(struct store *s, struct store_node *n, uint64_t *gen
 
 	if (!p)
 		return -EINVAL;
-	if (is_dead(n))
+	if (gone(n, store_now_ms(s)))
 		return -ESTALE;
 	*gen = p->generation;
 	return 0;
@@ -1016,7 +1217,7 @@ int store_child_version(struct store *s, struct store_node *n, uint64_t *version
 	if (!c)
 		return -EINVAL;
 	lock(stripe(s, c));
-	if (c->nlink == 0)
+	if (c->nlink == 0 || is_expired(n, store_now_ms(s)))
 		rc = -ESTALE;
 	*version = c->version;
 	unlock(stripe(s, c));
@@ -1032,6 +1233,7 @@ int store_lookup(struct store *s, struct store_node *dir, const char *name,
 	struct parent *p;
 	struct link *l;
 	struct store_node *n = NULL;
+	uint64_t now = store_now_ms(s);
 
 	switch (dir->kind) {
 	case STORE_ROOT:
@@ -1051,6 +1253,8 @@ int store_lookup(struct store *s, struct store_node *dir, const char *name,
 			return -ESTALE;
 		}
 		HASH_FIND_STR(t->parents, name, p);
+		if (p && is_expired(&p->node, now))
+			p = NULL; /* past its deadline: gone, reaped or not */
 		if (p) {
 			n = &p->node;
 			store_node_ref(n);
@@ -1060,11 +1264,13 @@ int store_lookup(struct store *s, struct store_node *dir, const char *name,
 	case STORE_PARENT:
 		p = as_parent(dir);
 		lock(&p->lock);
-		if (is_dead(dir)) {
+		if (gone(dir, now)) {
 			unlock(&p->lock);
 			return -ESTALE;
 		}
 		HASH_FIND_STR(p->links, name, l);
+		if (l && is_expired(&l->child->node, now))
+			l = NULL;
 		if (l) {
 			n = &l->child->node;
 			store_node_ref(n);
@@ -1107,6 +1313,7 @@ int store_list(struct store *s, struct store_node *dir, struct store_dirlist *ou
 	struct parent *p;
 	struct link *l;
 	size_t cap = 0;
+	uint64_t now = store_now_ms(s);
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -1123,17 +1330,20 @@ int store_list(struct store *s, struct store_node *dir, struct store_dirlist *ou
 		if (is_dead(dir))
 			rc = -ESTALE;
 		for (p = t->parents; p && !rc; p = p->hh.next)
-			rc = dirlist_add(out, &cap, p->node.ino, STORE_PARENT, p->name);
+			if (!is_expired(&p->node, now))
+				rc = dirlist_add(out, &cap, p->node.ino,
+						 STORE_PARENT, p->name);
 		unlock(&t->lock);
 		break;
 	case STORE_PARENT:
 		p = as_parent(dir);
 		lock(&p->lock);
-		if (is_dead(dir))
+		if (gone(dir, now))
 			rc = -ESTALE;
 		for (l = p->links; l && !rc; l = l->hh.next)
-			rc = dirlist_add(out, &cap, l->child->node.ino, STORE_CHILD,
-					 l->name);
+			if (!is_expired(&l->child->node, now))
+				rc = dirlist_add(out, &cap, l->child->node.ino,
+						 STORE_CHILD, l->name);
 		unlock(&p->lock);
 		break;
 	default:
@@ -1188,6 +1398,8 @@ static int tenant_create(struct store *s, const char *name,
 		} else {
 			touch_dir(&s->root_meta);
 			store_node_ref(&t->node); /* the caller's */
+			emit(s, STORE_OP_JOIN, false, &t->node, t, NULL, NULL,
+			     -1, -1);
 		}
 	}
 	unlock(&s->lock);
@@ -1200,37 +1412,76 @@ static int tenant_create(struct store *s, const char *name,
 }
 
 /*
+ * State @c ends (stripe held): its last link went.  Accounts the removal
+ * (@expired: as an expiry) and releases its content.
+ */
+static void state_end_locked(struct store *s, struct child *c, bool expired)
+{
+	struct tenant *t = c->tenant;
+	size_t bytes = blob_len(c->content);
+
+	atomic_store(&c->node.dead, true);
+	lease_clear(s, &c->node);
+	blob_unref(c->content);
+	c->content = NULL;
+	gauge_sub(&s->bytes_n, bytes, "bytes");
+	gauge_sub(&t->bytes_n, bytes, "tenant bytes");
+	gauge_sub(&s->children_n, 1, "children");
+	gauge_sub(&t->children_n, 1, "tenant children");
+	atomic_fetch_add(expired ? &s->expiries : &s->removals, 1);
+}
+
+/* No event: a removal that is part of a larger transition (a leave). */
+#define NO_EVENT ((enum store_op)-1)
+
+/*
+ * Drop link @l from its state's set (the bucket lock held): the state
+ * loses one link and ends when it was the last.  Returns true then.
+ * Event @op (unlink, expire) is appended under the state's stripe, so it
+ * is ordered with the state's publications.
+ */
+static bool state_unlink_locked(struct store *s, struct link *l, enum store_op op)
+{
+	struct child *c = l->child;
+	bool expired = op == STORE_OP_EXPIRE;
+	bool ended;
+
+	lock(stripe(s, c));
+	if (op != NO_EVENT)
+		emit(s, op, expired, &c->node, c->tenant, l->parent->name,
+		     l->name, (int64_t)l->parent->generation,
+		     (int64_t)c->version);
+	LL_DELETE2(c->slinks, l, snext);
+	ended = --c->nlink == 0;
+	if (ended)
+		state_end_locked(s, c, expired);
+	c->meta.ctime = wall_now();
+	unlock(stripe(s, c));
+	return ended;
+}
+
+/* Add link @l to its state's set (bucket lock held). */
+static void state_link_locked(struct store *s, struct link *l)
+{
+	lock(stripe(s, l->child));
+	LL_PREPEND2(l->child->slinks, l, snext);
+	unlock(stripe(s, l->child));
+}
+
+/*
  * Take every link out of bucket @p (p->lock held): the state of each link
  * loses one link, and ends when it was the last.  Returns the detached
  * links for links_free() after the lock is dropped.
  */
 static struct link *bucket_clear_locked(struct store *s, struct parent *p)
 {
-	struct link *links = p->links;
-	struct link *l;
+	struct link *links = p->links, *l;
 	struct tenant *t = p->tenant;
-	uint64_t ended = 0, bytes = 0;
 
-	for (l = links; l; l = l->hh.next) {
-		struct child *c = l->child;
-
-		lock(stripe(s, c));
-		if (--c->nlink == 0) {
-			atomic_store(&c->node.dead, true);
-			bytes += blob_len(c->content);
-			blob_unref(c->content);
-			c->content = NULL;
-			ended++;
-		}
-		unlock(stripe(s, c));
-	}
+	for (l = links; l; l = l->hh.next)
+		state_unlink_locked(s, l, NO_EVENT);
 	gauge_sub(&s->links_n, p->nlinks, "links");
 	gauge_sub(&t->links_n, p->nlinks, "tenant links");
-	gauge_sub(&s->children_n, ended, "children");
-	gauge_sub(&t->children_n, ended, "tenant children");
-	gauge_sub(&s->bytes_n, bytes, "bytes");
-	gauge_sub(&t->bytes_n, bytes, "tenant bytes");
-	atomic_fetch_add(&s->removals, ended);
 	p->links = NULL;
 	p->nlinks = 0;
 	return links;
@@ -1255,6 +1506,29 @@ static void links_free(struct store *s, struct link *links)
 	uthash_free(tbl, sizeof(UT_hash_table));
 }
 
+/*
+ * Parent @p leaves (t->lock held): one critical section of its bucket
+ * marks it departed and clears it; it leaves the tenant's table.  The
+ * caller has placed the tombstone and frees the returned links and the
+ * table's reference on @p after unlocking.
+ */
+static struct link *parent_remove_locked(struct store *s, struct tenant *t,
+					 struct parent *p)
+{
+	struct link *links;
+
+	lock(&p->lock);
+	atomic_store(&p->node.dead, true);
+	lease_clear(s, &p->node);
+	links = bucket_clear_locked(s, p);
+	unlock(&p->lock);
+	HASH_DEL(t->parents, p);
+	gauge_sub(&t->parents_n, 1, "tenant parents");
+	gauge_sub(&s->parents_n, 1, "parents");
+	touch_dir(&t->meta);
+	return links;
+}
+
 static int tenant_cleanup(struct store *s, const char *name)
 {
 	struct tenant *t;
@@ -1274,33 +1548,117 @@ static int tenant_cleanup(struct store *s, const char *name)
 	unlock(&s->lock);
 
 	HASH_ITER(hh, t->parents, p, tmp) {
-		struct link *links;
+		struct link *links = parent_remove_locked(s, t, p);
 
-		lock(&p->lock);
-		atomic_store(&p->node.dead, true);
-		links = bucket_clear_locked(s, p);
-		unlock(&p->lock);
-		HASH_DEL(t->parents, p);
-		gauge_sub(&t->parents_n, 1, "tenant parents");
-		gauge_sub(&s->parents_n, 1, "parents");
 		atomic_fetch_add(&s->leaves, 1);
-		/* Free after the tenant lock too: chain the tables. */
 		links_free(s, links);
 		store_node_unref(s, &p->node);
 	}
 	tombs_drop_all_locked(s, t);
+	emit(s, STORE_OP_CLEANUP, false, &t->node, t, NULL, NULL, -1, -1);
 	unlock(&t->lock);
 	store_node_unref(s, &t->node); /* the table's reference */
 	return 0;
 }
 
-/* Parents: join, leave, depart -------------------------------------------------- */
+/* Parents: join, leave, depart, expire -------------------------------------------- */
+
+/* Buckets sort by inode number: the canonical lock order. */
+static int parent_cmp(const void *a, const void *b)
+{
+	const struct parent *x = *(struct parent *const *)a;
+	const struct parent *y = *(struct parent *const *)b;
+
+	return x->node.ino < y->node.ino ? -1 : x->node.ino > y->node.ino;
+}
+
+static struct tomb *tomb_new(const char *name)
+{
+	size_t nlen = strlen(name);
+	struct tomb *tb = calloc(1, sizeof(*tb) + nlen + 1);
+
+	if (tb)
+		memcpy(tb->name, name, nlen + 1);
+	return tb;
+}
+
+/* File reserved tombstone @tb for @t (t->lock held).  -ENOMEM releases
+ * the reservation. */
+static int tomb_insert_locked(struct store *s, struct tenant *t,
+			      struct tomb *tb, uint64_t gen, uint64_t now)
+{
+	tb->generation = gen;
+	tb->tenant = t;
+	hash_oom = 0;
+	HASH_ADD_KEYPTR(hh, t->tombs, tb->name, strlen(tb->name), tb);
+	if (hash_oom) {
+		gauge_sub(&s->tombs_n, 1, "tombstones");
+		return -ENOMEM;
+	}
+	tomb_enqueue_locked(s, tb, now);
+	gauge_add(&t->tombs_n, 1);
+	return 0;
+}
+
+/*
+ * Parent @p has passed its deadline (t->lock held): it leaves as by
+ * rmdir, cascade and tombstone.  An expiry cannot be refused, so when the
+ * pool is full its tombstone is kept anyway: the pool overshoots by at
+ * most the parents that expire while it is full, and rmdir stays refused
+ * until it is back under max_tombstones.  Returns the detached links.
+ */
+static struct link *parent_expire_locked(struct store *s, struct tenant *t,
+					 struct parent *p, uint64_t now)
+{
+	struct tomb *tb = tomb_new(p->name);
+
+	if (tb) {
+		atomic_fetch_add(&s->tombs_n, 1);
+		if (tomb_insert_locked(s, t, tb, p->generation, now))
+			free(tb);
+	}
+	atomic_fetch_add(&s->expiries, 1);
+	atomic_fetch_add(&s->leaves, 1);
+	emit(s, STORE_OP_EXPIRE, true, &p->node, t, p->name, NULL,
+	     (int64_t)p->generation, -1);
+	return parent_remove_locked(s, t, p);
+}
+
+/*
+ * The live parent called @name in @t at @now (t->lock held), reaping an
+ * expired one on the way.  *@reaped collects what to free after unlock.
+ */
+static struct parent *parent_find_locked(struct store *s, struct tenant *t,
+					 const char *name, uint64_t now,
+					 struct parent **reaped,
+					 struct link **links)
+{
+	struct parent *p;
+
+	HASH_FIND_STR(t->parents, name, p);
+	if (p && is_expired(&p->node, now)) {
+		*links = parent_expire_locked(s, t, p, now);
+		*reaped = p;
+		p = NULL;
+	}
+	return p;
+}
+
+static void reaped_free(struct store *s, struct parent *p, struct link *links)
+{
+	if (p) {
+		links_free(s, links);
+		store_node_unref(s, &p->node);
+	}
+}
 
 static int parent_join(struct store *s, struct tenant *t, const char *name,
 		       const struct store_owner *owner, struct store_node **out)
 {
-	struct parent *p, *old;
+	struct parent *p, *old, *reaped = NULL;
+	struct link *rlinks = NULL;
 	struct tomb *tb;
+	uint64_t now = store_now_ms(s);
 	int rc = 0;
 
 	p = calloc(1, sizeof(*p));
@@ -1314,7 +1672,7 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 	p->tenant = t;
 
 	lock(&t->lock);
-	HASH_FIND_STR(t->parents, name, old);
+	old = parent_find_locked(s, t, name, now, &reaped, &rlinks);
 	if (is_dead(&t->node))
 		rc = -ESTALE;
 	else if (draining(s))
@@ -1324,7 +1682,7 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 	else if (!reserve(&s->parents_n, 1, s->lim.max_parents))
 		rc = -ENOSPC;
 	if (rc == 0) {
-		tb = tomb_find_locked(s, t, name, store_now_ms(s));
+		tb = tomb_find_locked(s, t, name, now);
 		p->generation = tb ? tb->generation + 1 : 1;
 		hash_oom = 0;
 		HASH_ADD_KEYPTR(hh, t->parents, p->name, strlen(p->name), p);
@@ -1340,9 +1698,12 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 			store_node_ref(&t->node); /* p->tenant */
 			store_node_ref(&p->node); /* the caller's */
 			touch_dir(&t->meta);
+			emit(s, STORE_OP_JOIN, false, &p->node, t, p->name, NULL,
+			     (int64_t)p->generation, -1);
 		}
 	}
 	unlock(&t->lock);
+	reaped_free(s, reaped, rlinks);
 	if (rc) {
 		p->tenant = NULL;
 		pthread_mutex_destroy(&p->lock);
@@ -1362,25 +1723,23 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 static int parent_leave(struct store *s, struct tenant *t, const char *name,
 			bool must_exist)
 {
-	struct parent *p;
+	struct parent *p, *reaped = NULL;
 	struct tomb *tb, *newtb;
-	struct link *links = NULL;
-	size_t nlen = strlen(name);
+	struct link *links = NULL, *rlinks = NULL;
 	uint64_t now = store_now_ms(s);
+	enum store_op op = must_exist ? STORE_OP_LEAVE : STORE_OP_DEPART;
 	int rc = 0;
 
-	newtb = calloc(1, sizeof(*newtb) + nlen + 1);
+	newtb = tomb_new(name);
 	if (!newtb)
 		return -ENOMEM;
-	memcpy(newtb->name, name, nlen + 1);
-
 	for (int attempt = 0;; attempt++) {
 		lock(&t->lock);
 		if (is_dead(&t->node)) {
 			rc = -ESTALE;
 			break;
 		}
-		HASH_FIND_STR(t->parents, name, p);
+		p = parent_find_locked(s, t, name, now, &reaped, &rlinks);
 		tb = tomb_find_locked(s, t, name, now);
 		if (!p && must_exist) {
 			rc = -ENOENT;
@@ -1389,11 +1748,15 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 		if (!p && tb) {
 			/* Departed again before a rejoin: refresh the age. */
 			tomb_refresh_locked(s, tb, now);
+			emit(s, op, true, NULL, t, name, NULL,
+			     (int64_t)tb->generation, -1);
 			break;
 		}
 		if (reserve(&s->tombs_n, 1, s->lim.max_tombstones))
 			break;
 		unlock(&t->lock);
+		reaped_free(s, reaped, rlinks);
+		reaped = NULL;
 		if (attempt > 0 ||
 		    !tombs_reap(s, now, (unsigned)s->lim.max_tombstones)) {
 			free(newtb);
@@ -1402,40 +1765,50 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 	}
 	if (rc || (!p && tb)) {
 		unlock(&t->lock);
+		reaped_free(s, reaped, rlinks);
+		free(newtb);
+		return rc ? refuse(s, rc) : 0;
+	}
+	rc = tomb_insert_locked(s, t, newtb, p ? p->generation : 0, now);
+	if (rc) {
+		unlock(&t->lock);
+		reaped_free(s, reaped, rlinks);
 		free(newtb);
 		return rc;
 	}
-
-	newtb->generation = p ? p->generation : 0;
-	newtb->tenant = t;
-	hash_oom = 0;
-	HASH_ADD_KEYPTR(hh, t->tombs, newtb->name, nlen, newtb);
-	if (hash_oom) {
-		gauge_sub(&s->tombs_n, 1, "tombstones");
-		unlock(&t->lock);
-		free(newtb);
-		return -ENOMEM;
-	}
-	tomb_enqueue_locked(s, newtb, now);
-	gauge_add(&t->tombs_n, 1);
-
+	emit(s, op, op == STORE_OP_DEPART, p ? &p->node : NULL, t, name, NULL,
+	     p ? (int64_t)p->generation : 0, -1);
 	if (p) {
-		lock(&p->lock);
-		atomic_store(&p->node.dead, true);
-		links = bucket_clear_locked(s, p);
-		unlock(&p->lock);
-		HASH_DEL(t->parents, p);
-		gauge_sub(&t->parents_n, 1, "tenant parents");
-		gauge_sub(&s->parents_n, 1, "parents");
+		links = parent_remove_locked(s, t, p);
 		atomic_fetch_add(&s->leaves, 1);
-		touch_dir(&t->meta);
 	}
 	unlock(&t->lock);
-	if (p) {
-		links_free(s, links);
-		store_node_unref(s, &p->node); /* the table's reference */
-	}
+	reaped_free(s, reaped, rlinks);
+	reaped_free(s, p, links);
 	return 0;
+}
+
+/*
+ * The reaper's way in for a parent: expire @p if it is still the live
+ * parent of its name and still past its deadline.  Returns 1 if it left.
+ */
+static int parent_expire(struct store *s, struct parent *p, uint64_t now)
+{
+	struct tenant *t = p->tenant;
+	struct parent *cur;
+	struct link *links = NULL;
+	int done = 0;
+
+	lock(&t->lock);
+	HASH_FIND_STR(t->parents, p->name, cur);
+	if (cur == p && !is_dead(&p->node) && is_expired(&p->node, now)) {
+		links = parent_expire_locked(s, t, p, now);
+		done = 1;
+	}
+	unlock(&t->lock);
+	if (done)
+		reaped_free(s, p, links);
+	return done;
 }
 
 static int do_depart(struct store *s, struct store_node *tenant, const char *name)
@@ -1483,7 +1856,7 @@ static int do_rmdir(struct store *s, struct store_node *dir, const char *name)
 	}
 }
 
-/* Children: admission, removal, link, rename --------------------------------------- */
+/* Children: admission, removal, link, rename, expiry ------------------------------- */
 
 static struct link *link_new(const char *name, struct child *c)
 {
@@ -1497,6 +1870,101 @@ static struct link *link_new(const char *name, struct child *c)
 	return l;
 }
 
+static int64_t version_of(struct store *s, struct child *c)
+{
+	int64_t v;
+
+	lock(stripe(s, c));
+	v = (int64_t)c->version;
+	unlock(stripe(s, c));
+	return v;
+}
+
+/* Emit @op for link @l of bucket @p (p->lock held). */
+static void emit_link(struct store *s, enum store_op op, bool internal,
+		      struct parent *p, const char *name, struct child *c,
+		      int64_t version)
+{
+	emit(s, op, internal, &c->node, p->tenant, p->name, name,
+	     (int64_t)p->generation, version);
+}
+
+/*
+ * State @c has passed its deadline: remove it as by unlink from every
+ * parent that links it, in one critical section of all those buckets
+ * (locked in inode order, then the state's stripe).  No lock held by the
+ * caller.  Returns 1 when it expired, 0 when it was renewed or removed
+ * meanwhile.
+ */
+static int child_expire(struct store *s, struct child *c, uint64_t now)
+{
+	for (int tries = 0; tries < 16; tries++) {
+		struct parent **ps;
+		struct link *l, *detached = NULL;
+		uint32_t n = 0, k = 0;
+		bool same = true;
+
+		lock(stripe(s, c));
+		if (c->nlink == 0 || !is_expired(&c->node, now)) {
+			unlock(stripe(s, c));
+			return 0;
+		}
+		ps = malloc(c->nlink * sizeof(*ps));
+		if (!ps) {
+			unlock(stripe(s, c));
+			return 0;
+		}
+		LL_FOREACH2(c->slinks, l, snext) {
+			store_node_ref(&l->parent->node);
+			ps[n++] = l->parent;
+		}
+		unlock(stripe(s, c));
+		qsort(ps, n, sizeof(*ps), parent_cmp);
+		for (uint32_t i = 0; i < n; i++)
+			if (i == 0 || ps[i] != ps[i - 1])
+				lock(&ps[i]->lock);
+
+		lock(stripe(s, c));
+		LL_FOREACH2(c->slinks, l, snext) {
+			k++;
+			if (!bsearch(&l->parent, ps, n, sizeof(*ps), parent_cmp))
+				same = false;
+		}
+		same = same && k == n && c->nlink == n && n > 0 &&
+			is_expired(&c->node, now);
+		unlock(stripe(s, c));
+		if (same) {
+			/* Every link goes; the last one ends the state. */
+			while ((l = c->slinks)) {
+				struct parent *p = l->parent;
+
+				HASH_DEL(p->links, l);
+				p->nlinks--;
+				gauge_sub(&s->links_n, 1, "links");
+				gauge_sub(&p->tenant->links_n, 1, "tenant links");
+				touch_dir(&p->meta);
+				state_unlink_locked(s, l, STORE_OP_EXPIRE);
+				l->snext = detached;
+				detached = l;
+			}
+		}
+		for (uint32_t i = n; i > 0; i--)
+			if (i == 1 || ps[i - 1] != ps[i - 2])
+				unlock(&ps[i - 1]->lock);
+		for (uint32_t i = 0; i < n; i++)
+			store_node_unref(s, &ps[i]->node);
+		free(ps);
+		while ((l = detached)) {
+			detached = l->snext;
+			store_node_unref(s, &l->child->node);
+			free(l);
+		}
+		if (same)
+			return 1;
+	}
+	return 0;
+}
+
 /*
  * The admission checks every new entry in bucket @p passes (p->lock
  * held), in the contract's order: store ready, parent alive, global
@@ -1504,13 +1972,14 @@ static struct link *link_new(const char *name, struct child *c)
  * quota (and a state in max_children when @new_state); the caller
  * inserts or calls admit_undo().
  */
-static int admit_locked(struct store *s, struct parent *p, bool new_state)
+static int admit_locked(struct store *s, struct parent *p, bool new_state,
+			uint64_t now)
 {
 	struct tenant *t = p->tenant;
 
 	if (draining(s))
 		return -EROFS;
-	if (is_dead(&p->node))
+	if (gone(&p->node, now))
 		return -ESTALE;
 	if (new_state && !reserve(&s->children_n, 1, s->lim.max_children))
 		return -ENOSPC;
@@ -1540,6 +2009,8 @@ static int link_insert_locked(struct store *s, struct parent *p, struct link *l,
 		admit_undo(s, p, new_state);
 		return -ENOMEM;
 	}
+	l->parent = p;
+	state_link_locked(s, l);
 	p->nlinks++;
 	gauge_add(&s->links_n, 1);
 	if (new_state)
@@ -1548,13 +2019,41 @@ static int link_insert_locked(struct store *s, struct parent *p, struct link *l,
 	return 0;
 }
 
+/*
+ * Find @name in bucket @p (p->lock held).  A link whose state has
+ * expired is returned in *@expired (with a reference) instead: the
+ * caller unlocks, calls child_expire() and retries.
+ */
+static struct link *link_find_locked(struct parent *p, const char *name,
+				     uint64_t now, struct child **expired)
+{
+	struct link *l;
+
+	HASH_FIND_STR(p->links, name, l);
+	if (l && is_expired(&l->child->node, now)) {
+		*expired = l->child;
+		store_node_ref(&l->child->node);
+		return NULL;
+	}
+	return l;
+}
+
+/* Reap a state found expired under a bucket lock (now released). */
+static void expired_reap(struct store *s, struct child **c, uint64_t now)
+{
+	child_expire(s, *c, now);
+	store_node_unref(s, &(*c)->node);
+	*c = NULL;
+}
+
 static int do_create(struct store *s, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
 		 struct store_node **out, bool *created)
 {
 	struct parent *p = as_parent(parent);
-	struct child *c;
+	struct child *c, *expired = NULL;
 	struct link *l, *old;
+	uint64_t now = store_now_ms(s), ttl;
 	int rc;
 
 	if (!p)
@@ -1569,10 +2068,15 @@ static int do_create(struct store *s, struct store_node *parent, const char *nam
 	c->tenant = p->tenant;
 	c->nlink = 1;
 	meta_init(&c->meta, owner);
-
+retry:
 	lock(&p->lock);
-	HASH_FIND_STR(p->links, name, old);
-	if (old && !is_dead(&p->node)) {
+	old = link_find_locked(p, name, now, &expired);
+	if (expired) {
+		unlock(&p->lock);
+		expired_reap(s, &expired, now);
+		goto retry;
+	}
+	if (old && !gone(&p->node, now)) {
 		rc = excl ? -EEXIST : 0;
 		if (rc == 0) {
 			*out = &old->child->node;
@@ -1584,13 +2088,19 @@ static int do_create(struct store *s, struct store_node *parent, const char *nam
 		free(c);
 		return rc ? refuse(s, rc) : 0;
 	}
-	rc = admit_locked(s, p, true);
+	rc = admit_locked(s, p, true, now);
 	if (rc == 0)
 		rc = link_insert_locked(s, p, l, true);
 	if (rc == 0) {
 		store_node_ref(&p->tenant->node);  /* c->tenant */
 		store_node_ref(&c->node);          /* the caller's */
 		atomic_fetch_add(&s->admissions, 1);
+		ttl = p->child_ttl_ms ? p->child_ttl_ms : s->lim.default_ttl_ms;
+		if (ttl) {
+			c->ttl_ms = ttl;
+			lease_set(s, &c->node, now + ttl);
+		}
+		emit_link(s, STORE_OP_CREATE, false, p, name, c, 0);
 	}
 	unlock(&p->lock);
 	if (rc) {
@@ -1603,34 +2113,6 @@ static int do_create(struct store *s, struct store_node *parent, const char *nam
 	return 0;
 }
 
-/*
- * Drop one link of state @c (its bucket's lock held).  Returns true when
- * it was the last: the state has ended.
- */
-static bool state_unlink_locked(struct store *s, struct child *c)
-{
-	struct tenant *t = c->tenant;
-	bool ended;
-
-	lock(stripe(s, c));
-	ended = --c->nlink == 0;
-	if (ended) {
-		size_t bytes = blob_len(c->content);
-
-		atomic_store(&c->node.dead, true);
-		blob_unref(c->content);
-		c->content = NULL;
-		gauge_sub(&s->bytes_n, bytes, "bytes");
-		gauge_sub(&t->bytes_n, bytes, "tenant bytes");
-		gauge_sub(&s->children_n, 1, "children");
-		gauge_sub(&t->children_n, 1, "tenant children");
-		atomic_fetch_add(&s->removals, 1);
-	}
-	c->meta.ctime = wall_now();
-	unlock(stripe(s, c));
-	return ended;
-}
-
 /* Unhook link @l from bucket @p (p->lock held); the caller frees it. */
 static void link_remove_locked(struct store *s, struct parent *p, struct link *l)
 {
@@ -1639,7 +2121,7 @@ static void link_remove_locked(struct store *s, struct parent *p, struct link *l
 	gauge_sub(&s->links_n, 1, "links");
 	gauge_sub(&p->tenant->links_n, 1, "tenant links");
 	touch_dir(&p->meta);
-	state_unlink_locked(s, l->child);
+	state_unlink_locked(s, l, STORE_OP_UNLINK);
 }
 
 static void link_free(struct store *s, struct link *l)
@@ -1653,21 +2135,25 @@ static void link_free(struct store *s, struct link *l)
 static int do_unlink(struct store *s, struct store_node *parent, const char *name)
 {
 	struct parent *p = as_parent(parent);
+	struct child *expired = NULL;
 	struct link *l = NULL;
+	uint64_t now = store_now_ms(s);
 	int rc = 0;
 
 	if (!p)
 		return parent->kind == STORE_CHILD ? -ENOTDIR : -EPERM;
 	lock(&p->lock);
-	if (is_dead(parent))
+	if (gone(parent, now))
 		rc = -ESTALE;
 	else
-		HASH_FIND_STR(p->links, name, l);
+		l = link_find_locked(p, name, now, &expired);
 	if (!rc && !l)
-		rc = -ENOENT;
+		rc = -ENOENT; /* an expired child is gone already */
 	if (!rc)
 		link_remove_locked(s, p, l);
 	unlock(&p->lock);
+	if (expired)
+		expired_reap(s, &expired, now);
 	if (rc)
 		return refuse(s, rc);
 	link_free(s, l);
@@ -1678,34 +2164,40 @@ static int do_link(struct store *s, struct store_node *child,
 	       struct store_node *parent, const char *name)
 {
 	struct parent *p = as_parent(parent);
-	struct child *c = as_child(child);
+	struct child *c = as_child(child), *expired = NULL;
 	struct link *l, *old;
+	uint64_t now = store_now_ms(s);
 	int rc = 0;
 
 	if (!c || !p)
 		return -EPERM;
-	if (is_dead(child) || is_dead(parent))
+	if (gone(child, now) || gone(parent, now))
 		return refuse(s, -ESTALE);
 	if (c->tenant != p->tenant)
 		return -EXDEV;
 	l = link_new(name, c);
 	if (!l)
 		return -ENOMEM;
-
+retry:
 	lock(&p->lock);
-	HASH_FIND_STR(p->links, name, old);
-	if (is_dead(parent))
+	old = link_find_locked(p, name, now, &expired);
+	if (expired) {
+		unlock(&p->lock);
+		expired_reap(s, &expired, now);
+		goto retry;
+	}
+	if (gone(parent, now))
 		rc = -ESTALE;
 	else if (old)
 		rc = -EEXIST;
 	else
-		rc = admit_locked(s, p, false);
+		rc = admit_locked(s, p, false, now);
 	if (rc == 0) {
 		/* The state must still live, checked under its stripe: a
 		 * concurrent last unlink either ran first (stale) or will
 		 * see this link. */
 		lock(stripe(s, c));
-		if (c->nlink == 0) {
+		if (c->nlink == 0 || is_expired(&c->node, now)) {
 			rc = -ESTALE;
 		} else {
 			c->nlink++;
@@ -1724,6 +2216,8 @@ static int do_link(struct store *s, struct store_node *child,
 		} else {
 			store_node_ref(&c->node); /* the link's */
 			atomic_fetch_add(&s->admissions, 1);
+			emit_link(s, STORE_OP_LINK, false, p, name, c,
+				  version_of(s, c));
 		}
 	}
 	unlock(&p->lock);
@@ -1755,18 +2249,30 @@ static void unlock_pair(struct parent *a, struct parent *b)
 		unlock(&b->lock);
 }
 
+/* Point link @l at state @c (both bucket locks held): moves @l from its
+ * old state's set to @c's. */
+static void link_retarget_locked(struct store *s, struct link *l, struct child *c)
+{
+	lock(stripe(s, l->child));
+	LL_DELETE2(l->child->slinks, l, snext);
+	unlock(stripe(s, l->child));
+	l->child = c;
+	state_link_locked(s, l);
+}
+
 static int do_rename(struct store *s, struct store_node *from, const char *name,
 		 struct store_node *to, const char *to_name, unsigned flags)
 {
 	struct parent *a = as_parent(from), *b = as_parent(to);
 	struct link *src = NULL, *dst = NULL, *moved = NULL;
-	struct child *replaced = NULL;
+	struct child *replaced = NULL, *expired = NULL, *c;
+	uint64_t now = store_now_ms(s);
 	bool same = false;
 	int rc = 0;
 
 	if (!a || !b)
 		return -EPERM; /* tenants and parents cannot be renamed */
-	if (is_dead(from) || is_dead(to))
+	if (gone(from, now) || gone(to, now))
 		return refuse(s, -ESTALE);
 	if (a->tenant != b->tenant)
 		return -EXDEV;
@@ -1775,13 +2281,19 @@ static int do_rename(struct store *s, struct store_node *from, const char *name,
 	moved = link_new(to_name, NULL);
 	if (!moved)
 		return -ENOMEM;
-
+retry:
 	lock_pair(a, b);
-	if (is_dead(&a->node) || is_dead(&b->node))
+	if (gone(&a->node, now) || gone(&b->node, now))
 		rc = -ESTALE;
 	if (!rc) {
-		HASH_FIND_STR(a->links, name, src);
-		HASH_FIND_STR(b->links, to_name, dst);
+		src = link_find_locked(a, name, now, &expired);
+		if (!expired)
+			dst = link_find_locked(b, to_name, now, &expired);
+		if (expired) {
+			unlock_pair(a, b);
+			expired_reap(s, &expired, now);
+			goto retry;
+		}
 		if (!src)
 			rc = -ENOENT;
 		else if (flags & STORE_RENAME_EXCHANGE)
@@ -1797,23 +2309,29 @@ static int do_rename(struct store *s, struct store_node *from, const char *name,
 		rc = -EROFS;
 		goto out;
 	}
-
+	c = src->child;
 	if (flags & STORE_RENAME_EXCHANGE) {
-		struct child *tmp = src->child;
+		struct child *other = dst->child;
 
-		src->child = dst->child;
-		dst->child = tmp;
+		link_retarget_locked(s, src, other);
+		link_retarget_locked(s, dst, c);
 		touch_dir(&a->meta);
 		touch_dir(&b->meta);
+		emit_link(s, STORE_OP_RENAME, false, b, to_name, c,
+			  version_of(s, c));
 		goto out;
 	}
 	if (dst) {
 		/* The destination entry takes the source's state: no
 		 * allocation, so nothing can fail half-way. */
-		state_unlink_locked(s, dst->child);
-		replaced = dst->child;
-		dst->child = src->child;
+		replaced = dst->child; /* the link's reference, dropped last */
+		state_unlink_locked(s, dst, STORE_OP_UNLINK);
+		dst->child = c;
+		state_link_locked(s, dst);
 		HASH_DEL(a->links, src);
+		lock(stripe(s, c));
+		LL_DELETE2(c->slinks, src, snext);
+		unlock(stripe(s, c));
 		a->nlinks--;
 		gauge_sub(&s->links_n, 1, "links");
 		gauge_sub(&a->tenant->links_n, 1, "tenant links");
@@ -1824,7 +2342,8 @@ static int do_rename(struct store *s, struct store_node *from, const char *name,
 			rc = -EDQUOT;
 			goto out;
 		}
-		moved->child = src->child;
+		moved->child = c;
+		moved->parent = b;
 		hash_oom = 0;
 		HASH_ADD_KEYPTR(hh, b->links, moved->name, strlen(moved->name),
 				moved);
@@ -1833,15 +2352,20 @@ static int do_rename(struct store *s, struct store_node *from, const char *name,
 			goto out;
 		}
 		b->nlinks++;
-		moved = NULL;
 		HASH_DEL(a->links, src);
 		a->nlinks--;
+		lock(stripe(s, c));
+		LL_DELETE2(c->slinks, src, snext);
+		LL_PREPEND2(c->slinks, moved, snext);
+		unlock(stripe(s, c));
+		moved = NULL;
 	}
 	touch_dir(&a->meta);
 	touch_dir(&b->meta);
-	lock(stripe(s, src->child));
-	src->child->meta.ctime = wall_now();
-	unlock(stripe(s, src->child));
+	lock(stripe(s, c));
+	c->meta.ctime = wall_now();
+	unlock(stripe(s, c));
+	emit_link(s, STORE_OP_RENAME, false, b, to_name, c, version_of(s, c));
 	free(src); /* its state reference moved with the entry */
 out:
 	unlock_pair(a, b);
@@ -1874,15 +2398,21 @@ static int bytes_charge_locked(struct store *s, struct child *c,
 	return 0;
 }
 
-/* Swap in new content (stripe held): one publication. */
-static void publish_locked(struct child *c, struct blob *b)
+/* Swap in new content (stripe held): one publication, reported under
+ * each name that reaches the state. */
+static void publish_locked(struct store *s, struct child *c, struct blob *b)
 {
 	struct blob *old = c->content;
+	struct link *l;
 
 	c->content = b;
 	c->version++;
 	c->meta.mtime = c->meta.ctime = wall_now();
 	blob_unref(old);
+	LL_FOREACH2(c->slinks, l, snext)
+		emit(s, STORE_OP_WRITE, false, &c->node, c->tenant,
+		     l->parent->name, l->name, (int64_t)l->parent->generation,
+		     (int64_t)c->version);
 }
 
 static int content_resize_locked(struct store *s, struct child *c, uint64_t size)
@@ -1908,7 +2438,7 @@ static int content_resize_locked(struct store *s, struct child *c, uint64_t size
 		blob_unref(b);
 		return rc;
 	}
-	publish_locked(c, b);
+	publish_locked(s, c, b);
 	return 0;
 }
 
@@ -1928,7 +2458,7 @@ int store_stage_open(struct store *s, struct store_node *child,
 	st->mode = mode;
 	pthread_mutex_init(&st->lock, NULL);
 	lock(stripe(s, c));
-	if (c->nlink == 0) {
+	if (c->nlink == 0 || is_expired(child, store_now_ms(s))) {
 		unlock(stripe(s, c));
 		pthread_mutex_destroy(&st->lock);
 		free(st);
@@ -1981,7 +2511,7 @@ static int stage_current(struct store_stage *st, size_t *len)
 	int rc = 0;
 
 	lock(stripe(s, st->c));
-	if (st->c->nlink == 0)
+	if (st->c->nlink == 0 || is_expired(&st->c->node, store_now_ms(s)))
 		rc = -ESTALE;
 	*len = blob_len(st->c->content);
 	unlock(stripe(s, st->c));
@@ -2070,7 +2600,7 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 
 	lock(&st->lock);
 	lock(stripe(s, st->c));
-	if (st->c->nlink == 0) {
+	if (st->c->nlink == 0 || is_expired(&st->c->node, store_now_ms(s))) {
 		rc = -ESTALE;
 	} else if (st->mode == STORE_STAGE_READ && off == 0) {
 		/* A new pass from the start sees the newest publication.
@@ -2155,7 +2685,7 @@ static int do_stage_publish(struct store_stage *st)
 	}
 	lock(stripe(s, c));
 	cur = blob_len(c->content);
-	if (c->nlink == 0)
+	if (c->nlink == 0 || is_expired(&c->node, store_now_ms(s)))
 		rc = -ESTALE;
 	else if (st->mode == STORE_STAGE_CAS && c->version != st->base_version)
 		rc = -EAGAIN;
@@ -2172,7 +2702,7 @@ static int do_stage_publish(struct store_stage *st)
 	if (rc == 0)
 		rc = bytes_charge_locked(s, c, cur, blob_len(b));
 	if (rc == 0) {
-		publish_locked(c, blob_ref(b));
+		publish_locked(s, c, blob_ref(b));
 		st->base_version = c->version;
 		pin = st->pin;
 		st->pin = b;
@@ -2225,9 +2755,17 @@ static void world_exit(struct store *s)
 		abort();
 }
 
-/* Run one transition under the shared world lock. */
-#define TRANSITION(s, call) \
-	({ int rc_; world_enter(s); rc_ = (call); world_exit(s); rc_; })
+/* Run one transition under the shared world lock, then wake event
+ * readers (no lock held any more). */
+#define TRANSITION(s, call)                                           \
+	({                                                            \
+		int rc_;                                              \
+		world_enter(s);                                       \
+		rc_ = (call);                                         \
+		world_exit(s);                                        \
+		event_hook_run(s);                                    \
+		rc_;                                                  \
+	})
 
 int store_setattr(struct store *s, struct store_node *n, unsigned mask,
 		  const struct store_attr *in, struct store_attr *out)
@@ -2278,6 +2816,168 @@ int store_rename(struct store *s, struct store_node *from, const char *name,
 int store_stage_publish(struct store_stage *st)
 {
 	return TRANSITION(st->s, do_stage_publish(st));
+}
+
+/* Leases ------------------------------------------------------------------------------ */
+
+int store_lease_get(struct store *s, struct store_node *n, struct store_lease *out)
+{
+	struct parent *p = as_parent(n);
+	struct child *c = as_child(n);
+
+	memset(out, 0, sizeof(*out));
+	if (!p && !c)
+		return -EINVAL;
+	if (gone(n, store_now_ms(s)))
+		return -ESTALE;
+	lock(p ? &p->lock : stripe(s, c));
+	out->ttl_ms = p ? p->ttl_ms : c->ttl_ms;
+	out->child_ttl_ms = p ? p->child_ttl_ms : 0;
+	out->deadline_ms = atomic_load(&n->deadline);
+	unlock(p ? &p->lock : stripe(s, c));
+	return 0;
+}
+
+/*
+ * Set (@set) or renew the lease of @n under its owner's lock: deadline =
+ * now + ttl.  The node must be live at @now; renewals are refused while
+ * draining.
+ */
+static int do_lease(struct store *s, struct store_node *n, bool set,
+		    uint64_t ttl_ms)
+{
+	struct parent *p = as_parent(n);
+	struct child *c = as_child(n);
+	pthread_mutex_t *l;
+	uint64_t now = store_now_ms(s), *ttl;
+	int rc = 0;
+
+	if (!p && !c)
+		return -EINVAL;
+	l = p ? &p->lock : stripe(s, c);
+	ttl = p ? &p->ttl_ms : &c->ttl_ms;
+	lock(l);
+	if (gone(n, now) || (c && c->nlink == 0))
+		rc = -ESTALE;
+	else if (!set && *ttl == 0)
+		rc = 0; /* no lease to renew: a plain touch */
+	else if (draining(s))
+		rc = -EROFS;
+	else {
+		if (set)
+			*ttl = ttl_ms;
+		lease_set(s, n, *ttl ? now + *ttl : 0);
+	}
+	unlock(l);
+	return rc ? refuse(s, rc) : 0;
+}
+
+int store_set_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
+{
+	return TRANSITION(s, do_lease(s, n, true, ttl_ms));
+}
+
+int store_renew(struct store *s, struct store_node *n)
+{
+	return TRANSITION(s, do_lease(s, n, false, 0));
+}
+
+int store_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
+{
+	struct parent *p = as_parent(n);
+	int rc = 0;
+
+	if (!p)
+		return -EINVAL;
+	lock(&p->lock);
+	if (gone(n, store_now_ms(s)))
+		rc = -ESTALE;
+	else
+		p->child_ttl_ms = ttl_ms;
+	unlock(&p->lock);
+	return rc;
+}
+
+/* Expire one due node (a reference held by the caller). */
+static int expire_one(struct store *s, struct store_node *n, uint64_t now)
+{
+	if (n->kind == STORE_PARENT)
+		return parent_expire(s, as_parent(n), now);
+	return child_expire(s, as_child(n), now);
+}
+
+unsigned store_expire(struct store *s, unsigned budget)
+{
+	uint64_t now = store_now_ms(s);
+	unsigned done = 0;
+
+	world_enter(s);
+	for (unsigned tries = 0; done < budget && tries < 2 * budget; tries++) {
+		struct store_node *n = NULL;
+
+		lock(&s->heap_lock);
+		if (s->heap_n && due(s->heap[0]) <= now) {
+			n = s->heap[0];
+			store_node_ref(n);
+		}
+		unlock(&s->heap_lock);
+		if (!n)
+			break;
+		done += (unsigned)expire_one(s, n, now);
+		store_node_unref(s, n);
+	}
+	tombs_reap(s, now, budget);
+	world_exit(s);
+	event_hook_run(s);
+	return done;
+}
+
+uint64_t store_next_deadline(struct store *s)
+{
+	uint64_t next = UINT64_MAX;
+
+	lock(&s->heap_lock);
+	if (s->heap_n)
+		next = due(s->heap[0]);
+	unlock(&s->heap_lock);
+	lock(&s->tomb_lock);
+	if (s->tomb_fifo && s->tomb_fifo->deadline_ms < next)
+		next = s->tomb_fifo->deadline_ms;
+	unlock(&s->tomb_lock);
+	return next;
+}
+
+/* Events ------------------------------------------------------------------------------ */
+
+void store_events_open(struct store *s, struct store_node *tenant,
+		       struct store_event_reader *r)
+{
+	r->next = evlog_next_seq(s->events);
+	r->tenant_ino = tenant ? tenant->ino : 0;
+	r->window = STORE_EVENT_WINDOW;
+}
+
+size_t store_events_read(struct store *s, struct store_event_reader *r,
+			 char *buf, size_t len)
+{
+	return evlog_read(s->events, r, buf, len);
+}
+
+bool store_events_pending(struct store *s, const struct store_event_reader *r)
+{
+	return evlog_pending(s->events, r);
+}
+
+int store_events_next(struct store *s, struct store_event_reader *r,
+		      struct store_event *ev)
+{
+	return evlog_next(s->events, r, ev);
+}
+
+void store_set_event_hook(struct store *s, void (*hook)(void *arg), void *arg)
+{
+	s->event_hook = hook;
+	s->event_arg = arg;
 }
 
 /*

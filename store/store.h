@@ -386,6 +386,148 @@ int store_stage_flush(struct store_stage *st);
 /* Drop a stage without publishing. */
 void store_stage_close(struct store_stage *st);
 
+/* Leases (TTL) ---------------------------------------------------------- */
+
+/*
+ * A node's lease: @ttl_ms (0 = none) and, when it has one, the deadline
+ * on the store's monotonic clock.  A child or a parent past its deadline
+ * is never visible or usable, whether or not the reaper has run yet:
+ * lookups and listings skip it, operations on it give -ESTALE, and its
+ * name is free for a new admission.
+ */
+struct store_lease {
+	uint64_t ttl_ms;
+	uint64_t deadline_ms;   /* 0 when ttl_ms is 0 */
+	uint64_t child_ttl_ms;  /* parents: the TTL new children start with */
+};
+
+/* Read the lease of a child or parent (-EINVAL for other kinds). */
+int store_lease_get(struct store *s, struct store_node *n,
+		    struct store_lease *out);
+
+/*
+ * Give child or parent @n a TTL (0 removes the lease): the deadline
+ * becomes now + ttl.  -EROFS while draining, -ESTALE dead or expired,
+ * -EINVAL for other kinds.
+ */
+int store_set_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms);
+
+/*
+ * Set the TTL future children of parent @n start with (0: the store's
+ * default_ttl).  -EINVAL for other kinds.
+ */
+int store_set_child_ttl(struct store *s, struct store_node *n,
+			uint64_t ttl_ms);
+
+/*
+ * Renew the lease of @n (touch): deadline = now + ttl.  A node without a
+ * lease is left as it is (returns 0).  -EROFS while draining, -ESTALE
+ * dead or expired.
+ */
+int store_renew(struct store *s, struct store_node *n);
+
+/*
+ * The reaper: remove nodes whose deadline has passed (a child as by
+ * unlink, a parent as by rmdir) and age out due tombstones, at most
+ * @budget removals, oldest deadline first.  Finds them in a deadline heap
+ * (no scan).  Returns how many nodes expired.
+ */
+unsigned store_expire(struct store *s, unsigned budget);
+
+/*
+ * The earliest deadline still pending (leases and tombstones), or
+ * UINT64_MAX when there is none: when the reaper should run next.
+ */
+uint64_t store_next_deadline(struct store *s);
+
+/* Events ------------------------------------------------------------------ */
+
+/*
+ * Every transition appends one line to the store's event log, inside its
+ * critical section, so sequence numbers follow the order in which the
+ * transitions happened:
+ *
+ *   SEQ \t OP \t TENANT \t PARENT \t CHILD \t GENERATION \t VERSION \n
+ *
+ * An empty field is "-".  OP is one of join leave depart create write
+ * unlink link rename expire drain cleanup.  The log keeps the newest
+ * STORE_EVENT_LOG lines; each reader may fall at most STORE_EVENT_WINDOW
+ * lines behind the newest before it gets one "overflow" line and
+ * continues from the present.  Appending never waits for a reader.
+ */
+#define STORE_EVENT_LOG    65536
+#define STORE_EVENT_WINDOW 4096
+
+enum store_op {
+	STORE_OP_JOIN = 0,
+	STORE_OP_LEAVE,
+	STORE_OP_DEPART,
+	STORE_OP_CREATE,
+	STORE_OP_WRITE,
+	STORE_OP_UNLINK,
+	STORE_OP_LINK,
+	STORE_OP_RENAME,
+	STORE_OP_EXPIRE,
+	STORE_OP_DRAIN,
+	STORE_OP_CLEANUP,
+};
+
+/* A reader's position in the log, and its scope. */
+struct store_event_reader {
+	uint64_t next;         /* sequence number it reads next */
+	uint64_t tenant_ino;   /* 0: the whole store; else one tenant */
+	uint64_t window;       /* how far it may fall behind */
+};
+
+/*
+ * Start a reader at the present (the next line appended is its first).
+ * @tenant NULL for the whole store.
+ */
+void store_events_open(struct store *s, struct store_node *tenant,
+		       struct store_event_reader *r);
+
+/*
+ * Copy whole lines for @r into @buf (at most @len bytes), advancing it.
+ * Returns the bytes copied, 0 when nothing is pending.  A reader that
+ * fell behind gets "overflow\n" first and jumps to the oldest line within
+ * its window.
+ */
+size_t store_events_read(struct store *s, struct store_event_reader *r,
+			 char *buf, size_t len);
+
+/* True when @r has something to read. */
+bool store_events_pending(struct store *s, const struct store_event_reader *r);
+
+/*
+ * One event as the watcher machinery needs it (fs/ echoes internal
+ * removals through the mount so inotify sees them).
+ */
+struct store_event {
+	uint64_t seq;
+	enum store_op op;
+	bool internal;          /* not caused by a request on this path */
+	enum store_kind kind;   /* what went: STORE_PARENT or STORE_CHILD */
+	uint64_t ino;           /* its inode */
+	char *tenant, *parent, *child; /* names, "" when none */
+};
+
+/*
+ * Fetch the event with sequence number >= r->next (scope ignored), for
+ * the watcher machinery.  Returns 1 and fills @ev (free with
+ * store_event_free), 0 when none pending, -EOVERFLOW (r->next moved to
+ * the oldest) when it fell behind.
+ */
+int store_events_next(struct store *s, struct store_event_reader *r,
+		      struct store_event *ev);
+void store_event_free(struct store_event *ev);
+
+/*
+ * Called after every append, outside the store's locks but before the
+ * transition returns, so a waiting reader can be woken.  It must not
+ * call into the store or the mount.  Set once, before the store is used.
+ */
+void store_set_event_hook(struct store *s, void (*hook)(void *arg), void *arg);
+
 /* Observability --------------------------------------------------------- */
 
 /* Counters of the store (@tenant NULL) or of one tenant (gauges only are

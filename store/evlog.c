@@ -1,0 +1,240 @@
+/*
+ * evlog.c - the store's event log (see evlog.h).
+ *
+ * Entry k lives in slot k % cap.  The log holds entries [first, next);
+ * first = max(1, next - cap).  A reader at r->next < max(first,
+ * next - window) fell behind: it gets one "overflow" line and jumps to
+ * the oldest entry it may still read.  Each entry keeps its formatted
+ * line (without the sequence number) and its names for the watcher path.
+ */
+#include "store/evlog.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const op_names[] = {
+	[STORE_OP_JOIN] = "join",     [STORE_OP_LEAVE] = "leave",
+	[STORE_OP_DEPART] = "depart", [STORE_OP_CREATE] = "create",
+	[STORE_OP_WRITE] = "write",   [STORE_OP_UNLINK] = "unlink",
+	[STORE_OP_LINK] = "link",     [STORE_OP_RENAME] = "rename",
+	[STORE_OP_EXPIRE] = "expire", [STORE_OP_DRAIN] = "drain",
+	[STORE_OP_CLEANUP] = "cleanup",
+};
+
+struct slot {
+	uint64_t seq;          /* 0: empty */
+	struct evlog_entry e;  /* names point into text */
+	char *text;            /* "op\tT\tP\tC\tG\tV\n" then the three names */
+	size_t len;            /* of the line part */
+};
+
+struct evlog {
+	pthread_mutex_t lock;
+	size_t cap;
+	uint64_t next;         /* lock: the next sequence number */
+	struct slot *ring;     /* lock */
+};
+
+struct evlog *evlog_new(size_t cap)
+{
+	struct evlog *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	l->ring = calloc(cap, sizeof(*l->ring));
+	if (!l->ring) {
+		free(l);
+		return NULL;
+	}
+	l->cap = cap;
+	l->next = 1;
+	pthread_mutex_init(&l->lock, NULL);
+	return l;
+}
+
+void evlog_free(struct evlog *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->cap; i++)
+		free(l->ring[i].text);
+	pthread_mutex_destroy(&l->lock);
+	free(l->ring);
+	free(l);
+}
+
+static const char *field(const char *s)
+{
+	return s && *s ? s : "-";
+}
+
+static void num(char *buf, size_t len, int64_t v)
+{
+	if (v < 0)
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%" PRId64, v);
+}
+
+uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
+{
+	char g[24], v[24], *text;
+	const char *t = e->tenant ? e->tenant : "";
+	const char *p = e->parent ? e->parent : "";
+	const char *c = e->child ? e->child : "";
+	size_t tl = strlen(t), pl = strlen(p), cl = strlen(c);
+	int n;
+	struct slot *sl;
+	uint64_t seq;
+
+	num(g, sizeof(g), e->generation);
+	num(v, sizeof(v), e->version);
+	/* Formatted before the lock: the critical section only links it. */
+	n = snprintf(NULL, 0, "%s\t%s\t%s\t%s\t%s\t%s\n", op_names[e->op],
+		     field(t), field(p), field(c), g, v);
+	text = malloc((size_t)n + 1 + tl + 1 + pl + 1 + cl + 1);
+	if (!text)
+		return 0;
+	snprintf(text, (size_t)n + 1, "%s\t%s\t%s\t%s\t%s\t%s\n", op_names[e->op],
+		 field(t), field(p), field(c), g, v);
+	memcpy(text + n + 1, t, tl + 1);
+	memcpy(text + n + 1 + tl + 1, p, pl + 1);
+	memcpy(text + n + 1 + tl + 1 + pl + 1, c, cl + 1);
+
+	pthread_mutex_lock(&l->lock);
+	seq = l->next++;
+	sl = &l->ring[seq % l->cap];
+	free(sl->text);
+	sl->seq = seq;
+	sl->e = *e;
+	sl->text = text;
+	sl->len = (size_t)n;
+	sl->e.tenant = text + n + 1;
+	sl->e.parent = text + n + 1 + tl + 1;
+	sl->e.child = text + n + 1 + tl + 1 + pl + 1;
+	pthread_mutex_unlock(&l->lock);
+	return seq;
+}
+
+uint64_t evlog_next_seq(struct evlog *l)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&l->lock);
+	n = l->next;
+	pthread_mutex_unlock(&l->lock);
+	return n;
+}
+
+/* The oldest sequence number reader @r may still read (lock held). */
+static uint64_t oldest_locked(struct evlog *l, const struct store_event_reader *r)
+{
+	uint64_t first = l->next > l->cap ? l->next - l->cap : 1;
+	uint64_t window = r->window && r->window < l->cap ? r->window : l->cap;
+	uint64_t win = l->next > window ? l->next - window : 1;
+
+	return first > win ? first : win;
+}
+
+static bool in_scope(const struct slot *sl, const struct store_event_reader *r)
+{
+	return r->tenant_ino == 0 || sl->e.tenant_ino == r->tenant_ino;
+}
+
+size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
+		  size_t len)
+{
+	static const char overflow[] = "overflow\n";
+	size_t used = 0;
+	uint64_t oldest;
+
+	pthread_mutex_lock(&l->lock);
+	oldest = oldest_locked(l, r);
+	if (r->next < oldest) {
+		if (len < sizeof(overflow) - 1)
+			goto out;
+		memcpy(buf, overflow, sizeof(overflow) - 1);
+		used = sizeof(overflow) - 1;
+		r->next = oldest;
+	}
+	for (; r->next < l->next; r->next++) {
+		struct slot *sl = &l->ring[r->next % l->cap];
+		char seq[24];
+		int sn;
+
+		if (!in_scope(sl, r))
+			continue;
+		sn = snprintf(seq, sizeof(seq), "%" PRIu64 "\t", sl->seq);
+		if (used + (size_t)sn + sl->len > len)
+			break;
+		memcpy(buf + used, seq, (size_t)sn);
+		memcpy(buf + used + sn, sl->text, sl->len);
+		used += (size_t)sn + sl->len;
+	}
+out:
+	pthread_mutex_unlock(&l->lock);
+	return used;
+}
+
+bool evlog_pending(struct evlog *l, const struct store_event_reader *r)
+{
+	bool pending = false;
+	uint64_t k;
+
+	pthread_mutex_lock(&l->lock);
+	k = r->next;
+	if (k < oldest_locked(l, r))
+		pending = true;
+	/* Skipping lines of other tenants: bounded by the window. */
+	for (; !pending && k < l->next; k++)
+		pending = in_scope(&l->ring[k % l->cap], r);
+	pthread_mutex_unlock(&l->lock);
+	return pending;
+}
+
+int evlog_next(struct evlog *l, struct store_event_reader *r,
+	       struct store_event *ev)
+{
+	struct slot *sl;
+	uint64_t oldest;
+	int rc = 0;
+
+	memset(ev, 0, sizeof(*ev));
+	pthread_mutex_lock(&l->lock);
+	oldest = oldest_locked(l, r);
+	if (r->next < oldest) {
+		r->next = oldest;
+		rc = -EOVERFLOW;
+	} else if (r->next < l->next) {
+		sl = &l->ring[r->next % l->cap];
+		ev->seq = sl->seq;
+		ev->op = sl->e.op;
+		ev->internal = sl->e.internal;
+		ev->kind = sl->e.kind;
+		ev->ino = sl->e.ino;
+		ev->tenant = strdup(sl->e.tenant);
+		ev->parent = strdup(sl->e.parent);
+		ev->child = strdup(sl->e.child);
+		if (!ev->tenant || !ev->parent || !ev->child) {
+			store_event_free(ev);
+			rc = -ENOMEM;
+		} else {
+			r->next++;
+			rc = 1;
+		}
+	}
+	pthread_mutex_unlock(&l->lock);
+	return rc;
+}
+
+void store_event_free(struct store_event *ev)
+{
+	free(ev->tenant);
+	free(ev->parent);
+	free(ev->child);
+	ev->tenant = ev->parent = ev->child = NULL;
+}

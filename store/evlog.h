@@ -1,0 +1,48 @@
+/*
+ * evlog.h - the store's event log: a bounded ring of transition lines.
+ *
+ * Internal to store/: store.c appends one entry per transition inside the
+ * transition's critical section; readers (store_events_* in store.h) copy
+ * lines out with their own cursor.  The ring keeps the newest
+ * STORE_EVENT_LOG entries; an append overwrites the oldest and never waits
+ * for a reader.  One mutex (a leaf lock) guards the ring.
+ */
+#ifndef STATEFS_STORE_EVLOG_H
+#define STATEFS_STORE_EVLOG_H
+
+#include "store/store.h"
+
+struct evlog;
+
+/* Make an empty log of @cap entries.  NULL when out of memory. */
+struct evlog *evlog_new(size_t cap);
+void evlog_free(struct evlog *l);
+
+/* The entry an append records; names are copied. */
+struct evlog_entry {
+	enum store_op op;
+	bool internal;
+	enum store_kind kind;
+	uint64_t ino;
+	uint64_t tenant_ino;
+	const char *tenant, *parent, *child; /* NULL or "" print as "-" */
+	int64_t generation, version;         /* < 0 prints as "-" */
+};
+
+/*
+ * Append @e with the next sequence number.  Returns the number, or 0 when
+ * out of memory (the line is lost; the sequence does not advance).
+ */
+uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e);
+
+/* The sequence number the next append will get. */
+uint64_t evlog_next_seq(struct evlog *l);
+
+/* See store_events_read / store_events_pending / store_events_next. */
+size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
+		  size_t len);
+bool evlog_pending(struct evlog *l, const struct store_event_reader *r);
+int evlog_next(struct evlog *l, struct store_event_reader *r,
+	       struct store_event *ev);
+
+#endif /* STATEFS_STORE_EVLOG_H */
