@@ -2,24 +2,113 @@
  * fs.h - the libfuse3 low-level adapter of statefs.
  *
  * fs/ops.c translates each FUSE request into store/ calls through the
- * layout/ rules and replies exactly once; fs/main.c parses options, makes
- * the store and runs the session.  Nothing here holds a store lock.
+ * layout/ rules and replies exactly once; fs/watch.c runs the threads
+ * that act when nobody calls in (the lease reaper, the .events replies,
+ * the inotify echoes); fs/main.c parses options, makes the store and runs
+ * the session.  Nothing here holds a store lock, and no fs/ lock is held
+ * across a reply or a notification.
  */
 #ifndef STATEFS_FS_H
 #define STATEFS_FS_H
 
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <sys/types.h>
 
 #include "store/store.h"
+
+enum fs_file_kind { FS_STAGE, FS_TEXT, FS_DEPART, FS_EVENTS, FS_CLOCK };
+
+/* An open file (fi->fh). */
+struct fs_file {
+	enum fs_file_kind kind;
+	struct store_node *node;        /* counted */
+	struct store_stage *stage;      /* FS_STAGE */
+	char *text;                     /* FS_TEXT, FS_CLOCK; FS_EVENTS: the
+					 * unread rest of its last lines */
+	size_t len;
+	/* FS_EVENTS; guarded by fs->watch_lock. */
+	struct store_event_reader reader;
+	fuse_req_t waiting;             /* a parked read, or NULL */
+	size_t want;                    /* its size */
+	struct fuse_pollhandle *ph;     /* a poll waiting for data */
+	struct fs_file *wprev, *wnext;  /* fs->watchers */
+};
 
 /* The filesystem's state: one per mount, the session's userdata. */
 struct fs {
 	struct store *store;
-	uid_t mount_uid; /* may drain the root (later) */
+	uid_t mount_uid;
+	bool testclock;
+	atomic_uint_fast64_t clock_ms;  /* -o testclock: the manual clock */
+	struct fuse_session *se;
+	char *mountpoint;               /* absolute */
+
+	/* The watch threads (fs/watch.c). */
+	pthread_mutex_t watch_lock;
+	pthread_cond_t watch_cond;      /* kicks the events thread */
+	pthread_cond_t reap_cond;       /* kicks the reaper */
+	pthread_cond_t echo_cond;       /* kicks the echo thread */
+	atomic_int nwatchers;           /* open .events files */
+	bool kicked;                    /* watch_lock: events appended */
+	bool stopping;                  /* watch_lock */
+	struct fs_file *watchers;       /* watch_lock: open .events files */
+	pthread_t events_thread, reaper_thread, echo_thread;
+	bool threads;
+
+	/* The echo in flight (echo_lock): the echo thread replays one
+	 * internal removal at a time through the mount. */
+	pthread_mutex_t echo_lock;
+	_Atomic pid_t echo_tid;
+	char echo_name[NAME_MAX + 1];
+	uint64_t echo_ino;
+	bool echo_dir;
+	bool echo_armed;
 };
 
 /* The low-level operations table. */
 extern const struct fuse_lowlevel_ops fs_ops;
+
+/* fs/watch.c ----------------------------------------------------------- */
+
+/* Initialise fs's watch state (before the session exists). */
+void fs_watch_init(struct fs *fs);
+/* Start the reaper, events and echo threads (the mount is up). */
+int fs_watch_start(struct fs *fs);
+/* Stop the threads; join all but the echo thread (it may be in a syscall
+ * on the mount until the session is closed). */
+void fs_watch_stop(struct fs *fs);
+/* Join the echo thread, after fuse_session_destroy(). */
+void fs_watch_join(struct fs *fs);
+/* The store's event hook: wakes the events thread (and the echo thread
+ * after an internal transition). */
+void fs_watch_hook(void *arg, bool internal);
+
+/* The manual clock of -o testclock (store_clock callback). */
+uint64_t fs_manual_clock(void *arg);
+/* .clock written: advance by @ms and run every due expiry. */
+void fs_clock_advance(struct fs *fs, uint64_t ms);
+
+/* .events open files. */
+void fs_events_open(struct fs *fs, struct store_node *dir, struct fs_file *f);
+void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
+		    size_t size, bool nonblock);
+void fs_events_poll(fuse_req_t req, struct fs *fs, struct fs_file *f,
+		    struct fuse_pollhandle *ph);
+void fs_events_release(struct fs *fs, struct fs_file *f);
+
+/*
+ * Echoes: the echo thread removes, through the mount, a node the store
+ * already removed by itself, so the kernel raises the inotify events.
+ * fs_echo_lookup() answers a lookup of that name from the echo thread
+ * (true: replied); fs_echo_remove() answers its unlink/rmdir (true:
+ * replied) without touching the store.
+ */
+bool fs_echo_lookup(fuse_req_t req, struct fs *fs, const char *name);
+bool fs_echo_remove(fuse_req_t req, struct fs *fs, const char *name, bool dir);
 
 #endif /* STATEFS_FS_H */

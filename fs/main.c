@@ -60,6 +60,7 @@ int main(int argc, char *argv[])
 	struct parse p = { 0 };
 	struct fs fs = { 0 };
 	struct store_attr root = { 0 };
+	struct store_clock clock = { 0 };
 	char err[256];
 	int rc = 1;
 
@@ -89,8 +90,19 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "%s\n", err);
 		goto out;
 	}
-	if (store_new(&p.limits, NULL, &fs.store) != 0) {
+	/* -o testclock: the store's clock moves only through .clock. */
+	fs.testclock = p.limits.testclock;
+	clock.now_ms = fs.testclock ? fs_manual_clock : NULL;
+	clock.arg = &fs;
+	if (store_new(&p.limits, &clock, &fs.store) != 0) {
 		fprintf(stderr, "statefs: cannot make the store\n");
+		goto out;
+	}
+	fs_watch_init(&fs);
+	/* The echo thread reaches the mount by its absolute path. */
+	fs.mountpoint = realpath(opts.mountpoint, NULL);
+	if (!fs.mountpoint) {
+		fprintf(stderr, "statefs: %s: %s\n", opts.mountpoint, strerror(errno));
 		goto out;
 	}
 	/* The root belongs to whoever mounts. */
@@ -108,6 +120,11 @@ int main(int argc, char *argv[])
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out_signals;
 	fuse_daemonize(opts.foreground);
+	fs.se = se;
+	if (fs_watch_start(&fs) != 0) {
+		fprintf(stderr, "statefs: cannot start the watch threads\n");
+		goto out_unmount;
+	}
 
 	if (opts.singlethread) {
 		rc = fuse_session_loop(se);
@@ -126,15 +143,21 @@ int main(int argc, char *argv[])
 		}
 	}
 	rc = rc != 0;
+	/* Parked .events reads are answered while the session can still
+	 * carry replies; the echo thread ends once the session is closed. */
+	fs_watch_stop(&fs);
+out_unmount:
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out:
 	if (se)
 		fuse_session_destroy(se);
+	fs_watch_join(&fs);
 	if (loop)
 		fuse_loop_cfg_destroy(loop);
 	store_free(fs.store);
+	free(fs.mountpoint);
 	free(opts.mountpoint);
 	fuse_opt_free_args(&args);
 	return rc;

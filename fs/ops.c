@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,21 +39,14 @@
 #define XATTR_GENERATION "user.statefs.generation"
 #define XATTR_VERSION "user.statefs.version"
 
-enum fs_file_kind { FS_STAGE, FS_TEXT, FS_DEPART };
-
-/* An open file (fi->fh). */
-struct fs_file {
-	enum fs_file_kind kind;
-	struct store_node *node;    /* counted */
-	struct store_stage *stage;  /* FS_STAGE */
-	char *text;                 /* FS_TEXT */
-	size_t len;
-};
+#define XATTR_TTL "user.statefs.ttl"
+#define XATTR_CHILD_TTL "user.statefs.child_ttl"
 
 /* An open directory (fi->fh): its listing, taken at offset 0. */
 struct fs_dir {
 	struct store_node *node;    /* counted */
 	struct store_dirlist list;  /* store entries */
+	const struct layout_special *special[STORE_NSPECIAL];
 	size_t nspecial;            /* special files listed before them */
 };
 
@@ -144,15 +138,24 @@ static void owner_of(fuse_req_t req, mode_t mode, struct store_owner *o)
 	o->mode = mode & 07777;
 }
 
+/* Does this mount have special file @sp?  (.clock: only a test clock.) */
+static bool special_here(struct fs *fs, const struct layout_special *sp)
+{
+	return sp && (sp->slot != LAYOUT_SLOT_CLOCK || fs->testclock);
+}
+
 /* A special file named @name in directory @dir, or NULL. */
-static const struct layout_special *special_in(struct store_node *dir,
+static const struct layout_special *special_in(struct fs *fs,
+					       struct store_node *dir,
 					       const char *name)
 {
 	enum store_kind k = store_node_kind(dir);
+	const struct layout_special *sp;
 
 	if (k != STORE_ROOT && k != STORE_TENANT)
 		return NULL;
-	return layout_special_find(name, store_node_depth(dir));
+	sp = layout_special_find(name, store_node_depth(dir));
+	return special_here(fs, sp) ? sp : NULL;
 }
 
 /* Lookup ----------------------------------------------------------------- */
@@ -169,16 +172,18 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		reply_err(req, ESTALE);
 		return;
 	}
-	sp = special_in(dir, name);
+	sp = special_in(fs, dir, name);
 	if (sp)
 		rc = store_special(fs->store, dir, sp->slot, &n);
 	else
 		rc = store_lookup(fs->store, dir, name, &n);
 	if (rc == 0)
 		rc = entry_fill(fs, n, &e);
-	if (rc)
+	if (rc == -ENOENT && fs_echo_lookup(req, fs, name))
+		rc = 1; /* answered for the echo thread */
+	if (rc < 0)
 		reply_err(req, rc);
-	else
+	else if (rc == 0)
 		fuse_reply_entry(req, &e);
 	node_put(fs, n);
 	node_put(fs, dir);
@@ -267,6 +272,11 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			in.size = (uint64_t)attr->st_size;
 		}
 	}
+	/* touch renews a lease: deadline = now + ttl. */
+	if (rc == 0 && (mask & (STORE_SET_ATIME | STORE_SET_MTIME)) &&
+	    (store_node_kind(n) == STORE_CHILD ||
+	     store_node_kind(n) == STORE_PARENT))
+		rc = store_renew(fs->store, n);
 	if (rc == 0 && store_node_kind(n) == STORE_SPECIAL)
 		rc = (mask & ~(unsigned)STORE_SET_SIZE) ? -EPERM : 0;
 	else if (rc == 0 && mask)
@@ -295,7 +305,7 @@ static int dir_and_name(fuse_req_t req, fuse_ino_t ino, const char *name,
 	*dir = node_get(req, ino);
 	if (!*dir)
 		return -ESTALE;
-	if (special_in(*dir, name))
+	if (special_in(fs, *dir, name))
 		return -EEXIST;
 	return layout_name_check(name, store_limits(fs->store)->max_name);
 }
@@ -338,13 +348,16 @@ static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct store_node *dir = node_get(req, parent);
 	int rc;
 
-	if (!dir)
+	if (fs_echo_remove(req, fs, name, true))
+		rc = 1;
+	else if (!dir)
 		rc = -ESTALE;
-	else if (special_in(dir, name))
+	else if (special_in(fs, dir, name))
 		rc = -ENOTDIR;
 	else
 		rc = store_rmdir(fs->store, dir, name);
-	reply_err(req, rc);
+	if (rc <= 0)
+		reply_err(req, rc);
 	node_put(fs, dir);
 }
 
@@ -354,13 +367,16 @@ static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct store_node *dir = node_get(req, parent);
 	int rc;
 
-	if (!dir)
+	if (fs_echo_remove(req, fs, name, false))
+		rc = 1;
+	else if (!dir)
 		rc = -ESTALE;
-	else if (special_in(dir, name))
+	else if (special_in(fs, dir, name))
 		rc = -EPERM;
 	else
 		rc = store_unlink(fs->store, dir, name);
-	reply_err(req, rc);
+	if (rc <= 0)
+		reply_err(req, rc);
 	node_put(fs, dir);
 }
 
@@ -505,7 +521,7 @@ static void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = -EINVAL;
 	else if (!from)
 		rc = -ESTALE;
-	else if (special_in(from, name))
+	else if (special_in(fs, from, name))
 		rc = -EPERM;
 	else
 		rc = dir_and_name(req, newparent, newname, &to);
@@ -575,6 +591,18 @@ static int file_open_special(struct fs *fs, struct store_node *n, int flags,
 	case LAYOUT_SLOT_DEPART:
 		f->kind = FS_DEPART;
 		break;
+	case LAYOUT_SLOT_EVENTS:
+		fs_events_open(fs, dir, f);
+		break;
+	case LAYOUT_SLOT_CLOCK:
+		f->kind = FS_CLOCK;
+		rc = asprintf(&f->text, "%" PRIu64 "\n",
+			      (uint64_t)atomic_load(&fs->clock_ms)) < 0 ? -ENOMEM : 0;
+		if (rc)
+			f->text = NULL;
+		else
+			f->len = strlen(f->text);
+		break;
 	default:
 		rc = -ENOENT;
 	}
@@ -587,7 +615,8 @@ static int file_open_special(struct fs *fs, struct store_node *n, int flags,
 	store_node_ref(n);
 	fi->fh = (uintptr_t)f;
 	fi->direct_io = 1;
-	fi->nonseekable = sp->slot == LAYOUT_SLOT_DEPART;
+	fi->nonseekable = sp->slot == LAYOUT_SLOT_DEPART ||
+			  sp->slot == LAYOUT_SLOT_EVENTS;
 	return 0;
 }
 
@@ -629,7 +658,12 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		reply_err(req, EBADF);
 		return;
 	}
-	if (f->kind == FS_TEXT) {
+	if (f->kind == FS_EVENTS) {
+		fs_events_read(req, fs_of(req), f, size,
+			       (fi->flags & O_NONBLOCK) != 0);
+		return;
+	}
+	if (f->kind == FS_TEXT || f->kind == FS_CLOCK) {
 		if ((size_t)off < f->len)
 			n = (ssize_t)(f->len - (size_t)off < size ?
 				      f->len - (size_t)off : size);
@@ -655,6 +689,7 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	struct fs *fs = fs_of(req);
 	struct fs_file *f = file_of(fi);
 	char name[NAME_MAX + 1];
+	uint64_t ms;
 	ssize_t n;
 	int rc;
 
@@ -670,6 +705,12 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		if (rc == 0)
 			rc = store_depart(fs->store, store_node_tenant(f->node),
 					  name);
+		n = rc ? rc : (ssize_t)size;
+		break;
+	case FS_CLOCK:
+		rc = layout_parse_control_u64(buf, size, &ms);
+		if (rc == 0)
+			fs_clock_advance(fs, ms);
 		n = rc ? rc : (ssize_t)size;
 		break;
 	default:
@@ -711,6 +752,8 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	 * us): publish now; nobody can be told if it fails. */
 	if (f->kind == FS_STAGE)
 		(void)store_stage_publish(f->stage);
+	if (f->kind == FS_EVENTS)
+		fs_events_release(fs, f);
 	file_free(fs, f);
 	reply_err(req, 0);
 }
@@ -741,9 +784,13 @@ static void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	d->node = n; /* keeps node_get's reference */
-	while (layout_special_nth(store_node_depth(n), d->nspecial) &&
-	       (k == STORE_ROOT || k == STORE_TENANT))
-		d->nspecial++;
+	if (k == STORE_ROOT || k == STORE_TENANT) {
+		const struct layout_special *sp;
+
+		for (size_t i = 0; (sp = layout_special_nth(store_node_depth(n), i)); i++)
+			if (special_here(fs, sp) && d->nspecial < STORE_NSPECIAL)
+				d->special[d->nspecial++] = sp;
+	}
 	fi->fh = (uintptr_t)d;
 	fuse_reply_open(req, fi);
 }
@@ -766,7 +813,7 @@ static bool dir_entry(struct fs_dir *d, size_t i, const char **name,
 	}
 	i -= 2;
 	if (i < d->nspecial) {
-		sp = layout_special_nth(store_node_depth(d->node), i);
+		sp = d->special[i];
 		*name = sp->name;
 		*ino = store_node_ino(d->node) + 1 + (uint64_t)sp->slot;
 		*mode = sp->mode;
@@ -892,13 +939,30 @@ static void reply_xattr_value(fuse_req_t req, const char *val, size_t size)
 		fuse_reply_buf(req, val, len);
 }
 
+/*
+ * The extended attributes statefs keeps, by node kind:
+ *   parent: generation (read-only), ttl, child_ttl
+ *   child:  version (read-only), ttl
+ */
+static const char parent_xattrs[] =
+	XATTR_GENERATION "\0" XATTR_TTL "\0" XATTR_CHILD_TTL;
+static const char child_xattrs[] = XATTR_VERSION "\0" XATTR_TTL;
+
+static bool is_lease_node(struct store_node *n)
+{
+	return store_node_kind(n) == STORE_PARENT ||
+	       store_node_kind(n) == STORE_CHILD;
+}
+
 static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			size_t size)
 {
 	struct fs *fs = fs_of(req);
 	struct store_node *n = node_get(req, ino);
+	struct store_lease lease;
 	char val[32];
 	uint64_t v;
+	bool seconds = false;
 	int rc = -ENODATA;
 
 	if (!n)
@@ -911,8 +975,21 @@ static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	else if (strcmp(name, XATTR_VERSION) == 0 &&
 		 store_node_kind(n) == STORE_CHILD)
 		rc = store_child_version(fs->store, n, &v);
+	else if (strcmp(name, XATTR_TTL) == 0 && is_lease_node(n)) {
+		rc = store_lease_get(fs->store, n, &lease);
+		v = lease.ttl_ms;
+		seconds = true;
+	} else if (strcmp(name, XATTR_CHILD_TTL) == 0 &&
+		   store_node_kind(n) == STORE_PARENT) {
+		rc = store_lease_get(fs->store, n, &lease);
+		v = lease.child_ttl_ms;
+		seconds = true;
+	}
 	if (rc == 0) {
-		snprintf(val, sizeof(val), "%" PRIu64, v);
+		if (seconds)
+			layout_format_seconds(val, sizeof(val), v);
+		else
+			snprintf(val, sizeof(val), "%" PRIu64, v);
 		reply_xattr_value(req, val, size);
 	} else {
 		reply_err(req, rc);
@@ -933,11 +1010,11 @@ static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 		return;
 	}
 	if (store_node_kind(n) == STORE_PARENT) {
-		names = XATTR_GENERATION;
-		len = sizeof(XATTR_GENERATION);
+		names = parent_xattrs;
+		len = sizeof(parent_xattrs);
 	} else if (store_node_kind(n) == STORE_CHILD) {
-		names = XATTR_VERSION;
-		len = sizeof(XATTR_VERSION);
+		names = child_xattrs;
+		len = sizeof(child_xattrs);
 	}
 	if (size == 0)
 		fuse_reply_xattr(req, len);
@@ -951,24 +1028,56 @@ static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 			const char *value, size_t size, int flags)
 {
-	(void)ino;
-	(void)value;
-	(void)size;
+	struct fs *fs = fs_of(req);
+	struct store_node *n = node_get(req, ino);
+	bool ttl = strcmp(name, XATTR_TTL) == 0;
+	bool child_ttl = strcmp(name, XATTR_CHILD_TTL) == 0;
+	uint64_t ms;
+	int rc;
+
 	(void)flags;
-	/* The store's facts are read-only attributes; nothing else is kept. */
-	if (strcmp(name, XATTR_GENERATION) == 0 || strcmp(name, XATTR_VERSION) == 0)
-		reply_err(req, EPERM);
+	if (!n)
+		rc = -ESTALE;
+	else if (strcmp(name, XATTR_GENERATION) == 0 ||
+		 strcmp(name, XATTR_VERSION) == 0)
+		rc = -EPERM; /* the store's facts are read-only */
+	else if (!ttl && !child_ttl)
+		rc = -ENOTSUP; /* nothing else is kept */
+	else if (ttl ? !is_lease_node(n) : store_node_kind(n) != STORE_PARENT)
+		rc = -EINVAL; /* leases are for parents and children */
 	else
-		reply_err(req, ENOTSUP);
+		rc = layout_parse_seconds_value(value, size, &ms);
+	if (rc == 0)
+		rc = ttl ? store_set_ttl(fs->store, n, ms) :
+			   store_set_child_ttl(fs->store, n, ms);
+	reply_err(req, rc);
+	node_put(fs, n);
 }
 
 static void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	(void)ino;
-	if (strcmp(name, XATTR_GENERATION) == 0 || strcmp(name, XATTR_VERSION) == 0)
-		reply_err(req, EPERM);
+	if (strcmp(name, XATTR_GENERATION) == 0 || strcmp(name, XATTR_VERSION) == 0 ||
+	    strcmp(name, XATTR_TTL) == 0 || strcmp(name, XATTR_CHILD_TTL) == 0)
+		reply_err(req, EPERM); /* set 0 to remove a lease */
 	else
 		reply_err(req, ENODATA);
+}
+
+static void fs_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		    struct fuse_pollhandle *ph)
+{
+	struct fs_file *f = file_of(fi);
+
+	(void)ino;
+	if (f->kind == FS_EVENTS) {
+		fs_events_poll(req, fs_of(req), f, ph);
+		return;
+	}
+	/* Everything else is always ready, as a regular file is. */
+	if (ph)
+		fuse_pollhandle_destroy(ph);
+	fuse_reply_poll(req, POLLIN | POLLOUT | POLLRDNORM | POLLWRNORM);
 }
 
 /* The filesystem ------------------------------------------------------------------ */
@@ -1036,4 +1145,5 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.listxattr = fs_listxattr,
 	.removexattr = fs_removexattr,
 	.create = fs_create,
+	.poll = fs_poll,
 };

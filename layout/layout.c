@@ -61,6 +61,9 @@ static const struct layout_special specials[] = {
 	{ ".stats", LAYOUT_SLOT_STATS, LAYOUT_SCOPE_ROOT | LAYOUT_SCOPE_TENANT,
 	  S_IFREG | 0444 },
 	{ ".depart", LAYOUT_SLOT_DEPART, LAYOUT_SCOPE_TENANT, S_IFREG | 0200 },
+	{ ".events", LAYOUT_SLOT_EVENTS, LAYOUT_SCOPE_ROOT | LAYOUT_SCOPE_TENANT,
+	  S_IFREG | 0444 },
+	{ ".clock", LAYOUT_SLOT_CLOCK, LAYOUT_SCOPE_ROOT, S_IFREG | 0644 },
 };
 
 #define NSPECIALS (sizeof(specials) / sizeof(specials[0]))
@@ -128,6 +131,51 @@ int layout_parse_depart(const char *buf, size_t len, size_t max_name,
 	memcpy(name, buf, len);
 	name[len] = '\0';
 	return 0;
+}
+
+/* Copy a control value into a NUL-terminated buffer, dropping one
+ * trailing newline.  -EINVAL when it does not fit or holds a NUL. */
+static int control_value(const char *buf, size_t len, char *out, size_t cap)
+{
+	if (len > 0 && buf[len - 1] == '\n')
+		len--;
+	if (len == 0 || len >= cap || memchr(buf, '\0', len))
+		return -EINVAL;
+	memcpy(out, buf, len);
+	out[len] = '\0';
+	return 0;
+}
+
+int layout_parse_control_u64(const char *buf, size_t len, uint64_t *out)
+{
+	char v[32];
+	int rc = control_value(buf, len, v, sizeof(v));
+
+	return rc ? rc : layout_parse_u64(v, out);
+}
+
+int layout_parse_seconds_value(const char *buf, size_t len, uint64_t *ms)
+{
+	char v[32];
+	int rc = control_value(buf, len, v, sizeof(v));
+
+	return rc ? rc : layout_parse_seconds(v, ms);
+}
+
+size_t layout_format_seconds(char *buf, size_t cap, uint64_t ms)
+{
+	uint64_t frac = ms % 1000;
+	int n;
+
+	if (frac == 0)
+		n = snprintf(buf, cap, "%" PRIu64, ms / 1000);
+	else if (frac % 100 == 0)
+		n = snprintf(buf, cap, "%" PRIu64 ".%" PRIu64, ms / 1000, frac / 100);
+	else if (frac % 10 == 0)
+		n = snprintf(buf, cap, "%" PRIu64 ".%02" PRIu64, ms / 1000, frac / 10);
+	else
+		n = snprintf(buf, cap, "%" PRIu64 ".%03" PRIu64, ms / 1000, frac);
+	return n > 0 ? (size_t)n : 0;
 }
 
 /* .stats ------------------------------------------------------------------ */

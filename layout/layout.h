@@ -42,6 +42,8 @@ int layout_name_check(const char *name, size_t max_name);
 enum layout_slot {
 	LAYOUT_SLOT_STATS = 0,
 	LAYOUT_SLOT_DEPART = 1,
+	LAYOUT_SLOT_EVENTS = 2,
+	LAYOUT_SLOT_CLOCK = 3,   /* only with -o testclock */
 };
 
 #define LAYOUT_SCOPE_ROOT   (1u << 0)
@@ -77,6 +79,25 @@ const struct layout_special *layout_special_nth(int dir_depth, size_t i);
  */
 int layout_parse_depart(const char *buf, size_t len, size_t max_name,
 			char *name, size_t cap);
+
+/*
+ * Parse a number written to a control file (.clock): one decimal whole
+ * number, optionally followed by one '\n'.  0 or -EINVAL.
+ */
+int layout_parse_control_u64(const char *buf, size_t len, uint64_t *out);
+
+/*
+ * Parse an xattr value in seconds (user.statefs.ttl, child_ttl): the
+ * layout_parse_seconds() form, not NUL-terminated, optionally ending in
+ * one '\n'.  0 or -EINVAL.
+ */
+int layout_parse_seconds_value(const char *buf, size_t len, uint64_t *ms);
+
+/*
+ * Write @ms as seconds in the shortest form that parses back to the same
+ * value ("5", "1.5", "0.25"), NUL-terminated.  Returns the length.
+ */
+size_t layout_format_seconds(char *buf, size_t cap, uint64_t ms);
 
 /* .stats --------------------------------------------------------------- */
 

@@ -215,7 +215,7 @@ struct store {
 	size_t heap_n, heap_cap;       /* heap_lock */
 
 	struct evlog *events;
-	void (*event_hook)(void *arg);
+	void (*event_hook)(void *arg, bool internal);
 	void *event_arg;
 
 	pthread_mutex_t stripes[STRIPES];
@@ -478,7 +478,7 @@ static void lease_clear(struct store *s, struct store_node *n)
 
 /* Set when this thread appended an event; the transition wrapper calls
  * the hook once its locks are released. */
-static __thread bool event_appended;
+static __thread bool event_appended, event_internal;
 
 /*
  * Append one event line (inside the transition's critical section, so
@@ -502,16 +502,20 @@ static void emit(struct store *s, enum store_op op, bool internal,
 		.version = version,
 	};
 
-	if (evlog_append(s->events, &e))
+	if (evlog_append(s->events, &e)) {
 		event_appended = true;
+		event_internal |= internal;
+	}
 }
 
 static void event_hook_run(struct store *s)
 {
 	if (event_appended) {
-		event_appended = false;
+		bool internal = event_internal;
+
+		event_appended = event_internal = false;
 		if (s->event_hook)
-			s->event_hook(s->event_arg);
+			s->event_hook(s->event_arg, internal);
 	}
 }
 
@@ -1027,7 +1031,8 @@ static unsigned tombs_reap(struct store *s, uint64_t now, unsigned budget)
 {
 	unsigned done = 0;
 
-	for (unsigned tries = 0; done < budget && tries < 2 * budget; tries++) {
+	for (uint64_t tries = 0; done < budget && tries < 2 * (uint64_t)budget;
+	     tries++) {
 		struct tomb *tb;
 		struct tenant *t;
 		bool due;
@@ -2070,13 +2075,16 @@ static int do_create(struct store *s, struct store_node *parent, const char *nam
 	meta_init(&c->meta, owner);
 retry:
 	lock(&p->lock);
-	old = link_find_locked(p, name, now, &expired);
+	/* Through a departed or expired parent nothing happens, not even
+	 * the reaping of what it held. */
+	old = gone(&p->node, now) ? NULL :
+		link_find_locked(p, name, now, &expired);
 	if (expired) {
 		unlock(&p->lock);
 		expired_reap(s, &expired, now);
 		goto retry;
 	}
-	if (old && !gone(&p->node, now)) {
+	if (old) {
 		rc = excl ? -EEXIST : 0;
 		if (rc == 0) {
 			*out = &old->child->node;
@@ -2824,6 +2832,7 @@ int store_lease_get(struct store *s, struct store_node *n, struct store_lease *o
 {
 	struct parent *p = as_parent(n);
 	struct child *c = as_child(n);
+	int rc;
 
 	memset(out, 0, sizeof(*out));
 	if (!p && !c)
@@ -2834,8 +2843,12 @@ int store_lease_get(struct store *s, struct store_node *n, struct store_lease *o
 	out->ttl_ms = p ? p->ttl_ms : c->ttl_ms;
 	out->child_ttl_ms = p ? p->child_ttl_ms : 0;
 	out->deadline_ms = atomic_load(&n->deadline);
+	/* Removed since the check: its lease was cleared with it. */
+	rc = is_dead(n) ? -ESTALE : 0;
 	unlock(p ? &p->lock : stripe(s, c));
-	return 0;
+	if (rc)
+		memset(out, 0, sizeof(*out));
+	return rc;
 }
 
 /*
@@ -2912,7 +2925,8 @@ unsigned store_expire(struct store *s, unsigned budget)
 	unsigned done = 0;
 
 	world_enter(s);
-	for (unsigned tries = 0; done < budget && tries < 2 * budget; tries++) {
+	for (uint64_t tries = 0; done < budget && tries < 2 * (uint64_t)budget;
+	     tries++) {
 		struct store_node *n = NULL;
 
 		lock(&s->heap_lock);
@@ -2974,7 +2988,8 @@ int store_events_next(struct store *s, struct store_event_reader *r,
 	return evlog_next(s->events, r, ev);
 }
 
-void store_set_event_hook(struct store *s, void (*hook)(void *arg), void *arg)
+void store_set_event_hook(struct store *s, void (*hook)(void *arg, bool internal),
+			  void *arg)
 {
 	s->event_hook = hook;
 	s->event_arg = arg;

@@ -522,11 +522,14 @@ int store_events_next(struct store *s, struct store_event_reader *r,
 void store_event_free(struct store_event *ev);
 
 /*
- * Called after every append, outside the store's locks but before the
- * transition returns, so a waiting reader can be woken.  It must not
- * call into the store or the mount.  Set once, before the store is used.
+ * Called after a transition that appended events, outside the store's
+ * locks but before the transition returns, so a waiting reader can be
+ * woken; @internal says one of them was internal (an expiry, a
+ * .depart).  It must not call into the store or the mount.  Set once,
+ * before the store is used.
  */
-void store_set_event_hook(struct store *s, void (*hook)(void *arg), void *arg);
+void store_set_event_hook(struct store *s, void (*hook)(void *arg, bool internal),
+			  void *arg);
 
 /* Observability --------------------------------------------------------- */
 

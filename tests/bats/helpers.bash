@@ -179,3 +179,93 @@ gauges() {
 as_nobody() {
 	setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"
 }
+
+# --- Leases, the event stream and inotify (leases/events/watch suites) ---
+#
+#   advance MS                  move the manual clock (-o testclock) MS ms on
+#   clock_ms                    the manual clock's reading, in ms
+#   ttl PATH / child_ttl PATH   user.statefs.ttl / .child_ttl, in seconds
+#   set_ttl S PATH              setfattr user.statefs.ttl
+#   evlines OP T P C G V ...    the expected event lines without their
+#                               sequence numbers (6 fields a line, tabs)
+#   events_bg OUT N [DIR]       open DIR/.events (default $MNT) now, then copy
+#                               its next N lines to OUT in the background
+#                               (gives up after 5 s); events_wait waits
+#   watch_start OUT DIR [OPTS]  inotifywait -m DIR in the background, "%e %f"
+#                               lines to OUT; returns once watches are set
+#   wait_line FILE LINE [SECS]  wait (default 3 s) until FILE has LINE
+#   bg_stop                     stop every background reader of this test
+#   bg_teardown                 teardown for suites with background readers
+
+# Background processes (readers, watchers) of the current test.
+BG_PIDS=()
+
+advance() {
+	echo "$1" >"$MNT/.clock"
+}
+clock_ms() {
+	cat "$MNT/.clock"
+}
+ttl() { xattr user.statefs.ttl "$1"; }
+child_ttl() { xattr user.statefs.child_ttl "$1"; }
+set_ttl() {
+	setfattr -n user.statefs.ttl -v "$1" -- "$2"
+}
+
+evlines() {
+	printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$@"
+}
+
+events_bg() {
+	local out=$1 n=$2 dir=${3:-$MNT}
+	# Opened here, synchronously: the reader starts at this point.
+	exec 9<"$dir/.events" || return 1
+	timeout 5 head -n "$n" <&9 >"$out" 2>"$out.err" 9<&- 3>&- &
+	BG_PIDS+=($!)
+	exec 9<&-
+}
+
+events_wait() {
+	local p
+	for p in "${BG_PIDS[@]}"; do
+		wait "$p" 2>/dev/null || true
+	done
+	BG_PIDS=()
+}
+
+watch_start() {
+	local out=$1 dir=$2 i
+	shift 2
+	inotifywait -m --format '%e %f' "$@" "$dir" >"$out" 2>"$out.err" 3>&- &
+	BG_PIDS+=($!)
+	for i in $(seq 100); do
+		grep -q 'Watches established' "$out.err" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	fail "inotifywait $dir did not start: $(cat "$out.err")"
+}
+
+wait_line() {
+	local file=$1 line=$2 secs=${3:-3} i
+	for i in $(seq $((secs * 20))); do
+		grep -qxF -- "$line" "$file" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	fail "no line '$line' in $file within $secs s; it has:
+$(cat "$file")"
+}
+
+bg_stop() {
+	local p
+	for p in "${BG_PIDS[@]}"; do
+		kill "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	BG_PIDS=()
+}
+
+bg_teardown() {
+	bg_stop
+	exec 5>&- 6>&- 7>&- 8>&- 9>&-
+	statefs_unmount
+}

@@ -8,12 +8,12 @@ setup() {
 	statefs_mount
 }
 
-@test "ls -a lists .stats at the root and .stats and .depart in a tenant; plain ls hides them" {
+@test "ls -a lists .stats and .events at the root and .stats, .depart and .events in a tenant; plain ls hides them" {
 	mkdir "$MNT/t"
 	run ls -A "$MNT"
-	assert_output $'.stats\nt'
+	assert_output $'.events\n.stats\nt'
 	run ls -A "$MNT/t"
-	assert_output $'.depart\n.stats'
+	assert_output $'.depart\n.events\n.stats'
 	run ls "$MNT/t"
 	assert_output ''
 }
@@ -231,7 +231,7 @@ EOF
 	run stat_of instance
 	refute_output "$first"
 	run ls -A "$MNT"
-	assert_output .stats
+	assert_output $'.events\n.stats'
 	run stat_of children
 	assert_output 0
 }

@@ -177,12 +177,16 @@ static void test_special_nth(void **state)
 {
 	(void)state;
 	assert_string_equal(layout_special_nth(LAYOUT_ROOT, 0)->name, ".stats");
-	assert_null(layout_special_nth(LAYOUT_ROOT, 1));
+	assert_string_equal(layout_special_nth(LAYOUT_ROOT, 1)->name, ".events");
+	assert_string_equal(layout_special_nth(LAYOUT_ROOT, 2)->name, ".clock");
+	assert_null(layout_special_nth(LAYOUT_ROOT, 3));
 	assert_string_equal(layout_special_nth(LAYOUT_TENANT, 0)->name,
 			    ".stats");
 	assert_string_equal(layout_special_nth(LAYOUT_TENANT, 1)->name,
 			    ".depart");
-	assert_null(layout_special_nth(LAYOUT_TENANT, 2));
+	assert_string_equal(layout_special_nth(LAYOUT_TENANT, 2)->name,
+			    ".events");
+	assert_null(layout_special_nth(LAYOUT_TENANT, 3));
 	assert_null(layout_special_nth(LAYOUT_TENANT, (size_t)-1));
 }
 

@@ -2272,6 +2272,43 @@ static void test_stats_counters(void **state)
 	check_ok(c);
 }
 
+static void test_default_ttl_expires_child(void **state)
+{
+	struct ctx *c = *state;
+	struct store_limits l;
+	struct store_node *t, *p, *a;
+	struct store_stats s;
+	struct store_attr at;
+	int rc;
+
+	store_limits_default(&l);
+	l.default_ttl_ms = 1000;
+	reopen(c, &l);
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	fake_clock_advance(&c->clk, 999);
+	assert_int_equal(lookup_rc(c, p, "a"), 0);
+	fake_clock_advance(&c->clk, 2);
+	/* Past its deadline a child is never visible, reaped or not. */
+	assert_int_equal(lookup_rc(c, p, "a"), -ENOENT);
+	assert_list(c, p, "");
+	rc = store_getattr(c->s, a, &at);
+	assert_true(rc == -ESTALE || rc == -ENOENT);
+	/* The name is free again. */
+	assert_int_equal(create_rc(c, p, "a", true), 0);
+	s = stats(c, NULL);
+	assert_int_equal(s.expiries, 1);
+	assert_int_equal(s.children, 1);
+	assert_int_equal(s.links, 1);
+
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
 /* The inode table -------------------------------------------------------- */
 
 static void test_ino_table_remember_forget(void **state)
@@ -2466,6 +2503,7 @@ int main(void)
 		T(test_max_children_counts_states),
 		T(test_list_insertion_order),
 		T(test_stats_counters),
+		T(test_default_ttl_expires_child),
 		T(test_ino_table_remember_forget),
 		T(test_ino_get_unknown_numbers),
 		T(test_special_nodes),

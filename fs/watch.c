@@ -1,0 +1,554 @@
+/*
+ * watch.c - what statefs does when nobody calls in.
+ *
+ * Three threads, none of them a request handler, none holding a store
+ * lock when they call into the kernel:
+ *
+ *  - the reaper sleeps until the store's next deadline (at most
+ *    REAP_TICK_MS) and runs store_expire() in bounded passes, so leases
+ *    end on time with nobody touching the mount.  Under -o testclock the
+ *    clock only moves through .clock, which runs the expiries itself.
+ *
+ *  - the events thread answers parked .events reads and polls.  A read
+ *    with nothing pending is parked (no worker thread waits for it); the
+ *    store's event hook kicks this thread after each transition, and it
+ *    replies from here.  An interrupted read is answered EINTR.
+ *
+ *  - the echo thread follows the store's event log and, for each removal
+ *    the store made by itself (an expiry, a .depart), removes the same
+ *    name through the mount.  The kernel then raises the inotify events a
+ *    watcher of the directory expects (FUSE notifications raise none in
+ *    the parent directory on this kernel) and drops its cached entry.
+ *    The echo's requests are recognised by the thread id and answered
+ *    from the echo record without touching the store, so an echo can never
+ *    remove anything; an echo is skipped when a newer incarnation owns
+ *    the name already.
+ *
+ * Lock order: watch_lock and echo_lock are leaves of fs/ and never held
+ * across a reply or a call into the store that may wait long.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+
+#define FUSE_SUPER_MAGIC 0x65735546
+#define REAP_TICK_MS 250
+#define REAP_BUDGET 4096
+#define EVENTS_CHUNK 65536
+
+void fs_watch_init(struct fs *fs)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&fs->watch_lock, NULL);
+	pthread_mutex_init(&fs->echo_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&fs->watch_cond, &ca);
+	pthread_cond_init(&fs->reap_cond, &ca);
+	pthread_cond_init(&fs->echo_cond, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+uint64_t fs_manual_clock(void *arg)
+{
+	return atomic_load(&((struct fs *)arg)->clock_ms);
+}
+
+void fs_watch_hook(void *arg, bool internal)
+{
+	struct fs *fs = arg;
+
+	/* Cheap when nobody watches: a transition pays one atomic load. */
+	if (!internal && atomic_load(&fs->nwatchers) == 0)
+		return;
+	pthread_mutex_lock(&fs->watch_lock);
+	fs->kicked = true;
+	pthread_cond_signal(&fs->watch_cond);
+	if (internal)
+		pthread_cond_signal(&fs->echo_cond);
+	pthread_mutex_unlock(&fs->watch_lock);
+}
+
+/* Reaper ---------------------------------------------------------------- */
+
+static void reap_all(struct fs *fs)
+{
+	while (store_expire(fs->store, REAP_BUDGET) == REAP_BUDGET)
+		;
+}
+
+void fs_clock_advance(struct fs *fs, uint64_t ms)
+{
+	atomic_fetch_add(&fs->clock_ms, ms);
+	reap_all(fs);
+}
+
+static void *reaper_main(void *arg)
+{
+	struct fs *fs = arg;
+
+	pthread_mutex_lock(&fs->watch_lock);
+	while (!fs->stopping) {
+		struct timespec ts;
+		uint64_t now, next, wait_ms = REAP_TICK_MS;
+
+		pthread_mutex_unlock(&fs->watch_lock);
+		if (!fs->testclock) {
+			reap_all(fs);
+			now = store_now_ms(fs->store);
+			next = store_next_deadline(fs->store);
+			if (next > now && next - now < wait_ms)
+				wait_ms = next - now;
+		}
+		pthread_mutex_lock(&fs->watch_lock);
+		if (fs->stopping)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += (time_t)(wait_ms / 1000);
+		ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&fs->reap_cond, &fs->watch_lock, &ts);
+	}
+	pthread_mutex_unlock(&fs->watch_lock);
+	return NULL;
+}
+
+/* .events ----------------------------------------------------------------- */
+
+void fs_events_open(struct fs *fs, struct store_node *dir, struct fs_file *f)
+{
+	bool tenant = store_node_kind(dir) == STORE_TENANT;
+
+	f->kind = FS_EVENTS;
+	pthread_mutex_lock(&fs->watch_lock);
+	store_events_open(fs->store, tenant ? dir : NULL, &f->reader);
+	f->wnext = fs->watchers;
+	f->wprev = NULL;
+	if (fs->watchers)
+		fs->watchers->wprev = f;
+	fs->watchers = f;
+	atomic_fetch_add(&fs->nwatchers, 1);
+	pthread_mutex_unlock(&fs->watch_lock);
+}
+
+/* Has @f something to read (watch_lock held)? */
+static bool events_ready(struct fs *fs, struct fs_file *f)
+{
+	return f->len > 0 || store_events_pending(fs->store, &f->reader);
+}
+
+/*
+ * Move up to @size bytes @f may read now into a new buffer (watch_lock
+ * held).  Lines come from the store whole; what a small read (bash's
+ * `read` takes one byte at a time) leaves of them waits in f->text.
+ */
+static size_t events_take(struct fs *fs, struct fs_file *f, size_t size,
+			  char **out)
+{
+	size_t n;
+
+	*out = NULL;
+	if (f->len == 0 && store_events_pending(fs->store, &f->reader)) {
+		if (!f->text)
+			f->text = malloc(EVENTS_CHUNK);
+		if (f->text)
+			f->len = store_events_read(fs->store, &f->reader,
+						   f->text, EVENTS_CHUNK);
+	}
+	if (f->len == 0 || size == 0)
+		return 0;
+	n = f->len < size ? f->len : size;
+	*out = malloc(n);
+	if (!*out)
+		return 0;
+	memcpy(*out, f->text, n);
+	memmove(f->text, f->text + n, f->len - n);
+	f->len -= n;
+	return n;
+}
+
+/* A parked read was interrupted (the reader got a signal). */
+static void events_interrupted(fuse_req_t req, void *data)
+{
+	struct fs_file *f = data;
+	struct fs *fs = fuse_req_userdata(req);
+	bool mine = false;
+
+	pthread_mutex_lock(&fs->watch_lock);
+	if (f->waiting == req) {
+		f->waiting = NULL;
+		mine = true;
+	}
+	pthread_mutex_unlock(&fs->watch_lock);
+	if (mine)
+		fuse_reply_err(req, EINTR);
+}
+
+void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
+		    size_t size, bool nonblock)
+{
+	char *buf;
+	size_t n;
+
+	pthread_mutex_lock(&fs->watch_lock);
+	n = events_take(fs, f, size, &buf);
+	if (n == 0 && !nonblock && !f->waiting) {
+		/* Park it: the events thread replies when a line comes. */
+		f->waiting = req;
+		f->want = size;
+		pthread_mutex_unlock(&fs->watch_lock);
+		fuse_req_interrupt_func(req, events_interrupted, f);
+		return;
+	}
+	pthread_mutex_unlock(&fs->watch_lock);
+	if (n)
+		fuse_reply_buf(req, buf, n);
+	else
+		fuse_reply_err(req, nonblock ? EAGAIN : EBUSY);
+	free(buf);
+}
+
+void fs_events_poll(fuse_req_t req, struct fs *fs, struct fs_file *f,
+		    struct fuse_pollhandle *ph)
+{
+	struct fuse_pollhandle *drop = ph;
+	unsigned revents = 0;
+
+	pthread_mutex_lock(&fs->watch_lock);
+	if (events_ready(fs, f)) {
+		revents = POLLIN | POLLRDNORM;
+	} else if (ph) {
+		/* Keep the newest handle: notified when a line comes. */
+		drop = f->ph;
+		f->ph = ph;
+	}
+	pthread_mutex_unlock(&fs->watch_lock);
+	if (drop)
+		fuse_pollhandle_destroy(drop);
+	fuse_reply_poll(req, revents);
+}
+
+void fs_events_release(struct fs *fs, struct fs_file *f)
+{
+	struct fuse_pollhandle *ph;
+
+	pthread_mutex_lock(&fs->watch_lock);
+	if (f->wprev)
+		f->wprev->wnext = f->wnext;
+	else
+		fs->watchers = f->wnext;
+	if (f->wnext)
+		f->wnext->wprev = f->wprev;
+	ph = f->ph;
+	f->ph = NULL;
+	atomic_fetch_sub(&fs->nwatchers, 1);
+	pthread_mutex_unlock(&fs->watch_lock);
+	if (ph)
+		fuse_pollhandle_destroy(ph);
+}
+
+/* One reply or poll notification the events thread owes. */
+struct owed {
+	fuse_req_t req;
+	char *buf;
+	size_t len;
+	struct fuse_pollhandle *ph;
+};
+
+static void *events_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct owed *owed = NULL;
+	size_t cap = 0;
+
+	pthread_mutex_lock(&fs->watch_lock);
+	for (;;) {
+		size_t n = 0;
+
+		while (!fs->kicked && !fs->stopping)
+			pthread_cond_wait(&fs->watch_cond, &fs->watch_lock);
+		if (fs->stopping)
+			break;
+		fs->kicked = false;
+		for (struct fs_file *f = fs->watchers; f; f = f->wnext) {
+			struct owed o = { 0 };
+
+			if (f->waiting) {
+				o.len = events_take(fs, f, f->want, &o.buf);
+				if (o.len) {
+					o.req = f->waiting;
+					f->waiting = NULL;
+				}
+			}
+			if (f->ph && events_ready(fs, f)) {
+				o.ph = f->ph;
+				f->ph = NULL;
+			}
+			if (!o.req && !o.ph)
+				continue;
+			if (n == cap) {
+				size_t ncap = cap ? cap * 2 : 16;
+				struct owed *no = realloc(owed, ncap * sizeof(*no));
+
+				if (!no) {
+					free(o.buf);
+					continue;
+				}
+				owed = no;
+				cap = ncap;
+			}
+			owed[n++] = o;
+		}
+		/* Reply with no lock held. */
+		pthread_mutex_unlock(&fs->watch_lock);
+		for (size_t i = 0; i < n; i++) {
+			if (owed[i].req)
+				fuse_reply_buf(owed[i].req, owed[i].buf, owed[i].len);
+			free(owed[i].buf);
+			if (owed[i].ph) {
+				fuse_lowlevel_notify_poll(owed[i].ph);
+				fuse_pollhandle_destroy(owed[i].ph);
+			}
+		}
+		pthread_mutex_lock(&fs->watch_lock);
+	}
+	/* Unmounting: answer what is still parked. */
+	for (struct fs_file *f = fs->watchers; f; f = f->wnext) {
+		if (f->waiting) {
+			fuse_reply_err(f->waiting, EINTR);
+			f->waiting = NULL;
+		}
+	}
+	pthread_mutex_unlock(&fs->watch_lock);
+	free(owed);
+	return NULL;
+}
+
+/* Echoes -------------------------------------------------------------------- */
+
+static bool from_echo(fuse_req_t req, struct fs *fs)
+{
+	return fuse_req_ctx(req)->pid == atomic_load(&fs->echo_tid);
+}
+
+bool fs_echo_lookup(fuse_req_t req, struct fs *fs, const char *name)
+{
+	struct fuse_entry_param e = { 0 };
+	bool mine;
+
+	if (!from_echo(req, fs))
+		return false;
+	pthread_mutex_lock(&fs->echo_lock);
+	mine = fs->echo_armed && strcmp(fs->echo_name, name) == 0;
+	if (mine) {
+		/* The node is gone from the store: the kernel gets an entry
+		 * for the old inode number only so it can remove it.  It
+		 * never reaches the store: any use answers ESTALE. */
+		e.ino = fs->echo_ino;
+		e.generation = 1;
+		e.attr.st_ino = fs->echo_ino;
+		e.attr.st_mode = fs->echo_dir ? S_IFDIR | 0755 : S_IFREG | 0644;
+		e.attr.st_nlink = 1;
+	}
+	pthread_mutex_unlock(&fs->echo_lock);
+	if (mine)
+		fuse_reply_entry(req, &e);
+	return mine;
+}
+
+bool fs_echo_remove(fuse_req_t req, struct fs *fs, const char *name, bool dir)
+{
+	bool mine;
+
+	if (!from_echo(req, fs))
+		return false;
+	pthread_mutex_lock(&fs->echo_lock);
+	mine = fs->echo_armed && fs->echo_dir == dir &&
+	       strcmp(fs->echo_name, name) == 0;
+	if (mine)
+		fs->echo_armed = false;
+	pthread_mutex_unlock(&fs->echo_lock);
+	if (mine)
+		fuse_reply_err(req, 0);
+	return mine;
+}
+
+/* Does a live node own @tenant/@parent[/@child] now? */
+static bool name_live(struct fs *fs, const struct store_event *ev, bool dir)
+{
+	struct store_node *t = NULL, *p = NULL, *c = NULL;
+	bool live;
+
+	live = store_lookup(fs->store, store_root(fs->store), ev->tenant, &t) == 0 &&
+	       store_lookup(fs->store, t, ev->parent, &p) == 0 &&
+	       (dir || store_lookup(fs->store, p, ev->child, &c) == 0);
+	if (c)
+		store_node_unref(fs->store, c);
+	if (p)
+		store_node_unref(fs->store, p);
+	if (t)
+		store_node_unref(fs->store, t);
+	return live;
+}
+
+/* Replay one internal removal through the mount. */
+static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
+{
+	bool dir = ev->kind == STORE_PARENT;
+	const char *name = dir ? ev->parent : ev->child;
+	char path[3 * (NAME_MAX + 1)];
+
+	if (!ev->internal || ev->ino == 0 || !*name || strlen(name) > NAME_MAX)
+		return;
+	if (ev->op != STORE_OP_EXPIRE && ev->op != STORE_OP_DEPART &&
+	    ev->op != STORE_OP_DRAIN)
+		return;
+	if (name_live(fs, ev, dir))
+		return; /* a newer incarnation owns the name: no echo */
+	if (dir)
+		snprintf(path, sizeof(path), "%s/%s", ev->tenant, ev->parent);
+	else
+		snprintf(path, sizeof(path), "%s/%s/%s", ev->tenant, ev->parent,
+			 ev->child);
+	pthread_mutex_lock(&fs->echo_lock);
+	snprintf(fs->echo_name, sizeof(fs->echo_name), "%s", name);
+	fs->echo_ino = ev->ino;
+	fs->echo_dir = dir;
+	fs->echo_armed = true;
+	pthread_mutex_unlock(&fs->echo_lock);
+	/* Failure is fine: the directory may be gone too (a cascade). */
+	(void)unlinkat(rootfd, path, dir ? AT_REMOVEDIR : 0);
+	pthread_mutex_lock(&fs->echo_lock);
+	fs->echo_armed = false;
+	pthread_mutex_unlock(&fs->echo_lock);
+}
+
+/*
+ * Open the root of this mount, for one echo.  No descriptor is kept
+ * between echoes: an open one would make `fusermount3 -u` fail with
+ * EBUSY.  After an unmount the path names the directory underneath, so
+ * the root must be a FUSE root (inode 1) on the device this thread saw
+ * first.
+ */
+static int mount_root(struct fs *fs, dev_t *dev)
+{
+	struct statfs sf;
+	struct stat st;
+	int fd = open(fs->mountpoint, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+
+	if (fd < 0)
+		return -1;
+	if (fstatfs(fd, &sf) != 0 || sf.f_type != FUSE_SUPER_MAGIC ||
+	    fstat(fd, &st) != 0 || st.st_ino != STORE_ROOT_INO ||
+	    (*dev && st.st_dev != *dev)) {
+		close(fd);
+		return -1;
+	}
+	*dev = st.st_dev;
+	return fd;
+}
+
+static void *echo_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct store_event_reader r;
+	dev_t dev = 0;
+
+	store_events_open(fs->store, NULL, &r);
+	r.window = STORE_EVENT_LOG;
+	atomic_store(&fs->echo_tid, gettid());
+	for (;;) {
+		struct store_event ev;
+		int rc;
+
+		pthread_mutex_lock(&fs->watch_lock);
+		while (!fs->stopping && !store_events_pending(fs->store, &r)) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += 1;
+			/* Kicked by the hook after an internal transition. */
+			pthread_cond_timedwait(&fs->echo_cond, &fs->watch_lock, &ts);
+		}
+		if (fs->stopping) {
+			pthread_mutex_unlock(&fs->watch_lock);
+			break;
+		}
+		pthread_mutex_unlock(&fs->watch_lock);
+		rc = store_events_next(fs->store, &r, &ev);
+		if (rc != 1)
+			continue;
+		if (ev.internal && ev.ino) {
+			int rootfd = mount_root(fs, &dev);
+
+			if (rootfd >= 0) {
+				echo_one(fs, rootfd, &ev);
+				close(rootfd);
+			}
+		}
+		store_event_free(&ev);
+	}
+	return NULL;
+}
+
+int fs_watch_start(struct fs *fs)
+{
+	store_set_event_hook(fs->store, fs_watch_hook, fs);
+	if (pthread_create(&fs->reaper_thread, NULL, reaper_main, fs))
+		return -EAGAIN;
+	if (pthread_create(&fs->events_thread, NULL, events_main, fs)) {
+		pthread_mutex_lock(&fs->watch_lock);
+		fs->stopping = true;
+		pthread_cond_broadcast(&fs->reap_cond);
+		pthread_mutex_unlock(&fs->watch_lock);
+		pthread_join(fs->reaper_thread, NULL);
+		return -EAGAIN;
+	}
+	if (pthread_create(&fs->echo_thread, NULL, echo_main, fs)) {
+		fs->threads = true;
+		fs_watch_stop(fs);
+		fs->threads = false;
+		return -EAGAIN;
+	}
+	fs->threads = true;
+	return 0;
+}
+
+void fs_watch_stop(struct fs *fs)
+{
+	pthread_mutex_lock(&fs->watch_lock);
+	fs->stopping = true;
+	pthread_cond_broadcast(&fs->watch_cond);
+	pthread_cond_broadcast(&fs->reap_cond);
+	pthread_cond_broadcast(&fs->echo_cond);
+	pthread_mutex_unlock(&fs->watch_lock);
+	if (!fs->threads)
+		return;
+	/* These answer parked reads, so they go while the session can
+	 * still carry replies. */
+	pthread_join(fs->reaper_thread, NULL);
+	pthread_join(fs->events_thread, NULL);
+}
+
+void fs_watch_join(struct fs *fs)
+{
+	/* The echo thread may wait in a syscall on the mount: the caller
+	 * has closed the session, which ends that syscall. */
+	if (fs->threads)
+		pthread_join(fs->echo_thread, NULL);
+	fs->threads = false;
+}

@@ -1,0 +1,2531 @@
+/*
+ * test_leases.c - unit tests of the store's leases (TTL), its reaper and
+ * its event log, single-threaded, with a fake monotonic clock.
+ *
+ * What is checked is what CONTRACT.md (s.4 Leases, s.6 Watching), seed
+ * 001 ("Time and cleanup") and store.h promise:
+ *
+ *  - a lease gives a deadline = now + ttl on the injected clock; renewal
+ *    moves it, ttl 0 removes it; child_ttl of a parent (else default_ttl)
+ *    is what a new child starts with;
+ *  - a node is never visible or usable once now >= its deadline, reaped or
+ *    not, and its name is free at once; the reaper (store_expire) removes
+ *    due nodes oldest deadline first, within its budget, and ages out
+ *    tombstones; store_next_deadline says when it should run next;
+ *  - a parent expiring leaves as by rmdir (cascade, tombstone, rejoin at
+ *    generation + 1); a state expiring ends whatever links reach it;
+ *  - the event log: one line per transition, in the documented format,
+ *    strictly increasing sequence numbers, tenant scope, overflow, the
+ *    event hook and the watcher view (store_events_next).
+ *
+ * Every test gets a fresh store (setup) and its teardown asserts
+ * store_check_all() == 0 before freeing it.  Every node pointer the store
+ * hands out carries a reference that the test drops; ASan's leak checker
+ * catches the ones we forget.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "store/store.h"
+#include "tests/unit/unit.h"
+
+struct ctx {
+	struct store *s;
+	struct fake_clock clk;
+	struct store_limits lim;
+	unsigned long hooks;    /* event hook calls on this store */
+	unsigned long hooks_internal; /* ... with internal = true */
+};
+
+static const struct store_owner DOWN = { 1000, 1000, 0755 }; /* dirs */
+static const struct store_owner FOWN = { 1000, 1000, 0644 }; /* files */
+
+/* One expected event line without its sequence number. */
+#define EV(op, t, p, c, g, v) op "\t" t "\t" p "\t" c "\t" g "\t" v "\n"
+
+/* Helpers ------------------------------------------------------------- */
+
+static void check_ok(struct ctx *c)
+{
+	char why[256] = "";
+	int rc = store_check_all(c->s, why, sizeof why);
+
+	if (rc != 0)
+		fail_msg("store_check_all: %d (%s)", rc, why);
+}
+
+static void hook_count(void *arg, bool internal)
+{
+	struct ctx *c = arg;
+
+	c->hooks++;
+	c->hooks_internal += internal;
+}
+
+static int open_store(struct ctx *c, const struct store_limits *l)
+{
+	struct store_clock clock = { fake_clock_now, &c->clk };
+	int rc;
+
+	c->lim = *l;
+	c->hooks = c->hooks_internal = 0;
+	rc = store_new(&c->lim, &clock, &c->s);
+	if (rc == 0)
+		store_set_event_hook(c->s, hook_count, c);
+	return rc;
+}
+
+static int setup(void **state)
+{
+	struct ctx *c = calloc(1, sizeof *c);
+	struct store_limits l;
+
+	if (!c)
+		return -1;
+	c->clk.now_ms = 1000000; /* not 0: a store must not treat 0 specially */
+	store_limits_default(&l);
+	if (open_store(c, &l) != 0) {
+		free(c);
+		return -1;
+	}
+	*state = c;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct ctx *c = *state;
+	char why[256] = "";
+	int rc = 0;
+
+	if (c->s) {
+		rc = store_check_all(c->s, why, sizeof why);
+		if (rc != 0)
+			print_error("teardown: store_check_all: %d (%s)\n", rc,
+				    why);
+		store_free(c->s);
+	}
+	free(c);
+	return rc == 0 ? 0 : -1;
+}
+
+/* Replace the test's store with one made from @l (after checking it). */
+static void reopen(struct ctx *c, const struct store_limits *l)
+{
+	check_ok(c);
+	store_free(c->s);
+	c->s = NULL;
+	assert_int_equal(open_store(c, l), 0);
+}
+
+static uint64_t now(struct ctx *c)
+{
+	return c->clk.now_ms;
+}
+
+static void advance(struct ctx *c, uint64_t ms)
+{
+	fake_clock_advance(&c->clk, ms);
+}
+
+static struct store_node *root(struct ctx *c)
+{
+	return store_root(c->s);
+}
+
+static struct store_node *mk(struct ctx *c, struct store_node *dir,
+			     const char *name)
+{
+	struct store_node *n = NULL;
+	int rc = store_mkdir(c->s, dir, name, &DOWN, &n);
+
+	if (rc != 0)
+		fail_msg("store_mkdir(%s): %d", name, rc);
+	assert_non_null(n);
+	return n;
+}
+
+static struct store_node *cr(struct ctx *c, struct store_node *parent,
+			     const char *name)
+{
+	struct store_node *n = NULL;
+	bool created = false;
+	int rc = store_create(c->s, parent, name, &FOWN, true, &n, &created);
+
+	if (rc != 0)
+		fail_msg("store_create(%s): %d", name, rc);
+	assert_non_null(n);
+	assert_true(created);
+	return n;
+}
+
+static void put(struct ctx *c, struct store_node *n)
+{
+	store_node_unref(c->s, n);
+}
+
+static struct store_node *lk(struct ctx *c, struct store_node *dir,
+			     const char *name)
+{
+	struct store_node *n = NULL;
+	int rc = store_lookup(c->s, dir, name, &n);
+
+	if (rc != 0)
+		fail_msg("store_lookup(%s): %d", name, rc);
+	assert_non_null(n);
+	return n;
+}
+
+static int lookup_rc(struct ctx *c, struct store_node *dir, const char *name)
+{
+	struct store_node *n = NULL;
+	int rc = store_lookup(c->s, dir, name, &n);
+
+	if (rc == 0) {
+		assert_non_null(n);
+		put(c, n);
+	}
+	return rc;
+}
+
+static int create_rc(struct ctx *c, struct store_node *parent,
+		     const char *name, bool excl)
+{
+	struct store_node *n = NULL;
+	bool created = false;
+	int rc = store_create(c->s, parent, name, &FOWN, excl, &n, &created);
+
+	if (rc == 0) {
+		assert_non_null(n);
+		put(c, n);
+	}
+	return rc;
+}
+
+static int mkdir_rc(struct ctx *c, struct store_node *dir, const char *name)
+{
+	struct store_node *n = NULL;
+	int rc = store_mkdir(c->s, dir, name, &DOWN, &n);
+
+	if (rc == 0) {
+		assert_non_null(n);
+		put(c, n);
+	}
+	return rc;
+}
+
+static uint64_t ino_of_lookup(struct ctx *c, struct store_node *dir,
+			      const char *name)
+{
+	struct store_node *n = lk(c, dir, name);
+	uint64_t ino = store_node_ino(n);
+
+	put(c, n);
+	return ino;
+}
+
+static int getattr_rc(struct ctx *c, struct store_node *n)
+{
+	struct store_attr a;
+
+	return store_getattr(c->s, n, &a);
+}
+
+static void publish(struct ctx *c, struct store_node *child,
+		    enum store_stage_mode mode, const char *data)
+{
+	struct store_stage *st = NULL;
+	size_t len = strlen(data);
+
+	assert_int_equal(store_stage_open(c->s, child, mode, &st), 0);
+	if (len)
+		assert_int_equal(store_stage_write(st, data, len, 0),
+				 (ssize_t)len);
+	assert_int_equal(store_stage_publish(st), 0);
+	store_stage_close(st);
+}
+
+static uint64_t gen(struct ctx *c, struct store_node *parent)
+{
+	uint64_t g = 0;
+
+	assert_int_equal(store_parent_generation(c->s, parent, &g), 0);
+	return g;
+}
+
+static struct store_stats stats(struct ctx *c, struct store_node *tenant)
+{
+	struct store_stats st;
+
+	memset(&st, 0xa5, sizeof st);
+	assert_int_equal(store_stats(c->s, tenant, &st), 0);
+	return st;
+}
+
+static struct store_lease lease(struct ctx *c, struct store_node *n)
+{
+	struct store_lease l;
+
+	memset(&l, 0xa5, sizeof l);
+	assert_int_equal(store_lease_get(c->s, n, &l), 0);
+	return l;
+}
+
+static void assert_lease(struct ctx *c, struct store_node *n, uint64_t ttl,
+			 uint64_t deadline)
+{
+	struct store_lease l = lease(c, n);
+
+	assert_int_equal(l.ttl_ms, ttl);
+	assert_int_equal(l.deadline_ms, deadline);
+}
+
+static void set_ttl(struct ctx *c, struct store_node *n, uint64_t ttl)
+{
+	assert_int_equal(store_set_ttl(c->s, n, ttl), 0);
+}
+
+static void list_names(struct ctx *c, struct store_node *dir, char *buf,
+		       size_t cap)
+{
+	struct store_dirlist l = { 0, NULL };
+
+	assert_int_equal(store_list(c->s, dir, &l), 0);
+	buf[0] = '\0';
+	for (size_t i = 0; i < l.n; i++) {
+		if (i)
+			strncat(buf, ",", cap - strlen(buf) - 1);
+		strncat(buf, l.e[i].name, cap - strlen(buf) - 1);
+	}
+	store_dirlist_free(&l);
+}
+
+static void assert_list(struct ctx *c, struct store_node *dir,
+			const char *want)
+{
+	char buf[1024];
+
+	list_names(c, dir, buf, sizeof buf);
+	assert_string_equal(buf, want);
+}
+
+/* Event readers ------------------------------------------------------- */
+
+struct rd {
+	struct store_event_reader r;
+	uint64_t last;   /* last sequence number seen, 0 for none */
+	int overflows;   /* "overflow" lines seen */
+};
+
+static void rd_open(struct ctx *c, struct rd *d, struct store_node *tenant)
+{
+	memset(d, 0, sizeof *d);
+	store_events_open(c->s, tenant, &d->r);
+}
+
+/*
+ * Everything pending for @d, as the raw bytes store_events_read() gives
+ * (malloc'd, NUL-terminated).  Checks that every read returns whole lines.
+ */
+static char *rd_raw(struct ctx *c, struct rd *d, size_t *lenp)
+{
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+
+	assert_non_null(buf);
+	for (int guard = 0;; guard++) {
+		size_t got;
+
+		if (cap - len < 8192) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			assert_non_null(buf);
+		}
+		got = store_events_read(c->s, &d->r, buf + len, cap - len - 1);
+		assert_true(got <= cap - len - 1);
+		if (got == 0)
+			break;
+		if (buf[len + got - 1] != '\n')
+			fail_msg("store_events_read returned a partial line");
+		len += got;
+		if (guard > 1000000)
+			fail_msg("store_events_read never runs dry");
+	}
+	buf[len] = '\0';
+	if (lenp)
+		*lenp = len;
+	return buf;
+}
+
+/*
+ * Everything pending for @d with the sequence numbers stripped (malloc'd).
+ * Checks that sequence numbers are decimal and strictly increasing across
+ * calls; "overflow" lines are kept as they are and counted.
+ */
+static char *rd_take(struct ctx *c, struct rd *d)
+{
+	char *raw = rd_raw(c, d, NULL);
+	char *out = malloc(strlen(raw) + 1), *o = out;
+	char *line = raw;
+
+	assert_non_null(out);
+	while (*line) {
+		char *nl = strchr(line, '\n');
+		char *end;
+		unsigned long long seq;
+		size_t n;
+
+		assert_non_null(nl);
+		if ((size_t)(nl - line) == strlen("overflow") &&
+		    strncmp(line, "overflow", 8) == 0) {
+			d->overflows++;
+			memcpy(o, "overflow\n", 9);
+			o += 9;
+			line = nl + 1;
+			continue;
+		}
+		if (*line < '0' || *line > '9')
+			fail_msg("event line without a sequence number: %.*s",
+				 (int)(nl - line), line);
+		seq = strtoull(line, &end, 10);
+		if (*end != '\t')
+			fail_msg("bad sequence field: %.*s", (int)(nl - line),
+				 line);
+		if (seq <= d->last)
+			fail_msg("sequence %llu after %llu: %.*s", seq,
+				 (unsigned long long)d->last, (int)(nl - line),
+				 line);
+		d->last = seq;
+		n = (size_t)(nl + 1 - (end + 1));
+		memcpy(o, end + 1, n);
+		o += n;
+		line = nl + 1;
+	}
+	*o = '\0';
+	free(raw);
+	return out;
+}
+
+static void expect_events(struct ctx *c, struct rd *d, const char *want)
+{
+	char *got = rd_take(c, d);
+
+	if (strcmp(got, want) != 0) {
+		print_error("events expected:\n%sgot:\n%s", want, got);
+		free(got);
+		fail_msg("event lines differ");
+	}
+	free(got);
+}
+
+static size_t count_lines(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* The next event for @r through store_events_next(), which must exist. */
+static void next_ev(struct ctx *c, struct store_event_reader *r,
+		    struct store_event *ev)
+{
+	memset(ev, 0, sizeof *ev);
+	assert_int_equal(store_events_next(c->s, r, ev), 1);
+	assert_non_null(ev->tenant);
+	assert_non_null(ev->parent);
+	assert_non_null(ev->child);
+}
+
+/* Skip events until one of @op; fails if there is none. */
+static void next_op(struct ctx *c, struct store_event_reader *r,
+		    enum store_op op, struct store_event *ev)
+{
+	for (;;) {
+		next_ev(c, r, ev);
+		if (ev->op == op)
+			return;
+		store_event_free(ev);
+	}
+}
+
+/* Leases: get, set, kinds ----------------------------------------------- */
+
+static void test_lease_get_set_kinds(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *a, *sp = NULL;
+	struct store_lease l;
+	uint64_t t0;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	assert_int_equal(store_special(c->s, t, 0, &sp), 0);
+
+	/* Only children and parents have leases. */
+	assert_int_equal(store_lease_get(c->s, root(c), &l), -EINVAL);
+	assert_int_equal(store_lease_get(c->s, t, &l), -EINVAL);
+	assert_int_equal(store_lease_get(c->s, sp, &l), -EINVAL);
+	assert_int_equal(store_set_ttl(c->s, t, 100), -EINVAL);
+	assert_int_equal(store_set_ttl(c->s, root(c), 100), -EINVAL);
+	assert_int_equal(store_set_child_ttl(c->s, t, 100), -EINVAL);
+	assert_int_equal(store_set_child_ttl(c->s, a, 100), -EINVAL);
+
+	/* Without default_ttl nothing has a lease. */
+	l = lease(c, a);
+	assert_int_equal(l.ttl_ms, 0);
+	assert_int_equal(l.deadline_ms, 0);
+	l = lease(c, p);
+	assert_int_equal(l.ttl_ms, 0);
+	assert_int_equal(l.deadline_ms, 0);
+	assert_int_equal(l.child_ttl_ms, 0);
+	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
+
+	t0 = now(c);
+	set_ttl(c, a, 500);
+	assert_lease(c, a, 500, t0 + 500);
+	set_ttl(c, p, 2000);
+	assert_lease(c, p, 2000, t0 + 2000);
+	/* A new TTL restarts from now. */
+	advance(c, 100);
+	set_ttl(c, a, 700);
+	assert_lease(c, a, 700, t0 + 800);
+	assert_int_equal(store_next_deadline(c->s), t0 + 800);
+	set_ttl(c, a, 5000);
+	assert_int_equal(store_next_deadline(c->s), t0 + 2000);
+
+	put(c, sp);
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Expiry order and the reaper's budget ---------------------------------- */
+
+static void test_expire_deadline_order(void **state)
+{
+	struct ctx *c = *state;
+	static const uint64_t ttl[5] = { 500, 100, 400, 200, 300 };
+	static const char *const name[5] = { "c0", "c1", "c2", "c3", "c4" };
+	static const int order[4] = { 3, 4, 2, 0 }; /* after c1 */
+	struct store_node *t, *p, *n[5];
+	struct store_event_reader re;
+	struct store_event ev;
+	struct rd d;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	for (int i = 0; i < 5; i++) {
+		n[i] = cr(c, p, name[i]);
+		set_ttl(c, n[i], ttl[i]);
+	}
+	rd_open(c, &d, NULL);
+	store_events_open(c->s, NULL, &re);
+	assert_int_equal(store_expire(c->s, 10), 0);
+
+	/* Only c1 is due. */
+	advance(c, 150);
+	assert_int_equal(store_expire(c->s, 10), 1);
+	next_op(c, &re, STORE_OP_EXPIRE, &ev);
+	assert_string_equal(ev.child, "c1");
+	assert_int_equal(ev.ino, store_node_ino(n[1]));
+	store_event_free(&ev);
+	assert_list(c, p, "c0,c2,c3,c4");
+
+	/* All due: one at a time, oldest deadline first. */
+	advance(c, 1000);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(store_expire(c->s, 1), 1);
+		next_op(c, &re, STORE_OP_EXPIRE, &ev);
+		if (strcmp(ev.child, name[order[i]]) != 0)
+			fail_msg("expiry %d: %s, expected %s", i + 2, ev.child,
+				 name[order[i]]);
+		assert_int_equal(ev.ino, store_node_ino(n[order[i]]));
+		assert_int_equal(ev.kind, STORE_CHILD);
+		store_event_free(&ev);
+	}
+	assert_int_equal(store_expire(c->s, 1), 0);
+	assert_int_equal(store_events_next(c->s, &re, &ev), 0);
+	expect_events(c, &d,
+		      EV("expire", "t", "p", "c1", "1", "0")
+		      EV("expire", "t", "p", "c3", "1", "0")
+		      EV("expire", "t", "p", "c4", "1", "0")
+		      EV("expire", "t", "p", "c2", "1", "0")
+		      EV("expire", "t", "p", "c0", "1", "0"));
+	assert_int_equal(stats(c, NULL).expiries, 5);
+	assert_int_equal(stats(c, NULL).children, 0);
+	assert_list(c, p, "");
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(getattr_rc(c, n[i]), -ESTALE);
+		put(c, n[i]);
+	}
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+static void test_expire_budget(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p;
+	char name[16];
+	uint64_t t0;
+	struct store_stats s;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	t0 = now(c);
+	for (int i = 0; i < 12; i++) {
+		struct store_node *n;
+
+		snprintf(name, sizeof name, "c%02d", i);
+		n = cr(c, p, name);
+		set_ttl(c, n, i < 10 ? 100 + (uint64_t)i : 100000);
+		put(c, n);
+	}
+	advance(c, 200);
+	/* Ten due, two not: the budget bounds the work of each call. */
+	assert_int_equal(store_expire(c->s, 0), 0);
+	assert_int_equal(store_expire(c->s, 3), 3);
+	assert_int_equal(store_expire(c->s, 3), 3);
+	assert_int_equal(store_expire(c->s, 3), 3);
+	assert_int_equal(store_expire(c->s, 3), 1);
+	assert_int_equal(store_expire(c->s, 3), 0);
+	s = stats(c, NULL);
+	assert_int_equal(s.expiries, 10);
+	assert_int_equal(s.children, 2);
+	assert_int_equal(s.links, 2);
+	assert_list(c, p, "c10,c11");
+	assert_int_equal(store_next_deadline(c->s), t0 + 100000);
+
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* store_next_deadline ----------------------------------------------------- */
+
+static void test_next_deadline(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *q, *a, *b;
+	uint64_t t0, tomb;
+
+	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	q = mk(c, t, "q");
+	a = cr(c, p, "a");
+	b = cr(c, p, "b");
+	/* Nodes without leases: nothing pending. */
+	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
+
+	t0 = now(c);
+	set_ttl(c, a, 500);
+	assert_int_equal(store_next_deadline(c->s), t0 + 500);
+	set_ttl(c, b, 300);
+	assert_int_equal(store_next_deadline(c->s), t0 + 300);
+	set_ttl(c, q, 200);                 /* a parent's lease counts */
+	assert_int_equal(store_next_deadline(c->s), t0 + 200);
+	assert_int_equal(mkdir_rc(c, t, "r"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "r"), 0); /* a tombstone */
+	tomb = t0 + c->lim.tombstone_ttl_ms;
+	assert_int_equal(store_next_deadline(c->s), t0 + 200);
+
+	/* Renewal moves the deadline. */
+	advance(c, 50);
+	assert_int_equal(store_renew(c->s, q), 0);
+	assert_int_equal(store_next_deadline(c->s), t0 + 250);
+
+	/* Due nodes are reaped at their deadline, so that q's tombstone
+	 * is dated the same whichever time the store takes for it. */
+	advance(c, 200);                    /* t0 + 250 */
+	assert_int_equal(store_next_deadline(c->s), t0 + 250);
+	assert_int_equal(store_expire(c->s, 1), 1); /* q */
+	assert_int_equal(store_next_deadline(c->s), t0 + 300);
+	advance(c, 50);                     /* t0 + 300 */
+	assert_int_equal(store_next_deadline(c->s), t0 + 300);
+	assert_int_equal(store_expire(c->s, 1), 1); /* b */
+	assert_int_equal(store_next_deadline(c->s), t0 + 500);
+	assert_int_equal(store_expire(c->s, 10), 0);
+
+	/* A due node stays pending until the reaper has run. */
+	advance(c, 250);                    /* t0 + 550 */
+	assert_int_equal(store_next_deadline(c->s), t0 + 500);
+	assert_int_equal(store_expire(c->s, 10), 1); /* a */
+	/* Only tombstones left (r's, and q's from its expiry). */
+	assert_int_equal(store_next_deadline(c->s), tomb);
+	advance(c, tomb - now(c));
+	assert_int_equal(store_next_deadline(c->s), tomb);
+	store_expire(c->s, 10);
+	assert_int_equal(store_next_deadline(c->s),
+			 t0 + 250 + c->lim.tombstone_ttl_ms);
+	advance(c, 250);
+	assert_int_equal(store_next_deadline(c->s), now(c));
+	store_expire(c->s, 10);
+	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
+	assert_int_equal(stats(c, NULL).tombstones, 0);
+
+	put(c, a);
+	put(c, b);
+	put(c, q);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* A lease that ends early (ttl 0, unlink, leave) is no longer pending. */
+static void test_next_deadline_forgets_removed_leases(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *q, *a, *b;
+	uint64_t t0;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	q = mk(c, t, "q");
+	a = cr(c, p, "a");
+	b = cr(c, p, "b");
+	t0 = now(c);
+	set_ttl(c, a, 500);
+	set_ttl(c, b, 300);
+	set_ttl(c, q, 200);
+	assert_int_equal(store_next_deadline(c->s), t0 + 200);
+	set_ttl(c, q, 0);
+	assert_int_equal(store_next_deadline(c->s), t0 + 300);
+	assert_int_equal(store_unlink(c->s, p, "b"), 0);
+	assert_int_equal(store_next_deadline(c->s), t0 + 500);
+	/* Tenant cleanup takes a's lease with it. */
+	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
+	advance(c, 1000);
+	assert_int_equal(store_expire(c->s, 10), 0);
+	assert_int_equal(stats(c, NULL).expiries, 0);
+
+	put(c, a);
+	put(c, b);
+	put(c, q);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Renewal ----------------------------------------------------------------- */
+
+static void test_renew(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *q, *a, *b;
+	struct store_lease l;
+	uint64_t t0;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");     /* no lease */
+	q = mk(c, t, "q");     /* a member's heartbeat lease */
+	a = cr(c, p, "a");     /* a lease */
+	b = cr(c, p, "b");     /* none */
+	t0 = now(c);
+	set_ttl(c, a, 1000);
+	set_ttl(c, q, 1000);
+
+	advance(c, 400);
+	assert_int_equal(store_renew(c->s, a), 0);
+	assert_int_equal(store_renew(c->s, q), 0);
+	assert_lease(c, a, 1000, t0 + 1400);
+	assert_lease(c, q, 1000, t0 + 1400);
+	assert_int_equal(store_next_deadline(c->s), t0 + 1400);
+
+	/* Without a lease: 0, and nothing changes. */
+	assert_int_equal(store_renew(c->s, b), 0);
+	assert_int_equal(store_renew(c->s, p), 0);
+	assert_lease(c, b, 0, 0);
+	l = lease(c, p);
+	assert_int_equal(l.ttl_ms, 0);
+	assert_int_equal(l.deadline_ms, 0);
+	assert_int_equal(l.child_ttl_ms, 0);
+	assert_int_equal(store_next_deadline(c->s), t0 + 1400);
+
+	advance(c, 999);
+	assert_int_equal(lookup_rc(c, p, "a"), 0);
+	assert_int_equal(lookup_rc(c, t, "q"), 0);
+	assert_int_equal(store_expire(c->s, 10), 0);
+	advance(c, 1);
+	assert_int_equal(lookup_rc(c, p, "a"), -ENOENT);
+	assert_int_equal(lookup_rc(c, t, "q"), -ENOENT);
+	/* (The lookups may have reaped them already.) */
+	store_expire(c->s, 10);
+	assert_int_equal(stats(c, NULL).expiries, 2);
+	/* b and p never expire. */
+	advance(c, 1000000);
+	assert_int_equal(store_expire(c->s, 10), 0);
+	assert_list(c, p, "b");
+	assert_list(c, t, "p");
+
+	put(c, a);
+	put(c, b);
+	put(c, q);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* A dead or expired node cannot be renewed: a stale holder never extends
+ * the new holder's lease. */
+static void test_renew_stale(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *q, *r, *a, *b, *x, *x2;
+	struct store_stats s;
+	uint64_t t1;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+
+	/* Unlinked. */
+	a = cr(c, p, "a");
+	set_ttl(c, a, 1000);
+	assert_int_equal(store_unlink(c->s, p, "a"), 0);
+	assert_int_equal(store_renew(c->s, a), -ESTALE);
+	assert_int_equal(store_set_ttl(c->s, a, 1000), -ESTALE);
+
+	/* Expired, before and after the reaper. */
+	b = cr(c, p, "b");
+	set_ttl(c, b, 100);
+	r = mk(c, t, "r");
+	set_ttl(c, r, 100);
+	advance(c, 100);
+	assert_int_equal(store_renew(c->s, b), -ESTALE);
+	assert_int_equal(store_set_ttl(c->s, b, 5000), -ESTALE);
+	assert_int_equal(store_renew(c->s, r), -ESTALE);
+	assert_int_equal(store_set_ttl(c->s, r, 5000), -ESTALE);
+	assert_int_equal(lookup_rc(c, p, "b"), -ENOENT);
+	assert_int_equal(lookup_rc(c, t, "r"), -ENOENT);
+	store_expire(c->s, 10);
+	assert_int_equal(store_renew(c->s, b), -ESTALE);
+	assert_int_equal(store_renew(c->s, r), -ESTALE);
+	s = stats(c, NULL);
+	assert_int_equal(s.expiries, 2);
+
+	/* An earlier incarnation of the same name. */
+	x = cr(c, p, "x");
+	set_ttl(c, x, 1000);
+	assert_int_equal(store_unlink(c->s, p, "x"), 0);
+	advance(c, 10);
+	t1 = now(c);
+	x2 = cr(c, p, "x");
+	set_ttl(c, x2, 1000);
+	advance(c, 500);
+	assert_int_equal(store_renew(c->s, x), -ESTALE);
+	assert_lease(c, x2, 1000, t1 + 1000);
+
+	/* An old parent handle after leave. */
+	q = mk(c, t, "q");
+	set_ttl(c, q, 1000);
+	assert_int_equal(store_rmdir(c->s, t, "q"), 0);
+	assert_int_equal(store_renew(c->s, q), -ESTALE);
+	assert_int_equal(store_set_ttl(c->s, q, 1000), -ESTALE);
+	put(c, q);
+	q = mk(c, t, "q");
+	assert_lease(c, q, 0, 0);
+
+	put(c, q);
+	put(c, x);
+	put(c, x2);
+	put(c, r);
+	put(c, b);
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* TTL 0, child_ttl, default_ttl ------------------------------------------ */
+
+static void test_set_ttl_zero_removes_lease(void **state)
+{
+	struct ctx *c = *state;
+	struct store_limits l;
+	struct store_node *t, *p, *a;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	set_ttl(c, a, 500);
+	set_ttl(c, p, 500);
+	advance(c, 100);
+	set_ttl(c, a, 0);
+	set_ttl(c, p, 0);
+	assert_lease(c, a, 0, 0);
+	assert_lease(c, p, 0, 0);
+	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
+	advance(c, 100000);
+	assert_int_equal(store_expire(c->s, 10), 0);
+	assert_int_equal(lookup_rc(c, t, "p"), 0);
+	assert_int_equal(lookup_rc(c, p, "a"), 0);
+	assert_int_equal(stats(c, NULL).expiries, 0);
+	put(c, a);
+	put(c, p);
+	put(c, t);
+
+	/* Also a lease a child started with from default_ttl. */
+	store_limits_default(&l);
+	l.default_ttl_ms = 1000;
+	reopen(c, &l);
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	assert_lease(c, a, 1000, now(c) + 1000);
+	set_ttl(c, a, 0);
+	assert_lease(c, a, 0, 0);
+	advance(c, 5000);
+	assert_int_equal(store_expire(c->s, 10), 0);
+	assert_int_equal(lookup_rc(c, p, "a"), 0);
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+static void test_child_ttl_and_default_ttl(void **state)
+{
+	struct ctx *c = *state;
+	struct store_limits l;
+	struct store_node *t, *p, *p1, *p2, *a, *b, *x, *y, *z;
+	struct store_lease pl;
+	uint64_t t0;
+
+	/* default_ttl 0: children start without a lease ... */
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	assert_lease(c, a, 0, 0);
+	/* ... unless their parent has a child_ttl. */
+	assert_int_equal(store_set_child_ttl(c->s, p, 250), 0);
+	pl = lease(c, p);
+	assert_int_equal(pl.child_ttl_ms, 250);
+	assert_int_equal(pl.ttl_ms, 0);      /* not the parent's own lease */
+	assert_int_equal(pl.deadline_ms, 0);
+	b = cr(c, p, "b");
+	assert_lease(c, b, 250, now(c) + 250);
+	assert_lease(c, a, 0, 0);            /* only future children */
+	put(c, a);
+	put(c, b);
+	put(c, p);
+	put(c, t);
+
+	store_limits_default(&l);
+	l.default_ttl_ms = 1000;
+	reopen(c, &l);
+	t = mk(c, root(c), "t");
+	p1 = mk(c, t, "p1");
+	p2 = mk(c, t, "p2");
+	assert_int_equal(store_set_child_ttl(c->s, p1, 300), 0);
+	t0 = now(c);
+	x = cr(c, p1, "x");                  /* child_ttl wins */
+	y = cr(c, p2, "y");                  /* default_ttl */
+	assert_lease(c, x, 300, t0 + 300);
+	assert_lease(c, y, 1000, t0 + 1000);
+	assert_lease(c, p1, 0, 0);
+	assert_int_equal(store_set_child_ttl(c->s, p1, 0), 0);
+	assert_int_equal(lease(c, p1).child_ttl_ms, 0);
+	z = cr(c, p1, "z");                  /* back to default_ttl */
+	assert_lease(c, z, 1000, t0 + 1000);
+	assert_lease(c, x, 300, t0 + 300);   /* unchanged */
+
+	advance(c, 300);
+	assert_int_equal(lookup_rc(c, p1, "x"), -ENOENT);
+	assert_int_equal(lookup_rc(c, p1, "z"), 0);
+	assert_int_equal(lookup_rc(c, p2, "y"), 0);
+	advance(c, 700);
+	assert_int_equal(lookup_rc(c, p1, "z"), -ENOENT);
+	assert_int_equal(lookup_rc(c, p2, "y"), -ENOENT);
+	store_expire(c->s, 10);
+	assert_int_equal(stats(c, NULL).expiries, 3);
+	assert_int_equal(stats(c, NULL).children, 0);
+
+	put(c, x);
+	put(c, y);
+	put(c, z);
+	put(c, p1);
+	put(c, p2);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Parents: expiry is a leave ---------------------------------------------- */
+
+static void test_parent_expiry_cascades(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *q, *a, *b, *n;
+	struct store_stats s0, s1;
+	struct store_attr at;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	put(c, p);
+	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	p = mk(c, t, "p");
+	assert_int_equal(gen(c, p), 2);
+	q = mk(c, t, "q");
+	a = cr(c, p, "a");                   /* shared with q */
+	b = cr(c, p, "b");                   /* only in p, own lease */
+	publish(c, a, STORE_STAGE_REPLACE, "aa");
+	publish(c, b, STORE_STAGE_REPLACE, "bbb");
+	set_ttl(c, b, 100000);
+	assert_int_equal(store_link(c->s, a, q, "a2"), 0);
+	s0 = stats(c, NULL);
+	assert_int_equal(s0.tombstones, 0);
+
+	set_ttl(c, p, 1000);
+	advance(c, 1000);
+	assert_int_equal(lookup_rc(c, t, "p"), -ENOENT);
+	assert_list(c, t, "q");
+	assert_int_equal(getattr_rc(c, p), -ESTALE);
+
+	store_expire(c->s, 16);
+	s1 = stats(c, NULL);
+	assert_int_equal(s1.parents, 1);
+	assert_int_equal(s1.children, 1);    /* a's state lives on in q */
+	assert_int_equal(s1.links, 1);
+	assert_int_equal(s1.bytes, 2);
+	assert_int_equal(s1.tombstones, 1);
+	assert_int_equal(s1.leaves, s0.leaves + 1);
+	assert_int_equal(s1.expiries, s0.expiries + 1);
+	assert_int_equal(getattr_rc(c, b), -ESTALE);
+	assert_int_equal(store_getattr(c->s, a, &at), 0);
+	assert_int_equal(at.nlink, 1);
+	assert_int_equal(lookup_rc(c, q, "a2"), 0);
+	assert_int_equal(store_expire(c->s, 16), 0);
+
+	/* The tombstone kept the generation: the rejoin is the next one. */
+	n = mk(c, t, "p");
+	assert_int_equal(gen(c, n), 3);
+	assert_list(c, n, "");
+	assert_int_equal(stats(c, NULL).tombstones, 0);
+	assert_lease(c, n, 0, 0);
+	/* b's lease went with it; the tombstone was cleared by the rejoin. */
+	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
+
+	put(c, n);
+	put(c, a);
+	put(c, b);
+	put(c, q);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Past its deadline a parent is gone for everyone, reaped or not: its
+ * children cannot be reached or used, and the name is free for a join. */
+static void test_parent_expired_before_reap(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *x, *n = NULL, *p2;
+	struct store_stage *st = NULL, *st2 = NULL;
+	struct store_stats s;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	x = cr(c, p, "x");
+	publish(c, x, STORE_STAGE_REPLACE, "v");
+	set_ttl(c, p, 500);
+	assert_int_equal(store_stage_open(c->s, x, STORE_STAGE_REPLACE, &st),
+			 0);
+	advance(c, 499);
+	assert_int_equal(lookup_rc(c, t, "p"), 0);
+	assert_int_equal(lookup_rc(c, p, "x"), 0);
+	advance(c, 1);
+
+	assert_int_equal(lookup_rc(c, t, "p"), -ENOENT);
+	assert_list(c, t, "");
+	assert_int_equal(getattr_rc(c, p), -ESTALE);
+	assert_int_equal(store_renew(c->s, p), -ESTALE);
+	assert_int_equal(store_rmdir(c->s, t, "p"), -ENOENT);
+	/* Nothing gets in or out through the old handle. */
+	assert_int_equal(create_rc(c, p, "y", true), -ESTALE);
+	assert_int_equal(store_lookup(c->s, p, "x", &n), -ESTALE);
+	assert_int_equal(getattr_rc(c, x), -ESTALE);
+	assert_int_equal(store_stage_open(c->s, x, STORE_STAGE_READ, &st2),
+			 -ESTALE);
+	assert_int_equal(store_stage_write(st, "w", 1, 0), -ESTALE);
+	store_stage_close(st);
+
+	/* The name is free: a join is the next generation. */
+	p2 = mk(c, t, "p");
+	assert_int_equal(gen(c, p2), 2);
+	assert_list(c, p2, "");
+	s = stats(c, NULL);
+	assert_int_equal(s.expiries, 1);
+	assert_int_equal(s.leaves, 1);
+	assert_int_equal(s.parents, 1);
+	assert_int_equal(s.children, 0);
+	assert_int_equal(s.bytes, 0);
+	assert_int_equal(s.tombstones, 0);
+	assert_int_equal(store_expire(c->s, 16), 0);
+	assert_int_equal(stats(c, NULL).expiries, 1);
+
+	put(c, p2);
+	put(c, x);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Children: a shared state ------------------------------------------------- */
+
+static void test_shared_state_expiry_ends_all_links(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p1, *p2, *a, *d;
+	struct store_stats s;
+	struct store_lease la, ld;
+	struct rd rd;
+	char *ev, *line;
+	int nexp = 0;
+
+	t = mk(c, root(c), "t");
+	p1 = mk(c, t, "p1");
+	p2 = mk(c, t, "p2");
+	a = cr(c, p1, "c");
+	assert_int_equal(store_link(c->s, a, p2, "d"), 0);
+	d = lk(c, p2, "d");
+	set_ttl(c, d, 500);                  /* through either link */
+	la = lease(c, a);
+	ld = lease(c, d);
+	assert_int_equal(la.ttl_ms, 500);
+	assert_int_equal(la.deadline_ms, ld.deadline_ms);
+	rd_open(c, &rd, NULL);
+
+	advance(c, 500);
+	assert_int_equal(lookup_rc(c, p1, "c"), -ENOENT);
+	assert_int_equal(lookup_rc(c, p2, "d"), -ENOENT);
+	assert_list(c, p1, "");
+	assert_list(c, p2, "");
+	assert_int_equal(getattr_rc(c, a), -ESTALE);
+	store_expire(c->s, 16);
+	s = stats(c, NULL);
+	assert_int_equal(s.children, 0);
+	assert_int_equal(s.links, 0);
+	assert_int_equal(s.expiries, 1);
+	assert_int_equal(store_expire(c->s, 16), 0);
+
+	/* One state expired; its lines name the links it had. */
+	ev = rd_take(c, &rd);
+	for (line = ev; *line; line = strchr(line, '\n') + 1) {
+		if (strncmp(line, EV("expire", "t", "p1", "c", "1", "0"),
+			    strlen(EV("expire", "t", "p1", "c", "1", "0"))) &&
+		    strncmp(line, EV("expire", "t", "p2", "d", "1", "0"),
+			    strlen(EV("expire", "t", "p2", "d", "1", "0"))))
+			fail_msg("unexpected line after a shared expiry: %s",
+				 line);
+		nexp++;
+	}
+	print_message("# shared state expiry: %d expire line(s)\n", nexp);
+	assert_true(nexp >= 1 && nexp <= 2);
+	free(ev);
+
+	/* Both names are free. */
+	assert_int_equal(create_rc(c, p1, "c", true), 0);
+	assert_int_equal(create_rc(c, p2, "d", true), 0);
+
+	put(c, a);
+	put(c, d);
+	put(c, p1);
+	put(c, p2);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Visibility before reaping -------------------------------------------- */
+
+static void test_child_invisible_at_deadline_before_reap(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *a, *sib, *a2;
+	struct store_stage *st = NULL, *st2 = NULL;
+	struct store_stats s0, s;
+	uint64_t t0;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	sib = cr(c, p, "sib");
+	a = cr(c, p, "a");
+	publish(c, a, STORE_STAGE_REPLACE, "old");
+	t0 = now(c);
+	set_ttl(c, a, 1000);
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_REPLACE, &st),
+			 0);
+	s0 = stats(c, NULL);
+
+	advance(c, 999);
+	assert_int_equal(lookup_rc(c, p, "a"), 0);
+	assert_list(c, p, "sib,a");
+	assert_int_equal(getattr_rc(c, a), 0);
+
+	/* now == deadline: gone, and no store_expire has run. */
+	advance(c, 1);
+	assert_int_equal(now(c), t0 + 1000);
+	assert_int_equal(lookup_rc(c, p, "a"), -ENOENT);
+	assert_list(c, p, "sib");
+	assert_int_equal(getattr_rc(c, a), -ESTALE);
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_READ, &st2),
+			 -ESTALE);
+	assert_int_equal(store_stage_write(st, "new", 3, 0), -ESTALE);
+	assert_int_equal(store_stage_publish(st), -ESTALE);
+	store_stage_close(st);
+	assert_int_equal(store_renew(c->s, a), -ESTALE);
+	assert_int_equal(store_unlink(c->s, p, "a"), -ENOENT);
+	assert_int_equal(lookup_rc(c, p, "sib"), 0);
+
+	/* The name is free. */
+	{
+		struct store_node *n = NULL;
+		bool created = false;
+
+		assert_int_equal(store_create(c->s, p, "a", &FOWN, true, &n,
+					      &created), 0);
+		assert_true(created);
+		a2 = n;
+	}
+	assert_true(store_node_ino(a2) != store_node_ino(a));
+	assert_int_equal(getattr_rc(c, a2), 0);
+	assert_list(c, p, "sib,a");
+	s = stats(c, NULL);
+	assert_int_equal(s.expiries, s0.expiries + 1);
+	assert_int_equal(s.children, 2);
+	assert_int_equal(s.links, 2);
+	assert_int_equal(s.bytes, 0);
+	/* The old one was dealt with once: the reaper finds nothing. */
+	assert_int_equal(store_expire(c->s, 16), 0);
+	assert_int_equal(stats(c, NULL).expiries, s0.expiries + 1);
+	assert_int_equal(lookup_rc(c, p, "a"), 0);
+
+	put(c, a2);
+	put(c, a);
+	put(c, sib);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Time ---------------------------------------------------------------- */
+
+/*
+ * Deadlines follow the injected clock exactly, and nothing else: with the
+ * fake clock standing still, 50 ms of real time do not expire a 10 ms
+ * lease, and the deadline is exactly fake now + ttl.
+ */
+static void test_deadlines_follow_injected_clock(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *a;
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	uint64_t t0;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	t0 = now(c);
+	set_ttl(c, a, 10);
+	set_ttl(c, p, 10);
+	assert_int_equal(store_now_ms(c->s), t0);
+	while (nanosleep(&ts, &ts) != 0)
+		;
+	assert_int_equal(store_now_ms(c->s), t0);
+	assert_int_equal(lookup_rc(c, t, "p"), 0);
+	assert_int_equal(lookup_rc(c, p, "a"), 0);
+	assert_int_equal(store_expire(c->s, 10), 0);
+	assert_int_equal(store_next_deadline(c->s), t0 + 10);
+	assert_lease(c, a, 10, t0 + 10);
+	assert_lease(c, p, 10, t0 + 10);
+	assert_int_equal(stats(c, NULL).expiries, 0);
+
+	advance(c, 9);
+	assert_int_equal(lookup_rc(c, p, "a"), 0);
+	assert_int_equal(store_expire(c->s, 10), 0);
+	advance(c, 1);
+	assert_int_equal(lookup_rc(c, t, "p"), -ENOENT);
+	store_expire(c->s, 10);
+	assert_int_equal(stats(c, NULL).expiries >= 1, 1);
+	assert_int_equal(stats(c, NULL).parents, 0);
+	assert_int_equal(stats(c, NULL).children, 0);
+
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Tombstones age out through the reaper. */
+static void test_tombstone_aging_via_expire(void **state)
+{
+	struct ctx *c = *state;
+	struct store_limits l;
+	struct store_node *t, *q;
+	uint64_t t0;
+
+	store_limits_default(&l);
+	l.tombstone_ttl_ms = 1000;
+	reopen(c, &l);
+	t = mk(c, root(c), "t");
+	assert_int_equal(mkdir_rc(c, t, "p"), 0);
+	q = mk(c, t, "q");
+	t0 = now(c);
+	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_next_deadline(c->s), t0 + 1000);
+	set_ttl(c, q, 200);
+	assert_int_equal(store_next_deadline(c->s), t0 + 200);
+
+	advance(c, 200);
+	assert_int_equal(store_expire(c->s, 10), 1);  /* q leaves */
+	assert_int_equal(stats(c, NULL).tombstones, 2);
+	assert_int_equal(store_next_deadline(c->s), t0 + 1000);
+
+	advance(c, 800);                             /* p's tombstone due */
+	assert_int_equal(store_next_deadline(c->s), t0 + 1000);
+	store_expire(c->s, 10);
+	assert_int_equal(store_next_deadline(c->s), t0 + 1200);
+	assert_int_equal(stats(c, NULL).tombstones, 1);
+
+	advance(c, 200);                             /* q's */
+	store_expire(c->s, 10);
+	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
+	assert_int_equal(stats(c, NULL).tombstones, 0);
+	assert_int_equal(stats(c, t).tombstones, 0);
+
+	/* Aged out: the next joins start over at generation 1. */
+	{
+		struct store_node *n = mk(c, t, "p");
+
+		assert_int_equal(gen(c, n), 1);
+		put(c, n);
+		n = mk(c, t, "q");
+		assert_int_equal(gen(c, n), 1);
+		put(c, n);
+	}
+	put(c, q);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Events: the lines ------------------------------------------------------- */
+
+static void test_events_lines(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *q, *a, *k, *g, *n = NULL;
+	struct store_stage *st = NULL;
+	struct store_attr in, out;
+	struct rd d;
+	bool created = true;
+
+	rd_open(c, &d, NULL);
+	assert_false(store_events_pending(c->s, &d.r));
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	q = mk(c, t, "q");
+	a = cr(c, p, "a");
+	expect_events(c, &d,
+		      EV("join", "t", "-", "-", "-", "-")
+		      EV("join", "t", "p", "-", "1", "-")
+		      EV("join", "t", "q", "-", "1", "-")
+		      EV("create", "t", "p", "a", "1", "0"));
+
+	/* Failed operations, and opening an existing child: no line. */
+	assert_int_equal(create_rc(c, p, "a", true), -EEXIST);
+	assert_int_equal(store_create(c->s, p, "a", &FOWN, false, &n,
+				      &created), 0);
+	assert_false(created);
+	put(c, n);
+	assert_int_equal(mkdir_rc(c, t, "p"), -EEXIST);
+	assert_int_equal(mkdir_rc(c, root(c), "t"), -EEXIST);
+	assert_int_equal(store_unlink(c->s, p, "zz"), -ENOENT);
+	assert_int_equal(store_rmdir(c->s, t, "zz"), -ENOENT);
+	assert_int_equal(store_rmdir(c->s, root(c), "zz"), -ENOENT);
+	assert_int_equal(store_link(c->s, a, p, "a"), -EEXIST);
+	assert_int_equal(store_rename(c->s, p, "zz", q, "zz", 0), -ENOENT);
+	assert_false(store_events_pending(c->s, &d.r));
+	expect_events(c, &d, "");
+
+	/* Publications. */
+	publish(c, a, STORE_STAGE_REPLACE, "xy");
+	publish(c, a, STORE_STAGE_APPEND, "z");
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_CAS, &st), 0);
+	publish(c, a, STORE_STAGE_REPLACE, "w");
+	assert_int_equal(store_stage_write(st, "Q", 1, 0), 1);
+	assert_int_equal(store_stage_publish(st), -EAGAIN); /* no line */
+	store_stage_close(st);
+	st = NULL;
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_APPEND, &st),
+			 0);
+	store_stage_close(st);                              /* no line */
+	memset(&in, 0, sizeof in);
+	in.size = 1;
+	assert_int_equal(store_setattr(c->s, a, STORE_SET_SIZE, &in, &out), 0);
+	expect_events(c, &d,
+		      EV("write", "t", "p", "a", "1", "1")
+		      EV("write", "t", "p", "a", "1", "2")
+		      EV("write", "t", "p", "a", "1", "3")
+		      EV("write", "t", "p", "a", "1", "4"));
+
+	/* Links and renames name their destination. */
+	assert_int_equal(store_link(c->s, a, q, "a2"), 0);
+	k = cr(c, p, "k");
+	assert_int_equal(store_rename(c->s, p, "k", q, "k2", 0), 0);
+	assert_int_equal(store_unlink(c->s, q, "a2"), 0);
+	expect_events(c, &d,
+		      EV("link", "t", "q", "a2", "1", "4")
+		      EV("create", "t", "p", "k", "1", "0")
+		      EV("rename", "t", "q", "k2", "1", "0")
+		      EV("unlink", "t", "q", "a2", "1", "4"));
+
+	/* Leave (with a child: one line), rejoin, departs. */
+	assert_int_equal(store_rmdir(c->s, t, "q"), 0);
+	put(c, q);
+	q = mk(c, t, "q");
+	assert_int_equal(store_depart(c->s, t, "ghost"), 0);
+	assert_int_equal(store_depart(c->s, t, "q"), 0);
+	g = mk(c, t, "ghost");
+	assert_int_equal(store_unlink(c->s, p, "a"), 0);
+	expect_events(c, &d,
+		      EV("leave", "t", "q", "-", "1", "-")
+		      EV("join", "t", "q", "-", "2", "-")
+		      EV("depart", "t", "ghost", "-", "0", "-")
+		      EV("depart", "t", "q", "-", "2", "-")
+		      EV("join", "t", "ghost", "-", "1", "-")
+		      EV("unlink", "t", "p", "a", "1", "4"));
+
+	/* Tenant cleanup: one line for everything. */
+	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	expect_events(c, &d, EV("cleanup", "t", "-", "-", "-", "-"));
+	assert_false(store_events_pending(c->s, &d.r));
+
+	put(c, g);
+	put(c, k);
+	put(c, a);
+	put(c, q);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+static void test_events_expire_lines(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *q, *r, *a, *b;
+	struct rd d;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	put(c, p);
+	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	p = mk(c, t, "p");                   /* generation 2 */
+	q = mk(c, t, "q");
+	a = cr(c, p, "a");
+	publish(c, a, STORE_STAGE_REPLACE, "x");
+	set_ttl(c, a, 100);
+	set_ttl(c, q, 150);
+
+	/* Through the reaper. */
+	rd_open(c, &d, NULL);
+	advance(c, 150);
+	assert_int_equal(store_expire(c->s, 10), 2);
+	expect_events(c, &d,
+		      EV("expire", "t", "p", "a", "2", "1")
+		      EV("expire", "t", "q", "-", "1", "-"));
+
+	/* Without the reaper: a new admission of the name first ends the
+	 * expired node, in that order. */
+	b = cr(c, p, "b");
+	set_ttl(c, b, 100);
+	r = mk(c, t, "r");
+	set_ttl(c, r, 100);
+	expect_events(c, &d,
+		      EV("create", "t", "p", "b", "2", "0")
+		      EV("join", "t", "r", "-", "1", "-"));
+	advance(c, 100);
+	assert_int_equal(create_rc(c, p, "b", true), 0);
+	assert_int_equal(mkdir_rc(c, t, "r"), 0);
+	expect_events(c, &d,
+		      EV("expire", "t", "p", "b", "2", "0")
+		      EV("create", "t", "p", "b", "2", "0")
+		      EV("expire", "t", "r", "-", "1", "-")
+		      EV("join", "t", "r", "-", "2", "-"));
+	/* Each expiry has exactly one line. */
+	assert_int_equal(store_expire(c->s, 10), 0);
+	expect_events(c, &d, "");
+	assert_int_equal(stats(c, NULL).expiries, 4);
+
+	put(c, b);
+	put(c, a);
+	put(c, r);
+	put(c, q);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* A tenant's reader sees its tenant's lines, with the store's numbers. */
+static void test_events_tenant_scope(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t1, *t2, *p1, *p2, *a1, *a2;
+	struct rd all, r1, r2;
+	char *raw_all, *raw_1, *want, *line, *w;
+
+	t1 = mk(c, root(c), "t1");
+	t2 = mk(c, root(c), "t2");
+	rd_open(c, &all, NULL);
+	rd_open(c, &r1, t1);
+	rd_open(c, &r2, t2);
+	p1 = mk(c, t1, "p");
+	p2 = mk(c, t2, "p");
+	a1 = cr(c, p1, "a");
+	a2 = cr(c, p2, "a");
+	publish(c, a2, STORE_STAGE_REPLACE, "2");
+	publish(c, a1, STORE_STAGE_REPLACE, "1");
+	assert_int_equal(store_unlink(c->s, p2, "a"), 0);
+	assert_int_equal(store_depart(c->s, t2, "x"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t2"), 0);
+	assert_int_equal(mkdir_rc(c, root(c), "t3"), 0);
+	assert_int_equal(store_rmdir(c->s, t1, "p"), 0);
+
+	raw_all = rd_raw(c, &all, NULL);
+	raw_1 = rd_raw(c, &r1, NULL);
+	/* r1 = the lines of all whose tenant is t1, same numbers. */
+	want = malloc(strlen(raw_all) + 1);
+	assert_non_null(want);
+	w = want;
+	for (line = raw_all; *line;) {
+		char *nl = strchr(line, '\n');
+		char *tab = strchr(line, '\t');
+
+		assert_non_null(nl);
+		assert_non_null(tab);
+		tab = strchr(tab + 1, '\t');
+		assert_non_null(tab);
+		if (strncmp(tab, "\tt1\t", 4) == 0) {
+			memcpy(w, line, (size_t)(nl + 1 - line));
+			w += nl + 1 - line;
+		}
+		line = nl + 1;
+	}
+	*w = '\0';
+	assert_int_equal(count_lines(raw_all), 11);
+	assert_string_equal(raw_1, want);
+	free(raw_all);
+	free(raw_1);
+	free(want);
+
+	expect_events(c, &r2,
+		      EV("join", "t2", "p", "-", "1", "-")
+		      EV("create", "t2", "p", "a", "1", "0")
+		      EV("write", "t2", "p", "a", "1", "1")
+		      EV("unlink", "t2", "p", "a", "1", "1")
+		      EV("depart", "t2", "x", "-", "0", "-")
+		      EV("cleanup", "t2", "-", "-", "-", "-"));
+	assert_int_equal(store_rmdir(c->s, root(c), "t1"), 0);
+	expect_events(c, &r1, EV("cleanup", "t1", "-", "-", "-", "-"));
+	expect_events(c, &r2, "");
+
+	put(c, a1);
+	put(c, a2);
+	put(c, p1);
+	put(c, p2);
+	put(c, t1);
+	put(c, t2);
+	check_ok(c);
+}
+
+static void test_events_open_at_present_and_pending(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *u, *p;
+	struct rd d, dt;
+	char buf[256];
+
+	t = mk(c, root(c), "t");
+	u = mk(c, root(c), "u");
+	p = mk(c, t, "p");
+	/* A reader starts at the present: nothing of the past. */
+	rd_open(c, &d, NULL);
+	assert_false(store_events_pending(c->s, &d.r));
+	assert_int_equal(store_events_read(c->s, &d.r, buf, sizeof buf), 0);
+	assert_int_equal(create_rc(c, p, "a", true), 0);
+	assert_true(store_events_pending(c->s, &d.r));
+	expect_events(c, &d, EV("create", "t", "p", "a", "1", "0"));
+	assert_false(store_events_pending(c->s, &d.r));
+	assert_int_equal(store_events_read(c->s, &d.r, buf, sizeof buf), 0);
+
+	/* Two readers are independent. */
+	rd_open(c, &dt, t);
+	assert_int_equal(store_unlink(c->s, p, "a"), 0);
+	assert_true(store_events_pending(c->s, &d.r));
+	assert_true(store_events_pending(c->s, &dt.r));
+	expect_events(c, &dt, EV("unlink", "t", "p", "a", "1", "0"));
+	assert_true(store_events_pending(c->s, &d.r));
+	expect_events(c, &d, EV("unlink", "t", "p", "a", "1", "0"));
+
+	/* A tenant's reader has nothing to read after another tenant's
+	 * transition. */
+	assert_int_equal(mkdir_rc(c, u, "q"), 0);
+	assert_true(store_events_pending(c->s, &d.r));
+	assert_false(store_events_pending(c->s, &dt.r));
+	assert_int_equal(store_events_read(c->s, &dt.r, buf, sizeof buf), 0);
+	expect_events(c, &d, EV("join", "u", "q", "-", "1", "-"));
+
+	put(c, p);
+	put(c, u);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Reads copy whole lines only, and a short buffer loses nothing. */
+static void test_events_read_whole_lines(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p;
+	struct rd d;
+	char small[40], *rest, all[512] = "";
+	size_t got;
+
+	rd_open(c, &d, NULL);
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	assert_int_equal(create_rc(c, p, "abc", true), 0);
+	for (int i = 0; i < 2; i++) {
+		got = store_events_read(c->s, &d.r, small, sizeof small - 1);
+		assert_true(got <= sizeof small - 1);
+		assert_true(got > 0);
+		assert_int_equal(small[got - 1], '\n');
+		small[got] = '\0';
+		strcat(all, small);
+	}
+	/* 5 bytes hold no line: nothing copied, nothing lost. */
+	got = store_events_read(c->s, &d.r, small, 5);
+	if (got) {
+		assert_true(got <= 5);
+		assert_int_equal(small[got - 1], '\n');
+		small[got] = '\0';
+		strcat(all, small);
+	}
+	rest = rd_raw(c, &d, NULL);
+	strcat(all, rest);
+	free(rest);
+	assert_int_equal(count_lines(all), 3);
+	assert_non_null(strstr(all, "\tjoin\tt\t-\t-\t-\t-\n"));
+	assert_non_null(strstr(all, "\tjoin\tt\tp\t-\t1\t-\n"));
+	assert_non_null(strstr(all, "\tcreate\tt\tp\tabc\t1\t0\n"));
+
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/*
+ * A reader that falls more than STORE_EVENT_WINDOW lines behind gets one
+ * "overflow" line and then later lines: a contiguous run ending at the
+ * newest, as a reader that kept up saw them, then every new line.
+ */
+static void test_events_overflow(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *a;
+	struct rd slow, fast;
+	char *truth = NULL, *got, *after, *chunk;
+	size_t tlen = 0, glen, alen, nafter;
+	const int n = STORE_EVENT_WINDOW + 500;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	rd_open(c, &slow, NULL);
+	rd_open(c, &fast, NULL);
+	truth = calloc(1, 1);
+	assert_non_null(truth);
+	for (int i = 0; i < n; i++) {
+		publish(c, a, STORE_STAGE_REPLACE, "x");
+		if (i % 256 == 255 || i == n - 1) {
+			size_t l;
+
+			chunk = rd_raw(c, &fast, &l);
+			assert_false(fast.overflows);
+			truth = realloc(truth, tlen + l + 1);
+			assert_non_null(truth);
+			memcpy(truth + tlen, chunk, l + 1);
+			tlen += l;
+			free(chunk);
+		}
+	}
+	assert_int_equal(count_lines(truth), n);
+	assert_true(store_events_pending(c->s, &slow.r));
+
+	got = rd_raw(c, &slow, &glen);
+	if (strncmp(got, "overflow\n", 9) != 0)
+		fail_msg("a reader %d lines behind got no overflow line first: "
+			 "%.60s", n, got);
+	after = got + 9;
+	alen = glen - 9;
+	assert_null(strstr(after, "overflow\n"));
+	nafter = count_lines(after);
+	print_message("# overflow: %zu lines after the overflow line\n",
+		      nafter);
+	assert_true(nafter >= 1);
+	assert_true(nafter <= STORE_EVENT_WINDOW);
+	/* A suffix of what the reader that kept up saw. */
+	assert_true(alen <= tlen);
+	assert_int_equal(tlen == alen || truth[tlen - alen - 1] == '\n', 1);
+	assert_memory_equal(truth + tlen - alen, after, alen);
+	free(got);
+
+	/* Then it continues with every new line, once. */
+	publish(c, a, STORE_STAGE_APPEND, "y");
+	chunk = rd_raw(c, &fast, NULL);
+	got = rd_raw(c, &slow, NULL);
+	assert_string_equal(got, chunk);
+	assert_int_equal(count_lines(got), 1);
+	free(got);
+	free(chunk);
+	assert_false(store_events_pending(c->s, &slow.r));
+
+	free(truth);
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* The watcher view falls behind too: -EOVERFLOW, then it continues. */
+static void test_events_next_overflow(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *a;
+	struct store_event_reader re;
+	struct store_event ev;
+	struct rd fast;
+	uint64_t newest = 0, prev = 0;
+	int rc, n = 0;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	store_events_open(c->s, NULL, &re);
+	rd_open(c, &fast, NULL);
+	for (int i = 0; i < STORE_EVENT_LOG + 100; i++) {
+		publish(c, a, STORE_STAGE_REPLACE, "x");
+		if (i % 1024 == 1023)
+			free(rd_take(c, &fast));
+	}
+	free(rd_take(c, &fast));
+	newest = fast.last;
+
+	memset(&ev, 0, sizeof ev);
+	assert_int_equal(store_events_next(c->s, &re, &ev), -EOVERFLOW);
+	while ((rc = store_events_next(c->s, &re, &ev)) == 1) {
+		assert_true(ev.seq > prev);
+		assert_int_equal(ev.op, STORE_OP_WRITE);
+		prev = ev.seq;
+		n++;
+		store_event_free(&ev);
+		memset(&ev, 0, sizeof ev);
+	}
+	assert_int_equal(rc, 0);
+	assert_true(n >= 1);
+	assert_int_equal(prev, newest);
+	publish(c, a, STORE_STAGE_REPLACE, "y");
+	next_ev(c, &re, &ev);
+	assert_true(ev.seq > newest);
+	store_event_free(&ev);
+
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Events for the watcher machinery ---------------------------------------- */
+
+static void test_events_next_internal(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *q, *r, *a, *b;
+	struct store_event_reader re;
+	struct store_event ev;
+	struct rd d;
+	uint64_t seq;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	q = mk(c, t, "q");
+	r = mk(c, t, "r");
+	store_events_open(c->s, NULL, &re);
+	rd_open(c, &d, NULL);
+
+	a = cr(c, p, "a");
+	next_ev(c, &re, &ev);
+	assert_int_equal(ev.op, STORE_OP_CREATE);
+	assert_false(ev.internal);
+	assert_string_equal(ev.tenant, "t");
+	assert_string_equal(ev.parent, "p");
+	assert_string_equal(ev.child, "a");
+	seq = ev.seq;
+	store_event_free(&ev);
+	free(rd_take(c, &d));
+	assert_int_equal(d.last, seq);        /* the same numbers */
+
+	assert_int_equal(store_unlink(c->s, p, "a"), 0);
+	next_ev(c, &re, &ev);
+	assert_int_equal(ev.op, STORE_OP_UNLINK);
+	assert_false(ev.internal);
+	assert_int_equal(ev.kind, STORE_CHILD);
+	assert_int_equal(ev.ino, store_node_ino(a));
+	assert_string_equal(ev.parent, "p");
+	assert_string_equal(ev.child, "a");
+	assert_true(ev.seq > seq);
+	seq = ev.seq;
+	store_event_free(&ev);
+
+	b = cr(c, p, "b");
+	set_ttl(c, b, 100);
+	set_ttl(c, q, 200);
+	advance(c, 200);
+	assert_int_equal(store_expire(c->s, 10), 2);
+	next_op(c, &re, STORE_OP_EXPIRE, &ev);
+	assert_true(ev.internal);
+	assert_int_equal(ev.kind, STORE_CHILD);
+	assert_int_equal(ev.ino, store_node_ino(b));
+	assert_string_equal(ev.tenant, "t");
+	assert_string_equal(ev.parent, "p");
+	assert_string_equal(ev.child, "b");
+	assert_true(ev.seq > seq);
+	seq = ev.seq;
+	store_event_free(&ev);
+	next_ev(c, &re, &ev);
+	assert_int_equal(ev.op, STORE_OP_EXPIRE);
+	assert_true(ev.internal);
+	assert_int_equal(ev.kind, STORE_PARENT);
+	assert_int_equal(ev.ino, store_node_ino(q));
+	assert_string_equal(ev.parent, "q");
+	assert_string_equal(ev.child, "");
+	assert_true(ev.seq > seq);
+	seq = ev.seq;
+	store_event_free(&ev);
+
+	assert_int_equal(store_depart(c->s, t, "r"), 0);
+	next_ev(c, &re, &ev);
+	assert_int_equal(ev.op, STORE_OP_DEPART);
+	assert_true(ev.internal);
+	assert_int_equal(ev.kind, STORE_PARENT);
+	assert_int_equal(ev.ino, store_node_ino(r));
+	assert_string_equal(ev.parent, "r");
+	assert_string_equal(ev.child, "");
+	store_event_free(&ev);
+
+	assert_int_equal(store_depart(c->s, t, "ghost"), 0);
+	next_ev(c, &re, &ev);
+	assert_int_equal(ev.op, STORE_OP_DEPART);
+	assert_true(ev.internal);
+	assert_string_equal(ev.parent, "ghost");
+	store_event_free(&ev);
+
+	/* rmdir of P is a request on P's own path. */
+	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	next_ev(c, &re, &ev);
+	assert_int_equal(ev.op, STORE_OP_LEAVE);
+	assert_false(ev.internal);
+	assert_int_equal(ev.kind, STORE_PARENT);
+	assert_int_equal(ev.ino, store_node_ino(p));
+	store_event_free(&ev);
+
+	assert_int_equal(store_events_next(c->s, &re, &ev), 0);
+
+	put(c, a);
+	put(c, b);
+	put(c, r);
+	put(c, q);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/*
+ * The event hook: once after each transition that appended lines (not
+ * for a failed one, nor for one that appended nothing), telling whether
+ * one of them was internal.
+ */
+static void test_event_hook(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *q, *a, *b;
+	struct rd d;
+	unsigned long h0, i0;
+
+	rd_open(c, &d, NULL);
+	assert_int_equal(c->hooks, 0);
+	t = mk(c, root(c), "t");
+	assert_int_equal(c->hooks, 1);
+	p = mk(c, t, "p");
+	q = mk(c, t, "q");
+	a = cr(c, p, "a");
+	assert_int_equal(c->hooks, 4);
+	publish(c, a, STORE_STAGE_REPLACE, "x");
+	assert_int_equal(c->hooks, 5);
+	assert_int_equal(c->hooks_internal, 0);
+	/* When the hook has run, the line is there to read. */
+	expect_events(c, &d,
+		      EV("join", "t", "-", "-", "-", "-")
+		      EV("join", "t", "p", "-", "1", "-")
+		      EV("join", "t", "q", "-", "1", "-")
+		      EV("create", "t", "p", "a", "1", "0")
+		      EV("write", "t", "p", "a", "1", "1"));
+
+	/* Failed transitions and ones without a line: no call. */
+	h0 = c->hooks;
+	assert_int_equal(create_rc(c, p, "a", true), -EEXIST);
+	assert_int_equal(store_unlink(c->s, p, "zz"), -ENOENT);
+	assert_int_equal(mkdir_rc(c, t, "p"), -EEXIST);
+	assert_int_equal(store_rmdir(c->s, t, "zz"), -ENOENT);
+	set_ttl(c, a, 10);
+	assert_int_equal(store_renew(c->s, a), 0);
+	assert_int_equal(store_expire(c->s, 10), 0);
+	assert_int_equal(c->hooks, h0);
+	assert_false(store_events_pending(c->s, &d.r));
+
+	/* One call for a transition of several lines: a's state, linked
+	 * twice, and b expire in one reaper run (three lines). */
+	assert_int_equal(store_link(c->s, a, q, "a2"), 0);
+	assert_int_equal(c->hooks, h0 + 1);
+	b = cr(c, q, "b");
+	set_ttl(c, b, 10);
+	h0 = c->hooks;
+	i0 = c->hooks_internal;
+	advance(c, 10);
+	assert_int_equal(store_expire(c->s, 10), 2);
+	assert_int_equal(c->hooks, h0 + 1);
+	assert_int_equal(c->hooks_internal, i0 + 1);
+	free(rd_take(c, &d));
+
+	/* depart is internal, unlink is not. */
+	h0 = c->hooks;
+	assert_int_equal(store_depart(c->s, t, "ghost"), 0);
+	assert_int_equal(c->hooks, h0 + 1);
+	assert_int_equal(c->hooks_internal, i0 + 2);
+	assert_int_equal(create_rc(c, q, "b", true), 0);
+	assert_int_equal(store_unlink(c->s, q, "b"), 0);
+	assert_int_equal(c->hooks, h0 + 3);
+	assert_int_equal(c->hooks_internal, i0 + 2);
+	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	assert_int_equal(c->hooks, h0 + 4);
+	{
+		char *ev = rd_take(c, &d);
+
+		assert_int_equal(count_lines(ev), 4); /* depart, create,
+							 unlink, cleanup */
+		free(ev);
+	}
+
+	put(c, b);
+	put(c, a);
+	put(c, q);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Edge cases ----------------------------------------------------------- */
+
+/*
+ * A parent whose deadline came first takes its children with it: an
+ * operation through its old handle fails with -ESTALE and changes
+ * nothing, not even by reaping a child that would have expired later.
+ */
+static void test_expired_parent_handle_changes_nothing(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *q, *a, *b;
+	struct store_dirlist dl = { 0, NULL };
+	struct store_stats s0, s1;
+	struct rd d;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	q = mk(c, t, "q");
+	a = cr(c, p, "a");
+	b = cr(c, q, "b");
+	set_ttl(c, p, 100);
+	set_ttl(c, a, 150);
+	rd_open(c, &d, NULL);
+	advance(c, 200);
+	s0 = stats(c, NULL);
+
+	assert_int_equal(create_rc(c, p, "a", true), -ESTALE);
+	assert_int_equal(create_rc(c, p, "a", false), -ESTALE);
+	assert_int_equal(create_rc(c, p, "n", true), -ESTALE);
+	assert_int_equal(store_unlink(c->s, p, "a"), -ESTALE);
+	assert_int_equal(store_link(c->s, b, p, "a"), -ESTALE);
+	assert_int_equal(store_link(c->s, b, p, "b2"), -ESTALE);
+	assert_int_equal(store_rename(c->s, q, "b", p, "a", 0), -ESTALE);
+	assert_int_equal(store_rename(c->s, p, "a", q, "a", 0), -ESTALE);
+	assert_int_equal(store_list(c->s, p, &dl), -ESTALE);
+	assert_int_equal(lookup_rc(c, p, "a"), -ESTALE);
+	s1 = stats(c, NULL);
+	assert_int_equal(s1.expiries, s0.expiries);
+	assert_int_equal(s1.admissions, s0.admissions);
+	assert_int_equal(s1.removals, s0.removals);
+	assert_list(c, q, "b");
+
+	/* The reaper: p's deadline is first, and the leave takes a. */
+	store_expire(c->s, 16);
+	expect_events(c, &d, EV("expire", "t", "p", "-", "1", "-"));
+	s1 = stats(c, NULL);
+	assert_int_equal(s1.expiries, s0.expiries + 1);
+	assert_int_equal(s1.children, 1);
+
+	put(c, a);
+	put(c, b);
+	put(c, q);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Any budget is a bound, however large. */
+static void test_expire_large_budgets(void **state)
+{
+	struct ctx *c = *state;
+	static const unsigned budgets[] = { 1u << 31, (1u << 31) + 1,
+					    UINT32_MAX - 1, UINT32_MAX };
+	struct store_node *t, *p;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	for (size_t i = 0; i < sizeof budgets / sizeof budgets[0]; i++) {
+		char name[16];
+		struct store_node *n;
+
+		snprintf(name, sizeof name, "c%zu", i);
+		n = cr(c, p, name);
+		set_ttl(c, n, 10);
+		advance(c, 10);
+		if (store_expire(c->s, budgets[i]) != 1)
+			fail_msg("store_expire(budget %u) with one due node "
+				 "did not expire it", budgets[i]);
+		assert_int_equal(getattr_rc(c, n), -ESTALE);
+		put(c, n);
+	}
+	assert_int_equal(stats(c, NULL).expiries, 4);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Leases of nodes removed otherwise leave nothing pending behind. */
+static void test_removed_parent_leases_not_pending(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *u, *q, *r, *w;
+	uint64_t t0, tomb;
+
+	t = mk(c, root(c), "t");
+	u = mk(c, root(c), "u");
+	q = mk(c, t, "q");
+	r = mk(c, t, "r");
+	w = mk(c, u, "w");
+	t0 = now(c);
+	set_ttl(c, q, 100);
+	set_ttl(c, r, 200);
+	set_ttl(c, w, 300);
+	tomb = t0 + c->lim.tombstone_ttl_ms;
+	assert_int_equal(store_rmdir(c->s, t, "q"), 0);
+	assert_int_equal(store_next_deadline(c->s), t0 + 200);
+	assert_int_equal(store_depart(c->s, t, "r"), 0);
+	assert_int_equal(store_next_deadline(c->s), t0 + 300);
+	assert_int_equal(store_rmdir(c->s, root(c), "u"), 0);
+	assert_int_equal(store_next_deadline(c->s), tomb);
+	advance(c, 1000);
+	assert_int_equal(store_expire(c->s, 16), 0);
+	assert_int_equal(stats(c, NULL).expiries, 0);
+	assert_int_equal(stats(c, NULL).leaves, 3);
+
+	put(c, w);
+	put(c, r);
+	put(c, q);
+	put(c, u);
+	put(c, t);
+	check_ok(c);
+}
+
+/* An expired name is free for every kind of admission; an expired
+ * source is gone. */
+static void test_admissions_onto_expired_names(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *q, *a, *x, *y, *z, *n;
+	struct store_stats s0, s1;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	q = mk(c, t, "q");
+	a = cr(c, p, "a");                   /* no lease */
+	x = cr(c, q, "x");
+	y = cr(c, q, "y");
+	z = cr(c, p, "z");
+	set_ttl(c, x, 100);
+	set_ttl(c, y, 100);
+	set_ttl(c, z, 100);
+	advance(c, 100);
+	s0 = stats(c, NULL);
+
+	/* link onto an expired name. */
+	assert_int_equal(store_link(c->s, a, q, "x"), 0);
+	/* rename onto an expired name, even under NOREPLACE. */
+	n = cr(c, p, "m");
+	assert_int_equal(store_rename(c->s, p, "m", q, "y",
+				      STORE_RENAME_NOREPLACE), 0);
+	/* An expired source cannot be moved or linked. */
+	assert_int_equal(store_rename(c->s, p, "z", q, "z", 0), -ENOENT);
+	assert_int_equal(store_link(c->s, z, q, "z2"), -ESTALE);
+
+	s1 = stats(c, NULL);
+	assert_int_equal(s1.expiries, s0.expiries + 3);
+	assert_int_equal(s1.removals, s0.removals);
+	assert_int_equal(s1.children, 2);    /* a, m */
+	assert_int_equal(s1.links, 3);       /* p/a, q/x, q/y */
+	assert_list(c, p, "a");
+	assert_int_equal(ino_of_lookup(c, q, "x"), store_node_ino(a));
+	assert_int_equal(ino_of_lookup(c, q, "y"), store_node_ino(n));
+	assert_int_equal(getattr_rc(c, x), -ESTALE);
+	assert_int_equal(getattr_rc(c, y), -ESTALE);
+	assert_int_equal(getattr_rc(c, z), -ESTALE);
+	assert_int_equal(store_expire(c->s, 16), 0);
+
+	put(c, n);
+	put(c, x);
+	put(c, y);
+	put(c, z);
+	put(c, a);
+	put(c, q);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* A member-left for a parent that has expired: it left at its deadline,
+ * and the rejoin is still the next generation. */
+static void test_depart_of_expired_parent(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *n;
+	struct rd d;
+	char *ev;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	set_ttl(c, p, 100);
+	rd_open(c, &d, NULL);
+	advance(c, 100);
+	assert_int_equal(store_depart(c->s, t, "p"), 0);
+	ev = rd_take(c, &d);
+	if (strncmp(ev, EV("expire", "t", "p", "-", "1", "-"),
+		    strlen(EV("expire", "t", "p", "-", "1", "-"))) != 0)
+		fail_msg("depart of an expired parent: first line %s", ev);
+	assert_int_equal(count_lines(ev), 2);
+	assert_non_null(strstr(ev, "depart\tt\tp\t-\t"));
+	free(ev);
+	assert_int_equal(stats(c, NULL).tombstones, 1);
+	assert_int_equal(stats(c, NULL).expiries, 1);
+	assert_int_equal(store_expire(c->s, 16), 0);
+	n = mk(c, t, "p");
+	assert_int_equal(gen(c, n), 2);
+
+	put(c, n);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* A random sequence against a model ---------------------------------------- */
+
+/*
+ * Children in two parents (child_ttl 20 and the default 50) under random
+ * creates, unlinks, renewals, new TTLs, publications, lookups, listings,
+ * clock steps and reaper runs with small budgets.  The model is driven by
+ * the event lines, so it checks them too: a create only of an absent
+ * name, an unlink or write only of a visible one, an expire only of a due
+ * one, and each reaper run expires min(budget, due) nodes, the oldest
+ * deadlines first.  After every step store_next_deadline() is the model's
+ * earliest deadline.
+ */
+#define MP 2
+#define MN 12
+
+struct mslot {
+	struct store_node *h;  /* last incarnation's handle (maybe dead) */
+	bool present;          /* in the store, maybe expired, unreaped */
+	bool live;             /* h is the present incarnation */
+	uint64_t ttl, deadline;
+};
+
+struct model {
+	struct ctx *c;
+	struct store_node *p[MP];
+	struct mslot m[MP][MN];
+	uint64_t ptl[MP];      /* the TTL new children start with */
+	struct rd d;
+	uint64_t expiries;
+	uint64_t exp_deadline[64]; /* deadlines expired by the last lines */
+	int nexp;
+};
+
+static const char *const MPN[MP] = { "p0", "p1" };
+
+static bool m_visible(struct model *m, struct mslot *x)
+{
+	return x->present && (!x->deadline || x->deadline > now(m->c));
+}
+
+static struct mslot *m_slot(struct model *m, const char *pn, const char *cn)
+{
+	for (int i = 0; i < MP; i++)
+		if (strcmp(pn, MPN[i]) == 0) {
+			int k = atoi(cn + 1);
+
+			if (cn[0] == 'c' && k >= 0 && k < MN)
+				return &m->m[i][k];
+		}
+	fail_msg("event for an unknown slot %s/%s", pn, cn);
+	return NULL;
+}
+
+/* Apply the pending event lines to the model, checking each. */
+static void m_events(struct model *m)
+{
+	char *ev = rd_take(m->c, &m->d), *line = ev;
+
+	m->nexp = 0;
+	while (*line) {
+		char f[7][64];
+		char *nl = strchr(line, '\n');
+		struct mslot *x;
+		int nf = 0;
+		char *q = line;
+
+		assert_non_null(nl);
+		*nl = '\0';
+		while (nf < 7) {
+			char *tab = strchr(q, '\t');
+			size_t n = tab ? (size_t)(tab - q) : strlen(q);
+
+			assert_true(n < sizeof f[0]);
+			memcpy(f[nf], q, n);
+			f[nf++][n] = '\0';
+			if (!tab)
+				break;
+			q = tab + 1;
+		}
+		if (nf != 6 || strcmp(f[1], "t") != 0)
+			fail_msg("unexpected event line: %s", line);
+		x = m_slot(m, f[2], f[3]);
+		if (strcmp(f[0], "create") == 0) {
+			if (x->present)
+				fail_msg("create of a present name: %s", line);
+			x->present = true;
+		} else if (strcmp(f[0], "unlink") == 0) {
+			if (!m_visible(m, x))
+				fail_msg("unlink of an invisible name: %s",
+					 line);
+			x->present = false;
+			x->live = false;
+		} else if (strcmp(f[0], "write") == 0) {
+			if (!m_visible(m, x))
+				fail_msg("write of an invisible name: %s",
+					 line);
+		} else if (strcmp(f[0], "expire") == 0) {
+			if (!x->present || !x->deadline ||
+			    x->deadline > now(m->c))
+				fail_msg("expire of a node not due (present %d "
+					 "deadline %llu now %llu): %s",
+					 x->present,
+					 (unsigned long long)x->deadline,
+					 (unsigned long long)now(m->c), line);
+			x->present = false;
+			x->live = false;
+			m->expiries++;
+			if (m->nexp < 64)
+				m->exp_deadline[m->nexp++] = x->deadline;
+		} else {
+			fail_msg("unexpected event line: %s", line);
+		}
+		line = nl + 1;
+	}
+	free(ev);
+}
+
+static uint64_t m_next_deadline(struct model *m)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (int i = 0; i < MP; i++)
+		for (int k = 0; k < MN; k++)
+			if (m->m[i][k].present && m->m[i][k].deadline &&
+			    m->m[i][k].deadline < next)
+				next = m->m[i][k].deadline;
+	return next;
+}
+
+static void m_step(struct model *m, unsigned *seed)
+{
+	struct ctx *c = m->c;
+	int pi = rand_r(seed) % MP, ki = rand_r(seed) % MN;
+	struct mslot *x = &m->m[pi][ki];
+	struct store_node *p = m->p[pi];
+	char name[8];
+	unsigned op = (unsigned)rand_r(seed) % 100;
+	int rc;
+
+	snprintf(name, sizeof name, "c%d", ki);
+	if (op < 20) {                               /* create */
+		struct store_node *n = NULL;
+		bool created = false, vis = m_visible(m, x);
+
+		rc = store_create(c->s, p, name, &FOWN, true, &n, &created);
+		assert_int_equal(rc, vis ? -EEXIST : 0);
+		m_events(m);
+		if (rc == 0) {
+			assert_true(x->present);
+			if (x->h)
+				put(c, x->h);
+			x->h = n;
+			x->live = true;
+			x->ttl = m->ptl[pi];
+			x->deadline = x->ttl ? now(c) + x->ttl : 0;
+			assert_lease(c, n, x->ttl, x->deadline);
+		}
+	} else if (op < 30) {                        /* unlink */
+		bool vis = m_visible(m, x);
+
+		rc = store_unlink(c->s, p, name);
+		assert_int_equal(rc, vis ? 0 : -ENOENT);
+		m_events(m);
+		if (vis)
+			assert_false(x->present);
+	} else if (op < 45 && x->h) {                /* renew */
+		bool ok = x->live && m_visible(m, x);
+
+		rc = store_renew(c->s, x->h);
+		assert_int_equal(rc, ok ? 0 : -ESTALE);
+		if (ok && x->ttl)
+			x->deadline = now(c) + x->ttl;
+		if (ok)
+			assert_lease(c, x->h, x->ttl, x->deadline);
+		m_events(m);
+	} else if (op < 55 && x->h) {                /* set_ttl */
+		bool ok = x->live && m_visible(m, x);
+		uint64_t ttl = rand_r(seed) % 10 == 0 ? 0 :
+			       1 + (uint64_t)(rand_r(seed) % 120);
+
+		rc = store_set_ttl(c->s, x->h, ttl);
+		assert_int_equal(rc, ok ? 0 : -ESTALE);
+		if (ok) {
+			x->ttl = ttl;
+			x->deadline = ttl ? now(c) + ttl : 0;
+			assert_lease(c, x->h, x->ttl, x->deadline);
+		}
+		m_events(m);
+	} else if (op < 70) {                        /* the clock */
+		advance(c, (uint64_t)(rand_r(seed) % 26));
+	} else if (op < 80) {                        /* the reaper */
+		unsigned budget = (unsigned)rand_r(seed) % 5, got, ndue = 0;
+
+		for (int i = 0; i < MP; i++)
+			for (int k = 0; k < MN; k++) {
+				struct mslot *y = &m->m[i][k];
+
+				if (y->present && y->deadline &&
+				    y->deadline <= now(c))
+					ndue++;
+			}
+		got = store_expire(c->s, budget);
+		m_events(m);
+		assert_int_equal(got, (unsigned)m->nexp);
+		assert_int_equal(got, budget < ndue ? budget : ndue);
+		/* Oldest first: nothing left due is older than what went. */
+		for (int e = 1; e < m->nexp; e++)
+			assert_true(m->exp_deadline[e - 1] <=
+				    m->exp_deadline[e]);
+		if (m->nexp) {
+			uint64_t newest = m->exp_deadline[m->nexp - 1];
+
+			for (int i = 0; i < MP; i++)
+				for (int k = 0; k < MN; k++) {
+					struct mslot *y = &m->m[i][k];
+
+					if (y->present && y->deadline &&
+					    y->deadline <= now(c))
+						assert_true(y->deadline >=
+							    newest);
+				}
+		}
+	} else if (op < 88) {                        /* lookup */
+		struct store_node *n = NULL;
+
+		rc = store_lookup(c->s, p, name, &n);
+		m_events(m);
+		assert_int_equal(rc, m_visible(m, x) ? 0 : -ENOENT);
+		if (rc == 0) {
+			assert_true(x->live);
+			assert_int_equal(store_node_ino(n),
+					 store_node_ino(x->h));
+			put(c, n);
+		}
+	} else if (op < 93) {                        /* listing */
+		struct store_dirlist dl = { 0, NULL };
+		bool seen[MN] = { false };
+
+		assert_int_equal(store_list(c->s, p, &dl), 0);
+		m_events(m);
+		for (size_t e = 0; e < dl.n; e++) {
+			int k = atoi(dl.e[e].name + 1);
+
+			assert_true(k >= 0 && k < MN);
+			assert_false(seen[k]);
+			seen[k] = true;
+		}
+		store_dirlist_free(&dl);
+		for (int k = 0; k < MN; k++)
+			if (seen[k] != m_visible(m, &m->m[pi][k]))
+				fail_msg("listing of %s: %s %s, model says "
+					 "%s", MPN[pi], MPN[pi] + 0,
+					 seen[k] ? "listed" : "not listed",
+					 m_visible(m, &m->m[pi][k]) ?
+						 "visible" : "invisible");
+	} else if (x->h) {                           /* publication */
+		struct store_stage *st = NULL;
+		bool ok = x->live && m_visible(m, x);
+
+		rc = store_stage_open(c->s, x->h, STORE_STAGE_REPLACE, &st);
+		if (rc == 0) {
+			ssize_t w = store_stage_write(st, "abc", 3, 0);
+
+			rc = w < 0 ? (int)w : store_stage_publish(st);
+			store_stage_close(st);
+		}
+		assert_int_equal(rc, ok ? 0 : -ESTALE);
+		m_events(m);
+	}
+	assert_int_equal(store_next_deadline(c->s), m_next_deadline(m));
+}
+
+static void test_lease_model_random(void **state)
+{
+	struct ctx *c = *state;
+	struct store_limits l;
+	struct store_node *t;
+	struct model *m = calloc(1, sizeof *m);
+	unsigned seed = 0x1ea5e, seed0;
+	int steps = 30000;
+
+	assert_non_null(m);
+	if (getenv("LEASE_SEED"))
+		seed = (unsigned)strtoul(getenv("LEASE_SEED"), NULL, 0);
+	seed0 = seed;
+	store_limits_default(&l);
+	l.default_ttl_ms = 50;
+	reopen(c, &l);
+	m->c = c;
+	t = mk(c, root(c), "t");
+	for (int i = 0; i < MP; i++)
+		m->p[i] = mk(c, t, MPN[i]);
+	assert_int_equal(store_set_child_ttl(c->s, m->p[0], 20), 0);
+	m->ptl[0] = 20;
+	m->ptl[1] = 50;
+	rd_open(c, &m->d, NULL);
+
+	for (int i = 0; i < steps; i++) {
+		m_step(m, &seed);
+		if (i % 1000 == 999) {
+			assert_int_equal(stats(c, NULL).expiries, m->expiries);
+			check_ok(c);
+		}
+	}
+	/* Drain: everything due goes, and the counters agree. */
+	advance(c, 1000);
+	while (store_expire(c->s, 7))
+		;
+	m_events(m);
+	assert_int_equal(stats(c, NULL).expiries, m->expiries);
+	assert_int_equal(store_next_deadline(c->s), m_next_deadline(m));
+	{
+		uint64_t present = 0;
+
+		for (int i = 0; i < MP; i++)
+			for (int k = 0; k < MN; k++)
+				present += m->m[i][k].present;
+		assert_int_equal(stats(c, NULL).children, present);
+	}
+	print_message("# model: %d steps, %llu expiries (seed %#x)\n", steps,
+		      (unsigned long long)m->expiries, seed0);
+
+	for (int i = 0; i < MP; i++) {
+		for (int k = 0; k < MN; k++)
+			if (m->m[i][k].h)
+				put(c, m->m[i][k].h);
+		put(c, m->p[i]);
+	}
+	put(c, t);
+	free(m);
+	check_ok(c);
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_lease_get_set_kinds),
+		T(test_expire_deadline_order),
+		T(test_expire_budget),
+		T(test_next_deadline),
+		T(test_next_deadline_forgets_removed_leases),
+		T(test_renew),
+		T(test_renew_stale),
+		T(test_set_ttl_zero_removes_lease),
+		T(test_child_ttl_and_default_ttl),
+		T(test_parent_expiry_cascades),
+		T(test_parent_expired_before_reap),
+		T(test_shared_state_expiry_ends_all_links),
+		T(test_child_invisible_at_deadline_before_reap),
+		T(test_deadlines_follow_injected_clock),
+		T(test_tombstone_aging_via_expire),
+		T(test_events_lines),
+		T(test_events_expire_lines),
+		T(test_events_tenant_scope),
+		T(test_events_open_at_present_and_pending),
+		T(test_events_read_whole_lines),
+		T(test_events_overflow),
+		T(test_events_next_overflow),
+		T(test_events_next_internal),
+		T(test_event_hook),
+		T(test_expired_parent_handle_changes_nothing),
+		T(test_expire_large_budgets),
+		T(test_removed_parent_leases_not_pending),
+		T(test_admissions_onto_expired_names),
+		T(test_depart_of_expired_parent),
+		T(test_lease_model_random),
+	};
+
+	/* TEST_FILTER / TEST_SKIP: glob patterns of test names to run / skip. */
+	if (getenv("TEST_FILTER"))
+		cmocka_set_test_filter(getenv("TEST_FILTER"));
+	if (getenv("TEST_SKIP"))
+		cmocka_set_skip_filter(getenv("TEST_SKIP"));
+	return cmocka_run_group_tests_name("leases", tests, NULL, NULL);
+}
