@@ -21,7 +21,7 @@
 
 #include "store/store.h"
 
-enum fs_file_kind { FS_STAGE, FS_TEXT, FS_DEPART, FS_EVENTS, FS_CLOCK };
+enum fs_file_kind { FS_STAGE, FS_TEXT, FS_DEPART, FS_EVENTS, FS_CLOCK, FS_DRAIN };
 
 /* An open file (fi->fh). */
 struct fs_file {
@@ -66,6 +66,8 @@ struct fs {
 	_Atomic pid_t echo_tid;
 	char echo_name[NAME_MAX + 1];
 	uint64_t echo_ino;
+	char echo_tenant[NAME_MAX + 1];  /* the path's first step, which */
+	uint64_t echo_tenant_ino;        /* may be gone from the store too */
 	bool echo_dir;
 	bool echo_armed;
 };

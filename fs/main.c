@@ -7,6 +7,8 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,51 @@ static int opt_proc(void *data, const char *arg, int key,
 	return rc == 1 ? 0 : 1;
 }
 
+/*
+ * SIGTERM, SIGINT and SIGHUP: drain the whole store, then end the
+ * session.  A second signal ends the drain window at once.  The signals
+ * are blocked in every thread and taken here with sigwait, so no handler
+ * runs in a request thread.
+ */
+struct sigctl {
+	struct fs *fs;
+	sigset_t set;
+	pthread_t thread;
+	atomic_bool stop;
+	atomic_bool drained;   /* the session ended through a drain */
+	bool started;
+};
+
+static void *signal_main(void *arg)
+{
+	struct sigctl *sc = arg;
+	const struct timespec tick = { 0, 50 * 1000 * 1000 };
+	int signals = 0;
+
+	while (!atomic_load(&sc->stop)) {
+		int sig = sigtimedwait(&sc->set, NULL, &tick);
+
+		if (sig > 0 && ++signals == 1)
+			store_drain(sc->fs->store, NULL);
+		else if (sig > 0)
+			store_drain_now(sc->fs->store, NULL);
+		if (signals == 0 ||
+		    store_drain_state(sc->fs->store, NULL, NULL) != STORE_DRAINED)
+			continue;
+		/* Drained: end the loop.  A request wakes a worker, which
+		 * sees the session has exited; the loop then ends the rest. */
+		atomic_store(&sc->drained, true);
+		fuse_session_exit(sc->fs->se);
+		{
+			struct stat st;
+
+			(void)stat(sc->fs->mountpoint, &st);
+		}
+		break;
+	}
+	return NULL;
+}
+
 static void usage(const char *prog)
 {
 	printf("usage: %s [options] MOUNTPOINT\n\n", prog);
@@ -61,6 +108,7 @@ int main(int argc, char *argv[])
 	struct fs fs = { 0 };
 	struct store_attr root = { 0 };
 	struct store_clock clock = { 0 };
+	struct sigctl sc = { 0 };
 	char err[256];
 	int rc = 1;
 
@@ -115,16 +163,29 @@ int main(int argc, char *argv[])
 	se = fuse_session_new(&args, &fs_ops, sizeof(fs_ops), &fs);
 	if (!se)
 		goto out;
-	if (fuse_set_signal_handlers(se) != 0)
-		goto out;
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
-		goto out_signals;
+		goto out;
 	fuse_daemonize(opts.foreground);
 	fs.se = se;
+	/* Every thread made from here on blocks the shutdown signals; the
+	 * signal thread takes them. */
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&sc.set);
+	sigaddset(&sc.set, SIGTERM);
+	sigaddset(&sc.set, SIGINT);
+	sigaddset(&sc.set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &sc.set, NULL);
 	if (fs_watch_start(&fs) != 0) {
 		fprintf(stderr, "statefs: cannot start the watch threads\n");
 		goto out_unmount;
 	}
+	sc.fs = &fs;
+	if (pthread_create(&sc.thread, NULL, signal_main, &sc) != 0) {
+		fprintf(stderr, "statefs: cannot start the signal thread\n");
+		fs_watch_stop(&fs);
+		goto out_unmount;
+	}
+	sc.started = true;
 
 	if (opts.singlethread) {
 		rc = fuse_session_loop(se);
@@ -143,16 +204,24 @@ int main(int argc, char *argv[])
 		}
 	}
 	rc = rc != 0;
+	atomic_store(&sc.stop, true);
 	/* Parked .events reads are answered while the session can still
-	 * carry replies; the echo thread ends once the session is closed. */
+	 * carry replies.  The echo and signal threads may be waiting in a
+	 * syscall on the mount that no worker will serve any more: they
+	 * are joined once the session is closed, which ends those calls. */
 	fs_watch_stop(&fs);
 out_unmount:
 	fuse_session_unmount(se);
-out_signals:
-	fuse_remove_signal_handlers(se);
 out:
 	if (se)
 		fuse_session_destroy(se);
+	if (sc.started) {
+		pthread_join(sc.thread, NULL);
+		/* A drain that ended the loop is a clean exit, whatever the
+		 * loop reports about the workers it cancelled. */
+		if (atomic_load(&sc.drained))
+			rc = 0;
+	}
 	fs_watch_join(&fs);
 	if (loop)
 		fuse_loop_cfg_destroy(loop);

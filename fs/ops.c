@@ -166,21 +166,21 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct store_node *dir = node_get(req, parent), *n = NULL;
 	const struct layout_special *sp;
 	struct fuse_entry_param e;
-	int rc;
+	int rc = -ESTALE;
 
-	if (!dir) {
-		reply_err(req, ESTALE);
-		return;
+	if (dir) {
+		sp = special_in(fs, dir, name);
+		if (sp)
+			rc = store_special(fs->store, dir, sp->slot, &n);
+		else
+			rc = store_lookup(fs->store, dir, name, &n);
 	}
-	sp = special_in(fs, dir, name);
-	if (sp)
-		rc = store_special(fs->store, dir, sp->slot, &n);
-	else
-		rc = store_lookup(fs->store, dir, name, &n);
 	if (rc == 0)
 		rc = entry_fill(fs, n, &e);
-	if (rc == -ENOENT && fs_echo_lookup(req, fs, name))
-		rc = 1; /* answered for the echo thread */
+	/* The echo thread walks to names the store removed already (their
+	 * directory may be gone as well). */
+	if (rc < 0 && fs_echo_lookup(req, fs, name))
+		rc = 1;
 	if (rc < 0)
 		reply_err(req, rc);
 	else if (rc == 0)
@@ -552,7 +552,7 @@ static int stats_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
 	if (rc)
 		return rc;
 	v.instance = store_instance_id(fs->store);
-	v.state = store_state(fs->store);
+	v.state = store_drain_state(fs->store, tenant ? dir : NULL, NULL);
 	v.uptime_ms = store_uptime_ms(fs->store);
 	v.tenant = tenant ? store_node_name(dir) : NULL;
 	v.limits = store_limits(fs->store);
@@ -562,6 +562,52 @@ static int stats_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
 		return -ENOMEM;
 	f->len = layout_format_stats(f->text, need + 1, &v);
 	return 0;
+}
+
+/*
+ * Format a .snapshot of @dir (root or tenant) into @f: the store pauses
+ * only for the copy (store_snapshot_take); the text is made here, with no
+ * lock held, and served from the open file.
+ */
+static int snapshot_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
+{
+	bool tenant = store_node_kind(dir) == STORE_TENANT;
+	struct store_snapshot snap;
+	size_t hlen = strlen(layout_snapshot_header), need = hlen, used;
+	int rc = store_snapshot_take(fs->store, tenant ? dir : NULL, &snap);
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < snap.n; i++)
+		need += layout_format_snapshot_row(NULL, 0, &snap.rows[i]);
+	f->text = malloc(need + 1);
+	if (!f->text) {
+		store_snapshot_free(&snap);
+		return -ENOMEM;
+	}
+	memcpy(f->text, layout_snapshot_header, hlen + 1);
+	used = hlen;
+	for (size_t i = 0; i < snap.n; i++)
+		used += layout_format_snapshot_row(f->text + used, need + 1 - used,
+						   &snap.rows[i]);
+	f->len = used;
+	store_snapshot_free(&snap);
+	return 0;
+}
+
+/* What .drain reads now for @dir (root or tenant). */
+static int drain_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
+{
+	bool tenant = store_node_kind(dir) == STORE_TENANT;
+	uint64_t left;
+	enum store_state st = store_drain_state(fs->store, tenant ? dir : NULL,
+						&left);
+	char buf[64];
+
+	free(f->text);
+	f->len = layout_format_drain(buf, sizeof(buf), st, left);
+	f->text = strdup(buf);
+	return f->text ? 0 : -ENOMEM;
 }
 
 static int file_open_special(struct fs *fs, struct store_node *n, int flags,
@@ -593,6 +639,14 @@ static int file_open_special(struct fs *fs, struct store_node *n, int flags,
 		break;
 	case LAYOUT_SLOT_EVENTS:
 		fs_events_open(fs, dir, f);
+		break;
+	case LAYOUT_SLOT_SNAPSHOT:
+		f->kind = FS_TEXT;
+		rc = snapshot_text(fs, dir, f);
+		break;
+	case LAYOUT_SLOT_DRAIN:
+		f->kind = FS_DRAIN;
+		rc = drain_text(fs, dir, f);
 		break;
 	case LAYOUT_SLOT_CLOCK:
 		f->kind = FS_CLOCK;
@@ -663,7 +717,16 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			       (fi->flags & O_NONBLOCK) != 0);
 		return;
 	}
-	if (f->kind == FS_TEXT || f->kind == FS_CLOCK) {
+	if (f->kind == FS_DRAIN && off == 0) {
+		struct store_node *dir = store_node_tenant(f->node);
+		int rc = drain_text(fs_of(req), dir ? dir : store_root(fs_of(req)->store), f);
+
+		if (rc) {
+			reply_err(req, rc);
+			return;
+		}
+	}
+	if (f->kind == FS_TEXT || f->kind == FS_CLOCK || f->kind == FS_DRAIN) {
 		if ((size_t)off < f->len)
 			n = (ssize_t)(f->len - (size_t)off < size ?
 				      f->len - (size_t)off : size);
@@ -705,6 +768,11 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		if (rc == 0)
 			rc = store_depart(fs->store, store_node_tenant(f->node),
 					  name);
+		n = rc ? rc : (ssize_t)size;
+		break;
+	case FS_DRAIN:
+		/* Any write starts the drain; later writes change nothing. */
+		rc = store_drain(fs->store, store_node_tenant(f->node));
 		n = rc ? rc : (ssize_t)size;
 		break;
 	case FS_CLOCK:

@@ -359,9 +359,16 @@ bool fs_echo_lookup(fuse_req_t req, struct fs *fs, const char *name)
 		 * for the old inode number only so it can remove it.  It
 		 * never reaches the store: any use answers ESTALE. */
 		e.ino = fs->echo_ino;
-		e.generation = 1;
-		e.attr.st_ino = fs->echo_ino;
 		e.attr.st_mode = fs->echo_dir ? S_IFDIR | 0755 : S_IFREG | 0644;
+	} else if (fs->echo_armed && strcmp(fs->echo_tenant, name) == 0) {
+		/* The way there: a tenant a drain removed with its parents. */
+		mine = true;
+		e.ino = fs->echo_tenant_ino;
+		e.attr.st_mode = S_IFDIR | 0755;
+	}
+	if (mine) {
+		e.generation = 1;
+		e.attr.st_ino = e.ino;
 		e.attr.st_nlink = 1;
 	}
 	pthread_mutex_unlock(&fs->echo_lock);
@@ -387,15 +394,15 @@ bool fs_echo_remove(fuse_req_t req, struct fs *fs, const char *name, bool dir)
 	return mine;
 }
 
-/* Does a live node own @tenant/@parent[/@child] now? */
-static bool name_live(struct fs *fs, const struct store_event *ev, bool dir)
+/* Does a live node own the name @ev removed (depth @depth) now? */
+static bool name_live(struct fs *fs, const struct store_event *ev, int depth)
 {
 	struct store_node *t = NULL, *p = NULL, *c = NULL;
 	bool live;
 
 	live = store_lookup(fs->store, store_root(fs->store), ev->tenant, &t) == 0 &&
-	       store_lookup(fs->store, t, ev->parent, &p) == 0 &&
-	       (dir || store_lookup(fs->store, p, ev->child, &c) == 0);
+	       (depth < 2 || store_lookup(fs->store, t, ev->parent, &p) == 0) &&
+	       (depth < 3 || store_lookup(fs->store, p, ev->child, &c) == 0);
 	if (c)
 		store_node_unref(fs->store, c);
 	if (p)
@@ -408,8 +415,9 @@ static bool name_live(struct fs *fs, const struct store_event *ev, bool dir)
 /* Replay one internal removal through the mount. */
 static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
 {
-	bool dir = ev->kind == STORE_PARENT;
-	const char *name = dir ? ev->parent : ev->child;
+	int depth = ev->kind == STORE_TENANT ? 1 : ev->kind == STORE_PARENT ? 2 : 3;
+	bool dir = depth < 3;
+	const char *name = depth == 1 ? ev->tenant : depth == 2 ? ev->parent : ev->child;
 	char path[3 * (NAME_MAX + 1)];
 
 	if (!ev->internal || ev->ino == 0 || !*name || strlen(name) > NAME_MAX)
@@ -417,15 +425,20 @@ static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
 	if (ev->op != STORE_OP_EXPIRE && ev->op != STORE_OP_DEPART &&
 	    ev->op != STORE_OP_DRAIN)
 		return;
-	if (name_live(fs, ev, dir))
+	if (name_live(fs, ev, depth))
 		return; /* a newer incarnation owns the name: no echo */
-	if (dir)
+	if (depth == 1)
+		snprintf(path, sizeof(path), "%s", ev->tenant);
+	else if (depth == 2)
 		snprintf(path, sizeof(path), "%s/%s", ev->tenant, ev->parent);
 	else
 		snprintf(path, sizeof(path), "%s/%s/%s", ev->tenant, ev->parent,
 			 ev->child);
 	pthread_mutex_lock(&fs->echo_lock);
 	snprintf(fs->echo_name, sizeof(fs->echo_name), "%s", name);
+	snprintf(fs->echo_tenant, sizeof(fs->echo_tenant), "%s",
+		 depth > 1 ? ev->tenant : "");
+	fs->echo_tenant_ino = ev->tenant_ino;
 	fs->echo_ino = ev->ino;
 	fs->echo_dir = dir;
 	fs->echo_armed = true;

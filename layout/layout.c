@@ -64,6 +64,10 @@ static const struct layout_special specials[] = {
 	{ ".events", LAYOUT_SLOT_EVENTS, LAYOUT_SCOPE_ROOT | LAYOUT_SCOPE_TENANT,
 	  S_IFREG | 0444 },
 	{ ".clock", LAYOUT_SLOT_CLOCK, LAYOUT_SCOPE_ROOT, S_IFREG | 0644 },
+	{ ".snapshot", LAYOUT_SLOT_SNAPSHOT, LAYOUT_SCOPE_ROOT | LAYOUT_SCOPE_TENANT,
+	  S_IFREG | 0444 },
+	{ ".drain", LAYOUT_SLOT_DRAIN, LAYOUT_SCOPE_ROOT | LAYOUT_SCOPE_TENANT,
+	  S_IFREG | 0644 },
 };
 
 #define NSPECIALS (sizeof(specials) / sizeof(specials[0]))
@@ -175,6 +179,62 @@ size_t layout_format_seconds(char *buf, size_t cap, uint64_t ms)
 		n = snprintf(buf, cap, "%" PRIu64 ".%02" PRIu64, ms / 1000, frac / 10);
 	else
 		n = snprintf(buf, cap, "%" PRIu64 ".%03" PRIu64, ms / 1000, frac);
+	return n > 0 ? (size_t)n : 0;
+}
+
+/* .snapshot and .drain -------------------------------------------------------- */
+
+const char layout_snapshot_header[] =
+	"kind\ttenant\tparent\tchild\tgeneration\tversion\tsize\tnlink\t"
+	"ttl_ms_left\tinode\n";
+
+static const char *const snap_kinds[] = {
+	[STORE_SNAP_TENANT] = "tenant",
+	[STORE_SNAP_PARENT] = "parent",
+	[STORE_SNAP_CHILD] = "child",
+	[STORE_SNAP_TOMBSTONE] = "tombstone",
+};
+
+/* A snapshot field: "-" where it does not apply. */
+static const char *snap_str(const char *s)
+{
+	return s && *s ? s : "-";
+}
+
+static const char *snap_num(char *buf, size_t cap, int64_t v)
+{
+	if (v < 0)
+		return "-";
+	snprintf(buf, cap, "%" PRId64, v);
+	return buf;
+}
+
+size_t layout_format_snapshot_row(char *buf, size_t cap,
+				  const struct store_snap_row *r)
+{
+	char g[24], v[24], sz[24], nl[24], ttl[24], ino[24];
+	int n = snprintf(buf, cap, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
+			 snap_kinds[r->kind], snap_str(r->tenant),
+			 snap_str(r->parent), snap_str(r->child),
+			 snap_num(g, sizeof(g), r->generation),
+			 snap_num(v, sizeof(v), r->version),
+			 snap_num(sz, sizeof(sz), r->size),
+			 snap_num(nl, sizeof(nl), r->nlink),
+			 snap_num(ttl, sizeof(ttl), r->ttl_ms_left),
+			 snap_num(ino, sizeof(ino), r->ino));
+
+	return n > 0 ? (size_t)n : 0;
+}
+
+size_t layout_format_drain(char *buf, size_t cap, enum store_state st,
+			   uint64_t ms_left)
+{
+	int n;
+
+	if (st == STORE_DRAINING)
+		n = snprintf(buf, cap, "draining %" PRIu64 "\n", ms_left);
+	else
+		n = snprintf(buf, cap, "%s\n", layout_state_name(st));
 	return n > 0 ? (size_t)n : 0;
 }
 

@@ -44,6 +44,8 @@ enum layout_slot {
 	LAYOUT_SLOT_DEPART = 1,
 	LAYOUT_SLOT_EVENTS = 2,
 	LAYOUT_SLOT_CLOCK = 3,   /* only with -o testclock */
+	LAYOUT_SLOT_SNAPSHOT = 4,
+	LAYOUT_SLOT_DRAIN = 5,
 };
 
 #define LAYOUT_SCOPE_ROOT   (1u << 0)
@@ -98,6 +100,27 @@ int layout_parse_seconds_value(const char *buf, size_t len, uint64_t *ms);
  * value ("5", "1.5", "0.25"), NUL-terminated.  Returns the length.
  */
 size_t layout_format_seconds(char *buf, size_t cap, uint64_t ms);
+
+/* .snapshot and .drain --------------------------------------------------- */
+
+/* The header line of .snapshot (ends with '\n'). */
+extern const char layout_snapshot_header[];
+
+/*
+ * Format one .snapshot row: tab-separated kind, tenant, parent, child,
+ * generation, version, size, nlink, ttl_ms_left, inode, then '\n'; a
+ * field that does not apply is "-".  snprintf-like: returns the length
+ * the row needs, writes at most @cap bytes.
+ */
+size_t layout_format_snapshot_row(char *buf, size_t cap,
+				  const struct store_snap_row *row);
+
+/*
+ * What reading .drain gives: "ready\n", "draining MS_LEFT\n" or
+ * "drained\n".  snprintf-like.
+ */
+size_t layout_format_drain(char *buf, size_t cap, enum store_state st,
+			   uint64_t ms_left);
 
 /* .stats --------------------------------------------------------------- */
 

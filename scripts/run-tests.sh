@@ -63,7 +63,11 @@ if ! command -v bats >/dev/null 2>&1; then
 	echo "*** bats is not installed (scripts/deps.sh installs it)"
 	failed=$((failed + 1))
 else
-	bats --tap tests/bats 2>&1 | tee "$log"
+	# This run's mounts live under their own directory, so the check for
+	# mounts left behind sees only this run's.
+	run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/statefs-test.XXXXXX")
+	chmod 0755 "$run_tmp"
+	TMPDIR="$run_tmp" bats --tap tests/bats 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | head -n 1)
 	ok=$(grep -E '^ok [0-9]+' "$log" | grep -vcE '^ok [0-9]+.*# skip')
@@ -88,7 +92,11 @@ fi
 
 # --- verdict ---------------------------------------------------------------------
 
-left=$(awk '$3 ~ /^fuse/ && $2 ~ /statefs-bats/' /proc/mounts | wc -l)
+left=0
+if [ -n "${run_tmp:-}" ]; then
+	left=$(awk -v d="$run_tmp/" '$3 ~ /^fuse/ && index($2, d) == 1' /proc/mounts | wc -l)
+	[ "$left" -eq 0 ] && rm -rf "$run_tmp"
+fi
 if [ "$left" -gt 0 ]; then
 	echo "*** $left statefs test mount(s) left behind (see /proc/mounts)"
 	failed=$((failed + 1))

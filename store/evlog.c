@@ -216,6 +216,7 @@ int evlog_next(struct evlog *l, struct store_event_reader *r,
 		ev->internal = sl->e.internal;
 		ev->kind = sl->e.kind;
 		ev->ino = sl->e.ino;
+		ev->tenant_ino = sl->e.tenant_ino;
 		ev->tenant = strdup(sl->e.tenant);
 		ev->parent = strdup(sl->e.parent);
 		ev->child = strdup(sl->e.child);

@@ -133,6 +133,10 @@ struct tenant {
 	struct meta meta;              /* lock */
 	/* Gauges of this tenant, updated with the store-wide ones. */
 	atomic_uint_fast64_t parents_n, children_n, links_n, tombs_n, bytes_n;
+	/* This tenant's own drain (enum store_state) and its deadline;
+	 * changed under lock, read anywhere. */
+	atomic_int drain_state;
+	atomic_uint_fast64_t drain_deadline;
 };
 
 struct parent {
@@ -180,7 +184,9 @@ struct store {
 	struct store_clock clock;      /* immutable */
 	uint64_t instance;             /* immutable */
 	uint64_t born_ms;              /* immutable */
-	atomic_int state;              /* enum store_state */
+	atomic_int state;              /* enum store_state, under lock */
+	atomic_uint_fast64_t drain_deadline;
+	atomic_int tenants_draining;   /* tenants whose drain runs */
 	atomic_uint_fast64_t next_ino;
 
 	/*
@@ -361,9 +367,11 @@ static bool is_dead(const struct store_node *n)
 	return atomic_load(&n->dead) || atomic_load(&o->dead);
 }
 
-static bool draining(struct store *s)
+/* Does the store, or tenant @t, refuse new things (a drain)? */
+static bool draining(struct store *s, struct tenant *t)
 {
-	return atomic_load(&s->state) != STORE_READY;
+	return atomic_load(&s->state) != STORE_READY ||
+	       (t && atomic_load(&t->drain_state) != STORE_READY);
 }
 
 /* Past its deadline at @now: as good as gone, reaped or not. */
@@ -475,6 +483,9 @@ static void lease_clear(struct store *s, struct store_node *n)
 }
 
 /* Events ----------------------------------------------------------------------- */
+
+/* No event: a removal that is part of a larger transition (a leave). */
+#define NO_EVENT ((enum store_op)-1)
 
 /* Set when this thread appended an event; the transition wrapper calls
  * the hook once its locks are released. */
@@ -1388,7 +1399,7 @@ static int tenant_create(struct store *s, const char *name,
 
 	lock(&s->lock);
 	HASH_FIND_STR(s->tenants, name, old);
-	if (draining(s))
+	if (draining(s, NULL))
 		rc = -EROFS;
 	else if (old)
 		rc = -EEXIST;
@@ -1436,8 +1447,6 @@ static void state_end_locked(struct store *s, struct child *c, bool expired)
 	atomic_fetch_add(expired ? &s->expiries : &s->removals, 1);
 }
 
-/* No event: a removal that is part of a larger transition (a leave). */
-#define NO_EVENT ((enum store_op)-1)
 
 /*
  * Drop link @l from its state's set (the bucket lock held): the state
@@ -1534,10 +1543,34 @@ static struct link *parent_remove_locked(struct store *s, struct tenant *t,
 	return links;
 }
 
+/*
+ * Remove every parent of @t (t->lock held), cascade included, and its
+ * tombstones: the body of a tenant cleanup and of a drain's clear.  With
+ * @op each parent's removal is reported as an internal event (so the
+ * watch machinery echoes it).
+ */
+static void tenant_clear_locked(struct store *s, struct tenant *t,
+				enum store_op op)
+{
+	struct parent *p, *tmp;
+
+	HASH_ITER(hh, t->parents, p, tmp) {
+		struct link *links;
+
+		if (op != NO_EVENT)
+			emit(s, op, true, &p->node, t, p->name, NULL,
+			     (int64_t)p->generation, -1);
+		links = parent_remove_locked(s, t, p);
+		atomic_fetch_add(&s->leaves, 1);
+		links_free(s, links);
+		store_node_unref(s, &p->node);
+	}
+	tombs_drop_all_locked(s, t);
+}
+
 static int tenant_cleanup(struct store *s, const char *name)
 {
 	struct tenant *t;
-	struct parent *p, *tmp;
 
 	lock(&s->lock);
 	HASH_FIND_STR(s->tenants, name, t);
@@ -1550,16 +1583,11 @@ static int tenant_cleanup(struct store *s, const char *name)
 	HASH_DEL(s->tenants, t);
 	gauge_sub(&s->tenants_n, 1, "tenants");
 	touch_dir(&s->root_meta);
+	if (atomic_load(&t->drain_state) == STORE_DRAINING)
+		atomic_fetch_sub(&s->tenants_draining, 1);
 	unlock(&s->lock);
 
-	HASH_ITER(hh, t->parents, p, tmp) {
-		struct link *links = parent_remove_locked(s, t, p);
-
-		atomic_fetch_add(&s->leaves, 1);
-		links_free(s, links);
-		store_node_unref(s, &p->node);
-	}
-	tombs_drop_all_locked(s, t);
+	tenant_clear_locked(s, t, NO_EVENT);
 	emit(s, STORE_OP_CLEANUP, false, &t->node, t, NULL, NULL, -1, -1);
 	unlock(&t->lock);
 	store_node_unref(s, &t->node); /* the table's reference */
@@ -1680,7 +1708,7 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 	old = parent_find_locked(s, t, name, now, &reaped, &rlinks);
 	if (is_dead(&t->node))
 		rc = -ESTALE;
-	else if (draining(s))
+	else if (draining(s, t))
 		rc = -EROFS;
 	else if (old)
 		rc = -EEXIST;
@@ -1982,7 +2010,7 @@ static int admit_locked(struct store *s, struct parent *p, bool new_state,
 {
 	struct tenant *t = p->tenant;
 
-	if (draining(s))
+	if (draining(s, t))
 		return -EROFS;
 	if (gone(&p->node, now))
 		return -ESTALE;
@@ -2313,7 +2341,7 @@ retry:
 	}
 	if (rc || same)
 		goto out;
-	if (draining(s)) {
+	if (draining(s, a->tenant)) {
 		rc = -EROFS;
 		goto out;
 	}
@@ -2874,7 +2902,7 @@ static int do_lease(struct store *s, struct store_node *n, bool set,
 		rc = -ESTALE;
 	else if (!set && *ttl == 0)
 		rc = 0; /* no lease to renew: a plain touch */
-	else if (draining(s))
+	else if (draining(s, p ? p->tenant : c->tenant))
 		rc = -EROFS;
 	else {
 		if (set)
@@ -2911,6 +2939,8 @@ int store_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
 	return rc;
 }
 
+static void drains_settle_all(struct store *s);
+
 /* Expire one due node (a reference held by the caller). */
 static int expire_one(struct store *s, struct store_node *n, uint64_t now)
 {
@@ -2943,6 +2973,7 @@ unsigned store_expire(struct store *s, unsigned budget)
 	tombs_reap(s, now, budget);
 	world_exit(s);
 	event_hook_run(s);
+	drains_settle_all(s);
 	return done;
 }
 
@@ -2958,6 +2989,17 @@ uint64_t store_next_deadline(struct store *s)
 	if (s->tomb_fifo && s->tomb_fifo->deadline_ms < next)
 		next = s->tomb_fifo->deadline_ms;
 	unlock(&s->tomb_lock);
+	if (atomic_load(&s->state) == STORE_DRAINING &&
+	    atomic_load(&s->drain_deadline) < next)
+		next = atomic_load(&s->drain_deadline);
+	if (atomic_load(&s->tenants_draining) > 0) {
+		lock(&s->lock);
+		for (struct tenant *t = s->tenants; t; t = t->hh.next)
+			if (atomic_load(&t->drain_state) == STORE_DRAINING &&
+			    atomic_load(&t->drain_deadline) < next)
+				next = atomic_load(&t->drain_deadline);
+		unlock(&s->lock);
+	}
 	return next;
 }
 
@@ -3173,4 +3215,357 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 	      (unsigned long long)bytes, (unsigned long long)atomic_load(&s->bytes_n));
 	scan_end(s);
 	return rc;
+}
+
+/* Drain ------------------------------------------------------------------------------ */
+
+static int do_drain_start(struct store *s, struct tenant *t, uint64_t now)
+{
+	int rc = 0;
+
+	if (t) {
+		lock(&t->lock);
+		if (is_dead(&t->node)) {
+			rc = -ESTALE;
+		} else if (atomic_load(&t->drain_state) == STORE_READY) {
+			atomic_store(&t->drain_deadline, now + s->lim.drain_window_ms);
+			atomic_store(&t->drain_state, STORE_DRAINING);
+			atomic_fetch_add(&s->tenants_draining, 1);
+			emit(s, STORE_OP_DRAIN, false, NULL, t, NULL, NULL, -1, -1);
+		}
+		unlock(&t->lock);
+	} else {
+		lock(&s->lock);
+		if (atomic_load(&s->state) == STORE_READY) {
+			atomic_store(&s->drain_deadline, now + s->lim.drain_window_ms);
+			atomic_store(&s->state, STORE_DRAINING);
+			emit(s, STORE_OP_DRAIN, false, NULL, NULL, NULL, NULL, -1, -1);
+		}
+		unlock(&s->lock);
+	}
+	return rc;
+}
+
+/*
+ * Clear a drain's scope in one transition (the world lock held
+ * exclusively, so no other transition is half done): every parent with
+ * its children, every tombstone and, for the whole store, every tenant.
+ * Each removed parent and tenant is reported as an internal drain event.
+ */
+static void drain_clear(struct store *s, struct tenant *only)
+{
+	struct tenant *t, *tt;
+
+	lock(&s->lock);
+	HASH_ITER(hh, s->tenants, t, tt) {
+		if (only && t != only)
+			continue;
+		lock(&t->lock);
+		tenant_clear_locked(s, t, STORE_OP_DRAIN);
+		if (atomic_load(&t->drain_state) == STORE_DRAINING)
+			atomic_fetch_sub(&s->tenants_draining, 1);
+		atomic_store(&t->drain_state, STORE_DRAINED);
+		if (!only) {
+			atomic_store(&t->node.dead, true);
+			HASH_DEL(s->tenants, t);
+			gauge_sub(&s->tenants_n, 1, "tenants");
+			touch_dir(&s->root_meta);
+			emit(s, STORE_OP_DRAIN, true, &t->node, t, NULL, NULL, -1, -1);
+		}
+		unlock(&t->lock);
+		if (!only)
+			store_node_unref(s, &t->node);
+	}
+	if (!only)
+		atomic_store(&s->state, STORE_DRAINED);
+	unlock(&s->lock);
+}
+
+/* Is a drain of the store (@t NULL) or of @t due to be cleared? */
+static bool drain_due(struct store *s, struct tenant *t, uint64_t now)
+{
+	if (!t)
+		return atomic_load(&s->state) == STORE_DRAINING &&
+		       (now >= atomic_load(&s->drain_deadline) ||
+			atomic_load(&s->children_n) == 0);
+	return atomic_load(&t->drain_state) == STORE_DRAINING &&
+	       (now >= atomic_load(&t->drain_deadline) ||
+		atomic_load(&t->children_n) == 0);
+}
+
+/*
+ * Clear the store's or @t's drain if it is due (or @now_forced), as one
+ * transition under the exclusive world lock.  Returns true when it did.
+ */
+static bool drain_settle(struct store *s, struct tenant *t, bool force)
+{
+	bool done = false;
+	uint64_t now;
+
+	scan_begin(s);
+	now = store_now_ms(s);
+	if (t && is_dead(&t->node)) {
+		scan_end(s);
+		return false;
+	}
+	if (force || drain_due(s, t, now)) {
+		drain_clear(s, t);
+		done = true;
+	}
+	scan_end(s);
+	event_hook_run(s);
+	return done;
+}
+
+/*
+ * The reaper's part: settle every drain that is due.  Tenants are
+ * visited only while some tenant drain runs (a scan bounded by
+ * max_tenants, on the drain path only).
+ */
+static void drains_settle_all(struct store *s)
+{
+	uint64_t now = store_now_ms(s);
+
+	if (drain_due(s, NULL, now))
+		drain_settle(s, NULL, false);
+	while (atomic_load(&s->tenants_draining) > 0) {
+		struct tenant *t, *due_t = NULL;
+
+		lock(&s->lock);
+		for (t = s->tenants; t && !due_t; t = t->hh.next)
+			if (drain_due(s, t, now)) {
+				due_t = t;
+				store_node_ref(&t->node);
+			}
+		unlock(&s->lock);
+		if (!due_t)
+			break;
+		drain_settle(s, due_t, false);
+		store_node_unref(s, &due_t->node);
+	}
+}
+
+int store_drain(struct store *s, struct store_node *tenant)
+{
+	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
+	int rc;
+
+	if (tenant && !t)
+		return -EINVAL;
+	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s)));
+	if (rc == 0)
+		drain_settle(s, t, false); /* nothing to wait for: ends now */
+	return rc;
+}
+
+int store_drain_now(struct store *s, struct store_node *tenant)
+{
+	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
+	int rc;
+
+	if (tenant && !t)
+		return -EINVAL;
+	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s)));
+	if (rc == 0 && store_drain_state(s, tenant, NULL) != STORE_DRAINED)
+		drain_settle(s, t, true);
+	return rc;
+}
+
+enum store_state store_drain_state(struct store *s, struct store_node *tenant,
+				   uint64_t *ms_left)
+{
+	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
+	enum store_state st;
+	uint64_t now = store_now_ms(s), deadline;
+
+	/* Leases past their deadline go first: an expired child no longer
+	 * keeps a drain running. */
+	if (store_next_deadline(s) <= now)
+		store_expire(s, 4096);
+	if (drain_due(s, NULL, now))
+		drain_settle(s, NULL, false);
+	if (t && drain_due(s, t, now))
+		drain_settle(s, t, false);
+	st = (enum store_state)atomic_load(&s->state);
+	deadline = atomic_load(&s->drain_deadline);
+	if (t) {
+		/* A tenant is as far as the further of its own drain and
+		 * the store's; two running drains end at the earlier. */
+		enum store_state ts = (enum store_state)atomic_load(&t->drain_state);
+		uint64_t td = atomic_load(&t->drain_deadline);
+
+		if (ts > st || (ts == STORE_DRAINING && st == STORE_DRAINING &&
+				td < deadline)) {
+			st = ts;
+			deadline = td;
+		}
+	}
+	if (ms_left)
+		*ms_left = st == STORE_DRAINING && deadline > now ? deadline - now : 0;
+	return st;
+}
+
+/* Snapshot ------------------------------------------------------------------------------ */
+
+/* The snapshot being built: rows and a names arena, grown by doubling. */
+struct snap_build {
+	struct store_snapshot *snap;
+	size_t rcap, acap, alen;
+	int rc;
+};
+
+/* Copy @name into the arena; returns its offset (names are fixed up to
+ * pointers once the arena stops moving). */
+static size_t snap_name(struct snap_build *b, const char *name)
+{
+	size_t len = strlen(name) + 1, off;
+
+	if (b->rc)
+		return 0;
+	if (b->alen + len > b->acap) {
+		size_t ncap = b->acap ? b->acap : 4096;
+		char *na;
+
+		while (ncap < b->alen + len)
+			ncap *= 2;
+		na = realloc(b->snap->arena, ncap);
+		if (!na) {
+			b->rc = -ENOMEM;
+			return 0;
+		}
+		b->snap->arena = na;
+		b->acap = ncap;
+	}
+	off = b->alen;
+	memcpy(b->snap->arena + off, name, len);
+	b->alen += len;
+	return off;
+}
+
+static void snap_row(struct snap_build *b, enum store_snap_kind kind,
+		     const char *t, const char *p, const char *c, int64_t gen,
+		     int64_t ver, int64_t size, int64_t nlink, int64_t ttl,
+		     int64_t ino)
+{
+	struct store_snap_row *r;
+
+	if (b->rc)
+		return;
+	if (b->snap->n == b->rcap) {
+		size_t ncap = b->rcap ? b->rcap * 2 : 256;
+		struct store_snap_row *nr = realloc(b->snap->rows, ncap * sizeof(*nr));
+
+		if (!nr) {
+			b->rc = -ENOMEM;
+			return;
+		}
+		b->snap->rows = nr;
+		b->rcap = ncap;
+	}
+	r = &b->snap->rows[b->snap->n++];
+	/* Offsets for now, stored in the pointer fields. */
+	r->tenant = (const char *)(uintptr_t)snap_name(b, t);
+	r->parent = (const char *)(uintptr_t)snap_name(b, p);
+	r->child = (const char *)(uintptr_t)snap_name(b, c);
+	r->kind = kind;
+	r->generation = gen;
+	r->version = ver;
+	r->size = size;
+	r->nlink = nlink;
+	r->ttl_ms_left = ttl;
+	r->ino = ino;
+}
+
+static int64_t ttl_left(const struct store_node *n, uint64_t now)
+{
+	uint64_t d = atomic_load(&n->deadline);
+
+	return d ? (int64_t)(d - now) : -1;
+}
+
+/* Rows of tenant @t (the world lock held exclusively). */
+static void snap_tenant(struct snap_build *b, struct tenant *t, uint64_t now)
+{
+	struct parent *p;
+	struct link *l;
+	struct tomb *tb;
+
+	snap_row(b, STORE_SNAP_TENANT, t->name, "", "", -1, -1, -1, -1, -1,
+		 (int64_t)t->node.ino);
+	for (p = t->parents; p; p = p->hh.next) {
+		if (is_expired(&p->node, now))
+			continue;
+		snap_row(b, STORE_SNAP_PARENT, t->name, p->name, "",
+			 (int64_t)p->generation, -1, -1, -1,
+			 ttl_left(&p->node, now), (int64_t)p->node.ino);
+		for (l = p->links; l; l = l->hh.next) {
+			struct child *c = l->child;
+
+			if (is_expired(&c->node, now))
+				continue;
+			snap_row(b, STORE_SNAP_CHILD, t->name, p->name, l->name,
+				 (int64_t)p->generation, (int64_t)c->version,
+				 (int64_t)blob_len(c->content), c->nlink,
+				 ttl_left(&c->node, now), (int64_t)c->node.ino);
+		}
+	}
+	for (tb = t->tombs; tb; tb = tb->hh.next)
+		if (tb->deadline_ms > now)
+			snap_row(b, STORE_SNAP_TOMBSTONE, t->name, tb->name, "",
+				 (int64_t)tb->generation, -1, -1, -1,
+				 (int64_t)(tb->deadline_ms - now), -1);
+}
+
+static uint64_t usec_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+int store_snapshot_take(struct store *s, struct store_node *tenant,
+			struct store_snapshot *out)
+{
+	struct tenant *only = tenant ? as_tenant(tenant) : NULL;
+	struct snap_build b = { .snap = out };
+	uint64_t t0, now;
+
+	memset(out, 0, sizeof(*out));
+	if (tenant && !only)
+		return -EINVAL;
+	t0 = usec_now();
+	scan_begin(s);
+	now = store_now_ms(s);
+	if (only && is_dead(&only->node)) {
+		b.rc = -ESTALE;
+	} else if (only) {
+		snap_tenant(&b, only, now);
+	} else {
+		for (struct tenant *t = s->tenants; t && !b.rc; t = t->hh.next)
+			snap_tenant(&b, t, now);
+	}
+	scan_end(s);
+	out->stall_us = usec_now() - t0;
+	out->taken_ms = now;
+	if (b.rc) {
+		store_snapshot_free(out);
+		return b.rc;
+	}
+	/* The arena has stopped moving: offsets become pointers. */
+	for (size_t i = 0; i < out->n; i++) {
+		struct store_snap_row *r = &out->rows[i];
+
+		r->tenant = out->arena + (uintptr_t)r->tenant;
+		r->parent = out->arena + (uintptr_t)r->parent;
+		r->child = out->arena + (uintptr_t)r->child;
+	}
+	return 0;
+}
+
+void store_snapshot_free(struct store_snapshot *snap)
+{
+	free(snap->rows);
+	free(snap->arena);
+	memset(snap, 0, sizeof(*snap));
 }

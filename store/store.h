@@ -508,6 +508,7 @@ struct store_event {
 	bool internal;          /* not caused by a request on this path */
 	enum store_kind kind;   /* what went: STORE_PARENT or STORE_CHILD */
 	uint64_t ino;           /* its inode */
+	uint64_t tenant_ino;    /* the inode of its tenant */
 	char *tenant, *parent, *child; /* names, "" when none */
 };
 
@@ -530,6 +531,76 @@ void store_event_free(struct store_event *ev);
  */
 void store_set_event_hook(struct store *s, void (*hook)(void *arg, bool internal),
 			  void *arg);
+
+/* Drain ------------------------------------------------------------------ */
+
+/*
+ * A drain of the whole store (@tenant NULL) or of one tenant.  The first
+ * store_drain() starts it (deadline = now + drain_window); later calls
+ * change nothing.  While it runs, every new tenant, parent, child, link
+ * and lease renewal in scope is refused with -EROFS; existing children
+ * may still be written and removed.  At the deadline, or as soon as no
+ * child remains in scope, everything in scope is cleared in one
+ * transition (the tenants too for the whole store; a drained tenant
+ * stays, empty) and the scope is drained: still refusing.  Returns 0,
+ * or -ESTALE for a dead tenant.
+ */
+int store_drain(struct store *s, struct store_node *tenant);
+
+/*
+ * End a running drain's window now (a second SIGTERM): the scope is
+ * cleared at once.  A scope that is not draining starts and ends in one
+ * go.  Returns 0 or -ESTALE.
+ */
+int store_drain_now(struct store *s, struct store_node *tenant);
+
+/*
+ * The drain state of the store or of one tenant (a tenant is draining or
+ * drained when the store is), settling a drain that is due first; with
+ * @ms_left the time left of a running drain's window.
+ */
+enum store_state store_drain_state(struct store *s, struct store_node *tenant,
+				   uint64_t *ms_left);
+
+/* Snapshot ------------------------------------------------------------------- */
+
+/*
+ * One line of a snapshot.  Names point into the snapshot's own memory.
+ * Fields that do not apply to a kind are -1 (numbers) or "" (names).
+ */
+enum store_snap_kind {
+	STORE_SNAP_TENANT = 0,
+	STORE_SNAP_PARENT,
+	STORE_SNAP_CHILD,
+	STORE_SNAP_TOMBSTONE,
+};
+
+struct store_snap_row {
+	enum store_snap_kind kind;
+	const char *tenant, *parent, *child;
+	int64_t generation, version, size, nlink, ttl_ms_left, ino;
+};
+
+struct store_snapshot {
+	size_t n;
+	struct store_snap_row *rows;
+	char *arena;                    /* the names */
+	uint64_t taken_ms;              /* store clock when it was taken */
+	uint64_t stall_us;              /* how long transitions waited */
+};
+
+/*
+ * Take a consistent point-in-time listing of the store (@tenant NULL) or
+ * of one tenant: every tenant, parent, child link and tombstone in scope,
+ * as they were between two transitions (no transition half in it).  The
+ * copy is made while no transition runs, so its cost is the store's
+ * pause: O(nodes in scope) memory copies, reported in stall_us; the
+ * caller formats it afterwards, holding nothing.  Expired nodes are
+ * left out.  Free with store_snapshot_free().  0, -ENOMEM or -ESTALE.
+ */
+int store_snapshot_take(struct store *s, struct store_node *tenant,
+			struct store_snapshot *out);
+void store_snapshot_free(struct store_snapshot *snap);
 
 /* Observability --------------------------------------------------------- */
 

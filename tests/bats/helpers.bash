@@ -269,3 +269,59 @@ bg_teardown() {
 	exec 5>&- 6>&- 7>&- 8>&- 9>&-
 	statefs_unmount
 }
+
+# --- Drain and signals (drain suite) ---
+#
+#   now_ms                      the real time in ms (for elapsed times)
+#   statefs_wait_exit SECS      wait up to SECS s for this test's newest
+#                               daemon ($STATEFS_PID) to exit by itself (as
+#                               it does after a signal drain); sets
+#                               STATEFS_STATUS (its exit status) and
+#                               STATEFS_EXIT_MS (when it was seen gone, by
+#                               now_ms), then forgets the mount so that the
+#                               teardown does not unmount it or wait for that
+#                               pid again (its log is kept in
+#                               STATEFS_GONE_LOGS).  Fails, leaving the mount
+#                               to the teardown, when the daemon still runs.
+#                               STATEFS_LEFT_MOUNTED is 1 when the daemon
+#                               exited but its mountpoint was still in
+#                               /proc/mounts (the helper then unmounts it).
+
+STATEFS_GONE_LOGS=()
+
+now_ms() {
+	local t=${EPOCHREALTIME/./}
+	echo $((t / 1000))
+}
+
+statefs_wait_exit() {
+	local secs=$1 i entry keep=()
+	for i in $(seq $((secs * 50))); do
+		kill -0 "$STATEFS_PID" 2>/dev/null || break
+		sleep 0.02
+	done
+	if kill -0 "$STATEFS_PID" 2>/dev/null; then
+		fail "statefs (pid $STATEFS_PID) still running $secs s later"
+		return 1
+	fi
+	STATEFS_EXIT_MS=$(now_ms)
+	STATEFS_STATUS=0
+	wait "$STATEFS_PID" || STATEFS_STATUS=$?
+	for entry in "${STATEFS_MOUNTS[@]}"; do
+		if [ "${entry%% *}" = "$STATEFS_PID" ]; then
+			STATEFS_GONE_LOGS+=("${entry##* }")
+		else
+			keep+=("$entry")
+		fi
+	done
+	STATEFS_MOUNTS=("${keep[@]}")
+	# A daemon that exited and left its mount behind: record it for the
+	# test, and unmount it here (the teardown no longer knows it).
+	STATEFS_LEFT_MOUNTED=0
+	if grep -qF " $MNT " /proc/mounts; then
+		STATEFS_LEFT_MOUNTED=1
+		fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null
+	fi
+	rmdir "$MNT" "$(dirname "$MNT")" 2>/dev/null
+	return 0
+}

@@ -8,12 +8,12 @@ setup() {
 	statefs_mount
 }
 
-@test "ls -a lists .stats and .events at the root and .stats, .depart and .events in a tenant; plain ls hides them" {
+@test "ls -a lists the special files of the root and of a tenant; plain ls hides them" {
 	mkdir "$MNT/t"
 	run ls -A "$MNT"
-	assert_output $'.events\n.stats\nt'
+	assert_output $'.drain\n.events\n.snapshot\n.stats\nt'
 	run ls -A "$MNT/t"
-	assert_output $'.depart\n.events\n.stats'
+	assert_output $'.depart\n.drain\n.events\n.snapshot\n.stats'
 	run ls "$MNT/t"
 	assert_output ''
 }
@@ -231,7 +231,7 @@ EOF
 	run stat_of instance
 	refute_output "$first"
 	run ls -A "$MNT"
-	assert_output $'.events\n.stats'
+	assert_output $'.drain\n.events\n.snapshot\n.stats'
 	run stat_of children
 	assert_output 0
 }

@@ -179,14 +179,20 @@ static void test_special_nth(void **state)
 	assert_string_equal(layout_special_nth(LAYOUT_ROOT, 0)->name, ".stats");
 	assert_string_equal(layout_special_nth(LAYOUT_ROOT, 1)->name, ".events");
 	assert_string_equal(layout_special_nth(LAYOUT_ROOT, 2)->name, ".clock");
-	assert_null(layout_special_nth(LAYOUT_ROOT, 3));
+	assert_string_equal(layout_special_nth(LAYOUT_ROOT, 3)->name, ".snapshot");
+	assert_string_equal(layout_special_nth(LAYOUT_ROOT, 4)->name, ".drain");
+	assert_null(layout_special_nth(LAYOUT_ROOT, 5));
 	assert_string_equal(layout_special_nth(LAYOUT_TENANT, 0)->name,
 			    ".stats");
 	assert_string_equal(layout_special_nth(LAYOUT_TENANT, 1)->name,
 			    ".depart");
 	assert_string_equal(layout_special_nth(LAYOUT_TENANT, 2)->name,
 			    ".events");
-	assert_null(layout_special_nth(LAYOUT_TENANT, 3));
+	assert_string_equal(layout_special_nth(LAYOUT_TENANT, 3)->name,
+			    ".snapshot");
+	assert_string_equal(layout_special_nth(LAYOUT_TENANT, 4)->name,
+			    ".drain");
+	assert_null(layout_special_nth(LAYOUT_TENANT, 5));
 	assert_null(layout_special_nth(LAYOUT_TENANT, (size_t)-1));
 }
 
