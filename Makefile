@@ -14,13 +14,14 @@ LAYOUT_SRC := $(wildcard layout/*.c)
 FS_SRC     := $(wildcard fs/*.c)
 HDRS       := $(wildcard store/*.h layout/*.h fs/*.h)
 
-ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
-TSAN := -O1 -g -fsanitize=thread
+# Test builds carry the allocation-failure hook (store/alloc.h).
+ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -DSTORE_FAULTS
+TSAN := -O1 -g -fsanitize=thread -DSTORE_FAULTS
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
 STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan
 
-.PHONY: all deps unit test run clean
+.PHONY: all deps unit test run clean bench-snapshot
 
 all: $(B)/statefs
 

@@ -8,6 +8,7 @@
  * line (without the sequence number) and its names for the watcher path.
  */
 #include "store/evlog.h"
+#include "store/alloc.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -41,11 +42,11 @@ struct evlog {
 
 struct evlog *evlog_new(size_t cap)
 {
-	struct evlog *l = calloc(1, sizeof(*l));
+	struct evlog *l = st_calloc(1, sizeof(*l));
 
 	if (!l)
 		return NULL;
-	l->ring = calloc(cap, sizeof(*l->ring));
+	l->ring = st_calloc(cap, sizeof(*l->ring));
 	if (!l->ring) {
 		free(l);
 		return NULL;
@@ -96,9 +97,21 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
 	/* Formatted before the lock: the critical section only links it. */
 	n = snprintf(NULL, 0, "%s\t%s\t%s\t%s\t%s\t%s\n", op_names[e->op],
 		     field(t), field(p), field(c), g, v);
-	text = malloc((size_t)n + 1 + tl + 1 + pl + 1 + cl + 1);
-	if (!text)
-		return 0;
+	text = st_malloc((size_t)n + 1 + tl + 1 + pl + 1 + cl + 1);
+	if (!text) {
+		/* Out of memory: the transition stands, its line cannot be
+		 * kept.  The slot still takes its number, and readers get a
+		 * "lost" line there instead of a silent gap. */
+		pthread_mutex_lock(&l->lock);
+		seq = l->next++;
+		sl = &l->ring[seq % l->cap];
+		free(sl->text);
+		memset(sl, 0, sizeof(*sl));
+		sl->seq = seq;
+		sl->e.tenant_ino = e->tenant_ino;
+		pthread_mutex_unlock(&l->lock);
+		return seq;
+	}
 	snprintf(text, (size_t)n + 1, "%s\t%s\t%s\t%s\t%s\t%s\n", op_names[e->op],
 		 field(t), field(p), field(c), g, v);
 	memcpy(text + n + 1, t, tl + 1);
@@ -166,14 +179,20 @@ size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 		char seq[24];
 		int sn;
 
+		static const char lost[] = "lost\t-\t-\t-\t-\t-\n";
+		const char *text;
+		size_t tlen;
+
 		if (!in_scope(sl, r))
 			continue;
+		text = sl->text ? sl->text : lost;
+		tlen = sl->text ? sl->len : sizeof(lost) - 1;
 		sn = snprintf(seq, sizeof(seq), "%" PRIu64 "\t", sl->seq);
-		if (used + (size_t)sn + sl->len > len)
+		if (used + (size_t)sn + tlen > len)
 			break;
 		memcpy(buf + used, seq, (size_t)sn);
-		memcpy(buf + used + sn, sl->text, sl->len);
-		used += (size_t)sn + sl->len;
+		memcpy(buf + used + sn, text, tlen);
+		used += (size_t)sn + tlen;
 	}
 out:
 	pthread_mutex_unlock(&l->lock);
@@ -209,6 +228,9 @@ int evlog_next(struct evlog *l, struct store_event_reader *r,
 	if (r->next < oldest) {
 		r->next = oldest;
 		rc = -EOVERFLOW;
+	} else if (r->next < l->next && !l->ring[r->next % l->cap].text) {
+		r->next++; /* a lost line: nothing to act on */
+		rc = -ENODATA;
 	} else if (r->next < l->next) {
 		sl = &l->ring[r->next % l->cap];
 		ev->seq = sl->seq;
@@ -217,9 +239,9 @@ int evlog_next(struct evlog *l, struct store_event_reader *r,
 		ev->kind = sl->e.kind;
 		ev->ino = sl->e.ino;
 		ev->tenant_ino = sl->e.tenant_ino;
-		ev->tenant = strdup(sl->e.tenant);
-		ev->parent = strdup(sl->e.parent);
-		ev->child = strdup(sl->e.child);
+		ev->tenant = st_strdup(sl->e.tenant);
+		ev->parent = st_strdup(sl->e.parent);
+		ev->child = st_strdup(sl->e.child);
 		if (!ev->tenant || !ev->parent || !ev->child) {
 			store_event_free(ev);
 			rc = -ENOMEM;

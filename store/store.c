@@ -55,6 +55,7 @@
  * step fails, so a refused admission changes nothing.
  */
 #include "store/store.h"
+#include "store/alloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -71,6 +72,7 @@
 static __thread int hash_oom;
 #define HASH_NONFATAL_OOM 1
 #define uthash_nonfatal_oom(obj) (hash_oom = 1)
+#define uthash_malloc(sz) st_malloc(sz)
 #include <uthash.h>
 #include <utlist.h>
 
@@ -538,7 +540,7 @@ static struct blob *blob_new(const void *data, size_t len)
 
 	if (len == 0)
 		return NULL;
-	b = malloc(sizeof(*b) + len);
+	b = st_malloc(sizeof(*b) + len);
 	if (!b)
 		return NULL;
 	atomic_init(&b->refs, 1);
@@ -741,7 +743,7 @@ int store_new(const struct store_limits *limits,
 
 	if (!limits || !out || !limits->max_name)
 		return -EINVAL;
-	s = calloc(1, sizeof(*s));
+	s = st_calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->lim = *limits;
@@ -765,7 +767,7 @@ int store_new(const struct store_limits *limits,
 	/* Address space for the ceilings; pages are touched only as the
 	 * heap grows. */
 	s->heap_cap = s->lim.max_parents + s->lim.max_children;
-	s->heap = malloc(s->heap_cap * sizeof(*s->heap));
+	s->heap = st_malloc(s->heap_cap * sizeof(*s->heap));
 	s->events = evlog_new(STORE_EVENT_LOG);
 	if (!s->heap || !s->events) {
 		free(s->heap);
@@ -1307,14 +1309,14 @@ static int dirlist_add(struct store_dirlist *dl, size_t *cap, uint64_t ino,
 {
 	if (dl->n == *cap) {
 		size_t ncap = *cap ? *cap * 2 : 16;
-		struct store_dirent *e = realloc(dl->e, ncap * sizeof(*e));
+		struct store_dirent *e = st_realloc(dl->e, ncap * sizeof(*e));
 
 		if (!e)
 			return -ENOMEM;
 		dl->e = e;
 		*cap = ncap;
 	}
-	dl->e[dl->n].name = strdup(name);
+	dl->e[dl->n].name = st_strdup(name);
 	if (!dl->e[dl->n].name)
 		return -ENOMEM;
 	dl->e[dl->n].ino = ino;
@@ -1387,8 +1389,8 @@ static int tenant_create(struct store *s, const char *name,
 	struct tenant *t, *old;
 	int rc = 0;
 
-	t = calloc(1, sizeof(*t));
-	if (!t || !(t->name = strdup(name))) {
+	t = st_calloc(1, sizeof(*t));
+	if (!t || !(t->name = st_strdup(name))) {
 		free(t);
 		return -ENOMEM;
 	}
@@ -1608,7 +1610,7 @@ static int parent_cmp(const void *a, const void *b)
 static struct tomb *tomb_new(const char *name)
 {
 	size_t nlen = strlen(name);
-	struct tomb *tb = calloc(1, sizeof(*tb) + nlen + 1);
+	struct tomb *tb = st_calloc(1, sizeof(*tb) + nlen + 1);
 
 	if (tb)
 		memcpy(tb->name, name, nlen + 1);
@@ -1694,8 +1696,8 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 	uint64_t now = store_now_ms(s);
 	int rc = 0;
 
-	p = calloc(1, sizeof(*p));
-	if (!p || !(p->name = strdup(name))) {
+	p = st_calloc(1, sizeof(*p));
+	if (!p || !(p->name = st_strdup(name))) {
 		free(p);
 		return -ENOMEM;
 	}
@@ -1894,7 +1896,7 @@ static int do_rmdir(struct store *s, struct store_node *dir, const char *name)
 static struct link *link_new(const char *name, struct child *c)
 {
 	size_t len = strlen(name);
-	struct link *l = calloc(1, sizeof(*l) + len + 1);
+	struct link *l = st_calloc(1, sizeof(*l) + len + 1);
 
 	if (l) {
 		memcpy(l->name, name, len + 1);
@@ -1942,7 +1944,7 @@ static int child_expire(struct store *s, struct child *c, uint64_t now)
 			unlock(stripe(s, c));
 			return 0;
 		}
-		ps = malloc(c->nlink * sizeof(*ps));
+		ps = st_malloc(c->nlink * sizeof(*ps));
 		if (!ps) {
 			unlock(stripe(s, c));
 			return 0;
@@ -2091,7 +2093,7 @@ static int do_create(struct store *s, struct store_node *parent, const char *nam
 
 	if (!p)
 		return parent->kind == STORE_CHILD ? -ENOTDIR : -EPERM;
-	c = calloc(1, sizeof(*c));
+	c = st_calloc(1, sizeof(*c));
 	l = c ? link_new(name, c) : NULL;
 	if (!l) {
 		free(c);
@@ -2486,7 +2488,7 @@ int store_stage_open(struct store *s, struct store_node *child,
 
 	if (!c)
 		return child->kind == STORE_SPECIAL ? -EINVAL : -EISDIR;
-	st = calloc(1, sizeof(*st));
+	st = st_calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
 	st->s = s;
@@ -2532,7 +2534,7 @@ static int stage_reserve(struct store_stage *st, size_t len)
 	ncap = st->cap ? st->cap : 256;
 	while (ncap < len)
 		ncap *= 2;
-	nb = realloc(st->buf, ncap);
+	nb = st_realloc(st->buf, ncap);
 	if (!nb)
 		return -ENOMEM;
 	st->buf = nb;
@@ -3141,7 +3143,7 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 				      t->name, p->name, l->name);
 				HASH_FIND_PTR(seen, &l->child, sn);
 				if (!sn) {
-					sn = calloc(1, sizeof(*sn));
+					sn = st_calloc(1, sizeof(*sn));
 					if (!sn) {
 						CHECK(0, "out of memory");
 						continue;
@@ -3428,7 +3430,7 @@ static size_t snap_name(struct snap_build *b, const char *name)
 
 		while (ncap < b->alen + len)
 			ncap *= 2;
-		na = realloc(b->snap->arena, ncap);
+		na = st_realloc(b->snap->arena, ncap);
 		if (!na) {
 			b->rc = -ENOMEM;
 			return 0;
@@ -3453,7 +3455,7 @@ static void snap_row(struct snap_build *b, enum store_snap_kind kind,
 		return;
 	if (b->snap->n == b->rcap) {
 		size_t ncap = b->rcap ? b->rcap * 2 : 256;
-		struct store_snap_row *nr = realloc(b->snap->rows, ncap * sizeof(*nr));
+		struct store_snap_row *nr = st_realloc(b->snap->rows, ncap * sizeof(*nr));
 
 		if (!nr) {
 			b->rc = -ENOMEM;

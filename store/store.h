@@ -619,4 +619,13 @@ int store_stats(struct store *s, struct store_node *tenant,
  */
 int store_check_all(struct store *s, char *why, size_t whylen);
 
+#ifdef STORE_FAULTS
+/*
+ * Test builds only (alloc.h): make the @n-th allocation from now fail
+ * (n >= 1; 0 disarms), and tell whether that allocation is still ahead.
+ */
+void store_fault_fail_nth(unsigned long n);
+bool store_fault_armed(void);
+#endif
+
 #endif /* STATEFS_STORE_H */
