@@ -569,7 +569,31 @@ static int stats_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
  * only for the copy (store_snapshot_take); the text is made here, with no
  * lock held, and served from the open file.
  */
-static int snapshot_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
+/*
+ * May the caller of @req list a tenant owned by @uid:@gid with @mode (read
+ * and search permission, as ls needs)?  Root may list everything.
+ */
+static bool may_list(fuse_req_t req, uid_t uid, gid_t gid, mode_t mode)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t groups[64];
+	int n;
+
+	if (ctx->uid == 0)
+		return true;
+	if (ctx->uid == uid)
+		return (mode & 0500) == 0500;
+	if (ctx->gid == gid)
+		return (mode & 0050) == 0050;
+	n = fuse_req_getgroups(req, 64, groups);
+	for (int i = 0; i < n && i < 64; i++)
+		if (groups[i] == gid)
+			return (mode & 0050) == 0050;
+	return (mode & 0005) == 0005;
+}
+
+static int snapshot_text(fuse_req_t req, struct fs *fs, struct store_node *dir,
+			 struct fs_file *f)
 {
 	bool tenant = store_node_kind(dir) == STORE_TENANT;
 	struct store_snapshot snap;
@@ -578,6 +602,18 @@ static int snapshot_text(struct fs *fs, struct store_node *dir, struct fs_file *
 
 	if (rc)
 		return rc;
+	/* The root's snapshot lists only the tenants the reader could list
+	 * with ls; a tenant's own is guarded by its directory already. */
+	if (!tenant) {
+		size_t k = 0;
+
+		for (size_t i = 0; i < snap.n; i++)
+			if (may_list(req, snap.rows[i].tenant_uid,
+				     snap.rows[i].tenant_gid,
+				     snap.rows[i].tenant_mode))
+				snap.rows[k++] = snap.rows[i];
+		snap.n = k;
+	}
 	for (size_t i = 0; i < snap.n; i++)
 		need += layout_format_snapshot_row(NULL, 0, &snap.rows[i]);
 	f->text = malloc(need + 1);
@@ -610,8 +646,8 @@ static int drain_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
 	return f->text ? 0 : -ENOMEM;
 }
 
-static int file_open_special(struct fs *fs, struct store_node *n, int flags,
-			     struct fuse_file_info *fi)
+static int file_open_special(fuse_req_t req, struct fs *fs, struct store_node *n,
+			     int flags, struct fuse_file_info *fi)
 {
 	const struct layout_special *sp = layout_special_slot(store_node_slot(n));
 	struct store_node *dir = store_node_tenant(n);
@@ -642,7 +678,7 @@ static int file_open_special(struct fs *fs, struct store_node *n, int flags,
 		break;
 	case LAYOUT_SLOT_SNAPSHOT:
 		f->kind = FS_TEXT;
-		rc = snapshot_text(fs, dir, f);
+		rc = snapshot_text(req, fs, dir, f);
 		break;
 	case LAYOUT_SLOT_DRAIN:
 		f->kind = FS_DRAIN;
@@ -683,7 +719,7 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!n)
 		rc = -ESTALE;
 	else if (store_node_kind(n) == STORE_SPECIAL)
-		rc = file_open_special(fs, n, fi->flags, fi);
+		rc = file_open_special(req, fs, n, fi->flags, fi);
 	else if (store_node_kind(n) == STORE_CHILD)
 		rc = file_open_child(fs, n, fi->flags, fi);
 	else

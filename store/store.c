@@ -3445,10 +3445,11 @@ static size_t snap_name(struct snap_build *b, const char *name)
 }
 
 static void snap_row(struct snap_build *b, enum store_snap_kind kind,
-		     const char *t, const char *p, const char *c, int64_t gen,
-		     int64_t ver, int64_t size, int64_t nlink, int64_t ttl,
-		     int64_t ino)
+		     const struct tenant *tn, const char *p, const char *c,
+		     int64_t gen, int64_t ver, int64_t size, int64_t nlink,
+		     int64_t ttl, int64_t ino)
 {
+	const char *t = tn->name;
 	struct store_snap_row *r;
 
 	if (b->rc)
@@ -3476,6 +3477,9 @@ static void snap_row(struct snap_build *b, enum store_snap_kind kind,
 	r->nlink = nlink;
 	r->ttl_ms_left = ttl;
 	r->ino = ino;
+	r->tenant_uid = tn->meta.uid;
+	r->tenant_gid = tn->meta.gid;
+	r->tenant_mode = tn->meta.mode;
 }
 
 static int64_t ttl_left(const struct store_node *n, uint64_t now)
@@ -3492,12 +3496,12 @@ static void snap_tenant(struct snap_build *b, struct tenant *t, uint64_t now)
 	struct link *l;
 	struct tomb *tb;
 
-	snap_row(b, STORE_SNAP_TENANT, t->name, "", "", -1, -1, -1, -1, -1,
+	snap_row(b, STORE_SNAP_TENANT, t, "", "", -1, -1, -1, -1, -1,
 		 (int64_t)t->node.ino);
 	for (p = t->parents; p; p = p->hh.next) {
 		if (is_expired(&p->node, now))
 			continue;
-		snap_row(b, STORE_SNAP_PARENT, t->name, p->name, "",
+		snap_row(b, STORE_SNAP_PARENT, t, p->name, "",
 			 (int64_t)p->generation, -1, -1, -1,
 			 ttl_left(&p->node, now), (int64_t)p->node.ino);
 		for (l = p->links; l; l = l->hh.next) {
@@ -3505,7 +3509,7 @@ static void snap_tenant(struct snap_build *b, struct tenant *t, uint64_t now)
 
 			if (is_expired(&c->node, now))
 				continue;
-			snap_row(b, STORE_SNAP_CHILD, t->name, p->name, l->name,
+			snap_row(b, STORE_SNAP_CHILD, t, p->name, l->name,
 				 (int64_t)p->generation, (int64_t)c->version,
 				 (int64_t)blob_len(c->content), c->nlink,
 				 ttl_left(&c->node, now), (int64_t)c->node.ino);
@@ -3513,7 +3517,7 @@ static void snap_tenant(struct snap_build *b, struct tenant *t, uint64_t now)
 	}
 	for (tb = t->tombs; tb; tb = tb->hh.next)
 		if (tb->deadline_ms > now)
-			snap_row(b, STORE_SNAP_TOMBSTONE, t->name, tb->name, "",
+			snap_row(b, STORE_SNAP_TOMBSTONE, t, tb->name, "",
 				 (int64_t)tb->generation, -1, -1, -1,
 				 (int64_t)(tb->deadline_ms - now), -1);
 }

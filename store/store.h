@@ -579,6 +579,11 @@ struct store_snap_row {
 	enum store_snap_kind kind;
 	const char *tenant, *parent, *child;
 	int64_t generation, version, size, nlink, ttl_ms_left, ino;
+	/* The tenant's owner and permission bits, on every row of it: who
+	 * may see the row (fs/ filters the root's .snapshot by them). */
+	uid_t tenant_uid;
+	gid_t tenant_gid;
+	mode_t tenant_mode;
 };
 
 struct store_snapshot {

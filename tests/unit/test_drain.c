@@ -2170,32 +2170,32 @@ static void assert_row_format(const struct store_snap_row *r,
 static void test_layout_snapshot_rows(void **state)
 {
 	const struct store_snap_row tenant = {
-		STORE_SNAP_TENANT, "acme", "", "", -1, -1, -1, -1, -1, 17
+		STORE_SNAP_TENANT, "acme", "", "", -1, -1, -1, -1, -1, 17, 0, 0, 0
 	};
 	const struct store_snap_row parent = {
-		STORE_SNAP_PARENT, "acme", "w1", "", 3, -1, -1, -1, 4500, 42
+		STORE_SNAP_PARENT, "acme", "w1", "", 3, -1, -1, -1, 4500, 42, 0, 0, 0
 	};
 	const struct store_snap_row parent_nolease = {
-		STORE_SNAP_PARENT, "acme", "w1", "", 1, -1, -1, -1, -1, 43
+		STORE_SNAP_PARENT, "acme", "w1", "", 1, -1, -1, -1, -1, 43, 0, 0, 0
 	};
 	const struct store_snap_row child = {
 		STORE_SNAP_CHILD, "acme", "w1", "job-7", 3, 12, 65536, 2, 0,
-		99
+		99, 0, 0, 0
 	};
 	const struct store_snap_row child_nolease = {
-		STORE_SNAP_CHILD, "acme", "w1", "j", 1, 0, 0, 1, -1, 100
+		STORE_SNAP_CHILD, "acme", "w1", "j", 1, 0, 0, 1, -1, 100, 0, 0, 0
 	};
 	const struct store_snap_row tomb = {
 		STORE_SNAP_TOMBSTONE, "acme", "w2", "", 0, -1, -1, -1, 599900,
-		-1
+		-1, 0, 0, 0
 	};
 	const struct store_snap_row big = {
 		STORE_SNAP_CHILD, "t", "p", "c", INT64_MAX, INT64_MAX,
-		INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX
+		INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, 0, 0, 0
 	};
 	const struct store_snap_row utf8 = {
 		STORE_SNAP_CHILD, "caf\xc3\xa9", "p", "\xe5\x90\x8d", 1, 1, 1,
-		1, -1, 5
+		1, -1, 5, 0, 0, 0
 	};
 
 	(void)state;
