@@ -325,3 +325,154 @@ statefs_wait_exit() {
 	rmdir "$MNT" "$(dirname "$MNT")" 2>/dev/null
 	return 0
 }
+
+# --- Whole-run recording (lease_stress suite) ---
+#
+#   events_record OUT [DIR]     open DIR/.events (default $MNT) now, then copy
+#                               every line it gives to OUT in the background
+#                               until bg_stop (no line count, no time limit)
+#   wait_quiet FILE MS [SECS]   wait (at most SECS s, default 10) until FILE
+#                               has not grown for MS ms
+
+events_record() {
+	local out=$1 dir=${2:-$MNT}
+	# Opened here, synchronously: the recording starts at this point.
+	exec 9<"$dir/.events" || return 1
+	cat <&9 >"$out" 2>"$out.err" 9<&- 3>&- &
+	BG_PIDS+=($!)
+	exec 9<&-
+}
+
+wait_quiet() {
+	local file=$1 ms=$2 secs=${3:-10} size last t0 since
+	t0=$(now_ms)
+	last=$(stat -c %s "$file")
+	since=$t0
+	while :; do
+		sleep 0.05
+		size=$(stat -c %s "$file")
+		if [ "$size" != "$last" ]; then
+			last=$size
+			since=$(now_ms)
+		elif [ $(($(now_ms) - since)) -ge "$ms" ]; then
+			return 0
+		fi
+		if [ $(($(now_ms) - t0)) -ge $((secs * 1000)) ]; then
+			fail "$file still growing after $secs s (size $size)"
+			return 1
+		fi
+	done
+}
+
+# --- Special mounts and dead daemons (faults, leaks suites) ---
+#
+#   statefs_mount_at DIR [args]   statefs_mount at an existing empty directory
+#                                 DIR (e.g. the mountpoint of a killed
+#                                 daemon) instead of a new temporary one
+#   statefs_mount_under SECS CMD... -- [args]
+#                                 statefs_mount with the daemon run under CMD
+#                                 (valgrind ...); waits up to SECS s for the
+#                                 mount.  STATEFS_PID is CMD's pid (valgrind
+#                                 runs the daemon in its own process)
+#   statefs_kill9                 SIGKILL this test's newest daemon, reap it
+#                                 (STATEFS_STATUS: its wait status) and hand
+#                                 its mountpoint to dead_teardown instead of
+#                                 the ordinary unmount (whose status check
+#                                 would count the kill as a crash)
+#   dead_teardown                 teardown for suites that kill daemons:
+#                                 stops BG_PIDS, unmounts the live mounts,
+#                                 then detaches the dead ones (-u, else -uz)
+
+STATEFS_DEAD=() # mountpoints of daemons killed by statefs_kill9
+
+# _statefs_start SECS MNT WRAP... -- ARGS...: start the daemon (under WRAP,
+# which may be empty) at MNT and wait up to SECS s for the FUSE mount.
+_statefs_start() {
+	local secs=$1 mnt=$2 wrap=() i
+	shift 2
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		wrap+=("$1")
+		shift
+	done
+	[ "${1:-}" = -- ] && shift
+	if [ ! -x "$STATEFS_BIN" ]; then
+		fail "statefs binary not found at $STATEFS_BIN (run make)"
+		return 1
+	fi
+	MNT=$mnt
+	STATEFS_NMOUNTS=$((STATEFS_NMOUNTS + 1))
+	STATEFS_LOG="${BATS_TEST_TMPDIR:-$(dirname "$mnt")}/statefs.$STATEFS_NMOUNTS.log"
+	"${wrap[@]}" "$STATEFS_BIN" -f "$@" "$MNT" </dev/null >"$STATEFS_LOG" 2>&1 3>&- &
+	STATEFS_PID=$!
+	STATEFS_MOUNTS+=("$STATEFS_PID $MNT $STATEFS_LOG")
+	export MNT STATEFS_PID STATEFS_LOG
+	for i in $(seq $((secs * 20))); do
+		_statefs_mounted "$MNT" && return 0
+		kill -0 "$STATEFS_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	fail "statefs did not mount at $MNT within $secs s (${wrap[*]} args: $*)"
+}
+
+statefs_mount_at() {
+	local dir=$1
+	shift
+	if [ ! -d "$dir" ] || _statefs_mounted "$dir"; then
+		fail "statefs_mount_at: $dir is not an unmounted directory"
+		return 1
+	fi
+	_statefs_start 5 "$dir" -- "$@"
+}
+
+statefs_mount_under() {
+	local secs=$1 dir
+	shift
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-bats.XXXXXX") || return 1
+	chmod 0755 "$dir"
+	mkdir "$dir/mnt"
+	_statefs_start "$secs" "$dir/mnt" "$@"
+}
+
+statefs_kill9() {
+	local i entry keep=()
+	kill -KILL "$STATEFS_PID" 2>/dev/null
+	for i in $(seq 100); do
+		kill -0 "$STATEFS_PID" 2>/dev/null || break
+		sleep 0.05
+	done
+	if kill -0 "$STATEFS_PID" 2>/dev/null; then
+		fail "statefs (pid $STATEFS_PID) still running 5 s after SIGKILL"
+		return 1
+	fi
+	STATEFS_STATUS=0
+	wait "$STATEFS_PID" 2>/dev/null || STATEFS_STATUS=$?
+	for entry in "${STATEFS_MOUNTS[@]}"; do
+		if [ "${entry%% *}" = "$STATEFS_PID" ]; then
+			entry=${entry#* }
+			STATEFS_DEAD+=("${entry%% *}")
+		else
+			keep+=("$entry")
+		fi
+	done
+	STATEFS_MOUNTS=("${keep[@]}")
+}
+
+dead_teardown() {
+	local rc=0 mnt
+	bg_stop
+	exec 5>&- 6>&- 7>&- 8>&- 9>&-
+	statefs_unmount || rc=1
+	for mnt in "${STATEFS_DEAD[@]}"; do
+		if _statefs_mounted "$mnt"; then
+			timeout 5 fusermount3 -u "$mnt" 2>/dev/null ||
+				timeout 5 fusermount3 -uz "$mnt" 2>/dev/null
+		fi
+		if _statefs_mounted "$mnt"; then
+			echo "dead mount $mnt could not be detached" >&2
+			rc=1
+		fi
+		rmdir "$mnt" "$(dirname "$mnt")" 2>/dev/null
+	done
+	STATEFS_DEAD=()
+	return "$rc"
+}

@@ -50,273 +50,11 @@
 #include "layout/layout.h"
 #include "store/store.h"
 #include "tests/unit/unit.h"
-
-struct ctx {
-	struct store *s;
-	struct fake_clock clk;
-	struct store_limits lim;
-	unsigned long hooks;          /* event hook calls on this store */
-	unsigned long hooks_internal; /* ... with internal = true */
-};
-
-static const struct store_owner DOWN = { 1000, 1000, 0755 }; /* dirs */
-static const struct store_owner FOWN = { 1000, 1000, 0644 }; /* files */
+#include "tests/unit/fixture.h"
 
 #define WINDOW 30000 /* the documented default drain_window, ms */
 
-/* One expected event line without its sequence number. */
-#define EV(op, t, p, c, g, v) op "\t" t "\t" p "\t" c "\t" g "\t" v "\n"
-
 /* Helpers ------------------------------------------------------------- */
-
-static void check_ok(struct ctx *c)
-{
-	char why[256] = "";
-	int rc = store_check_all(c->s, why, sizeof why);
-
-	if (rc != 0)
-		fail_msg("store_check_all: %d (%s)", rc, why);
-}
-
-static void hook_count(void *arg, bool internal)
-{
-	struct ctx *c = arg;
-
-	c->hooks++;
-	c->hooks_internal += internal;
-}
-
-static int open_store(struct ctx *c, const struct store_limits *l)
-{
-	struct store_clock clock = { fake_clock_now, &c->clk };
-	int rc;
-
-	c->lim = *l;
-	c->hooks = c->hooks_internal = 0;
-	rc = store_new(&c->lim, &clock, &c->s);
-	if (rc == 0)
-		store_set_event_hook(c->s, hook_count, c);
-	return rc;
-}
-
-static int setup(void **state)
-{
-	struct ctx *c = calloc(1, sizeof *c);
-	struct store_limits l;
-
-	if (!c)
-		return -1;
-	c->clk.now_ms = 1000000; /* not 0: a store must not treat 0 specially */
-	store_limits_default(&l);
-	if (open_store(c, &l) != 0) {
-		free(c);
-		return -1;
-	}
-	*state = c;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct ctx *c = *state;
-	char why[256] = "";
-	int rc = 0;
-
-	if (c->s) {
-		rc = store_check_all(c->s, why, sizeof why);
-		if (rc != 0)
-			print_error("teardown: store_check_all: %d (%s)\n", rc,
-				    why);
-		store_free(c->s);
-	}
-	free(c);
-	return rc == 0 ? 0 : -1;
-}
-
-/* Replace the test's store with one made from @l (after checking it). */
-static void reopen(struct ctx *c, const struct store_limits *l)
-{
-	check_ok(c);
-	store_free(c->s);
-	c->s = NULL;
-	assert_int_equal(open_store(c, l), 0);
-}
-
-static uint64_t now(struct ctx *c)
-{
-	return c->clk.now_ms;
-}
-
-static void advance(struct ctx *c, uint64_t ms)
-{
-	fake_clock_advance(&c->clk, ms);
-}
-
-static struct store_node *root(struct ctx *c)
-{
-	return store_root(c->s);
-}
-
-static struct store_node *mk(struct ctx *c, struct store_node *dir,
-			     const char *name)
-{
-	struct store_node *n = NULL;
-	int rc = store_mkdir(c->s, dir, name, &DOWN, &n);
-
-	if (rc != 0)
-		fail_msg("store_mkdir(%s): %d", name, rc);
-	assert_non_null(n);
-	return n;
-}
-
-static struct store_node *cr(struct ctx *c, struct store_node *parent,
-			     const char *name)
-{
-	struct store_node *n = NULL;
-	bool created = false;
-	int rc = store_create(c->s, parent, name, &FOWN, true, &n, &created);
-
-	if (rc != 0)
-		fail_msg("store_create(%s): %d", name, rc);
-	assert_non_null(n);
-	assert_true(created);
-	return n;
-}
-
-static void put(struct ctx *c, struct store_node *n)
-{
-	store_node_unref(c->s, n);
-}
-
-static int lookup_rc(struct ctx *c, struct store_node *dir, const char *name)
-{
-	struct store_node *n = NULL;
-	int rc = store_lookup(c->s, dir, name, &n);
-
-	if (rc == 0) {
-		assert_non_null(n);
-		put(c, n);
-	}
-	return rc;
-}
-
-static int create_rc(struct ctx *c, struct store_node *parent,
-		     const char *name, bool excl)
-{
-	struct store_node *n = NULL;
-	bool created = false;
-	int rc = store_create(c->s, parent, name, &FOWN, excl, &n, &created);
-
-	if (rc == 0) {
-		assert_non_null(n);
-		put(c, n);
-	}
-	return rc;
-}
-
-static int mkdir_rc(struct ctx *c, struct store_node *dir, const char *name)
-{
-	struct store_node *n = NULL;
-	int rc = store_mkdir(c->s, dir, name, &DOWN, &n);
-
-	if (rc == 0) {
-		assert_non_null(n);
-		put(c, n);
-	}
-	return rc;
-}
-
-static int getattr_rc(struct ctx *c, struct store_node *n)
-{
-	struct store_attr a;
-
-	return store_getattr(c->s, n, &a);
-}
-
-/* Publish @data on @child through a fresh stage of @mode; its result. */
-static int publish_rc(struct ctx *c, struct store_node *child,
-		      enum store_stage_mode mode, const char *data)
-{
-	struct store_stage *st = NULL;
-	size_t len = strlen(data);
-	int rc = store_stage_open(c->s, child, mode, &st);
-
-	if (rc != 0)
-		return rc;
-	if (len) {
-		ssize_t w = store_stage_write(st, data, len, 0);
-
-		if (w < 0) {
-			store_stage_close(st);
-			return (int)w;
-		}
-		assert_int_equal(w, (ssize_t)len);
-	}
-	rc = store_stage_publish(st);
-	store_stage_close(st);
-	return rc;
-}
-
-static void publish(struct ctx *c, struct store_node *child,
-		    enum store_stage_mode mode, const char *data)
-{
-	assert_int_equal(publish_rc(c, child, mode, data), 0);
-}
-
-static uint64_t gen(struct ctx *c, struct store_node *parent)
-{
-	uint64_t g = 0;
-
-	assert_int_equal(store_parent_generation(c->s, parent, &g), 0);
-	return g;
-}
-
-static uint64_t version(struct ctx *c, struct store_node *child)
-{
-	uint64_t v = 0;
-
-	assert_int_equal(store_child_version(c->s, child, &v), 0);
-	return v;
-}
-
-static struct store_stats stats(struct ctx *c, struct store_node *tenant)
-{
-	struct store_stats st;
-
-	memset(&st, 0xa5, sizeof st);
-	assert_int_equal(store_stats(c->s, tenant, &st), 0);
-	return st;
-}
-
-static struct store_lease lease(struct ctx *c, struct store_node *n)
-{
-	struct store_lease l;
-
-	memset(&l, 0xa5, sizeof l);
-	assert_int_equal(store_lease_get(c->s, n, &l), 0);
-	return l;
-}
-
-static void set_ttl(struct ctx *c, struct store_node *n, uint64_t ttl)
-{
-	assert_int_equal(store_set_ttl(c->s, n, ttl), 0);
-}
-
-static void assert_list(struct ctx *c, struct store_node *dir,
-			const char *want)
-{
-	struct store_dirlist l = { 0, NULL };
-	char buf[1024] = "";
-
-	assert_int_equal(store_list(c->s, dir, &l), 0);
-	for (size_t i = 0; i < l.n; i++) {
-		if (i)
-			strncat(buf, ",", sizeof buf - strlen(buf) - 1);
-		strncat(buf, l.e[i].name, sizeof buf - strlen(buf) - 1);
-	}
-	store_dirlist_free(&l);
-	assert_string_equal(buf, want);
-}
 
 /* The gauges of @tenant (NULL: the store) are all zero. */
 static void assert_empty_gauges(struct ctx *c, struct store_node *tenant)
@@ -370,86 +108,6 @@ static uint64_t refused_draining(struct ctx *c)
 }
 
 /* Event readers ------------------------------------------------------- */
-
-struct rd {
-	struct store_event_reader r;
-	uint64_t last;   /* last sequence number seen, 0 for none */
-};
-
-static void rd_open(struct ctx *c, struct rd *d, struct store_node *tenant)
-{
-	memset(d, 0, sizeof *d);
-	store_events_open(c->s, tenant, &d->r);
-}
-
-/*
- * Everything pending for @d with the sequence numbers stripped (malloc'd).
- * Checks whole lines and strictly increasing sequence numbers.
- */
-static char *rd_take(struct ctx *c, struct rd *d)
-{
-	size_t cap = 1 << 16, len = 0;
-	char *raw = malloc(cap), *out, *o, *line;
-
-	assert_non_null(raw);
-	for (;;) {
-		size_t got = store_events_read(c->s, &d->r, raw + len,
-					       cap - len - 1);
-
-		assert_true(got <= cap - len - 1);
-		if (got == 0)
-			break;
-		if (raw[len + got - 1] != '\n')
-			fail_msg("store_events_read returned a partial line");
-		len += got;
-		if (cap - len < 8192) {
-			cap *= 2;
-			raw = realloc(raw, cap);
-			assert_non_null(raw);
-		}
-	}
-	raw[len] = '\0';
-	out = malloc(len + 1);
-	assert_non_null(out);
-	o = out;
-	for (line = raw; *line;) {
-		char *nl = strchr(line, '\n'), *end;
-		unsigned long long seq;
-		size_t n;
-
-		assert_non_null(nl);
-		if (*line < '0' || *line > '9')
-			fail_msg("event line without a sequence number: %.*s",
-				 (int)(nl - line), line);
-		seq = strtoull(line, &end, 10);
-		if (*end != '\t')
-			fail_msg("bad sequence field: %.*s", (int)(nl - line),
-				 line);
-		if (seq <= d->last)
-			fail_msg("sequence %llu after %llu", seq,
-				 (unsigned long long)d->last);
-		d->last = seq;
-		n = (size_t)(nl + 1 - (end + 1));
-		memcpy(o, end + 1, n);
-		o += n;
-		line = nl + 1;
-	}
-	*o = '\0';
-	free(raw);
-	return out;
-}
-
-static void expect_events(struct ctx *c, struct rd *d, const char *want)
-{
-	char *got = rd_take(c, d);
-
-	if (strcmp(got, want) != 0) {
-		print_error("events expected:\n%sgot:\n%s", want, got);
-		free(got);
-		fail_msg("event lines differ");
-	}
-	free(got);
-}
 
 static int cmp_strp(const void *a, const void *b)
 {
@@ -511,18 +169,6 @@ static void expect_events_any_order(struct ctx *c, struct rd *d,
 	free(sw);
 }
 
-/* The next event for @r through store_events_next(), which must exist. */
-static void next_ev(struct ctx *c, struct store_event_reader *r,
-		    struct store_event *ev)
-{
-	memset(ev, 0, sizeof *ev);
-	assert_int_equal(store_events_next(c->s, r, ev), 1);
-	assert_non_null(ev->tenant);
-	assert_non_null(ev->parent);
-	assert_non_null(ev->child);
-}
-
-/* Snapshots ------------------------------------------------------------- */
 
 static const char *snap_kind_name(enum store_snap_kind k)
 {
@@ -950,7 +596,7 @@ static void test_drain_ends_when_last_child_goes(void **state)
 	a = cr(c, p, "a");
 	b = cr(c, p, "b");
 	assert_int_equal(store_link(c->s, a, q, "a2"), 0); /* shared state */
-	rd_open(c, &d, NULL);
+	rd_open_strict(c, &d, NULL);
 
 	assert_int_equal(store_drain(c->s, NULL), 0);
 	expect_events(c, &d, EV("drain", "-", "-", "-", "-", "-"));
@@ -1025,7 +671,7 @@ static void test_drain_without_children_ends_at_once(void **state)
 
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
-	rd_open(c, &d, NULL);
+	rd_open_strict(c, &d, NULL);
 	assert_int_equal(store_drain(c->s, NULL), 0);
 	assert_dstate(c, NULL, STORE_DRAINED);
 	assert_empty_gauges(c, NULL);
@@ -1072,7 +718,7 @@ static void test_drain_now_ends_the_window(void **state)
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
 	a = cr(c, p, "a");
-	rd_open(c, &d, NULL);
+	rd_open_strict(c, &d, NULL);
 	assert_int_equal(store_drain(c->s, NULL), 0);
 	advance(c, 5);
 	assert_draining(c, NULL, WINDOW - 5);
@@ -1112,7 +758,7 @@ static void test_drain_now_without_drain(void **state)
 	r = mk(c, u, "r");
 	a = cr(c, p, "a");
 	b = cr(c, r, "b");
-	rd_open(c, &d, NULL);
+	rd_open_strict(c, &d, NULL);
 
 	assert_int_equal(store_drain_now(c->s, t), 0);
 	assert_dstate(c, t, STORE_DRAINED);
@@ -1212,9 +858,9 @@ static void test_tenant_drain(void **state)
 	publish(c, x, STORE_STAGE_REPLACE, "xx");
 	assert_int_equal(store_depart(c->s, t, "ghost"), 0);
 	su = stats(c, u);
-	rd_open(c, &d, NULL);
-	rd_open(c, &dt, t);
-	rd_open(c, &du, u);
+	rd_open_strict(c, &d, NULL);
+	rd_open_strict(c, &dt, t);
+	rd_open_strict(c, &du, u);
 	r0 = refused_draining(c);
 
 	t0 = now(c);
@@ -1549,7 +1195,7 @@ static void test_drain_events_internal(void **state)
 	a = cr(c, p, "a");
 	assert_int_equal(store_link(c->s, a, r, "a"), -EXDEV);
 	store_events_open(c->s, NULL, &re);
-	rd_open(c, &d, NULL);
+	rd_open_strict(c, &d, NULL);
 
 	assert_int_equal(store_drain(c->s, NULL), 0);
 	next_ev(c, &re, &ev);
@@ -2321,7 +1967,7 @@ static void test_layout_drain_of_store(void **state)
 	check_ok(c);
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f) cmocka_unit_test_setup_teardown(f, setup_hooked, teardown)
 
 int main(void)
 {

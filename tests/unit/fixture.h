@@ -1,0 +1,487 @@
+/*
+ * fixture.h - the store fixture the store unit tests share (test_store.c,
+ * test_leases.c, test_drain.c): a struct ctx holding a store on a fake
+ * clock, cmocka setup/teardown, and small wrappers around store.h that
+ * fail the test when a call that must succeed does not.
+ *
+ * Include it after tests/unit/unit.h.  Every test gets a fresh store from
+ * setup() (or setup_hooked(), which also counts the store's event hook
+ * calls in c->hooks / c->hooks_internal), and teardown() asserts
+ * store_check_all() == 0 before freeing it.  Every node pointer the store
+ * hands out carries a reference that the test drops with put().
+ */
+#ifndef STATEFS_UNIT_FIXTURE_H
+#define STATEFS_UNIT_FIXTURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "store/store.h"
+#include "tests/unit/unit.h"
+
+struct ctx {
+	struct store *s;
+	struct fake_clock clk;
+	struct store_limits lim;
+	bool count_hooks;             /* setup_hooked(): install hook_count */
+	unsigned long hooks;          /* event hook calls on this store */
+	unsigned long hooks_internal; /* ... with internal = true */
+};
+
+static const struct store_owner DOWN = { 1000, 1000, 0755 }; /* dirs */
+static const struct store_owner FOWN = { 1000, 1000, 0644 }; /* files */
+
+/* One expected event line without its sequence number. */
+#define EV(op, t, p, c, g, v) op "\t" t "\t" p "\t" c "\t" g "\t" v "\n"
+
+/* Setup, teardown, reopen ---------------------------------------------- */
+
+static inline void check_ok(struct ctx *c)
+{
+	char why[256] = "";
+	int rc = store_check_all(c->s, why, sizeof why);
+
+	if (rc != 0)
+		fail_msg("store_check_all: %d (%s)", rc, why);
+}
+
+static inline void hook_count(void *arg, bool internal)
+{
+	struct ctx *c = arg;
+
+	c->hooks++;
+	c->hooks_internal += internal;
+}
+
+/*
+ * A new store from @l on the test's clock; with c->count_hooks its event
+ * hook counts into c->hooks (both counters start again at 0).
+ */
+static inline int open_store(struct ctx *c, const struct store_limits *l)
+{
+	struct store_clock clock = { fake_clock_now, &c->clk };
+	int rc;
+
+	c->lim = *l;
+	c->hooks = c->hooks_internal = 0;
+	rc = store_new(&c->lim, &clock, &c->s);
+	if (rc == 0 && c->count_hooks)
+		store_set_event_hook(c->s, hook_count, c);
+	return rc;
+}
+
+static inline int setup_with(void **state, bool count_hooks)
+{
+	struct ctx *c = calloc(1, sizeof *c);
+	struct store_limits l;
+
+	if (!c)
+		return -1;
+	c->clk.now_ms = 1000000; /* not 0: a store must not treat 0 specially */
+	c->count_hooks = count_hooks;
+	store_limits_default(&l);
+	if (open_store(c, &l) != 0) {
+		free(c);
+		return -1;
+	}
+	*state = c;
+	return 0;
+}
+
+/* A fresh store with default limits and no event hook. */
+static inline int setup(void **state)
+{
+	return setup_with(state, false);
+}
+
+/* A fresh store with default limits whose event hook calls are counted. */
+static inline int setup_hooked(void **state)
+{
+	return setup_with(state, true);
+}
+
+static inline int teardown(void **state)
+{
+	struct ctx *c = *state;
+	char why[256] = "";
+	int rc = 0;
+
+	if (c->s) {
+		rc = store_check_all(c->s, why, sizeof why);
+		if (rc != 0)
+			print_error("teardown: store_check_all: %d (%s)\n", rc,
+				    why);
+		store_free(c->s);
+	}
+	free(c);
+	return rc == 0 ? 0 : -1;
+}
+
+/* Replace the test's store with one made from @l (after checking it). */
+static inline void reopen(struct ctx *c, const struct store_limits *l)
+{
+	check_ok(c);
+	store_free(c->s);
+	c->s = NULL;
+	assert_int_equal(open_store(c, l), 0);
+}
+
+static inline uint64_t now(struct ctx *c)
+{
+	return c->clk.now_ms;
+}
+
+static inline void advance(struct ctx *c, uint64_t ms)
+{
+	fake_clock_advance(&c->clk, ms);
+}
+
+/* Nodes ------------------------------------------------------------------ */
+
+static inline struct store_node *root(struct ctx *c)
+{
+	return store_root(c->s);
+}
+
+static inline struct store_node *mk(struct ctx *c, struct store_node *dir,
+				    const char *name)
+{
+	struct store_node *n = NULL;
+	int rc = store_mkdir(c->s, dir, name, &DOWN, &n);
+
+	if (rc != 0)
+		fail_msg("store_mkdir(%s): %d", name, rc);
+	assert_non_null(n);
+	return n;
+}
+
+static inline struct store_node *cr(struct ctx *c, struct store_node *parent,
+				    const char *name)
+{
+	struct store_node *n = NULL;
+	bool created = false;
+	int rc = store_create(c->s, parent, name, &FOWN, true, &n, &created);
+
+	if (rc != 0)
+		fail_msg("store_create(%s): %d", name, rc);
+	assert_non_null(n);
+	assert_true(created);
+	return n;
+}
+
+static inline void put(struct ctx *c, struct store_node *n)
+{
+	store_node_unref(c->s, n);
+}
+
+/* The node @name in @dir (new reference), failing the test if absent. */
+static inline struct store_node *lk(struct ctx *c, struct store_node *dir,
+				    const char *name)
+{
+	struct store_node *n = NULL;
+	int rc = store_lookup(c->s, dir, name, &n);
+
+	if (rc != 0)
+		fail_msg("store_lookup(%s): %d", name, rc);
+	assert_non_null(n);
+	return n;
+}
+
+/* @rc, after dropping @n when @rc is 0 (when the call gave a node). */
+static inline int put_if_ok(struct ctx *c, int rc, struct store_node *n)
+{
+	if (rc == 0) {
+		assert_non_null(n);
+		put(c, n);
+	}
+	return rc;
+}
+
+/* store_lookup's return code, dropping the node when found. */
+static inline int lookup_rc(struct ctx *c, struct store_node *dir,
+			    const char *name)
+{
+	struct store_node *n = NULL;
+	int rc = store_lookup(c->s, dir, name, &n);
+
+	return put_if_ok(c, rc, n);
+}
+
+/* The inode number of @name in @dir, which must exist. */
+static inline uint64_t ino_of(struct ctx *c, struct store_node *dir,
+			      const char *name)
+{
+	struct store_node *n = lk(c, dir, name);
+	uint64_t ino = store_node_ino(n);
+
+	put(c, n);
+	return ino;
+}
+
+/* store_create's return code, dropping the node when made or found. */
+static inline int create_rc(struct ctx *c, struct store_node *parent,
+			    const char *name, bool excl)
+{
+	struct store_node *n = NULL;
+	bool created = false;
+	int rc = store_create(c->s, parent, name, &FOWN, excl, &n, &created);
+
+	return put_if_ok(c, rc, n);
+}
+
+/* store_mkdir's return code, dropping the node when made. */
+static inline int mkdir_rc(struct ctx *c, struct store_node *dir,
+			   const char *name)
+{
+	struct store_node *n = NULL;
+	int rc = store_mkdir(c->s, dir, name, &DOWN, &n);
+
+	return put_if_ok(c, rc, n);
+}
+
+static inline int getattr_rc(struct ctx *c, struct store_node *n)
+{
+	struct store_attr a;
+
+	return store_getattr(c->s, n, &a);
+}
+
+/* Content, generations, versions, stats, leases -------------------------- */
+
+/* Publish @data on @child through a fresh stage of @mode; its result. */
+static inline int publish_rc(struct ctx *c, struct store_node *child,
+			     enum store_stage_mode mode, const char *data)
+{
+	struct store_stage *st = NULL;
+	size_t len = strlen(data);
+	int rc = store_stage_open(c->s, child, mode, &st);
+
+	if (rc != 0)
+		return rc;
+	if (len) {
+		ssize_t w = store_stage_write(st, data, len, 0);
+
+		if (w < 0) {
+			store_stage_close(st);
+			return (int)w;
+		}
+		assert_int_equal(w, (ssize_t)len);
+	}
+	rc = store_stage_publish(st);
+	store_stage_close(st);
+	return rc;
+}
+
+/* Publish @data on @child through a fresh stage of @mode, which must work. */
+static inline void publish(struct ctx *c, struct store_node *child,
+			   enum store_stage_mode mode, const char *data)
+{
+	assert_int_equal(publish_rc(c, child, mode, data), 0);
+}
+
+static inline uint64_t gen(struct ctx *c, struct store_node *parent)
+{
+	uint64_t g = 0;
+
+	assert_int_equal(store_parent_generation(c->s, parent, &g), 0);
+	return g;
+}
+
+static inline uint64_t version(struct ctx *c, struct store_node *child)
+{
+	uint64_t v = 0;
+
+	assert_int_equal(store_child_version(c->s, child, &v), 0);
+	return v;
+}
+
+static inline struct store_stats stats(struct ctx *c,
+				       struct store_node *tenant)
+{
+	struct store_stats st;
+
+	memset(&st, 0xa5, sizeof st);
+	assert_int_equal(store_stats(c->s, tenant, &st), 0);
+	return st;
+}
+
+static inline struct store_lease lease(struct ctx *c, struct store_node *n)
+{
+	struct store_lease l;
+
+	memset(&l, 0xa5, sizeof l);
+	assert_int_equal(store_lease_get(c->s, n, &l), 0);
+	return l;
+}
+
+static inline void set_ttl(struct ctx *c, struct store_node *n, uint64_t ttl)
+{
+	assert_int_equal(store_set_ttl(c->s, n, ttl), 0);
+}
+
+/* Listings --------------------------------------------------------------- */
+
+/* Names of @dir's entries joined with ',' ("" when empty). */
+static inline void list_names(struct ctx *c, struct store_node *dir,
+			      char *buf, size_t cap)
+{
+	struct store_dirlist l = { 0, NULL };
+
+	assert_int_equal(store_list(c->s, dir, &l), 0);
+	buf[0] = '\0';
+	for (size_t i = 0; i < l.n; i++) {
+		if (i)
+			strncat(buf, ",", cap - strlen(buf) - 1);
+		strncat(buf, l.e[i].name, cap - strlen(buf) - 1);
+	}
+	store_dirlist_free(&l);
+}
+
+static inline void assert_list(struct ctx *c, struct store_node *dir,
+			       const char *want)
+{
+	char buf[1024];
+
+	list_names(c, dir, buf, sizeof buf);
+	assert_string_equal(buf, want);
+}
+
+/* Event readers ---------------------------------------------------------- */
+
+struct rd {
+	struct store_event_reader r;
+	uint64_t last;   /* last sequence number seen, 0 for none */
+	int overflows;   /* "overflow" lines seen */
+	bool strict;     /* an "overflow" line fails the test */
+};
+
+/* A reader of @tenant's events (NULL: all); "overflow" lines are counted. */
+static inline void rd_open(struct ctx *c, struct rd *d,
+			   struct store_node *tenant)
+{
+	memset(d, 0, sizeof *d);
+	store_events_open(c->s, tenant, &d->r);
+}
+
+/* As rd_open(), but every line must carry a sequence number. */
+static inline void rd_open_strict(struct ctx *c, struct rd *d,
+				  struct store_node *tenant)
+{
+	rd_open(c, d, tenant);
+	d->strict = true;
+}
+
+/*
+ * Everything pending for @d, as the raw bytes store_events_read() gives
+ * (malloc'd, NUL-terminated).  Checks that every read returns whole lines.
+ */
+static inline char *rd_raw(struct ctx *c, struct rd *d, size_t *lenp)
+{
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+
+	assert_non_null(buf);
+	for (int guard = 0;; guard++) {
+		size_t got;
+
+		if (cap - len < 8192) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			assert_non_null(buf);
+		}
+		got = store_events_read(c->s, &d->r, buf + len, cap - len - 1);
+		assert_true(got <= cap - len - 1);
+		if (got == 0)
+			break;
+		if (buf[len + got - 1] != '\n')
+			fail_msg("store_events_read returned a partial line");
+		len += got;
+		if (guard > 1000000)
+			fail_msg("store_events_read never runs dry");
+	}
+	buf[len] = '\0';
+	if (lenp)
+		*lenp = len;
+	return buf;
+}
+
+/*
+ * Everything pending for @d with the sequence numbers stripped (malloc'd).
+ * Checks that sequence numbers are decimal and strictly increasing across
+ * calls; "overflow" lines are kept as they are and counted (a strict
+ * reader fails on them instead).
+ */
+static inline char *rd_take(struct ctx *c, struct rd *d)
+{
+	char *raw = rd_raw(c, d, NULL);
+	char *out = malloc(strlen(raw) + 1), *o = out;
+	char *line = raw;
+
+	assert_non_null(out);
+	while (*line) {
+		char *nl = strchr(line, '\n');
+		char *end;
+		unsigned long long seq;
+		size_t n;
+
+		assert_non_null(nl);
+		if (!d->strict &&
+		    (size_t)(nl - line) == strlen("overflow") &&
+		    strncmp(line, "overflow", 8) == 0) {
+			d->overflows++;
+			memcpy(o, "overflow\n", 9);
+			o += 9;
+			line = nl + 1;
+			continue;
+		}
+		if (*line < '0' || *line > '9')
+			fail_msg("event line without a sequence number: %.*s",
+				 (int)(nl - line), line);
+		seq = strtoull(line, &end, 10);
+		if (*end != '\t')
+			fail_msg("bad sequence field: %.*s", (int)(nl - line),
+				 line);
+		if (seq <= d->last)
+			fail_msg("sequence %llu after %llu: %.*s", seq,
+				 (unsigned long long)d->last, (int)(nl - line),
+				 line);
+		d->last = seq;
+		n = (size_t)(nl + 1 - (end + 1));
+		memcpy(o, end + 1, n);
+		o += n;
+		line = nl + 1;
+	}
+	*o = '\0';
+	free(raw);
+	return out;
+}
+
+/* The pending lines of @d are exactly @want, in order. */
+static inline void expect_events(struct ctx *c, struct rd *d,
+				 const char *want)
+{
+	char *got = rd_take(c, d);
+
+	if (strcmp(got, want) != 0) {
+		print_error("events expected:\n%sgot:\n%s", want, got);
+		free(got);
+		fail_msg("event lines differ");
+	}
+	free(got);
+}
+
+/* The next event for @r through store_events_next(), which must exist. */
+static inline void next_ev(struct ctx *c, struct store_event_reader *r,
+			   struct store_event *ev)
+{
+	memset(ev, 0, sizeof *ev);
+	assert_int_equal(store_events_next(c->s, r, ev), 1);
+	assert_non_null(ev->tenant);
+	assert_non_null(ev->parent);
+	assert_non_null(ev->child);
+}
+
+#endif /* STATEFS_UNIT_FIXTURE_H */
