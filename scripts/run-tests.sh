@@ -3,7 +3,10 @@
 #
 #   1. each unit binary build/unit/test_* and build/unit/stress_store*
 #      (cmocka: "[  PASSED  ] N test(s)." / "[  FAILED  ] N test(s), ...")
-#   2. the end-to-end suites: bats --tap tests/bats
+#   2. a 5 s smoke run of each libFuzzer target build/fuzz/fuzz_* from its
+#      seed corpus (tests/fuzz/run.sh --smoke); each target is one test,
+#      passed when libFuzzer exits 0
+#   3. the end-to-end suites: bats --tap tests/bats
 #
 # Each suite's output is shown as it runs.  The last line is always
 # "N passed, N failed"; the exit status is non-zero on any failure,
@@ -53,6 +56,26 @@ for bin in build/unit/test_* build/unit/stress_store*; do
 done
 if [ "$found" -eq 0 ]; then
 	echo "*** no unit test binaries in build/unit (run make unit)"
+	failed=$((failed + 1))
+fi
+
+# --- fuzz smoke runs ------------------------------------------------------------
+
+fuzz_found=0
+for bin in build/fuzz/fuzz_*; do
+	[ -f "$bin" ] && [ -x "$bin" ] || continue
+	fuzz_found=1
+	echo "=== $bin (smoke run)"
+	if tests/fuzz/run.sh --smoke 5 "$bin"; then
+		echo "--- $bin: 1 passed, 0 failed"
+		passed=$((passed + 1))
+	else
+		echo "--- $bin: 0 passed, 1 failed"
+		failed=$((failed + 1))
+	fi
+done
+if [ "$fuzz_found" -eq 0 ]; then
+	echo "*** no fuzz targets in build/fuzz (run make fuzz-build)"
 	failed=$((failed + 1))
 fi
 

@@ -476,3 +476,49 @@ dead_teardown() {
 	STATEFS_DEAD=()
 	return "$rc"
 }
+
+# --- Last resort against a wedged mount (leaks suite) ---
+#
+#   fuse_abort MNT               abort MNT's FUSE connection through fusectl
+#                                (/sys/fs/fuse/connections/N/abort, mounting
+#                                fusectl there when it is not): every request
+#                                waiting on the daemon, even in an
+#                                uninterruptible wait, ends with ENOTCONN.
+#   watchdog_start SECS MNT      fuse_abort MNT in the background after SECS s
+#                                (a hang becomes a failure instead of a stuck
+#                                run); watchdog_stop cancels it
+
+fuse_abort() {
+	local mnt=$1 minor
+	# mountinfo: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [OPTIONAL...] - TYPE ...
+	minor=$(awk -v m="$mnt" '$5 == m {
+			for (i = 7; i < NF; i++) if ($i == "-") break
+			if ($(i + 1) ~ /^fuse/) { split($3, d, ":"); print d[2] }
+		}' /proc/self/mountinfo | tail -n 1)
+	[ -n "$minor" ] || return 1
+	if [ ! -e /sys/fs/fuse/connections/"$minor"/abort ]; then
+		mount -t fusectl fusectl /sys/fs/fuse/connections 2>/dev/null
+	fi
+	echo 1 >/sys/fs/fuse/connections/"$minor"/abort
+}
+
+WATCHDOG_PID=
+watchdog_start() {
+	local secs=$1 mnt=$2
+	(
+		trap 'kill "$s" 2>/dev/null; exit 0' TERM
+		sleep "$secs" &
+		s=$!
+		wait "$s"
+		echo "watchdog: $mnt still busy after $secs s; aborting its connection" >&2
+		fuse_abort "$mnt"
+	) 3>&- &
+	WATCHDOG_PID=$!
+}
+watchdog_stop() {
+	if [ -n "$WATCHDOG_PID" ]; then
+		kill "$WATCHDOG_PID" 2>/dev/null
+		wait "$WATCHDOG_PID" 2>/dev/null
+	fi
+	WATCHDOG_PID=
+}

@@ -1,0 +1,156 @@
+#!/bin/sh
+# Regenerate the committed seed corpus in tests/fuzz/corpus/ (run from
+# anywhere; it overwrites only the seeds named here).  The encodings
+# follow the decoders in fuzz_layout.c and fuzz_store.c: change one, and
+# change this file with it.
+set -eu
+cd "$(dirname "$0")"
+
+# bytes N...: the bytes with these decimal values
+bytes() {
+	for x in "$@"; do
+		# shellcheck disable=SC2059
+		printf "\\$(printf '%03o' "$x")"
+	done
+}
+
+# --- fuzz_layout: MAX_NAME SELECTOR TEXT ----------------------------------------
+
+L=corpus/fuzz_layout
+mkdir -p "$L"
+lay() { { bytes "$2" "$3"; printf '%s' "$4"; } >"$L/$1"; }
+lay name 255 0 'worker-1'
+lay name-utf8 4 0 "$(printf 'caf\303\251')"
+lay depart-tight 8 68 "$(printf 'job-42\n')"
+lay seconds 255 7 '1.5'
+lay seconds-nl 255 10 "$(printf '600\n')"
+lay option 255 4 'max_payload=16777216'
+lay option-flag 255 12 'testclock=1'
+lay special 255 0 '.stats'
+
+# --- fuzz_store: CONFIG then operations -----------------------------------------
+#
+# Each operation is an op byte (enum op in fuzz_store.c) and a path byte
+# (tenant | parent << 1 | child << 3 | extra << 5), then what the op takes.
+
+S=corpus/fuzz_store
+mkdir -p "$S"
+p() { echo $(($1 | $2 << 1 | $3 << 3 | ${4:-0} << 5)); }
+
+mkdir_t() { bytes 0 "$(p "$1" 0 0)"; }
+join() { bytes 2 "$(p "$1" "$2" 0)"; }
+leave() { bytes 3 "$(p "$1" "$2" 0)"; }
+depart() { bytes 4 "$(p "$1" "$2" 0)"; }
+create() { bytes 5 "$(p "$1" "$2" "$3" "${4:-0}")"; }     # 4: 1 = excl
+# publish T P C MODE(0 replace, 1 append, 2 cas at 1) BYTE...
+publish() {
+	t=$1 pp=$2 c=$3 mode=$4
+	shift 4
+	bytes 6 "$(p "$t" "$pp" "$c" "$mode")" $(($# - 1)) "$@"
+}
+truncate_() { bytes 7 "$(p "$1" "$2" "$3")" "$4"; }
+unlink_() { bytes 8 "$(p "$1" "$2" "$3")"; }
+link_() { bytes 9 "$(p "$1" "$2" "$3")" "$(p "$4" "$5" "$6")"; }
+# rename T P C T2 P2 C2 FLAGS (1 noreplace, 2 exchange)
+rename_() { bytes 10 "$(p "$1" "$2" "$3" "$7")" "$(p "$4" "$5" "$6")"; }
+# set_ttl T P C(-1: the parent) TTL-INDEX (0 100 ... see TTLS)
+set_ttl() {
+	if [ "$3" -lt 0 ]; then bytes 11 "$(p "$1" "$2" 0 0)" "$4"
+	else bytes 11 "$(p "$1" "$2" "$3" 1)" "$4"; fi
+}
+renew() {
+	if [ "$3" -lt 0 ]; then bytes 12 "$(p "$1" "$2" 0 0)" 0
+	else bytes 12 "$(p "$1" "$2" "$3" 1)" 0; fi
+}
+child_ttl() { bytes 13 "$(p "$1" "$2" 0)" "$3"; }
+# advance INDEX (1 50 99 100 250 500 1000 3000 ms)
+advance() { bytes 14 "$(p $(($1 & 1)) 0 0 $(($1 >> 1)))"; }
+drain() { bytes 15 "$(p "$1" 0 0)"; }
+drain_store() { bytes 15 "$(p 0 0 0 7)"; }
+# stage_open SLOT T P C MODE(0 read, 1 replace, 2 append, 3 cas)
+stage_open() { bytes 16 "$(p "$2" "$3" "$4" $(($1 | $5 << 1)))"; }
+stage_write() { s=$1; shift; bytes 17 "$(p "$s" 0 0)" $(($# - 1)) "$@"; }
+stage_publish() { bytes 18 "$(p "$1" 0 0)"; }
+stage_read() { bytes 19 "$(p "$1" 0 0)"; }
+stage_close() { bytes 20 "$(p "$1" 0 0)"; }
+handle() { bytes 23 "$(p "$2" "$3" 0 "$1")"; }
+handle_create() { bytes 24 "$(p 0 0 "$2" "$1")"; }
+handle_list() { bytes 27 "$(p 0 0 0 "$1")"; }
+stage_truncate() { bytes 28 "$(p "$1" 0 0)" "$2"; }
+stage_flush() { bytes 29 "$(p "$1" 0 0)"; }
+lazy_advance() { bytes 30 "$(p $(($1 & 1)) 0 0 $(($1 >> 1)))"; }
+# wrong_depth KIND(0..7, see OP_WRONG_DEPTH) T P C
+wrong_depth() { bytes 31 "$(p "$2" "$3" "$4" "$1")"; }
+
+{
+	bytes 0
+	mkdir_t 0; join 0 0; join 0 1
+	create 0 0 0 1; create 0 0 0 1; create 0 0 0
+	publish 0 0 0 0 97 98; publish 0 0 0 1 99 100
+	link_ 0 0 0 0 1 1; publish 0 1 1 1 101
+	rename_ 0 0 0 0 1 2 0; unlink_ 0 1 1; truncate_ 0 1 2 5
+	leave 0 0; join 0 0; leave 0 1
+} >"$S/tree"
+
+{
+	bytes 1
+	mkdir_t 1; join 1 0; set_ttl 1 0 -1 3; create 1 0 0
+	advance 3; renew 1 0 -1; advance 4; join 1 0
+	child_ttl 1 0 2; create 1 0 1; set_ttl 1 0 1 6; advance 6
+	depart 1 2; depart 1 1; depart 1 2; advance 7
+} >"$S/leases"
+
+{
+	bytes 0
+	mkdir_t 0; join 0 2; create 0 2 1
+	stage_open 0 0 2 1 3; stage_open 1 0 2 1 0
+	publish 0 2 1 0 120; stage_write 0 121 122
+	stage_read 1; stage_publish 0; stage_read 0; stage_read 1
+	stage_open 0 0 2 1 2; stage_write 0 1 2 3 4; unlink_ 0 2 1
+	stage_publish 0; stage_close 0; stage_close 1
+} >"$S/stages"
+
+{
+	bytes 2
+	mkdir_t 0; mkdir_t 1; join 0 0; join 1 0; join 1 1
+	create 0 0 0; create 1 0 0; create 1 1 1
+	drain 1; unlink_ 1 0 0; create 1 1 2; join 1 2
+	unlink_ 1 1 1; drain_store; publish 0 0 0 0 1; advance 5
+	mkdir_t 0
+} >"$S/drain"
+
+{
+	bytes 0
+	mkdir_t 0; join 0 0; join 0 1; join 0 2
+	create 0 0 0; create 0 0 1; create 0 0 2; create 0 1 0
+	create 0 1 1; create 0 1 2; create 0 2 0; link_ 0 0 0 0 2 1
+	publish 0 0 0 0 1 2 3 4; publish 0 0 1 0 1 2 3 4
+	publish 0 0 2 0 1 2 3 4; publish 0 1 0 0 1 2 3 4
+	publish 0 1 0 1 5 6 7 8; publish 0 1 1 1 5
+	depart 0 0; depart 0 1; leave 0 2; depart 0 0
+} >"$S/capacity"
+
+{
+	bytes 0
+	mkdir_t 0; join 0 0; handle 0 0 0; handle 1 0 0
+	leave 0 0; join 0 0; handle_create 0 1; handle_list 0
+	handle 0 0 0; handle_create 0 1; handle_list 0
+	bytes 1 0; handle_list 1; handle_create 1 2
+} >"$S/handles"
+
+{
+	bytes 0
+	mkdir_t 0; join 0 0; join 0 1; create 0 0 0; create 0 1 3
+	link_ 0 0 0 0 1 2; set_ttl 0 0 0 2; set_ttl 0 1 -1 3
+	lazy_advance 3; join 0 0; lazy_advance 4; create 0 0 0
+	wrong_depth 0 0 0 0; wrong_depth 1 0 0 0; wrong_depth 2 0 0 0
+	wrong_depth 4 0 0 0; wrong_depth 5 0 0 0; wrong_depth 7 0 0 0
+} >"$S/lazy"
+
+{
+	bytes 0
+	mkdir_t 0; join 0 0; create 0 0 0; publish 0 0 0 0 1 2 3
+	stage_open 0 0 0 0 1; stage_flush 0; stage_write 0 9; stage_flush 0
+	stage_open 1 0 0 0 3; stage_truncate 1 1; stage_read 1
+	publish 0 0 0 0 4; stage_flush 1; stage_truncate 1 12; stage_close 1
+} >"$S/truncate"
