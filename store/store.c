@@ -241,7 +241,8 @@ struct store {
 struct store_stage {
 	struct store *s;
 	struct child *c;               /* counted */
-	enum store_stage_mode mode;    /* immutable */
+	enum store_stage_mode mode;    /* lock; an APPEND stage that is
+					* truncated becomes a REPLACE */
 	pthread_mutex_t lock;
 	struct blob *pin;              /* lock: what reads see when unstaged */
 	uint64_t base_version;         /* lock: CAS compares against this */
@@ -2675,8 +2676,23 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 	if (size > s->lim.max_payload)
 		return refuse(s, -EFBIG);
 	lock(&st->lock);
-	if (!st->staged) {
-		size_t base = st->mode == STORE_STAGE_APPEND ? 0 : blob_len(st->pin);
+	if (st->mode == STORE_STAGE_APPEND) {
+		/* ftruncate on an O_APPEND file cuts the content itself: the
+		 * stage becomes a replacement by the state it opened on plus
+		 * what it appended, then cut to @size. */
+		size_t base = blob_len(st->pin), tail = st->staged ? st->len : 0;
+
+		rc = stage_reserve(st, base + tail);
+		if (rc == 0) {
+			memmove(st->buf + base, st->buf, tail);
+			if (base)
+				memcpy(st->buf, st->pin->data, base);
+			st->len = base + tail;
+			st->staged = true;
+			st->mode = STORE_STAGE_REPLACE;
+		}
+	} else if (!st->staged) {
+		size_t base = blob_len(st->pin);
 
 		rc = stage_reserve(st, base);
 		if (rc == 0 && base)

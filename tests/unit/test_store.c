@@ -2228,11 +2228,40 @@ static void test_special_nodes(void **state)
 	check_ok(c);
 }
 
+/* ftruncate on an O_APPEND file cuts the content, as on any file. */
+static void test_stage_truncate_append(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *a;
+	struct store_stage *st;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	publish(c, a, STORE_STAGE_REPLACE, "hello");
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_APPEND, &st), 0);
+	assert_int_equal(store_stage_truncate(st, 2), 0);
+	assert_int_equal(store_stage_publish(st), 0);
+	store_stage_close(st);
+	assert_content(c, a, "he");
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_APPEND, &st), 0);
+	assert_int_equal(store_stage_write(st, "llo", 3, 0), 3);
+	assert_int_equal(store_stage_truncate(st, 4), 0);
+	assert_int_equal(store_stage_publish(st), 0);
+	store_stage_close(st);
+	assert_content(c, a, "hell");
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		T(test_stage_truncate_append),
 		T(test_root_and_tenant_mkdir),
 		T(test_max_tenants),
 		T(test_tenant_cleanup_cascade),
