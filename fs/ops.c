@@ -342,42 +342,39 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	node_put(fs, dir);
 }
 
-static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+/*
+ * rmdir (@dir true) and unlink: the echo thread's removals are answered
+ * from the echo record; a special file is never removed.
+ */
+static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
+			 bool dir)
 {
 	struct fs *fs = fs_of(req);
-	struct store_node *dir = node_get(req, parent);
+	struct store_node *d = node_get(req, parent);
 	int rc;
 
-	if (fs_echo_remove(req, fs, name, true))
+	if (fs_echo_remove(req, fs, name, dir))
 		rc = 1;
-	else if (!dir)
+	else if (!d)
 		rc = -ESTALE;
-	else if (special_in(fs, dir, name))
-		rc = -ENOTDIR;
+	else if (special_in(fs, d, name))
+		rc = dir ? -ENOTDIR : -EPERM;
 	else
-		rc = store_rmdir(fs->store, dir, name);
+		rc = dir ? store_rmdir(fs->store, d, name) :
+			   store_unlink(fs->store, d, name);
 	if (rc <= 0)
 		reply_err(req, rc);
-	node_put(fs, dir);
+	node_put(fs, d);
+}
+
+static void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_entry(req, parent, name, true);
 }
 
 static void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fs *fs = fs_of(req);
-	struct store_node *dir = node_get(req, parent);
-	int rc;
-
-	if (fs_echo_remove(req, fs, name, false))
-		rc = 1;
-	else if (!dir)
-		rc = -ESTALE;
-	else if (special_in(fs, dir, name))
-		rc = -EPERM;
-	else
-		rc = store_unlink(fs->store, dir, name);
-	if (rc <= 0)
-		reply_err(req, rc);
-	node_put(fs, dir);
+	remove_entry(req, parent, name, false);
 }
 
 /* The stage mode open(2) flags ask for. */
