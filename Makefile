@@ -65,6 +65,7 @@ $(B)/bench/snapshot_stall: scripts/bench/snapshot_stall.c $(STORE_SRC) $(HDRS)
 
 bench-snapshot: $(B)/bench/snapshot_stall
 	$(B)/bench/snapshot_stall
+	$(B)/bench/snapshot_stall --populated
 
 # Fuzzing: libFuzzer targets tests/fuzz/fuzz_*.c (clang-14 and its
 # libclang-rt-14-dev runtime, from scripts/deps.sh), each built with ASan

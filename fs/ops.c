@@ -562,11 +562,6 @@ static int stats_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
 }
 
 /*
- * Format a .snapshot of @dir (root or tenant) into @f: the store pauses
- * only for the copy (store_snapshot_take); the text is made here, with no
- * lock held, and served from the open file.
- */
-/*
  * May the caller of @req list a tenant owned by @uid:@gid with @mode (read
  * and search permission, as ls needs)?  Root may list everything.
  */
@@ -589,6 +584,12 @@ static bool may_list(fuse_req_t req, uid_t uid, gid_t gid, mode_t mode)
 	return (mode & 0005) == 0005;
 }
 
+/*
+ * Format a .snapshot of @dir (root or tenant) into @f: the store copies
+ * the scope as of one instant (store_snapshot_take, which holds the other
+ * transitions off only for moments); the text is made here, with no lock
+ * held, and served from the open file.
+ */
 static int snapshot_text(fuse_req_t req, struct fs *fs, struct store_node *dir,
 			 struct fs_file *f)
 {

@@ -40,9 +40,12 @@
  *
  * Lock order (outermost first); every multi-lock path follows it:
  *
- *   world (shared by transitions, exclusive for full scans)
+ *   snapshot taker (one snapshot at a time)
+ *     -> world (shared by transitions, exclusive for full scans)
  *     -> store->lock -> tenant->lock -> parent->lock (ascending ino)
- *     -> stage->lock -> state stripe -> ino shard
+ *     -> snapshot rows -> stage->lock -> state stripe
+ *     -> snapshot frozen states, heap, event log, tombstone queue,
+ *        ino shard (leaves)
  *
  * A stage's write and read take only stage->lock and a stripe: they
  * change no shared fact; its publication is a transition.
@@ -133,6 +136,7 @@ struct tenant {
 	struct parent *parents;        /* lock */
 	struct tomb *tombs;            /* lock */
 	struct meta meta;              /* lock */
+	uint64_t snap_epoch;           /* lock: see "Snapshot" */
 	/* Gauges of this tenant, updated with the store-wide ones. */
 	atomic_uint_fast64_t parents_n, children_n, links_n, tombs_n, bytes_n;
 	/* This tenant's own drain (enum store_state) and its deadline;
@@ -153,6 +157,9 @@ struct parent {
 	struct meta meta;              /* lock */
 	uint64_t ttl_ms;               /* lock: its own lease */
 	uint64_t child_ttl_ms;         /* lock: what new children start with */
+	/* Written under lock; the snapshot walker also peeks at it under
+	 * tenant->lock to skip copied buckets. */
+	atomic_uint_fast64_t snap_epoch;
 };
 
 struct child {
@@ -164,6 +171,7 @@ struct child {
 	uint32_t nlink;
 	struct meta meta;
 	uint64_t ttl_ms;
+	uint64_t snap_epoch;
 	struct link *slinks;           /* the links that reach this state */
 };
 
@@ -222,6 +230,16 @@ struct store {
 	struct store_node **heap;      /* heap_lock */
 	size_t heap_n, heap_cap;       /* heap_lock */
 
+	/* The snapshot being taken (see "Snapshot"): changed only under the
+	 * exclusive world lock, so a transition sees one value throughout. */
+	pthread_mutex_t snap_taker;
+	uint64_t snap_epochs;
+	struct snap_run *_Atomic snap;
+#ifdef STORE_FAULTS
+	void (*snap_step_fn)(void *arg, unsigned step);
+	void *snap_step_arg;
+#endif
+
 	struct evlog *events;
 	void (*event_hook)(void *arg, bool internal);
 	void *event_arg;
@@ -255,6 +273,11 @@ struct store_stage {
 					* whole open-write-close transition
 					* is abandoned with this errno */
 };
+
+/* Copy-before-write for a snapshot being taken (see "Snapshot"). */
+static void snap_tenant_cow(struct store *s, struct tenant *t);
+static void snap_parent_cow(struct store *s, struct parent *p);
+static void snap_state_cow(struct store *s, struct child *c);
 
 /* Helpers ---------------------------------------------------------------- */
 
@@ -765,6 +788,7 @@ int store_new(const struct store_limits *limits,
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->tomb_lock, NULL);
 	pthread_mutex_init(&s->heap_lock, NULL);
+	pthread_mutex_init(&s->snap_taker, NULL);
 	/* Address space for the ceilings; pages are touched only as the
 	 * heap grows. */
 	s->heap_cap = s->lim.max_parents + s->lim.max_children;
@@ -847,6 +871,7 @@ void store_free(struct store *s)
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->tomb_lock);
 	pthread_mutex_destroy(&s->heap_lock);
+	pthread_mutex_destroy(&s->snap_taker);
 	pthread_rwlock_destroy(&s->world);
 	free(s);
 }
@@ -983,6 +1008,7 @@ static void tomb_enqueue_locked(struct store *s, struct tomb *tb, uint64_t now)
 /* A departed-again parent's tombstone starts its age over. */
 static void tomb_refresh_locked(struct store *s, struct tomb *tb, uint64_t now)
 {
+	snap_tenant_cow(s, tb->tenant);
 	lock(&s->tomb_lock);
 	DL_DELETE(s->tomb_fifo, tb);
 	unlock(&s->tomb_lock);
@@ -992,6 +1018,7 @@ static void tomb_refresh_locked(struct store *s, struct tomb *tb, uint64_t now)
 /* Remove and free tombstone @tb of tenant @t (t->lock held). */
 static void tomb_drop_locked(struct store *s, struct tenant *t, struct tomb *tb)
 {
+	snap_tenant_cow(s, t);
 	HASH_DEL(t->tombs, tb);
 	lock(&s->tomb_lock);
 	DL_DELETE(s->tomb_fifo, tb);
@@ -1204,6 +1231,8 @@ static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 	if ((mask & STORE_SET_SIZE) && n->kind != STORE_CHILD)
 		return -EISDIR;
 	lock(l);
+	if (n->kind == STORE_TENANT)
+		snap_tenant_cow(s, as_tenant(n)); /* its owner and mode */
 	if (n->kind == STORE_CHILD && as_child(n)->nlink == 0)
 		rc = -ESTALE;
 	else if (mask & STORE_SET_SIZE)
@@ -1399,6 +1428,7 @@ static int tenant_create(struct store *s, const char *name,
 	specials_init(t->special, &t->node);
 	pthread_mutex_init(&t->lock, NULL);
 	meta_init(&t->meta, owner);
+	t->snap_epoch = s->snap_epochs; /* not in a snapshot being taken */
 
 	lock(&s->lock);
 	HASH_FIND_STR(s->tenants, name, old);
@@ -1464,6 +1494,7 @@ static bool state_unlink_locked(struct store *s, struct link *l, enum store_op o
 	bool ended;
 
 	lock(stripe(s, c));
+	snap_state_cow(s, c);
 	if (op != NO_EVENT)
 		emit(s, op, expired, &c->node, c->tenant, l->parent->name,
 		     l->name, (int64_t)l->parent->generation,
@@ -1535,6 +1566,7 @@ static struct link *parent_remove_locked(struct store *s, struct tenant *t,
 	struct link *links;
 
 	lock(&p->lock);
+	snap_parent_cow(s, p);
 	atomic_store(&p->node.dead, true);
 	lease_clear(s, &p->node);
 	links = bucket_clear_locked(s, p);
@@ -1623,6 +1655,7 @@ static struct tomb *tomb_new(const char *name)
 static int tomb_insert_locked(struct store *s, struct tenant *t,
 			      struct tomb *tb, uint64_t gen, uint64_t now)
 {
+	snap_tenant_cow(s, t);
 	tb->generation = gen;
 	tb->tenant = t;
 	hash_oom = 0;
@@ -1705,6 +1738,7 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 	node_init(&p->node, ino_alloc(s, 1), STORE_PARENT);
 	pthread_mutex_init(&p->lock, NULL);
 	meta_init(&p->meta, owner);
+	atomic_init(&p->snap_epoch, s->snap_epochs);
 	p->tenant = t;
 
 	lock(&t->lock);
@@ -1957,8 +1991,10 @@ static int child_expire(struct store *s, struct child *c, uint64_t now)
 		unlock(stripe(s, c));
 		qsort(ps, n, sizeof(*ps), parent_cmp);
 		for (uint32_t i = 0; i < n; i++)
-			if (i == 0 || ps[i] != ps[i - 1])
+			if (i == 0 || ps[i] != ps[i - 1]) {
 				lock(&ps[i]->lock);
+				snap_parent_cow(s, ps[i]);
+			}
 
 		lock(stripe(s, c));
 		LL_FOREACH2(c->slinks, l, snext) {
@@ -2103,9 +2139,11 @@ static int do_create(struct store *s, struct store_node *parent, const char *nam
 	node_init(&c->node, ino_alloc(s, 1), STORE_CHILD);
 	c->tenant = p->tenant;
 	c->nlink = 1;
+	c->snap_epoch = s->snap_epochs; /* not in a snapshot being taken */
 	meta_init(&c->meta, owner);
 retry:
 	lock(&p->lock);
+	snap_parent_cow(s, p);
 	/* Through a departed or expired parent nothing happens, not even
 	 * the reaping of what it held. */
 	old = gone(&p->node, now) ? NULL :
@@ -2182,6 +2220,7 @@ static int do_unlink(struct store *s, struct store_node *parent, const char *nam
 	if (!p)
 		return parent->kind == STORE_CHILD ? -ENOTDIR : -EPERM;
 	lock(&p->lock);
+	snap_parent_cow(s, p);
 	if (gone(parent, now))
 		rc = -ESTALE;
 	else
@@ -2219,6 +2258,7 @@ static int do_link(struct store *s, struct store_node *child,
 		return -ENOMEM;
 retry:
 	lock(&p->lock);
+	snap_parent_cow(s, p);
 	old = link_find_locked(p, name, now, &expired);
 	if (expired) {
 		unlock(&p->lock);
@@ -2239,6 +2279,7 @@ retry:
 		if (c->nlink == 0 || is_expired(&c->node, now)) {
 			rc = -ESTALE;
 		} else {
+			snap_state_cow(s, c);
 			c->nlink++;
 			c->meta.ctime = wall_now();
 		}
@@ -2322,6 +2363,8 @@ static int do_rename(struct store *s, struct store_node *from, const char *name,
 		return -ENOMEM;
 retry:
 	lock_pair(a, b);
+	snap_parent_cow(s, a);
+	snap_parent_cow(s, b);
 	if (gone(&a->node, now) || gone(&b->node, now))
 		rc = -ESTALE;
 	if (!rc) {
@@ -2444,6 +2487,7 @@ static void publish_locked(struct store *s, struct child *c, struct blob *b)
 	struct blob *old = c->content;
 	struct link *l;
 
+	snap_state_cow(s, c);
 	c->content = b;
 	c->version++;
 	c->meta.mtime = c->meta.ctime = wall_now();
@@ -2923,6 +2967,10 @@ static int do_lease(struct store *s, struct store_node *n, bool set,
 	else if (draining(s, p ? p->tenant : c->tenant))
 		rc = -EROFS;
 	else {
+		if (p)
+			snap_parent_cow(s, p);
+		else
+			snap_state_cow(s, c);
 		if (set)
 			*ttl = ttl_ms;
 		lease_set(s, n, *ttl ? now + *ttl : 0);
@@ -3425,117 +3473,523 @@ enum store_state store_drain_state(struct store *s, struct store_node *tenant,
 
 /* Snapshot ------------------------------------------------------------------------------ */
 
-/* The snapshot being built: rows and a names arena, grown by doubling. */
-struct snap_build {
-	struct store_snapshot *snap;
-	size_t rcap, acap, alen;
-	int rc;
+/*
+ * A snapshot is the store as it was at one instant E between two
+ * transitions, copied without holding the store still while it is copied.
+ *
+ *  1. At E, under the exclusive world lock (no transition half done):
+ *     read the clock, number the snapshot (its epoch), pin the tenants in
+ *     scope and publish the run in s->snap.  O(tenants in scope).
+ *  2. With the world open again, the taker copies one unit at a time, each
+ *     under its own lock: a tenant (its row and its tombstones' rows,
+ *     tenant->lock) or a bucket (the parent's row and its child rows,
+ *     parent->lock).
+ *  3. Copy before write: a transition about to change a unit that is not
+ *     copied for this epoch copies it first (snap_*_cow(), called with the
+ *     unit's lock held), so whoever copies a unit, the taker or a
+ *     transition, copies it as it was at E; each unit is copied once.
+ *     Units made after E start with the epoch and are never copied.  A
+ *     state's version, size, nlink and deadline belong to all its links
+ *     (in several buckets) and change under its stripe, so a state about
+ *     to change is frozen instead: its values at E go to a side table that
+ *     bucket copies read.
+ *  4. When every unit is copied, the run is withdrawn under the exclusive
+ *     world lock (no transition can be inside a hook then), and the rows
+ *     are put in scope order outside every lock.
+ *
+ * So a transition waits for the two short exclusive sections and, the
+ * first time it touches a unit, for the copy of that one unit (bounded by
+ * the bucket's size), never for the whole scope.  Snapshots are taken
+ * one at a time (s->snap_taker).
+ */
+
+/* A state's fields at E, kept when it changes before its links are copied. */
+struct snap_state {
+	UT_hash_handle hh;
+	uint64_t ino;                  /* key */
+	int64_t version, size, nlink;
+	uint64_t deadline;
 };
 
-/* Copy @name into the arena; returns its offset (names are fixed up to
- * pointers once the arena stops moving). */
-static size_t snap_name(struct snap_build *b, const char *name)
-{
-	size_t len = strlen(name) + 1, off;
+/* Consecutive rows copied together: a tenant's own row (key 0), a bucket
+ * (key: the parent's inode) or a tenant's tombstones (key UINT64_MAX). */
+struct snap_chunk {
+	uint64_t tenant_ino, key;
+	size_t start, n;
+};
 
-	if (b->rc)
+/* Rows, their names (offset 0 is "") and their chunks, as one copier
+ * fills them. */
+struct snap_buf {
+	struct store_snap_row *rows;
+	size_t n, rcap;
+	char *names;
+	size_t nlen, ncap;
+	struct snap_chunk *chunks;
+	size_t nchunks, ccap;
+};
+
+struct snap_run {
+	uint64_t epoch;                /* immutable while published */
+	uint64_t now;                  /* E, on the store clock */
+	struct tenant *only;           /* the scope; NULL: the whole store */
+	atomic_int rc;                 /* the first failure (-ENOMEM) */
+	/* The taker's copies, touched by its thread only, and the copies
+	 * made by transitions, under a lock of their own: the taker never
+	 * holds a lock that a transition waits for longer than one unit. */
+	struct snap_buf taken;
+	pthread_mutex_t lock;
+	struct snap_buf hooked;        /* lock */
+	pthread_mutex_t frozen_lock;   /* a leaf */
+	struct snap_state *frozen;
+};
+
+/* The run a unit of tenant @t takes part in, or NULL. */
+static struct snap_run *snap_run_for(struct store *s, struct tenant *t)
+{
+	struct snap_run *r = atomic_load_explicit(&s->snap, memory_order_acquire);
+
+	return r && (!r->only || r->only == t) ? r : NULL;
+}
+
+/* Make room for @need elements of @size in *@buf (capacity *@cap). */
+static bool snap_grow(struct snap_run *r, void *bufp, size_t *cap, size_t need,
+		      size_t size)
+{
+	void **buf = bufp;
+	size_t ncap = *cap ? *cap : 256;
+	void *nb;
+
+	if (need <= *cap)
+		return true;
+	while (ncap < need)
+		ncap *= 2;
+	nb = st_realloc(*buf, ncap * size);
+	if (!nb) {
+		atomic_store(&r->rc, -ENOMEM);
+		return false;
+	}
+	*buf = nb;
+	*cap = ncap;
+	return true;
+}
+
+/* Copy @name into @b's names; returns its offset. */
+static size_t snap_name(struct snap_run *r, struct snap_buf *b, const char *name)
+{
+	size_t len = strlen(name) + 1, start = b->nlen ? 0 : 1;
+
+	if (len == 1 || atomic_load(&r->rc) ||
+	    !snap_grow(r, &b->names, &b->ncap, b->nlen + start + len, 1))
 		return 0;
-	if (b->alen + len > b->acap) {
-		size_t ncap = b->acap ? b->acap : 4096;
-		char *na;
-
-		while (ncap < b->alen + len)
-			ncap *= 2;
-		na = st_realloc(b->snap->arena, ncap);
-		if (!na) {
-			b->rc = -ENOMEM;
-			return 0;
-		}
-		b->snap->arena = na;
-		b->acap = ncap;
-	}
-	off = b->alen;
-	memcpy(b->snap->arena + off, name, len);
-	b->alen += len;
-	return off;
+	if (start)
+		b->names[b->nlen++] = '\0';
+	memcpy(b->names + b->nlen, name, len);
+	b->nlen += len;
+	return b->nlen - len;
 }
 
-static void snap_row(struct snap_build *b, enum store_snap_kind kind,
-		     const struct tenant *tn, const char *p, const char *c,
-		     int64_t gen, int64_t ver, int64_t size, int64_t nlink,
-		     int64_t ttl, int64_t ino)
+/* A new row, numbers -1 and names "" until set. */
+static struct store_snap_row *snap_row(struct snap_run *r, struct snap_buf *b,
+				       enum store_snap_kind kind, size_t tenant,
+				       size_t parent, size_t child)
 {
-	const char *t = tn->name;
-	struct store_snap_row *r;
+	struct store_snap_row *row;
 
-	if (b->rc)
-		return;
-	if (b->snap->n == b->rcap) {
-		size_t ncap = b->rcap ? b->rcap * 2 : 256;
-		struct store_snap_row *nr = st_realloc(b->snap->rows, ncap * sizeof(*nr));
-
-		if (!nr) {
-			b->rc = -ENOMEM;
-			return;
-		}
-		b->snap->rows = nr;
-		b->rcap = ncap;
-	}
-	r = &b->snap->rows[b->snap->n++];
-	/* Offsets for now, stored in the pointer fields. */
-	r->tenant = (const char *)(uintptr_t)snap_name(b, t);
-	r->parent = (const char *)(uintptr_t)snap_name(b, p);
-	r->child = (const char *)(uintptr_t)snap_name(b, c);
-	r->kind = kind;
-	r->generation = gen;
-	r->version = ver;
-	r->size = size;
-	r->nlink = nlink;
-	r->ttl_ms_left = ttl;
-	r->ino = ino;
-	r->tenant_uid = tn->meta.uid;
-	r->tenant_gid = tn->meta.gid;
-	r->tenant_mode = tn->meta.mode;
+	if (atomic_load(&r->rc) ||
+	    !snap_grow(r, &b->rows, &b->rcap, b->n + 1, sizeof(*row)))
+		return NULL;
+	row = &b->rows[b->n++];
+	*row = (struct store_snap_row){
+		.kind = kind,
+		.tenant = (const char *)(uintptr_t)tenant,
+		.parent = (const char *)(uintptr_t)parent,
+		.child = (const char *)(uintptr_t)child,
+		.generation = -1, .version = -1, .size = -1, .nlink = -1,
+		.ttl_ms_left = -1, .ino = -1,
+	};
+	return row;
 }
 
-static int64_t ttl_left(const struct store_node *n, uint64_t now)
+static void snap_chunk_begin(struct snap_run *r, struct snap_buf *b,
+			     uint64_t tenant_ino, uint64_t key)
 {
-	uint64_t d = atomic_load(&n->deadline);
-
-	return d ? (int64_t)(d - now) : -1;
+	if (!atomic_load(&r->rc) &&
+	    snap_grow(r, &b->chunks, &b->ccap, b->nchunks + 1, sizeof(*b->chunks)))
+		b->chunks[b->nchunks++] = (struct snap_chunk){
+			.tenant_ino = tenant_ino, .key = key, .start = b->n,
+		};
 }
 
-/* Rows of tenant @t (the world lock held exclusively). */
-static void snap_tenant(struct snap_build *b, struct tenant *t, uint64_t now)
+static void snap_chunk_end(struct snap_run *r, struct snap_buf *b)
 {
-	struct parent *p;
-	struct link *l;
+	if (!atomic_load(&r->rc))
+		b->chunks[b->nchunks - 1].n = b->n - b->chunks[b->nchunks - 1].start;
+}
+
+static int64_t ttl_left(uint64_t deadline, uint64_t now)
+{
+	return deadline ? (int64_t)(deadline - now) : -1;
+}
+
+/* Tenant @t's own row and its tombstones' rows (t->lock held). */
+static void snap_copy_tenant(struct snap_run *r, struct snap_buf *b,
+			     struct tenant *t)
+{
+	struct store_snap_row *row;
 	struct tomb *tb;
+	size_t name = snap_name(r, b, t->name);
 
-	snap_row(b, STORE_SNAP_TENANT, t, "", "", -1, -1, -1, -1, -1,
-		 (int64_t)t->node.ino);
-	for (p = t->parents; p; p = p->hh.next) {
-		if (is_expired(&p->node, now))
+	snap_chunk_begin(r, b, t->node.ino, 0);
+	row = snap_row(r, b, STORE_SNAP_TENANT, name, 0, 0);
+	if (row) {
+		row->ino = (int64_t)t->node.ino;
+		row->tenant_uid = t->meta.uid;
+		row->tenant_gid = t->meta.gid;
+		row->tenant_mode = t->meta.mode;
+	}
+	snap_chunk_end(r, b);
+	snap_chunk_begin(r, b, t->node.ino, UINT64_MAX);
+	for (tb = t->tombs; tb; tb = tb->hh.next) {
+		if (tb->deadline_ms <= r->now)
 			continue;
-		snap_row(b, STORE_SNAP_PARENT, t, p->name, "",
-			 (int64_t)p->generation, -1, -1, -1,
-			 ttl_left(&p->node, now), (int64_t)p->node.ino);
-		for (l = p->links; l; l = l->hh.next) {
-			struct child *c = l->child;
-
-			if (is_expired(&c->node, now))
-				continue;
-			snap_row(b, STORE_SNAP_CHILD, t, p->name, l->name,
-				 (int64_t)p->generation, (int64_t)c->version,
-				 (int64_t)blob_len(c->content), c->nlink,
-				 ttl_left(&c->node, now), (int64_t)c->node.ino);
+		row = snap_row(r, b, STORE_SNAP_TOMBSTONE, name,
+			       snap_name(r, b, tb->name), 0);
+		if (row) {
+			row->generation = (int64_t)tb->generation;
+			row->ttl_ms_left = (int64_t)(tb->deadline_ms - r->now);
 		}
 	}
-	for (tb = t->tombs; tb; tb = tb->hh.next)
-		if (tb->deadline_ms > now)
-			snap_row(b, STORE_SNAP_TOMBSTONE, t, tb->name, "",
-				 (int64_t)tb->generation, -1, -1, -1,
-				 (int64_t)(tb->deadline_ms - now), -1);
+	snap_chunk_end(r, b);
+}
+
+/* State @c's fields as they were at E (takes its stripe): frozen if it
+ * changed since, else as they are. */
+static void snap_state_at(struct store *s, struct snap_run *r,
+			  struct child *c, struct snap_state *v)
+{
+	lock(stripe(s, c));
+	if (c->snap_epoch == r->epoch) {
+		struct snap_state *f;
+
+		lock(&r->frozen_lock);
+		HASH_FIND(hh, r->frozen, &c->node.ino, sizeof(uint64_t), f);
+		if (f)
+			*v = *f;
+		unlock(&r->frozen_lock);
+		if (!f && !atomic_load(&r->rc)) {
+			/* Linked from a bucket not yet copied, so it was
+			 * there at E: it must have been frozen. */
+			fprintf(stderr, "statefs: snapshot lost state %llu\n",
+				(unsigned long long)c->node.ino);
+			abort();
+		}
+	} else {
+		v->version = (int64_t)c->version;
+		v->size = (int64_t)blob_len(c->content);
+		v->nlink = c->nlink;
+		v->deadline = atomic_load(&c->node.deadline);
+	}
+	unlock(stripe(s, c));
+}
+
+/* Parent @p's row and its child rows (p->lock held). */
+static void snap_copy_parent(struct store *s, struct snap_run *r,
+			     struct snap_buf *b, struct parent *p)
+{
+	uint64_t deadline = atomic_load(&p->node.deadline);
+	struct store_snap_row *row;
+	size_t tname, pname;
+	struct link *l;
+
+	if (deadline && deadline <= r->now)
+		return; /* expired at E: not there */
+	tname = snap_name(r, b, p->tenant->name);
+	pname = snap_name(r, b, p->name);
+	snap_chunk_begin(r, b, p->tenant->node.ino, p->node.ino);
+	row = snap_row(r, b, STORE_SNAP_PARENT, tname, pname, 0);
+	if (row) {
+		row->generation = (int64_t)p->generation;
+		row->ttl_ms_left = ttl_left(deadline, r->now);
+		row->ino = (int64_t)p->node.ino;
+	}
+	for (l = p->links; l && !atomic_load(&r->rc); l = l->hh.next) {
+		struct snap_state v = { 0 };
+
+		snap_state_at(s, r, l->child, &v);
+		if (v.deadline && v.deadline <= r->now)
+			continue;
+		row = snap_row(r, b, STORE_SNAP_CHILD, tname, pname,
+			       snap_name(r, b, l->name));
+		if (row) {
+			row->generation = (int64_t)p->generation;
+			row->version = v.version;
+			row->size = v.size;
+			row->nlink = v.nlink;
+			row->ttl_ms_left = ttl_left(v.deadline, r->now);
+			row->ino = (int64_t)l->child->node.ino;
+		}
+	}
+	snap_chunk_end(r, b);
+}
+
+/*
+ * t->lock held: copy @t's own rows unless already copied, by the taker
+ * (@taker) or by a transition about to change them.  No transition
+ * reaches this for a tenant removed before the snapshot's instant (those
+ * that could check for it first, and a removed tenant has no tombstones
+ * left), and one removed after it stays pinned by the taker.
+ */
+static void snap_tenant_unit(struct store *s, struct tenant *t, bool taker)
+{
+	struct snap_run *r = snap_run_for(s, t);
+
+	if (!r || t->snap_epoch == r->epoch)
+		return;
+	t->snap_epoch = r->epoch;
+	if (taker) {
+		snap_copy_tenant(r, &r->taken, t);
+	} else {
+		lock(&r->lock);
+		snap_copy_tenant(r, &r->hooked, t);
+		unlock(&r->lock);
+	}
+}
+
+static void snap_tenant_cow(struct store *s, struct tenant *t)
+{
+	snap_tenant_unit(s, t, false);
+}
+
+/*
+ * p->lock held: copy bucket @p unless already copied.  A departed bucket
+ * (reached through an old handle) is skipped: one that left after the
+ * snapshot's instant was copied as it left (parent_remove_locked), one
+ * that left before is not in the snapshot.
+ */
+static void snap_parent_unit(struct store *s, struct parent *p, bool taker)
+{
+	struct snap_run *r = snap_run_for(s, p->tenant);
+
+	if (!r || is_dead(&p->node) || atomic_load(&p->snap_epoch) == r->epoch)
+		return;
+	atomic_store(&p->snap_epoch, r->epoch);
+	if (taker) {
+		snap_copy_parent(s, r, &r->taken, p);
+	} else {
+		lock(&r->lock);
+		snap_copy_parent(s, r, &r->hooked, p);
+		unlock(&r->lock);
+	}
+}
+
+static void snap_parent_cow(struct store *s, struct parent *p)
+{
+	snap_parent_unit(s, p, false);
+}
+
+/* c's stripe held, before its version, size, nlink or deadline change:
+ * keep their values at E unless already kept. */
+static void snap_state_cow(struct store *s, struct child *c)
+{
+	struct snap_run *r = snap_run_for(s, c->tenant);
+	struct snap_state *f;
+
+	if (!r || c->snap_epoch == r->epoch)
+		return;
+	c->snap_epoch = r->epoch;
+	f = st_malloc(sizeof(*f));
+	if (!f) {
+		atomic_store(&r->rc, -ENOMEM);
+		return;
+	}
+	f->ino = c->node.ino;
+	f->version = (int64_t)c->version;
+	f->size = (int64_t)blob_len(c->content);
+	f->nlink = c->nlink;
+	f->deadline = atomic_load(&c->node.deadline);
+	lock(&r->frozen_lock);
+	hash_oom = 0;
+	HASH_ADD(hh, r->frozen, ino, sizeof(uint64_t), f);
+	unlock(&r->frozen_lock);
+	if (hash_oom) {
+		atomic_store(&r->rc, -ENOMEM); /* the snapshot fails, not this */
+		free(f);
+	}
+}
+
+#ifdef STORE_FAULTS
+void store_snapshot_step_hook(struct store *s,
+			      void (*fn)(void *arg, unsigned step), void *arg)
+{
+	s->snap_step_fn = fn;
+	s->snap_step_arg = arg;
+}
+
+static void snap_step(struct store *s, unsigned *step)
+{
+	if (s->snap_step_fn)
+		s->snap_step_fn(s->snap_step_arg, (*step)++);
+}
+#else
+#define snap_step(s, step) ((void)(step))
+#endif
+
+#define SNAP_BATCH 64
+
+/*
+ * Copy every bucket of @t not copied yet, SNAP_BATCH at a time: the
+ * tenant lock is held only to pick a batch (counted, so none is freed
+ * under us), a bucket's lock only for its own copy.  The tenant's table
+ * keeps its order (joins append, leaves unlink), so the walk goes on
+ * after the last bucket of the batch still in it; if all of them left,
+ * it starts over and skips what is copied.
+ */
+static void snap_walk_buckets(struct store *s, struct snap_run *r,
+			      struct tenant *t, unsigned *step)
+{
+	struct parent *batch[SNAP_BATCH], *next[SNAP_BATCH];
+	size_t n = 0, m;
+
+	for (bool first = true;; first = false) {
+		struct parent *p;
+
+		world_enter(s);
+		lock(&t->lock);
+		p = t->parents;
+		for (size_t i = n; !first && i-- > 0;)
+			if (!is_dead(&batch[i]->node)) {
+				p = batch[i]->hh.next;
+				break;
+			}
+		for (m = 0; p && m < SNAP_BATCH; p = p->hh.next)
+			if (atomic_load(&p->snap_epoch) != r->epoch) {
+				store_node_ref(&p->node);
+				next[m++] = p;
+			}
+		unlock(&t->lock);
+		world_exit(s);
+		for (size_t i = 0; i < n; i++)
+			store_node_unref(s, &batch[i]->node);
+		memcpy(batch, next, m * sizeof(*next));
+		n = m;
+		if (!n)
+			break;
+		for (size_t i = 0; i < n && !atomic_load(&r->rc); i++) {
+			world_enter(s);
+			lock(&batch[i]->lock);
+			snap_parent_unit(s, batch[i], true);
+			unlock(&batch[i]->lock);
+			world_exit(s);
+			snap_step(s, step);
+		}
+	}
+}
+
+static int chunk_cmp(const void *a, const void *b)
+{
+	const struct snap_chunk *x = a, *y = b;
+
+	if (x->tenant_ino != y->tenant_ino)
+		return x->tenant_ino < y->tenant_ino ? -1 : 1;
+	return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* Append the transitions' copies to the taker's (no lock held). */
+static int snap_merge(struct snap_run *r)
+{
+	struct snap_buf *a = &r->taken, *h = &r->hooked;
+
+	if (!h->n)
+		return 0;
+	if (!snap_grow(r, &a->rows, &a->rcap, a->n + h->n, sizeof(*a->rows)) ||
+	    !snap_grow(r, &a->names, &a->ncap, a->nlen + h->nlen, 1) ||
+	    !snap_grow(r, &a->chunks, &a->ccap, a->nchunks + h->nchunks,
+		       sizeof(*a->chunks)))
+		return -ENOMEM;
+	memcpy(a->names + a->nlen, h->names, h->nlen);
+	for (size_t i = 0; i < h->n; i++) {
+		struct store_snap_row *row = &a->rows[a->n + i];
+
+		*row = h->rows[i];
+		/* Offset 0 ("") stays: every non-empty names starts "". */
+		if ((uintptr_t)row->tenant)
+			row->tenant += a->nlen;
+		if ((uintptr_t)row->parent)
+			row->parent += a->nlen;
+		if ((uintptr_t)row->child)
+			row->child += a->nlen;
+	}
+	for (size_t i = 0; i < h->nchunks; i++) {
+		a->chunks[a->nchunks + i] = h->chunks[i];
+		a->chunks[a->nchunks + i].start += a->n;
+	}
+	a->n += h->n;
+	a->nlen += h->nlen;
+	a->nchunks += h->nchunks;
+	return 0;
+}
+
+/*
+ * Put the rows in scope order (tenants by inode, each with its own row,
+ * its buckets by inode, its tombstones), permuting them in place, cycle
+ * by cycle; give every row its tenant's owner and mode; turn name offsets
+ * into pointers.  No lock held.
+ */
+static int snap_order(struct snap_run *r)
+{
+	struct snap_buf *b = &r->taken;
+	const struct store_snap_row *owner = NULL;
+	size_t *dest, pos = 0;
+
+	if (b->nchunks)
+		qsort(b->chunks, b->nchunks, sizeof(*b->chunks), chunk_cmp);
+	dest = st_malloc((b->n + 1) * sizeof(*dest));
+	if (!dest)
+		return -ENOMEM;
+	for (size_t i = 0; i < b->nchunks; i++) {
+		const struct snap_chunk *ch = &b->chunks[i];
+
+		if (ch->key == 0)
+			owner = &b->rows[ch->start];
+		if (!owner) {
+			fprintf(stderr, "statefs: snapshot rows without a tenant\n");
+			abort();
+		}
+		for (size_t j = ch->start; j < ch->start + ch->n; j++) {
+			b->rows[j].tenant_uid = owner->tenant_uid;
+			b->rows[j].tenant_gid = owner->tenant_gid;
+			b->rows[j].tenant_mode = owner->tenant_mode;
+			dest[j] = pos++;
+		}
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		while (dest[i] != i) {
+			size_t d = dest[i], k = dest[d];
+			struct store_snap_row tmp = b->rows[d];
+
+			b->rows[d] = b->rows[i];
+			b->rows[i] = tmp;
+			dest[d] = d;
+			dest[i] = k;
+		}
+	}
+	free(dest);
+	for (size_t i = 0; i < b->n; i++) {
+		struct store_snap_row *row = &b->rows[i];
+
+		row->tenant = b->names + (uintptr_t)row->tenant;
+		row->parent = b->names + (uintptr_t)row->parent;
+		row->child = b->names + (uintptr_t)row->child;
+	}
+	return 0;
+}
+
+static void snap_buf_free(struct snap_buf *b)
+{
+	free(b->rows);
+	free(b->names);
+	free(b->chunks);
 }
 
 static uint64_t usec_now(void)
@@ -3546,42 +4000,106 @@ static uint64_t usec_now(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* Step 1 (the world held exclusively): pin the tenants in scope. */
+static int snap_pin_tenants(struct store *s, struct tenant *only,
+			    struct tenant ***out, size_t *n)
+{
+	struct tenant *t, **ts;
+	int rc = 0;
+
+	*n = 0;
+	lock(&s->lock);
+	ts = st_malloc((only ? 1 : HASH_COUNT(s->tenants) + 1) * sizeof(*ts));
+	if (!ts)
+		rc = -ENOMEM;
+	else if (only && is_dead(&only->node))
+		rc = -ESTALE;
+	else if (only)
+		ts[(*n)++] = only;
+	else
+		for (t = s->tenants; t; t = t->hh.next)
+			ts[(*n)++] = t;
+	for (size_t i = 0; i < *n; i++)
+		store_node_ref(&ts[i]->node);
+	unlock(&s->lock);
+	*out = ts;
+	return rc;
+}
+
 int store_snapshot_take(struct store *s, struct store_node *tenant,
 			struct store_snapshot *out)
 {
-	struct tenant *only = tenant ? as_tenant(tenant) : NULL;
-	struct snap_build b = { .snap = out };
-	uint64_t t0, now;
+	struct snap_run r = { .only = tenant ? as_tenant(tenant) : NULL };
+	struct snap_state *f, *ftmp;
+	struct tenant **ts = NULL;
+	uint64_t t0, pause;
+	size_t nt = 0;
+	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (tenant && !only)
+	if (tenant && !r.only)
 		return -EINVAL;
+	pthread_mutex_init(&r.lock, NULL);
+	pthread_mutex_init(&r.frozen_lock, NULL);
+
+	lock(&s->snap_taker);
 	t0 = usec_now();
 	scan_begin(s);
-	now = store_now_ms(s);
-	if (only && is_dead(&only->node)) {
-		b.rc = -ESTALE;
-	} else if (only) {
-		snap_tenant(&b, only, now);
-	} else {
-		for (struct tenant *t = s->tenants; t && !b.rc; t = t->hh.next)
-			snap_tenant(&b, t, now);
+	r.now = store_now_ms(s);
+	rc = snap_pin_tenants(s, r.only, &ts, &nt);
+	if (rc == 0) {
+		r.epoch = ++s->snap_epochs;
+		atomic_store_explicit(&s->snap, &r, memory_order_release);
 	}
 	scan_end(s);
-	out->stall_us = usec_now() - t0;
-	out->taken_ms = now;
-	if (b.rc) {
-		store_snapshot_free(out);
-		return b.rc;
-	}
-	/* The arena has stopped moving: offsets become pointers. */
-	for (size_t i = 0; i < out->n; i++) {
-		struct store_snap_row *r = &out->rows[i];
+	pause = usec_now() - t0;
+	if (rc == 0) {
+		unsigned step = 0;
 
-		r->tenant = out->arena + (uintptr_t)r->tenant;
-		r->parent = out->arena + (uintptr_t)r->parent;
-		r->child = out->arena + (uintptr_t)r->child;
+		snap_step(s, &step);
+		for (size_t i = 0; i < nt && !atomic_load(&r.rc); i++) {
+			world_enter(s);
+			lock(&ts[i]->lock);
+			snap_tenant_unit(s, ts[i], true);
+			unlock(&ts[i]->lock);
+			world_exit(s);
+			snap_step(s, &step);
+			snap_walk_buckets(s, &r, ts[i], &step);
+		}
+		t0 = usec_now();
+		scan_begin(s);
+		atomic_store_explicit(&s->snap, NULL, memory_order_release);
+		scan_end(s);
+		pause += usec_now() - t0;
+		rc = atomic_load(&r.rc);
 	}
+	unlock(&s->snap_taker);
+
+	for (size_t i = 0; i < nt; i++)
+		store_node_unref(s, &ts[i]->node);
+	free(ts);
+	HASH_ITER(hh, r.frozen, f, ftmp) {
+		HASH_DEL(r.frozen, f);
+		free(f);
+	}
+	pthread_mutex_destroy(&r.lock);
+	pthread_mutex_destroy(&r.frozen_lock);
+	if (rc == 0)
+		rc = snap_merge(&r);
+	if (rc == 0)
+		rc = snap_order(&r);
+	snap_buf_free(&r.hooked);
+	free(r.taken.chunks);
+	if (rc) {
+		free(r.taken.rows);
+		free(r.taken.names);
+		return rc;
+	}
+	out->rows = r.taken.rows;
+	out->n = r.taken.n;
+	out->arena = r.taken.names;
+	out->stall_us = pause;
+	out->taken_ms = r.now;
 	return 0;
 }
 

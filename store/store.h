@@ -591,17 +591,26 @@ struct store_snapshot {
 	struct store_snap_row *rows;
 	char *arena;                    /* the names */
 	uint64_t taken_ms;              /* store clock when it was taken */
-	uint64_t stall_us;              /* how long transitions waited */
+	uint64_t stall_us;              /* how long all transitions were
+					 * held off */
 };
 
 /*
  * Take a consistent point-in-time listing of the store (@tenant NULL) or
  * of one tenant: every tenant, parent, child link and tombstone in scope,
- * as they were between two transitions (no transition half in it).  The
- * copy is made while no transition runs, so its cost is the store's
- * pause: O(nodes in scope) memory copies, reported in stall_us; the
- * caller formats it afterwards, holding nothing.  Expired nodes are
- * left out.  Free with store_snapshot_free().  0, -ENOMEM or -ESTALE.
+ * as they were at one instant between two transitions (no transition
+ * half in it); expired nodes are left out.  Rows come tenant by tenant
+ * (by inode): the tenant's row, each parent's row followed by its
+ * children's, then its tombstones.
+ *
+ * Transitions are held off only for two short moments (fixing the
+ * instant, O(tenants); withdrawing the copy machinery), reported in
+ * stall_us.  In between, buckets are copied one at a time under their own
+ * lock, and a transition that is about to change a bucket not copied yet
+ * copies it first (store.c, "Snapshot").  The cost, O(nodes in scope)
+ * time and memory, falls on the caller, who formats the rows afterwards
+ * holding nothing.  One snapshot is taken at a time.  Free with
+ * store_snapshot_free().  0, -ENOMEM or -ESTALE.
  */
 int store_snapshot_take(struct store *s, struct store_node *tenant,
 			struct store_snapshot *out);
@@ -631,6 +640,15 @@ int store_check_all(struct store *s, char *why, size_t whylen);
  */
 void store_fault_fail_nth(unsigned long n);
 bool store_fault_armed(void);
+
+/*
+ * Test builds only: the snapshot taker calls @fn(@arg, step) once after it
+ * has fixed the snapshot's point in time (step 0) and once after each unit
+ * it copies (steps 1, 2, ...), holding no lock, so a test can run
+ * transitions in the middle of a snapshot.  @fn NULL removes it.
+ */
+void store_snapshot_step_hook(struct store *s,
+			      void (*fn)(void *arg, unsigned step), void *arg);
 #endif
 
 #endif /* STATEFS_STORE_H */

@@ -39,6 +39,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,6 +173,8 @@ static bool rc_allowed(enum op op, long e)
 }
 
 struct worker;
+static void snapshot_check(struct worker *w, struct store_node *tenant);
+
 static void rc_check(struct worker *w, enum op op, long rc);
 
 /* Lock-step races --------------------------------------------------------- */
@@ -707,6 +710,8 @@ struct mixed {
 	int iters;
 	bool leases;
 	unsigned check_every; /* per 10000 ops: concurrent store_check_all */
+	unsigned snap_every;  /* per 10000 ops: a snapshot, checked */
+	atomic_long snaps;
 };
 
 struct worker {
@@ -1148,12 +1153,114 @@ static void one_op(struct worker *w)
 		rc = store_check_all(s, why, sizeof why);
 		if (rc != 0)
 			failf("concurrent store_check_all: %d (%s)", rc, why);
+	} else if (dice >= 9710 + w->m->check_every &&
+		   dice < 9710 + w->m->check_every + w->m->snap_every) {
+		snapshot_check(w, rnd(w, 2) ? get_tenant(w, ti) : NULL);
 	} else { /* drop cached handles */
 		for (int i = 0; i < 4; i++) {
 			put(w, w->ccache[ti][i]);
 			w->ccache[ti][i] = NULL;
 		}
 	}
+}
+
+struct snap_state_row {
+	int64_t ino, nlink, version, size;
+};
+
+static int cmp_state_row(const void *a, const void *b)
+{
+	const struct snap_state_row *x = a, *y = b;
+
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/*
+ * A snapshot taken while the other threads run must be one state of the
+ * store: rows in scope order (a tenant's row, each parent's row followed
+ * by its children of the same generation, its tombstones), no name
+ * twice, and every state shown as many times as its nlink says, with
+ * the same version and size under every name (a state linked from two
+ * buckets copied at different moments would break that).
+ */
+static void snapshot_check(struct worker *w, struct store_node *tenant)
+{
+	struct store_snapshot sn;
+	struct snap_state_row *st;
+	const char *tname = NULL, *pname = NULL;
+	int64_t pgen = -1;
+	bool tombs = false;
+	size_t n = 0;
+	int rc = store_snapshot_take(w->m->s, tenant, &sn);
+
+	put(w, tenant);
+	if (rc != 0) {
+		if (!(rc == -ESTALE && tenant))
+			failf("snapshot: %d", rc);
+		return;
+	}
+	atomic_fetch_add(&w->m->snaps, 1);
+	st = calloc(sn.n + 1, sizeof *st);
+	if (!st) {
+		failf("oom");
+		store_snapshot_free(&sn);
+		return;
+	}
+	for (size_t i = 0; i < sn.n; i++) {
+		const struct store_snap_row *r = &sn.rows[i];
+
+		switch (r->kind) {
+		case STORE_SNAP_TENANT:
+			if (tname && strcmp(tname, r->tenant) == 0)
+				failf("snapshot: tenant %s twice", r->tenant);
+			tname = r->tenant;
+			pname = NULL;
+			tombs = false;
+			break;
+		case STORE_SNAP_PARENT:
+			if (!tname || strcmp(tname, r->tenant) != 0 || tombs)
+				failf("snapshot: parent %s/%s out of place",
+				      r->tenant, r->parent);
+			for (size_t k = 0; k < i; k++)
+				if (sn.rows[k].kind == STORE_SNAP_PARENT &&
+				    strcmp(sn.rows[k].tenant, r->tenant) == 0 &&
+				    strcmp(sn.rows[k].parent, r->parent) == 0)
+					failf("snapshot: parent %s/%s twice",
+					      r->tenant, r->parent);
+			pname = r->parent;
+			pgen = r->generation;
+			break;
+		case STORE_SNAP_CHILD:
+			if (!pname || strcmp(pname, r->parent) != 0 ||
+			    strcmp(tname, r->tenant) != 0 ||
+			    r->generation != pgen || tombs)
+				failf("snapshot: child %s/%s/%s out of place",
+				      r->tenant, r->parent, r->child);
+			st[n++] = (struct snap_state_row){ r->ino, r->nlink,
+							   r->version, r->size };
+			break;
+		case STORE_SNAP_TOMBSTONE:
+			if (!tname || strcmp(tname, r->tenant) != 0)
+				failf("snapshot: tombstone out of place");
+			tombs = true;
+			break;
+		}
+	}
+	qsort(st, n, sizeof *st, cmp_state_row);
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i; j < n && st[j].ino == st[i].ino; j++)
+			if (st[j].nlink != st[i].nlink ||
+			    st[j].version != st[i].version ||
+			    st[j].size != st[i].size)
+				failf("snapshot: state %lld differs by name",
+				      (long long)st[i].ino);
+		if ((int64_t)(j - i) != st[i].nlink)
+			failf("snapshot: state %lld shown %zu times, nlink %lld",
+			      (long long)st[i].ino, j - i,
+			      (long long)st[i].nlink);
+	}
+	free(st);
+	store_snapshot_free(&sn);
 }
 
 static void *mixed_thread(void *arg)
@@ -1271,7 +1378,7 @@ static void recount_tenant(struct store *s, struct store_node *t,
 }
 
 static void run_mixed(const struct store_limits *l, int iters, bool leases,
-		      unsigned check_every)
+		      unsigned check_every, unsigned snap_every)
 {
 	struct mixed m;
 	struct worker w[NTHREADS];
@@ -1292,6 +1399,8 @@ static void run_mixed(const struct store_limits *l, int iters, bool leases,
 	m.iters = iters;
 	m.leases = leases;
 	m.check_every = check_every;
+	m.snap_every = snap_every;
+	atomic_init(&m.snaps, 0);
 	m.s = new_store(l, &m.clk);
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -1321,6 +1430,9 @@ static void run_mixed(const struct store_limits *l, int iters, bool leases,
 		printf("\n");
 	}
 
+	if (snap_every)
+		printf("#   snapshots taken and checked: %ld\n",
+		       atomic_load(&m.snaps));
 	printf("#   -EXDEV through a handle of an earlier tenant: %ld\n",
 	       __atomic_load_n(&g_xdev_dead, __ATOMIC_RELAXED));
 	assert_no_failures();
@@ -1423,7 +1535,7 @@ static void test_mixed_workload(void **state)
 	struct store_limits l;
 
 	mixed_limits(&l);
-	run_mixed(&l, mixed_iters(), false, 0);
+	run_mixed(&l, mixed_iters(), false, 0, 0);
 }
 
 /* The same with child leases that expire while the threads run. */
@@ -1433,7 +1545,7 @@ static void test_mixed_workload_with_leases(void **state)
 
 	mixed_limits(&l);
 	l.default_ttl_ms = 2000;
-	run_mixed(&l, mixed_iters() / 2, true, 0);
+	run_mixed(&l, mixed_iters() / 2, true, 0, 0);
 }
 
 /*
@@ -1447,7 +1559,21 @@ static void test_check_all_concurrent(void **state)
 	struct store_limits l;
 
 	mixed_limits(&l);
-	run_mixed(&l, mixed_iters() / 2, false, 200);
+	run_mixed(&l, mixed_iters() / 2, false, 200, 0);
+}
+
+/*
+ * Snapshots taken by the workers themselves, between their transitions,
+ * with leases running out: each must be one state of the store
+ * (snapshot_check), and the copy-before-write hooks race the taker.
+ */
+static void test_snapshots_concurrent(void **state)
+{
+	struct store_limits l;
+
+	mixed_limits(&l);
+	l.default_ttl_ms = 2000;
+	run_mixed(&l, mixed_iters() / 2, true, 0, 100);
 }
 
 /* Leases, the reaper and the event log under concurrency -------------------- */
@@ -1909,6 +2035,7 @@ int main(void)
 		cmocka_unit_test(test_mixed_workload),
 		cmocka_unit_test(test_mixed_workload_with_leases),
 		cmocka_unit_test(test_check_all_concurrent),
+		cmocka_unit_test(test_snapshots_concurrent),
 		cmocka_unit_test(test_leases_and_events),
 	};
 

@@ -41,6 +41,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1605,6 +1606,322 @@ static void test_snapshot_drained_tenant(void **state)
 	check_ok(c);
 }
 
+/* Snapshot with transitions in the middle of its copy ---------------------- */
+
+/* Rows as text with the tenant owner and mode each row carries. */
+static char *snap_str_owned(const struct store_snapshot *sn)
+{
+	size_t cap = 300 * (sn->n + 1), len = 0;
+	char *out = malloc(cap);
+
+	assert_non_null(out);
+	out[0] = '\0';
+	for (size_t i = 0; i < sn->n; i++) {
+		const struct store_snap_row *r = &sn->rows[i];
+
+		row_str(out + len, cap - len - 1, r);
+		len += strlen(out + len);
+		len += (size_t)snprintf(out + len, cap - len, " own=%u:%u:%o\n",
+					(unsigned)r->tenant_uid,
+					(unsigned)r->tenant_gid,
+					(unsigned)r->tenant_mode);
+	}
+	return out;
+}
+
+/*
+ * One transition (or a few) that changes what build_world() made.  Alone,
+ * each must succeed; in a sequence (one per step) an earlier one may have
+ * taken away what a later one needs, so only a lone run checks codes.
+ */
+typedef void (*mutation)(struct ctx *c, struct world *w);
+static bool midway_alone;
+
+#define OK(call)                                                      \
+	do {                                                          \
+		int rc_ = (call);                                     \
+		if (midway_alone && rc_ != 0)                         \
+			fail_msg("%s: %d", #call, rc_);               \
+	} while (0)
+
+static void mut_publish_shared(struct ctx *c, struct world *w)
+{
+	OK(publish_rc(c, w->a, STORE_STAGE_REPLACE,
+		      "a much longer state than before"));
+}
+
+static void mut_truncate_shared(struct ctx *c, struct world *w)
+{
+	struct store_attr in = { .size = 1 };
+
+	OK(store_setattr(c->s, w->a, STORE_SET_SIZE, &in, NULL));
+}
+
+static void mut_unlink(struct ctx *c, struct world *w)
+{
+	OK(store_unlink(c->s, w->q, "b"));
+}
+
+static void mut_unlink_shared(struct ctx *c, struct world *w)
+{
+	OK(store_unlink(c->s, w->q, "shared"));
+}
+
+static void mut_create(struct ctx *c, struct world *w)
+{
+	OK(create_rc(c, w->p, "new", true));
+}
+
+static void mut_link(struct ctx *c, struct world *w)
+{
+	OK(store_link(c->s, w->b, w->p, "b2"));
+}
+
+static void mut_rename_across(struct ctx *c, struct world *w)
+{
+	OK(store_rename(c->s, w->p, "a", w->q, "moved", 0));
+}
+
+static void mut_rename_over(struct ctx *c, struct world *w)
+{
+	OK(store_rename(c->s, w->q, "b", w->p, "a", 0));
+}
+
+static void mut_exchange(struct ctx *c, struct world *w)
+{
+	OK(store_rename(c->s, w->q, "b", w->p, "a", STORE_RENAME_EXCHANGE));
+}
+
+static void mut_child_expires(struct ctx *c, struct world *w)
+{
+	OK(store_set_ttl(c->s, w->l, 1));
+	advance(c, 5);
+	(void)store_expire(c->s, 100);
+	OK(store_node_live(w->l) ? -EEXIST : 0);
+}
+
+static void mut_shared_lease(struct ctx *c, struct world *w)
+{
+	OK(store_set_ttl(c->s, w->a, 700));
+}
+
+static void mut_renew_parent(struct ctx *c, struct world *w)
+{
+	advance(c, 100);
+	OK(store_renew(c->s, w->q));
+}
+
+static void mut_parent_expires(struct ctx *c, struct world *w)
+{
+	OK(store_set_ttl(c->s, w->q, 1));
+	advance(c, 5);
+	(void)store_expire(c->s, 100);
+	OK(store_node_live(w->q) ? -EEXIST : 0);
+}
+
+static void mut_leave(struct ctx *c, struct world *w)
+{
+	OK(store_rmdir(c->s, w->t, "p"));
+}
+
+static void mut_depart_again(struct ctx *c, struct world *w)
+{
+	advance(c, 50);
+	OK(store_depart(c->s, w->t, "ghost"));
+}
+
+static void mut_rejoin(struct ctx *c, struct world *w)
+{
+	OK(mkdir_rc(c, w->t, "ghost"));
+}
+
+static void mut_tombstone_ages_out(struct ctx *c, struct world *w)
+{
+	(void)w;
+	advance(c, c->lim.tombstone_ttl_ms);
+	/* Ages out "ghost"; q's lease runs out too and leaves its own. */
+	(void)store_expire(c->s, 100);
+	OK(stats(c, NULL).tombstones == 1 ? 0 : -1);
+}
+
+static void mut_chmod_tenant(struct ctx *c, struct world *w)
+{
+	struct store_attr in = { .mode = 0700, .uid = 77 };
+
+	OK(store_setattr(c->s, w->t, STORE_SET_MODE | STORE_SET_UID, &in,
+			 NULL));
+}
+
+static void mut_cleanup_tenant(struct ctx *c, struct world *w)
+{
+	(void)w;
+	OK(store_rmdir(c->s, root(c), "u"));
+}
+
+static void mut_new_nodes(struct ctx *c, struct world *w)
+{
+	struct store_node *v = NULL, *n = NULL;
+
+	OK(store_mkdir(c->s, root(c), "v", &DOWN, &v));
+	if (v)
+		OK(store_mkdir(c->s, v, "n", &DOWN, &n));
+	if (n)
+		OK(create_rc(c, n, "x", true));
+	OK(mkdir_rc(c, w->t, "late"));
+	if (n)
+		put(c, n);
+	if (v)
+		put(c, v);
+}
+
+static void mut_drain_tenant(struct ctx *c, struct world *w)
+{
+	OK(store_drain_now(c->s, w->t));
+}
+
+static void mut_drain_store(struct ctx *c, struct world *w)
+{
+	(void)w;
+	OK(store_drain_now(c->s, NULL));
+}
+
+static const struct {
+	const char *name;
+	mutation fn;
+} mutations[] = {
+#define M(f) { #f, f }
+	M(mut_publish_shared), M(mut_truncate_shared), M(mut_unlink),
+	M(mut_unlink_shared), M(mut_create), M(mut_link),
+	M(mut_rename_across), M(mut_rename_over), M(mut_exchange),
+	M(mut_child_expires), M(mut_shared_lease), M(mut_renew_parent),
+	M(mut_parent_expires), M(mut_leave), M(mut_depart_again),
+	M(mut_rejoin), M(mut_tombstone_ages_out), M(mut_chmod_tenant),
+	M(mut_cleanup_tenant), M(mut_new_nodes), M(mut_drain_tenant),
+	M(mut_drain_store),
+#undef M
+};
+#define NMUT (sizeof mutations / sizeof mutations[0])
+
+struct midway {
+	struct ctx *c;
+	struct world *w;
+	unsigned at;          /* run at this step (UINT_MAX: each step one) */
+	size_t first;         /* with at == UINT_MAX: the mutation of step 0 */
+	unsigned ran, steps;
+};
+
+static void midway_step(void *arg, unsigned step)
+{
+	struct midway *m = arg;
+
+	m->steps = step + 1;
+	if (m->at == step) {
+		mutations[m->first].fn(m->c, m->w);
+		m->ran++;
+	} else if (m->at == UINT_MAX && m->first + step < NMUT) {
+		mutations[m->first + step].fn(m->c, m->w);
+		m->ran++;
+	}
+}
+
+/*
+ * The snapshot is the store at the instant it was taken, whatever
+ * transitions run while it is copied: before any unit is copied, between
+ * any two units, after the last.  Reference: a snapshot taken just before
+ * with nothing running (its rows are checked by the tests above).  And
+ * the store did move on: a snapshot after differs.
+ */
+static void check_midway(struct ctx *c, struct midway *m, bool tenant_scope)
+{
+	struct store_limits l;
+	struct store_snapshot before, during, after;
+	struct world w;
+	char *sb, *sd, *sa;
+
+	store_limits_default(&l);
+	reopen(c, &l);
+	build_world(c, &w);
+	m->c = c;
+	m->w = &w;
+	m->ran = m->steps = 0;
+	take(c, tenant_scope ? w.t : NULL, &before);
+	store_snapshot_step_hook(c->s, midway_step, m);
+	assert_int_equal(store_snapshot_take(c->s, tenant_scope ? w.t : NULL,
+					     &during), 0);
+	store_snapshot_step_hook(c->s, NULL, NULL);
+	sb = snap_str_owned(&before);
+	sd = snap_str_owned(&during);
+	if (strcmp(sb, sd) != 0) {
+		print_error("%s at step %u (%s scope)\nbefore:\n%sduring:\n%s",
+			    mutations[m->first].name, m->at,
+			    tenant_scope ? "tenant" : "root", sb, sd);
+		fail_msg("the snapshot is not the store at its instant");
+	}
+	assert_int_equal(during.taken_ms, before.taken_ms);
+	if (m->ran) {
+		assert_int_equal(store_snapshot_take(c->s, NULL, &after), 0);
+		sa = snap_str_owned(&after);
+		if (tenant_scope && m->at != UINT_MAX &&
+		    (mutations[m->first].fn == mut_cleanup_tenant ||
+		     mutations[m->first].fn == mut_new_nodes))
+			; /* changes outside the tenant's scope only */
+		else if (strcmp(sa, sb) == 0 && !tenant_scope)
+			fail_msg("%s at step %u changed nothing",
+				 mutations[m->first].name, m->at);
+		free(sa);
+		store_snapshot_free(&after);
+	}
+	free(sb);
+	free(sd);
+	store_snapshot_free(&before);
+	store_snapshot_free(&during);
+	drop_world(c, &w);
+	check_ok(c);
+}
+
+static void test_snapshot_midway_each_transition(void **state)
+{
+	struct ctx *c = *state;
+	unsigned runs = 0;
+
+	for (size_t i = 0; i < NMUT; i++) {
+		for (int scope = 0; scope < 2; scope++) {
+			for (unsigned at = 0;; at++) {
+				struct midway m = { .at = at, .first = i };
+
+				midway_alone = true;
+				check_midway(c, &m, scope);
+				if (!m.ran)
+					break; /* past the last step */
+				runs++;
+			}
+		}
+	}
+	print_message("# %u snapshots with a transition midway\n", runs);
+	/*
+	 * build_world() has tenants t, u and buckets p, q (in t), r (in u):
+	 * steps 0 to 5 at the root, 0 to 3 in t; fewer when the transition
+	 * removed a unit before the taker reached it.
+	 */
+	assert_true(runs >= NMUT * 8);
+}
+
+/* Many transitions, one at each step, starting from each mutation. */
+static void test_snapshot_midway_one_per_step(void **state)
+{
+	struct ctx *c = *state;
+
+	for (size_t i = 0; i < NMUT; i++) {
+		struct midway m = { .at = UINT_MAX, .first = i };
+
+		midway_alone = false;
+		check_midway(c, &m, false);
+		assert_true(m.ran >= 1);
+		m = (struct midway){ .at = UINT_MAX, .first = i };
+		check_midway(c, &m, true);
+	}
+}
+
 /* Snapshot while threads move a child ------------------------------------- */
 
 struct mover {
@@ -2001,6 +2318,8 @@ int main(void)
 		T(test_snapshot_unaffected_by_later_changes),
 		T(test_snapshot_and_drain),
 		T(test_snapshot_drained_tenant),
+		T(test_snapshot_midway_each_transition),
+		T(test_snapshot_midway_one_per_step),
 		T(test_snapshot_consistent_under_renames),
 		T(test_layout_snapshot_header),
 		T(test_layout_snapshot_rows),
