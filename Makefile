@@ -21,7 +21,7 @@ TSAN := -O1 -g -fsanitize=thread -DSTORE_FAULTS
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
 STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan
 
-.PHONY: all deps unit test run clean bench-snapshot
+.PHONY: all deps unit test run clean bench bench-snapshot
 
 all: $(B)/statefs
 
@@ -63,9 +63,30 @@ $(B)/bench/snapshot_stall: scripts/bench/snapshot_stall.c $(STORE_SRC) $(HDRS)
 	@mkdir -p $(B)/bench
 	$(CC) -std=gnu11 $(WARN) -pthread -I. -O2 -g -o $@ $< $(STORE_SRC)
 
+# The benchmark suite (scripts/bench/run.sh): statefs against tmpfs and
+# a minimal FUSE filesystem (the floor), then the store-level stall
+# benchmarks.  Not part of `make test`; needs root (mounts, drop_caches).
+BENCH_PKGS := fsmark gnuplot-nox bc
+
+$(B)/bench/loadgen: scripts/bench/loadgen.c
+	@mkdir -p $(B)/bench
+	$(CC) -std=gnu11 $(WARN) -pthread -O2 -g -o $@ $<
+
+$(B)/bench/floorfs: scripts/bench/floorfs.c
+	@mkdir -p $(B)/bench
+	$(CC) -std=gnu11 $(WARN) -pthread -O2 -g $(FUSE_CFLAGS) -o $@ $< $(FUSE_LIBS)
+
+bench: deps
+	@scripts/deps.sh $(BENCH_PKGS)
+	@$(MAKE) --no-print-directory all $(B)/bench/loadgen $(B)/bench/floorfs \
+		$(B)/bench/snapshot_stall
+	scripts/bench/run.sh
+	$(MAKE) --no-print-directory bench-snapshot
+
 bench-snapshot: $(B)/bench/snapshot_stall
 	$(B)/bench/snapshot_stall
 	$(B)/bench/snapshot_stall --populated
+	$(B)/bench/snapshot_stall --expiry
 
 # Fuzzing: libFuzzer targets tests/fuzz/fuzz_*.c (clang-14 and its
 # libclang-rt-14-dev runtime, from scripts/deps.sh), each built with ASan

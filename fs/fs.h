@@ -28,12 +28,14 @@ struct fs_file {
 	enum fs_file_kind kind;
 	struct store_node *node;        /* counted */
 	struct store_stage *stage;      /* FS_STAGE */
+	bool writing;                   /* FS_STAGE: opened for writing */
 	char *text;                     /* FS_TEXT, FS_CLOCK; FS_EVENTS: the
 					 * unread rest of its last lines */
 	size_t len;
 	/* FS_EVENTS; guarded by fs->watch_lock. */
 	struct store_event_reader reader;
 	fuse_req_t waiting;             /* a parked read, or NULL */
+	fuse_req_t interrupted;         /* interrupted before it was parked */
 	size_t want;                    /* its size */
 	struct fuse_pollhandle *ph;     /* a poll waiting for data */
 	struct fs_file *wprev, *wnext;  /* fs->watchers */
@@ -59,6 +61,22 @@ struct fs {
 	struct fs_file *watchers;       /* watch_lock: open .events files */
 	pthread_t events_thread, reaper_thread, echo_thread;
 	bool threads;
+
+	/*
+	 * Kernel cache invalidation (fs/watch.c): the inval thread follows
+	 * the event log and a queue of names and inodes, and tells the
+	 * kernel to drop what it may have cached about them.  inval_seq is
+	 * the event it reads next; inval_asked/inval_done count queued
+	 * requests.  All under watch_lock.
+	 */
+	double cache_s;                 /* -o cache_timeout, in seconds */
+	pthread_t inval_thread;
+	bool inval_started;
+	pthread_cond_t inval_cond;      /* kicks the inval thread */
+	pthread_cond_t inval_progress;  /* the inval thread moved on */
+	uint64_t inval_seq;
+	uint64_t inval_asked, inval_done;
+	struct fs_inval *inval_queue;
 
 	/* The echo in flight (echo_lock): the echo thread replays one
 	 * internal removal at a time through the mount. */
@@ -89,9 +107,26 @@ void fs_watch_join(struct fs *fs);
 /* The store's event hook: wakes the events thread (and the echo thread
  * after an internal transition). */
 void fs_watch_hook(void *arg, bool internal);
+/* After the unmount, before the session goes: end the inval thread. */
+void fs_inval_join(struct fs *fs);
 
 /* The manual clock of -o testclock (store_clock callback). */
 uint64_t fs_manual_clock(void *arg);
+
+/* How long the kernel may keep @n's entry and attributes (seconds). */
+double fs_cache_timeout(struct fs *fs, struct store_node *n);
+/* Ask the inval thread to drop every cached name of @n and its
+ * attributes; fs_inval_sync() waits for it. */
+void fs_inval_names(struct fs *fs, struct store_node *n);
+/*
+ * Wait until the inval thread has handled every event so far and every
+ * queued request.  Bounded: a handler that waits holds a kernel lock the
+ * inval thread might need, so after INVAL_WAIT_MS it goes on (and the
+ * invalidation lands a little later).
+ */
+void fs_inval_sync(struct fs *fs);
+/* Drop @ino's cached attributes now (safe in any handler). */
+void fs_inval_attr(struct fs *fs, uint64_t ino);
 /* .clock written: advance by @ms and run every due expiry. */
 void fs_clock_advance(struct fs *fs, uint64_t ms);
 

@@ -212,6 +212,7 @@ int main(int argc, char *argv[])
 	fs_watch_stop(&fs);
 out_unmount:
 	fuse_session_unmount(se);
+	fs_inval_join(&fs);
 out:
 	if (se)
 		fuse_session_destroy(se);

@@ -7,11 +7,17 @@
  * transition and replies exactly once.  No store lock is ever held here,
  * so no lock is held across a reply.
  *
- * Caching: entries and attributes are given to the kernel with a zero
- * timeout, so every path walk asks the store and a node the store removed
- * by itself (a .depart, a tenant cleanup) is never served from a kernel
- * cache.  Child content is read and written with direct I/O: the page
- * cache never holds unpublished bytes or an outdated state.
+ * Caching: the kernel may keep names and attributes for -o cache_timeout
+ * (default an hour), but never past a deadline that could end the node
+ * (fs_cache_timeout: its own lease, its parents'; under -o testclock
+ * nothing leased is cached), so an expiry is seen at once without any
+ * notification.  What the store changes behind the kernel's back
+ * otherwise is invalidated by the inval thread (fs/watch.c) before the
+ * handler that caused it replies: a .depart, a drain's clear, a lease
+ * given to a cached node; a publication drops the cached attributes
+ * before its flush replies.  Child content is read and written with
+ * direct I/O: the page cache never holds unpublished bytes or an
+ * outdated state.
  *
  * Files: a child's open file is a store stage (writes staged, published
  * on flush/fsync/release); a special file's open file holds its text
@@ -124,8 +130,7 @@ static int entry_fill(struct fs *fs, struct store_node *n,
 		return rc;
 	e->ino = store_node_ino(n);
 	e->generation = 1;
-	e->attr_timeout = 0;
-	e->entry_timeout = 0;
+	e->attr_timeout = e->entry_timeout = fs_cache_timeout(fs, n);
 	return 0;
 }
 
@@ -216,7 +221,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (rc)
 		reply_err(req, rc);
 	else
-		fuse_reply_attr(req, &st, 0);
+		fuse_reply_attr(req, &st, fs_cache_timeout(fs, n));
 	node_put(fs, n);
 }
 
@@ -286,7 +291,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (rc)
 		reply_err(req, rc);
 	else
-		fuse_reply_attr(req, &st, 0);
+		fuse_reply_attr(req, &st, fs_cache_timeout(fs, n));
 	node_put(fs, n);
 }
 
@@ -403,12 +408,15 @@ static int file_open_child(struct fs *fs, struct store_node *n, int flags,
 		return rc;
 	}
 	f->kind = FS_STAGE;
+	f->writing = (flags & O_ACCMODE) != O_RDONLY;
 	f->node = n;
 	store_node_ref(n);
 	fi->fh = (uintptr_t)f;
 	/* Content never sits in the page cache: see the file comment. */
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
+	/* A reading open publishes nothing: its close needs no flush. */
+	fi->noflush = (flags & O_ACCMODE) == O_RDONLY;
 	return 0;
 }
 
@@ -550,6 +558,7 @@ static int stats_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
 		return rc;
 	v.instance = store_instance_id(fs->store);
 	v.state = store_drain_state(fs->store, tenant ? dir : NULL, NULL);
+	fs_inval_sync(fs); /* a drain that ended just now is cleared */
 	v.uptime_ms = store_uptime_ms(fs->store);
 	v.tenant = tenant ? store_node_name(dir) : NULL;
 	v.limits = store_limits(fs->store);
@@ -638,6 +647,7 @@ static int drain_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
 						&left);
 	char buf[64];
 
+	fs_inval_sync(fs); /* a drain that ended just now is cleared */
 	free(f->text);
 	f->len = layout_format_drain(buf, sizeof(buf), st, left);
 	f->text = strdup(buf);
@@ -802,17 +812,20 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		if (rc == 0)
 			rc = store_depart(fs->store, store_node_tenant(f->node),
 					  name);
+		fs_inval_sync(fs);
 		n = rc ? rc : (ssize_t)size;
 		break;
 	case FS_DRAIN:
 		/* Any write starts the drain; later writes change nothing. */
 		rc = store_drain(fs->store, store_node_tenant(f->node));
+		fs_inval_sync(fs);
 		n = rc ? rc : (ssize_t)size;
 		break;
 	case FS_CLOCK:
 		rc = layout_parse_control_u64(buf, size, &ms);
 		if (rc == 0)
 			fs_clock_advance(fs, ms);
+		fs_inval_sync(fs);
 		n = rc ? rc : (ssize_t)size;
 		break;
 	default:
@@ -824,13 +837,28 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		fuse_reply_write(req, (size_t)n);
 }
 
-/* flush (every close(2)): publish what this open file wrote. */
+/*
+ * After a publication through a writing open file: the kernel may hold
+ * attributes (size, times) read between the write and the publication.
+ * (A flush's @fi carries no open flags: the file remembers them.)
+ */
+static void published(fuse_req_t req, fuse_ino_t ino, struct fs_file *f)
+{
+	if (f->writing)
+		fs_inval_attr(fs_of(req), ino);
+}
+
+/* flush (every close(2) of a writing open): publish what it wrote. */
 static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_file *f = file_of(fi);
+	int rc = 0;
 
-	(void)ino;
-	reply_err(req, f->kind == FS_STAGE ? store_stage_flush(f->stage) : 0);
+	if (f->kind == FS_STAGE) {
+		rc = store_stage_flush(f->stage);
+		published(req, ino, f);
+	}
+	reply_err(req, rc);
 }
 
 /* fsync: publish whatever is owed, an O_TRUNC with no write included. */
@@ -838,10 +866,14 @@ static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
 	struct fs_file *f = file_of(fi);
+	int rc = 0;
 
-	(void)ino;
 	(void)datasync;
-	reply_err(req, f->kind == FS_STAGE ? store_stage_publish(f->stage) : 0);
+	if (f->kind == FS_STAGE) {
+		rc = store_stage_publish(f->stage);
+		published(req, ino, f);
+	}
+	reply_err(req, rc);
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -852,8 +884,10 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	(void)ino;
 	/* A stage still dirty here was never flushed (no close(2) reached
 	 * us): publish now; nobody can be told if it fails. */
-	if (f->kind == FS_STAGE)
+	if (f->kind == FS_STAGE) {
 		(void)store_stage_publish(f->stage);
+		published(req, ino, f);
+	}
 	if (f->kind == FS_EVENTS)
 		fs_events_release(fs, f);
 	file_free(fs, f);
@@ -1152,6 +1186,11 @@ static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	if (rc == 0)
 		rc = ttl ? store_set_ttl(fs->store, n, ms) :
 			   store_set_child_ttl(fs->store, n, ms);
+	if (rc == 0 && ttl && ms) {
+		/* The kernel may hold @n for longer than its new lease. */
+		fs_inval_names(fs, n);
+		fs_inval_sync(fs);
+	}
 	reply_err(req, rc);
 	node_put(fs, n);
 }

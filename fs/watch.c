@@ -1,7 +1,7 @@
 /*
  * watch.c - what statefs does when nobody calls in.
  *
- * Three threads, none of them a request handler, none holding a store
+ * Four threads, none of them a request handler, none holding a store
  * lock when they call into the kernel:
  *
  *  - the reaper sleeps until the store's next deadline (at most
@@ -24,6 +24,18 @@
  *    remove anything; an echo is skipped when a newer incarnation owns
  *    the name already.
  *
+ *  - the inval thread keeps the kernel's caches honest.  The kernel may
+ *    keep names and attributes for -o cache_timeout, never past a lease
+ *    (fs_cache_timeout), so an expiry needs no help; what the store
+ *    changes otherwise behind the kernel's back (a .depart, a drain's
+ *    clear, a lease given to a node the kernel already holds) is dropped
+ *    from the kernel's caches here.  It follows the event log (.depart
+ *    and drain lines) and a queue filled by handlers, and .events lines
+ *    are handed out only once it has passed them, so whoever learns of
+ *    a change from the stream finds the caches already dropped.
+ *    Handlers that make such a change wait for it (fs_inval_sync), with
+ *    a bound: they hold a kernel lock that it may need in turn.
+ *
  * Lock order: watch_lock and echo_lock are leaves of fs/ and never held
  * across a reply or a call into the store that may wait long.
  */
@@ -45,6 +57,10 @@
 #define REAP_TICK_MS 250
 #define REAP_BUDGET 4096
 #define EVENTS_CHUNK 65536
+#define INVAL_WAIT_MS 200
+/* The kernel rounds a timeout up to its tick and starts it when the
+ * reply arrives: stop caching a little before a deadline. */
+#define CACHE_MARGIN_MS 20
 
 void fs_watch_init(struct fs *fs)
 {
@@ -57,6 +73,8 @@ void fs_watch_init(struct fs *fs)
 	pthread_cond_init(&fs->watch_cond, &ca);
 	pthread_cond_init(&fs->reap_cond, &ca);
 	pthread_cond_init(&fs->echo_cond, &ca);
+	pthread_cond_init(&fs->inval_cond, &ca);
+	pthread_cond_init(&fs->inval_progress, &ca);
 	pthread_condattr_destroy(&ca);
 }
 
@@ -75,6 +93,7 @@ void fs_watch_hook(void *arg, bool internal)
 	pthread_mutex_lock(&fs->watch_lock);
 	fs->kicked = true;
 	pthread_cond_signal(&fs->watch_cond);
+	pthread_cond_signal(&fs->inval_cond);
 	if (internal)
 		pthread_cond_signal(&fs->echo_cond);
 	pthread_mutex_unlock(&fs->watch_lock);
@@ -145,9 +164,11 @@ void fs_events_open(struct fs *fs, struct store_node *dir, struct fs_file *f)
 	pthread_mutex_unlock(&fs->watch_lock);
 }
 
-/* Has @f something to read (watch_lock held)? */
+/* Has @f something to read (watch_lock held)?  Only what the inval
+ * thread has passed: see the file comment. */
 static bool events_ready(struct fs *fs, struct fs_file *f)
 {
+	f->reader.until = fs->cache_s > 0 ? fs->inval_seq : 0;
 	return f->len > 0 || store_events_pending(fs->store, &f->reader);
 }
 
@@ -162,7 +183,7 @@ static size_t events_take(struct fs *fs, struct fs_file *f, size_t size,
 	size_t n;
 
 	*out = NULL;
-	if (f->len == 0 && store_events_pending(fs->store, &f->reader)) {
+	if (f->len == 0 && events_ready(fs, f)) {
 		if (!f->text)
 			f->text = malloc(EVENTS_CHUNK);
 		if (f->text)
@@ -192,6 +213,8 @@ static void events_interrupted(fuse_req_t req, void *data)
 	if (f->waiting == req) {
 		f->waiting = NULL;
 		mine = true;
+	} else {
+		f->interrupted = req; /* not parked yet: it will not be */
 	}
 	pthread_mutex_unlock(&fs->watch_lock);
 	if (mine)
@@ -204,15 +227,37 @@ void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 	char *buf;
 	size_t n;
 
+	/* A line this reader may see has passed the inval thread before the
+	 * caller's last transition returned: wait for it (bounded). */
+	if (nonblock)
+		fs_inval_sync(fs);
 	pthread_mutex_lock(&fs->watch_lock);
 	n = events_take(fs, f, size, &buf);
 	if (n == 0 && !nonblock && !f->waiting) {
-		/* Park it: the events thread replies when a line comes. */
-		f->waiting = req;
-		f->want = size;
 		pthread_mutex_unlock(&fs->watch_lock);
+		/* Before it is parked: once parked, the events thread may
+		 * answer (and free) it at any moment. */
 		fuse_req_interrupt_func(req, events_interrupted, f);
-		return;
+		if (fuse_req_interrupted(req)) {
+			fuse_reply_err(req, EINTR);
+			return;
+		}
+		pthread_mutex_lock(&fs->watch_lock);
+		n = events_take(fs, f, size, &buf);
+		if (n == 0 && f->interrupted == req) {
+			f->interrupted = NULL;
+			pthread_mutex_unlock(&fs->watch_lock);
+			fuse_reply_err(req, EINTR);
+			return;
+		}
+		if (n == 0 && !f->waiting) {
+			/* Park it: the events thread replies when a line
+			 * comes. */
+			f->waiting = req;
+			f->want = size;
+			pthread_mutex_unlock(&fs->watch_lock);
+			return;
+		}
 	}
 	pthread_mutex_unlock(&fs->watch_lock);
 	if (n)
@@ -335,6 +380,247 @@ static void *events_main(void *arg)
 	}
 	pthread_mutex_unlock(&fs->watch_lock);
 	free(owed);
+	return NULL;
+}
+
+/* Kernel cache invalidation ------------------------------------------------- */
+
+/* A queued invalidation: a name in a directory, or an inode's attributes. */
+struct fs_inval {
+	struct fs_inval *next;
+	uint64_t dir_ino;               /* 0: the attributes of ino */
+	uint64_t ino;
+	char name[];
+};
+
+double fs_cache_timeout(struct fs *fs, struct store_node *n)
+{
+	uint64_t h, now;
+	double t;
+
+	if (fs->cache_s <= 0)
+		return 0;
+	h = store_node_horizon(fs->store, n);
+	if (!h)
+		return fs->cache_s;
+	/* A test clock jumps: nothing under a lease is cached at all. */
+	if (fs->testclock)
+		return 0;
+	now = store_now_ms(fs->store);
+	if (h <= now + CACHE_MARGIN_MS)
+		return 0;
+	t = (double)(h - now - CACHE_MARGIN_MS) / 1000.0;
+	return t < fs->cache_s ? t : fs->cache_s;
+}
+
+void fs_inval_attr(struct fs *fs, uint64_t ino)
+{
+	if (fs->cache_s > 0 && fs->se)
+		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+}
+
+/* The store's nlink hook: states a cascade took a link from. */
+static void nlink_changed(void *arg, const uint64_t *ino, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fs_inval_attr(arg, ino[i]);
+}
+
+static void inval_name(struct fs *fs, uint64_t dir, const char *name)
+{
+	if (fs->cache_s > 0 && fs->se && *name)
+		(void)fuse_lowlevel_notify_inval_entry(fs->se, dir, name,
+						       strlen(name));
+}
+
+static struct fs_inval *inval_new(uint64_t dir, uint64_t ino, const char *name)
+{
+	size_t len = strlen(name) + 1;
+	struct fs_inval *q = malloc(sizeof(*q) + len);
+
+	if (q) {
+		q->next = NULL;
+		q->dir_ino = dir;
+		q->ino = ino;
+		memcpy(q->name, name, len);
+	}
+	return q;
+}
+
+struct names {
+	struct fs_inval *list;
+	uint64_t n;
+};
+
+static void collect_name(void *arg, uint64_t dir, const char *name)
+{
+	struct names *nm = arg;
+	struct fs_inval *q = inval_new(dir, 0, name);
+
+	if (q) {
+		q->next = nm->list;
+		nm->list = q;
+		nm->n++;
+	}
+}
+
+void fs_inval_names(struct fs *fs, struct store_node *n)
+{
+	struct names nm = { 0 };
+	struct fs_inval *last;
+
+	if (fs->cache_s <= 0)
+		return;
+	store_node_names(fs->store, n, collect_name, &nm);
+	collect_name(&nm, 0, "");
+	if (nm.list)
+		nm.list->ino = store_node_ino(n); /* the attributes item */
+	for (last = nm.list; last && last->next; last = last->next)
+		;
+	pthread_mutex_lock(&fs->watch_lock);
+	if (last) {
+		last->next = fs->inval_queue;
+		fs->inval_queue = nm.list;
+		fs->inval_asked += nm.n;
+	}
+	pthread_cond_signal(&fs->inval_cond);
+	pthread_mutex_unlock(&fs->watch_lock);
+}
+
+void fs_inval_sync(struct fs *fs)
+{
+	struct store_event_reader head;
+	struct timespec dl;
+	uint64_t asked;
+
+	if (fs->cache_s <= 0 || !fs->threads)
+		return;
+	store_events_open(fs->store, NULL, &head);
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_nsec += INVAL_WAIT_MS * 1000000L;
+	dl.tv_sec += dl.tv_nsec / 1000000000L;
+	dl.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&fs->watch_lock);
+	asked = fs->inval_asked;
+	pthread_cond_signal(&fs->inval_cond);
+	while (!fs->stopping &&
+	       (fs->inval_seq < head.next || fs->inval_done < asked))
+		if (pthread_cond_timedwait(&fs->inval_progress, &fs->watch_lock,
+					   &dl) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&fs->watch_lock);
+}
+
+/*
+ * An internal removal no deadline announced (a .depart, a drain's
+ * clear): drop the name and the attributes of what went and of the
+ * directory it went from.
+ */
+static void inval_event(struct fs *fs, const struct store_event *ev)
+{
+	if (!ev->internal ||
+	    (ev->op != STORE_OP_DEPART && ev->op != STORE_OP_DRAIN))
+		return;
+	if (ev->kind == STORE_TENANT) {
+		inval_name(fs, STORE_ROOT_INO, ev->tenant);
+		fs_inval_attr(fs, STORE_ROOT_INO);
+	} else if (ev->kind == STORE_PARENT) {
+		inval_name(fs, ev->tenant_ino, ev->parent);
+		fs_inval_attr(fs, ev->tenant_ino);
+	}
+	if (ev->ino)
+		fs_inval_attr(fs, ev->ino);
+}
+
+/* Lost track of the log (it overflowed): drop every tenant's and every
+ * parent's name; the next walk asks the store again. */
+static void inval_everything(struct fs *fs)
+{
+	struct store_dirlist tl = { 0 }, pl;
+
+	if (store_list(fs->store, store_root(fs->store), &tl) != 0)
+		return;
+	for (size_t i = 0; i < tl.n; i++) {
+		struct store_node *t = NULL;
+
+		inval_name(fs, STORE_ROOT_INO, tl.e[i].name);
+		if (store_lookup(fs->store, store_root(fs->store), tl.e[i].name,
+				 &t) != 0)
+			continue;
+		memset(&pl, 0, sizeof(pl));
+		if (store_list(fs->store, t, &pl) == 0) {
+			for (size_t k = 0; k < pl.n; k++)
+				inval_name(fs, store_node_ino(t), pl.e[k].name);
+			store_dirlist_free(&pl);
+		}
+		store_node_unref(fs->store, t);
+	}
+	store_dirlist_free(&tl);
+}
+
+static void *inval_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct store_event_reader r;
+
+	pthread_mutex_lock(&fs->watch_lock);
+	store_events_open(fs->store, NULL, &r);
+	r.window = STORE_EVENT_LOG;
+	r.next = fs->inval_seq; /* where the handlers were told it stands */
+	for (;;) {
+		struct fs_inval *q;
+		struct store_event ev;
+		uint64_t asked;
+		int rc;
+
+		while (!fs->stopping && !fs->inval_queue &&
+		       !store_events_pending(fs->store, &r)) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&fs->inval_cond, &fs->watch_lock, &ts);
+		}
+		if (fs->stopping)
+			break;
+		q = fs->inval_queue;
+		fs->inval_queue = NULL;
+		asked = fs->inval_asked;
+		pthread_mutex_unlock(&fs->watch_lock);
+		while (q) {
+			struct fs_inval *next = q->next;
+
+			if (q->dir_ino)
+				inval_name(fs, q->dir_ino, q->name);
+			else
+				fs_inval_attr(fs, q->ino);
+			free(q);
+			q = next;
+		}
+		while ((rc = store_events_next(fs->store, &r, &ev)) != 0) {
+			if (rc == -EOVERFLOW) {
+				inval_everything(fs);
+				continue;
+			}
+			inval_event(fs, &ev);
+			store_event_free(&ev);
+		}
+		pthread_mutex_lock(&fs->watch_lock);
+		fs->inval_done = asked;
+		fs->inval_seq = r.next;
+		/* The events thread may now hand out what this passed. */
+		fs->kicked = true;
+		pthread_cond_signal(&fs->watch_cond);
+		pthread_cond_broadcast(&fs->inval_progress);
+	}
+	while (fs->inval_queue) {
+		struct fs_inval *next = fs->inval_queue->next;
+
+		free(fs->inval_queue);
+		fs->inval_queue = next;
+	}
+	pthread_cond_broadcast(&fs->inval_progress);
+	pthread_mutex_unlock(&fs->watch_lock);
 	return NULL;
 }
 
@@ -520,7 +806,13 @@ static void *echo_main(void *arg)
 
 int fs_watch_start(struct fs *fs)
 {
+	struct store_event_reader head;
+
+	fs->cache_s = (double)store_limits(fs->store)->cache_timeout_ms / 1000.0;
+	store_events_open(fs->store, NULL, &head);
+	fs->inval_seq = head.next;
 	store_set_event_hook(fs->store, fs_watch_hook, fs);
+	store_set_nlink_hook(fs->store, nlink_changed, fs);
 	if (pthread_create(&fs->reaper_thread, NULL, reaper_main, fs))
 		return -EAGAIN;
 	if (pthread_create(&fs->events_thread, NULL, events_main, fs)) {
@@ -537,6 +829,13 @@ int fs_watch_start(struct fs *fs)
 		fs->threads = false;
 		return -EAGAIN;
 	}
+	if (pthread_create(&fs->inval_thread, NULL, inval_main, fs)) {
+		fs->threads = true;
+		fs_watch_stop(fs);
+		fs_watch_join(fs);
+		return -EAGAIN;
+	}
+	fs->inval_started = true;
 	fs->threads = true;
 	return 0;
 }
@@ -548,6 +847,7 @@ void fs_watch_stop(struct fs *fs)
 	pthread_cond_broadcast(&fs->watch_cond);
 	pthread_cond_broadcast(&fs->reap_cond);
 	pthread_cond_broadcast(&fs->echo_cond);
+	pthread_cond_broadcast(&fs->inval_cond);
 	pthread_mutex_unlock(&fs->watch_lock);
 	if (!fs->threads)
 		return;
@@ -563,5 +863,16 @@ void fs_watch_join(struct fs *fs)
 	 * has closed the session, which ends that syscall. */
 	if (fs->threads)
 		pthread_join(fs->echo_thread, NULL);
+	fs_inval_join(fs);
 	fs->threads = false;
+}
+
+void fs_inval_join(struct fs *fs)
+{
+	/* It may wait for a kernel lock whose holder waits for a reply:
+	 * the unmount ends that wait.  It must be gone before the session
+	 * it notifies through. */
+	if (fs->inval_started)
+		pthread_join(fs->inval_thread, NULL);
+	fs->inval_started = false;
 }

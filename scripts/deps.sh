@@ -1,12 +1,13 @@
 #!/bin/sh
 # Install what building, running and testing statefs needs, from Debian's
-# packages.  Idempotent: installs only what is missing, and refreshes the
-# package lists once before the first install on a fresh machine.
+# packages, and the packages named as arguments (`make bench` adds the
+# benchmark's).  Idempotent: installs only what is missing, and refreshes
+# the package lists once before the first install on a fresh machine.
 set -eu
 
 PKGS="build-essential pkg-config libfuse3-dev fuse3 uthash-dev libcmocka-dev
 bats bats-support bats-assert inotify-tools attr util-linux procps
-clang-14 libclang-rt-14-dev valgrind"
+clang-14 libclang-rt-14-dev valgrind $*"
 
 missing=""
 for p in $PKGS; do

@@ -153,6 +153,12 @@ static uint64_t oldest_locked(struct evlog *l, const struct store_event_reader *
 	return first > win ? first : win;
 }
 
+/* Where reader @r stops for now: the end of the log, or r->until. */
+static uint64_t end_locked(struct evlog *l, const struct store_event_reader *r)
+{
+	return r->until && r->until < l->next ? r->until : l->next;
+}
+
 static bool in_scope(const struct slot *sl, const struct store_event_reader *r)
 {
 	return r->tenant_ino == 0 || sl->e.tenant_ino == r->tenant_ino;
@@ -174,7 +180,7 @@ size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 		used = sizeof(overflow) - 1;
 		r->next = oldest;
 	}
-	for (; r->next < l->next; r->next++) {
+	for (; r->next < end_locked(l, r); r->next++) {
 		struct slot *sl = &l->ring[r->next % l->cap];
 		char seq[24];
 		int sn;
@@ -209,7 +215,7 @@ bool evlog_pending(struct evlog *l, const struct store_event_reader *r)
 	if (k < oldest_locked(l, r))
 		pending = true;
 	/* Skipping lines of other tenants: bounded by the window. */
-	for (; !pending && k < l->next; k++)
+	for (; !pending && k < end_locked(l, r); k++)
 		pending = in_scope(&l->ring[k % l->cap], r);
 	pthread_mutex_unlock(&l->lock);
 	return pending;

@@ -243,6 +243,8 @@ struct store {
 	struct evlog *events;
 	void (*event_hook)(void *arg, bool internal);
 	void *event_arg;
+	void (*nlink_hook)(void *arg, const uint64_t *ino, size_t n);
+	void *nlink_arg;
 
 	pthread_mutex_t stripes[STRIPES];
 	struct ino_shard shards[INO_SHARDS];
@@ -545,6 +547,33 @@ static void emit(struct store *s, enum store_op op, bool internal,
 	}
 }
 
+/*
+ * States that lost a link to a cascade (a leave, a .depart, an expiry or
+ * a drain of their parent) and live on through other links: their link
+ * count changed with no request about them, so the adapter is told after
+ * the transition (store_set_nlink_hook).  Per thread, like the event
+ * flags.  A hint: if the list cannot grow, the hint is lost and the
+ * transition stands.
+ */
+static __thread struct {
+	uint64_t *ino;
+	size_t n, cap;
+} relinked;
+
+static void note_relinked(uint64_t ino)
+{
+	if (relinked.n == relinked.cap) {
+		size_t ncap = relinked.cap ? relinked.cap * 2 : 64;
+		uint64_t *v = st_realloc(relinked.ino, ncap * sizeof(*v));
+
+		if (!v)
+			return;
+		relinked.ino = v;
+		relinked.cap = ncap;
+	}
+	relinked.ino[relinked.n++] = ino;
+}
+
 static void event_hook_run(struct store *s)
 {
 	if (event_appended) {
@@ -554,6 +583,22 @@ static void event_hook_run(struct store *s)
 		if (s->event_hook)
 			s->event_hook(s->event_arg, internal);
 	}
+	if (relinked.cap) {
+		if (relinked.n && s->nlink_hook)
+			s->nlink_hook(s->nlink_arg, relinked.ino, relinked.n);
+		/* Freed each time: a thread that ends keeps nothing. */
+		free(relinked.ino);
+		relinked.ino = NULL;
+		relinked.n = relinked.cap = 0;
+	}
+}
+
+void store_set_nlink_hook(struct store *s,
+			  void (*hook)(void *arg, const uint64_t *ino, size_t n),
+			  void *arg)
+{
+	s->nlink_hook = hook;
+	s->nlink_arg = arg;
 }
 
 /* Blobs ------------------------------------------------------------------ */
@@ -739,6 +784,7 @@ void store_limits_default(struct store_limits *l)
 	l->default_ttl_ms = 0;
 	l->drain_window_ms = 30 * 1000;
 	l->testclock = false;
+	l->cache_timeout_ms = 3600 * 1000;
 }
 
 static uint64_t monotonic_ms(void *arg)
@@ -1527,7 +1573,8 @@ static struct link *bucket_clear_locked(struct store *s, struct parent *p)
 	struct tenant *t = p->tenant;
 
 	for (l = links; l; l = l->hh.next)
-		state_unlink_locked(s, l, NO_EVENT);
+		if (!state_unlink_locked(s, l, NO_EVENT))
+			note_relinked(l->child->node.ino);
 	gauge_sub(&s->links_n, p->nlinks, "links");
 	gauge_sub(&t->links_n, p->nlinks, "tenant links");
 	p->links = NULL;
@@ -3077,6 +3124,7 @@ void store_events_open(struct store *s, struct store_node *tenant,
 	r->next = evlog_next_seq(s->events);
 	r->tenant_ino = tenant ? tenant->ino : 0;
 	r->window = STORE_EVENT_WINDOW;
+	r->until = 0;
 }
 
 size_t store_events_read(struct store *s, struct store_event_reader *r,
@@ -3469,6 +3517,49 @@ enum store_state store_drain_state(struct store *s, struct store_node *tenant,
 	if (ms_left)
 		*ms_left = st == STORE_DRAINING && deadline > now ? deadline - now : 0;
 	return st;
+}
+
+/* What the kernel may keep ------------------------------------------------------------ */
+
+static uint64_t earlier(uint64_t a, uint64_t b)
+{
+	return !a ? b : !b ? a : a < b ? a : b;
+}
+
+uint64_t store_node_horizon(struct store *s, struct store_node *n)
+{
+	uint64_t h = atomic_load(&n->deadline);
+	struct child *c = as_child(n);
+	struct link *l;
+
+	if (!c)
+		return h;
+	lock(stripe(s, c));
+	LL_FOREACH2(c->slinks, l, snext)
+		h = earlier(h, atomic_load(&l->parent->node.deadline));
+	unlock(stripe(s, c));
+	return h;
+}
+
+void store_node_names(struct store *s, struct store_node *n,
+		      void (*fn)(void *arg, uint64_t dir_ino, const char *name),
+		      void *arg)
+{
+	struct child *c = as_child(n);
+	struct parent *p = as_parent(n);
+	struct tenant *t = as_tenant(n);
+	struct link *l;
+
+	if (c) {
+		lock(stripe(s, c));
+		LL_FOREACH2(c->slinks, l, snext)
+			fn(arg, l->parent->node.ino, l->name);
+		unlock(stripe(s, c));
+	} else if (p) {
+		fn(arg, p->tenant->node.ino, p->name);
+	} else if (t) {
+		fn(arg, STORE_ROOT_INO, t->name);
+	}
 }
 
 /* Snapshot ------------------------------------------------------------------------------ */

@@ -72,6 +72,9 @@ struct store_limits {
 	uint64_t default_ttl_ms; /* TTL a new child starts with; 0 = none */
 	uint64_t drain_window_ms;
 	bool testclock;          /* manual clock advanced through .clock */
+	/* Not the store's: how long fs/ lets the kernel keep entries and
+	 * attributes (bounded by leases; 0 = ask every time). */
+	uint64_t cache_timeout_ms;
 };
 
 /* Fill @l with the documented defaults. */
@@ -477,6 +480,8 @@ struct store_event_reader {
 	uint64_t next;         /* sequence number it reads next */
 	uint64_t tenant_ino;   /* 0: the whole store; else one tenant */
 	uint64_t window;       /* how far it may fall behind */
+	uint64_t until;        /* 0, or: read and report as pending only
+				* lines before this sequence number */
 };
 
 /*
@@ -532,6 +537,16 @@ void store_event_free(struct store_event *ev);
 void store_set_event_hook(struct store *s, void (*hook)(void *arg, bool internal),
 			  void *arg);
 
+/*
+ * Called after a transition in which a cascade (a parent's leave,
+ * .depart, expiry or drain) took a link from states that live on through
+ * links in other parents: @ino[0..n) are those states, whose nlink
+ * changed.  Same rules as the event hook.  Set once, before use.
+ */
+void store_set_nlink_hook(struct store *s,
+			  void (*hook)(void *arg, const uint64_t *ino, size_t n),
+			  void *arg);
+
 /* Drain ------------------------------------------------------------------ */
 
 /*
@@ -561,6 +576,23 @@ int store_drain_now(struct store *s, struct store_node *tenant);
  */
 enum store_state store_drain_state(struct store *s, struct store_node *tenant,
 				   uint64_t *ms_left);
+
+/*
+ * The earliest deadline that ends @n's visibility, 0 for none: its own
+ * lease and, for a child, the leases of the parents that link it (a
+ * parent's expiry removes its children).  What the kernel may cache
+ * about @n must not outlive it.
+ */
+uint64_t store_node_horizon(struct store *s, struct store_node *n);
+
+/*
+ * Call @fn(@arg, directory inode, name) for every name @n has now: each
+ * link of a child, the entry of a parent or a tenant.  @fn runs under a
+ * store lock: it must only copy what it is given.
+ */
+void store_node_names(struct store *s, struct store_node *n,
+		      void (*fn)(void *arg, uint64_t dir_ino, const char *name),
+		      void *arg);
 
 /* Snapshot ------------------------------------------------------------------- */
 

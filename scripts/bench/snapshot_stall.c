@@ -30,6 +30,15 @@
  *     in full before the admissions start, so its size is subtracted
  *     exactly.
  *
+ * With `--expiry` the disturbance is the reaper instead: every populated
+ * parent gives its children a lease (child_ttl), all ending at the same
+ * instant of a manual clock; after the undisturbed period the clock
+ * jumps past it and the main thread reaps as the daemon's reaper does
+ * (store_expire() in passes of REAP_BUDGET until a pass comes back
+ * short), timing each pass, while the admission thread (whose parent
+ * has no lease) goes on.  Baseline: a window of the same length just
+ * before.
+ *
  * Everything printed is measured by this run; nothing is estimated.
  */
 #define _GNU_SOURCE
@@ -236,9 +245,71 @@ static struct latstats window_stats(const struct win *w, int nw, int op,
 
 static double us(uint64_t ns) { return (double)ns / 1000.0; }
 
+/* --expiry: the manual clock, and the reaper's pass size (fs/watch.c). */
+#define REAP_BUDGET 4096
+#define LEASE_MS 600000
+static atomic_uint_fast64_t manual_ms = 1000000;
+
+static uint64_t manual_now(void *arg)
+{
+	(void)arg;
+	return atomic_load(&manual_ms);
+}
+
+/* Step 3 of --expiry: everything falls due at once; reap as the daemon
+ * does while the admissions go on. */
+static void expiry_run(size_t lo_hint)
+{
+	uint64_t a, b, pass_max = 0, passes = 0, reaped = 0;
+	struct latstats base, during;
+	struct win w, bw;
+	size_t ns, lo;
+
+	(void)lo_hint;
+	sleep_ms(WARMUP_MS + PRE_MS);
+	atomic_fetch_add(&manual_ms, LEASE_MS + 1000);
+	a = now_ns();
+	for (;;) {
+		uint64_t p0 = now_ns(), p1;
+		unsigned n = store_expire(S, REAP_BUDGET);
+
+		p1 = now_ns();
+		passes++;
+		reaped += n;
+		if (p1 - p0 > pass_max)
+			pass_max = p1 - p0;
+		if (n < REAP_BUDGET)
+			break;
+	}
+	b = now_ns();
+	sleep_ms(50);
+	atomic_store(&stop, true);
+	ns = atomic_load(&nsamp);
+	lo = ns > RING ? ns - RING : 0;
+	w = (struct win){ a - t_base, b - t_base };
+	bw = (struct win){ w.a - (b - a) - 100000000ull, w.a - 100000000ull };
+	base = window_stats(&bw, 1, OP_CREATE, lo, ns);
+	during = window_stats(&w, 1, OP_CREATE, lo, ns);
+	printf("\nreaping: %llu leases fell due at once; %llu reaped in %.1f ms, "
+	       "%llu passes of at most %d, longest pass %.2f ms\n",
+	       (unsigned long long)NCHILDREN, (unsigned long long)reaped,
+	       (b - a) / 1e6, (unsigned long long)passes, REAP_BUDGET,
+	       pass_max / 1e6);
+	printf("admission latency (store_create, us) in a window of %.1f ms:\n",
+	       (b - a) / 1e6);
+	printf("  window                    calls       p50       p99         max  >=1ms\n");
+	printf("  baseline (no reaping)  %8zu  %8.1f  %8.1f  %10.1f  %5zu\n",
+	       base.n, us(base.p50), us(base.p99), us(base.max), base.slow);
+	printf("  while reaping          %8zu  %8.1f  %8.1f  %10.1f  %5zu\n",
+	       during.n, us(during.p50), us(during.p99), us(during.max),
+	       during.slow);
+}
+
 int main(int argc, char **argv)
 {
 	bool populated = argc > 1 && !strcmp(argv[1], "--populated");
+	bool expiry = argc > 1 && !strcmp(argv[1], "--expiry");
+	struct store_clock manual = { manual_now, NULL };
 
 	struct store_limits lim;
 	struct store_node *root, *ten, *par[NPARENTS];
@@ -250,7 +321,7 @@ int main(int argc, char **argv)
 	store_limits_default(&lim);
 	lim.max_children = 2000000;
 	lim.max_bytes = 64ull << 30;
-	rc = store_new(&lim, NULL, &S);
+	rc = store_new(&lim, expiry ? &manual : NULL, &S);
 	if (rc)
 		die("store_new", rc);
 	root = store_root(S);
@@ -260,6 +331,9 @@ int main(int argc, char **argv)
 		snprintf(name, sizeof(name), "p%03d", p);
 		if ((rc = store_mkdir(S, ten, name, &DOWN, &par[p])))
 			die("mkdir parent", rc);
+		if (expiry &&
+		    (rc = store_set_child_ttl(S, par[p], LEASE_MS)))
+			die("child_ttl", rc);
 	}
 	if ((rc = store_mkdir(S, ten, "adm", &DOWN, &ADM)))
 		die("mkdir adm", rc);
@@ -301,7 +375,8 @@ int main(int argc, char **argv)
 	store_stats(S, NULL, &stt);
 	long hwm_pop = status_kb("VmHWM"), rss_pop = status_kb("VmRSS");
 
-	printf("statefs store snapshot stall benchmark (store/*.c, -O2, no FUSE)\n");
+	printf("statefs store %s stall benchmark (store/*.c, -O2, no FUSE)\n",
+	       expiry ? "expiry" : "snapshot");
 	{
 		FILE *la = fopen("/proc/loadavg", "r");
 		char buf[64] = "?";
@@ -336,6 +411,11 @@ int main(int argc, char **argv)
 	if (pthread_create(&th, NULL, admit, NULL))
 		die("pthread_create", -EAGAIN);
 
+	if (expiry) {
+		expiry_run(0);
+		pthread_join(th, NULL);
+		goto out;
+	}
 	/* 3. Undisturbed period, then the snapshots. */
 	sleep_ms(WARMUP_MS + PRE_MS);
 	struct win sw[NSNAP];
@@ -439,6 +519,7 @@ int main(int argc, char **argv)
 	       hwm_end / 1024.0, ring_mib, hwm_end / 1024.0 - ring_mib,
 	       hwm_pop / 1024.0, rss_ring / 1024.0);
 
+out:
 	for (int p = 0; p < NPARENTS; p++)
 		store_node_unref(S, par[p]);
 	store_node_unref(S, ADM);

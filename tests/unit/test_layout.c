@@ -732,6 +732,7 @@ static void test_help(void **state)
 		{ "tenant_quota=N", "0" },
 		{ "default_ttl=SECONDS", "0" },
 		{ "drain_window=SECONDS", "30" },
+		{ "cache_timeout=SECONDS", "3600" },
 		{ "testclock", "off" },
 	};
 	char *text = help_text(), *line, *save = NULL;

@@ -1,0 +1,148 @@
+#!/bin/bash
+# scripts/bench/run.sh - `make bench`: statefs against tmpfs and the FUSE
+# floor (scripts/bench/floorfs.c), side by side in one run.
+#
+# For each filesystem, in turn: mount it under a fresh directory in /tmp
+# and work in <fs>/t (for statefs a tenant: its directories are parents,
+# their files children); at each population level (BENCH_LEVELS children
+# in directories bg00000, bg00001, ... of 10,000) run the point phases of scripts/bench/loadgen.c
+# with 1 and 2 threads (BENCH_OPS operations per thread and phase), note
+# the daemon's resident memory; after the last level, `ls -l` of a
+# directory of BENCH_BIG children cold (caches dropped) and warm, its
+# removal while a probe thread admits elsewhere, fs_mark, and for statefs
+# a .snapshot of the whole population.  Every mount is undone on exit.
+#
+# Output: build/bench/results.tsv (every figure: filesystem, population,
+# threads, what, and one or two numbers: ops and seconds for a phase),
+# build/bench/report.md
+# (the tables), build/bench/bench.png (ops/s against population).
+#
+#   BENCH_LEVELS="1000 10000 100000 1000000" BENCH_OPS=5000 BENCH_BIG=100000
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+B=build/bench
+LEVELS=${BENCH_LEVELS:-"1000 10000 100000 1000000"}
+OPS=${BENCH_OPS:-5000}
+BIG=${BENCH_BIG:-100000}
+W=$(mktemp -d /tmp/sb.XXXXXX) # short: fs_mark wants a path under 40 bytes
+RES=$B/results.tsv
+PIDS=()
+
+cleanup() {
+	for m in "$W"/statefs "$W"/floor; do
+		mountpoint -q "$m" 2>/dev/null && fusermount3 -u "$m" 2>/dev/null || true
+	done
+	mountpoint -q "$W/tmpfs" 2>/dev/null && umount "$W/tmpfs" || true
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$W"
+}
+trap cleanup EXIT INT TERM
+
+say() { printf '%s\n' "$*" >&2; }
+now() { date +%s.%N; }
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+record() { printf '%s\n' "$*" | tr ' ' '\t' >>"$RES"; }
+
+wait_mount() {
+	for _ in $(seq 100); do
+		mountpoint -q "$1" && return 0
+		sleep 0.05
+	done
+	say "bench: $1 did not mount"
+	exit 1
+}
+
+# mount_fs NAME: mounts it at $W/NAME; sets DPID to its daemon (or empty).
+mount_fs() {
+	mkdir -p "$W/$1"
+	DPID=
+	case $1 in
+	tmpfs)
+		mount -t tmpfs -o size=16g none "$W/tmpfs" ;;
+	floor)
+		"$B/floorfs" -f "$W/floor" & DPID=$!
+		PIDS+=("$DPID")
+		wait_mount "$W/floor" ;;
+	statefs)
+		build/statefs -f -o max_children=4000000,max_bytes=4294967296 \
+			"$W/statefs" & DPID=$!
+		PIDS+=("$DPID")
+		wait_mount "$W/statefs" ;;
+	esac
+}
+
+umount_fs() {
+	case $1 in
+	tmpfs) umount "$W/tmpfs" ;;
+	*) fusermount3 -u "$W/$1"; wait "$DPID" 2>/dev/null || true ;;
+	esac
+}
+
+# Seconds a command takes (its output discarded).
+timed() {
+	local a b
+	a=$(now)
+	"$@" >/dev/null
+	b=$(now)
+	echo "$b - $a" | bc -l
+}
+
+run_fs() {
+	local fs=$1 d prev=0 lvl t rss0 out
+	mount_fs "$fs"
+	d=$W/$fs/t
+	mkdir "$d"
+	[ -n "$DPID" ] && rss0=$(rss_kb "$DPID") || rss0=0
+	record "$fs" 0 - rss_kb "$rss0" -
+	for lvl in $LEVELS; do
+		say "bench: $fs: population $lvl"
+		"$B/loadgen" populate "$d" bg "$prev" $((lvl - prev)) 10000 >/dev/null
+		prev=$lvl
+		sync
+		[ -n "$DPID" ] && record "$fs" "$lvl" - rss_kb "$(rss_kb "$DPID")" -
+		for t in 1 2; do
+			"$B/loadgen" point "$d" "$t" "$OPS" |
+			while read -r _ phase threads ops secs; do
+				record "$fs" "$lvl" "$threads" "$phase" "$ops" "$secs"
+			done
+		done
+	done
+
+	say "bench: $fs: ls -l of $BIG children, its removal, fs_mark"
+	"$B/loadgen" populate "$d" big 0 "$BIG" "$BIG" >/dev/null
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	record "$fs" "$prev" 1 ls_cold 1 "$(timed ls -l "$d/big00000")"
+	record "$fs" "$prev" 1 ls_warm 1 "$(timed ls -l "$d/big00000")"
+	"$B/loadgen" leave "$d/big00000" "$d/probe" |
+	while read -r what name _calls _p50 p99 max; do
+		case $what in
+		leave) record "$fs" "$prev" 1 leave_ms 1 "$name" ;;
+		probe) record "$fs" "$prev" 1 "probe_${name}_us" "$p99" "$max" ;;
+		esac
+	done
+	for t in 1 2; do
+		(cd "$W" && fs_mark -d "$d/fsm$t" -n 4000 -s 16 -S 0 -t "$t" -L 1) \
+			>"$B/fs_mark-$fs-$t.log" 2>&1 ||
+			say "bench: fs_mark on $fs failed: see $B/fs_mark-$fs-$t.log"
+		out=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 { print $4 }' \
+			"$B/fs_mark-$fs-$t.log" | tail -1)
+		record "$fs" "$prev" "$t" fs_mark_files_per_s 1 "${out:-0}"
+	done
+	if [ "$fs" = statefs ]; then
+		record "$fs" "$prev" 1 snapshot_s 1 "$(timed cat "$W/statefs/t/.snapshot")"
+		record "$fs" "$prev" 1 snapshot_lines 1 "$(wc -l <"$W/statefs/t/.snapshot")"
+	fi
+	umount_fs "$fs"
+}
+
+make -s all
+mkdir -p "$B"
+: >"$RES"
+say "bench: results in $RES; work directory $W"
+for fs in tmpfs floor statefs; do
+	run_fs "$fs"
+done
+scripts/bench/report.sh "$RES" "$B" "$LEVELS"
