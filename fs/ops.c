@@ -1248,8 +1248,12 @@ static void fs_init(void *userdata, struct fuse_conn_info *conn)
 	 * and published on close, not a separate transition. */
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
 		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* Every listing carries the attributes (ls -l, find), not only the
+	 * first chunk as the kernel's adaptive mode would: each entry then
+	 * costs no lookup of its own. */
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS;
+	conn->want &= ~(unsigned)FUSE_CAP_READDIRPLUS_AUTO;
 	/* Directory operations run in parallel; buckets serialize. */
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;

@@ -55,7 +55,7 @@
 
 #define FUSE_SUPER_MAGIC 0x65735546
 #define REAP_TICK_MS 250
-#define REAP_BUDGET 4096
+#define REAP_BUDGET 512
 #define EVENTS_CHUNK 65536
 #define INVAL_WAIT_MS 200
 /* The kernel rounds a timeout up to its tick and starts it when the

@@ -11,12 +11,18 @@
  *	  read    open(O_RDONLY) + read + close
  *	  rename  g<i>a/NAME -> g<i>b/NAME (between two parents)
  *	  unlink  unlink from g<i>b
- *	Prints one line per phase: "phase NAME THREADS OPS SECONDS".
+ *	Prints one line per phase: "phase NAME THREADS OPS SECONDS START
+ *	END" (START and END on CLOCK_MONOTONIC, in seconds).
  *
  *   loadgen populate DIR PREFIX FROM COUNT PER_DIR
  *	Files FROM .. FROM+COUNT-1, 16 bytes each, file i in directory
  *	DIR/PREFIX<i / PER_DIR> (made when missing), two threads.  Prints
  *	"populate COUNT SECONDS".
+ *
+ *   loadgen spin
+ *	The machine's parallelism: the same CPU-bound loop in one thread,
+ *	then in two at once.  Prints "spin SPEEDUP" (work per second of two
+ *	threads over one; 2.0 on two free CPUs).
  *
  *   loadgen leave DIR OTHER
  *	Removes directory DIR with everything in it (rmdir; if the
@@ -186,7 +192,8 @@ static int point(const char *dir, int nt, long n)
 		pthread_barrier_wait(&start_bar);
 		pthread_barrier_wait(&end_bar);
 		t1 = now_s();
-		printf("phase %s %d %ld %.6f\n", PHASE[ph], nt, n * nt, t1 - t0);
+		printf("phase %s %d %ld %.6f %.6f %.6f\n", PHASE[ph], nt, n * nt,
+		       t1 - t0, t0, t1);
 		fflush(stdout);
 	}
 	for (int i = 0; i < nt; i++)
@@ -378,6 +385,38 @@ static int leave(const char *dir, const char *other)
 	return 0;
 }
 
+/* Spin ------------------------------------------------------------------------- */
+
+static void *spin_thread(void *arg)
+{
+	volatile uint64_t x = 0;
+
+	for (uint64_t i = 0; i < 400000000ull; i++)
+		x += i;
+	*(uint64_t *)arg = x;
+	return NULL;
+}
+
+static int spin(void)
+{
+	pthread_t th[2];
+	uint64_t sink[2];
+	double t0, one, two;
+
+	t0 = now_s();
+	spin_thread(&sink[0]);
+	one = now_s() - t0;
+	t0 = now_s();
+	for (int i = 0; i < 2; i++)
+		if (pthread_create(&th[i], NULL, spin_thread, &sink[i]))
+			die("pthread_create", NULL);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	two = now_s() - t0;
+	printf("spin %.2f\n", 2.0 * one / two);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 5 && !strcmp(argv[1], "point"))
@@ -387,8 +426,11 @@ int main(int argc, char **argv)
 				atol(argv[6]));
 	if (argc == 4 && !strcmp(argv[1], "leave"))
 		return leave(argv[2], argv[3]);
+	if (argc == 2 && !strcmp(argv[1], "spin"))
+		return spin();
 	fprintf(stderr, "usage: loadgen point DIR THREADS N\n"
 		"       loadgen populate DIR PREFIX FROM COUNT PER_DIR\n"
-		"       loadgen leave DIR OTHER\n");
+		"       loadgen leave DIR OTHER\n"
+		"       loadgen spin\n");
 	return 2;
 }

@@ -46,7 +46,19 @@ function point_table(lvl,   p, t, a, f, s) {
 END {
 	nph = split("create stat restat read rename unlink", ph, " ")
 	printf "statefs benchmark, %s (scripts/bench/run.sh)\n", date
+	printf "\nMachine: two threads of a CPU-bound loop do %s times the work of one.\n",
+		val2("machine", 0, 2, "spin")
 	point_table(lo)
+
+	printf "\nFUSE requests per operation (1 thread, 1000 operations, counted at the fuse_request_send tracepoint):\n\n"
+	print "| phase | FUSE floor | statefs |"
+	print "|---|---|---|"
+	for (p = 1; p <= nph; p++) {
+		f = val("floor", 0, 1, "req_" ph[p]); s = val("statefs", 0, 1, "req_" ph[p])
+		printf "| %s | %s | %s |\n", ph[p],
+			f ? sprintf("%.2f", val2("floor", 0, 1, "req_" ph[p]) / f) : "-",
+			s ? sprintf("%.2f", val2("statefs", 0, 1, "req_" ph[p]) / s) : "-"
+	}
 	if (hi != lo)
 		point_table(hi)
 
@@ -79,7 +91,10 @@ END {
 	}
 	a = val2("tmpfs", hi, 1, "leave_ms"); f = val2("floor", hi, 1, "leave_ms")
 	s = val2("statefs", hi, 1, "leave_ms")
-	printf "| removing the big directory (ms; rmdir, or rm -r where rmdir is refused) | %.1f | %.1f | %.1f | %s |\n", a, f, s, ratio(s, a)
+	printf "| removing the big directory after the listing (ms; rmdir, or rm -r where rmdir is refused) | %.1f | %.1f | %.1f | %s |\n", a, f, s, ratio(s, a)
+	a = val2("tmpfs", hi, 1, "leave_cold_ms"); f = val2("floor", hi, 1, "leave_cold_ms")
+	s = val2("statefs", hi, 1, "leave_cold_ms")
+	printf "| the same with the kernel caches dropped first (ms) | %.1f | %.1f | %.1f | %s |\n", a, f, s, ratio(s, a)
 	for (i = 0; i < 2; i++) {
 		w = i ? "during" : "base"
 		printf "| probe admissions elsewhere, %s the removal: p99 / max (us) | %s / %s | %s / %s | %s / %s | |\n",

@@ -80,6 +80,32 @@ umount_fs() {
 	esac
 }
 
+# count_requests FS DIR: FUSE requests per operation of each point phase
+# (1 thread, 1000 operations), from the kernel's fuse_request_send
+# tracepoint on this mount's connection, split by the phases' start and
+# end times (the trace clock set to CLOCK_MONOTONIC, as loadgen's).
+count_requests() {
+	local fs=$1 d=$2 t=/sys/kernel/tracing dev out
+	[ -d $t/events/fuse ] || mount -t tracefs nodev $t 2>/dev/null || true
+	[ -d $t/events/fuse ] || { say "bench: no fuse tracepoint"; return 0; }
+	dev=$(stat -c %d "$d")
+	echo mono >$t/trace_clock
+	echo 32768 >$t/buffer_size_kb
+	echo >$t/trace
+	echo 1 >$t/events/fuse/fuse_request_send/enable
+	out=$("$B/loadgen" point "$d" 1 1000)
+	echo 0 >$t/events/fuse/fuse_request_send/enable
+	echo "$out" | while read -r _ phase _t ops _s a b; do
+		n=$(awk -v a="$a" -v b="$b" -v c="connection $dev " '
+			index($0, c) { for (i = 1; i <= NF; i++)
+				if ($i ~ /^[0-9]+\.[0-9]+:$/) { ts = $i + 0; break }
+				if (ts >= a && ts <= b) n++ }
+			END { print n + 0 }' $t/trace)
+		record "$fs" 0 1 "req_$phase" "$ops" "$n"
+	done
+	echo >$t/trace
+}
+
 # Seconds a command takes (its output discarded).
 timed() {
 	local a b
@@ -96,6 +122,7 @@ run_fs() {
 	mkdir "$d"
 	[ -n "$DPID" ] && rss0=$(rss_kb "$DPID") || rss0=0
 	record "$fs" 0 - rss_kb "$rss0" -
+	[ "$fs" = tmpfs ] || count_requests "$fs" "$d"
 	for lvl in $LEVELS; do
 		say "bench: $fs: population $lvl"
 		"$B/loadgen" populate "$d" bg "$prev" $((lvl - prev)) 10000 >/dev/null
@@ -104,7 +131,7 @@ run_fs() {
 		[ -n "$DPID" ] && record "$fs" "$lvl" - rss_kb "$(rss_kb "$DPID")" -
 		for t in 1 2; do
 			"$B/loadgen" point "$d" "$t" "$OPS" |
-			while read -r _ phase threads ops secs; do
+			while read -r _ phase threads ops secs _; do
 				record "$fs" "$lvl" "$threads" "$phase" "$ops" "$secs"
 			done
 		done
@@ -122,6 +149,16 @@ run_fs() {
 		leave) record "$fs" "$prev" 1 leave_ms 1 "$name" ;;
 		probe) record "$fs" "$prev" 1 "probe_${name}_us" "$p99" "$max" ;;
 		esac
+	done
+	# The same removal with nothing of it in the kernel's caches.
+	"$B/loadgen" populate "$d" big "$BIG" "$BIG" "$BIG" >/dev/null
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+	"$B/loadgen" leave "$d/big00001" "$d/probe2" |
+	while read -r what name _; do
+		if [ "$what" = leave ]; then
+			record "$fs" "$prev" 1 leave_cold_ms 1 "$name"
+		fi
 	done
 	for t in 1 2; do
 		(cd "$W" && fs_mark -d "$d/fsm$t" -n 4000 -s 16 -S 0 -t "$t" -L 1) \
@@ -142,6 +179,8 @@ make -s all
 mkdir -p "$B"
 : >"$RES"
 say "bench: results in $RES; work directory $W"
+# How much a second thread can add on this machine at all.
+record machine 0 2 spin 1 "$("$B/loadgen" spin | awk '{ print $2 }')"
 for fs in tmpfs floor statefs; do
 	run_fs "$fs"
 done

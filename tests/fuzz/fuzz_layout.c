@@ -195,6 +195,7 @@ static const struct ropt ropts[] = {
 	{ "tenant_quota", R_NUM, 0, UINT64_MAX, FIELD(tenant_quota) },
 	{ "default_ttl", R_SEC, 0, UINT64_MAX, FIELD(default_ttl_ms) },
 	{ "drain_window", R_SEC, 0, UINT64_MAX, FIELD(drain_window_ms) },
+	{ "cache_timeout", R_SEC, 0, UINT64_MAX, FIELD(cache_timeout_ms) },
 	{ "testclock", R_FLAG, 0, 0, FIELD(testclock) },
 };
 
