@@ -21,6 +21,12 @@
 
 #include "store/store.h"
 
+/* A caller's credentials (store_cred) and the groups they point to. */
+struct fs_cred {
+	struct store_cred c;
+	gid_t *groups;                  /* owned */
+};
+
 enum fs_file_kind { FS_STAGE, FS_TEXT, FS_DEPART, FS_EVENTS, FS_CLOCK, FS_DRAIN };
 
 /* An open file (fi->fh). */
@@ -71,6 +77,10 @@ struct fs {
 	bool echo_dir;
 	bool echo_armed;
 };
+
+/* Fill @fc from the caller of @req (fs/ops.c).  0 or -ENOMEM. */
+int fs_cred_get(fuse_req_t req, struct fs_cred *fc);
+void fs_cred_free(struct fs_cred *fc);
 
 /* The low-level operations table. */
 extern const struct fuse_lowlevel_ops fs_ops;

@@ -562,26 +562,41 @@ static int stats_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
 }
 
 /*
- * May the caller of @req list a tenant owned by @uid:@gid with @mode (read
- * and search permission, as ls needs)?  Root may list everything.
+ * The caller of @req as the store judges permissions: uid, gid and
+ * supplementary groups.  libfuse reads the groups from /proc; when that
+ * fails the caller counts as having none, which can only narrow what it
+ * is allowed.  Root's groups are not read (uid 0 passes every check).
+ * Free with fs_cred_free().  0 or -ENOMEM.
  */
-static bool may_list(fuse_req_t req, uid_t uid, gid_t gid, mode_t mode)
+int fs_cred_get(fuse_req_t req, struct fs_cred *fc)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	gid_t groups[64];
-	int n;
+	int n = 0;
 
-	if (ctx->uid == 0)
-		return true;
-	if (ctx->uid == uid)
-		return (mode & 0500) == 0500;
-	if (ctx->gid == gid)
-		return (mode & 0050) == 0050;
-	n = fuse_req_getgroups(req, 64, groups);
-	for (int i = 0; i < n && i < 64; i++)
-		if (groups[i] == gid)
-			return (mode & 0050) == 0050;
-	return (mode & 0005) == 0005;
+	memset(fc, 0, sizeof(*fc));
+	fc->c.uid = ctx->uid;
+	fc->c.gid = ctx->gid;
+	if (ctx->uid != 0)
+		n = fuse_req_getgroups(req, 0, NULL);
+	if (n > 0) {
+		int got;
+
+		fc->groups = calloc((size_t)n, sizeof(*fc->groups));
+		if (!fc->groups)
+			return -ENOMEM;
+		/* The count may change between the two reads: keep what
+		 * fitted (the return value is the whole count). */
+		got = fuse_req_getgroups(req, n, fc->groups);
+		fc->c.groups = fc->groups;
+		fc->c.ngroups = got < 0 ? 0 : got < n ? (size_t)got : (size_t)n;
+	}
+	return 0;
+}
+
+void fs_cred_free(struct fs_cred *fc)
+{
+	free(fc->groups);
+	memset(fc, 0, sizeof(*fc));
 }
 
 /*
@@ -603,14 +618,21 @@ static int snapshot_text(fuse_req_t req, struct fs *fs, struct store_node *dir,
 	/* The root's snapshot lists only the tenants the reader could list
 	 * with ls; a tenant's own is guarded by its directory already. */
 	if (!tenant) {
+		struct fs_cred fc;
 		size_t k = 0;
 
+		rc = fs_cred_get(req, &fc);
+		if (rc) {
+			store_snapshot_free(&snap);
+			return rc;
+		}
 		for (size_t i = 0; i < snap.n; i++)
-			if (may_list(req, snap.rows[i].tenant_uid,
-				     snap.rows[i].tenant_gid,
-				     snap.rows[i].tenant_mode))
+			if (store_cred_may_list(&fc.c, snap.rows[i].tenant_uid,
+						snap.rows[i].tenant_gid,
+						snap.rows[i].tenant_mode))
 				snap.rows[k++] = snap.rows[i];
 		snap.n = k;
+		fs_cred_free(&fc);
 	}
 	for (size_t i = 0; i < snap.n; i++)
 		need += layout_format_snapshot_row(NULL, 0, &snap.rows[i]);

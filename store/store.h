@@ -93,6 +93,49 @@ struct store_owner {
 	mode_t mode; /* permission bits only */
 };
 
+/*
+ * Who asks: a caller's uid, gid and supplementary groups, as the kernel
+ * judges permissions (fs/ fills it from the FUSE request).  The store
+ * never keeps one beyond the call it is passed to, except an event
+ * reader's (store_event_reader), which its owner keeps alive.
+ */
+struct store_cred {
+	uid_t uid;
+	gid_t gid;
+	const gid_t *groups;   /* may be NULL when ngroups is 0 */
+	size_t ngroups;
+};
+
+#define STORE_MAY_READ  4u
+#define STORE_MAY_WRITE 2u
+#define STORE_MAY_EXEC  1u
+
+/*
+ * Does @c have every permission in @want (STORE_MAY_* bits) on a
+ * directory owned by @uid:@gid with permission bits @mode?  The class is
+ * the one Linux picks: owner when the uid matches, else group when the
+ * gid or a supplementary group matches, else other.  uid 0 may do
+ * anything to a directory.  Pure: no lock, no state (store/cred.c).
+ */
+bool store_cred_may(const struct store_cred *c, uid_t uid, gid_t gid,
+		    mode_t mode, unsigned want);
+
+/*
+ * May @c list such a directory (read and search permission, as ls
+ * needs)?  The rule of the root's .snapshot and .events filters.
+ */
+bool store_cred_may_list(const struct store_cred *c, uid_t uid, gid_t gid,
+			 mode_t mode);
+
+/*
+ * May @c remove an entry owned by @uid from a directory owned by
+ * @dir_uid with permission bits @dir_mode, as far as the sticky bit goes?
+ * True unless the directory is sticky and @c is neither the entry's
+ * owner, the directory's owner nor uid 0.
+ */
+bool store_cred_sticky_ok(const struct store_cred *c, uid_t dir_uid,
+			  mode_t dir_mode, uid_t uid);
+
 /* What stat(2) shows of a node. */
 struct store_attr {
 	uint64_t ino;
