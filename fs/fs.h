@@ -39,6 +39,7 @@ struct fs_file {
 	size_t len;
 	/* FS_EVENTS; guarded by fs->watch_lock. */
 	struct store_event_reader reader;
+	struct fs_cred cred;            /* the root's: who opened it */
 	fuse_req_t waiting;             /* a parked read, or NULL */
 	size_t want;                    /* its size */
 	struct fuse_pollhandle *ph;     /* a poll waiting for data */
@@ -105,7 +106,8 @@ uint64_t fs_manual_clock(void *arg);
 /* .clock written: advance by @ms and run every due expiry. */
 void fs_clock_advance(struct fs *fs, uint64_t ms);
 
-/* .events open files. */
+/* .events open files.  For the root's, f->cred holds who opened it
+ * (fs_cred_get): the reader sees only the tenants it may list. */
 void fs_events_open(struct fs *fs, struct store_node *dir, struct fs_file *f);
 void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 		    size_t size, bool nonblock);

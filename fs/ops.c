@@ -418,6 +418,7 @@ static void file_free(struct fs *fs, struct fs_file *f)
 		return;
 	store_stage_close(f->stage);
 	free(f->text);
+	fs_cred_free(&f->cred);
 	if (f->node)
 		store_node_unref(fs->store, f->node);
 	free(f);
@@ -694,7 +695,12 @@ static int file_open_special(fuse_req_t req, struct fs *fs, struct store_node *n
 		f->kind = FS_DEPART;
 		break;
 	case LAYOUT_SLOT_EVENTS:
-		fs_events_open(fs, dir, f);
+		/* The root's stream shows the reader only the tenants it may
+		 * list, with the credentials it opened the file with. */
+		if (store_node_kind(dir) == STORE_ROOT)
+			rc = fs_cred_get(req, &f->cred);
+		if (rc == 0)
+			fs_events_open(fs, dir, f);
 		break;
 	case LAYOUT_SLOT_SNAPSHOT:
 		f->kind = FS_TEXT;
@@ -717,6 +723,7 @@ static int file_open_special(fuse_req_t req, struct fs *fs, struct store_node *n
 		rc = -ENOENT;
 	}
 	if (rc) {
+		fs_cred_free(&f->cred);
 		free(f->text);
 		free(f);
 		return rc;

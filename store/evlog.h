@@ -27,6 +27,11 @@ struct evlog_entry {
 	uint64_t tenant_ino;
 	const char *tenant, *parent, *child; /* NULL or "" print as "-" */
 	int64_t generation, version;         /* < 0 prints as "-" */
+	/* The tenant's owner, group and permission bits when the line was
+	 * appended: who may read it from the root's .events. */
+	uid_t tenant_uid;
+	gid_t tenant_gid;
+	mode_t tenant_mode;
 };
 
 /*
@@ -41,7 +46,7 @@ uint64_t evlog_next_seq(struct evlog *l);
 /* See store_events_read / store_events_pending / store_events_next. */
 size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 		  size_t len);
-bool evlog_pending(struct evlog *l, const struct store_event_reader *r);
+bool evlog_pending(struct evlog *l, struct store_event_reader *r);
 int evlog_next(struct evlog *l, struct store_event_reader *r,
 	       struct store_event *ev);
 

@@ -44,8 +44,8 @@
  *     -> world (shared by transitions, exclusive for full scans)
  *     -> store->lock -> tenant->lock -> parent->lock (ascending ino)
  *     -> snapshot rows -> stage->lock -> state stripe
- *     -> snapshot frozen states, heap, event log, tombstone queue,
- *        ino shard (leaves)
+ *     -> snapshot frozen states, heap, tenant->acl_lock, event log,
+ *        tombstone queue, ino shard (leaves)
  *
  * A stage's write and read take only stage->lock and a stripe: they
  * change no shared fact; its publication is a transition.
@@ -135,7 +135,11 @@ struct tenant {
 	pthread_mutex_t lock;
 	struct parent *parents;        /* lock */
 	struct tomb *tombs;            /* lock */
-	struct meta meta;              /* lock */
+	struct meta meta;              /* lock; uid, gid and mode are
+					* written under acl_lock as well */
+	/* A leaf: lets emit() read meta's uid, gid and mode from a
+	 * transition that holds only a bucket or a stripe. */
+	pthread_mutex_t acl_lock;
 	uint64_t snap_epoch;           /* lock: see "Snapshot" */
 	/* Gauges of this tenant, updated with the store-wide ones. */
 	atomic_uint_fast64_t parents_n, children_n, links_n, tombs_n, bytes_n;
@@ -539,6 +543,14 @@ static void emit(struct store *s, enum store_op op, bool internal,
 		.version = version,
 	};
 
+	/* Who may read the line: the tenant's owner and mode now. */
+	if (t) {
+		lock(&t->acl_lock);
+		e.tenant_uid = t->meta.uid;
+		e.tenant_gid = t->meta.gid;
+		e.tenant_mode = t->meta.mode;
+		unlock(&t->acl_lock);
+	}
 	if (evlog_append(s->events, &e)) {
 		event_appended = true;
 		event_internal |= internal;
@@ -626,6 +638,7 @@ static void node_free(struct store *s, struct store_node *n)
 	case STORE_TENANT:
 		t = as_tenant(n);
 		pthread_mutex_destroy(&t->lock);
+		pthread_mutex_destroy(&t->acl_lock);
 		free(t->name);
 		free(t);
 		break;
@@ -1237,8 +1250,13 @@ static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 		rc = -ESTALE;
 	else if (mask & STORE_SET_SIZE)
 		rc = content_resize_locked(s, as_child(n), in->size);
-	if (rc == 0 && (mask & ~STORE_SET_SIZE))
+	if (rc == 0 && (mask & ~STORE_SET_SIZE)) {
+		if (n->kind == STORE_TENANT)
+			lock(&as_tenant(n)->acl_lock);
 		meta_apply(m, mask, in);
+		if (n->kind == STORE_TENANT)
+			unlock(&as_tenant(n)->acl_lock);
+	}
 	unlock(l);
 	if (rc)
 		return refuse(s, rc);
@@ -1427,6 +1445,7 @@ static int tenant_create(struct store *s, const char *name,
 	node_init(&t->node, ino_alloc(s, 1 + STORE_NSPECIAL), STORE_TENANT);
 	specials_init(t->special, &t->node);
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_mutex_init(&t->acl_lock, NULL);
 	meta_init(&t->meta, owner);
 	t->snap_epoch = s->snap_epochs; /* not in a snapshot being taken */
 
@@ -3077,6 +3096,7 @@ void store_events_open(struct store *s, struct store_node *tenant,
 	r->next = evlog_next_seq(s->events);
 	r->tenant_ino = tenant ? tenant->ino : 0;
 	r->window = STORE_EVENT_WINDOW;
+	r->cred = NULL;
 }
 
 size_t store_events_read(struct store *s, struct store_event_reader *r,
@@ -3085,7 +3105,7 @@ size_t store_events_read(struct store *s, struct store_event_reader *r,
 	return evlog_read(s->events, r, buf, len);
 }
 
-bool store_events_pending(struct store *s, const struct store_event_reader *r)
+bool store_events_pending(struct store *s, struct store_event_reader *r)
 {
 	return evlog_pending(s->events, r);
 }

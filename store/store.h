@@ -496,7 +496,8 @@ uint64_t store_next_deadline(struct store *s);
  * unlink link rename expire drain cleanup.  The log keeps the newest
  * STORE_EVENT_LOG lines; each reader may fall at most STORE_EVENT_WINDOW
  * lines behind the newest before it gets one "overflow" line and
- * continues from the present.  Appending never waits for a reader.
+ * continues from the present (lines it does not see excepted, see
+ * store_event_reader).  Appending never waits for a reader.
  */
 #define STORE_EVENT_LOG    65536
 #define STORE_EVENT_WINDOW 4096
@@ -515,16 +516,26 @@ enum store_op {
 	STORE_OP_CLEANUP,
 };
 
-/* A reader's position in the log, and its scope. */
+/*
+ * A reader's position in the log, its scope and, optionally, whose eyes
+ * it reads with.  With @cred it sees only the lines of tenants @cred may
+ * list (store_cred_may_list), judged by the tenant's owner, group and
+ * mode when each line was appended; lines of no tenant are everyone's.
+ * Lines it does not see keep their numbers (the reader sees gaps) and,
+ * while they are in the log, never make it fall behind.
+ */
 struct store_event_reader {
 	uint64_t next;         /* sequence number it reads next */
 	uint64_t tenant_ino;   /* 0: the whole store; else one tenant */
 	uint64_t window;       /* how far it may fall behind */
+	const struct store_cred *cred; /* NULL: every line in scope; else
+					* kept alive by the reader's owner */
 };
 
 /*
  * Start a reader at the present (the next line appended is its first).
- * @tenant NULL for the whole store.
+ * @tenant NULL for the whole store.  r->cred starts NULL; the caller may
+ * set it before the first read.
  */
 void store_events_open(struct store *s, struct store_node *tenant,
 		       struct store_event_reader *r);
@@ -538,8 +549,9 @@ void store_events_open(struct store *s, struct store_node *tenant,
 size_t store_events_read(struct store *s, struct store_event_reader *r,
 			 char *buf, size_t len);
 
-/* True when @r has something to read. */
-bool store_events_pending(struct store *s, const struct store_event_reader *r);
+/* True when @r has something to read.  Moves @r past the lines it does
+ * not see. */
+bool store_events_pending(struct store *s, struct store_event_reader *r);
 
 /*
  * One event as the watcher machinery needs it (fs/ echoes internal

@@ -20,6 +20,8 @@ setup() {
 }
 
 teardown() {
+	bg_stop
+	rm -f "$(dirname "$MNT")/go"
 	exec 5>&- 6>&- 7>&- 8>&- 9>&-
 	statefs_unmount
 }
@@ -160,6 +162,30 @@ INTRUDER_OPS=(
 	"read t/.stats" "read t/.snapshot" "open t/.events" "read t/.drain"
 	"write t/.drain" "write t/.depart" "stat t/.depart"
 )
+
+# events_as USER OUT: open $MNT/.events as USER (root: 0:0), then copy its
+# lines to OUT in the background until the line "join open end" (gives up
+# after 5 s); returns once the file is open.  events_wait waits for them.
+EVENTS_PY='
+import os, sys, signal
+signal.alarm(5)
+fd = os.open(sys.argv[1] + "/.events", os.O_RDONLY)
+print("open", file=sys.stderr, flush=True)
+buf = b""
+while b"\tjoin\topen\tend\t" not in buf:
+    buf += os.read(fd, 65536)
+sys.stdout.write(buf.decode())
+'
+events_as() {
+	local who=$1 out=$2 i
+	as_user "$who" "$PROBE_PYTHON" -c "$EVENTS_PY" "$MNT" >"$out" 2>"$out.open" 3>&- &
+	BG_PIDS+=($!)
+	for i in $(seq 100); do
+		grep -q '^open$' "$out.open" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	fail "$who could not open .events: $(cat "$out.open")"
+}
 
 # everything: every node under $MNT with its owner, mode and content.
 everything() {
@@ -540,6 +566,112 @@ tenant pass -"
 	assert_failure
 	assert_output --partial 'Permission denied'
 	no_eio
+}
+
+@test "the root's .events shows each reader the lines of the tenants it can list, as they were when each line came" {
+	local d=$BATS_TEST_TMPDIR
+	as_user "$U1" mkdir -m 0700 "$MNT/closed"
+	as_user "$U1" mkdir -m 0750 "$MNT/group"
+	as_user "$U1" chgrp 2000 "$MNT/group"
+	as_user "$U1" mkdir -m 0755 "$MNT/open"
+	events_as 0:0 "$d/root"
+	events_as "$U1" "$d/u1"
+	events_as "$U2" "$d/u2"
+	events_as "$U3" "$d/u3"
+	as_user "$U1" mkdir "$MNT/closed/p"
+	sh_as "$U1" 'echo x >"$1"' "$MNT/closed/p/c"
+	as_user "$U1" mkdir "$MNT/group/p"
+	as_user "$U1" mkdir "$MNT/open/p"
+	sh_as "$U1" 'echo y >"$1"' "$MNT/open/p/c"
+	as_user "$U1" rmdir "$MNT/closed/p"
+	# Opened for a moment: what happened meanwhile is everyone's.
+	as_user "$U1" chmod 0755 "$MNT/closed"
+	as_user "$U1" mkdir "$MNT/closed/q"
+	as_user "$U1" chmod 0700 "$MNT/closed"
+	as_user "$U1" mkdir "$MNT/closed/r"
+	as_user "$U1" mkdir "$MNT/open/end"
+	events_wait
+	local all
+	all=$(evlines join closed p - 1 - create closed p c 1 0 write closed p c 1 1 \
+		join group p - 1 - join open p - 1 - create open p c 1 0 \
+		write open p c 1 1 leave closed p - 1 - join closed q - 1 - \
+		join closed r - 1 - join open end - 1 -)
+	# Root and the owner see everything.
+	run cut -f2- "$d/root"
+	assert_output "$all"
+	run cut -f2- "$d/u1"
+	assert_output "$all"
+	# A member of group 2000 (a supplementary group) sees the 0750
+	# tenant too; nobody else sees the 0700 one while it was closed.
+	run cut -f2- "$d/u2"
+	assert_output "$(evlines join group p - 1 - join open p - 1 - \
+		create open p c 1 0 write open p c 1 1 join closed q - 1 - \
+		join open end - 1 -)"
+	run cut -f2- "$d/u3"
+	assert_output "$(evlines join open p - 1 - create open p c 1 0 \
+		write open p c 1 1 join closed q - 1 - join open end - 1 -)"
+	# The lines keep the store's sequence numbers: each filtered
+	# reader's lines are root's lines, numbers included (gaps, not
+	# renumbering).
+	run grep -cvxF -f "$d/root" "$d/u3"
+	assert_output 0
+	run grep -cvxF -f "$d/root" "$d/u2"
+	assert_output 0
+	run awk -F'\t' 'NR > 1 && $1 != prev + 1 { gap = 1 } { prev = $1 } END { exit !gap }' "$d/u3"
+	assert_success
+	# A tenant's own .events is guarded by its directory.
+	run probe "$U2" "open closed/.events"
+	assert_output 'open closed/.events EACCES'
+}
+
+@test "lines of a tenant a reader cannot list never make its root .events overflow" {
+	local d=$BATS_TEST_TMPDIR go
+	go="$(dirname "$MNT")/go"
+	as_user "$U1" mkdir -m 0700 "$MNT/closed"
+	as_user "$U1" mkdir -m 0777 "$MNT/closed/p"
+	as_user "$U1" mkdir -m 0755 "$MNT/open"
+	# Two readers open the stream and do not read: another user, and
+	# root.  Then 5000 lines of the closed tenant, more than the 4096 a
+	# reader may fall behind, and one line of the open one.
+	# reader WHO OUT: open, wait for $go, read up to "join open end".
+	local reader='
+import os, sys, time
+fd = os.open(sys.argv[1] + "/.events", os.O_RDONLY)
+print("open", file=sys.stderr, flush=True)
+t0 = time.monotonic()
+while not os.path.exists(sys.argv[2]):
+    if time.monotonic() - t0 > 60:
+        sys.exit("no go")
+    time.sleep(0.05)
+buf = b""
+while b"\tjoin\topen\tend\t" not in buf:
+    buf += os.read(fd, 65536)
+sys.stdout.write(buf.decode())
+'
+	as_user "$U2" timeout 90 "$PROBE_PYTHON" -c "$reader" "$MNT" "$go" >"$d/u2" 2>"$d/u2.open" &
+	BG_PIDS+=($!)
+	timeout 90 "$PROBE_PYTHON" -c "$reader" "$MNT" "$go" >"$d/root" 2>"$d/root.open" &
+	BG_PIDS+=($!)
+	local i
+	for i in $(seq 100); do
+		grep -q open "$d/u2.open" && grep -q open "$d/root.open" && break
+		sleep 0.05
+	done
+	"$PROBE_PYTHON" -c '
+import os, sys
+for i in range(5000):
+    os.close(os.open("%s/closed/p/c%d" % (sys.argv[1], i), os.O_CREAT | os.O_WRONLY, 0o644))
+' "$MNT"
+	mkdir "$MNT/open/end"
+	touch "$go"
+	events_wait
+	rm -f "$go"
+	run cut -f2- "$d/u2"
+	assert_output "$(evlines join open end - 1 -)"
+	run head -n 1 "$d/root"
+	assert_output overflow
+	run tail -n 1 "$d/root"
+	assert_output --regexp $'^[0-9]+\tjoin\topen\tend\t-\t1\t-$'
 }
 
 @test "every refusal of this suite's kinds is its errno, never EIO: a sweep of shell tools" {

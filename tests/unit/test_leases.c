@@ -1365,6 +1365,192 @@ static void test_events_next_overflow(void **state)
 	check_ok(c);
 }
 
+/* A tenant made by @o (uid, gid, mode). */
+static struct store_node *mk_owned(struct ctx *c, const char *name,
+				   const struct store_owner *o)
+{
+	struct store_node *n = NULL;
+
+	assert_int_equal(store_mkdir(c->s, root(c), name, o, &n), 0);
+	return n;
+}
+
+static void chmod_node(struct ctx *c, struct store_node *n, mode_t mode)
+{
+	struct store_attr in;
+
+	memset(&in, 0, sizeof in);
+	in.mode = mode;
+	assert_int_equal(store_setattr(c->s, n, STORE_SET_MODE, &in, NULL), 0);
+}
+
+/* The sequence numbers of @raw's lines, as one string "n n n ". */
+static void seqs_of(const char *raw, char *out, size_t cap)
+{
+	out[0] = '\0';
+	for (const char *l = raw; *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t used = strlen(out);
+
+		snprintf(out + used, cap - used, "%llu ", strtoull(l, NULL, 10));
+		l = nl + 1;
+	}
+}
+
+/*
+ * A reader with credentials sees the lines of the tenants they may list
+ * (read and search), judged by the tenant's mode when each line was
+ * appended, with the store's sequence numbers; root and the owner see all.
+ */
+static void test_events_filtered_by_reader(void **state)
+{
+	static const gid_t g2000[] = { 2000 };
+	const struct store_owner closed_o = { 1001, 1001, 0700 };
+	const struct store_owner group_o = { 1001, 2000, 0750 };
+	const struct store_owner open_o = { 1001, 1001, 0755 };
+	const struct store_cred owner = { 1001, 1001, NULL, 0 };
+	const struct store_cred member = { 1002, 1002, g2000, 1 };
+	const struct store_cred other = { 1003, 1003, NULL, 0 };
+	const struct store_cred rootc = { 0, 0, NULL, 0 };
+	struct ctx *c = *state;
+	struct store_node *closed, *group, *open, *p, *r;
+	struct rd all, ro, rm, rx, rr;
+	char *raw, seq_all[256], seq_x[256], want[256];
+
+	rd_open(c, &all, NULL);
+	rd_open(c, &ro, NULL);
+	ro.r.cred = &owner;
+	rd_open(c, &rm, NULL);
+	rm.r.cred = &member;
+	rd_open(c, &rx, NULL);
+	rx.r.cred = &other;
+	rd_open(c, &rr, NULL);
+	rr.r.cred = &rootc;
+
+	closed = mk_owned(c, "closed", &closed_o);
+	group = mk_owned(c, "group", &group_o);
+	open = mk_owned(c, "open", &open_o);
+	p = mk(c, closed, "p");
+	assert_int_equal(create_rc(c, p, "a", true), 0);
+	put(c, p);
+	assert_int_equal(mkdir_rc(c, group, "p"), 0);
+	assert_int_equal(mkdir_rc(c, open, "p"), 0);
+	/* Opened up: from now on others see it; and closed again. */
+	chmod_node(c, closed, 0755);
+	assert_int_equal(mkdir_rc(c, closed, "q"), 0);
+	chmod_node(c, closed, 0700);
+	assert_int_equal(mkdir_rc(c, closed, "r"), 0);
+
+	expect_events(c, &rx,
+		      EV("join", "open", "-", "-", "-", "-")
+		      EV("join", "open", "p", "-", "1", "-")
+		      EV("join", "closed", "q", "-", "1", "-"));
+	expect_events(c, &rm,
+		      EV("join", "group", "-", "-", "-", "-")
+		      EV("join", "open", "-", "-", "-", "-")
+		      EV("join", "group", "p", "-", "1", "-")
+		      EV("join", "open", "p", "-", "1", "-")
+		      EV("join", "closed", "q", "-", "1", "-"));
+	/* The owner, root and a reader without credentials see all 9. */
+	raw = rd_raw(c, &all, NULL);
+	assert_int_equal(count_lines(raw), 9);
+	seqs_of(raw, seq_all, sizeof seq_all);
+	free(raw);
+	raw = rd_raw(c, &ro, NULL);
+	seqs_of(raw, want, sizeof want);
+	assert_string_equal(want, seq_all);
+	free(raw);
+	raw = rd_raw(c, &rr, NULL);
+	seqs_of(raw, want, sizeof want);
+	assert_string_equal(want, seq_all);
+	free(raw);
+
+	/* The filtered reader's numbers are the store's: a gap, not a
+	 * renumbering. */
+	rd_open(c, &rx, NULL);
+	rx.r.cred = &other;
+	rd_open(c, &all, NULL);
+	r = lk(c, closed, "r");
+	assert_int_equal(create_rc(c, r, "x", true), 0);
+	put(c, r);
+	assert_int_equal(mkdir_rc(c, open, "z"), 0);
+	raw = rd_raw(c, &all, NULL);
+	seqs_of(raw, seq_all, sizeof seq_all);
+	free(raw);
+	raw = rd_raw(c, &rx, NULL);
+	seqs_of(raw, seq_x, sizeof seq_x);
+	assert_int_equal(count_lines(raw), 1);
+	free(raw);
+	assert_non_null(strstr(seq_all, seq_x));
+	assert_string_not_equal(seq_all, seq_x);
+
+	/* A line of no tenant is everyone's. */
+	assert_int_equal(store_drain(c->s, NULL), 0);
+	expect_events(c, &rx, EV("drain", "-", "-", "-", "-", "-"));
+
+	put(c, closed);
+	put(c, group);
+	put(c, open);
+	check_ok(c);
+}
+
+/*
+ * Lines a reader does not see never make it overflow while they are in
+ * the log: a reader 5000 hidden lines behind reads the next visible line
+ * as if nothing had happened.  A reader that is moved along (pending, as
+ * the daemon's event thread asks after each transition) never overflows
+ * on hidden lines at all; one left alone longer than the log holds gets
+ * an overflow line, as it cannot tell what it missed.
+ */
+static void test_events_filtered_no_overflow(void **state)
+{
+	const struct store_owner closed_o = { 1001, 1001, 0700 };
+	const struct store_cred other = { 1003, 1003, NULL, 0 };
+	struct ctx *c = *state;
+	struct store_node *closed, *open, *p, *a;
+	struct rd idle, polled, wrapped, all;
+	const int n = STORE_EVENT_WINDOW + 904;
+
+	closed = mk_owned(c, "closed", &closed_o);
+	open = mk(c, root(c), "open");
+	p = mk(c, closed, "p");
+	a = cr(c, p, "a");
+	rd_open(c, &idle, NULL);
+	idle.r.cred = &other;
+	rd_open(c, &all, NULL);
+	for (int i = 0; i < n; i++)
+		publish(c, a, STORE_STAGE_REPLACE, "x");
+	assert_false(store_events_pending(c->s, &idle.r));
+	assert_int_equal(mkdir_rc(c, open, "q"), 0);
+	assert_true(store_events_pending(c->s, &idle.r));
+	expect_events(c, &idle, EV("join", "open", "q", "-", "1", "-"));
+	assert_int_equal(idle.overflows, 0);
+	/* The same distance in lines it sees is an overflow, as before. */
+	free(rd_take(c, &all));
+	assert_int_equal(all.overflows, 1);
+
+	rd_open(c, &polled, NULL);
+	polled.r.cred = &other;
+	rd_open(c, &wrapped, NULL);
+	wrapped.r.cred = &other;
+	for (int i = 0; i < STORE_EVENT_LOG + 100; i++) {
+		publish(c, a, STORE_STAGE_REPLACE, "x");
+		if (i % 1000 == 999)
+			assert_false(store_events_pending(c->s, &polled.r));
+	}
+	assert_int_equal(mkdir_rc(c, open, "r"), 0);
+	expect_events(c, &polled, EV("join", "open", "r", "-", "1", "-"));
+	assert_int_equal(polled.overflows, 0);
+	expect_events(c, &wrapped,
+		      "overflow\n" EV("join", "open", "r", "-", "1", "-"));
+
+	put(c, a);
+	put(c, p);
+	put(c, open);
+	put(c, closed);
+	check_ok(c);
+}
+
 /* Events for the watcher machinery ---------------------------------------- */
 
 static void test_events_next_internal(void **state)
@@ -2126,6 +2312,8 @@ int main(void)
 		T(test_events_read_whole_lines),
 		T(test_events_overflow),
 		T(test_events_next_overflow),
+		T(test_events_filtered_by_reader),
+		T(test_events_filtered_no_overflow),
 		T(test_events_next_internal),
 		T(test_event_hook),
 		T(test_expired_parent_handle_changes_nothing),
