@@ -51,6 +51,10 @@ struct fs {
 	struct store *store;
 	uid_t mount_uid;
 	bool testclock;
+	/* -o default_permissions: the kernel checks permissions, and
+	 * statefs checks what the kernel cannot see (a cascading rmdir,
+	 * a .depart).  Without it nothing is checked. */
+	bool default_permissions;
 	atomic_uint_fast64_t clock_ms;  /* -o testclock: the manual clock */
 	struct fuse_session *se;
 	char *mountpoint;               /* absolute */

@@ -343,6 +343,26 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 }
 
 /*
+ * The credentials a cascade (rmdir of a tenant or parent, .depart) is
+ * checked with: the caller's under default_permissions, else none
+ * (*@use NULL).  Free with fs_cred_free().
+ */
+static int cascade_cred(fuse_req_t req, struct fs *fs, struct fs_cred *fc,
+			const struct store_cred **use)
+{
+	int rc = 0;
+
+	memset(fc, 0, sizeof(*fc));
+	*use = NULL;
+	if (fs->default_permissions) {
+		rc = fs_cred_get(req, fc);
+		if (rc == 0)
+			*use = &fc->c;
+	}
+	return rc;
+}
+
+/*
  * rmdir (@dir true) and unlink: the echo thread's removals are answered
  * from the echo record; a special file is never removed.
  */
@@ -351,6 +371,8 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct fs *fs = fs_of(req);
 	struct store_node *d = node_get(req, parent);
+	const struct store_cred *cred = NULL;
+	struct fs_cred fc = { 0 };
 	int rc;
 
 	if (fs_echo_remove(req, fs, name, dir))
@@ -359,11 +381,13 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = -ESTALE;
 	else if (special_in(fs, d, name))
 		rc = dir ? -ENOTDIR : -EPERM;
-	else
-		rc = dir ? store_rmdir(fs->store, d, name) :
-			   store_unlink(fs->store, d, name);
+	else if (!dir)
+		rc = store_unlink(fs->store, d, name);
+	else if ((rc = cascade_cred(req, fs, &fc, &cred)) == 0)
+		rc = store_rmdir(fs->store, d, name, cred);
 	if (rc <= 0)
 		reply_err(req, rc);
+	fs_cred_free(&fc);
 	node_put(fs, d);
 }
 
@@ -814,6 +838,8 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 {
 	struct fs *fs = fs_of(req);
 	struct fs_file *f = file_of(fi);
+	const struct store_cred *cred = NULL;
+	struct fs_cred fc = { 0 };
 	char name[NAME_MAX + 1];
 	uint64_t ms;
 	ssize_t n;
@@ -829,8 +855,11 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 					 store_limits(fs->store)->max_name,
 					 name, sizeof(name));
 		if (rc == 0)
+			rc = cascade_cred(req, fs, &fc, &cred);
+		if (rc == 0)
 			rc = store_depart(fs->store, store_node_tenant(f->node),
-					  name);
+					  name, cred);
+		fs_cred_free(&fc);
 		n = rc ? rc : (ssize_t)size;
 		break;
 	case FS_DRAIN:

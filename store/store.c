@@ -1574,17 +1574,17 @@ static void links_free(struct store *s, struct link *links)
 }
 
 /*
- * Parent @p leaves (t->lock held): one critical section of its bucket
- * marks it departed and clears it; it leaves the tenant's table.  The
- * caller has placed the tombstone and frees the returned links and the
- * table's reference on @p after unlocking.
+ * Parent @p leaves (t->lock and p->lock held; p->lock is released): one
+ * critical section of its bucket marks it departed and clears it; it
+ * leaves the tenant's table.  The caller has placed the tombstone and
+ * frees the returned links and the table's reference on @p after
+ * unlocking.
  */
-static struct link *parent_remove_locked(struct store *s, struct tenant *t,
+static struct link *parent_unhook_locked(struct store *s, struct tenant *t,
 					 struct parent *p)
 {
 	struct link *links;
 
-	lock(&p->lock);
 	snap_parent_cow(s, p);
 	atomic_store(&p->node.dead, true);
 	lease_clear(s, &p->node);
@@ -1597,14 +1597,63 @@ static struct link *parent_remove_locked(struct store *s, struct tenant *t,
 	return links;
 }
 
+/* As parent_unhook_locked(), taking the bucket's lock (t->lock held). */
+static struct link *parent_remove_locked(struct store *s, struct tenant *t,
+					 struct parent *p)
+{
+	lock(&p->lock);
+	return parent_unhook_locked(s, t, p);
+}
+
+/*
+ * Could @cred remove parent @p of @t with what it holds by hand on
+ * Linux, emptying it first (t->lock and p->lock held)?  The tenant's
+ * sticky bit; then, when @p has a child not past its deadline at @now,
+ * write and search permission on @p, and @p's sticky bit for each child.
+ * No @cred, or root: yes.
+ */
+static bool may_remove_parent_locked(struct store *s, struct tenant *t,
+				     struct parent *p,
+				     const struct store_cred *cred, uint64_t now)
+{
+	const struct meta *pm = &p->meta;
+	bool wx, sticky;
+
+	if (!cred || cred->uid == 0)
+		return true;
+	if (!store_cred_sticky_ok(cred, t->meta.uid, t->meta.mode, pm->uid))
+		return false;
+	wx = store_cred_may(cred, pm->uid, pm->gid, pm->mode,
+			    STORE_MAY_WRITE | STORE_MAY_EXEC);
+	sticky = (pm->mode & S_ISVTX) && cred->uid != pm->uid;
+	if (wx && !sticky)
+		return true; /* may remove any child */
+	for (struct link *l = p->links; l; l = l->hh.next) {
+		struct child *c = l->child;
+		uid_t owner;
+
+		if (is_expired(&c->node, now))
+			continue; /* gone already, reaped or not */
+		if (!wx)
+			return false; /* not empty */
+		lock(stripe(s, c));
+		owner = c->meta.uid;
+		unlock(stripe(s, c));
+		if (owner != cred->uid)
+			return false; /* sticky: only its own children */
+	}
+	return true;
+}
+
 /*
  * Remove every parent of @t (t->lock held), cascade included, and its
  * tombstones: the body of a tenant cleanup and of a drain's clear.  With
  * @op each parent's removal is reported as an internal event (so the
- * watch machinery echoes it).
+ * watch machinery echoes it).  With @plocked the caller holds every
+ * bucket's lock; each is released as its parent goes.
  */
 static void tenant_clear_locked(struct store *s, struct tenant *t,
-				enum store_op op)
+				enum store_op op, bool plocked)
 {
 	struct parent *p, *tmp;
 
@@ -1614,7 +1663,8 @@ static void tenant_clear_locked(struct store *s, struct tenant *t,
 		if (op != NO_EVENT)
 			emit(s, op, true, &p->node, t, p->name, NULL,
 			     (int64_t)p->generation, -1);
-		links = parent_remove_locked(s, t, p);
+		links = plocked ? parent_unhook_locked(s, t, p) :
+				  parent_remove_locked(s, t, p);
 		atomic_fetch_add(&s->leaves, 1);
 		links_free(s, links);
 		store_node_unref(s, &p->node);
@@ -1622,9 +1672,55 @@ static void tenant_clear_locked(struct store *s, struct tenant *t,
 	tombs_drop_all_locked(s, t);
 }
 
-static int tenant_cleanup(struct store *s, const char *name)
+static int parent_cmp(const void *a, const void *b);
+
+/*
+ * Lock every bucket of @t, in inode order (t->lock held), and decide
+ * whether @cred (not root) could empty @t by hand (see store_rmdir).  On
+ * 0 the buckets stay locked for tenant_clear_locked(); on -EACCES or
+ * -ENOMEM none is.
+ */
+static int tenant_lock_for_cascade(struct store *s, struct tenant *t,
+				   const struct store_cred *cred)
 {
+	size_t n = HASH_COUNT(t->parents), live = 0;
+	uint64_t now = store_now_ms(s);
+	struct parent **ps, *p;
+	bool ok = true;
+	size_t i = 0;
+
+	if (!n)
+		return 0;
+	ps = st_malloc(n * sizeof(*ps));
+	if (!ps)
+		return -ENOMEM;
+	for (p = t->parents; p; p = p->hh.next)
+		ps[i++] = p;
+	qsort(ps, n, sizeof(*ps), parent_cmp);
+	for (i = 0; i < n; i++)
+		lock(&ps[i]->lock);
+	for (i = 0; i < n && ok; i++) {
+		if (is_expired(&ps[i]->node, now))
+			continue; /* gone already, reaped or not */
+		live++;
+		ok = may_remove_parent_locked(s, t, ps[i], cred, now);
+	}
+	if (ok && live)
+		ok = store_cred_may(cred, t->meta.uid, t->meta.gid, t->meta.mode,
+				    STORE_MAY_WRITE | STORE_MAY_EXEC);
+	if (!ok)
+		for (i = n; i > 0; i--)
+			unlock(&ps[i - 1]->lock);
+	free(ps);
+	return ok ? 0 : -EACCES;
+}
+
+static int tenant_cleanup(struct store *s, const char *name,
+			  const struct store_cred *cred)
+{
+	bool check = cred && cred->uid != 0;
 	struct tenant *t;
+	int rc;
 
 	lock(&s->lock);
 	HASH_FIND_STR(s->tenants, name, t);
@@ -1633,6 +1729,12 @@ static int tenant_cleanup(struct store *s, const char *name)
 		return -ENOENT;
 	}
 	lock(&t->lock);
+	rc = check ? tenant_lock_for_cascade(s, t, cred) : 0;
+	if (rc) {
+		unlock(&t->lock);
+		unlock(&s->lock);
+		return rc;
+	}
 	atomic_store(&t->node.dead, true);
 	HASH_DEL(s->tenants, t);
 	gauge_sub(&s->tenants_n, 1, "tenants");
@@ -1641,7 +1743,7 @@ static int tenant_cleanup(struct store *s, const char *name)
 		atomic_fetch_sub(&s->tenants_draining, 1);
 	unlock(&s->lock);
 
-	tenant_clear_locked(s, t, NO_EVENT);
+	tenant_clear_locked(s, t, NO_EVENT, check);
 	emit(s, STORE_OP_CLEANUP, false, &t->node, t, NULL, NULL, -1, -1);
 	unlock(&t->lock);
 	store_node_unref(s, &t->node); /* the table's reference */
@@ -1807,10 +1909,11 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 /*
  * Member left (rmdir, .depart): in one critical section of the bucket,
  * mark it departed and remove every child link; keep a tombstone.  With
- * @must_exist false a missing parent still gets its tombstone.
+ * @must_exist false a missing parent still gets its tombstone.  With
+ * @cred the cascade must be one @cred could do by hand (-EACCES).
  */
 static int parent_leave(struct store *s, struct tenant *t, const char *name,
-			bool must_exist)
+			bool must_exist, const struct store_cred *cred)
 {
 	struct parent *p, *reaped = NULL;
 	struct tomb *tb, *newtb;
@@ -1858,7 +1961,20 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 		free(newtb);
 		return rc ? refuse(s, rc) : 0;
 	}
-	rc = tomb_insert_locked(s, t, newtb, p ? p->generation : 0, now);
+	/* The bucket stays locked from the check to its removal. */
+	if (p) {
+		lock(&p->lock);
+		if (!may_remove_parent_locked(s, t, p, cred, now)) {
+			unlock(&p->lock);
+			gauge_sub(&s->tombs_n, 1, "tombstones");
+			rc = -EACCES;
+		}
+	}
+	if (rc == 0) {
+		rc = tomb_insert_locked(s, t, newtb, p ? p->generation : 0, now);
+		if (rc && p)
+			unlock(&p->lock);
+	}
 	if (rc) {
 		unlock(&t->lock);
 		reaped_free(s, reaped, rlinks);
@@ -1868,7 +1984,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 	emit(s, op, op == STORE_OP_DEPART, p ? &p->node : NULL, t, name, NULL,
 	     p ? (int64_t)p->generation : 0, -1);
 	if (p) {
-		links = parent_remove_locked(s, t, p);
+		links = parent_unhook_locked(s, t, p);
 		atomic_fetch_add(&s->leaves, 1);
 	}
 	unlock(&t->lock);
@@ -1900,13 +2016,14 @@ static int parent_expire(struct store *s, struct parent *p, uint64_t now)
 	return done;
 }
 
-static int do_depart(struct store *s, struct store_node *tenant, const char *name)
+static int do_depart(struct store *s, struct store_node *tenant, const char *name,
+		     const struct store_cred *cred)
 {
 	struct tenant *t = as_tenant(tenant);
 
 	if (!t)
 		return -EPERM;
-	return parent_leave(s, t, name, false);
+	return parent_leave(s, t, name, false, cred);
 }
 
 static int do_mkdir(struct store *s, struct store_node *dir, const char *name,
@@ -1922,18 +2039,19 @@ static int do_mkdir(struct store *s, struct store_node *dir, const char *name,
 	}
 }
 
-static int do_rmdir(struct store *s, struct store_node *dir, const char *name)
+static int do_rmdir(struct store *s, struct store_node *dir, const char *name,
+		    const struct store_cred *cred)
 {
 	struct store_node *n;
 	int rc;
 
 	switch (dir->kind) {
 	case STORE_ROOT:
-		return tenant_cleanup(s, name);
+		return tenant_cleanup(s, name, cred);
 	case STORE_TENANT:
 		if (is_dead(dir))
 			return refuse(s, -ESTALE);
-		return parent_leave(s, as_tenant(dir), name, true);
+		return parent_leave(s, as_tenant(dir), name, true, cred);
 	case STORE_PARENT:
 		rc = store_lookup(s, dir, name, &n);
 		if (rc)
@@ -2890,9 +3008,10 @@ int store_setattr(struct store *s, struct store_node *n, unsigned mask,
 	return TRANSITION(s, do_setattr(s, n, mask, in, out));
 }
 
-int store_depart(struct store *s, struct store_node *tenant, const char *name)
+int store_depart(struct store *s, struct store_node *tenant, const char *name,
+		 const struct store_cred *cred)
 {
-	return TRANSITION(s, do_depart(s, tenant, name));
+	return TRANSITION(s, do_depart(s, tenant, name, cred));
 }
 
 int store_mkdir(struct store *s, struct store_node *dir, const char *name,
@@ -2901,9 +3020,10 @@ int store_mkdir(struct store *s, struct store_node *dir, const char *name,
 	return TRANSITION(s, do_mkdir(s, dir, name, owner, out));
 }
 
-int store_rmdir(struct store *s, struct store_node *dir, const char *name)
+int store_rmdir(struct store *s, struct store_node *dir, const char *name,
+		const struct store_cred *cred)
 {
-	return TRANSITION(s, do_rmdir(s, dir, name));
+	return TRANSITION(s, do_rmdir(s, dir, name, cred));
 }
 
 int store_create(struct store *s, struct store_node *parent, const char *name,
@@ -3347,7 +3467,7 @@ static void drain_clear(struct store *s, struct tenant *only)
 		if (only && t != only)
 			continue;
 		lock(&t->lock);
-		tenant_clear_locked(s, t, STORE_OP_DRAIN);
+		tenant_clear_locked(s, t, STORE_OP_DRAIN, false);
 		if (atomic_load(&t->drain_state) == STORE_DRAINING)
 			atomic_fetch_sub(&s->tenants_draining, 1);
 		atomic_store(&t->drain_state, STORE_DRAINED);

@@ -298,15 +298,28 @@ int store_mkdir(struct store *s, struct store_node *dir, const char *name,
  * @name (everything in it, one transition).  -ENOENT absent, -ENOSPC
  * tombstone pool full (nothing removed); inside a parent, -ENOTDIR for
  * a child and -ENOENT for nothing, as rmdir(2) answers.
+ *
+ * With @cred (NULL: no check), the cascade must be one @cred could do by
+ * hand on Linux, emptying the directory first (root always may): a
+ * parent with children needs write and search permission on the parent,
+ * and a sticky parent not @cred's also needs every child to be @cred's;
+ * a tenant with parents needs write and search permission on the tenant,
+ * and each parent must pass the same rule, a sticky tenant not @cred's
+ * also needing every parent to be @cred's.  Else -EACCES, nothing
+ * removed.  The check and the removal are one critical section.  Write
+ * and search permission on @dir itself is the kernel's to check.
  */
-int store_rmdir(struct store *s, struct store_node *dir, const char *name);
+int store_rmdir(struct store *s, struct store_node *dir, const char *name,
+		const struct store_cred *cred);
 
 /*
  * Record a departed tombstone for parent @name of tenant @tenant, whether
  * or not it exists (an out-of-order member-left); a live parent leaves
- * with the same cascade as store_rmdir().  -ENOSPC when the pool is full.
+ * with the same cascade as store_rmdir(), under the same @cred check
+ * (NULL: none).  -ENOSPC when the pool is full, -EACCES refused.
  */
-int store_depart(struct store *s, struct store_node *tenant, const char *name);
+int store_depart(struct store *s, struct store_node *tenant, const char *name,
+		 const struct store_cred *cred);
 
 /*
  * Admit child @name into parent @parent: one critical section of the

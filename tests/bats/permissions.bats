@@ -418,6 +418,83 @@ c"
 	no_eio
 }
 
+@test "rmdir of another user's 0700 tenant with content is EACCES even in a 0777 root; its owner and root may" {
+	chmod 0777 "$MNT"
+	as_user "$U1" mkdir -m 0700 "$MNT/t" "$MNT/t2" "$MNT/empty"
+	as_user "$U1" mkdir "$MNT/t/p" "$MNT/t2/p"
+	sh_as "$U1" 'echo x >"$1"' "$MNT/t/p/c"
+	local before
+	before=$(everything)
+	# The kernel lets anyone remove an entry of a 0777 directory; the
+	# content would have to go first, which another user cannot do.
+	refused "$U2" 'Permission denied' rmdir "$MNT/t"
+	refused "$U2" 'Permission denied' rmdir "$MNT/t2"
+	run probe "$U3" "rmdir t" "rmdir t2"
+	assert_output $'rmdir t EACCES\nrmdir t2 EACCES'
+	run everything
+	assert_output "$before"
+	# An empty one is anyone's to remove there, as on Linux.
+	as_user "$U2" rmdir "$MNT/empty"
+	# The owner may, and root.
+	as_user "$U1" rmdir "$MNT/t"
+	rmdir "$MNT/t2"
+	run ls "$MNT"
+	assert_output ''
+	no_eio
+}
+
+@test "a cascade needs what emptying by hand would: parents of a 0777 tenant, sticky tenants, .depart" {
+	chmod 0777 "$MNT"
+	# A 0777 tenant of U1 with U1's 0700 parent p (a child) and q (empty).
+	as_user "$U1" mkdir -m 0777 "$MNT/w"
+	as_user "$U1" mkdir -m 0700 "$MNT/w/p" "$MNT/w/q"
+	sh_as "$U1" 'echo x >"$1"' "$MNT/w/p/c"
+	# A sticky tenant of U1 where U2 keeps a parent with a child.
+	as_user "$U1" mkdir -m 1777 "$MNT/s"
+	as_user "$U2" mkdir -m 0777 "$MNT/s/p2"
+	sh_as "$U2" 'echo y >"$1"' "$MNT/s/p2/c"
+	local before
+	before=$(everything)
+	run probe "$U2" "rmdir w/p" "rmdir w"
+	assert_output $'rmdir w/p EACCES\nrmdir w EACCES'
+	refused "$U2" 'Permission denied' rmdir "$MNT/w/p"
+	run probe "$U3" "rmdir s"
+	assert_output 'rmdir s EACCES'
+	run everything
+	assert_output "$before"
+	as_user "$U2" rmdir "$MNT/w/q"
+	# The sticky tenant's owner may remove it: U2's parent is 0777.
+	as_user "$U1" rmdir "$MNT/s"
+	# .depart: the tenant's owner departs members it could remove by
+	# hand only; root departs any.
+	as_user "$U1" mkdir -m 0777 "$MNT/d"
+	as_user "$U2" mkdir -m 0700 "$MNT/d/m" "$MNT/d/e"
+	sh_as "$U2" 'echo z >"$1"' "$MNT/d/m/c"
+	refused "$U1" 'Permission denied' bash -c 'echo m >"$1"' _ "$MNT/d/.depart"
+	run ls "$MNT/d"
+	assert_output $'e\nm'
+	run cat "$MNT/d/m/c"
+	assert_output z
+	sh_as "$U1" 'echo e >"$1"' "$MNT/d/.depart"
+	echo m >"$MNT/d/.depart"
+	run ls "$MNT/d"
+	assert_output ''
+	run stat_of tombstones
+	assert_output 3
+	no_eio
+}
+
+@test "without default_permissions statefs checks no cascade either" {
+	statefs_remount -o allow_other
+	as_user "$U1" mkdir -m 0700 "$MNT/t"
+	as_user "$U1" mkdir -m 0700 "$MNT/t/p"
+	sh_as "$U1" 'echo x >"$1"' "$MNT/t/p/c"
+	as_user "$U2" rmdir "$MNT/t/p"
+	as_user "$U2" rmdir "$MNT/t"
+	run ls "$MNT"
+	assert_output ''
+}
+
 @test "only root (the mount's owner) can drain the whole store: the root .drain is 0644 root's" {
 	run stat -c '%u:%g %a' "$MNT/.drain"
 	assert_output '0:0 644'

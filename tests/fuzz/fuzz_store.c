@@ -1520,7 +1520,7 @@ static void run_op(struct fz *f)
 		break;
 	case OP_RMDIR_T:
 		note(f, "rmdir %s", TN[pa.t]);
-		rc = store_rmdir(f->s, root, TN[pa.t]);
+		rc = store_rmdir(f->s, root, TN[pa.t], NULL);
 		expect(f, "rmdir tenant", rc, m_rmdir_tenant(m, pa.t, rc));
 		break;
 	case OP_JOIN:
@@ -1536,8 +1536,8 @@ static void run_op(struct fz *f)
 		     TN[pa.t], PN[pa.p]);
 		rc = lookup_tenant(f, pa.t, &n2);
 		if (rc == 0)
-			rc = op == OP_LEAVE ? store_rmdir(f->s, n2, PN[pa.p]) :
-			     store_depart(f->s, n2, PN[pa.p]);
+			rc = op == OP_LEAVE ? store_rmdir(f->s, n2, PN[pa.p], NULL) :
+			     store_depart(f->s, n2, PN[pa.p], NULL);
 		expect(f, op == OP_LEAVE ? "rmdir parent" : "depart", rc,
 		       m_leave(m, pa.t, pa.p, op == OP_LEAVE, rc));
 		break;
@@ -1739,7 +1739,7 @@ static void run_op(struct fz *f)
 			expect(f, "mkdir in a parent", rc, M(EPERM));
 			break;
 		case 1: /* rmdir of a child */
-			rc = store_rmdir(f->s, p, CN[pa.c]);
+			rc = store_rmdir(f->s, p, CN[pa.c], NULL);
 			expect(f, "rmdir in a parent", rc,
 			       has_c ? M(ENOTDIR) : M(ENOENT));
 			break;

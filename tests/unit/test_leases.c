@@ -249,7 +249,7 @@ static void test_next_deadline(void **state)
 	set_ttl(c, q, 200);                 /* a parent's lease counts */
 	assert_int_equal(store_next_deadline(c->s), t0 + 200);
 	assert_int_equal(mkdir_rc(c, t, "r"), 0);
-	assert_int_equal(store_rmdir(c->s, t, "r"), 0); /* a tombstone */
+	assert_int_equal(store_rmdir(c->s, t, "r", NULL), 0); /* a tombstone */
 	tomb = t0 + c->lim.tombstone_ttl_ms;
 	assert_int_equal(store_next_deadline(c->s), t0 + 200);
 
@@ -317,7 +317,7 @@ static void test_next_deadline_forgets_removed_leases(void **state)
 	assert_int_equal(store_unlink(c->s, p, "b"), 0);
 	assert_int_equal(store_next_deadline(c->s), t0 + 500);
 	/* Tenant cleanup takes a's lease with it. */
-	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
 	advance(c, 1000);
 	assert_int_equal(store_expire(c->s, 10), 0);
@@ -442,7 +442,7 @@ static void test_renew_stale(void **state)
 	/* An old parent handle after leave. */
 	q = mk(c, t, "q");
 	set_ttl(c, q, 1000);
-	assert_int_equal(store_rmdir(c->s, t, "q"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "q", NULL), 0);
 	assert_int_equal(store_renew(c->s, q), -ESTALE);
 	assert_int_equal(store_set_ttl(c->s, q, 1000), -ESTALE);
 	put(c, q);
@@ -585,7 +585,7 @@ static void test_parent_expiry_cascades(void **state)
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
 	put(c, p);
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	p = mk(c, t, "p");
 	assert_int_equal(gen(c, p), 2);
 	q = mk(c, t, "q");
@@ -662,7 +662,7 @@ static void test_parent_expired_before_reap(void **state)
 	assert_list(c, t, "");
 	assert_int_equal(getattr_rc(c, p), -ESTALE);
 	assert_int_equal(store_renew(c->s, p), -ESTALE);
-	assert_int_equal(store_rmdir(c->s, t, "p"), -ENOENT);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), -ENOENT);
 	/* Nothing gets in or out through the old handle. */
 	assert_int_equal(create_rc(c, p, "y", true), -ESTALE);
 	assert_int_equal(store_lookup(c->s, p, "x", &n), -ESTALE);
@@ -893,7 +893,7 @@ static void test_tombstone_aging_via_expire(void **state)
 	assert_int_equal(mkdir_rc(c, t, "p"), 0);
 	q = mk(c, t, "q");
 	t0 = now(c);
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	assert_int_equal(store_next_deadline(c->s), t0 + 1000);
 	set_ttl(c, q, 200);
 	assert_int_equal(store_next_deadline(c->s), t0 + 200);
@@ -962,8 +962,8 @@ static void test_events_lines(void **state)
 	assert_int_equal(mkdir_rc(c, t, "p"), -EEXIST);
 	assert_int_equal(mkdir_rc(c, root(c), "t"), -EEXIST);
 	assert_int_equal(store_unlink(c->s, p, "zz"), -ENOENT);
-	assert_int_equal(store_rmdir(c->s, t, "zz"), -ENOENT);
-	assert_int_equal(store_rmdir(c->s, root(c), "zz"), -ENOENT);
+	assert_int_equal(store_rmdir(c->s, t, "zz", NULL), -ENOENT);
+	assert_int_equal(store_rmdir(c->s, root(c), "zz", NULL), -ENOENT);
 	assert_int_equal(store_link(c->s, a, p, "a"), -EEXIST);
 	assert_int_equal(store_rename(c->s, p, "zz", q, "zz", 0), -ENOENT);
 	assert_false(store_events_pending(c->s, &d.r));
@@ -1002,11 +1002,11 @@ static void test_events_lines(void **state)
 		      EV("unlink", "t", "q", "a2", "1", "4"));
 
 	/* Leave (with a child: one line), rejoin, departs. */
-	assert_int_equal(store_rmdir(c->s, t, "q"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "q", NULL), 0);
 	put(c, q);
 	q = mk(c, t, "q");
-	assert_int_equal(store_depart(c->s, t, "ghost"), 0);
-	assert_int_equal(store_depart(c->s, t, "q"), 0);
+	assert_int_equal(store_depart(c->s, t, "ghost", NULL), 0);
+	assert_int_equal(store_depart(c->s, t, "q", NULL), 0);
 	g = mk(c, t, "ghost");
 	assert_int_equal(store_unlink(c->s, p, "a"), 0);
 	expect_events(c, &d,
@@ -1018,7 +1018,7 @@ static void test_events_lines(void **state)
 		      EV("unlink", "t", "p", "a", "1", "4"));
 
 	/* Tenant cleanup: one line for everything. */
-	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	expect_events(c, &d, EV("cleanup", "t", "-", "-", "-", "-"));
 	assert_false(store_events_pending(c->s, &d.r));
 
@@ -1040,7 +1040,7 @@ static void test_events_expire_lines(void **state)
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
 	put(c, p);
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	p = mk(c, t, "p");                   /* generation 2 */
 	q = mk(c, t, "q");
 	a = cr(c, p, "a");
@@ -1107,10 +1107,10 @@ static void test_events_tenant_scope(void **state)
 	publish(c, a2, STORE_STAGE_REPLACE, "2");
 	publish(c, a1, STORE_STAGE_REPLACE, "1");
 	assert_int_equal(store_unlink(c->s, p2, "a"), 0);
-	assert_int_equal(store_depart(c->s, t2, "x"), 0);
-	assert_int_equal(store_rmdir(c->s, root(c), "t2"), 0);
+	assert_int_equal(store_depart(c->s, t2, "x", NULL), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t2", NULL), 0);
 	assert_int_equal(mkdir_rc(c, root(c), "t3"), 0);
-	assert_int_equal(store_rmdir(c->s, t1, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t1, "p", NULL), 0);
 
 	raw_all = rd_raw(c, &all, NULL);
 	raw_1 = rd_raw(c, &r1, NULL);
@@ -1146,7 +1146,7 @@ static void test_events_tenant_scope(void **state)
 		      EV("unlink", "t2", "p", "a", "1", "1")
 		      EV("depart", "t2", "x", "-", "0", "-")
 		      EV("cleanup", "t2", "-", "-", "-", "-"));
-	assert_int_equal(store_rmdir(c->s, root(c), "t1"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t1", NULL), 0);
 	expect_events(c, &r1, EV("cleanup", "t1", "-", "-", "-", "-"));
 	expect_events(c, &r2, "");
 
@@ -1619,7 +1619,7 @@ static void test_events_next_internal(void **state)
 	seq = ev.seq;
 	store_event_free(&ev);
 
-	assert_int_equal(store_depart(c->s, t, "r"), 0);
+	assert_int_equal(store_depart(c->s, t, "r", NULL), 0);
 	next_ev(c, &re, &ev);
 	assert_int_equal(ev.op, STORE_OP_DEPART);
 	assert_true(ev.internal);
@@ -1629,7 +1629,7 @@ static void test_events_next_internal(void **state)
 	assert_string_equal(ev.child, "");
 	store_event_free(&ev);
 
-	assert_int_equal(store_depart(c->s, t, "ghost"), 0);
+	assert_int_equal(store_depart(c->s, t, "ghost", NULL), 0);
 	next_ev(c, &re, &ev);
 	assert_int_equal(ev.op, STORE_OP_DEPART);
 	assert_true(ev.internal);
@@ -1637,7 +1637,7 @@ static void test_events_next_internal(void **state)
 	store_event_free(&ev);
 
 	/* rmdir of P is a request on P's own path. */
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	next_ev(c, &re, &ev);
 	assert_int_equal(ev.op, STORE_OP_LEAVE);
 	assert_false(ev.internal);
@@ -1692,7 +1692,7 @@ static void test_event_hook(void **state)
 	assert_int_equal(create_rc(c, p, "a", true), -EEXIST);
 	assert_int_equal(store_unlink(c->s, p, "zz"), -ENOENT);
 	assert_int_equal(mkdir_rc(c, t, "p"), -EEXIST);
-	assert_int_equal(store_rmdir(c->s, t, "zz"), -ENOENT);
+	assert_int_equal(store_rmdir(c->s, t, "zz", NULL), -ENOENT);
 	set_ttl(c, a, 10);
 	assert_int_equal(store_renew(c->s, a), 0);
 	assert_int_equal(store_expire(c->s, 10), 0);
@@ -1715,14 +1715,14 @@ static void test_event_hook(void **state)
 
 	/* depart is internal, unlink is not. */
 	h0 = c->hooks;
-	assert_int_equal(store_depart(c->s, t, "ghost"), 0);
+	assert_int_equal(store_depart(c->s, t, "ghost", NULL), 0);
 	assert_int_equal(c->hooks, h0 + 1);
 	assert_int_equal(c->hooks_internal, i0 + 2);
 	assert_int_equal(create_rc(c, q, "b", true), 0);
 	assert_int_equal(store_unlink(c->s, q, "b"), 0);
 	assert_int_equal(c->hooks, h0 + 3);
 	assert_int_equal(c->hooks_internal, i0 + 2);
-	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	assert_int_equal(c->hooks, h0 + 4);
 	{
 		char *ev = rd_take(c, &d);
@@ -1844,11 +1844,11 @@ static void test_removed_parent_leases_not_pending(void **state)
 	set_ttl(c, r, 200);
 	set_ttl(c, w, 300);
 	tomb = t0 + c->lim.tombstone_ttl_ms;
-	assert_int_equal(store_rmdir(c->s, t, "q"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "q", NULL), 0);
 	assert_int_equal(store_next_deadline(c->s), t0 + 200);
-	assert_int_equal(store_depart(c->s, t, "r"), 0);
+	assert_int_equal(store_depart(c->s, t, "r", NULL), 0);
 	assert_int_equal(store_next_deadline(c->s), t0 + 300);
-	assert_int_equal(store_rmdir(c->s, root(c), "u"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "u", NULL), 0);
 	assert_int_equal(store_next_deadline(c->s), tomb);
 	advance(c, 1000);
 	assert_int_equal(store_expire(c->s, 16), 0);
@@ -1932,7 +1932,7 @@ static void test_depart_of_expired_parent(void **state)
 	set_ttl(c, p, 100);
 	rd_open(c, &d, NULL);
 	advance(c, 100);
-	assert_int_equal(store_depart(c->s, t, "p"), 0);
+	assert_int_equal(store_depart(c->s, t, "p", NULL), 0);
 	ev = rd_take(c, &d);
 	if (strncmp(ev, EV("expire", "t", "p", "-", "1", "-"),
 		    strlen(EV("expire", "t", "p", "-", "1", "-"))) != 0)
