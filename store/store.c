@@ -364,6 +364,21 @@ static void meta_init(struct meta *m, const struct store_owner *o)
 	m->atime = m->mtime = m->ctime = wall_now();
 }
 
+/*
+ * A node made in directory @dir (whose lock the caller holds) takes
+ * @dir's group when @dir is setgid, and a new directory (@is_dir) takes
+ * the setgid bit too, as on Linux.  (The kernel has already cleared the
+ * bit from a new file's mode when the caller is not in the group.)
+ */
+static void meta_inherit(struct meta *m, const struct meta *dir, bool is_dir)
+{
+	if (!(dir->mode & S_ISGID))
+		return;
+	m->gid = dir->gid;
+	if (is_dir)
+		m->mode |= S_ISGID;
+}
+
 static void touch_dir(struct meta *m)
 {
 	m->mtime = m->ctime = wall_now();
@@ -1458,6 +1473,8 @@ static int tenant_create(struct store *s, const char *name,
 	else if (!reserve(&s->tenants_n, 1, s->lim.max_tenants))
 		rc = -ENOSPC;
 	if (rc == 0) {
+		/* Not reachable yet: its owner is still only ours to set. */
+		meta_inherit(&t->meta, &s->root_meta, true);
 		hash_oom = 0;
 		HASH_ADD_KEYPTR(hh, s->tenants, t->name, strlen(t->name), t);
 		if (hash_oom) {
@@ -1875,6 +1892,7 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 	if (rc == 0) {
 		tb = tomb_find_locked(s, t, name, now);
 		p->generation = tb ? tb->generation + 1 : 1;
+		meta_inherit(&p->meta, &t->meta, true);
 		hash_oom = 0;
 		HASH_ADD_KEYPTR(hh, t->parents, p->name, strlen(p->name), p);
 		if (hash_oom) {
@@ -2303,8 +2321,10 @@ retry:
 		return rc ? refuse(s, rc) : 0;
 	}
 	rc = admit_locked(s, p, true, now);
-	if (rc == 0)
+	if (rc == 0) {
+		meta_inherit(&c->meta, &p->meta, false);
 		rc = link_insert_locked(s, p, l, true);
+	}
 	if (rc == 0) {
 		store_node_ref(&p->tenant->node);  /* c->tenant */
 		store_node_ref(&c->node);          /* the caller's */

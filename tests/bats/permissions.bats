@@ -359,6 +359,43 @@ $MNT/t/shared/c3 1003:3000"
 	no_eio
 }
 
+@test "a setgid directory gives new nodes its group, and new directories its setgid bit" {
+	# A setgid root of group 2000: U3 (gid 1003, not in 2000) makes a
+	# tenant, a parent and a child; all take group 2000, the directories
+	# the bit as well.
+	chgrp 2000 "$MNT"
+	chmod 3777 "$MNT"
+	sh_as "$U3" 'umask 0 && mkdir "$1/t" && mkdir "$1/t/p" && echo x >"$1/t/p/c"' "$MNT"
+	run stat -c '%n %u:%g %a' "$MNT/t" "$MNT/t/p" "$MNT/t/p/c"
+	assert_output "$MNT/t 1003:2000 2777
+$MNT/t/p 1003:2000 2777
+$MNT/t/p/c 1003:2000 666"
+	# chmod g+s by a tenant's owner in the group: the members' new
+	# parents and children take the group.
+	chmod g-s "$MNT"
+	run stat -c %a "$MNT"
+	assert_output 1777
+	as_user "$U1" mkdir -m 0775 "$MNT/s"
+	as_user "$U1" chgrp 2000 "$MNT/s"
+	as_user "$U1" chmod g+s "$MNT/s"
+	sh_as "$U2" 'umask 022 && mkdir "$1/s/p" && touch "$1/s/p/c"' "$MNT"
+	run stat -c '%n %u:%g %a' "$MNT/s" "$MNT/s/p" "$MNT/s/p/c"
+	assert_output "$MNT/s 1001:2000 2775
+$MNT/s/p 1002:2000 2755
+$MNT/s/p/c 1002:2000 644"
+	# Without the bit, the caller's group again; what exists keeps its.
+	as_user "$U1" chmod g-s "$MNT/s"
+	as_user "$U2" mkdir "$MNT/s/q"
+	run stat -c '%n %u:%g' "$MNT/s/q" "$MNT/s/p"
+	assert_output "$MNT/s/q 1002:1002
+$MNT/s/p 1002:2000"
+	# The new tenants of a root without the bit: the caller's group.
+	as_user "$U3" mkdir "$MNT/u"
+	run stat -c '%u:%g' "$MNT/u"
+	assert_output 1003:1003
+	no_eio
+}
+
 @test "chmod and chown are the owner's (or root's): others get EPERM, as on Linux" {
 	as_user "$U1" mkdir -m 0755 "$MNT/t"
 	as_user "$U1" mkdir -m 0755 "$MNT/t/p"

@@ -2425,6 +2425,81 @@ static void test_depart_cascade_permissions(void **state)
 	check_ok(c);
 }
 
+/* Owner and group of @n as stat shows them, and its mode bits. */
+static void assert_owner(struct ctx *c, struct store_node *n, uid_t uid,
+			 gid_t gid, mode_t mode)
+{
+	struct store_attr a;
+
+	assert_int_equal(store_getattr(c->s, n, &a), 0);
+	assert_int_equal(a.uid, uid);
+	assert_int_equal(a.gid, gid);
+	assert_int_equal(a.mode & 07777, mode);
+}
+
+static void chmod_chgrp(struct ctx *c, struct store_node *n, gid_t gid,
+			mode_t mode)
+{
+	struct store_attr in;
+
+	memset(&in, 0, sizeof in);
+	in.gid = gid;
+	in.mode = mode;
+	assert_int_equal(store_setattr(c->s, n, STORE_SET_GID | STORE_SET_MODE,
+				       &in, NULL), 0);
+}
+
+/*
+ * A node made in a setgid directory takes the directory's group; a new
+ * directory there is setgid too; elsewhere nodes take the caller's.
+ */
+static void test_setgid_directories(void **state)
+{
+	struct ctx *c = *state;
+	const struct store_owner u2d = { 1002, 1002, 0755 };
+	const struct store_owner u2f = { 1002, 1002, 0640 };
+	struct store_node *t, *p, *q, *ch, *plain;
+	bool created;
+
+	/* Without the bit: the caller's group. */
+	plain = mk_as(c, root(c), "plain", 1002, 0755);
+	assert_owner(c, plain, 1002, 1002, 0755);
+
+	/* The root is setgid: a new tenant takes its group and the bit. */
+	chmod_chgrp(c, root(c), 3000, 02755);
+	assert_int_equal(store_mkdir(c->s, root(c), "t", &u2d, &t), 0);
+	assert_owner(c, t, 1002, 3000, 02755);
+	/* So its parents, then their children (files: no bit added). */
+	assert_int_equal(store_mkdir(c->s, t, "p", &u2d, &p), 0);
+	assert_owner(c, p, 1002, 3000, 02755);
+	assert_int_equal(store_create(c->s, p, "c", &u2f, true, &ch, &created),
+			 0);
+	assert_owner(c, ch, 1002, 3000, 0640);
+	put(c, ch);
+	/* The group the directory has now is what counts. */
+	chmod_chgrp(c, p, 2000, 02770);
+	assert_int_equal(store_create(c->s, p, "d", &u2f, true, &ch, &created),
+			 0);
+	assert_owner(c, ch, 1002, 2000, 0640);
+	put(c, ch);
+	/* The bit removed: the caller's group again. */
+	chmod_chgrp(c, t, 3000, 0755);
+	assert_int_equal(store_mkdir(c->s, t, "q", &u2d, &q), 0);
+	assert_owner(c, q, 1002, 1002, 0755);
+	assert_int_equal(store_create(c->s, q, "c", &u2f, true, &ch, &created),
+			 0);
+	assert_owner(c, ch, 1002, 1002, 0640);
+	put(c, ch);
+	/* Existing nodes keep theirs. */
+	assert_owner(c, plain, 1002, 1002, 0755);
+
+	put(c, q);
+	put(c, p);
+	put(c, t);
+	put(c, plain);
+	check_ok(c);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -2433,6 +2508,7 @@ int main(void)
 		T(test_stage_truncate_append),
 		T(test_rmdir_cascade_permissions),
 		T(test_depart_cascade_permissions),
+		T(test_setgid_directories),
 		T(test_root_and_tenant_mkdir),
 		T(test_max_tenants),
 		T(test_tenant_cleanup_cascade),
