@@ -4,8 +4,8 @@
  * Internal to store/: store.c appends one entry per transition inside the
  * transition's critical section; readers (store_events_* in store.h) copy
  * lines out with their own cursor.  The ring keeps the newest
- * STORE_EVENT_LOG entries; an append overwrites the oldest and never waits
- * for a reader.  One mutex (a leaf lock) guards the ring.
+ * limits.event_log entries; an append overwrites the oldest and never
+ * waits for a reader.  One mutex (a leaf lock) guards the ring.
  */
 #ifndef STATEFS_STORE_EVLOG_H
 #define STATEFS_STORE_EVLOG_H

@@ -767,6 +767,7 @@ void store_limits_default(struct store_limits *l)
 	l->default_ttl_ms = 0;
 	l->drain_window_ms = 30 * 1000;
 	l->testclock = false;
+	l->event_log = STORE_EVENT_LOG;
 }
 
 static uint64_t monotonic_ms(void *arg)
@@ -793,7 +794,7 @@ int store_new(const struct store_limits *limits,
 	struct store *s;
 	struct store_owner root_owner = { .uid = 0, .gid = 0, .mode = 0755 };
 
-	if (!limits || !out || !limits->max_name)
+	if (!limits || !out || !limits->max_name || !limits->event_log)
 		return -EINVAL;
 	s = st_calloc(1, sizeof(*s));
 	if (!s)
@@ -821,7 +822,7 @@ int store_new(const struct store_limits *limits,
 	 * heap grows. */
 	s->heap_cap = s->lim.max_parents + s->lim.max_children;
 	s->heap = st_malloc(s->heap_cap * sizeof(*s->heap));
-	s->events = evlog_new(STORE_EVENT_LOG);
+	s->events = evlog_new(s->lim.event_log);
 	if (!s->heap || !s->events) {
 		free(s->heap);
 		evlog_free(s->events);

@@ -72,6 +72,9 @@ struct store_limits {
 	uint64_t default_ttl_ms; /* TTL a new child starts with; 0 = none */
 	uint64_t drain_window_ms;
 	bool testclock;          /* manual clock advanced through .clock */
+	/* Lines the event log keeps (STORE_EVENT_LOG, >= 1).  Not a mount
+	 * option: tests that make many stores use a small one. */
+	uint64_t event_log;
 };
 
 /* Fill @l with the documented defaults. */
@@ -173,7 +176,8 @@ struct store_stats {
 
 /*
  * Make a new, empty store instance with a fresh random instance id.
- * @clock may be NULL (CLOCK_MONOTONIC).  Returns 0 or -ENOMEM/-EINVAL.
+ * @clock may be NULL (CLOCK_MONOTONIC).  Returns 0 or -ENOMEM/-EINVAL
+ * (max_name or event_log 0).
  */
 int store_new(const struct store_limits *limits,
 	      const struct store_clock *clock, struct store **out);
@@ -507,7 +511,8 @@ uint64_t store_next_deadline(struct store *s);
  *
  * An empty field is "-".  OP is one of join leave depart create write
  * unlink link rename expire drain cleanup.  The log keeps the newest
- * STORE_EVENT_LOG lines; each reader may fall at most STORE_EVENT_WINDOW
+ * limits.event_log lines (STORE_EVENT_LOG unless a test chose fewer);
+ * each reader may fall at most STORE_EVENT_WINDOW (or the whole log)
  * lines behind the newest before it gets one "overflow" line and
  * continues from the present (lines it does not see excepted, see
  * store_event_reader).  Appending never waits for a reader.

@@ -1551,6 +1551,42 @@ static void test_events_filtered_no_overflow(void **state)
 	check_ok(c);
 }
 
+/* A store made with a smaller event log keeps that many lines, and a
+ * reader that falls behind all of them overflows. */
+static void test_events_small_log(void **state)
+{
+	struct ctx *c = *state;
+	struct store_limits l;
+	struct store_node *t, *p, *a;
+	struct store *bad = NULL;
+	struct rd d;
+	char *got;
+
+	store_limits_default(&l);
+	assert_int_equal(l.event_log, STORE_EVENT_LOG);
+	l.event_log = 0;
+	assert_int_equal(store_new(&l, NULL, &bad), -EINVAL);
+	assert_null(bad);
+	l.event_log = 8;
+	reopen(c, &l);
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	rd_open(c, &d, NULL);
+	for (int i = 0; i < 20; i++)
+		publish(c, a, STORE_STAGE_REPLACE, "x");
+	got = rd_take(c, &d);
+	assert_int_equal(d.overflows, 1);
+	assert_int_equal(count_lines(got), 1 + 8);
+	free(got);
+	publish(c, a, STORE_STAGE_REPLACE, "y");
+	expect_events(c, &d, EV("write", "t", "p", "a", "1", "21"));
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
 /* Events for the watcher machinery ---------------------------------------- */
 
 static void test_events_next_internal(void **state)
@@ -2314,6 +2350,7 @@ int main(void)
 		T(test_events_next_overflow),
 		T(test_events_filtered_by_reader),
 		T(test_events_filtered_no_overflow),
+		T(test_events_small_log),
 		T(test_events_next_internal),
 		T(test_event_hook),
 		T(test_expired_parent_handle_changes_nothing),
