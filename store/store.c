@@ -2886,7 +2886,9 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 
 		rc = stage_reserve(st, base + tail);
 		if (rc == 0) {
-			memmove(st->buf + base, st->buf, tail);
+			/* Nothing staged and nothing pinned: no buffer yet. */
+			if (tail)
+				memmove(st->buf + base, st->buf, tail);
 			if (base)
 				memcpy(st->buf, st->pin->data, base);
 			st->len = base + tail;

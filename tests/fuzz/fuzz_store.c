@@ -47,9 +47,8 @@
  *
  * Not covered: transitions made while a node is past its deadline and
  * unreaped (the store reaps what they touch on the way; ceilings still
- * count the rest until the reaper runs), ftruncate of an O_APPEND stage
- * (a store bug, see OP_ST_TRUNCATE), concurrency, allocation failures,
- * setattr other than size, events.
+ * count the rest until the reaper runs), concurrency, allocation
+ * failures, setattr other than size, events.
  *
  * Ceilings are small so that capacity errors happen: max_children 6,
  * max_parents 4, max_tombstones 2, parent_quota 3, max_payload 8,
@@ -893,11 +892,12 @@ static unsigned m_stage_write(struct model *m, struct mstage *g,
 }
 
 /*
- * ftruncate on an open file (REPLACE or CAS stage): the staged image
- * takes the new size, zero-extended, and is published at close.  Only
- * max_payload is checked here; the bytes ceiling and liveness are
- * checked by the publication.  (APPEND stages are left out: see
- * OP_ST_TRUNCATE.)
+ * ftruncate on an open file: the staged image takes the new size,
+ * zero-extended, and is published at close.  An APPEND stage becomes a
+ * replacement first: its image is the state it is pinned to (the one it
+ * opened on, or its own last publication) followed by what it appended
+ * since.  Only max_payload is checked here; the bytes ceiling and
+ * liveness are checked by the publication.
  */
 static unsigned m_stage_truncate(struct model *m, struct mstage *g,
 				 uint64_t size, int rc)
@@ -906,6 +906,20 @@ static unsigned m_stage_truncate(struct model *m, struct mstage *g,
 		return M(EBADF);
 	if (size > MAX_PAYLOAD)
 		return M(EFBIG);
+	if (rc == 0 && g->mode == STORE_STAGE_APPEND) {
+		uint8_t img[2 * MAX_PAYLOAD];
+		size_t tail = g->staged ? g->len : 0;
+		size_t n = g->pinlen + tail;
+
+		memcpy(img, g->pin, g->pinlen);
+		memcpy(img + g->pinlen, g->buf, tail);
+		if (n > size)
+			n = size;
+		memcpy(g->buf, img, n);
+		g->len = n;
+		g->staged = true;
+		g->mode = STORE_STAGE_REPLACE;
+	}
 	if (rc == 0) {
 		if (!g->staged) {
 			memcpy(g->buf, g->pin, g->pinlen);
@@ -1889,14 +1903,7 @@ wrong_out:
 		struct mstage *g = &f->stage[pa.t];
 		uint64_t size = take(f) % (MAX_PAYLOAD + 3);
 
-		/*
-		 * Store bug, not modelled: on an APPEND stage (a file opened
-		 * O_APPEND) store_stage_truncate stages SIZE zero bytes that
-		 * the close then appends to the current content, so
-		 * ftruncate(fd, 0) leaves the content as it was and
-		 * ftruncate(fd, 2) adds two NULs.  Left out until fixed.
-		 */
-		if (!g->open || g->mode == STORE_STAGE_APPEND)
+		if (!g->open)
 			break;
 		note(f, "stage %d truncate %" PRIu64, pa.t, size);
 		rc = store_stage_truncate(g->st, size);

@@ -2256,6 +2256,46 @@ static void test_stage_truncate_append(void **state)
 	check_ok(c);
 }
 
+/* The same on an empty child, before anything is staged: the stage
+ * starts from nothing and is cut or zero-extended from there. */
+static void test_stage_truncate_append_empty(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *a;
+	struct store_stage *st;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_APPEND, &st), 0);
+	assert_int_equal(store_stage_truncate(st, 0), 0);
+	assert_int_equal(store_stage_publish(st), 0);
+	store_stage_close(st);
+	assert_content(c, a, "");
+	assert_int_equal(version(c, a), 1);
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_APPEND, &st), 0);
+	assert_int_equal(store_stage_truncate(st, 2), 0);
+	assert_int_equal(store_stage_write(st, "x", 1, 0), 1);
+	assert_int_equal(store_stage_publish(st), 0);
+	store_stage_close(st);
+	{
+		char buf[8];
+		struct store_stage *rd;
+		ssize_t n;
+
+		assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_READ, &rd),
+				 0);
+		n = store_stage_read(rd, buf, sizeof buf, 0);
+		store_stage_close(rd);
+		assert_int_equal(n, 2);
+		assert_memory_equal(buf, "x\0", 2);
+	}
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
 /* Cascade permissions --------------------------------------------------- */
 
 static const struct store_cred U1 = { 1001, 1001, NULL, 0 };
@@ -2506,6 +2546,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_stage_truncate_append),
+		T(test_stage_truncate_append_empty),
 		T(test_rmdir_cascade_permissions),
 		T(test_depart_cascade_permissions),
 		T(test_setgid_directories),
