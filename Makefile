@@ -89,15 +89,17 @@ bench-snapshot: $(B)/bench/snapshot_stall
 	$(B)/bench/snapshot_stall --expiry
 
 # Fuzzing: libFuzzer targets tests/fuzz/fuzz_*.c (clang-14 and its
-# libclang-rt-14-dev runtime, from scripts/deps.sh), each built with ASan
-# and UBSan into build/fuzz/.  `make fuzz` runs each for FUZZ_SECONDS on a
+# libclang-rt-14-dev runtime, from scripts/deps.sh), each built with ASan,
+# UBSan and the store's test hooks (-DSTORE_FAULTS: fuzz_store runs
+# operations inside a snapshot through store_snapshot_step_hook) into
+# build/fuzz/.  `make fuzz` runs each for FUZZ_SECONDS on a
 # copy of its seed corpus kept in build/fuzz/corpus/ (the committed
 # corpus tests/fuzz/corpus/ stays small); `make fuzz-smoke` runs each for
 # 5 s from the seeds alone, as `make test` does.  tests/fuzz/run.sh says
 # how to reproduce a finding.
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 60
-FUZZ_FLAGS   := -std=gnu11 $(WARN) -pthread -I. -g -O1 \
+FUZZ_FLAGS   := -std=gnu11 $(WARN) -pthread -I. -g -O1 -DSTORE_FAULTS \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	-fsanitize-coverage-ignorelist=tests/fuzz/coverage-ignore.txt
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))

@@ -21,6 +21,12 @@
 
 #include "store/store.h"
 
+/* A caller's credentials (store_cred) and the groups they point to. */
+struct fs_cred {
+	struct store_cred c;
+	gid_t *groups;                  /* owned */
+};
+
 enum fs_file_kind { FS_STAGE, FS_TEXT, FS_DEPART, FS_EVENTS, FS_CLOCK, FS_DRAIN };
 
 /* An open file (fi->fh). */
@@ -34,6 +40,7 @@ struct fs_file {
 	size_t len;
 	/* FS_EVENTS; guarded by fs->watch_lock. */
 	struct store_event_reader reader;
+	struct fs_cred cred;            /* the root's: who opened it */
 	fuse_req_t waiting;             /* a parked read, or NULL */
 	fuse_req_t interrupted;         /* interrupted before it was parked */
 	size_t want;                    /* its size */
@@ -46,6 +53,10 @@ struct fs {
 	struct store *store;
 	uid_t mount_uid;
 	bool testclock;
+	/* -o default_permissions: the kernel checks permissions, and
+	 * statefs checks what the kernel cannot see (a cascading rmdir,
+	 * a .depart).  Without it nothing is checked. */
+	bool default_permissions;
 	atomic_uint_fast64_t clock_ms;  /* -o testclock: the manual clock */
 	struct fuse_session *se;
 	char *mountpoint;               /* absolute */
@@ -90,6 +101,10 @@ struct fs {
 	bool echo_armed;
 };
 
+/* Fill @fc from the caller of @req (fs/ops.c).  0 or -ENOMEM. */
+int fs_cred_get(fuse_req_t req, struct fs_cred *fc);
+void fs_cred_free(struct fs_cred *fc);
+
 /* The low-level operations table. */
 extern const struct fuse_lowlevel_ops fs_ops;
 
@@ -130,7 +145,8 @@ void fs_inval_attr(struct fs *fs, uint64_t ino);
 /* .clock written: advance by @ms and run every due expiry. */
 void fs_clock_advance(struct fs *fs, uint64_t ms);
 
-/* .events open files. */
+/* .events open files.  For the root's, f->cred holds who opened it
+ * (fs_cred_get): the reader sees only the tenants it may list. */
 void fs_events_open(struct fs *fs, struct store_node *dir, struct fs_file *f);
 void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 		    size_t size, bool nonblock);

@@ -19,6 +19,7 @@
 
 struct parse {
 	struct store_limits limits;
+	bool default_permissions;       /* -o default_permissions */
 	int bad;
 };
 
@@ -33,6 +34,11 @@ static int opt_proc(void *data, const char *arg, int key,
 	(void)outargs;
 	if (key != FUSE_OPT_KEY_OPT || arg[0] == '-')
 		return 1;
+	/* The kernel's option; statefs needs to know it too (fs.h). */
+	if (strcmp(arg, "default_permissions") == 0) {
+		p->default_permissions = true;
+		return 1;
+	}
 	rc = layout_option(&p->limits, arg, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "%s\n", err);
@@ -140,6 +146,7 @@ int main(int argc, char *argv[])
 	}
 	/* -o testclock: the store's clock moves only through .clock. */
 	fs.testclock = p.limits.testclock;
+	fs.default_permissions = p.default_permissions;
 	clock.now_ms = fs.testclock ? fs_manual_clock : NULL;
 	clock.arg = &fs;
 	if (store_new(&p.limits, &clock, &fs.store) != 0) {

@@ -348,6 +348,26 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 }
 
 /*
+ * The credentials a cascade (rmdir of a tenant or parent, .depart) is
+ * checked with: the caller's under default_permissions, else none
+ * (*@use NULL).  Free with fs_cred_free().
+ */
+static int cascade_cred(fuse_req_t req, struct fs *fs, struct fs_cred *fc,
+			const struct store_cred **use)
+{
+	int rc = 0;
+
+	memset(fc, 0, sizeof(*fc));
+	*use = NULL;
+	if (fs->default_permissions) {
+		rc = fs_cred_get(req, fc);
+		if (rc == 0)
+			*use = &fc->c;
+	}
+	return rc;
+}
+
+/*
  * rmdir (@dir true) and unlink: the echo thread's removals are answered
  * from the echo record; a special file is never removed.
  */
@@ -356,6 +376,8 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct fs *fs = fs_of(req);
 	struct store_node *d = node_get(req, parent);
+	const struct store_cred *cred = NULL;
+	struct fs_cred fc = { 0 };
 	int rc;
 
 	if (fs_echo_remove(req, fs, name, dir))
@@ -364,11 +386,13 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = -ESTALE;
 	else if (special_in(fs, d, name))
 		rc = dir ? -ENOTDIR : -EPERM;
-	else
-		rc = dir ? store_rmdir(fs->store, d, name) :
-			   store_unlink(fs->store, d, name);
+	else if (!dir)
+		rc = store_unlink(fs->store, d, name);
+	else if ((rc = cascade_cred(req, fs, &fc, &cred)) == 0)
+		rc = store_rmdir(fs->store, d, name, cred);
 	if (rc <= 0)
 		reply_err(req, rc);
+	fs_cred_free(&fc);
 	node_put(fs, d);
 }
 
@@ -426,6 +450,7 @@ static void file_free(struct fs *fs, struct fs_file *f)
 		return;
 	store_stage_close(f->stage);
 	free(f->text);
+	fs_cred_free(&f->cred);
 	if (f->node)
 		store_node_unref(fs->store, f->node);
 	free(f);
@@ -571,26 +596,41 @@ static int stats_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
 }
 
 /*
- * May the caller of @req list a tenant owned by @uid:@gid with @mode (read
- * and search permission, as ls needs)?  Root may list everything.
+ * The caller of @req as the store judges permissions: uid, gid and
+ * supplementary groups.  libfuse reads the groups from /proc; when that
+ * fails the caller counts as having none, which can only narrow what it
+ * is allowed.  Root's groups are not read (uid 0 passes every check).
+ * Free with fs_cred_free().  0 or -ENOMEM.
  */
-static bool may_list(fuse_req_t req, uid_t uid, gid_t gid, mode_t mode)
+int fs_cred_get(fuse_req_t req, struct fs_cred *fc)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	gid_t groups[64];
-	int n;
+	int n = 0;
 
-	if (ctx->uid == 0)
-		return true;
-	if (ctx->uid == uid)
-		return (mode & 0500) == 0500;
-	if (ctx->gid == gid)
-		return (mode & 0050) == 0050;
-	n = fuse_req_getgroups(req, 64, groups);
-	for (int i = 0; i < n && i < 64; i++)
-		if (groups[i] == gid)
-			return (mode & 0050) == 0050;
-	return (mode & 0005) == 0005;
+	memset(fc, 0, sizeof(*fc));
+	fc->c.uid = ctx->uid;
+	fc->c.gid = ctx->gid;
+	if (ctx->uid != 0)
+		n = fuse_req_getgroups(req, 0, NULL);
+	if (n > 0) {
+		int got;
+
+		fc->groups = calloc((size_t)n, sizeof(*fc->groups));
+		if (!fc->groups)
+			return -ENOMEM;
+		/* The count may change between the two reads: keep what
+		 * fitted (the return value is the whole count). */
+		got = fuse_req_getgroups(req, n, fc->groups);
+		fc->c.groups = fc->groups;
+		fc->c.ngroups = got < 0 ? 0 : got < n ? (size_t)got : (size_t)n;
+	}
+	return 0;
+}
+
+void fs_cred_free(struct fs_cred *fc)
+{
+	free(fc->groups);
+	memset(fc, 0, sizeof(*fc));
 }
 
 /*
@@ -612,14 +652,21 @@ static int snapshot_text(fuse_req_t req, struct fs *fs, struct store_node *dir,
 	/* The root's snapshot lists only the tenants the reader could list
 	 * with ls; a tenant's own is guarded by its directory already. */
 	if (!tenant) {
+		struct fs_cred fc;
 		size_t k = 0;
 
+		rc = fs_cred_get(req, &fc);
+		if (rc) {
+			store_snapshot_free(&snap);
+			return rc;
+		}
 		for (size_t i = 0; i < snap.n; i++)
-			if (may_list(req, snap.rows[i].tenant_uid,
-				     snap.rows[i].tenant_gid,
-				     snap.rows[i].tenant_mode))
+			if (store_cred_may_list(&fc.c, snap.rows[i].tenant_uid,
+						snap.rows[i].tenant_gid,
+						snap.rows[i].tenant_mode))
 				snap.rows[k++] = snap.rows[i];
 		snap.n = k;
+		fs_cred_free(&fc);
 	}
 	for (size_t i = 0; i < snap.n; i++)
 		need += layout_format_snapshot_row(NULL, 0, &snap.rows[i]);
@@ -682,7 +729,12 @@ static int file_open_special(fuse_req_t req, struct fs *fs, struct store_node *n
 		f->kind = FS_DEPART;
 		break;
 	case LAYOUT_SLOT_EVENTS:
-		fs_events_open(fs, dir, f);
+		/* The root's stream shows the reader only the tenants it may
+		 * list, with the credentials it opened the file with. */
+		if (store_node_kind(dir) == STORE_ROOT)
+			rc = fs_cred_get(req, &f->cred);
+		if (rc == 0)
+			fs_events_open(fs, dir, f);
 		break;
 	case LAYOUT_SLOT_SNAPSHOT:
 		f->kind = FS_TEXT;
@@ -705,6 +757,7 @@ static int file_open_special(fuse_req_t req, struct fs *fs, struct store_node *n
 		rc = -ENOENT;
 	}
 	if (rc) {
+		fs_cred_free(&f->cred);
 		free(f->text);
 		free(f);
 		return rc;
@@ -795,6 +848,8 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 {
 	struct fs *fs = fs_of(req);
 	struct fs_file *f = file_of(fi);
+	const struct store_cred *cred = NULL;
+	struct fs_cred fc = { 0 };
 	char name[NAME_MAX + 1];
 	uint64_t ms;
 	ssize_t n;
@@ -810,8 +865,11 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 					 store_limits(fs->store)->max_name,
 					 name, sizeof(name));
 		if (rc == 0)
+			rc = cascade_cred(req, fs, &fc, &cred);
+		if (rc == 0)
 			rc = store_depart(fs->store, store_node_tenant(f->node),
-					  name);
+					  name, cred);
+		fs_cred_free(&fc);
 		fs_inval_sync(fs);
 		n = rc ? rc : (ssize_t)size;
 		break;

@@ -2,10 +2,15 @@
  * evlog.c - the store's event log (see evlog.h).
  *
  * Entry k lives in slot k % cap.  The log holds entries [first, next);
- * first = max(1, next - cap).  A reader at r->next < max(first,
- * next - window) fell behind: it gets one "overflow" line and jumps to
- * the oldest entry it may still read.  Each entry keeps its formatted
- * line (without the sequence number) and its names for the watcher path.
+ * first = max(1, next - cap).  A reader sees the entries in its scope
+ * and, when it has credentials, of the tenants they may list (judged by
+ * the owner and mode each entry carries).  It is moved past the entries it
+ * does not see before anything else, so they never make it fall behind
+ * while they are still in the ring.  A reader whose next visible entry
+ * is older than max(first, next - window), or whose unread entries were
+ * overwritten, fell behind: it gets one "overflow" line and jumps to the
+ * oldest entry it may still read.  Each entry keeps its formatted line
+ * (without the sequence number) and its names for the watcher path.
  */
 #include "store/evlog.h"
 #include "store/alloc.h"
@@ -108,7 +113,8 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
 		free(sl->text);
 		memset(sl, 0, sizeof(*sl));
 		sl->seq = seq;
-		sl->e.tenant_ino = e->tenant_ino;
+		sl->e = *e; /* scope and owner: who is told of the loss */
+		sl->e.tenant = sl->e.parent = sl->e.child = NULL;
 		pthread_mutex_unlock(&l->lock);
 		return seq;
 	}
@@ -159,37 +165,74 @@ static uint64_t end_locked(struct evlog *l, const struct store_event_reader *r)
 	return r->until && r->until < l->next ? r->until : l->next;
 }
 
-static bool in_scope(const struct slot *sl, const struct store_event_reader *r)
+/*
+ * May reader @r see the entry in @sl?  It must be in the reader's scope
+ * and, for a reader with credentials, of a tenant they may list; an
+ * entry of no tenant (a drain of the whole store) is everyone's.
+ */
+static bool visible(const struct slot *sl, const struct store_event_reader *r)
 {
-	return r->tenant_ino == 0 || sl->e.tenant_ino == r->tenant_ino;
+	if (r->tenant_ino && sl->e.tenant_ino != r->tenant_ino)
+		return false;
+	return !r->cred || !sl->e.tenant_ino ||
+	       store_cred_may_list(r->cred, sl->e.tenant_uid, sl->e.tenant_gid,
+				   sl->e.tenant_mode);
+}
+
+/* Entries skipped between two takes of the lock. */
+#define SKIP_BATCH 4096
+
+/*
+ * Move @r past the entries it does not see (lock held; it is dropped and
+ * taken again every SKIP_BATCH entries, so appends never wait long).
+ * Returns true when @r fell behind: the next entry it sees is older than
+ * its window, or entries it had not got past were overwritten.  Else
+ * r->next is the next entry it sees, or l->next.
+ */
+static bool catch_up_locked(struct evlog *l, struct store_event_reader *r)
+{
+	for (;;) {
+		uint64_t first = l->next > l->cap ? l->next - l->cap : 1;
+		unsigned n = 0;
+
+		if (r->next < first)
+			return true;
+		while (r->next < l->next && n < SKIP_BATCH &&
+		       !visible(&l->ring[r->next % l->cap], r)) {
+			r->next++;
+			n++;
+		}
+		if (n < SKIP_BATCH)
+			return r->next < oldest_locked(l, r);
+		pthread_mutex_unlock(&l->lock);
+		pthread_mutex_lock(&l->lock);
+	}
 }
 
 size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 		  size_t len)
 {
 	static const char overflow[] = "overflow\n";
+	static const char lost[] = "lost\t-\t-\t-\t-\t-\n";
 	size_t used = 0;
-	uint64_t oldest;
 
 	pthread_mutex_lock(&l->lock);
-	oldest = oldest_locked(l, r);
-	if (r->next < oldest) {
+	if (catch_up_locked(l, r)) {
 		if (len < sizeof(overflow) - 1)
 			goto out;
 		memcpy(buf, overflow, sizeof(overflow) - 1);
 		used = sizeof(overflow) - 1;
-		r->next = oldest;
+		r->next = oldest_locked(l, r);
 	}
+	/* Within the window now: at most window entries to look at. */
 	for (; r->next < end_locked(l, r); r->next++) {
 		struct slot *sl = &l->ring[r->next % l->cap];
+		const char *text;
+		size_t tlen;
 		char seq[24];
 		int sn;
 
-		static const char lost[] = "lost\t-\t-\t-\t-\t-\n";
-		const char *text;
-		size_t tlen;
-
-		if (!in_scope(sl, r))
+		if (!visible(sl, r))
 			continue;
 		text = sl->text ? sl->text : lost;
 		tlen = sl->text ? sl->len : sizeof(lost) - 1;
@@ -205,18 +248,12 @@ out:
 	return used;
 }
 
-bool evlog_pending(struct evlog *l, const struct store_event_reader *r)
+bool evlog_pending(struct evlog *l, struct store_event_reader *r)
 {
-	bool pending = false;
-	uint64_t k;
+	bool pending;
 
 	pthread_mutex_lock(&l->lock);
-	k = r->next;
-	if (k < oldest_locked(l, r))
-		pending = true;
-	/* Skipping lines of other tenants: bounded by the window. */
-	for (; !pending && k < end_locked(l, r); k++)
-		pending = in_scope(&l->ring[k % l->cap], r);
+	pending = catch_up_locked(l, r) || r->next < end_locked(l, r);
 	pthread_mutex_unlock(&l->lock);
 	return pending;
 }

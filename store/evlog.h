@@ -4,8 +4,8 @@
  * Internal to store/: store.c appends one entry per transition inside the
  * transition's critical section; readers (store_events_* in store.h) copy
  * lines out with their own cursor.  The ring keeps the newest
- * STORE_EVENT_LOG entries; an append overwrites the oldest and never waits
- * for a reader.  One mutex (a leaf lock) guards the ring.
+ * limits.event_log entries; an append overwrites the oldest and never
+ * waits for a reader.  One mutex (a leaf lock) guards the ring.
  */
 #ifndef STATEFS_STORE_EVLOG_H
 #define STATEFS_STORE_EVLOG_H
@@ -27,6 +27,11 @@ struct evlog_entry {
 	uint64_t tenant_ino;
 	const char *tenant, *parent, *child; /* NULL or "" print as "-" */
 	int64_t generation, version;         /* < 0 prints as "-" */
+	/* The tenant's owner, group and permission bits when the line was
+	 * appended: who may read it from the root's .events. */
+	uid_t tenant_uid;
+	gid_t tenant_gid;
+	mode_t tenant_mode;
 };
 
 /*
@@ -41,7 +46,7 @@ uint64_t evlog_next_seq(struct evlog *l);
 /* See store_events_read / store_events_pending / store_events_next. */
 size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 		  size_t len);
-bool evlog_pending(struct evlog *l, const struct store_event_reader *r);
+bool evlog_pending(struct evlog *l, struct store_event_reader *r);
 int evlog_next(struct evlog *l, struct store_event_reader *r,
 	       struct store_event *ev);
 

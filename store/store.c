@@ -44,8 +44,8 @@
  *     -> world (shared by transitions, exclusive for full scans)
  *     -> store->lock -> tenant->lock -> parent->lock (ascending ino)
  *     -> snapshot rows -> stage->lock -> state stripe
- *     -> snapshot frozen states, heap, event log, tombstone queue,
- *        ino shard (leaves)
+ *     -> snapshot frozen states, heap, tenant->acl_lock, event log,
+ *        tombstone queue, ino shard (leaves)
  *
  * A stage's write and read take only stage->lock and a stripe: they
  * change no shared fact; its publication is a transition.
@@ -135,7 +135,11 @@ struct tenant {
 	pthread_mutex_t lock;
 	struct parent *parents;        /* lock */
 	struct tomb *tombs;            /* lock */
-	struct meta meta;              /* lock */
+	struct meta meta;              /* lock; uid, gid and mode are
+					* written under acl_lock as well */
+	/* A leaf: lets emit() read meta's uid, gid and mode from a
+	 * transition that holds only a bucket or a stripe. */
+	pthread_mutex_t acl_lock;
 	uint64_t snap_epoch;           /* lock: see "Snapshot" */
 	/* Gauges of this tenant, updated with the store-wide ones. */
 	atomic_uint_fast64_t parents_n, children_n, links_n, tombs_n, bytes_n;
@@ -362,6 +366,21 @@ static void meta_init(struct meta *m, const struct store_owner *o)
 	m->atime = m->mtime = m->ctime = wall_now();
 }
 
+/*
+ * A node made in directory @dir (whose lock the caller holds) takes
+ * @dir's group when @dir is setgid, and a new directory (@is_dir) takes
+ * the setgid bit too, as on Linux.  (The kernel has already cleared the
+ * bit from a new file's mode when the caller is not in the group.)
+ */
+static void meta_inherit(struct meta *m, const struct meta *dir, bool is_dir)
+{
+	if (!(dir->mode & S_ISGID))
+		return;
+	m->gid = dir->gid;
+	if (is_dir)
+		m->mode |= S_ISGID;
+}
+
 static void touch_dir(struct meta *m)
 {
 	m->mtime = m->ctime = wall_now();
@@ -541,6 +560,14 @@ static void emit(struct store *s, enum store_op op, bool internal,
 		.version = version,
 	};
 
+	/* Who may read the line: the tenant's owner and mode now. */
+	if (t) {
+		lock(&t->acl_lock);
+		e.tenant_uid = t->meta.uid;
+		e.tenant_gid = t->meta.gid;
+		e.tenant_mode = t->meta.mode;
+		unlock(&t->acl_lock);
+	}
 	if (evlog_append(s->events, &e)) {
 		event_appended = true;
 		event_internal |= internal;
@@ -671,6 +698,7 @@ static void node_free(struct store *s, struct store_node *n)
 	case STORE_TENANT:
 		t = as_tenant(n);
 		pthread_mutex_destroy(&t->lock);
+		pthread_mutex_destroy(&t->acl_lock);
 		free(t->name);
 		free(t);
 		break;
@@ -785,6 +813,7 @@ void store_limits_default(struct store_limits *l)
 	l->drain_window_ms = 30 * 1000;
 	l->testclock = false;
 	l->cache_timeout_ms = 3600 * 1000;
+	l->event_log = STORE_EVENT_LOG;
 }
 
 static uint64_t monotonic_ms(void *arg)
@@ -811,7 +840,7 @@ int store_new(const struct store_limits *limits,
 	struct store *s;
 	struct store_owner root_owner = { .uid = 0, .gid = 0, .mode = 0755 };
 
-	if (!limits || !out || !limits->max_name)
+	if (!limits || !out || !limits->max_name || !limits->event_log)
 		return -EINVAL;
 	s = st_calloc(1, sizeof(*s));
 	if (!s)
@@ -839,7 +868,7 @@ int store_new(const struct store_limits *limits,
 	 * heap grows. */
 	s->heap_cap = s->lim.max_parents + s->lim.max_children;
 	s->heap = st_malloc(s->heap_cap * sizeof(*s->heap));
-	s->events = evlog_new(STORE_EVENT_LOG);
+	s->events = evlog_new(s->lim.event_log);
 	if (!s->heap || !s->events) {
 		free(s->heap);
 		evlog_free(s->events);
@@ -1283,8 +1312,13 @@ static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 		rc = -ESTALE;
 	else if (mask & STORE_SET_SIZE)
 		rc = content_resize_locked(s, as_child(n), in->size);
-	if (rc == 0 && (mask & ~STORE_SET_SIZE))
+	if (rc == 0 && (mask & ~STORE_SET_SIZE)) {
+		if (n->kind == STORE_TENANT)
+			lock(&as_tenant(n)->acl_lock);
 		meta_apply(m, mask, in);
+		if (n->kind == STORE_TENANT)
+			unlock(&as_tenant(n)->acl_lock);
+	}
 	unlock(l);
 	if (rc)
 		return refuse(s, rc);
@@ -1473,6 +1507,7 @@ static int tenant_create(struct store *s, const char *name,
 	node_init(&t->node, ino_alloc(s, 1 + STORE_NSPECIAL), STORE_TENANT);
 	specials_init(t->special, &t->node);
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_mutex_init(&t->acl_lock, NULL);
 	meta_init(&t->meta, owner);
 	t->snap_epoch = s->snap_epochs; /* not in a snapshot being taken */
 
@@ -1485,6 +1520,8 @@ static int tenant_create(struct store *s, const char *name,
 	else if (!reserve(&s->tenants_n, 1, s->lim.max_tenants))
 		rc = -ENOSPC;
 	if (rc == 0) {
+		/* Not reachable yet: its owner is still only ours to set. */
+		meta_inherit(&t->meta, &s->root_meta, true);
 		hash_oom = 0;
 		HASH_ADD_KEYPTR(hh, s->tenants, t->name, strlen(t->name), t);
 		if (hash_oom) {
@@ -1602,17 +1639,17 @@ static void links_free(struct store *s, struct link *links)
 }
 
 /*
- * Parent @p leaves (t->lock held): one critical section of its bucket
- * marks it departed and clears it; it leaves the tenant's table.  The
- * caller has placed the tombstone and frees the returned links and the
- * table's reference on @p after unlocking.
+ * Parent @p leaves (t->lock and p->lock held; p->lock is released): one
+ * critical section of its bucket marks it departed and clears it; it
+ * leaves the tenant's table.  The caller has placed the tombstone and
+ * frees the returned links and the table's reference on @p after
+ * unlocking.
  */
-static struct link *parent_remove_locked(struct store *s, struct tenant *t,
+static struct link *parent_unhook_locked(struct store *s, struct tenant *t,
 					 struct parent *p)
 {
 	struct link *links;
 
-	lock(&p->lock);
 	snap_parent_cow(s, p);
 	atomic_store(&p->node.dead, true);
 	lease_clear(s, &p->node);
@@ -1625,14 +1662,63 @@ static struct link *parent_remove_locked(struct store *s, struct tenant *t,
 	return links;
 }
 
+/* As parent_unhook_locked(), taking the bucket's lock (t->lock held). */
+static struct link *parent_remove_locked(struct store *s, struct tenant *t,
+					 struct parent *p)
+{
+	lock(&p->lock);
+	return parent_unhook_locked(s, t, p);
+}
+
+/*
+ * Could @cred remove parent @p of @t with what it holds by hand on
+ * Linux, emptying it first (t->lock and p->lock held)?  The tenant's
+ * sticky bit; then, when @p has a child not past its deadline at @now,
+ * write and search permission on @p, and @p's sticky bit for each child.
+ * No @cred, or root: yes.
+ */
+static bool may_remove_parent_locked(struct store *s, struct tenant *t,
+				     struct parent *p,
+				     const struct store_cred *cred, uint64_t now)
+{
+	const struct meta *pm = &p->meta;
+	bool wx, sticky;
+
+	if (!cred || cred->uid == 0)
+		return true;
+	if (!store_cred_sticky_ok(cred, t->meta.uid, t->meta.mode, pm->uid))
+		return false;
+	wx = store_cred_may(cred, pm->uid, pm->gid, pm->mode,
+			    STORE_MAY_WRITE | STORE_MAY_EXEC);
+	sticky = (pm->mode & S_ISVTX) && cred->uid != pm->uid;
+	if (wx && !sticky)
+		return true; /* may remove any child */
+	for (struct link *l = p->links; l; l = l->hh.next) {
+		struct child *c = l->child;
+		uid_t owner;
+
+		if (is_expired(&c->node, now))
+			continue; /* gone already, reaped or not */
+		if (!wx)
+			return false; /* not empty */
+		lock(stripe(s, c));
+		owner = c->meta.uid;
+		unlock(stripe(s, c));
+		if (owner != cred->uid)
+			return false; /* sticky: only its own children */
+	}
+	return true;
+}
+
 /*
  * Remove every parent of @t (t->lock held), cascade included, and its
  * tombstones: the body of a tenant cleanup and of a drain's clear.  With
  * @op each parent's removal is reported as an internal event (so the
- * watch machinery echoes it).
+ * watch machinery echoes it).  With @plocked the caller holds every
+ * bucket's lock; each is released as its parent goes.
  */
 static void tenant_clear_locked(struct store *s, struct tenant *t,
-				enum store_op op)
+				enum store_op op, bool plocked)
 {
 	struct parent *p, *tmp;
 
@@ -1642,7 +1728,8 @@ static void tenant_clear_locked(struct store *s, struct tenant *t,
 		if (op != NO_EVENT)
 			emit(s, op, true, &p->node, t, p->name, NULL,
 			     (int64_t)p->generation, -1);
-		links = parent_remove_locked(s, t, p);
+		links = plocked ? parent_unhook_locked(s, t, p) :
+				  parent_remove_locked(s, t, p);
 		atomic_fetch_add(&s->leaves, 1);
 		links_free(s, links);
 		store_node_unref(s, &p->node);
@@ -1650,9 +1737,55 @@ static void tenant_clear_locked(struct store *s, struct tenant *t,
 	tombs_drop_all_locked(s, t);
 }
 
-static int tenant_cleanup(struct store *s, const char *name)
+static int parent_cmp(const void *a, const void *b);
+
+/*
+ * Lock every bucket of @t, in inode order (t->lock held), and decide
+ * whether @cred (not root) could empty @t by hand (see store_rmdir).  On
+ * 0 the buckets stay locked for tenant_clear_locked(); on -EACCES or
+ * -ENOMEM none is.
+ */
+static int tenant_lock_for_cascade(struct store *s, struct tenant *t,
+				   const struct store_cred *cred)
 {
+	size_t n = HASH_COUNT(t->parents), live = 0;
+	uint64_t now = store_now_ms(s);
+	struct parent **ps, *p;
+	bool ok = true;
+	size_t i = 0;
+
+	if (!n)
+		return 0;
+	ps = st_malloc(n * sizeof(*ps));
+	if (!ps)
+		return -ENOMEM;
+	for (p = t->parents; p; p = p->hh.next)
+		ps[i++] = p;
+	qsort(ps, n, sizeof(*ps), parent_cmp);
+	for (i = 0; i < n; i++)
+		lock(&ps[i]->lock);
+	for (i = 0; i < n && ok; i++) {
+		if (is_expired(&ps[i]->node, now))
+			continue; /* gone already, reaped or not */
+		live++;
+		ok = may_remove_parent_locked(s, t, ps[i], cred, now);
+	}
+	if (ok && live)
+		ok = store_cred_may(cred, t->meta.uid, t->meta.gid, t->meta.mode,
+				    STORE_MAY_WRITE | STORE_MAY_EXEC);
+	if (!ok)
+		for (i = n; i > 0; i--)
+			unlock(&ps[i - 1]->lock);
+	free(ps);
+	return ok ? 0 : -EACCES;
+}
+
+static int tenant_cleanup(struct store *s, const char *name,
+			  const struct store_cred *cred)
+{
+	bool check = cred && cred->uid != 0;
 	struct tenant *t;
+	int rc;
 
 	lock(&s->lock);
 	HASH_FIND_STR(s->tenants, name, t);
@@ -1661,6 +1794,12 @@ static int tenant_cleanup(struct store *s, const char *name)
 		return -ENOENT;
 	}
 	lock(&t->lock);
+	rc = check ? tenant_lock_for_cascade(s, t, cred) : 0;
+	if (rc) {
+		unlock(&t->lock);
+		unlock(&s->lock);
+		return rc;
+	}
 	atomic_store(&t->node.dead, true);
 	HASH_DEL(s->tenants, t);
 	gauge_sub(&s->tenants_n, 1, "tenants");
@@ -1669,7 +1808,7 @@ static int tenant_cleanup(struct store *s, const char *name)
 		atomic_fetch_sub(&s->tenants_draining, 1);
 	unlock(&s->lock);
 
-	tenant_clear_locked(s, t, NO_EVENT);
+	tenant_clear_locked(s, t, NO_EVENT, check);
 	emit(s, STORE_OP_CLEANUP, false, &t->node, t, NULL, NULL, -1, -1);
 	unlock(&t->lock);
 	store_node_unref(s, &t->node); /* the table's reference */
@@ -1801,6 +1940,7 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 	if (rc == 0) {
 		tb = tomb_find_locked(s, t, name, now);
 		p->generation = tb ? tb->generation + 1 : 1;
+		meta_inherit(&p->meta, &t->meta, true);
 		hash_oom = 0;
 		HASH_ADD_KEYPTR(hh, t->parents, p->name, strlen(p->name), p);
 		if (hash_oom) {
@@ -1835,10 +1975,11 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 /*
  * Member left (rmdir, .depart): in one critical section of the bucket,
  * mark it departed and remove every child link; keep a tombstone.  With
- * @must_exist false a missing parent still gets its tombstone.
+ * @must_exist false a missing parent still gets its tombstone.  With
+ * @cred the cascade must be one @cred could do by hand (-EACCES).
  */
 static int parent_leave(struct store *s, struct tenant *t, const char *name,
-			bool must_exist)
+			bool must_exist, const struct store_cred *cred)
 {
 	struct parent *p, *reaped = NULL;
 	struct tomb *tb, *newtb;
@@ -1886,7 +2027,20 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 		free(newtb);
 		return rc ? refuse(s, rc) : 0;
 	}
-	rc = tomb_insert_locked(s, t, newtb, p ? p->generation : 0, now);
+	/* The bucket stays locked from the check to its removal. */
+	if (p) {
+		lock(&p->lock);
+		if (!may_remove_parent_locked(s, t, p, cred, now)) {
+			unlock(&p->lock);
+			gauge_sub(&s->tombs_n, 1, "tombstones");
+			rc = -EACCES;
+		}
+	}
+	if (rc == 0) {
+		rc = tomb_insert_locked(s, t, newtb, p ? p->generation : 0, now);
+		if (rc && p)
+			unlock(&p->lock);
+	}
 	if (rc) {
 		unlock(&t->lock);
 		reaped_free(s, reaped, rlinks);
@@ -1896,7 +2050,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 	emit(s, op, op == STORE_OP_DEPART, p ? &p->node : NULL, t, name, NULL,
 	     p ? (int64_t)p->generation : 0, -1);
 	if (p) {
-		links = parent_remove_locked(s, t, p);
+		links = parent_unhook_locked(s, t, p);
 		atomic_fetch_add(&s->leaves, 1);
 	}
 	unlock(&t->lock);
@@ -1928,13 +2082,14 @@ static int parent_expire(struct store *s, struct parent *p, uint64_t now)
 	return done;
 }
 
-static int do_depart(struct store *s, struct store_node *tenant, const char *name)
+static int do_depart(struct store *s, struct store_node *tenant, const char *name,
+		     const struct store_cred *cred)
 {
 	struct tenant *t = as_tenant(tenant);
 
 	if (!t)
 		return -EPERM;
-	return parent_leave(s, t, name, false);
+	return parent_leave(s, t, name, false, cred);
 }
 
 static int do_mkdir(struct store *s, struct store_node *dir, const char *name,
@@ -1950,18 +2105,19 @@ static int do_mkdir(struct store *s, struct store_node *dir, const char *name,
 	}
 }
 
-static int do_rmdir(struct store *s, struct store_node *dir, const char *name)
+static int do_rmdir(struct store *s, struct store_node *dir, const char *name,
+		    const struct store_cred *cred)
 {
 	struct store_node *n;
 	int rc;
 
 	switch (dir->kind) {
 	case STORE_ROOT:
-		return tenant_cleanup(s, name);
+		return tenant_cleanup(s, name, cred);
 	case STORE_TENANT:
 		if (is_dead(dir))
 			return refuse(s, -ESTALE);
-		return parent_leave(s, as_tenant(dir), name, true);
+		return parent_leave(s, as_tenant(dir), name, true, cred);
 	case STORE_PARENT:
 		rc = store_lookup(s, dir, name, &n);
 		if (rc)
@@ -2213,8 +2369,10 @@ retry:
 		return rc ? refuse(s, rc) : 0;
 	}
 	rc = admit_locked(s, p, true, now);
-	if (rc == 0)
+	if (rc == 0) {
+		meta_inherit(&c->meta, &p->meta, false);
 		rc = link_insert_locked(s, p, l, true);
+	}
 	if (rc == 0) {
 		store_node_ref(&p->tenant->node);  /* c->tenant */
 		store_node_ref(&c->node);          /* the caller's */
@@ -2775,7 +2933,9 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 
 		rc = stage_reserve(st, base + tail);
 		if (rc == 0) {
-			memmove(st->buf + base, st->buf, tail);
+			/* Nothing staged and nothing pinned: no buffer yet. */
+			if (tail)
+				memmove(st->buf + base, st->buf, tail);
 			if (base)
 				memcpy(st->buf, st->pin->data, base);
 			st->len = base + tail;
@@ -2918,9 +3078,10 @@ int store_setattr(struct store *s, struct store_node *n, unsigned mask,
 	return TRANSITION(s, do_setattr(s, n, mask, in, out));
 }
 
-int store_depart(struct store *s, struct store_node *tenant, const char *name)
+int store_depart(struct store *s, struct store_node *tenant, const char *name,
+		 const struct store_cred *cred)
 {
-	return TRANSITION(s, do_depart(s, tenant, name));
+	return TRANSITION(s, do_depart(s, tenant, name, cred));
 }
 
 int store_mkdir(struct store *s, struct store_node *dir, const char *name,
@@ -2929,9 +3090,10 @@ int store_mkdir(struct store *s, struct store_node *dir, const char *name,
 	return TRANSITION(s, do_mkdir(s, dir, name, owner, out));
 }
 
-int store_rmdir(struct store *s, struct store_node *dir, const char *name)
+int store_rmdir(struct store *s, struct store_node *dir, const char *name,
+		const struct store_cred *cred)
 {
-	return TRANSITION(s, do_rmdir(s, dir, name));
+	return TRANSITION(s, do_rmdir(s, dir, name, cred));
 }
 
 int store_create(struct store *s, struct store_node *parent, const char *name,
@@ -3125,6 +3287,7 @@ void store_events_open(struct store *s, struct store_node *tenant,
 	r->tenant_ino = tenant ? tenant->ino : 0;
 	r->window = STORE_EVENT_WINDOW;
 	r->until = 0;
+	r->cred = NULL;
 }
 
 size_t store_events_read(struct store *s, struct store_event_reader *r,
@@ -3133,7 +3296,7 @@ size_t store_events_read(struct store *s, struct store_event_reader *r,
 	return evlog_read(s->events, r, buf, len);
 }
 
-bool store_events_pending(struct store *s, const struct store_event_reader *r)
+bool store_events_pending(struct store *s, struct store_event_reader *r)
 {
 	return evlog_pending(s->events, r);
 }
@@ -3375,7 +3538,7 @@ static void drain_clear(struct store *s, struct tenant *only)
 		if (only && t != only)
 			continue;
 		lock(&t->lock);
-		tenant_clear_locked(s, t, STORE_OP_DRAIN);
+		tenant_clear_locked(s, t, STORE_OP_DRAIN, false);
 		if (atomic_load(&t->drain_state) == STORE_DRAINING)
 			atomic_fetch_sub(&s->tenants_draining, 1);
 		atomic_store(&t->drain_state, STORE_DRAINED);

@@ -75,6 +75,9 @@ struct store_limits {
 	/* Not the store's: how long fs/ lets the kernel keep entries and
 	 * attributes (bounded by leases; 0 = ask every time). */
 	uint64_t cache_timeout_ms;
+	/* Lines the event log keeps (STORE_EVENT_LOG, >= 1).  Not a mount
+	 * option: tests that make many stores use a small one. */
+	uint64_t event_log;
 };
 
 /* Fill @l with the documented defaults. */
@@ -95,6 +98,49 @@ struct store_owner {
 	gid_t gid;
 	mode_t mode; /* permission bits only */
 };
+
+/*
+ * Who asks: a caller's uid, gid and supplementary groups, as the kernel
+ * judges permissions (fs/ fills it from the FUSE request).  The store
+ * never keeps one beyond the call it is passed to, except an event
+ * reader's (store_event_reader), which its owner keeps alive.
+ */
+struct store_cred {
+	uid_t uid;
+	gid_t gid;
+	const gid_t *groups;   /* may be NULL when ngroups is 0 */
+	size_t ngroups;
+};
+
+#define STORE_MAY_READ  4u
+#define STORE_MAY_WRITE 2u
+#define STORE_MAY_EXEC  1u
+
+/*
+ * Does @c have every permission in @want (STORE_MAY_* bits) on a
+ * directory owned by @uid:@gid with permission bits @mode?  The class is
+ * the one Linux picks: owner when the uid matches, else group when the
+ * gid or a supplementary group matches, else other.  uid 0 may do
+ * anything to a directory.  Pure: no lock, no state (store/cred.c).
+ */
+bool store_cred_may(const struct store_cred *c, uid_t uid, gid_t gid,
+		    mode_t mode, unsigned want);
+
+/*
+ * May @c list such a directory (read and search permission, as ls
+ * needs)?  The rule of the root's .snapshot and .events filters.
+ */
+bool store_cred_may_list(const struct store_cred *c, uid_t uid, gid_t gid,
+			 mode_t mode);
+
+/*
+ * May @c remove an entry owned by @uid from a directory owned by
+ * @dir_uid with permission bits @dir_mode, as far as the sticky bit goes?
+ * True unless the directory is sticky and @c is neither the entry's
+ * owner, the directory's owner nor uid 0.
+ */
+bool store_cred_sticky_ok(const struct store_cred *c, uid_t dir_uid,
+			  mode_t dir_mode, uid_t uid);
 
 /* What stat(2) shows of a node. */
 struct store_attr {
@@ -133,7 +179,8 @@ struct store_stats {
 
 /*
  * Make a new, empty store instance with a fresh random instance id.
- * @clock may be NULL (CLOCK_MONOTONIC).  Returns 0 or -ENOMEM/-EINVAL.
+ * @clock may be NULL (CLOCK_MONOTONIC).  Returns 0 or -ENOMEM/-EINVAL
+ * (max_name or event_log 0).
  */
 int store_new(const struct store_limits *limits,
 	      const struct store_clock *clock, struct store **out);
@@ -258,15 +305,28 @@ int store_mkdir(struct store *s, struct store_node *dir, const char *name,
  * @name (everything in it, one transition).  -ENOENT absent, -ENOSPC
  * tombstone pool full (nothing removed); inside a parent, -ENOTDIR for
  * a child and -ENOENT for nothing, as rmdir(2) answers.
+ *
+ * With @cred (NULL: no check), the cascade must be one @cred could do by
+ * hand on Linux, emptying the directory first (root always may): a
+ * parent with children needs write and search permission on the parent,
+ * and a sticky parent not @cred's also needs every child to be @cred's;
+ * a tenant with parents needs write and search permission on the tenant,
+ * and each parent must pass the same rule, a sticky tenant not @cred's
+ * also needing every parent to be @cred's.  Else -EACCES, nothing
+ * removed.  The check and the removal are one critical section.  Write
+ * and search permission on @dir itself is the kernel's to check.
  */
-int store_rmdir(struct store *s, struct store_node *dir, const char *name);
+int store_rmdir(struct store *s, struct store_node *dir, const char *name,
+		const struct store_cred *cred);
 
 /*
  * Record a departed tombstone for parent @name of tenant @tenant, whether
  * or not it exists (an out-of-order member-left); a live parent leaves
- * with the same cascade as store_rmdir().  -ENOSPC when the pool is full.
+ * with the same cascade as store_rmdir(), under the same @cred check
+ * (NULL: none).  -ENOSPC when the pool is full, -EACCES refused.
  */
-int store_depart(struct store *s, struct store_node *tenant, const char *name);
+int store_depart(struct store *s, struct store_node *tenant, const char *name,
+		 const struct store_cred *cred);
 
 /*
  * Admit child @name into parent @parent: one critical section of the
@@ -454,9 +514,11 @@ uint64_t store_next_deadline(struct store *s);
  *
  * An empty field is "-".  OP is one of join leave depart create write
  * unlink link rename expire drain cleanup.  The log keeps the newest
- * STORE_EVENT_LOG lines; each reader may fall at most STORE_EVENT_WINDOW
+ * limits.event_log lines (STORE_EVENT_LOG unless a test chose fewer);
+ * each reader may fall at most STORE_EVENT_WINDOW (or the whole log)
  * lines behind the newest before it gets one "overflow" line and
- * continues from the present.  Appending never waits for a reader.
+ * continues from the present (lines it does not see excepted, see
+ * store_event_reader).  Appending never waits for a reader.
  */
 #define STORE_EVENT_LOG    65536
 #define STORE_EVENT_WINDOW 4096
@@ -475,18 +537,28 @@ enum store_op {
 	STORE_OP_CLEANUP,
 };
 
-/* A reader's position in the log, and its scope. */
+/*
+ * A reader's position in the log, its scope and, optionally, whose eyes
+ * it reads with.  With @cred it sees only the lines of tenants @cred may
+ * list (store_cred_may_list), judged by the tenant's owner, group and
+ * mode when each line was appended; lines of no tenant are everyone's.
+ * Lines it does not see keep their numbers (the reader sees gaps) and,
+ * while they are in the log, never make it fall behind.
+ */
 struct store_event_reader {
 	uint64_t next;         /* sequence number it reads next */
 	uint64_t tenant_ino;   /* 0: the whole store; else one tenant */
 	uint64_t window;       /* how far it may fall behind */
 	uint64_t until;        /* 0, or: read and report as pending only
 				* lines before this sequence number */
+	const struct store_cred *cred; /* NULL: every line in scope; else
+					* kept alive by the reader's owner */
 };
 
 /*
  * Start a reader at the present (the next line appended is its first).
- * @tenant NULL for the whole store.
+ * @tenant NULL for the whole store.  r->cred starts NULL; the caller may
+ * set it before the first read.
  */
 void store_events_open(struct store *s, struct store_node *tenant,
 		       struct store_event_reader *r);
@@ -500,8 +572,9 @@ void store_events_open(struct store *s, struct store_node *tenant,
 size_t store_events_read(struct store *s, struct store_event_reader *r,
 			 char *buf, size_t len);
 
-/* True when @r has something to read. */
-bool store_events_pending(struct store *s, const struct store_event_reader *r);
+/* True when @r has something to read.  Moves @r past the lines it does
+ * not see. */
+bool store_events_pending(struct store *s, struct store_event_reader *r);
 
 /*
  * One event as the watcher machinery needs it (fs/ echoes internal

@@ -20,6 +20,8 @@ setup() {
 }
 
 teardown() {
+	bg_stop
+	rm -f "$(dirname "$MNT")/go"
 	exec 5>&- 6>&- 7>&- 8>&- 9>&-
 	statefs_unmount
 }
@@ -160,6 +162,30 @@ INTRUDER_OPS=(
 	"read t/.stats" "read t/.snapshot" "open t/.events" "read t/.drain"
 	"write t/.drain" "write t/.depart" "stat t/.depart"
 )
+
+# events_as USER OUT: open $MNT/.events as USER (root: 0:0), then copy its
+# lines to OUT in the background until the line "join open end" (gives up
+# after 5 s); returns once the file is open.  events_wait waits for them.
+EVENTS_PY='
+import os, sys, signal
+signal.alarm(5)
+fd = os.open(sys.argv[1] + "/.events", os.O_RDONLY)
+print("open", file=sys.stderr, flush=True)
+buf = b""
+while b"\tjoin\topen\tend\t" not in buf:
+    buf += os.read(fd, 65536)
+sys.stdout.write(buf.decode())
+'
+events_as() {
+	local who=$1 out=$2 i
+	as_user "$who" "$PROBE_PYTHON" -c "$EVENTS_PY" "$MNT" >"$out" 2>"$out.open" 3>&- &
+	BG_PIDS+=($!)
+	for i in $(seq 100); do
+		grep -q '^open$' "$out.open" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	fail "$who could not open .events: $(cat "$out.open")"
+}
 
 # everything: every node under $MNT with its owner, mode and content.
 everything() {
@@ -333,6 +359,43 @@ $MNT/t/shared/c3 1003:3000"
 	no_eio
 }
 
+@test "a setgid directory gives new nodes its group, and new directories its setgid bit" {
+	# A setgid root of group 2000: U3 (gid 1003, not in 2000) makes a
+	# tenant, a parent and a child; all take group 2000, the directories
+	# the bit as well.
+	chgrp 2000 "$MNT"
+	chmod 3777 "$MNT"
+	sh_as "$U3" 'umask 0 && mkdir "$1/t" && mkdir "$1/t/p" && echo x >"$1/t/p/c"' "$MNT"
+	run stat -c '%n %u:%g %a' "$MNT/t" "$MNT/t/p" "$MNT/t/p/c"
+	assert_output "$MNT/t 1003:2000 2777
+$MNT/t/p 1003:2000 2777
+$MNT/t/p/c 1003:2000 666"
+	# chmod g+s by a tenant's owner in the group: the members' new
+	# parents and children take the group.
+	chmod g-s "$MNT"
+	run stat -c %a "$MNT"
+	assert_output 1777
+	as_user "$U1" mkdir -m 0775 "$MNT/s"
+	as_user "$U1" chgrp 2000 "$MNT/s"
+	as_user "$U1" chmod g+s "$MNT/s"
+	sh_as "$U2" 'umask 022 && mkdir "$1/s/p" && touch "$1/s/p/c"' "$MNT"
+	run stat -c '%n %u:%g %a' "$MNT/s" "$MNT/s/p" "$MNT/s/p/c"
+	assert_output "$MNT/s 1001:2000 2775
+$MNT/s/p 1002:2000 2755
+$MNT/s/p/c 1002:2000 644"
+	# Without the bit, the caller's group again; what exists keeps its.
+	as_user "$U1" chmod g-s "$MNT/s"
+	as_user "$U2" mkdir "$MNT/s/q"
+	run stat -c '%n %u:%g' "$MNT/s/q" "$MNT/s/p"
+	assert_output "$MNT/s/q 1002:1002
+$MNT/s/p 1002:2000"
+	# The new tenants of a root without the bit: the caller's group.
+	as_user "$U3" mkdir "$MNT/u"
+	run stat -c '%u:%g' "$MNT/u"
+	assert_output 1003:1003
+	no_eio
+}
+
 @test "chmod and chown are the owner's (or root's): others get EPERM, as on Linux" {
 	as_user "$U1" mkdir -m 0755 "$MNT/t"
 	as_user "$U1" mkdir -m 0755 "$MNT/t/p"
@@ -390,6 +453,83 @@ p1
 $MNT/s/p1:
 c"
 	no_eio
+}
+
+@test "rmdir of another user's 0700 tenant with content is EACCES even in a 0777 root; its owner and root may" {
+	chmod 0777 "$MNT"
+	as_user "$U1" mkdir -m 0700 "$MNT/t" "$MNT/t2" "$MNT/empty"
+	as_user "$U1" mkdir "$MNT/t/p" "$MNT/t2/p"
+	sh_as "$U1" 'echo x >"$1"' "$MNT/t/p/c"
+	local before
+	before=$(everything)
+	# The kernel lets anyone remove an entry of a 0777 directory; the
+	# content would have to go first, which another user cannot do.
+	refused "$U2" 'Permission denied' rmdir "$MNT/t"
+	refused "$U2" 'Permission denied' rmdir "$MNT/t2"
+	run probe "$U3" "rmdir t" "rmdir t2"
+	assert_output $'rmdir t EACCES\nrmdir t2 EACCES'
+	run everything
+	assert_output "$before"
+	# An empty one is anyone's to remove there, as on Linux.
+	as_user "$U2" rmdir "$MNT/empty"
+	# The owner may, and root.
+	as_user "$U1" rmdir "$MNT/t"
+	rmdir "$MNT/t2"
+	run ls "$MNT"
+	assert_output ''
+	no_eio
+}
+
+@test "a cascade needs what emptying by hand would: parents of a 0777 tenant, sticky tenants, .depart" {
+	chmod 0777 "$MNT"
+	# A 0777 tenant of U1 with U1's 0700 parent p (a child) and q (empty).
+	as_user "$U1" mkdir -m 0777 "$MNT/w"
+	as_user "$U1" mkdir -m 0700 "$MNT/w/p" "$MNT/w/q"
+	sh_as "$U1" 'echo x >"$1"' "$MNT/w/p/c"
+	# A sticky tenant of U1 where U2 keeps a parent with a child.
+	as_user "$U1" mkdir -m 1777 "$MNT/s"
+	as_user "$U2" mkdir -m 0777 "$MNT/s/p2"
+	sh_as "$U2" 'echo y >"$1"' "$MNT/s/p2/c"
+	local before
+	before=$(everything)
+	run probe "$U2" "rmdir w/p" "rmdir w"
+	assert_output $'rmdir w/p EACCES\nrmdir w EACCES'
+	refused "$U2" 'Permission denied' rmdir "$MNT/w/p"
+	run probe "$U3" "rmdir s"
+	assert_output 'rmdir s EACCES'
+	run everything
+	assert_output "$before"
+	as_user "$U2" rmdir "$MNT/w/q"
+	# The sticky tenant's owner may remove it: U2's parent is 0777.
+	as_user "$U1" rmdir "$MNT/s"
+	# .depart: the tenant's owner departs members it could remove by
+	# hand only; root departs any.
+	as_user "$U1" mkdir -m 0777 "$MNT/d"
+	as_user "$U2" mkdir -m 0700 "$MNT/d/m" "$MNT/d/e"
+	sh_as "$U2" 'echo z >"$1"' "$MNT/d/m/c"
+	refused "$U1" 'Permission denied' bash -c 'echo m >"$1"' _ "$MNT/d/.depart"
+	run ls "$MNT/d"
+	assert_output $'e\nm'
+	run cat "$MNT/d/m/c"
+	assert_output z
+	sh_as "$U1" 'echo e >"$1"' "$MNT/d/.depart"
+	echo m >"$MNT/d/.depart"
+	run ls "$MNT/d"
+	assert_output ''
+	run stat_of tombstones
+	assert_output 3
+	no_eio
+}
+
+@test "without default_permissions statefs checks no cascade either" {
+	statefs_remount -o allow_other
+	as_user "$U1" mkdir -m 0700 "$MNT/t"
+	as_user "$U1" mkdir -m 0700 "$MNT/t/p"
+	sh_as "$U1" 'echo x >"$1"' "$MNT/t/p/c"
+	as_user "$U2" rmdir "$MNT/t/p"
+	as_user "$U2" rmdir "$MNT/t"
+	run ls "$MNT"
+	assert_output ''
 }
 
 @test "only root (the mount's owner) can drain the whole store: the root .drain is 0644 root's" {
@@ -540,6 +680,112 @@ tenant pass -"
 	assert_failure
 	assert_output --partial 'Permission denied'
 	no_eio
+}
+
+@test "the root's .events shows each reader the lines of the tenants it can list, as they were when each line came" {
+	local d=$BATS_TEST_TMPDIR
+	as_user "$U1" mkdir -m 0700 "$MNT/closed"
+	as_user "$U1" mkdir -m 0750 "$MNT/group"
+	as_user "$U1" chgrp 2000 "$MNT/group"
+	as_user "$U1" mkdir -m 0755 "$MNT/open"
+	events_as 0:0 "$d/root"
+	events_as "$U1" "$d/u1"
+	events_as "$U2" "$d/u2"
+	events_as "$U3" "$d/u3"
+	as_user "$U1" mkdir "$MNT/closed/p"
+	sh_as "$U1" 'echo x >"$1"' "$MNT/closed/p/c"
+	as_user "$U1" mkdir "$MNT/group/p"
+	as_user "$U1" mkdir "$MNT/open/p"
+	sh_as "$U1" 'echo y >"$1"' "$MNT/open/p/c"
+	as_user "$U1" rmdir "$MNT/closed/p"
+	# Opened for a moment: what happened meanwhile is everyone's.
+	as_user "$U1" chmod 0755 "$MNT/closed"
+	as_user "$U1" mkdir "$MNT/closed/q"
+	as_user "$U1" chmod 0700 "$MNT/closed"
+	as_user "$U1" mkdir "$MNT/closed/r"
+	as_user "$U1" mkdir "$MNT/open/end"
+	events_wait
+	local all
+	all=$(evlines join closed p - 1 - create closed p c 1 0 write closed p c 1 1 \
+		join group p - 1 - join open p - 1 - create open p c 1 0 \
+		write open p c 1 1 leave closed p - 1 - join closed q - 1 - \
+		join closed r - 1 - join open end - 1 -)
+	# Root and the owner see everything.
+	run cut -f2- "$d/root"
+	assert_output "$all"
+	run cut -f2- "$d/u1"
+	assert_output "$all"
+	# A member of group 2000 (a supplementary group) sees the 0750
+	# tenant too; nobody else sees the 0700 one while it was closed.
+	run cut -f2- "$d/u2"
+	assert_output "$(evlines join group p - 1 - join open p - 1 - \
+		create open p c 1 0 write open p c 1 1 join closed q - 1 - \
+		join open end - 1 -)"
+	run cut -f2- "$d/u3"
+	assert_output "$(evlines join open p - 1 - create open p c 1 0 \
+		write open p c 1 1 join closed q - 1 - join open end - 1 -)"
+	# The lines keep the store's sequence numbers: each filtered
+	# reader's lines are root's lines, numbers included (gaps, not
+	# renumbering).
+	run grep -cvxF -f "$d/root" "$d/u3"
+	assert_output 0
+	run grep -cvxF -f "$d/root" "$d/u2"
+	assert_output 0
+	run awk -F'\t' 'NR > 1 && $1 != prev + 1 { gap = 1 } { prev = $1 } END { exit !gap }' "$d/u3"
+	assert_success
+	# A tenant's own .events is guarded by its directory.
+	run probe "$U2" "open closed/.events"
+	assert_output 'open closed/.events EACCES'
+}
+
+@test "lines of a tenant a reader cannot list never make its root .events overflow" {
+	local d=$BATS_TEST_TMPDIR go
+	go="$(dirname "$MNT")/go"
+	as_user "$U1" mkdir -m 0700 "$MNT/closed"
+	as_user "$U1" mkdir -m 0777 "$MNT/closed/p"
+	as_user "$U1" mkdir -m 0755 "$MNT/open"
+	# Two readers open the stream and do not read: another user, and
+	# root.  Then 5000 lines of the closed tenant, more than the 4096 a
+	# reader may fall behind, and one line of the open one.
+	# reader WHO OUT: open, wait for $go, read up to "join open end".
+	local reader='
+import os, sys, time
+fd = os.open(sys.argv[1] + "/.events", os.O_RDONLY)
+print("open", file=sys.stderr, flush=True)
+t0 = time.monotonic()
+while not os.path.exists(sys.argv[2]):
+    if time.monotonic() - t0 > 60:
+        sys.exit("no go")
+    time.sleep(0.05)
+buf = b""
+while b"\tjoin\topen\tend\t" not in buf:
+    buf += os.read(fd, 65536)
+sys.stdout.write(buf.decode())
+'
+	as_user "$U2" timeout 90 "$PROBE_PYTHON" -c "$reader" "$MNT" "$go" >"$d/u2" 2>"$d/u2.open" &
+	BG_PIDS+=($!)
+	timeout 90 "$PROBE_PYTHON" -c "$reader" "$MNT" "$go" >"$d/root" 2>"$d/root.open" &
+	BG_PIDS+=($!)
+	local i
+	for i in $(seq 100); do
+		grep -q open "$d/u2.open" && grep -q open "$d/root.open" && break
+		sleep 0.05
+	done
+	"$PROBE_PYTHON" -c '
+import os, sys
+for i in range(5000):
+    os.close(os.open("%s/closed/p/c%d" % (sys.argv[1], i), os.O_CREAT | os.O_WRONLY, 0o644))
+' "$MNT"
+	mkdir "$MNT/open/end"
+	touch "$go"
+	events_wait
+	rm -f "$go"
+	run cut -f2- "$d/u2"
+	assert_output "$(evlines join open end - 1 -)"
+	run head -n 1 "$d/root"
+	assert_output overflow
+	run tail -n 1 "$d/root"
+	assert_output --regexp $'^[0-9]+\tjoin\topen\tend\t-\t1\t-$'
 }
 
 @test "every refusal of this suite's kinds is its errno, never EIO: a sweep of shell tools" {

@@ -33,7 +33,11 @@
  * through the stage's node: stale handles and lost compare-and-swaps);
  * two parent handles kept across steps (create, unlink, renew and list
  * through an earlier incarnation: ESTALE); operations meaningless at
- * their depth (EPERM, ENOTDIR, EISDIR, EINVAL).
+ * their depth (EPERM, ENOTDIR, EISDIR, EINVAL); a snapshot of the store
+ * or a tenant taken while the following operations of the input run at
+ * its steps (store_snapshot_step_hook: after its instant is fixed and
+ * after each tenant or bucket it copies), whose rows must be the model's
+ * listing at the instant it began.
  *
  * Time.  The clock moves only in OP_ADVANCE and OP_LAZY_ADVANCE.
  * OP_ADVANCE goes from deadline to deadline (the model's next one) and
@@ -47,9 +51,8 @@
  *
  * Not covered: transitions made while a node is past its deadline and
  * unreaped (the store reaps what they touch on the way; ceilings still
- * count the rest until the reaper runs), ftruncate of an O_APPEND stage
- * (a store bug, see OP_ST_TRUNCATE), concurrency, allocation failures,
- * setattr other than size, events.
+ * count the rest until the reaper runs), concurrency, allocation
+ * failures, setattr other than size, events.
  *
  * Ceilings are small so that capacity errors happen: max_children 6,
  * max_parents 4, max_tombstones 2, parent_quota 3, max_payload 8,
@@ -92,6 +95,7 @@
 #define TOMB_TTL 1000
 #define DRAIN_WINDOW 500
 #define CLOCK_START 1000000
+#define EVENT_LOG 64
 
 static const char *const TN[NT] = { "t0", "t1" };
 static const char *const PN[NP] = { "p0", "p1", "p2" };
@@ -223,6 +227,8 @@ struct fz {
 	bool live_trace;
 	bool verifying;                /* outcomes are not traced */
 	bool peeking;                  /* verify before the reaper ran */
+	bool in_snapshot;              /* OP_SNAPSHOT is taking one */
+	uint8_t snap_mask;             /* its steps that run an operation */
 };
 
 static uint64_t fuzz_now(void *arg)
@@ -892,11 +898,12 @@ static unsigned m_stage_write(struct model *m, struct mstage *g,
 }
 
 /*
- * ftruncate on an open file (REPLACE or CAS stage): the staged image
- * takes the new size, zero-extended, and is published at close.  Only
- * max_payload is checked here; the bytes ceiling and liveness are
- * checked by the publication.  (APPEND stages are left out: see
- * OP_ST_TRUNCATE.)
+ * ftruncate on an open file: the staged image takes the new size,
+ * zero-extended, and is published at close.  An APPEND stage becomes a
+ * replacement first: its image is the state it is pinned to (the one it
+ * opened on, or its own last publication) followed by what it appended
+ * since.  Only max_payload is checked here; the bytes ceiling and
+ * liveness are checked by the publication.
  */
 static unsigned m_stage_truncate(struct model *m, struct mstage *g,
 				 uint64_t size, int rc)
@@ -905,6 +912,20 @@ static unsigned m_stage_truncate(struct model *m, struct mstage *g,
 		return M(EBADF);
 	if (size > MAX_PAYLOAD)
 		return M(EFBIG);
+	if (rc == 0 && g->mode == STORE_STAGE_APPEND) {
+		uint8_t img[2 * MAX_PAYLOAD];
+		size_t tail = g->staged ? g->len : 0;
+		size_t n = g->pinlen + tail;
+
+		memcpy(img, g->pin, g->pinlen);
+		memcpy(img + g->pinlen, g->buf, tail);
+		if (n > size)
+			n = size;
+		memcpy(g->buf, img, n);
+		g->len = n;
+		g->staged = true;
+		g->mode = STORE_STAGE_REPLACE;
+	}
 	if (rc == 0) {
 		if (!g->staged) {
 			memcpy(g->buf, g->pin, g->pinlen);
@@ -1156,37 +1177,90 @@ static void compare_parent(struct fz *f, struct store_node *t, int ti, int pi)
 	store_node_unref(f->s, p);
 }
 
-/* The snapshot's rows, counted by kind and checked against the model. */
-static void compare_snapshot(struct fz *f)
+/*
+ * The rows of @snap must be the listing of model @m (the tenant @only, or
+ * the whole store when @only < 0): every tenant, parent, child link and
+ * tombstone once, with its generation, version, size, nlink, time left
+ * and inode (where the model knows it), in scope order (tenants by
+ * inode, each with its own row first, then its buckets by inode, each a
+ * parent's row and its children's, then its tombstones).  @peeking: the
+ * reaper has not run (tombstones and nlink are not settled yet).
+ */
+static void compare_snapshot_rows(struct fz *f, const struct store_snapshot *snap,
+				  const struct model *m, int only, bool peeking,
+				  const char *what)
 {
-	struct model *m = &f->m;
-	struct store_snapshot snap;
 	unsigned rows[4] = { 0 }, want[4] = { 0 };
-	int rc = store_snapshot_take(f->s, NULL, &snap);
+	bool seen_t[NT] = { false }, seen_p[NT][NP] = { { false } };
+	bool seen_c[NT][NP][NC] = { { { false } } }, seen_tb[NT][NP] = { { false } };
+	int64_t last_t = -1, last_p = -1;
+	int cur_t = -1, cur_p = -1, phase = 0; /* 1 buckets, 2 tombstones */
 
-	expect(f, "store_snapshot_take", rc, OK);
-	for (size_t i = 0; i < snap.n; i++) {
-		const struct store_snap_row *r = &snap.rows[i];
+	for (size_t i = 0; i < snap->n; i++) {
+		const struct store_snap_row *r = &snap->rows[i];
 		int ti = name_index(TN, NT, r->tenant);
 		int pi = r->kind == STORE_SNAP_TENANT ? 0 :
 			 name_index(PN, NP, r->parent);
 		int ci = r->kind == STORE_SNAP_CHILD ?
 			 name_index(CN, NC, r->child) : 0;
+		bool dup;
 
-		if (ti < 0 || pi < 0 || ci < 0 || !m->t[ti].live)
-			die(f, "snapshot row of unknown %s/%s/%s", r->tenant,
+		if (ti < 0 || pi < 0 || ci < 0 || !m->t[ti].live ||
+		    (only >= 0 && ti != only))
+			die(f, "%s: row of unknown %s/%s/%s", what, r->tenant,
 			    r->parent, r->child);
+		if (r->kind > STORE_SNAP_TOMBSTONE)
+			die(f, "%s: row of kind %d", what, (int)r->kind);
 		rows[r->kind]++;
-		if (r->kind == STORE_SNAP_TOMBSTONE && f->peeking) {
+		/* Scope order. */
+		if (r->kind == STORE_SNAP_TENANT) {
+			if (r->ino <= last_t)
+				die(f, "%s: tenant %s out of order", what, r->tenant);
+			last_t = r->ino;
+			last_p = -1;
+			cur_t = ti;
+			cur_p = -1;
+			phase = 1;
+		} else if (ti != cur_t) {
+			die(f, "%s: row of %s/%s/%s outside its tenant's", what,
+			    r->tenant, r->parent, r->child);
+		} else if (r->kind == STORE_SNAP_PARENT) {
+			if (phase != 1 || r->ino <= last_p)
+				die(f, "%s: parent %s/%s out of order", what,
+				    r->tenant, r->parent);
+			last_p = r->ino;
+			cur_p = pi;
+		} else if (r->kind == STORE_SNAP_CHILD) {
+			if (phase != 1 || pi != cur_p)
+				die(f, "%s: child %s/%s/%s not after its parent",
+				    what, r->tenant, r->parent, r->child);
+		} else {
+			phase = 2;
+		}
+		dup = r->kind == STORE_SNAP_TENANT ? seen_t[ti] :
+		      r->kind == STORE_SNAP_PARENT ? seen_p[ti][pi] :
+		      r->kind == STORE_SNAP_CHILD ? seen_c[ti][pi][ci] :
+		      seen_tb[ti][pi];
+		if (dup)
+			die(f, "%s: %s/%s/%s (kind %d) listed twice", what,
+			    r->tenant, r->parent, r->child, (int)r->kind);
+		if (r->kind == STORE_SNAP_TENANT) {
+			seen_t[ti] = true;
+			if (m->t[ti].ino && r->ino != (int64_t)m->t[ti].ino)
+				die(f, "%s: tenant %s inode %" PRId64, what,
+				    r->tenant, r->ino);
+		} else if (r->kind == STORE_SNAP_TOMBSTONE && peeking) {
+			seen_tb[ti][pi] = true;
 			continue; /* an unreaped parent has none yet */
 		} else if (r->kind == STORE_SNAP_TOMBSTONE) {
 			const struct mtomb *tb = &m->t[ti].tomb[pi];
 
+			seen_tb[ti][pi] = true;
 			if (!tb->live || r->generation != (int64_t)tb->gen ||
 			    r->ttl_ms_left != (int64_t)(tb->deadline - m->now))
-				die(f, "snapshot tombstone %s/%s gen %" PRId64
+				die(f, "%s: tombstone %s/%s gen %" PRId64
 				    " ttl_left %" PRId64 "; model %s gen %"
-				    PRIu64 " ttl_left %" PRId64, r->tenant,
+				    PRIu64 " ttl_left %" PRId64, what, r->tenant,
 				    r->parent, r->generation, r->ttl_ms_left,
 				    tb->live ? "has" : "lacks", tb->gen,
 				    (int64_t)(tb->deadline - m->now));
@@ -1195,37 +1269,59 @@ static void compare_snapshot(struct fz *f)
 			int64_t ttl = p->deadline ?
 				(int64_t)(p->deadline - m->now) : -1;
 
+			seen_p[ti][pi] = true;
 			if (!p->live || r->generation != (int64_t)p->gen ||
-			    r->ttl_ms_left != ttl)
-				die(f, "snapshot parent row %s/%s", r->tenant,
-				    r->parent);
-		} else if (r->kind == STORE_SNAP_CHILD) {
+			    r->ttl_ms_left != ttl ||
+			    (p->ino && r->ino != (int64_t)p->ino))
+				die(f, "%s: parent row %s/%s gen %" PRId64
+				    " ttl_left %" PRId64 " inode %" PRId64, what,
+				    r->tenant, r->parent, r->generation,
+				    r->ttl_ms_left, r->ino);
+		} else {
 			int sid = m_child(m, ti, pi, ci);
 			const struct mstate *st = &m->st[sid < 0 ? 0 : sid];
 			int64_t ttl = st->deadline ?
 				(int64_t)(st->deadline - m->now) : -1;
 
+			seen_c[ti][pi][ci] = true;
 			if (sid < 0 || r->version != (int64_t)st->version ||
 			    r->size != (int64_t)st->len ||
-			    (r->nlink != (int64_t)st->nlink && !f->peeking) ||
+			    (r->nlink != (int64_t)st->nlink && !peeking) ||
 			    r->ttl_ms_left != ttl ||
-			    r->generation != (int64_t)m->t[ti].p[pi].gen)
-				die(f, "snapshot child row %s/%s/%s", r->tenant,
-				    r->parent, r->child);
+			    r->generation != (int64_t)m->t[ti].p[pi].gen ||
+			    (st->ino && r->ino != (int64_t)st->ino))
+				die(f, "%s: child row %s/%s/%s version %" PRId64
+				    " size %" PRId64 " nlink %" PRId64
+				    " ttl_left %" PRId64 " gen %" PRId64, what,
+				    r->tenant, r->parent, r->child, r->version,
+				    r->size, r->nlink, r->ttl_ms_left,
+				    r->generation);
 		}
 	}
-	store_snapshot_free(&snap);
-	want[STORE_SNAP_TENANT] = m_count_tenants(m);
-	want[STORE_SNAP_PARENT] = m_count_parents(m, -1);
-	want[STORE_SNAP_TOMBSTONE] = m_count_tombs(m, -1);
-	for (int t = 0; t < NT; t++)
-		if (m->t[t].live)
-			want[STORE_SNAP_CHILD] += m_tenant_links(&m->t[t]);
+	for (int t = 0; t < NT; t++) {
+		if (!m->t[t].live || (only >= 0 && t != only))
+			continue;
+		want[STORE_SNAP_TENANT]++;
+		want[STORE_SNAP_PARENT] += m_count_parents(m, t);
+		want[STORE_SNAP_TOMBSTONE] += m_count_tombs(m, t);
+		want[STORE_SNAP_CHILD] += m_tenant_links(&m->t[t]);
+	}
 	for (int k = 0; k < 4; k++)
 		if (rows[k] != want[k] &&
-		    !(f->peeking && k == STORE_SNAP_TOMBSTONE))
-			die(f, "snapshot has %u rows of kind %d, model %u",
+		    !(peeking && k == STORE_SNAP_TOMBSTONE))
+			die(f, "%s has %u rows of kind %d, model %u", what,
 			    rows[k], k, want[k]);
+}
+
+/* A snapshot of the whole store now, against the model. */
+static void compare_snapshot(struct fz *f)
+{
+	struct store_snapshot snap;
+	int rc = store_snapshot_take(f->s, NULL, &snap);
+
+	expect(f, "store_snapshot_take", rc, OK);
+	compare_snapshot_rows(f, &snap, &f->m, -1, f->peeking, "snapshot");
+	store_snapshot_free(&snap);
 }
 
 static void compare_gauges(struct fz *f, struct store_node *tnode, int ti)
@@ -1320,7 +1416,9 @@ static void verify(struct fz *f)
 		}
 		store_node_unref(f->s, t);
 	}
-	compare_snapshot(f);
+	/* Inside OP_SNAPSHOT the one snapshot at a time is being taken. */
+	if (!f->in_snapshot)
+		compare_snapshot(f);
 	next = store_next_deadline(f->s);
 	if (!f->peeking && next != m_next_deadline(m))
 		die(f, "next deadline +%" PRId64 ", model +%" PRId64,
@@ -1420,6 +1518,7 @@ enum op {
 	OP_ST_FLUSH,
 	OP_LAZY_ADVANCE,
 	OP_WRONG_DEPTH,
+	OP_SNAPSHOT,
 	OP_COUNT
 };
 
@@ -1501,6 +1600,27 @@ static void op_publish(struct fz *f, struct path pa, enum store_stage_mode mode)
 	store_node_unref(f->s, c);
 }
 
+static void run_op(struct fz *f);
+
+/*
+ * OP_SNAPSHOT's step hook: the taker calls it once the snapshot's instant
+ * is fixed (step 0) and after each tenant or bucket it copies.  When the
+ * mask says so, the next operation of the input runs there, then a
+ * reaper pass and a full verification (but for the snapshot), as after
+ * any step.
+ */
+static void snap_step_run(void *arg, unsigned step)
+{
+	struct fz *f = arg;
+
+	if (step >= 8 || !(f->snap_mask & (1u << step)) || f->pos >= f->len)
+		return;
+	note(f, "(snapshot step %u)", step);
+	run_op(f);
+	settle(f);
+	verify(f);
+}
+
 static void run_op(struct fz *f)
 {
 	struct model *m = &f->m;
@@ -1520,7 +1640,7 @@ static void run_op(struct fz *f)
 		break;
 	case OP_RMDIR_T:
 		note(f, "rmdir %s", TN[pa.t]);
-		rc = store_rmdir(f->s, root, TN[pa.t]);
+		rc = store_rmdir(f->s, root, TN[pa.t], NULL);
 		expect(f, "rmdir tenant", rc, m_rmdir_tenant(m, pa.t, rc));
 		break;
 	case OP_JOIN:
@@ -1536,8 +1656,8 @@ static void run_op(struct fz *f)
 		     TN[pa.t], PN[pa.p]);
 		rc = lookup_tenant(f, pa.t, &n2);
 		if (rc == 0)
-			rc = op == OP_LEAVE ? store_rmdir(f->s, n2, PN[pa.p]) :
-			     store_depart(f->s, n2, PN[pa.p]);
+			rc = op == OP_LEAVE ? store_rmdir(f->s, n2, PN[pa.p], NULL) :
+			     store_depart(f->s, n2, PN[pa.p], NULL);
 		expect(f, op == OP_LEAVE ? "rmdir parent" : "depart", rc,
 		       m_leave(m, pa.t, pa.p, op == OP_LEAVE, rc));
 		break;
@@ -1739,7 +1859,7 @@ static void run_op(struct fz *f)
 			expect(f, "mkdir in a parent", rc, M(EPERM));
 			break;
 		case 1: /* rmdir of a child */
-			rc = store_rmdir(f->s, p, CN[pa.c]);
+			rc = store_rmdir(f->s, p, CN[pa.c], NULL);
 			expect(f, "rmdir in a parent", rc,
 			       has_c ? M(ENOTDIR) : M(ENOENT));
 			break;
@@ -1888,14 +2008,7 @@ wrong_out:
 		struct mstage *g = &f->stage[pa.t];
 		uint64_t size = take(f) % (MAX_PAYLOAD + 3);
 
-		/*
-		 * Store bug, not modelled: on an APPEND stage (a file opened
-		 * O_APPEND) store_stage_truncate stages SIZE zero bytes that
-		 * the close then appends to the current content, so
-		 * ftruncate(fd, 0) leaves the content as it was and
-		 * ftruncate(fd, 2) adds two NULs.  Left out until fixed.
-		 */
-		if (!g->open || g->mode == STORE_STAGE_APPEND)
+		if (!g->open)
 			break;
 		note(f, "stage %d truncate %" PRIu64, pa.t, size);
 		rc = store_stage_truncate(g->st, size);
@@ -2043,6 +2156,44 @@ wrong_out:
 		}
 		break;
 	}
+	case OP_SNAPSHOT: {
+		/*
+		 * A snapshot (extra bit 0: of tenant pa.t, else of the store)
+		 * while the following operations run at its steps (the next
+		 * byte: bit i runs one at step i): its rows must be the
+		 * model's listing at the instant it began.
+		 */
+		static struct model at_e;
+		bool tenant = pa.extra & 1;
+		uint8_t mask = take(f);
+		struct store_snapshot snap;
+
+		if (f->in_snapshot) {
+			note(f, "snapshot (inside a snapshot: not taken)");
+			break;
+		}
+		note(f, "snapshot of %s, operations at steps 0x%x",
+		     tenant ? TN[pa.t] : "the store", mask);
+		if (tenant) {
+			rc = lookup_tenant(f, pa.t, &n);
+			expect_found(f, "snapshot lookup", rc, m->t[pa.t].live);
+			if (rc)
+				break;
+		}
+		at_e = *m;
+		f->in_snapshot = true;
+		f->snap_mask = mask;
+		store_snapshot_step_hook(f->s, snap_step_run, f);
+		rc = store_snapshot_take(f->s, n, &snap);
+		store_snapshot_step_hook(f->s, NULL, NULL);
+		f->in_snapshot = false;
+		note(f, "snapshot of %s taken", tenant ? TN[pa.t] : "the store");
+		expect(f, "snapshot with transitions", rc, OK);
+		compare_snapshot_rows(f, &snap, &at_e, tenant ? pa.t : -1, false,
+				      "snapshot with transitions");
+		store_snapshot_free(&snap);
+		break;
+	}
 	case OP_COUNT:
 		break;
 	}
@@ -2071,6 +2222,9 @@ static void fz_setup(struct fz *f, uint8_t cfg)
 	l->default_ttl_ms = (cfg & 1) ? 700 : 0;
 	l->drain_window_ms = DRAIN_WINDOW;
 	l->testclock = true;
+	/* Nothing here reads events: a small log keeps store_new and
+	 * store_free cheap (the default ring has 65,536 slots). */
+	l->event_log = EVENT_LOG;
 	f->clk.now = f->m.now = CLOCK_START;
 	f->m.state = STORE_READY;
 	f->live_trace = tr && *tr && strcmp(tr, "0") != 0;

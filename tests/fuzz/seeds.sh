@@ -38,6 +38,7 @@ mkdir -p "$S"
 p() { echo $(($1 | $2 << 1 | $3 << 3 | ${4:-0} << 5)); }
 
 mkdir_t() { bytes 0 "$(p "$1" 0 0)"; }
+rmdir_t() { bytes 1 "$(p "$1" 0 0)"; }
 join() { bytes 2 "$(p "$1" "$2" 0)"; }
 leave() { bytes 3 "$(p "$1" "$2" 0)"; }
 depart() { bytes 4 "$(p "$1" "$2" 0)"; }
@@ -81,6 +82,10 @@ stage_flush() { bytes 29 "$(p "$1" 0 0)"; }
 lazy_advance() { bytes 30 "$(p $(($1 & 1)) 0 0 $(($1 >> 1)))"; }
 # wrong_depth KIND(0..7, see OP_WRONG_DEPTH) T P C
 wrong_depth() { bytes 31 "$(p "$2" "$3" "$4" "$1")"; }
+# snapshot_store MASK / snapshot_tenant T MASK: the next operations run at
+# the snapshot's steps whose bit is set in MASK
+snapshot_store() { bytes 32 "$(p 0 0 0 0)" "$1"; }
+snapshot_tenant() { bytes 32 "$(p "$1" 0 0 1)" "$2"; }
 
 {
 	bytes 0
@@ -154,3 +159,15 @@ wrong_depth() { bytes 31 "$(p "$2" "$3" "$4" "$1")"; }
 	stage_open 1 0 0 0 3; stage_truncate 1 1; stage_read 1
 	publish 0 0 0 0 4; stage_flush 1; stage_truncate 1 12; stage_close 1
 } >"$S/truncate"
+
+{
+	bytes 0
+	mkdir_t 0; mkdir_t 1; join 0 0; join 0 1; join 1 0
+	create 0 0 0; create 0 0 1; create 0 1 2; create 1 0 0
+	link_ 0 0 0 0 1 3; publish 0 0 0 0 1 2; join 1 1; leave 1 1
+	snapshot_store 255
+	publish 0 0 0 1 3; rename_ 0 0 1 0 1 1 0; leave 0 1; unlink_ 1 0 0
+	depart 0 2; rmdir_t 1; join 0 1; create 0 0 2
+	snapshot_tenant 0 7
+	set_ttl 0 0 -1 1; advance 0
+} >"$S/snapshot"

@@ -418,8 +418,8 @@ static void race_leave_fn(struct race *r, int tid)
 	struct store_node *tenant = store_node_tenant(r->parent);
 
 	if (tid == 0) {
-		int rc = r->mode ? store_depart(r->s, tenant, "p")
-				 : store_rmdir(r->s, tenant, "p");
+		int rc = r->mode ? store_depart(r->s, tenant, "p", NULL)
+				 : store_rmdir(r->s, tenant, "p", NULL);
 
 		if (rc != 0)
 			failf("leave: %d", rc);
@@ -528,7 +528,7 @@ static void race_shared_fn(struct race *r, int tid)
 	r->rc[tid] = 0;
 	switch (tid) {
 	case 0:
-		r->rc[0] = r->mode == 2 ? store_rmdir(s, g_sr.t, "p")
+		r->rc[0] = r->mode == 2 ? store_rmdir(s, g_sr.t, "p", NULL)
 					: store_unlink(s, g_sr.p, "c");
 		break;
 	case 1:
@@ -1055,7 +1055,7 @@ static void one_op(struct worker *w)
 		t = get_tenant(w, ti);
 		if (!t)
 			return;
-		rc = store_rmdir(s, t, PAR[rnd(w, NPAR)]);
+		rc = store_rmdir(s, t, PAR[rnd(w, NPAR)], NULL);
 		rc_check(w, OP_RMDIR, rc);
 		put(w, t);
 	} else if (dice < 5150) { /* join / rejoin */
@@ -1080,7 +1080,7 @@ static void one_op(struct worker *w)
 		t = get_tenant(w, ti);
 		if (!t)
 			return;
-		rc = store_depart(s, t, PAR[rnd(w, NPAR)]);
+		rc = store_depart(s, t, PAR[rnd(w, NPAR)], NULL);
 		rc_check(w, OP_DEPART, rc);
 		put(w, t);
 	} else if (dice < 6800) {
@@ -1144,7 +1144,7 @@ static void one_op(struct worker *w)
 	} else if (dice < 9700) {
 		atomic_clock_advance(&w->m->clk, 250);
 	} else if (dice < 9710) { /* tenant cleanup */
-		rc = store_rmdir(s, store_root(s), TEN[ti]);
+		rc = store_rmdir(s, store_root(s), TEN[ti], NULL);
 		rc_check(w, OP_CLEANUP, rc);
 	} else if (dice >= 9710 && dice < 9710 + w->m->check_every) {
 		char why[256] = "";

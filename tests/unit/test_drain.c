@@ -527,9 +527,9 @@ static void test_drain_deadline_via_expire(void **state)
 	publish(c, a, STORE_STAGE_REPLACE, "1234");
 	publish(c, b, STORE_STAGE_REPLACE, "56");
 	assert_int_equal(store_link(c->s, a, q, "a2"), 0);
-	assert_int_equal(store_depart(c->s, t, "ghost"), 0);
+	assert_int_equal(store_depart(c->s, t, "ghost", NULL), 0);
 	k = mk(c, t, "k");
-	assert_int_equal(store_rmdir(c->s, t, "k"), 0);   /* a tombstone */
+	assert_int_equal(store_rmdir(c->s, t, "k", NULL), 0);   /* a tombstone */
 	assert_int_equal(stats(c, NULL).tombstones, 2);
 
 	assert_int_equal(store_drain(c->s, NULL), 0);
@@ -826,7 +826,7 @@ static void test_drain_stale_tenant(void **state)
 	struct store_snapshot sn;
 
 	t = mk(c, root(c), "t");
-	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	assert_int_equal(store_drain(c->s, t), -ESTALE);
 	assert_int_equal(store_drain_now(c->s, t), -ESTALE);
 	assert_int_equal(store_snapshot_take(c->s, t, &sn), -ESTALE);
@@ -857,7 +857,7 @@ static void test_tenant_drain(void **state)
 	x = cr(c, r, "x");
 	publish(c, a, STORE_STAGE_REPLACE, "aaaa");
 	publish(c, x, STORE_STAGE_REPLACE, "xx");
-	assert_int_equal(store_depart(c->s, t, "ghost"), 0);
+	assert_int_equal(store_depart(c->s, t, "ghost", NULL), 0);
 	su = stats(c, u);
 	rd_open_strict(c, &d, NULL);
 	rd_open_strict(c, &dt, t);
@@ -897,7 +897,7 @@ static void test_tenant_drain(void **state)
 	assert_int_equal(create_rc(c, r, "y", true), 0);
 	set_ttl(c, x, 100000);
 	assert_int_equal(store_renew(c->s, x), 0);
-	assert_int_equal(store_rmdir(c->s, u, "r2"), 0);
+	assert_int_equal(store_rmdir(c->s, u, "r2", NULL), 0);
 	assert_int_equal(store_unlink(c->s, r, "y"), 0);
 	free(rd_take(c, &d));
 	free(rd_take(c, &dt));
@@ -1154,7 +1154,7 @@ static void test_cleanup_of_draining_tenant(void **state)
 	p = mk(c, t, "p");
 	a = cr(c, p, "a");
 	assert_int_equal(store_drain(c->s, t), 0);
-	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
 	assert_dstate(c, NULL, STORE_READY);
 	/* A new tenant of that name is a new node, not draining. */
@@ -1188,7 +1188,7 @@ static void test_drain_events_internal(void **state)
 	u = mk(c, root(c), "u");
 	p = mk(c, t, "p");
 	q = mk(c, t, "q");
-	assert_int_equal(store_rmdir(c->s, t, "q"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "q", NULL), 0);
 	put(c, q);
 	q = mk(c, t, "q");                               /* generation 2 */
 	assert_int_equal(gen(c, q), 2);
@@ -1328,11 +1328,11 @@ static void build_world(struct ctx *c, struct world *w)
 	w->u = mk(c, root(c), "u");
 	w->p = mk(c, w->t, "p");
 	gone = mk(c, w->t, "q");
-	assert_int_equal(store_rmdir(c->s, w->t, "q"), 0); /* tombstone g1 */
+	assert_int_equal(store_rmdir(c->s, w->t, "q", NULL), 0); /* tombstone g1 */
 	put(c, gone);
 	w->q = mk(c, w->t, "q");                       /* generation 2 */
 	w->r = mk(c, w->u, "r");
-	assert_int_equal(store_depart(c->s, w->t, "ghost"), 0); /* g0 */
+	assert_int_equal(store_depart(c->s, w->t, "ghost", NULL), 0); /* g0 */
 	w->a = cr(c, w->p, "a");
 	publish(c, w->a, STORE_STAGE_REPLACE, "hello");
 	publish(c, w->a, STORE_STAGE_APPEND, "!!");  /* version 2, size 7 */
@@ -1462,9 +1462,9 @@ static void test_snapshot_leaves_out_expired(void **state)
 	b = cr(c, p, "b");
 	e = cr(c, q, "e");
 	f = cr(c, q, "f");
-	assert_int_equal(store_depart(c->s, t, "old"), 0);
+	assert_int_equal(store_depart(c->s, t, "old", NULL), 0);
 	advance(c, 1000);
-	assert_int_equal(store_depart(c->s, t, "new"), 0);
+	assert_int_equal(store_depart(c->s, t, "new", NULL), 0);
 	set_ttl(c, b, 500);      /* a child */
 	set_ttl(c, q, 800);      /* a parent, and with it e and f */
 	set_ttl(c, a, 5000);
@@ -1535,9 +1535,9 @@ static void test_snapshot_unaffected_by_later_changes(void **state)
 	set_ttl(c, w.l, 1);
 	advance(c, 10);
 	(void)store_expire(c->s, 100);
-	assert_int_equal(store_rmdir(c->s, w.t, "p"), 0);
-	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
-	assert_int_equal(store_rmdir(c->s, root(c), "u"), 0);
+	assert_int_equal(store_rmdir(c->s, w.t, "p", NULL), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "u", NULL), 0);
 	assert_int_equal(mkdir_rc(c, root(c), "t"), 0);
 
 	after = snap_str(&s1);
@@ -1721,13 +1721,13 @@ static void mut_parent_expires(struct ctx *c, struct world *w)
 
 static void mut_leave(struct ctx *c, struct world *w)
 {
-	OK(store_rmdir(c->s, w->t, "p"));
+	OK(store_rmdir(c->s, w->t, "p", NULL));
 }
 
 static void mut_depart_again(struct ctx *c, struct world *w)
 {
 	advance(c, 50);
-	OK(store_depart(c->s, w->t, "ghost"));
+	OK(store_depart(c->s, w->t, "ghost", NULL));
 }
 
 static void mut_rejoin(struct ctx *c, struct world *w)
@@ -1755,7 +1755,7 @@ static void mut_chmod_tenant(struct ctx *c, struct world *w)
 static void mut_cleanup_tenant(struct ctx *c, struct world *w)
 {
 	(void)w;
-	OK(store_rmdir(c->s, root(c), "u"));
+	OK(store_rmdir(c->s, root(c), "u", NULL));
 }
 
 static void mut_new_nodes(struct ctx *c, struct world *w)

@@ -50,7 +50,7 @@ static void fx_open(struct fx *f)
 	/* A tombstone to rejoin from. */
 	old = must(store_mkdir(f->s, f->t, "old", &o, &n), n);
 	store_node_unref(f->s, old);
-	assert_int_equal(store_rmdir(f->s, f->t, "old"), 0);
+	assert_int_equal(store_rmdir(f->s, f->t, "old", NULL), 0);
 }
 
 static void fx_close(struct fx *f)
@@ -235,22 +235,22 @@ static int op_rename(struct fx *f)
 
 static int op_depart(struct fx *f)
 {
-	return store_depart(f->s, f->t, "p");
+	return store_depart(f->s, f->t, "p", NULL);
 }
 
 static int op_depart_absent(struct fx *f)
 {
-	return store_depart(f->s, f->t, "never");
+	return store_depart(f->s, f->t, "never", NULL);
 }
 
 static int op_leave(struct fx *f)
 {
-	return store_rmdir(f->s, f->t, "p");
+	return store_rmdir(f->s, f->t, "p", NULL);
 }
 
 static int op_cleanup(struct fx *f)
 {
-	return store_rmdir(f->s, store_root(f->s), "t");
+	return store_rmdir(f->s, store_root(f->s), "t", NULL);
 }
 
 static int op_ttl(struct fx *f)

@@ -249,7 +249,7 @@ static void test_next_deadline(void **state)
 	set_ttl(c, q, 200);                 /* a parent's lease counts */
 	assert_int_equal(store_next_deadline(c->s), t0 + 200);
 	assert_int_equal(mkdir_rc(c, t, "r"), 0);
-	assert_int_equal(store_rmdir(c->s, t, "r"), 0); /* a tombstone */
+	assert_int_equal(store_rmdir(c->s, t, "r", NULL), 0); /* a tombstone */
 	tomb = t0 + c->lim.tombstone_ttl_ms;
 	assert_int_equal(store_next_deadline(c->s), t0 + 200);
 
@@ -317,7 +317,7 @@ static void test_next_deadline_forgets_removed_leases(void **state)
 	assert_int_equal(store_unlink(c->s, p, "b"), 0);
 	assert_int_equal(store_next_deadline(c->s), t0 + 500);
 	/* Tenant cleanup takes a's lease with it. */
-	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
 	advance(c, 1000);
 	assert_int_equal(store_expire(c->s, 10), 0);
@@ -442,7 +442,7 @@ static void test_renew_stale(void **state)
 	/* An old parent handle after leave. */
 	q = mk(c, t, "q");
 	set_ttl(c, q, 1000);
-	assert_int_equal(store_rmdir(c->s, t, "q"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "q", NULL), 0);
 	assert_int_equal(store_renew(c->s, q), -ESTALE);
 	assert_int_equal(store_set_ttl(c->s, q, 1000), -ESTALE);
 	put(c, q);
@@ -585,7 +585,7 @@ static void test_parent_expiry_cascades(void **state)
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
 	put(c, p);
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	p = mk(c, t, "p");
 	assert_int_equal(gen(c, p), 2);
 	q = mk(c, t, "q");
@@ -662,7 +662,7 @@ static void test_parent_expired_before_reap(void **state)
 	assert_list(c, t, "");
 	assert_int_equal(getattr_rc(c, p), -ESTALE);
 	assert_int_equal(store_renew(c->s, p), -ESTALE);
-	assert_int_equal(store_rmdir(c->s, t, "p"), -ENOENT);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), -ENOENT);
 	/* Nothing gets in or out through the old handle. */
 	assert_int_equal(create_rc(c, p, "y", true), -ESTALE);
 	assert_int_equal(store_lookup(c->s, p, "x", &n), -ESTALE);
@@ -893,7 +893,7 @@ static void test_tombstone_aging_via_expire(void **state)
 	assert_int_equal(mkdir_rc(c, t, "p"), 0);
 	q = mk(c, t, "q");
 	t0 = now(c);
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	assert_int_equal(store_next_deadline(c->s), t0 + 1000);
 	set_ttl(c, q, 200);
 	assert_int_equal(store_next_deadline(c->s), t0 + 200);
@@ -962,8 +962,8 @@ static void test_events_lines(void **state)
 	assert_int_equal(mkdir_rc(c, t, "p"), -EEXIST);
 	assert_int_equal(mkdir_rc(c, root(c), "t"), -EEXIST);
 	assert_int_equal(store_unlink(c->s, p, "zz"), -ENOENT);
-	assert_int_equal(store_rmdir(c->s, t, "zz"), -ENOENT);
-	assert_int_equal(store_rmdir(c->s, root(c), "zz"), -ENOENT);
+	assert_int_equal(store_rmdir(c->s, t, "zz", NULL), -ENOENT);
+	assert_int_equal(store_rmdir(c->s, root(c), "zz", NULL), -ENOENT);
 	assert_int_equal(store_link(c->s, a, p, "a"), -EEXIST);
 	assert_int_equal(store_rename(c->s, p, "zz", q, "zz", 0), -ENOENT);
 	assert_false(store_events_pending(c->s, &d.r));
@@ -1002,11 +1002,11 @@ static void test_events_lines(void **state)
 		      EV("unlink", "t", "q", "a2", "1", "4"));
 
 	/* Leave (with a child: one line), rejoin, departs. */
-	assert_int_equal(store_rmdir(c->s, t, "q"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "q", NULL), 0);
 	put(c, q);
 	q = mk(c, t, "q");
-	assert_int_equal(store_depart(c->s, t, "ghost"), 0);
-	assert_int_equal(store_depart(c->s, t, "q"), 0);
+	assert_int_equal(store_depart(c->s, t, "ghost", NULL), 0);
+	assert_int_equal(store_depart(c->s, t, "q", NULL), 0);
 	g = mk(c, t, "ghost");
 	assert_int_equal(store_unlink(c->s, p, "a"), 0);
 	expect_events(c, &d,
@@ -1018,7 +1018,7 @@ static void test_events_lines(void **state)
 		      EV("unlink", "t", "p", "a", "1", "4"));
 
 	/* Tenant cleanup: one line for everything. */
-	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	expect_events(c, &d, EV("cleanup", "t", "-", "-", "-", "-"));
 	assert_false(store_events_pending(c->s, &d.r));
 
@@ -1040,7 +1040,7 @@ static void test_events_expire_lines(void **state)
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
 	put(c, p);
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	p = mk(c, t, "p");                   /* generation 2 */
 	q = mk(c, t, "q");
 	a = cr(c, p, "a");
@@ -1107,10 +1107,10 @@ static void test_events_tenant_scope(void **state)
 	publish(c, a2, STORE_STAGE_REPLACE, "2");
 	publish(c, a1, STORE_STAGE_REPLACE, "1");
 	assert_int_equal(store_unlink(c->s, p2, "a"), 0);
-	assert_int_equal(store_depart(c->s, t2, "x"), 0);
-	assert_int_equal(store_rmdir(c->s, root(c), "t2"), 0);
+	assert_int_equal(store_depart(c->s, t2, "x", NULL), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t2", NULL), 0);
 	assert_int_equal(mkdir_rc(c, root(c), "t3"), 0);
-	assert_int_equal(store_rmdir(c->s, t1, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t1, "p", NULL), 0);
 
 	raw_all = rd_raw(c, &all, NULL);
 	raw_1 = rd_raw(c, &r1, NULL);
@@ -1146,7 +1146,7 @@ static void test_events_tenant_scope(void **state)
 		      EV("unlink", "t2", "p", "a", "1", "1")
 		      EV("depart", "t2", "x", "-", "0", "-")
 		      EV("cleanup", "t2", "-", "-", "-", "-"));
-	assert_int_equal(store_rmdir(c->s, root(c), "t1"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t1", NULL), 0);
 	expect_events(c, &r1, EV("cleanup", "t1", "-", "-", "-", "-"));
 	expect_events(c, &r2, "");
 
@@ -1365,6 +1365,228 @@ static void test_events_next_overflow(void **state)
 	check_ok(c);
 }
 
+/* A tenant made by @o (uid, gid, mode). */
+static struct store_node *mk_owned(struct ctx *c, const char *name,
+				   const struct store_owner *o)
+{
+	struct store_node *n = NULL;
+
+	assert_int_equal(store_mkdir(c->s, root(c), name, o, &n), 0);
+	return n;
+}
+
+static void chmod_node(struct ctx *c, struct store_node *n, mode_t mode)
+{
+	struct store_attr in;
+
+	memset(&in, 0, sizeof in);
+	in.mode = mode;
+	assert_int_equal(store_setattr(c->s, n, STORE_SET_MODE, &in, NULL), 0);
+}
+
+/* The sequence numbers of @raw's lines, as one string "n n n ". */
+static void seqs_of(const char *raw, char *out, size_t cap)
+{
+	out[0] = '\0';
+	for (const char *l = raw; *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t used = strlen(out);
+
+		snprintf(out + used, cap - used, "%llu ", strtoull(l, NULL, 10));
+		l = nl + 1;
+	}
+}
+
+/*
+ * A reader with credentials sees the lines of the tenants they may list
+ * (read and search), judged by the tenant's mode when each line was
+ * appended, with the store's sequence numbers; root and the owner see all.
+ */
+static void test_events_filtered_by_reader(void **state)
+{
+	static const gid_t g2000[] = { 2000 };
+	const struct store_owner closed_o = { 1001, 1001, 0700 };
+	const struct store_owner group_o = { 1001, 2000, 0750 };
+	const struct store_owner open_o = { 1001, 1001, 0755 };
+	const struct store_cred owner = { 1001, 1001, NULL, 0 };
+	const struct store_cred member = { 1002, 1002, g2000, 1 };
+	const struct store_cred other = { 1003, 1003, NULL, 0 };
+	const struct store_cred rootc = { 0, 0, NULL, 0 };
+	struct ctx *c = *state;
+	struct store_node *closed, *group, *open, *p, *r;
+	struct rd all, ro, rm, rx, rr;
+	char *raw, seq_all[256], seq_x[256], want[256];
+
+	rd_open(c, &all, NULL);
+	rd_open(c, &ro, NULL);
+	ro.r.cred = &owner;
+	rd_open(c, &rm, NULL);
+	rm.r.cred = &member;
+	rd_open(c, &rx, NULL);
+	rx.r.cred = &other;
+	rd_open(c, &rr, NULL);
+	rr.r.cred = &rootc;
+
+	closed = mk_owned(c, "closed", &closed_o);
+	group = mk_owned(c, "group", &group_o);
+	open = mk_owned(c, "open", &open_o);
+	p = mk(c, closed, "p");
+	assert_int_equal(create_rc(c, p, "a", true), 0);
+	put(c, p);
+	assert_int_equal(mkdir_rc(c, group, "p"), 0);
+	assert_int_equal(mkdir_rc(c, open, "p"), 0);
+	/* Opened up: from now on others see it; and closed again. */
+	chmod_node(c, closed, 0755);
+	assert_int_equal(mkdir_rc(c, closed, "q"), 0);
+	chmod_node(c, closed, 0700);
+	assert_int_equal(mkdir_rc(c, closed, "r"), 0);
+
+	expect_events(c, &rx,
+		      EV("join", "open", "-", "-", "-", "-")
+		      EV("join", "open", "p", "-", "1", "-")
+		      EV("join", "closed", "q", "-", "1", "-"));
+	expect_events(c, &rm,
+		      EV("join", "group", "-", "-", "-", "-")
+		      EV("join", "open", "-", "-", "-", "-")
+		      EV("join", "group", "p", "-", "1", "-")
+		      EV("join", "open", "p", "-", "1", "-")
+		      EV("join", "closed", "q", "-", "1", "-"));
+	/* The owner, root and a reader without credentials see all 9. */
+	raw = rd_raw(c, &all, NULL);
+	assert_int_equal(count_lines(raw), 9);
+	seqs_of(raw, seq_all, sizeof seq_all);
+	free(raw);
+	raw = rd_raw(c, &ro, NULL);
+	seqs_of(raw, want, sizeof want);
+	assert_string_equal(want, seq_all);
+	free(raw);
+	raw = rd_raw(c, &rr, NULL);
+	seqs_of(raw, want, sizeof want);
+	assert_string_equal(want, seq_all);
+	free(raw);
+
+	/* The filtered reader's numbers are the store's: a gap, not a
+	 * renumbering. */
+	rd_open(c, &rx, NULL);
+	rx.r.cred = &other;
+	rd_open(c, &all, NULL);
+	r = lk(c, closed, "r");
+	assert_int_equal(create_rc(c, r, "x", true), 0);
+	put(c, r);
+	assert_int_equal(mkdir_rc(c, open, "z"), 0);
+	raw = rd_raw(c, &all, NULL);
+	seqs_of(raw, seq_all, sizeof seq_all);
+	free(raw);
+	raw = rd_raw(c, &rx, NULL);
+	seqs_of(raw, seq_x, sizeof seq_x);
+	assert_int_equal(count_lines(raw), 1);
+	free(raw);
+	assert_non_null(strstr(seq_all, seq_x));
+	assert_string_not_equal(seq_all, seq_x);
+
+	/* A line of no tenant is everyone's. */
+	assert_int_equal(store_drain(c->s, NULL), 0);
+	expect_events(c, &rx, EV("drain", "-", "-", "-", "-", "-"));
+
+	put(c, closed);
+	put(c, group);
+	put(c, open);
+	check_ok(c);
+}
+
+/*
+ * Lines a reader does not see never make it overflow while they are in
+ * the log: a reader 5000 hidden lines behind reads the next visible line
+ * as if nothing had happened.  A reader that is moved along (pending, as
+ * the daemon's event thread asks after each transition) never overflows
+ * on hidden lines at all; one left alone longer than the log holds gets
+ * an overflow line, as it cannot tell what it missed.
+ */
+static void test_events_filtered_no_overflow(void **state)
+{
+	const struct store_owner closed_o = { 1001, 1001, 0700 };
+	const struct store_cred other = { 1003, 1003, NULL, 0 };
+	struct ctx *c = *state;
+	struct store_node *closed, *open, *p, *a;
+	struct rd idle, polled, wrapped, all;
+	const int n = STORE_EVENT_WINDOW + 904;
+
+	closed = mk_owned(c, "closed", &closed_o);
+	open = mk(c, root(c), "open");
+	p = mk(c, closed, "p");
+	a = cr(c, p, "a");
+	rd_open(c, &idle, NULL);
+	idle.r.cred = &other;
+	rd_open(c, &all, NULL);
+	for (int i = 0; i < n; i++)
+		publish(c, a, STORE_STAGE_REPLACE, "x");
+	assert_false(store_events_pending(c->s, &idle.r));
+	assert_int_equal(mkdir_rc(c, open, "q"), 0);
+	assert_true(store_events_pending(c->s, &idle.r));
+	expect_events(c, &idle, EV("join", "open", "q", "-", "1", "-"));
+	assert_int_equal(idle.overflows, 0);
+	/* The same distance in lines it sees is an overflow, as before. */
+	free(rd_take(c, &all));
+	assert_int_equal(all.overflows, 1);
+
+	rd_open(c, &polled, NULL);
+	polled.r.cred = &other;
+	rd_open(c, &wrapped, NULL);
+	wrapped.r.cred = &other;
+	for (int i = 0; i < STORE_EVENT_LOG + 100; i++) {
+		publish(c, a, STORE_STAGE_REPLACE, "x");
+		if (i % 1000 == 999)
+			assert_false(store_events_pending(c->s, &polled.r));
+	}
+	assert_int_equal(mkdir_rc(c, open, "r"), 0);
+	expect_events(c, &polled, EV("join", "open", "r", "-", "1", "-"));
+	assert_int_equal(polled.overflows, 0);
+	expect_events(c, &wrapped,
+		      "overflow\n" EV("join", "open", "r", "-", "1", "-"));
+
+	put(c, a);
+	put(c, p);
+	put(c, open);
+	put(c, closed);
+	check_ok(c);
+}
+
+/* A store made with a smaller event log keeps that many lines, and a
+ * reader that falls behind all of them overflows. */
+static void test_events_small_log(void **state)
+{
+	struct ctx *c = *state;
+	struct store_limits l;
+	struct store_node *t, *p, *a;
+	struct store *bad = NULL;
+	struct rd d;
+	char *got;
+
+	store_limits_default(&l);
+	assert_int_equal(l.event_log, STORE_EVENT_LOG);
+	l.event_log = 0;
+	assert_int_equal(store_new(&l, NULL, &bad), -EINVAL);
+	assert_null(bad);
+	l.event_log = 8;
+	reopen(c, &l);
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	rd_open(c, &d, NULL);
+	for (int i = 0; i < 20; i++)
+		publish(c, a, STORE_STAGE_REPLACE, "x");
+	got = rd_take(c, &d);
+	assert_int_equal(d.overflows, 1);
+	assert_int_equal(count_lines(got), 1 + 8);
+	free(got);
+	publish(c, a, STORE_STAGE_REPLACE, "y");
+	expect_events(c, &d, EV("write", "t", "p", "a", "1", "21"));
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
 /* Events for the watcher machinery ---------------------------------------- */
 
 static void test_events_next_internal(void **state)
@@ -1433,7 +1655,7 @@ static void test_events_next_internal(void **state)
 	seq = ev.seq;
 	store_event_free(&ev);
 
-	assert_int_equal(store_depart(c->s, t, "r"), 0);
+	assert_int_equal(store_depart(c->s, t, "r", NULL), 0);
 	next_ev(c, &re, &ev);
 	assert_int_equal(ev.op, STORE_OP_DEPART);
 	assert_true(ev.internal);
@@ -1443,7 +1665,7 @@ static void test_events_next_internal(void **state)
 	assert_string_equal(ev.child, "");
 	store_event_free(&ev);
 
-	assert_int_equal(store_depart(c->s, t, "ghost"), 0);
+	assert_int_equal(store_depart(c->s, t, "ghost", NULL), 0);
 	next_ev(c, &re, &ev);
 	assert_int_equal(ev.op, STORE_OP_DEPART);
 	assert_true(ev.internal);
@@ -1451,7 +1673,7 @@ static void test_events_next_internal(void **state)
 	store_event_free(&ev);
 
 	/* rmdir of P is a request on P's own path. */
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	next_ev(c, &re, &ev);
 	assert_int_equal(ev.op, STORE_OP_LEAVE);
 	assert_false(ev.internal);
@@ -1506,7 +1728,7 @@ static void test_event_hook(void **state)
 	assert_int_equal(create_rc(c, p, "a", true), -EEXIST);
 	assert_int_equal(store_unlink(c->s, p, "zz"), -ENOENT);
 	assert_int_equal(mkdir_rc(c, t, "p"), -EEXIST);
-	assert_int_equal(store_rmdir(c->s, t, "zz"), -ENOENT);
+	assert_int_equal(store_rmdir(c->s, t, "zz", NULL), -ENOENT);
 	set_ttl(c, a, 10);
 	assert_int_equal(store_renew(c->s, a), 0);
 	assert_int_equal(store_expire(c->s, 10), 0);
@@ -1529,14 +1751,14 @@ static void test_event_hook(void **state)
 
 	/* depart is internal, unlink is not. */
 	h0 = c->hooks;
-	assert_int_equal(store_depart(c->s, t, "ghost"), 0);
+	assert_int_equal(store_depart(c->s, t, "ghost", NULL), 0);
 	assert_int_equal(c->hooks, h0 + 1);
 	assert_int_equal(c->hooks_internal, i0 + 2);
 	assert_int_equal(create_rc(c, q, "b", true), 0);
 	assert_int_equal(store_unlink(c->s, q, "b"), 0);
 	assert_int_equal(c->hooks, h0 + 3);
 	assert_int_equal(c->hooks_internal, i0 + 2);
-	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	assert_int_equal(c->hooks, h0 + 4);
 	{
 		char *ev = rd_take(c, &d);
@@ -1658,11 +1880,11 @@ static void test_removed_parent_leases_not_pending(void **state)
 	set_ttl(c, r, 200);
 	set_ttl(c, w, 300);
 	tomb = t0 + c->lim.tombstone_ttl_ms;
-	assert_int_equal(store_rmdir(c->s, t, "q"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "q", NULL), 0);
 	assert_int_equal(store_next_deadline(c->s), t0 + 200);
-	assert_int_equal(store_depart(c->s, t, "r"), 0);
+	assert_int_equal(store_depart(c->s, t, "r", NULL), 0);
 	assert_int_equal(store_next_deadline(c->s), t0 + 300);
-	assert_int_equal(store_rmdir(c->s, root(c), "u"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "u", NULL), 0);
 	assert_int_equal(store_next_deadline(c->s), tomb);
 	advance(c, 1000);
 	assert_int_equal(store_expire(c->s, 16), 0);
@@ -1746,7 +1968,7 @@ static void test_depart_of_expired_parent(void **state)
 	set_ttl(c, p, 100);
 	rd_open(c, &d, NULL);
 	advance(c, 100);
-	assert_int_equal(store_depart(c->s, t, "p"), 0);
+	assert_int_equal(store_depart(c->s, t, "p", NULL), 0);
 	ev = rd_take(c, &d);
 	if (strncmp(ev, EV("expire", "t", "p", "-", "1", "-"),
 		    strlen(EV("expire", "t", "p", "-", "1", "-"))) != 0)
@@ -2126,6 +2348,9 @@ int main(void)
 		T(test_events_read_whole_lines),
 		T(test_events_overflow),
 		T(test_events_next_overflow),
+		T(test_events_filtered_by_reader),
+		T(test_events_filtered_no_overflow),
+		T(test_events_small_log),
 		T(test_events_next_internal),
 		T(test_event_hook),
 		T(test_expired_parent_handle_changes_nothing),

@@ -143,7 +143,7 @@ static void test_root_and_tenant_mkdir(void **state)
 	assert_int_equal(create_rc(c, r, "f", true), -EPERM);
 	assert_int_equal(create_rc(c, t, "f", true), -EPERM);
 	/* rmdir of a missing tenant. */
-	assert_int_equal(store_rmdir(c->s, r, "nope"), -ENOENT);
+	assert_int_equal(store_rmdir(c->s, r, "nope", NULL), -ENOENT);
 	assert_gauges(c, NULL, 1, 0, 0, 0, 0, 0);
 	put(c, t);
 	check_ok(c);
@@ -170,7 +170,7 @@ static void test_max_tenants(void **state)
 	assert_int_equal(lookup_rc(c, root(c), "c"), -ENOENT);
 
 	/* Cleaning one tenant up frees its slot. */
-	assert_int_equal(store_rmdir(c->s, root(c), "a"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "a", NULL), 0);
 	assert_int_equal(mkdir_rc(c, root(c), "c"), 0);
 	assert_gauges(c, NULL, 2, 0, 0, 0, 0, 0);
 	check_ok(c);
@@ -191,8 +191,8 @@ static void test_tenant_cleanup_cascade(void **state)
 	publish(c, a, STORE_STAGE_REPLACE, "hello");
 	assert_int_equal(store_link(c->s, a, q, "a"), 0);
 	assert_int_equal(mkdir_rc(c, t, "r"), 0);
-	assert_int_equal(store_rmdir(c->s, t, "r"), 0);       /* tombstone */
-	assert_int_equal(store_depart(c->s, t, "ghost"), 0);  /* tombstone */
+	assert_int_equal(store_rmdir(c->s, t, "r", NULL), 0);       /* tombstone */
+	assert_int_equal(store_depart(c->s, t, "ghost", NULL), 0);  /* tombstone */
 	up = mk(c, u, "up");
 	ua = cr(c, up, "ua");
 	publish(c, ua, STORE_STAGE_REPLACE, "xyz");
@@ -200,7 +200,7 @@ static void test_tenant_cleanup_cascade(void **state)
 	assert_gauges(c, NULL, 2, 3, 3, 4, 2, 8);
 	t_ino = store_node_ino(t);
 
-	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	/* Everything of t went, in one transition; u is untouched. */
 	assert_gauges(c, NULL, 1, 1, 1, 1, 0, 3);
 	assert_gauges(c, u, 1, 1, 1, 1, 0, 3);
@@ -283,7 +283,7 @@ static void test_parent_join_leave_rejoin(void **state)
 
 	/* Leave with children: cascade + tombstone. */
 	s0 = stats(c, NULL);
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	s1 = stats(c, NULL);
 	assert_int_equal(s1.leaves, s0.leaves + 1);
 	assert_gauges(c, t, 1, 0, 0, 0, 1, 0);
@@ -299,7 +299,7 @@ static void test_parent_join_leave_rejoin(void **state)
 	assert_int_equal(create_rc(c, p, "late", true), -ESTALE);
 	assert_int_equal(create_rc(c, p, "late", false), -ESTALE);
 	assert_gauges(c, t, 1, 0, 0, 0, 1, 0);
-	assert_int_equal(store_rmdir(c->s, t, "p"), -ENOENT);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), -ENOENT);
 	check_ok(c);
 
 	/* Rejoin: generation + 1, tombstone cleared, new inode, empty. */
@@ -308,7 +308,7 @@ static void test_parent_join_leave_rejoin(void **state)
 	assert_true(store_node_ino(p2) > store_node_ino(p));
 	assert_list(c, p2, "");
 	assert_gauges(c, t, 1, 1, 0, 0, 0, 0);
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	p3 = mk(c, t, "p");
 	assert_int_equal(gen(c, p3), 3);
 
@@ -317,11 +317,11 @@ static void test_parent_join_leave_rejoin(void **state)
 	{
 		/* store.h says -EPERM; -ENOENT (no such name) and -ENOTDIR
 		 * (a child) are what rmdir(2) itself would answer. */
-		int rc = store_rmdir(c->s, p3, "d");
+		int rc = store_rmdir(c->s, p3, "d", NULL);
 
 		assert_true(rc == -EPERM || rc == -ENOENT);
 		assert_int_equal(create_rc(c, p3, "f", true), 0);
-		rc = store_rmdir(c->s, p3, "f");
+		rc = store_rmdir(c->s, p3, "f", NULL);
 		assert_true(rc == -EPERM || rc == -ENOTDIR);
 		assert_int_equal(store_unlink(c->s, p3, "f"), 0);
 	}
@@ -341,10 +341,10 @@ static void test_depart_nonexisting_parent(void **state)
 	struct store_node *t, *p;
 
 	t = mk(c, root(c), "t");
-	assert_int_equal(store_depart(c->s, t, "x"), 0);
+	assert_int_equal(store_depart(c->s, t, "x", NULL), 0);
 	assert_gauges(c, t, 1, 0, 0, 0, 1, 0);
 	/* A second member-left of the same name keeps one tombstone. */
-	assert_int_equal(store_depart(c->s, t, "x"), 0);
+	assert_int_equal(store_depart(c->s, t, "x", NULL), 0);
 	assert_gauges(c, t, 1, 0, 0, 0, 1, 0);
 	assert_int_equal(lookup_rc(c, t, "x"), -ENOENT);
 	assert_list(c, t, "");
@@ -374,7 +374,7 @@ static void test_depart_live_parent_cascades(void **state)
 	assert_int_equal(store_link(c->s, b, q, "b"), 0);
 
 	s0 = stats(c, NULL);
-	assert_int_equal(store_depart(c->s, t, "p"), 0);
+	assert_int_equal(store_depart(c->s, t, "p", NULL), 0);
 	s1 = stats(c, NULL);
 	assert_int_equal(s1.leaves, s0.leaves + 1);
 	assert_int_equal(lookup_rc(c, t, "p"), -ENOENT);
@@ -414,12 +414,12 @@ static void test_max_tombstones_refuses_leave(void **state)
 	p = mk(c, t, "p");
 	a = cr(c, p, "a");
 	publish(c, a, STORE_STAGE_REPLACE, "hi");
-	assert_int_equal(store_depart(c->s, t, "ghost"), 0);
+	assert_int_equal(store_depart(c->s, t, "ghost", NULL), 0);
 
 	before = stats(c, NULL);
-	assert_int_equal(store_rmdir(c->s, t, "p"), -ENOSPC);
-	assert_int_equal(store_depart(c->s, t, "p"), -ENOSPC);
-	assert_int_equal(store_depart(c->s, t, "other"), -ENOSPC);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), -ENOSPC);
+	assert_int_equal(store_depart(c->s, t, "p", NULL), -ENOSPC);
+	assert_int_equal(store_depart(c->s, t, "other", NULL), -ENOSPC);
 	after = stats(c, NULL);
 	assert_gauges_eq(&before, &after);
 	assert_int_equal(after.leaves, before.leaves);
@@ -437,7 +437,7 @@ static void test_max_tombstones_refuses_leave(void **state)
 	/* A rejoin of ghost frees the slot: now p can leave. */
 	g = mk(c, t, "ghost");
 	assert_int_equal(gen(c, g), 1);
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	assert_false(store_node_live(a));
 	assert_gauges(c, t, 1, 1, 0, 0, 1, 0);
 	put(c, g);
@@ -458,10 +458,10 @@ static void test_tombstone_ttl(void **state)
 	assert_int_equal(mkdir_rc(c, t, "p1"), 0);
 	assert_int_equal(mkdir_rc(c, t, "p2"), 0);
 	assert_int_equal(mkdir_rc(c, t, "p3"), 0);
-	assert_int_equal(store_rmdir(c->s, t, "p1"), 0);
-	assert_int_equal(store_rmdir(c->s, t, "p2"), 0);
-	assert_int_equal(store_rmdir(c->s, t, "p3"), 0);
-	assert_int_equal(store_depart(c->s, t, "p4"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p1", NULL), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p2", NULL), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p3", NULL), 0);
+	assert_int_equal(store_depart(c->s, t, "p4", NULL), 0);
 	assert_gauges(c, t, 1, 0, 0, 0, 4, 0);
 
 	/* Just before the TTL the tombstone still counts. */
@@ -499,12 +499,12 @@ static void test_tombstone_ttl_stats_without_access(void **state)
 
 	t = mk(c, root(c), "t");
 	u = mk(c, root(c), "u");
-	assert_int_equal(store_depart(c->s, t, "x"), 0);
+	assert_int_equal(store_depart(c->s, t, "x", NULL), 0);
 	assert_int_equal(stats(c, NULL).tombstones, 1);
 	fake_clock_advance(&c->clk, c->lim.tombstone_ttl_ms + 1);
 	/* Activity elsewhere in the store, none in t. */
 	assert_int_equal(mkdir_rc(c, u, "p"), 0);
-	assert_int_equal(store_rmdir(c->s, u, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, u, "p", NULL), 0);
 	assert_int_equal(stats(c, NULL).tombstones, 1); /* u's, fresh */
 	assert_int_equal(stats(c, t).tombstones, 0);
 	put(c, u);
@@ -524,11 +524,11 @@ static void test_tombstone_ttl_frees_pool(void **state)
 	reopen(c, &l);
 
 	t = mk(c, root(c), "t");
-	assert_int_equal(store_depart(c->s, t, "a"), 0);
-	assert_int_equal(store_depart(c->s, t, "b"), -ENOSPC);
+	assert_int_equal(store_depart(c->s, t, "a", NULL), 0);
+	assert_int_equal(store_depart(c->s, t, "b", NULL), -ENOSPC);
 	fake_clock_advance(&c->clk, 1001);
 	/* An aged-out tombstone no longer holds a slot of the pool. */
-	assert_int_equal(store_depart(c->s, t, "b"), 0);
+	assert_int_equal(store_depart(c->s, t, "b", NULL), 0);
 	assert_gauges(c, t, 1, 0, 0, 0, 1, 0);
 	put(c, t);
 	check_ok(c);
@@ -557,7 +557,7 @@ static void test_max_parents(void **state)
 	assert_int_equal(after.joins, before.joins);
 	assert_int_equal(after.refused[STORE_REFUSED_CAPACITY],
 			 before.refused[STORE_REFUSED_CAPACITY] + 2);
-	assert_int_equal(store_rmdir(c->s, t, "a"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "a", NULL), 0);
 	assert_int_equal(mkdir_rc(c, u, "c"), 0);
 	put(c, u);
 	put(c, t);
@@ -717,9 +717,9 @@ static void test_inode_numbers_monotone(void **state)
 		x = mk(c, t, "q");
 		seen[n++] = store_node_ino(x);
 		put(c, x);
-		assert_int_equal(store_rmdir(c->s, t, "q"), 0);
+		assert_int_equal(store_rmdir(c->s, t, "q", NULL), 0);
 	}
-	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	put(c, p);
 	put(c, t);
 	t = mk(c, root(c), "t");
@@ -745,7 +745,7 @@ static void test_dead_parent_handle_changes_nothing(void **state)
 	old = mk(c, t, "p");
 	q = mk(c, t, "q");
 	x = cr(c, q, "x");
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	neu = mk(c, t, "p");
 	assert_int_equal(create_rc(c, neu, "a", true), 0);
 
@@ -790,7 +790,7 @@ static void test_old_tenant_incarnation_handles(void **state)
 	t1 = mk(c, root(c), "t");
 	p1 = mk(c, t1, "p");
 	a1 = cr(c, p1, "a");
-	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	t2 = mk(c, root(c), "t");
 	p2 = mk(c, t2, "p");
 	a2 = cr(c, p2, "a");
@@ -801,8 +801,8 @@ static void test_old_tenant_incarnation_handles(void **state)
 	assert_int_equal(store_rename(c->s, p2, "a", p1, "a", 0), -ESTALE);
 	assert_int_equal(store_rename(c->s, p1, "a", p2, "b", 0), -ESTALE);
 	assert_int_equal(mkdir_rc(c, t1, "q"), -ESTALE);
-	assert_int_equal(store_rmdir(c->s, t1, "p"), -ESTALE);
-	assert_int_equal(store_depart(c->s, t1, "p"), -ESTALE);
+	assert_int_equal(store_rmdir(c->s, t1, "p", NULL), -ESTALE);
+	assert_int_equal(store_depart(c->s, t1, "p", NULL), -ESTALE);
 	s1 = stats(c, NULL);
 	assert_gauges_eq(&s0, &s1);
 	assert_list(c, p2, "a");
@@ -902,7 +902,7 @@ static void test_link_survives_leave_of_other_parent(void **state)
 	publish(c, a, STORE_STAGE_REPLACE, "keep");
 	assert_int_equal(store_link(c->s, a, q, "a2"), 0);
 
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	assert_true(store_node_live(a));
 	assert_int_equal(nlink(c, a), 1);
 	assert_content(c, a, "keep");
@@ -911,7 +911,7 @@ static void test_link_survives_leave_of_other_parent(void **state)
 	check_ok(c);
 
 	/* And the leave of the last parent ends it. */
-	assert_int_equal(store_rmdir(c->s, t, "q"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "q", NULL), 0);
 	assert_false(store_node_live(a));
 	assert_gauges(c, t, 1, 0, 0, 0, 2, 0);
 	put(c, a);
@@ -1628,7 +1628,7 @@ static void test_stage_on_removed_child_stale(void **state)
 	assert_int_equal(store_stage_open(c->s, a2, STORE_STAGE_REPLACE, &st),
 			 0);
 	assert_int_equal(store_stage_write(st, "x", 1, 0), 1);
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	assert_int_equal(store_stage_write(st, "y", 1, 1), -ESTALE);
 	assert_int_equal(store_stage_publish(st), -ESTALE);
 	store_stage_close(st);
@@ -1938,7 +1938,7 @@ static void test_list_insertion_order(void **state)
 	store_dirlist_free(&l);
 
 	/* A leave and a rejoin put the parent last. */
-	assert_int_equal(store_rmdir(c->s, t, "zz"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "zz", NULL), 0);
 	assert_int_equal(mkdir_rc(c, t, "zz"), 0);
 	assert_list(c, t, "aa,mm,zz");
 
@@ -2010,7 +2010,7 @@ static void test_stats_counters(void **state)
 	assert_int_equal(s1.refused[STORE_REFUSED_PAYLOAD],
 			 s0.refused[STORE_REFUSED_PAYLOAD] + 1);
 
-	assert_int_equal(store_rmdir(c->s, t, "old"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "old", NULL), 0);
 	s0 = stats(c, NULL);
 	assert_int_equal(create_rc(c, old, "x", true), -ESTALE);
 	s1 = stats(c, NULL);
@@ -2133,7 +2133,7 @@ static void test_ino_table_remember_forget(void **state)
 
 	/* A removed parent the kernel remembers. */
 	assert_int_equal(store_ino_remember(c->s, p), 0);
-	assert_int_equal(store_rmdir(c->s, t, "p"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	put(c, p);
 	n = store_ino_get(c->s, ip);
 	assert_non_null(n);
@@ -2216,7 +2216,7 @@ static void test_special_nodes(void **state)
 	assert_list(c, root(c), "t");
 	assert_list(c, t, "p");
 
-	assert_int_equal(store_rmdir(c->s, root(c), "t"), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	assert_int_equal(store_special(c->s, t, 0, &n), -ESTALE);
 
 	put(c, ts);
@@ -2256,12 +2256,300 @@ static void test_stage_truncate_append(void **state)
 	check_ok(c);
 }
 
+/* The same on an empty child, before anything is staged: the stage
+ * starts from nothing and is cut or zero-extended from there. */
+static void test_stage_truncate_append_empty(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *a;
+	struct store_stage *st;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_APPEND, &st), 0);
+	assert_int_equal(store_stage_truncate(st, 0), 0);
+	assert_int_equal(store_stage_publish(st), 0);
+	store_stage_close(st);
+	assert_content(c, a, "");
+	assert_int_equal(version(c, a), 1);
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_APPEND, &st), 0);
+	assert_int_equal(store_stage_truncate(st, 2), 0);
+	assert_int_equal(store_stage_write(st, "x", 1, 0), 1);
+	assert_int_equal(store_stage_publish(st), 0);
+	store_stage_close(st);
+	{
+		char buf[8];
+		struct store_stage *rd;
+		ssize_t n;
+
+		assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_READ, &rd),
+				 0);
+		n = store_stage_read(rd, buf, sizeof buf, 0);
+		store_stage_close(rd);
+		assert_int_equal(n, 2);
+		assert_memory_equal(buf, "x\0", 2);
+	}
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Cascade permissions --------------------------------------------------- */
+
+static const struct store_cred U1 = { 1001, 1001, NULL, 0 };
+static const struct store_cred U2 = { 1002, 1002, NULL, 0 };
+static const struct store_cred U3 = { 1003, 1003, NULL, 0 };
+static const struct store_cred ROOTC = { 0, 0, NULL, 0 };
+
+/* A directory or child of @uid with @mode in @dir. */
+static struct store_node *mk_as(struct ctx *c, struct store_node *dir,
+				const char *name, uid_t uid, mode_t mode)
+{
+	const struct store_owner o = { uid, uid, mode };
+	struct store_node *n = NULL;
+
+	assert_int_equal(store_mkdir(c->s, dir, name, &o, &n), 0);
+	return n;
+}
+
+static void cr_as(struct ctx *c, struct store_node *p, const char *name,
+		  uid_t uid)
+{
+	const struct store_owner o = { uid, uid, 0644 };
+	struct store_node *n = NULL;
+	bool created = false;
+
+	assert_int_equal(store_create(c->s, p, name, &o, true, &n, &created), 0);
+	put(c, n);
+}
+
+/* The gauges of the whole store, for "nothing changed". */
+static void assert_same_gauges(struct ctx *c, const struct store_stats *was)
+{
+	struct store_stats now = stats(c, NULL);
+
+	assert_int_equal(now.tenants, was->tenants);
+	assert_int_equal(now.parents, was->parents);
+	assert_int_equal(now.children, was->children);
+	assert_int_equal(now.links, was->links);
+	assert_int_equal(now.tombstones, was->tombstones);
+}
+
+/*
+ * rmdir of a tenant or parent with content, by a caller other than root,
+ * is allowed only as far as emptying it by hand would be on Linux; a
+ * refusal is EACCES and changes nothing.
+ */
+static void test_rmdir_cascade_permissions(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *w, *p, *q;
+	struct store_stats was;
+
+	/* A 0700 tenant of 1001 with a parent and a child: closed to 1002,
+	 * open to its owner. */
+	t = mk_as(c, root(c), "t", 1001, 0700);
+	p = mk_as(c, t, "p", 1001, 0755);
+	cr_as(c, p, "c", 1001);
+	put(c, p);
+	was = stats(c, NULL);
+	assert_int_equal(store_rmdir(c->s, root(c), "t", &U2), -EACCES);
+	assert_int_equal(store_depart(c->s, t, "p", &U2), -EACCES);
+	assert_same_gauges(c, &was);
+	assert_list(c, t, "p");
+	assert_int_equal(store_rmdir(c->s, root(c), "t", &U1), 0);
+	put(c, t);
+
+	/* A 0777 tenant: its parents decide.  A 0700 parent of 1001 with a
+	 * child cannot be emptied by 1002; an empty one can go. */
+	w = mk_as(c, root(c), "w", 1001, 0777);
+	p = mk_as(c, w, "p", 1001, 0700);
+	q = mk_as(c, w, "q", 1001, 0700);
+	cr_as(c, p, "c", 1001);
+	was = stats(c, NULL);
+	assert_int_equal(store_rmdir(c->s, w, "p", &U2), -EACCES);
+	assert_int_equal(store_rmdir(c->s, root(c), "w", &U2), -EACCES);
+	assert_same_gauges(c, &was);
+	assert_list(c, w, "p,q");
+	assert_list(c, p, "c");
+	assert_int_equal(store_rmdir(c->s, w, "q", &U2), 0);
+	put(c, q);
+	/* A child past its deadline is gone, reaped or not. */
+	{
+		struct store_node *cc = lk(c, p, "c");
+
+		set_ttl(c, cc, 100);
+		put(c, cc);
+	}
+	advance(c, 100);
+	assert_int_equal(store_rmdir(c->s, root(c), "w", &U2), 0);
+	put(c, p);
+	put(c, w);
+
+	/* A sticky tenant of 1001: 1003 may remove none of 1002's parents,
+	 * so not the tenant either; its owner may. */
+	t = mk_as(c, root(c), "s", 1001, 01777);
+	p = mk_as(c, t, "p2", 1002, 0777);
+	cr_as(c, p, "c", 1002);
+	put(c, p);
+	p = mk_as(c, t, "p3", 1003, 0755);
+	put(c, p);
+	was = stats(c, NULL);
+	assert_int_equal(store_rmdir(c->s, root(c), "s", &U3), -EACCES);
+	assert_int_equal(store_rmdir(c->s, t, "p2", &U3), -EACCES);
+	assert_same_gauges(c, &was);
+	assert_int_equal(store_rmdir(c->s, t, "p3", &U3), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "s", &U1), 0);
+	put(c, t);
+
+	/* A sticky parent: each child must be the caller's, unless the
+	 * parent is. */
+	t = mk_as(c, root(c), "u", 1001, 0777);
+	p = mk_as(c, t, "sp", 1001, 01777);
+	cr_as(c, p, "mine", 1002);
+	cr_as(c, p, "theirs", 1003);
+	was = stats(c, NULL);
+	assert_int_equal(store_rmdir(c->s, t, "sp", &U2), -EACCES);
+	assert_int_equal(store_rmdir(c->s, root(c), "u", &U2), -EACCES);
+	assert_same_gauges(c, &was);
+	assert_int_equal(store_unlink(c->s, p, "theirs"), 0);
+	assert_int_equal(store_rmdir(c->s, t, "sp", &U2), 0);
+	put(c, p);
+
+	/* Root, and a call without credentials, are never refused. */
+	p = mk_as(c, t, "x", 1001, 0);
+	cr_as(c, p, "c", 1001);
+	put(c, p);
+	p = mk_as(c, t, "y", 1001, 0);
+	cr_as(c, p, "c", 1001);
+	put(c, p);
+	assert_int_equal(store_rmdir(c->s, t, "x", &ROOTC), 0);
+	assert_int_equal(store_depart(c->s, t, "y", NULL), 0);
+	assert_int_equal(store_rmdir(c->s, root(c), "u", &ROOTC), 0);
+	put(c, t);
+	check_ok(c);
+}
+
+/*
+ * .depart follows the rule of rmdir of the parent; a name that is not a
+ * live parent (nothing to cascade) is recorded for anyone the kernel let
+ * write.
+ */
+static void test_depart_cascade_permissions(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p;
+	struct store_stats was;
+
+	t = mk_as(c, root(c), "t", 1001, 0755);
+	p = mk_as(c, t, "m", 1002, 0700);
+	cr_as(c, p, "c", 1002);
+	put(c, p);
+	p = mk_as(c, t, "e", 1002, 0700);
+	put(c, p);
+	was = stats(c, NULL);
+	/* The tenant's owner cannot empty another user's 0700 parent. */
+	assert_int_equal(store_depart(c->s, t, "m", &U1), -EACCES);
+	assert_same_gauges(c, &was);
+	assert_list(c, t, "m,e");
+	/* An empty one, or one that never joined, it departs. */
+	assert_int_equal(store_depart(c->s, t, "e", &U1), 0);
+	assert_int_equal(store_depart(c->s, t, "ghost", &U1), 0);
+	/* Root can. */
+	assert_int_equal(store_depart(c->s, t, "m", &ROOTC), 0);
+	assert_list(c, t, "");
+	assert_int_equal(stats(c, NULL).tombstones, 3);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Owner and group of @n as stat shows them, and its mode bits. */
+static void assert_owner(struct ctx *c, struct store_node *n, uid_t uid,
+			 gid_t gid, mode_t mode)
+{
+	struct store_attr a;
+
+	assert_int_equal(store_getattr(c->s, n, &a), 0);
+	assert_int_equal(a.uid, uid);
+	assert_int_equal(a.gid, gid);
+	assert_int_equal(a.mode & 07777, mode);
+}
+
+static void chmod_chgrp(struct ctx *c, struct store_node *n, gid_t gid,
+			mode_t mode)
+{
+	struct store_attr in;
+
+	memset(&in, 0, sizeof in);
+	in.gid = gid;
+	in.mode = mode;
+	assert_int_equal(store_setattr(c->s, n, STORE_SET_GID | STORE_SET_MODE,
+				       &in, NULL), 0);
+}
+
+/*
+ * A node made in a setgid directory takes the directory's group; a new
+ * directory there is setgid too; elsewhere nodes take the caller's.
+ */
+static void test_setgid_directories(void **state)
+{
+	struct ctx *c = *state;
+	const struct store_owner u2d = { 1002, 1002, 0755 };
+	const struct store_owner u2f = { 1002, 1002, 0640 };
+	struct store_node *t, *p, *q, *ch, *plain;
+	bool created;
+
+	/* Without the bit: the caller's group. */
+	plain = mk_as(c, root(c), "plain", 1002, 0755);
+	assert_owner(c, plain, 1002, 1002, 0755);
+
+	/* The root is setgid: a new tenant takes its group and the bit. */
+	chmod_chgrp(c, root(c), 3000, 02755);
+	assert_int_equal(store_mkdir(c->s, root(c), "t", &u2d, &t), 0);
+	assert_owner(c, t, 1002, 3000, 02755);
+	/* So its parents, then their children (files: no bit added). */
+	assert_int_equal(store_mkdir(c->s, t, "p", &u2d, &p), 0);
+	assert_owner(c, p, 1002, 3000, 02755);
+	assert_int_equal(store_create(c->s, p, "c", &u2f, true, &ch, &created),
+			 0);
+	assert_owner(c, ch, 1002, 3000, 0640);
+	put(c, ch);
+	/* The group the directory has now is what counts. */
+	chmod_chgrp(c, p, 2000, 02770);
+	assert_int_equal(store_create(c->s, p, "d", &u2f, true, &ch, &created),
+			 0);
+	assert_owner(c, ch, 1002, 2000, 0640);
+	put(c, ch);
+	/* The bit removed: the caller's group again. */
+	chmod_chgrp(c, t, 3000, 0755);
+	assert_int_equal(store_mkdir(c->s, t, "q", &u2d, &q), 0);
+	assert_owner(c, q, 1002, 1002, 0755);
+	assert_int_equal(store_create(c->s, q, "c", &u2f, true, &ch, &created),
+			 0);
+	assert_owner(c, ch, 1002, 1002, 0640);
+	put(c, ch);
+	/* Existing nodes keep theirs. */
+	assert_owner(c, plain, 1002, 1002, 0755);
+
+	put(c, q);
+	put(c, p);
+	put(c, t);
+	put(c, plain);
+	check_ok(c);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_stage_truncate_append),
+		T(test_stage_truncate_append_empty),
+		T(test_rmdir_cascade_permissions),
+		T(test_depart_cascade_permissions),
+		T(test_setgid_directories),
 		T(test_root_and_tenant_mkdir),
 		T(test_max_tenants),
 		T(test_tenant_cleanup_cascade),
