@@ -107,11 +107,11 @@ FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/fuzz
 .PHONY: fuzz fuzz-build fuzz-smoke
 
 # layout/ needs store_limits_default() from store/.
-$(B)/fuzz/fuzz_layout: tests/fuzz/fuzz_layout.c $(LAYOUT_SRC) $(STORE_SRC) $(HDRS) tests/fuzz/coverage-ignore.txt
+$(B)/fuzz/fuzz_layout: tests/fuzz/fuzz_layout.c $(LAYOUT_SRC) $(STORE_SRC) $(HDRS) tests/fuzz/coverage-ignore.txt Makefile
 	@mkdir -p $(B)/fuzz
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LAYOUT_SRC) $(STORE_SRC)
 
-$(B)/fuzz/fuzz_store: tests/fuzz/fuzz_store.c $(STORE_SRC) $(HDRS) tests/fuzz/coverage-ignore.txt
+$(B)/fuzz/fuzz_store: tests/fuzz/fuzz_store.c $(STORE_SRC) $(HDRS) tests/fuzz/coverage-ignore.txt Makefile
 	@mkdir -p $(B)/fuzz
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(STORE_SRC)
 

@@ -131,6 +131,25 @@ static void entry_del(struct node *dir, struct entry *e)
 	free(e);
 }
 
+/*
+ * Make @n's content at least @len bytes, zero-filled past its size
+ * (mu held); the size itself is the caller's to set.  0 or ENOMEM.
+ */
+static int node_extend(struct node *n, size_t len)
+{
+	if (len > n->cap) {
+		char *d = realloc(n->data, len);
+
+		if (!d)
+			return ENOMEM;
+		n->data = d;
+		n->cap = len;
+	}
+	if (len > n->size)
+		memset(n->data + n->size, 0, len - n->size);
+	return 0;
+}
+
 static void fill_attr(const struct node *n, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
@@ -232,23 +251,9 @@ static void fl_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		if (to_set & FUSE_SET_ATTR_MODE)
 			n->mode = (n->mode & S_IFMT) | (attr->st_mode & 07777);
 		if (to_set & FUSE_SET_ATTR_SIZE) {
-			size_t sz = (size_t)attr->st_size;
-
-			if (sz > n->cap) {
-				char *d = realloc(n->data, sz);
-
-				if (!d)
-					err = ENOMEM;
-				else {
-					n->data = d;
-					n->cap = sz;
-				}
-			}
-			if (!err) {
-				if (sz > n->size)
-					memset(n->data + n->size, 0, sz - n->size);
-				n->size = sz;
-			}
+			err = node_extend(n, (size_t)attr->st_size);
+			if (!err)
+				n->size = (size_t)attr->st_size;
 		}
 		clock_gettime(CLOCK_REALTIME, &n->ctime);
 		if (to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW))
@@ -444,21 +449,9 @@ static void fl_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	(void)fi;
 	pthread_mutex_lock(&mu);
 	n = node_get(ino);
-	if (!n) {
-		err = ENOENT;
-	} else if (end > n->cap) {
-		char *d = realloc(n->data, end);
-
-		if (!d)
-			err = ENOMEM;
-		else {
-			n->data = d;
-			n->cap = end;
-		}
-	}
+	/* Zeros from the old end up to @off, then the bytes. */
+	err = n ? node_extend(n, end) : ENOENT;
 	if (!err) {
-		if ((size_t)off > n->size)
-			memset(n->data + n->size, 0, (size_t)off - n->size);
 		memcpy(n->data + off, buf, size);
 		if (end > n->size)
 			n->size = end;

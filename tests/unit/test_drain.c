@@ -1692,12 +1692,18 @@ static void mut_exchange(struct ctx *c, struct world *w)
 	OK(store_rename(c->s, w->q, "b", w->p, "a", STORE_RENAME_EXCHANGE));
 }
 
-static void mut_child_expires(struct ctx *c, struct world *w)
+/* Give @n a 1 ms lease, let it run out, reap: @n must be gone. */
+static void expire_now(struct ctx *c, struct store_node *n)
 {
-	OK(store_set_ttl(c->s, w->l, 1));
+	OK(store_set_ttl(c->s, n, 1));
 	advance(c, 5);
 	(void)store_expire(c->s, 100);
-	OK(store_node_live(w->l) ? -EEXIST : 0);
+	OK(store_node_live(n) ? -EEXIST : 0);
+}
+
+static void mut_child_expires(struct ctx *c, struct world *w)
+{
+	expire_now(c, w->l);
 }
 
 static void mut_shared_lease(struct ctx *c, struct world *w)
@@ -1713,10 +1719,7 @@ static void mut_renew_parent(struct ctx *c, struct world *w)
 
 static void mut_parent_expires(struct ctx *c, struct world *w)
 {
-	OK(store_set_ttl(c->s, w->q, 1));
-	advance(c, 5);
-	(void)store_expire(c->s, 100);
-	OK(store_node_live(w->q) ? -EEXIST : 0);
+	expire_now(c, w->q);
 }
 
 static void mut_leave(struct ctx *c, struct world *w)
