@@ -164,8 +164,11 @@ static void fill_attr(const struct node *n, struct stat *st)
 	st->st_atim = n->mtime;
 }
 
-/* Reply with an entry for @n (mu held): the kernel now knows it once more. */
-static void reply_entry(fuse_req_t req, struct node *n)
+/*
+ * Reply with an entry for @n (mu held, released here): the kernel now
+ * knows it once more.  With @fi, the entry of a create and its open file.
+ */
+static void reply_entry(fuse_req_t req, struct node *n, struct fuse_file_info *fi)
 {
 	struct fuse_entry_param e = { .ino = n->ino,
 				      .attr_timeout = timeout,
@@ -174,7 +177,10 @@ static void reply_entry(fuse_req_t req, struct node *n)
 	fill_attr(n, &e.attr);
 	n->nlookup++;
 	pthread_mutex_unlock(&mu);
-	fuse_reply_entry(req, &e);
+	if (fi)
+		fuse_reply_create(req, &e, fi);
+	else
+		fuse_reply_entry(req, &e);
 }
 
 static void fl_init(void *ud, struct fuse_conn_info *conn)
@@ -201,7 +207,7 @@ static void fl_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	reply_entry(req, e->node);
+	reply_entry(req, e->node, NULL);
 }
 
 static void fl_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -291,18 +297,7 @@ static void make(fuse_req_t req, fuse_ino_t parent, const char *name,
 		fuse_reply_err(req, err);
 		return;
 	}
-	if (fi) {
-		struct fuse_entry_param e = { .ino = n->ino,
-					      .attr_timeout = timeout,
-					      .entry_timeout = timeout };
-
-		fill_attr(n, &e.attr);
-		n->nlookup++;
-		pthread_mutex_unlock(&mu);
-		fuse_reply_create(req, &e, fi);
-		return;
-	}
-	reply_entry(req, n);
+	reply_entry(req, n, fi);
 }
 
 static void fl_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
