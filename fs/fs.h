@@ -86,6 +86,7 @@ struct fs {
 	pthread_cond_t inval_cond;      /* kicks the inval thread */
 	pthread_cond_t inval_progress;  /* the inval thread moved on */
 	uint64_t inval_seq;
+	uint64_t echo_seq;              /* watch_lock: the echo reads next */
 	uint64_t inval_asked, inval_done;
 	struct fs_inval *inval_queue;
 
@@ -122,6 +123,7 @@ void fs_watch_join(struct fs *fs);
 /* The store's event hook: wakes the events thread (and the echo thread
  * after an internal transition). */
 void fs_watch_hook(void *arg, bool internal);
+void fs_watch_quiesce(struct fs *fs);
 /* After the unmount, before the session goes: end the inval thread. */
 void fs_inval_join(struct fs *fs);
 

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,13 +81,15 @@ static void *signal_main(void *arg)
 		    store_drain_state(sc->fs->store, NULL, NULL) != STORE_DRAINED)
 			continue;
 		/* Drained: end the loop.  A request wakes a worker, which
-		 * sees the session has exited; the loop then ends the rest. */
+		 * sees the session has exited; the loop then ends the rest.
+		 * statfs, because the kernel answers a stat from its cache. */
+		fs_watch_quiesce(sc->fs);
 		atomic_store(&sc->drained, true);
 		fuse_session_exit(sc->fs->se);
 		{
-			struct stat st;
+			struct statfs sf;
 
-			(void)stat(sc->fs->mountpoint, &st);
+			(void)statfs(sc->fs->mountpoint, &sf);
 		}
 		break;
 	}

@@ -225,6 +225,27 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	node_put(fs, n);
 }
 
+/*
+ * The special files of the root or a tenant show its owner: after a
+ * chown or chmod of @dir, the kernel must not check them against the
+ * attributes it cached before.
+ */
+static void specials_changed(struct fs *fs, struct store_node *dir)
+{
+	enum store_kind k = store_node_kind(dir);
+
+	if (k != STORE_ROOT && k != STORE_TENANT)
+		return;
+	for (int slot = 0; slot < STORE_NSPECIAL; slot++) {
+		struct store_node *sp = NULL;
+
+		if (store_special(fs->store, dir, slot, &sp) == 0) {
+			fs_inval_attr(fs, store_node_ino(sp));
+			node_put(fs, sp);
+		}
+	}
+}
+
 static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		       int to_set, struct fuse_file_info *fi)
 {
@@ -286,6 +307,8 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		rc = (mask & ~(unsigned)STORE_SET_SIZE) ? -EPERM : 0;
 	else if (rc == 0 && mask)
 		rc = store_setattr(fs->store, n, mask, &in, NULL);
+	if (rc == 0 && (mask & (STORE_SET_MODE | STORE_SET_UID | STORE_SET_GID)))
+		specials_changed(fs, n);
 	if (rc == 0)
 		rc = node_stat(fs, n, &st);
 	if (rc)

@@ -58,6 +58,7 @@
 #define REAP_BUDGET 512
 #define EVENTS_CHUNK 65536
 #define INVAL_WAIT_MS 200
+#define QUIESCE_MS 5000
 /* The kernel rounds a timeout up to its tick and starts it when the
  * reply arrives: stop caching a little before a deadline. */
 #define CACHE_MARGIN_MS 20
@@ -764,6 +765,44 @@ static int mount_root(struct fs *fs, dev_t *dev)
 	return fd;
 }
 
+/* The echo thread has replayed every event before @seq. */
+static void echo_passed(struct fs *fs, uint64_t seq)
+{
+	pthread_mutex_lock(&fs->watch_lock);
+	fs->echo_seq = seq;
+	pthread_cond_broadcast(&fs->inval_progress);
+	pthread_mutex_unlock(&fs->watch_lock);
+}
+
+/*
+ * Before the session ends on its own (a drain): let the echo and inval
+ * threads finish what the log holds while workers still answer them, so
+ * neither is left in the kernel waiting for a reply that will not come.
+ * Bounded (QUIESCE_MS): a thread that cannot finish is left to the
+ * unmount.
+ */
+void fs_watch_quiesce(struct fs *fs)
+{
+	struct store_event_reader head;
+	struct timespec dl;
+
+	if (!fs->threads)
+		return;
+	store_events_open(fs->store, NULL, &head);
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += QUIESCE_MS / 1000;
+	pthread_mutex_lock(&fs->watch_lock);
+	pthread_cond_signal(&fs->inval_cond);
+	pthread_cond_signal(&fs->echo_cond);
+	while (!fs->stopping &&
+	       ((fs->cache_s > 0 && fs->inval_seq < head.next) ||
+		fs->echo_seq < head.next))
+		if (pthread_cond_timedwait(&fs->inval_progress, &fs->watch_lock,
+					   &dl) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&fs->watch_lock);
+}
+
 static void *echo_main(void *arg)
 {
 	struct fs *fs = arg;
@@ -792,8 +831,10 @@ static void *echo_main(void *arg)
 		}
 		pthread_mutex_unlock(&fs->watch_lock);
 		rc = store_events_next(fs->store, &r, &ev);
-		if (rc != 1)
+		if (rc != 1) {
+			echo_passed(fs, r.next);
 			continue;
+		}
 		if (ev.internal && ev.ino) {
 			int rootfd = mount_root(fs, &dev);
 
@@ -803,6 +844,7 @@ static void *echo_main(void *arg)
 			}
 		}
 		store_event_free(&ev);
+		echo_passed(fs, r.next);
 	}
 	return NULL;
 }
@@ -813,7 +855,7 @@ int fs_watch_start(struct fs *fs)
 
 	fs->cache_s = (double)store_limits(fs->store)->cache_timeout_ms / 1000.0;
 	store_events_open(fs->store, NULL, &head);
-	fs->inval_seq = head.next;
+	fs->inval_seq = fs->echo_seq = head.next;
 	store_set_event_hook(fs->store, fs_watch_hook, fs);
 	store_set_nlink_hook(fs->store, nlink_changed, fs);
 	if (pthread_create(&fs->reaper_thread, NULL, reaper_main, fs))

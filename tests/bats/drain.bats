@@ -599,6 +599,15 @@ assert_exited_cleanly() {
 	[ "$took" -le 1500 ] || fail "the daemon took $took ms"
 }
 
+@test "SIGTERM after the root was looked at (its attributes cached) still exits" {
+	statefs_remount -o drain_window=30
+	stat "$MNT" >/dev/null
+	ls -la "$MNT" >/dev/null
+	kill -TERM "$STATEFS_PID"
+	statefs_wait_exit 3
+	assert_exited_cleanly
+}
+
 @test "fusermount3 -u during a signal drain ends it cleanly: the daemon exits 0" {
 	statefs_remount -o drain_window=30
 	populate
