@@ -34,7 +34,6 @@ struct fs_file {
 	enum fs_file_kind kind;
 	struct store_node *node;        /* counted */
 	struct store_stage *stage;      /* FS_STAGE */
-	bool writing;                   /* FS_STAGE: opened for writing */
 	char *text;                     /* FS_TEXT, FS_CLOCK; FS_EVENTS: the
 					 * unread rest of its last lines */
 	size_t len;

@@ -455,7 +455,6 @@ static int file_open_child(struct fs *fs, struct store_node *n, int flags,
 		return rc;
 	}
 	f->kind = FS_STAGE;
-	f->writing = (flags & O_ACCMODE) != O_RDONLY;
 	f->node = n;
 	store_node_ref(n);
 	fi->fh = (uintptr_t)f;
@@ -918,27 +917,15 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		fuse_reply_write(req, (size_t)n);
 }
 
-/*
- * After a publication through a writing open file: the kernel may hold
- * attributes (size, times) read between the write and the publication.
- * (A flush's @fi carries no open flags: the file remembers them.)
- */
-static void published(fuse_req_t req, fuse_ino_t ino, struct fs_file *f)
-{
-	if (f->writing)
-		fs_inval_attr(fs_of(req), ino);
-}
-
 /* flush (every close(2) of a writing open): publish what it wrote. */
 static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_file *f = file_of(fi);
 	int rc = 0;
 
-	if (f->kind == FS_STAGE) {
-		rc = store_stage_flush(f->stage);
-		published(req, ino, f);
-	}
+	(void)ino;
+	if (f->kind == FS_STAGE)
+		rc = store_stage_flush(f->stage); /* drops cached attributes */
 	reply_err(req, rc);
 }
 
@@ -950,10 +937,9 @@ static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	int rc = 0;
 
 	(void)datasync;
-	if (f->kind == FS_STAGE) {
+	(void)ino;
+	if (f->kind == FS_STAGE)
 		rc = store_stage_publish(f->stage);
-		published(req, ino, f);
-	}
 	reply_err(req, rc);
 }
 
@@ -965,10 +951,8 @@ static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	(void)ino;
 	/* A stage still dirty here was never flushed (no close(2) reached
 	 * us): publish now; nobody can be told if it fails. */
-	if (f->kind == FS_STAGE) {
+	if (f->kind == FS_STAGE)
 		(void)store_stage_publish(f->stage);
-		published(req, ino, f);
-	}
 	if (f->kind == FS_EVENTS)
 		fs_events_release(fs, f);
 	file_free(fs, f);

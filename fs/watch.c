@@ -423,8 +423,8 @@ void fs_inval_attr(struct fs *fs, uint64_t ino)
 		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 }
 
-/* The store's nlink hook: states a cascade took a link from. */
-static void nlink_changed(void *arg, const uint64_t *ino, size_t n)
+/* The store's nlink hook: states published, or a cascade took a link from. */
+static void attrs_changed(void *arg, const uint64_t *ino, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		fs_inval_attr(arg, ino[i]);
@@ -857,7 +857,7 @@ int fs_watch_start(struct fs *fs)
 	store_events_open(fs->store, NULL, &head);
 	fs->inval_seq = fs->echo_seq = head.next;
 	store_set_event_hook(fs->store, fs_watch_hook, fs);
-	store_set_nlink_hook(fs->store, nlink_changed, fs);
+	store_set_nlink_hook(fs->store, attrs_changed, fs);
 	if (pthread_create(&fs->reaper_thread, NULL, reaper_main, fs))
 		return -EAGAIN;
 	if (pthread_create(&fs->events_thread, NULL, events_main, fs)) {

@@ -575,10 +575,12 @@ static void emit(struct store *s, enum store_op op, bool internal,
 }
 
 /*
- * States that lost a link to a cascade (a leave, a .depart, an expiry or
- * a drain of their parent) and live on through other links: their link
- * count changed with no request about them, so the adapter is told after
- * the transition (store_set_nlink_hook).  Per thread, like the event
+ * States whose attributes changed in a way the kernel cannot have seen:
+ * a publication (size and times, published at close, after the writes
+ * the kernel saw) and a link lost to a cascade (a leave, a .depart, an
+ * expiry or a drain of a parent) by a state that lives on through other
+ * links.  The adapter is told after the transition, before its events
+ * are handed out (store_set_nlink_hook).  Per thread, like the event
  * flags.  A hint: if the list cannot grow, the hint is lost and the
  * transition stands.
  */
@@ -603,13 +605,7 @@ static void note_relinked(uint64_t ino)
 
 static void event_hook_run(struct store *s)
 {
-	if (event_appended) {
-		bool internal = event_internal;
-
-		event_appended = event_internal = false;
-		if (s->event_hook)
-			s->event_hook(s->event_arg, internal);
-	}
+	/* Attributes first: whoever reacts to an event must find them. */
 	if (relinked.cap) {
 		if (relinked.n && s->nlink_hook)
 			s->nlink_hook(s->nlink_arg, relinked.ino, relinked.n);
@@ -617,6 +613,13 @@ static void event_hook_run(struct store *s)
 		free(relinked.ino);
 		relinked.ino = NULL;
 		relinked.n = relinked.cap = 0;
+	}
+	if (event_appended) {
+		bool internal = event_internal;
+
+		event_appended = event_internal = false;
+		if (s->event_hook)
+			s->event_hook(s->event_arg, internal);
 	}
 }
 
@@ -2693,6 +2696,7 @@ static void publish_locked(struct store *s, struct child *c, struct blob *b)
 	struct link *l;
 
 	snap_state_cow(s, c);
+	note_relinked(c->node.ino);
 	c->content = b;
 	c->version++;
 	c->meta.mtime = c->meta.ctime = wall_now();

@@ -611,10 +611,12 @@ void store_set_event_hook(struct store *s, void (*hook)(void *arg, bool internal
 			  void *arg);
 
 /*
- * Called after a transition in which a cascade (a parent's leave,
- * .depart, expiry or drain) took a link from states that live on through
- * links in other parents: @ino[0..n) are those states, whose nlink
- * changed.  Same rules as the event hook.  Set once, before use.
+ * Called after a transition, before the event hook, with the states
+ * @ino[0..n) whose attributes changed in a way the kernel cannot have
+ * seen: a publication (size, times), or a cascade (a parent's leave,
+ * .depart, expiry or drain) that took a link from a state living on
+ * through links in other parents (nlink).  Same rules as the event hook.
+ * Set once, before use.
  */
 void store_set_nlink_hook(struct store *s,
 			  void (*hook)(void *arg, const uint64_t *ino, size_t n),
