@@ -204,10 +204,11 @@ struct store {
 	atomic_uint_fast64_t next_ino;
 
 	/*
-	 * The world lock, outermost of all: every transition holds it
-	 * shared, the explicit full scans hold it exclusive, so a scan sees
-	 * the store between transitions (one point in time, counters equal
-	 * to a recount).  Writers are preferred so a scan is not starved.
+	 * The world lock, outermost of all but the snapshot taker: every
+	 * transition holds it shared; a drain's clear and the recount hold
+	 * it exclusive, and a snapshot only for the two moments that start
+	 * and end it ("Snapshot"), so each sees the store between
+	 * transitions.  Writers are preferred so none is starved.
 	 */
 	pthread_rwlock_t world;
 	pthread_mutex_t lock;          /* the tenant table and the root */
