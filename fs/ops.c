@@ -921,12 +921,9 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 static void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs_file *f = file_of(fi);
-	int rc = 0;
 
 	(void)ino;
-	if (f->kind == FS_STAGE)
-		rc = store_stage_flush(f->stage); /* drops cached attributes */
-	reply_err(req, rc);
+	reply_err(req, f->kind == FS_STAGE ? store_stage_flush(f->stage) : 0);
 }
 
 /* fsync: publish whatever is owed, an O_TRUNC with no write included. */
@@ -934,13 +931,10 @@ static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 		     struct fuse_file_info *fi)
 {
 	struct fs_file *f = file_of(fi);
-	int rc = 0;
 
-	(void)datasync;
 	(void)ino;
-	if (f->kind == FS_STAGE)
-		rc = store_stage_publish(f->stage);
-	reply_err(req, rc);
+	(void)datasync;
+	reply_err(req, f->kind == FS_STAGE ? store_stage_publish(f->stage) : 0);
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

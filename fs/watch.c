@@ -423,7 +423,7 @@ void fs_inval_attr(struct fs *fs, uint64_t ino)
 		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
 }
 
-/* The store's nlink hook: states published, or a cascade took a link from. */
+/* The store's attribute hook: states published, or a cascade took a link from. */
 static void attrs_changed(void *arg, const uint64_t *ino, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -475,12 +475,13 @@ void fs_inval_names(struct fs *fs, struct store_node *n)
 
 	if (fs->cache_s <= 0)
 		return;
+	/* The attributes item first: the list's tail, as names go in front. */
+	nm.list = last = inval_new(0, store_node_ino(n), "");
+	nm.n = last ? 1 : 0;
 	store_node_names(fs->store, n, collect_name, &nm);
-	collect_name(&nm, 0, "");
-	if (nm.list)
-		nm.list->ino = store_node_ino(n); /* the attributes item */
-	for (last = nm.list; last && last->next; last = last->next)
-		;
+	if (!last)
+		for (last = nm.list; last && last->next; last = last->next)
+			;
 	pthread_mutex_lock(&fs->watch_lock);
 	if (last) {
 		last->next = fs->inval_queue;
@@ -491,28 +492,43 @@ void fs_inval_names(struct fs *fs, struct store_node *n)
 	pthread_mutex_unlock(&fs->watch_lock);
 }
 
-void fs_inval_sync(struct fs *fs)
+/*
+ * Wait at most @ms until the inval thread (when caching is on) and, with
+ * @echo, the echo thread have handled every event logged so far and
+ * every invalidation queued so far.
+ */
+static void wait_caught_up(struct fs *fs, long ms, bool echo)
 {
 	struct store_event_reader head;
 	struct timespec dl;
 	uint64_t asked;
+	bool inval = fs->cache_s > 0;
 
-	if (fs->cache_s <= 0 || !fs->threads)
+	if (!fs->threads)
 		return;
 	store_events_open(fs->store, NULL, &head);
 	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_nsec += INVAL_WAIT_MS * 1000000L;
+	dl.tv_nsec += ms * 1000000L;
 	dl.tv_sec += dl.tv_nsec / 1000000000L;
 	dl.tv_nsec %= 1000000000L;
 	pthread_mutex_lock(&fs->watch_lock);
 	asked = fs->inval_asked;
 	pthread_cond_signal(&fs->inval_cond);
+	if (echo)
+		pthread_cond_signal(&fs->echo_cond);
 	while (!fs->stopping &&
-	       (fs->inval_seq < head.next || fs->inval_done < asked))
+	       ((inval && (fs->inval_seq < head.next || fs->inval_done < asked)) ||
+		(echo && fs->echo_seq < head.next)))
 		if (pthread_cond_timedwait(&fs->inval_progress, &fs->watch_lock,
 					   &dl) == ETIMEDOUT)
 			break;
 	pthread_mutex_unlock(&fs->watch_lock);
+}
+
+void fs_inval_sync(struct fs *fs)
+{
+	if (fs->cache_s > 0)
+		wait_caught_up(fs, INVAL_WAIT_MS, false);
 }
 
 /*
@@ -783,24 +799,7 @@ static void echo_passed(struct fs *fs, uint64_t seq)
  */
 void fs_watch_quiesce(struct fs *fs)
 {
-	struct store_event_reader head;
-	struct timespec dl;
-
-	if (!fs->threads)
-		return;
-	store_events_open(fs->store, NULL, &head);
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_sec += QUIESCE_MS / 1000;
-	pthread_mutex_lock(&fs->watch_lock);
-	pthread_cond_signal(&fs->inval_cond);
-	pthread_cond_signal(&fs->echo_cond);
-	while (!fs->stopping &&
-	       ((fs->cache_s > 0 && fs->inval_seq < head.next) ||
-		fs->echo_seq < head.next))
-		if (pthread_cond_timedwait(&fs->inval_progress, &fs->watch_lock,
-					   &dl) == ETIMEDOUT)
-			break;
-	pthread_mutex_unlock(&fs->watch_lock);
+	wait_caught_up(fs, QUIESCE_MS, true);
 }
 
 static void *echo_main(void *arg)
@@ -857,7 +856,7 @@ int fs_watch_start(struct fs *fs)
 	store_events_open(fs->store, NULL, &head);
 	fs->inval_seq = fs->echo_seq = head.next;
 	store_set_event_hook(fs->store, fs_watch_hook, fs);
-	store_set_nlink_hook(fs->store, attrs_changed, fs);
+	store_set_attr_hook(fs->store, attrs_changed, fs);
 	if (pthread_create(&fs->reaper_thread, NULL, reaper_main, fs))
 		return -EAGAIN;
 	if (pthread_create(&fs->events_thread, NULL, events_main, fs)) {

@@ -248,8 +248,8 @@ struct store {
 	struct evlog *events;
 	void (*event_hook)(void *arg, bool internal);
 	void *event_arg;
-	void (*nlink_hook)(void *arg, const uint64_t *ino, size_t n);
-	void *nlink_arg;
+	void (*attr_hook)(void *arg, const uint64_t *ino, size_t n);
+	void *attr_arg;
 
 	pthread_mutex_t stripes[STRIPES];
 	struct ino_shard shards[INO_SHARDS];
@@ -581,39 +581,39 @@ static void emit(struct store *s, enum store_op op, bool internal,
  * the kernel saw) and a link lost to a cascade (a leave, a .depart, an
  * expiry or a drain of a parent) by a state that lives on through other
  * links.  The adapter is told after the transition, before its events
- * are handed out (store_set_nlink_hook).  Per thread, like the event
+ * are handed out (store_set_attr_hook).  Per thread, like the event
  * flags.  A hint: if the list cannot grow, the hint is lost and the
  * transition stands.
  */
 static __thread struct {
 	uint64_t *ino;
 	size_t n, cap;
-} relinked;
+} altered;
 
-static void note_relinked(uint64_t ino)
+static void note_attrs_changed(uint64_t ino)
 {
-	if (relinked.n == relinked.cap) {
-		size_t ncap = relinked.cap ? relinked.cap * 2 : 64;
-		uint64_t *v = st_realloc(relinked.ino, ncap * sizeof(*v));
+	if (altered.n == altered.cap) {
+		size_t ncap = altered.cap ? altered.cap * 2 : 64;
+		uint64_t *v = st_realloc(altered.ino, ncap * sizeof(*v));
 
 		if (!v)
 			return;
-		relinked.ino = v;
-		relinked.cap = ncap;
+		altered.ino = v;
+		altered.cap = ncap;
 	}
-	relinked.ino[relinked.n++] = ino;
+	altered.ino[altered.n++] = ino;
 }
 
 static void event_hook_run(struct store *s)
 {
 	/* Attributes first: whoever reacts to an event must find them. */
-	if (relinked.cap) {
-		if (relinked.n && s->nlink_hook)
-			s->nlink_hook(s->nlink_arg, relinked.ino, relinked.n);
+	if (altered.cap) {
+		if (altered.n && s->attr_hook)
+			s->attr_hook(s->attr_arg, altered.ino, altered.n);
 		/* Freed each time: a thread that ends keeps nothing. */
-		free(relinked.ino);
-		relinked.ino = NULL;
-		relinked.n = relinked.cap = 0;
+		free(altered.ino);
+		altered.ino = NULL;
+		altered.n = altered.cap = 0;
 	}
 	if (event_appended) {
 		bool internal = event_internal;
@@ -624,12 +624,12 @@ static void event_hook_run(struct store *s)
 	}
 }
 
-void store_set_nlink_hook(struct store *s,
+void store_set_attr_hook(struct store *s,
 			  void (*hook)(void *arg, const uint64_t *ino, size_t n),
 			  void *arg)
 {
-	s->nlink_hook = hook;
-	s->nlink_arg = arg;
+	s->attr_hook = hook;
+	s->attr_arg = arg;
 }
 
 /* Blobs ------------------------------------------------------------------ */
@@ -1615,7 +1615,7 @@ static struct link *bucket_clear_locked(struct store *s, struct parent *p)
 
 	for (l = links; l; l = l->hh.next)
 		if (!state_unlink_locked(s, l, NO_EVENT))
-			note_relinked(l->child->node.ino);
+			note_attrs_changed(l->child->node.ino);
 	gauge_sub(&s->links_n, p->nlinks, "links");
 	gauge_sub(&t->links_n, p->nlinks, "tenant links");
 	p->links = NULL;
@@ -2697,7 +2697,7 @@ static void publish_locked(struct store *s, struct child *c, struct blob *b)
 	struct link *l;
 
 	snap_state_cow(s, c);
-	note_relinked(c->node.ino);
+	note_attrs_changed(c->node.ino);
 	c->content = b;
 	c->version++;
 	c->meta.mtime = c->meta.ctime = wall_now();

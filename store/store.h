@@ -618,7 +618,7 @@ void store_set_event_hook(struct store *s, void (*hook)(void *arg, bool internal
  * through links in other parents (nlink).  Same rules as the event hook.
  * Set once, before use.
  */
-void store_set_nlink_hook(struct store *s,
+void store_set_attr_hook(struct store *s,
 			  void (*hook)(void *arg, const uint64_t *ino, size_t n),
 			  void *arg);
 

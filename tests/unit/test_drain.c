@@ -195,21 +195,35 @@ static void row_str(char *buf, size_t cap, const struct store_snap_row *r)
 		 r->size, r->nlink, r->ttl_ms_left, r->ino);
 }
 
-/* The whole snapshot as text, one row_str() a line (malloc'd). */
-static char *snap_str(const struct store_snapshot *sn)
+/* The whole snapshot as text, one row_str() a line (malloc'd); with
+ * @owned, each row also shows the tenant owner and mode it carries. */
+static char *snap_text(const struct store_snapshot *sn, bool owned)
 {
-	size_t cap = 256 * (sn->n + 1), len = 0;
+	size_t cap = 300 * (sn->n + 1), len = 0;
 	char *out = malloc(cap);
 
 	assert_non_null(out);
 	out[0] = '\0';
 	for (size_t i = 0; i < sn->n; i++) {
-		row_str(out + len, cap - len - 1, &sn->rows[i]);
+		const struct store_snap_row *r = &sn->rows[i];
+
+		row_str(out + len, cap - len - 1, r);
 		len += strlen(out + len);
+		if (owned)
+			len += (size_t)snprintf(out + len, cap - len,
+						" own=%u:%u:%o",
+						(unsigned)r->tenant_uid,
+						(unsigned)r->tenant_gid,
+						(unsigned)r->tenant_mode);
 		out[len++] = '\n';
 		out[len] = '\0';
 	}
 	return out;
+}
+
+static char *snap_str(const struct store_snapshot *sn)
+{
+	return snap_text(sn, false);
 }
 
 static void dump_snap(const struct store_snapshot *sn)
@@ -1608,27 +1622,6 @@ static void test_snapshot_drained_tenant(void **state)
 
 /* Snapshot with transitions in the middle of its copy ---------------------- */
 
-/* Rows as text with the tenant owner and mode each row carries. */
-static char *snap_str_owned(const struct store_snapshot *sn)
-{
-	size_t cap = 300 * (sn->n + 1), len = 0;
-	char *out = malloc(cap);
-
-	assert_non_null(out);
-	out[0] = '\0';
-	for (size_t i = 0; i < sn->n; i++) {
-		const struct store_snap_row *r = &sn->rows[i];
-
-		row_str(out + len, cap - len - 1, r);
-		len += strlen(out + len);
-		len += (size_t)snprintf(out + len, cap - len, " own=%u:%u:%o\n",
-					(unsigned)r->tenant_uid,
-					(unsigned)r->tenant_gid,
-					(unsigned)r->tenant_mode);
-	}
-	return out;
-}
-
 /*
  * One transition (or a few) that changes what build_world() made.  Alone,
  * each must succeed; in a sequence (one per step) an earlier one may have
@@ -1852,8 +1845,8 @@ static void check_midway(struct ctx *c, struct midway *m, bool tenant_scope)
 	assert_int_equal(store_snapshot_take(c->s, tenant_scope ? w.t : NULL,
 					     &during), 0);
 	store_snapshot_step_hook(c->s, NULL, NULL);
-	sb = snap_str_owned(&before);
-	sd = snap_str_owned(&during);
+	sb = snap_text(&before, true);
+	sd = snap_text(&during, true);
 	if (strcmp(sb, sd) != 0) {
 		print_error("%s at step %u (%s scope)\nbefore:\n%sduring:\n%s",
 			    mutations[m->first].name, m->at,
@@ -1863,7 +1856,7 @@ static void check_midway(struct ctx *c, struct midway *m, bool tenant_scope)
 	assert_int_equal(during.taken_ms, before.taken_ms);
 	if (m->ran) {
 		assert_int_equal(store_snapshot_take(c->s, NULL, &after), 0);
-		sa = snap_str_owned(&after);
+		sa = snap_text(&after, true);
 		if (tenant_scope && m->at != UINT_MAX &&
 		    (mutations[m->first].fn == mut_cleanup_tenant ||
 		     mutations[m->first].fn == mut_new_nodes))
