@@ -35,7 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -44,7 +43,6 @@
 
 #define XATTR_GENERATION "user.statefs.generation"
 #define XATTR_VERSION "user.statefs.version"
-
 #define XATTR_TTL "user.statefs.ttl"
 #define XATTR_CHILD_TTL "user.statefs.child_ttl"
 
@@ -1143,6 +1141,17 @@ static const char parent_xattrs[] =
 	XATTR_GENERATION "\0" XATTR_TTL "\0" XATTR_CHILD_TTL;
 static const char child_xattrs[] = XATTR_VERSION "\0" XATTR_TTL;
 
+/*
+ * statefs keeps user.* attributes only. Any other namespace (security.*,
+ * system.posix_acl_*, trusted.*) is not supported, the answer a Linux
+ * filesystem without labels or ACLs gives: EOPNOTSUPP, which tools such as
+ * ls remember per filesystem instead of asking again for every file.
+ */
+static bool xattr_supported(const char *name)
+{
+	return strncmp(name, "user.", 5) == 0;
+}
+
 static bool is_lease_node(struct store_node *n)
 {
 	return store_node_kind(n) == STORE_PARENT ||
@@ -1164,6 +1173,8 @@ static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		rc = -ESTALE;
 	else if (!store_node_live(n))
 		rc = -ESTALE;
+	else if (!xattr_supported(name))
+		rc = -EOPNOTSUPP;
 	else if (strcmp(name, XATTR_GENERATION) == 0 &&
 		 store_node_kind(n) == STORE_PARENT)
 		rc = store_parent_generation(fs->store, n, &v);
@@ -1257,7 +1268,9 @@ static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 static void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	(void)ino;
-	if (strcmp(name, XATTR_GENERATION) == 0 || strcmp(name, XATTR_VERSION) == 0 ||
+	if (!xattr_supported(name))
+		reply_err(req, EOPNOTSUPP);
+	else if (strcmp(name, XATTR_GENERATION) == 0 || strcmp(name, XATTR_VERSION) == 0 ||
 	    strcmp(name, XATTR_TTL) == 0 || strcmp(name, XATTR_CHILD_TTL) == 0)
 		reply_err(req, EPERM); /* set 0 to remove a lease */
 	else

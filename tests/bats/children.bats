@@ -108,6 +108,33 @@ setup() {
 	assert_output 2
 }
 
+@test "only user.* attributes are kept: other namespaces are not supported" {
+	echo x >"$C"
+	# An unknown user.* name is absent; security.*, system.* and trusted.*
+	# are not supported at all, so ls -l stops asking for labels and ACLs.
+	run getfattr --absolute-names -n user.nope "$C"
+	assert_failure
+	assert_output --partial 'No such attribute'
+	for name in security.selinux system.posix_acl_access trusted.x; do
+		run getfattr --absolute-names -n "$name" "$C"
+		assert_failure
+		assert_output --partial 'Operation not supported'
+		run setfattr -n "$name" -v 0sAgAAAA== "$C"
+		assert_failure
+		assert_output --partial 'Operation not supported'
+		run setfattr -x "$name" "$C"
+		assert_failure
+		assert_output --partial 'Operation not supported'
+	done
+	run getfattr --absolute-names -n security.selinux "$MNT/t/p"
+	assert_output --partial 'Operation not supported'
+	run ls -l "$C"
+	assert_success
+	assert_output --regexp '^-rw-r--r-- 1 '
+	run ver "$C"
+	assert_output 1
+}
+
 @test "reading a child does not publish" {
 	echo a >"$C"
 	cat "$C" >/dev/null
