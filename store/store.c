@@ -18,8 +18,8 @@
  * The inode table: a secondary index
  * ----------------------------------
  * FUSE names nodes by inode number, so the store keeps ino -> node for
- * the nodes the kernel currently knows (64 shards, each a uthash under its
- * own leaf mutex).  Its answers to the five questions of seed 000 s.3:
+ * the nodes the kernel currently knows (64 shards, each an open-addressed
+ * table, store/ptab.h, under its own leaf mutex).  Its answers to the five questions of seed 000 s.3:
  *  1. Authority lives in the hierarchy.  The table holds no state, only a
  *     counted reference and the kernel's lookup count.
  *  2. The adapter updates it: store_ino_remember() before it replies with
@@ -64,6 +64,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,41 +81,56 @@ static __thread int hash_oom;
 #include <utlist.h>
 
 #include "store/evlog.h"
+#include "store/ptab.h"
 
 #define INO_SHARDS 64
 #define STRIPES 256
 
 /* Node ----------------------------------------------------------------- */
 
+/*
+ * Every node starts with this.  A child is the bulk of the store's
+ * memory, so the fields are packed to leave no padding: a child is 120
+ * bytes, one 128-byte allocation (checked below struct child).
+ */
 struct store_node {
 	uint64_t ino;                  /* immutable */
-	enum store_kind kind;          /* immutable */
-	int slot;                      /* special files: the slot */
-	struct store_node *owner;      /* special files: counts go here */
-	atomic_uint refs;
-	atomic_bool dead;
 	uint64_t nlookup;              /* ino shard lock */
-	UT_hash_handle ih;             /* ino shard lock */
 	/* Lease deadline (0: none), written under the owner's lock and the
 	 * heap lock, read anywhere; heap_idx under the heap lock. */
 	atomic_uint_fast64_t deadline;
-	size_t heap_idx;
+	atomic_uint refs;
+	uint32_t heap_idx;
+	uint8_t kind;                  /* enum store_kind, immutable */
+	atomic_bool dead;
+	uint16_t mode;                 /* permission bits (see struct meta) */
+	uint32_t nlink;                /* a state: the links that reach it
+					* (its stripe); directories: unused */
 };
 
-#define NOT_IN_HEAP SIZE_MAX
+#define NOT_IN_HEAP UINT32_MAX
 
-/* Attributes a directory or a state shows; guarded by the node's lock. */
+/* A special file: a node inside its directory's record. */
+struct special {
+	struct store_node node;        /* kind STORE_SPECIAL */
+	struct store_node *owner;      /* counts go here */
+	int slot;
+};
+
+/*
+ * Attributes a directory or a state shows, with node->mode; guarded by
+ * the node's lock.  Times are nanoseconds since the epoch.
+ */
 struct meta {
+	int64_t atime, mtime, ctime;
 	uid_t uid;
 	gid_t gid;
-	mode_t mode; /* permission bits */
-	struct timespec atime, mtime, ctime;
 };
 
 /* Immutable, counted content.  NULL stands for empty. */
 struct blob {
 	atomic_uint refs;
-	size_t len;
+	uint32_t len;                  /* max_payload is far below 4 GiB */
 	char data[];
 };
 
@@ -129,7 +145,7 @@ struct tomb {
 
 struct tenant {
 	struct store_node node;        /* kind STORE_TENANT */
-	struct store_node special[STORE_NSPECIAL];
+	struct special special[STORE_NSPECIAL];
 	char *name;                    /* immutable */
 	UT_hash_handle hh;             /* store->tenants (store->lock) */
 	pthread_mutex_t lock;
@@ -156,7 +172,7 @@ struct parent {
 	uint64_t generation;           /* immutable */
 	UT_hash_handle hh;             /* tenant->parents (tenant->lock) */
 	pthread_mutex_t lock;          /* the bucket */
-	struct link *links;            /* lock */
+	struct ptab links;             /* lock: name -> struct link */
 	uint64_t nlinks;               /* lock: entries, for parent_quota */
 	struct meta meta;              /* lock */
 	uint64_t ttl_ms;               /* lock: its own lease */
@@ -172,25 +188,27 @@ struct child {
 	/* Guarded by the state's stripe lock. */
 	struct blob *content;
 	uint64_t version;
-	uint32_t nlink;
-	struct meta meta;
 	uint64_t ttl_ms;
 	uint64_t snap_epoch;
 	struct link *slinks;           /* the links that reach this state */
+	struct meta meta;              /* and node.nlink, node.mode */
 };
 
+_Static_assert(sizeof(void *) != 8 || sizeof(struct child) <= 120,
+	       "a child fits one 128-byte allocation with malloc's header");
+
 struct link {
-	UT_hash_handle hh;             /* parent->links (parent->lock) */
 	struct child *child;           /* counted; changes under both the
 					* bucket lock and the state stripe */
 	struct parent *parent;         /* the bucket that holds it */
 	struct link *snext;            /* child->slinks (stripe) */
+	uint32_t hash;                 /* ptab_hash_name(name) */
 	char name[];
 };
 
 struct ino_shard {
 	pthread_mutex_t lock;
-	struct store_node *tab;
+	struct ptab tab;               /* ino -> node the kernel knows */
 };
 
 struct store {
@@ -214,7 +232,7 @@ struct store {
 	pthread_mutex_t lock;          /* the tenant table and the root */
 	struct tenant *tenants;        /* lock */
 	struct store_node root;
-	struct store_node root_special[STORE_NSPECIAL];
+	struct special root_special[STORE_NSPECIAL];
 	struct meta root_meta;         /* lock */
 
 	/* Every tombstone, oldest deadline first (all share one TTL, so
@@ -253,7 +271,6 @@ struct store {
 
 	pthread_mutex_t stripes[STRIPES];
 	struct ino_shard shards[INO_SHARDS];
-	struct store_node sentinel[INO_SHARDS]; /* keeps every shard's table */
 
 	/* Gauges. */
 	atomic_uint_fast64_t tenants_n, parents_n, children_n, links_n,
@@ -351,35 +368,57 @@ static int refuse(struct store *s, int rc)
 	return rc;
 }
 
-static struct timespec wall_now(void)
+#define NS_PER_S 1000000000LL
+
+static int64_t ns_of(struct timespec ts)
+{
+	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+static struct timespec timespec_of(int64_t ns)
+{
+	struct timespec ts = { ns / NS_PER_S, ns % NS_PER_S };
+
+	if (ts.tv_nsec < 0) { /* before 1970 */
+		ts.tv_sec--;
+		ts.tv_nsec += NS_PER_S;
+	}
+	return ts;
+}
+
+static int64_t wall_now(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
-	return ts;
+	return ns_of(ts);
 }
 
-static void meta_init(struct meta *m, const struct store_owner *o)
+/* Node @n with attributes @m starts owned as @o says, stamped now. */
+static void meta_init(struct store_node *n, struct meta *m,
+		      const struct store_owner *o)
 {
 	m->uid = o->uid;
 	m->gid = o->gid;
-	m->mode = o->mode & 07777;
+	n->mode = o->mode & 07777;
 	m->atime = m->mtime = m->ctime = wall_now();
 }
 
 /*
- * A node made in directory @dir (whose lock the caller holds) takes
+ * A node @n made in directory @dir (whose lock the caller holds) takes
  * @dir's group when @dir is setgid, and a new directory (@is_dir) takes
  * the setgid bit too, as on Linux.  (The kernel has already cleared the
  * bit from a new file's mode when the caller is not in the group.)
  */
-static void meta_inherit(struct meta *m, const struct meta *dir, bool is_dir)
+static void meta_inherit(struct store_node *n, struct meta *m,
+			 const struct store_node *dir, const struct meta *dm,
+			 bool is_dir)
 {
 	if (!(dir->mode & S_ISGID))
 		return;
-	m->gid = dir->gid;
+	m->gid = dm->gid;
 	if (is_dir)
-		m->mode |= S_ISGID;
+		n->mode |= S_ISGID;
 }
 
 static void touch_dir(struct meta *m)
@@ -396,7 +435,7 @@ static void node_init(struct store_node *n, uint64_t ino, enum store_kind k)
 {
 	memset(n, 0, sizeof(*n));
 	n->ino = ino;
-	n->kind = k;
+	n->kind = (uint8_t)k;
 	atomic_init(&n->refs, 1);
 	atomic_init(&n->dead, false);
 	atomic_init(&n->deadline, 0);
@@ -408,9 +447,20 @@ static pthread_mutex_t *stripe(struct store *s, struct child *c)
 	return &s->stripes[c->node.ino % STRIPES];
 }
 
+static struct special *as_special(const struct store_node *n)
+{
+	return n->kind == STORE_SPECIAL ? (struct special *)n : NULL;
+}
+
+/* The node whose reference counts @n's: a special file's directory. */
+static struct store_node *counted(struct store_node *n)
+{
+	return n->kind == STORE_SPECIAL ? as_special(n)->owner : n;
+}
+
 static bool is_dead(const struct store_node *n)
 {
-	const struct store_node *o = n->owner ? n->owner : n;
+	const struct store_node *o = counted((struct store_node *)n);
 
 	return atomic_load(&n->dead) || atomic_load(&o->dead);
 }
@@ -566,7 +616,7 @@ static void emit(struct store *s, enum store_op op, bool internal,
 		lock(&t->acl_lock);
 		e.tenant_uid = t->meta.uid;
 		e.tenant_gid = t->meta.gid;
-		e.tenant_mode = t->meta.mode;
+		e.tenant_mode = t->node.mode;
 		unlock(&t->acl_lock);
 	}
 	if (evlog_append(s->events, &e)) {
@@ -668,6 +718,44 @@ static size_t blob_len(const struct blob *b)
 	return b ? b->len : 0;
 }
 
+/* Buckets: name -> link ------------------------------------------------------ */
+
+static uint32_t link_hash(const void *l)
+{
+	return ((const struct link *)l)->hash;
+}
+
+/* The entry named @name in bucket @p (p->lock held), expired or not. */
+static struct link *bucket_find(const struct parent *p, const char *name)
+{
+	const struct ptab *t = &p->links;
+	uint32_t h;
+	struct link *l;
+
+	if (!t->cap)
+		return NULL;
+	h = ptab_hash_name(name);
+	for (uint32_t i = ptab_home(t, h); (l = t->slot[i]); i = ptab_next(t, i))
+		if (l->hash == h && strcmp(l->name, name) == 0)
+			return l;
+	return NULL;
+}
+
+static int bucket_add(struct parent *p, struct link *l)
+{
+	return ptab_add(&p->links, l, l->hash, link_hash);
+}
+
+static void bucket_del(struct parent *p, struct link *l)
+{
+	ptab_remove(&p->links, l, l->hash, link_hash);
+}
+
+/* Every entry of bucket @b (a struct ptab of links): for_each_link(b, i, l) */
+#define for_each_link(b, i, l)                                              \
+	for ((i) = 0; (i) < (b)->cap; (i)++)                                \
+		if (((l) = (b)->slot[(i)]) != NULL)
+
 /* Node lifetime ------------------------------------------------------------ */
 
 static struct tenant *as_tenant(struct store_node *n)
@@ -687,8 +775,7 @@ static struct child *as_child(struct store_node *n)
 
 void store_node_ref(struct store_node *n)
 {
-	if (n->owner)
-		n = n->owner;
+	n = counted(n);
 	atomic_fetch_add(&n->refs, 1);
 }
 
@@ -727,8 +814,7 @@ static void node_free(struct store *s, struct store_node *n)
 
 void store_node_unref(struct store *s, struct store_node *n)
 {
-	if (n->owner)
-		n = n->owner;
+	n = counted(n);
 	unsigned old = atomic_fetch_sub(&n->refs, 1);
 
 	if (old == 0) {
@@ -752,7 +838,7 @@ uint64_t store_node_ino(const struct store_node *n)
 
 int store_node_slot(const struct store_node *n)
 {
-	return n->kind == STORE_SPECIAL ? n->slot : -1;
+	return n->kind == STORE_SPECIAL ? as_special(n)->slot : -1;
 }
 
 int store_node_depth(const struct store_node *n)
@@ -762,15 +848,14 @@ int store_node_depth(const struct store_node *n)
 	case STORE_TENANT: return 1;
 	case STORE_PARENT: return 2;
 	case STORE_CHILD: return 3;
-	case STORE_SPECIAL: return store_node_depth(n->owner) + 1;
+	case STORE_SPECIAL: return store_node_depth(as_special(n)->owner) + 1;
 	}
 	return -1;
 }
 
 struct store_node *store_node_tenant(struct store_node *n)
 {
-	if (n->kind == STORE_SPECIAL)
-		n = n->owner;
+	n = counted(n);
 	switch (n->kind) {
 	case STORE_TENANT: return n;
 	case STORE_PARENT: return &as_parent(n)->tenant->node;
@@ -829,10 +914,11 @@ static uint64_t monotonic_ms(void *arg)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void specials_init(struct store_node *sp, struct store_node *owner)
+static void specials_init(struct special *sp, struct store_node *owner)
 {
 	for (int i = 0; i < STORE_NSPECIAL; i++) {
-		node_init(&sp[i], owner->ino + 1 + (uint64_t)i, STORE_SPECIAL);
+		node_init(&sp[i].node, owner->ino + 1 + (uint64_t)i,
+			  STORE_SPECIAL);
 		sp[i].slot = i;
 		sp[i].owner = owner;
 	}
@@ -854,7 +940,7 @@ int store_new(const struct store_limits *limits,
 	s->clock.arg = clock ? clock->arg : NULL;
 	if (getrandom(&s->instance, sizeof(s->instance), 0) !=
 	    (ssize_t)sizeof(s->instance))
-		s->instance = (uint64_t)wall_now().tv_nsec ^ (uint64_t)getpid();
+		s->instance = (uint64_t)wall_now() ^ (uint64_t)getpid();
 	s->born_ms = s->clock.now_ms(s->clock.arg);
 	atomic_init(&s->state, STORE_READY);
 	pthread_rwlockattr_t wa;
@@ -884,38 +970,21 @@ int store_new(const struct store_limits *limits,
 
 	node_init(&s->root, STORE_ROOT_INO, STORE_ROOT);
 	specials_init(s->root_special, &s->root);
-	meta_init(&s->root_meta, &root_owner);
+	meta_init(&s->root, &s->root_meta, &root_owner);
 	atomic_init(&s->next_ino, STORE_ROOT_INO + 1 + STORE_NSPECIAL);
-
-	/*
-	 * Every shard starts with a sentinel so its uthash table exists for
-	 * the store's lifetime; only growth can then fail, and a failed
-	 * growth is reported, never fatal.
-	 */
-	for (int i = 0; i < INO_SHARDS; i++) {
+	for (int i = 0; i < INO_SHARDS; i++)
 		pthread_mutex_init(&s->shards[i].lock, NULL);
-		node_init(&s->sentinel[i], 0, STORE_ROOT);
-		s->sentinel[i].ino = (uint64_t)i | (1ull << 63); /* never issued */
-		hash_oom = 0;
-		HASH_ADD(ih, s->shards[i].tab, ino, sizeof(uint64_t),
-			 &s->sentinel[i]);
-		if (hash_oom) {
-			store_free(s);
-			return -ENOMEM;
-		}
-	}
 	*out = s;
 	return 0;
 }
 
-static void links_free(struct store *s, struct link *links);
+static void links_free(struct store *s, struct ptab *links);
 static void tombs_free(struct tenant *t);
 
 void store_free(struct store *s)
 {
 	struct tenant *t, *tt;
 	struct parent *p, *pp;
-	struct store_node *n, *nn;
 
 	if (!s)
 		return;
@@ -927,19 +996,19 @@ void store_free(struct store *s)
 	free(s->heap);
 	evlog_free(s->events);
 	for (int i = 0; i < INO_SHARDS; i++) {
-		HASH_ITER(ih, s->shards[i].tab, n, nn) {
-			HASH_DELETE(ih, s->shards[i].tab, n);
-			if (n->ino != STORE_ROOT_INO && n != &s->sentinel[i])
-				store_node_unref(s, n);
-		}
+		struct ptab *tab = &s->shards[i].tab;
+
+		for (uint32_t k = 0; k < tab->cap; k++)
+			if (tab->slot[k])
+				store_node_unref(s, tab->slot[k]);
+		ptab_free(tab);
 		pthread_mutex_destroy(&s->shards[i].lock);
 	}
 	HASH_ITER(hh, s->tenants, t, tt) {
 		HASH_DEL(s->tenants, t);
 		HASH_ITER(hh, t->parents, p, pp) {
 			HASH_DEL(t->parents, p);
-			links_free(s, p->links);
-			p->links = NULL;
+			links_free(s, &p->links);
 			store_node_unref(s, &p->node);
 		}
 		tombs_free(t);
@@ -987,6 +1056,32 @@ static struct ino_shard *shard(struct store *s, uint64_t ino)
 	return &s->shards[ino % INO_SHARDS];
 }
 
+/* The shard picks by the low bits; the slot comes from the rest. */
+static uint32_t ino_hash(uint64_t ino)
+{
+	return (uint32_t)ptab_mix64(ino / INO_SHARDS);
+}
+
+static uint32_t node_ino_hash(const void *n)
+{
+	return ino_hash(((const struct store_node *)n)->ino);
+}
+
+/* The node the kernel knows as @ino (its shard locked), or NULL. */
+static struct store_node *ino_find_locked(struct ino_shard *sh, uint64_t ino)
+{
+	const struct ptab *t = &sh->tab;
+	struct store_node *n;
+
+	if (!t->cap)
+		return NULL;
+	for (uint32_t i = ptab_home(t, ino_hash(ino)); (n = t->slot[i]);
+	     i = ptab_next(t, i))
+		if (n->ino == ino)
+			return n;
+	return NULL;
+}
+
 struct store_node *store_ino_get(struct store *s, uint64_t ino)
 {
 	struct ino_shard *sh;
@@ -998,9 +1093,7 @@ struct store_node *store_ino_get(struct store *s, uint64_t ino)
 	}
 	sh = shard(s, ino);
 	lock(&sh->lock);
-	HASH_FIND(ih, sh->tab, &ino, sizeof(ino), n);
-	if (n && n->kind == STORE_ROOT)
-		n = NULL; /* a shard's sentinel, never issued */
+	n = ino_find_locked(sh, ino);
 	if (n)
 		store_node_ref(n);
 	unlock(&sh->lock);
@@ -1017,11 +1110,8 @@ int store_ino_remember(struct store *s, struct store_node *n)
 	sh = shard(s, n->ino);
 	lock(&sh->lock);
 	if (n->nlookup == 0) {
-		hash_oom = 0;
-		HASH_ADD(ih, sh->tab, ino, sizeof(uint64_t), n);
-		if (hash_oom)
-			rc = -ENOMEM;
-		else
+		rc = ptab_add(&sh->tab, n, ino_hash(n->ino), node_ino_hash);
+		if (rc == 0)
 			store_node_ref(n); /* the kernel's reference */
 	}
 	if (rc == 0)
@@ -1040,11 +1130,11 @@ void store_ino_forget(struct store *s, uint64_t ino, uint64_t nlookup)
 		return;
 	sh = shard(s, ino);
 	lock(&sh->lock);
-	HASH_FIND(ih, sh->tab, &ino, sizeof(ino), n);
+	n = ino_find_locked(sh, ino);
 	if (n) {
 		n->nlookup = nlookup >= n->nlookup ? 0 : n->nlookup - nlookup;
 		if (n->nlookup == 0) {
-			HASH_DELETE(ih, sh->tab, n);
+			ptab_remove(&sh->tab, n, ino_hash(ino), node_ino_hash);
 			drop = true;
 		}
 	}
@@ -1061,9 +1151,9 @@ int store_special(struct store *s, struct store_node *dir, int slot,
 	if (slot < 0 || slot >= STORE_NSPECIAL)
 		return -EINVAL;
 	if (dir->kind == STORE_ROOT)
-		sp = &s->root_special[slot];
+		sp = &s->root_special[slot].node;
 	else if (dir->kind == STORE_TENANT)
-		sp = &as_tenant(dir)->special[slot];
+		sp = &as_tenant(dir)->special[slot].node;
 	else
 		return -ENOTDIR;
 	if (is_dead(dir))
@@ -1190,9 +1280,9 @@ static void attr_from_meta(struct store_attr *a, const struct meta *m)
 {
 	a->uid = m->uid;
 	a->gid = m->gid;
-	a->atime = m->atime;
-	a->mtime = m->mtime;
-	a->ctime = m->ctime;
+	a->atime = timespec_of(m->atime);
+	a->mtime = timespec_of(m->mtime);
+	a->ctime = timespec_of(m->ctime);
 }
 
 static int getattr_dir(struct store *s, struct store_node *n,
@@ -1205,7 +1295,7 @@ static int getattr_dir(struct store *s, struct store_node *n,
 	case STORE_ROOT:
 		lock(&s->lock);
 		attr_from_meta(a, &s->root_meta);
-		a->mode = S_IFDIR | s->root_meta.mode;
+		a->mode = S_IFDIR | s->root.mode;
 		a->nlink = 2 + HASH_COUNT(s->tenants);
 		unlock(&s->lock);
 		return 0;
@@ -1213,7 +1303,7 @@ static int getattr_dir(struct store *s, struct store_node *n,
 		t = as_tenant(n);
 		lock(&t->lock);
 		attr_from_meta(a, &t->meta);
-		a->mode = S_IFDIR | t->meta.mode;
+		a->mode = S_IFDIR | t->node.mode;
 		a->nlink = 2 + HASH_COUNT(t->parents);
 		unlock(&t->lock);
 		return 0;
@@ -1221,7 +1311,7 @@ static int getattr_dir(struct store *s, struct store_node *n,
 		p = as_parent(n);
 		lock(&p->lock);
 		attr_from_meta(a, &p->meta);
-		a->mode = S_IFDIR | p->meta.mode;
+		a->mode = S_IFDIR | p->node.mode;
 		a->nlink = 2;
 		a->size = p->nlinks;
 		unlock(&p->lock);
@@ -1245,8 +1335,8 @@ int store_getattr(struct store *s, struct store_node *n, struct store_attr *a)
 		c = as_child(n);
 		lock(stripe(s, c));
 		attr_from_meta(a, &c->meta);
-		a->mode = S_IFREG | c->meta.mode;
-		a->nlink = c->nlink;
+		a->mode = S_IFREG | c->node.mode;
+		a->nlink = c->node.nlink;
 		a->size = blob_len(c->content);
 		unlock(stripe(s, c));
 		/* Removed between the check and the lock: still stale. */
@@ -1254,7 +1344,7 @@ int store_getattr(struct store *s, struct store_node *n, struct store_attr *a)
 	case STORE_SPECIAL:
 		/* Special files show their directory's owner; layout/ gives
 		 * the mode. */
-		rc = getattr_dir(s, n->owner, a);
+		rc = getattr_dir(s, as_special(n)->owner, a);
 		a->ino = n->ino;
 		a->mode = S_IFREG | 0444;
 		a->nlink = 1;
@@ -1265,21 +1355,20 @@ int store_getattr(struct store *s, struct store_node *n, struct store_attr *a)
 	}
 }
 
-static void meta_apply(struct meta *m, unsigned mask, const struct store_attr *in)
+static void meta_apply(struct store_node *n, struct meta *m, unsigned mask,
+		       const struct store_attr *in)
 {
-	struct timespec now = wall_now();
-
 	if (mask & STORE_SET_MODE)
-		m->mode = in->mode & 07777;
+		n->mode = in->mode & 07777;
 	if (mask & STORE_SET_UID)
 		m->uid = in->uid;
 	if (mask & STORE_SET_GID)
 		m->gid = in->gid;
 	if (mask & STORE_SET_ATIME)
-		m->atime = in->atime;
+		m->atime = ns_of(in->atime);
 	if (mask & STORE_SET_MTIME)
-		m->mtime = in->mtime;
-	m->ctime = now;
+		m->mtime = ns_of(in->mtime);
+	m->ctime = wall_now();
 }
 
 static int content_resize_locked(struct store *s, struct child *c,
@@ -1312,14 +1401,14 @@ static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 	lock(l);
 	if (n->kind == STORE_TENANT)
 		snap_tenant_cow(s, as_tenant(n)); /* its owner and mode */
-	if (n->kind == STORE_CHILD && as_child(n)->nlink == 0)
+	if (n->kind == STORE_CHILD && as_child(n)->node.nlink == 0)
 		rc = -ESTALE;
 	else if (mask & STORE_SET_SIZE)
 		rc = content_resize_locked(s, as_child(n), in->size);
 	if (rc == 0 && (mask & ~STORE_SET_SIZE)) {
 		if (n->kind == STORE_TENANT)
 			lock(&as_tenant(n)->acl_lock);
-		meta_apply(m, mask, in);
+		meta_apply(n, m, mask, in);
 		if (n->kind == STORE_TENANT)
 			unlock(&as_tenant(n)->acl_lock);
 	}
@@ -1349,7 +1438,7 @@ int store_child_version(struct store *s, struct store_node *n, uint64_t *version
 	if (!c)
 		return -EINVAL;
 	lock(stripe(s, c));
-	if (c->nlink == 0 || is_expired(n, store_now_ms(s)))
+	if (c->node.nlink == 0 || is_expired(n, store_now_ms(s)))
 		rc = -ESTALE;
 	*version = c->version;
 	unlock(stripe(s, c));
@@ -1400,7 +1489,7 @@ int store_lookup(struct store *s, struct store_node *dir, const char *name,
 			unlock(&p->lock);
 			return -ESTALE;
 		}
-		HASH_FIND_STR(p->links, name, l);
+		l = bucket_find(p, name);
 		if (l && is_expired(&l->child->node, now))
 			l = NULL;
 		if (l) {
@@ -1472,10 +1561,12 @@ int store_list(struct store *s, struct store_node *dir, struct store_dirlist *ou
 		lock(&p->lock);
 		if (gone(dir, now))
 			rc = -ESTALE;
-		for (l = p->links; l && !rc; l = l->hh.next)
-			if (!is_expired(&l->child->node, now))
+		for (uint32_t i = 0; i < p->links.cap && !rc; i++) {
+			l = p->links.slot[i];
+			if (l && !is_expired(&l->child->node, now))
 				rc = dirlist_add(out, &cap, l->child->node.ino,
 						 STORE_CHILD, l->name);
+		}
 		unlock(&p->lock);
 		break;
 	default:
@@ -1512,7 +1603,7 @@ static int tenant_create(struct store *s, const char *name,
 	specials_init(t->special, &t->node);
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_mutex_init(&t->acl_lock, NULL);
-	meta_init(&t->meta, owner);
+	meta_init(&t->node, &t->meta, owner);
 	t->snap_epoch = s->snap_epochs; /* not in a snapshot being taken */
 
 	lock(&s->lock);
@@ -1525,7 +1616,7 @@ static int tenant_create(struct store *s, const char *name,
 		rc = -ENOSPC;
 	if (rc == 0) {
 		/* Not reachable yet: its owner is still only ours to set. */
-		meta_inherit(&t->meta, &s->root_meta, true);
+		meta_inherit(&t->node, &t->meta, &s->root, &s->root_meta, true);
 		hash_oom = 0;
 		HASH_ADD_KEYPTR(hh, s->tenants, t->name, strlen(t->name), t);
 		if (hash_oom) {
@@ -1587,7 +1678,7 @@ static bool state_unlink_locked(struct store *s, struct link *l, enum store_op o
 		     l->name, (int64_t)l->parent->generation,
 		     (int64_t)c->version);
 	LL_DELETE2(c->slinks, l, snext);
-	ended = --c->nlink == 0;
+	ended = --c->node.nlink == 0;
 	if (ended)
 		state_end_locked(s, c, expired);
 	c->meta.ctime = wall_now();
@@ -1608,38 +1699,35 @@ static void state_link_locked(struct store *s, struct link *l)
  * loses one link, and ends when it was the last.  Returns the detached
  * links for links_free() after the lock is dropped.
  */
-static struct link *bucket_clear_locked(struct store *s, struct parent *p)
+static struct ptab bucket_clear_locked(struct store *s, struct parent *p)
 {
-	struct link *links = p->links, *l;
+	struct ptab links = p->links;
 	struct tenant *t = p->tenant;
+	struct link *l;
+	uint32_t i;
 
-	for (l = links; l; l = l->hh.next)
+	for_each_link(&links, i, l)
 		if (!state_unlink_locked(s, l, NO_EVENT))
 			note_attrs_changed(l->child->node.ino);
 	gauge_sub(&s->links_n, p->nlinks, "links");
 	gauge_sub(&t->links_n, p->nlinks, "tenant links");
-	p->links = NULL;
+	memset(&p->links, 0, sizeof(p->links));
 	p->nlinks = 0;
 	return links;
 }
 
 /* Free detached links (no lock held): each drops its state reference.
  * The detached table is private now, so it is walked and freed whole. */
-static void links_free(struct store *s, struct link *links)
+static void links_free(struct store *s, struct ptab *links)
 {
-	UT_hash_table *tbl;
-	struct link *l, *next;
+	struct link *l;
+	uint32_t i;
 
-	if (!links)
-		return;
-	tbl = links->hh.tbl;
-	for (l = links; l; l = next) {
-		next = l->hh.next;
+	for_each_link(links, i, l) {
 		store_node_unref(s, &l->child->node);
 		free(l);
 	}
-	uthash_free(tbl->buckets, tbl->num_buckets * sizeof(UT_hash_bucket));
-	uthash_free(tbl, sizeof(UT_hash_table));
+	ptab_free(links);
 }
 
 /*
@@ -1649,10 +1737,10 @@ static void links_free(struct store *s, struct link *links)
  * frees the returned links and the table's reference on @p after
  * unlocking.
  */
-static struct link *parent_unhook_locked(struct store *s, struct tenant *t,
-					 struct parent *p)
+static struct ptab parent_unhook_locked(struct store *s, struct tenant *t,
+					struct parent *p)
 {
-	struct link *links;
+	struct ptab links;
 
 	snap_parent_cow(s, p);
 	atomic_store(&p->node.dead, true);
@@ -1667,8 +1755,8 @@ static struct link *parent_unhook_locked(struct store *s, struct tenant *t,
 }
 
 /* As parent_unhook_locked(), taking the bucket's lock (t->lock held). */
-static struct link *parent_remove_locked(struct store *s, struct tenant *t,
-					 struct parent *p)
+static struct ptab parent_remove_locked(struct store *s, struct tenant *t,
+					struct parent *p)
 {
 	lock(&p->lock);
 	return parent_unhook_locked(s, t, p);
@@ -1686,18 +1774,21 @@ static bool may_remove_parent_locked(struct store *s, struct tenant *t,
 				     const struct store_cred *cred, uint64_t now)
 {
 	const struct meta *pm = &p->meta;
+	const unsigned pmode = p->node.mode;
+	struct link *l;
+	uint32_t i;
 	bool wx, sticky;
 
 	if (!cred || cred->uid == 0)
 		return true;
-	if (!store_cred_sticky_ok(cred, t->meta.uid, t->meta.mode, pm->uid))
+	if (!store_cred_sticky_ok(cred, t->meta.uid, t->node.mode, pm->uid))
 		return false;
-	wx = store_cred_may(cred, pm->uid, pm->gid, pm->mode,
+	wx = store_cred_may(cred, pm->uid, pm->gid, pmode,
 			    STORE_MAY_WRITE | STORE_MAY_EXEC);
-	sticky = (pm->mode & S_ISVTX) && cred->uid != pm->uid;
+	sticky = (pmode & S_ISVTX) && cred->uid != pm->uid;
 	if (wx && !sticky)
 		return true; /* may remove any child */
-	for (struct link *l = p->links; l; l = l->hh.next) {
+	for_each_link(&p->links, i, l) {
 		struct child *c = l->child;
 		uid_t owner;
 
@@ -1727,7 +1818,7 @@ static void tenant_clear_locked(struct store *s, struct tenant *t,
 	struct parent *p, *tmp;
 
 	HASH_ITER(hh, t->parents, p, tmp) {
-		struct link *links;
+		struct ptab links;
 
 		if (op != NO_EVENT)
 			emit(s, op, true, &p->node, t, p->name, NULL,
@@ -1735,7 +1826,7 @@ static void tenant_clear_locked(struct store *s, struct tenant *t,
 		links = plocked ? parent_unhook_locked(s, t, p) :
 				  parent_remove_locked(s, t, p);
 		atomic_fetch_add(&s->leaves, 1);
-		links_free(s, links);
+		links_free(s, &links);
 		store_node_unref(s, &p->node);
 	}
 	tombs_drop_all_locked(s, t);
@@ -1775,7 +1866,7 @@ static int tenant_lock_for_cascade(struct store *s, struct tenant *t,
 		ok = may_remove_parent_locked(s, t, ps[i], cred, now);
 	}
 	if (ok && live)
-		ok = store_cred_may(cred, t->meta.uid, t->meta.gid, t->meta.mode,
+		ok = store_cred_may(cred, t->meta.uid, t->meta.gid, t->node.mode,
 				    STORE_MAY_WRITE | STORE_MAY_EXEC);
 	if (!ok)
 		for (i = n; i > 0; i--)
@@ -1866,8 +1957,8 @@ static int tomb_insert_locked(struct store *s, struct tenant *t,
  * most the parents that expire while it is full, and rmdir stays refused
  * until it is back under max_tombstones.  Returns the detached links.
  */
-static struct link *parent_expire_locked(struct store *s, struct tenant *t,
-					 struct parent *p, uint64_t now)
+static struct ptab parent_expire_locked(struct store *s, struct tenant *t,
+					struct parent *p, uint64_t now)
 {
 	struct tomb *tb = tomb_new(p->name);
 
@@ -1890,7 +1981,7 @@ static struct link *parent_expire_locked(struct store *s, struct tenant *t,
 static struct parent *parent_find_locked(struct store *s, struct tenant *t,
 					 const char *name, uint64_t now,
 					 struct parent **reaped,
-					 struct link **links)
+					 struct ptab *links)
 {
 	struct parent *p;
 
@@ -1903,7 +1994,7 @@ static struct parent *parent_find_locked(struct store *s, struct tenant *t,
 	return p;
 }
 
-static void reaped_free(struct store *s, struct parent *p, struct link *links)
+static void reaped_free(struct store *s, struct parent *p, struct ptab *links)
 {
 	if (p) {
 		links_free(s, links);
@@ -1915,7 +2006,7 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 		       const struct store_owner *owner, struct store_node **out)
 {
 	struct parent *p, *old, *reaped = NULL;
-	struct link *rlinks = NULL;
+	struct ptab rlinks = { 0 };
 	struct tomb *tb;
 	uint64_t now = store_now_ms(s);
 	int rc = 0;
@@ -1927,7 +2018,7 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 	}
 	node_init(&p->node, ino_alloc(s, 1), STORE_PARENT);
 	pthread_mutex_init(&p->lock, NULL);
-	meta_init(&p->meta, owner);
+	meta_init(&p->node, &p->meta, owner);
 	atomic_init(&p->snap_epoch, s->snap_epochs);
 	p->tenant = t;
 
@@ -1944,7 +2035,7 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 	if (rc == 0) {
 		tb = tomb_find_locked(s, t, name, now);
 		p->generation = tb ? tb->generation + 1 : 1;
-		meta_inherit(&p->meta, &t->meta, true);
+		meta_inherit(&p->node, &p->meta, &t->node, &t->meta, true);
 		hash_oom = 0;
 		HASH_ADD_KEYPTR(hh, t->parents, p->name, strlen(p->name), p);
 		if (hash_oom) {
@@ -1964,7 +2055,7 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 		}
 	}
 	unlock(&t->lock);
-	reaped_free(s, reaped, rlinks);
+	reaped_free(s, reaped, &rlinks);
 	if (rc) {
 		p->tenant = NULL;
 		pthread_mutex_destroy(&p->lock);
@@ -1987,7 +2078,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 {
 	struct parent *p, *reaped = NULL;
 	struct tomb *tb, *newtb;
-	struct link *links = NULL, *rlinks = NULL;
+	struct ptab links = { 0 }, rlinks = { 0 };
 	uint64_t now = store_now_ms(s);
 	enum store_op op = must_exist ? STORE_OP_LEAVE : STORE_OP_DEPART;
 	int rc = 0;
@@ -2017,7 +2108,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 		if (reserve(&s->tombs_n, 1, s->lim.max_tombstones))
 			break;
 		unlock(&t->lock);
-		reaped_free(s, reaped, rlinks);
+		reaped_free(s, reaped, &rlinks);
 		reaped = NULL;
 		if (attempt > 0 ||
 		    !tombs_reap(s, now, (unsigned)s->lim.max_tombstones)) {
@@ -2027,7 +2118,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 	}
 	if (rc || (!p && tb)) {
 		unlock(&t->lock);
-		reaped_free(s, reaped, rlinks);
+		reaped_free(s, reaped, &rlinks);
 		free(newtb);
 		return rc ? refuse(s, rc) : 0;
 	}
@@ -2047,7 +2138,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 	}
 	if (rc) {
 		unlock(&t->lock);
-		reaped_free(s, reaped, rlinks);
+		reaped_free(s, reaped, &rlinks);
 		free(newtb);
 		return rc;
 	}
@@ -2058,8 +2149,8 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 		atomic_fetch_add(&s->leaves, 1);
 	}
 	unlock(&t->lock);
-	reaped_free(s, reaped, rlinks);
-	reaped_free(s, p, links);
+	reaped_free(s, reaped, &rlinks);
+	reaped_free(s, p, &links);
 	return 0;
 }
 
@@ -2071,7 +2162,7 @@ static int parent_expire(struct store *s, struct parent *p, uint64_t now)
 {
 	struct tenant *t = p->tenant;
 	struct parent *cur;
-	struct link *links = NULL;
+	struct ptab links = { 0 };
 	int done = 0;
 
 	lock(&t->lock);
@@ -2082,7 +2173,7 @@ static int parent_expire(struct store *s, struct parent *p, uint64_t now)
 	}
 	unlock(&t->lock);
 	if (done)
-		reaped_free(s, p, links);
+		reaped_free(s, p, &links);
 	return done;
 }
 
@@ -2138,11 +2229,12 @@ static int do_rmdir(struct store *s, struct store_node *dir, const char *name,
 static struct link *link_new(const char *name, struct child *c)
 {
 	size_t len = strlen(name);
-	struct link *l = st_calloc(1, sizeof(*l) + len + 1);
+	struct link *l = st_calloc(1, offsetof(struct link, name) + len + 1);
 
 	if (l) {
 		memcpy(l->name, name, len + 1);
 		l->child = c;
+		l->hash = ptab_hash_name(name);
 	}
 	return l;
 }
@@ -2182,11 +2274,11 @@ static int child_expire(struct store *s, struct child *c, uint64_t now)
 		bool same = true;
 
 		lock(stripe(s, c));
-		if (c->nlink == 0 || !is_expired(&c->node, now)) {
+		if (c->node.nlink == 0 || !is_expired(&c->node, now)) {
 			unlock(stripe(s, c));
 			return 0;
 		}
-		ps = st_malloc(c->nlink * sizeof(*ps));
+		ps = st_malloc(c->node.nlink * sizeof(*ps));
 		if (!ps) {
 			unlock(stripe(s, c));
 			return 0;
@@ -2209,7 +2301,7 @@ static int child_expire(struct store *s, struct child *c, uint64_t now)
 			if (!bsearch(&l->parent, ps, n, sizeof(*ps), parent_cmp))
 				same = false;
 		}
-		same = same && k == n && c->nlink == n && n > 0 &&
+		same = same && k == n && c->node.nlink == n && n > 0 &&
 			is_expired(&c->node, now);
 		unlock(stripe(s, c));
 		if (same) {
@@ -2217,7 +2309,7 @@ static int child_expire(struct store *s, struct child *c, uint64_t now)
 			while ((l = c->slinks)) {
 				struct parent *p = l->parent;
 
-				HASH_DEL(p->links, l);
+				bucket_del(p, l);
 				p->nlinks--;
 				gauge_sub(&s->links_n, 1, "links");
 				gauge_sub(&p->tenant->links_n, 1, "tenant links");
@@ -2282,9 +2374,7 @@ static void admit_undo(struct store *s, struct parent *p, bool new_state)
 static int link_insert_locked(struct store *s, struct parent *p, struct link *l,
 			      bool new_state)
 {
-	hash_oom = 0;
-	HASH_ADD_KEYPTR(hh, p->links, l->name, strlen(l->name), l);
-	if (hash_oom) {
+	if (bucket_add(p, l)) {
 		admit_undo(s, p, new_state);
 		return -ENOMEM;
 	}
@@ -2306,9 +2396,8 @@ static int link_insert_locked(struct store *s, struct parent *p, struct link *l,
 static struct link *link_find_locked(struct parent *p, const char *name,
 				     uint64_t now, struct child **expired)
 {
-	struct link *l;
+	struct link *l = bucket_find(p, name);
 
-	HASH_FIND_STR(p->links, name, l);
 	if (l && is_expired(&l->child->node, now)) {
 		*expired = l->child;
 		store_node_ref(&l->child->node);
@@ -2345,9 +2434,9 @@ static int do_create(struct store *s, struct store_node *parent, const char *nam
 	}
 	node_init(&c->node, ino_alloc(s, 1), STORE_CHILD);
 	c->tenant = p->tenant;
-	c->nlink = 1;
+	c->node.nlink = 1;
 	c->snap_epoch = s->snap_epochs; /* not in a snapshot being taken */
-	meta_init(&c->meta, owner);
+	meta_init(&c->node, &c->meta, owner);
 retry:
 	lock(&p->lock);
 	snap_parent_cow(s, p);
@@ -2374,7 +2463,7 @@ retry:
 	}
 	rc = admit_locked(s, p, true, now);
 	if (rc == 0) {
-		meta_inherit(&c->meta, &p->meta, false);
+		meta_inherit(&c->node, &c->meta, &p->node, &p->meta, false);
 		rc = link_insert_locked(s, p, l, true);
 	}
 	if (rc == 0) {
@@ -2402,7 +2491,7 @@ retry:
 /* Unhook link @l from bucket @p (p->lock held); the caller frees it. */
 static void link_remove_locked(struct store *s, struct parent *p, struct link *l)
 {
-	HASH_DEL(p->links, l);
+	bucket_del(p, l);
 	p->nlinks--;
 	gauge_sub(&s->links_n, 1, "links");
 	gauge_sub(&p->tenant->links_n, 1, "tenant links");
@@ -2485,11 +2574,11 @@ retry:
 		 * concurrent last unlink either ran first (stale) or will
 		 * see this link. */
 		lock(stripe(s, c));
-		if (c->nlink == 0 || is_expired(&c->node, now)) {
+		if (c->node.nlink == 0 || is_expired(&c->node, now)) {
 			rc = -ESTALE;
 		} else {
 			snap_state_cow(s, c);
-			c->nlink++;
+			c->node.nlink++;
 			c->meta.ctime = wall_now();
 		}
 		unlock(stripe(s, c));
@@ -2500,7 +2589,7 @@ retry:
 		rc = link_insert_locked(s, p, l, false);
 		if (rc) {
 			lock(stripe(s, c));
-			c->nlink--;
+			c->node.nlink--;
 			unlock(stripe(s, c));
 		} else {
 			store_node_ref(&c->node); /* the link's */
@@ -2619,7 +2708,7 @@ retry:
 		state_unlink_locked(s, dst, STORE_OP_UNLINK);
 		dst->child = c;
 		state_link_locked(s, dst);
-		HASH_DEL(a->links, src);
+		bucket_del(a, src);
 		lock(stripe(s, c));
 		LL_DELETE2(c->slinks, src, snext);
 		unlock(stripe(s, c));
@@ -2635,15 +2724,12 @@ retry:
 		}
 		moved->child = c;
 		moved->parent = b;
-		hash_oom = 0;
-		HASH_ADD_KEYPTR(hh, b->links, moved->name, strlen(moved->name),
-				moved);
-		if (hash_oom) {
+		if (bucket_add(b, moved)) {
 			rc = -ENOMEM;
 			goto out;
 		}
 		b->nlinks++;
-		HASH_DEL(a->links, src);
+		bucket_del(a, src);
 		a->nlinks--;
 		lock(stripe(s, c));
 		LL_DELETE2(c->slinks, src, snext);
@@ -2751,7 +2837,7 @@ int store_stage_open(struct store *s, struct store_node *child,
 	st->mode = mode;
 	pthread_mutex_init(&st->lock, NULL);
 	lock(stripe(s, c));
-	if (c->nlink == 0 || is_expired(child, store_now_ms(s))) {
+	if (c->node.nlink == 0 || is_expired(child, store_now_ms(s))) {
 		unlock(stripe(s, c));
 		pthread_mutex_destroy(&st->lock);
 		free(st);
@@ -2804,7 +2890,7 @@ static int stage_current(struct store_stage *st, size_t *len)
 	int rc = 0;
 
 	lock(stripe(s, st->c));
-	if (st->c->nlink == 0 || is_expired(&st->c->node, store_now_ms(s)))
+	if (st->c->node.nlink == 0 || is_expired(&st->c->node, store_now_ms(s)))
 		rc = -ESTALE;
 	*len = blob_len(st->c->content);
 	unlock(stripe(s, st->c));
@@ -2893,7 +2979,7 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 
 	lock(&st->lock);
 	lock(stripe(s, st->c));
-	if (st->c->nlink == 0 || is_expired(&st->c->node, store_now_ms(s))) {
+	if (st->c->node.nlink == 0 || is_expired(&st->c->node, store_now_ms(s))) {
 		rc = -ESTALE;
 	} else if (st->mode == STORE_STAGE_READ && off == 0) {
 		/* A new pass from the start sees the newest publication.
@@ -2995,7 +3081,7 @@ static int do_stage_publish(struct store_stage *st)
 	}
 	lock(stripe(s, c));
 	cur = blob_len(c->content);
-	if (c->nlink == 0 || is_expired(&c->node, store_now_ms(s)))
+	if (c->node.nlink == 0 || is_expired(&c->node, store_now_ms(s)))
 		rc = -ESTALE;
 	else if (st->mode == STORE_STAGE_CAS && c->version != st->base_version)
 		rc = -EAGAIN;
@@ -3174,7 +3260,7 @@ static int do_lease(struct store *s, struct store_node *n, bool set,
 	l = p ? &p->lock : stripe(s, c);
 	ttl = p ? &p->ttl_ms : &c->ttl_ms;
 	lock(l);
-	if (gone(n, now) || (c && c->nlink == 0))
+	if (gone(n, now) || (c && c->node.nlink == 0))
 		rc = -ESTALE;
 	else if (!set && *ttl == 0)
 		rc = 0; /* no lease to renew: a plain touch */
@@ -3396,6 +3482,7 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 	struct tenant *t;
 	struct parent *p;
 	struct link *l;
+	uint32_t i;
 	struct tomb *tb;
 	struct seen *seen = NULL, *sn, *tmp;
 	uint64_t tenants = 0, parents = 0, children = 0, links = 0, tombs = 0,
@@ -3416,8 +3503,15 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 			tp++;
 			CHECK(!is_dead(&p->node), "departed parent %s/%s in the table",
 			      t->name, p->name);
-			for (l = p->links; l; l = l->hh.next) {
+			CHECK(p->links.n == p->nlinks,
+			      "parent %s/%s table holds %u of %llu links",
+			      t->name, p->name, p->links.n,
+			      (unsigned long long)p->nlinks);
+			for_each_link(&p->links, i, l) {
 				pl++;
+				CHECK(bucket_find(p, l->name) == l,
+				      "link %s/%s/%s not found by its name",
+				      t->name, p->name, l->name);
 				CHECK(l->child->tenant == t,
 				      "child %s/%s/%s of another tenant",
 				      t->name, p->name, l->name);
@@ -3478,8 +3572,8 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 		      (unsigned long long)queued, (unsigned long long)tombs);
 	}
 	HASH_ITER(hh, seen, sn, tmp) {
-		CHECK(sn->c->nlink == sn->links, "state %llu nlink %u, reached by %u",
-		      (unsigned long long)sn->c->node.ino, sn->c->nlink, sn->links);
+		CHECK(sn->c->node.nlink == sn->links, "state %llu nlink %u, reached by %u",
+		      (unsigned long long)sn->c->node.ino, sn->c->node.nlink, sn->links);
 		HASH_DEL(seen, sn);
 		free(sn);
 	}
@@ -3905,7 +3999,7 @@ static void snap_copy_tenant(struct snap_run *r, struct snap_buf *b,
 		row->ino = (int64_t)t->node.ino;
 		row->tenant_uid = t->meta.uid;
 		row->tenant_gid = t->meta.gid;
-		row->tenant_mode = t->meta.mode;
+		row->tenant_mode = t->node.mode;
 	}
 	snap_chunk_end(r, b);
 	snap_chunk_begin(r, b, t->node.ino, UINT64_MAX);
@@ -3946,7 +4040,7 @@ static void snap_state_at(struct store *s, struct snap_run *r,
 	} else {
 		v->version = (int64_t)c->version;
 		v->size = (int64_t)blob_len(c->content);
-		v->nlink = c->nlink;
+		v->nlink = c->node.nlink;
 		v->deadline = atomic_load(&c->node.deadline);
 	}
 	unlock(stripe(s, c));
@@ -3972,8 +4066,11 @@ static void snap_copy_parent(struct store *s, struct snap_run *r,
 		row->ttl_ms_left = ttl_left(deadline, r->now);
 		row->ino = (int64_t)p->node.ino;
 	}
-	for (l = p->links; l && !atomic_load(&r->rc); l = l->hh.next) {
+	for (uint32_t i = 0; i < p->links.cap && !atomic_load(&r->rc); i++) {
 		struct snap_state v = { 0 };
+
+		if (!(l = p->links.slot[i]))
+			continue;
 
 		snap_state_at(s, r, l->child, &v);
 		if (v.deadline && v.deadline <= r->now)
@@ -4065,7 +4162,7 @@ static void snap_state_cow(struct store *s, struct child *c)
 	f->ino = c->node.ino;
 	f->version = (int64_t)c->version;
 	f->size = (int64_t)blob_len(c->content);
-	f->nlink = c->nlink;
+	f->nlink = c->node.nlink;
 	f->deadline = atomic_load(&c->node.deadline);
 	lock(&r->frozen_lock);
 	hash_oom = 0;

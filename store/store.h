@@ -368,9 +368,10 @@ int store_rename(struct store *s, struct store_node *from, const char *name,
 
 /*
  * A consistent listing of a directory's entries, taken in one critical
- * section (the snapshot a readdir stream serves from).  Entries are in
- * the order they were inserted; each has its name, inode number and
- * kind.  Special files are not included.  Free with store_dirlist_free().
+ * section (the snapshot a readdir stream serves from), in no promised
+ * order (tenants and parents come in the order they were made, a
+ * parent's children in its table's order); each has its name, inode
+ * number and kind.  Special files are not included.  Free with store_dirlist_free().
  */
 struct store_dirent {
 	uint64_t ino;

@@ -325,12 +325,22 @@ static inline void set_ttl(struct ctx *c, struct store_node *n, uint64_t ttl)
 /* Listings --------------------------------------------------------------- */
 
 /* Names of @dir's entries joined with ',' ("" when empty). */
+static inline int dirent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct store_dirent *)a)->name,
+		      ((const struct store_dirent *)b)->name);
+}
+
+/* @dir's names, sorted (a listing is a set: it has no order), joined by
+ * commas into @buf. */
 static inline void list_names(struct ctx *c, struct store_node *dir,
 			      char *buf, size_t cap)
 {
 	struct store_dirlist l = { 0, NULL };
 
 	assert_int_equal(store_list(c->s, dir, &l), 0);
+	if (l.n)
+		qsort(l.e, l.n, sizeof(*l.e), dirent_cmp);
 	buf[0] = '\0';
 	for (size_t i = 0; i < l.n; i++) {
 		if (i)

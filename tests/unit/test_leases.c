@@ -781,7 +781,7 @@ static void test_child_invisible_at_deadline_before_reap(void **state)
 
 	advance(c, 999);
 	assert_int_equal(lookup_rc(c, p, "a"), 0);
-	assert_list(c, p, "sib,a");
+	assert_list(c, p, "a,sib");
 	assert_int_equal(getattr_rc(c, a), 0);
 
 	/* now == deadline: gone, and no store_expire has run. */
@@ -811,7 +811,7 @@ static void test_child_invisible_at_deadline_before_reap(void **state)
 	}
 	assert_true(store_node_ino(a2) != store_node_ino(a));
 	assert_int_equal(getattr_rc(c, a2), 0);
-	assert_list(c, p, "sib,a");
+	assert_list(c, p, "a,sib");
 	s = stats(c, NULL);
 	assert_int_equal(s.expiries, s0.expiries + 1);
 	assert_int_equal(s.children, 2);
