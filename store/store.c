@@ -43,7 +43,8 @@
  *   snapshot taker (one snapshot at a time)
  *     -> world (shared by transitions, exclusive for full scans)
  *     -> store->lock -> tenant->lock -> parent->lock (ascending ino)
- *     -> snapshot rows -> stage->lock -> state stripe
+ *     -> snapshot rows -> stage->lock -> state stripe (two at once
+ *        only when links exchange states, the lower address first)
  *     -> snapshot frozen states, heap, tenant->acl_lock, event log,
  *        tombstone queue, ino shard (leaves)
  *
@@ -90,17 +91,23 @@ static __thread int hash_oom;
 
 /*
  * Every node starts with this.  A child is the bulk of the store's
- * memory, so the fields are packed to leave no padding: a child is 120
- * bytes, one 128-byte allocation (checked below struct child).
+ * memory, so the fields are packed to leave no padding and what only
+ * some nodes need (a lease) lives elsewhere: a child is 88 bytes, one
+ * 96-byte allocation (checked below struct child).
  */
 struct store_node {
 	uint64_t ino;                  /* immutable */
-	uint64_t nlookup;              /* ino shard lock */
-	/* Lease deadline (0: none), written under the owner's lock and the
-	 * heap lock, read anywhere; heap_idx under the heap lock. */
-	atomic_uint_fast64_t deadline;
 	atomic_uint refs;
-	uint32_t heap_idx;
+	/* Its lease record (0: it never had one; see "Leases"), set once
+	 * under the owner's lock and the heap lock, read anywhere. */
+	_Atomic uint32_t lease;
+	/* The kernel's lookups (ino shard lock).  Four billion lookups
+	 * without a forget pin the node until unmount (NLOOKUP_PINNED)
+	 * rather than wrap. */
+	uint32_t nlookup;
+	/* A state: the snapshot it was last frozen for, the low 32 bits of
+	 * the epoch (its stripe; see "Snapshot"); directories: unused. */
+	uint32_t epoch;
 	uint8_t kind;                  /* enum store_kind, immutable */
 	atomic_bool dead;
 	uint16_t mode;                 /* permission bits (see struct meta) */
@@ -108,7 +115,27 @@ struct store_node {
 					* (its stripe); directories: unused */
 };
 
+#define NLOOKUP_PINNED UINT32_MAX
+
+/*
+ * A node's lease: its deadline (0: none), written under the owner's lock
+ * and the heap lock, read anywhere; its ttl under the owner's lock; its
+ * place in the heap under the heap lock.  Records live in chunks that
+ * never move (s->lease_dir), so a reader holding only the node can read
+ * the deadline; a record goes back to the free list when its node is
+ * freed.
+ */
+struct lease {
+	atomic_uint_fast64_t deadline;
+	uint64_t ttl_ms;
+	uint32_t heap_idx;
+	uint32_t next_free;            /* heap lock: the free list */
+};
+
 #define NOT_IN_HEAP UINT32_MAX
+#define LEASE_CHUNK_BITS 14
+#define LEASE_CHUNK (1u << LEASE_CHUNK_BITS)
+#define LEASE_CHUNKS (1u << (32 - LEASE_CHUNK_BITS))
 
 /* A special file: a node inside its directory's record. */
 struct special {
@@ -175,27 +202,27 @@ struct parent {
 	struct ptab links;             /* lock: name -> struct link */
 	uint64_t nlinks;               /* lock: entries, for parent_quota */
 	struct meta meta;              /* lock */
-	uint64_t ttl_ms;               /* lock: its own lease */
 	uint64_t child_ttl_ms;         /* lock: what new children start with */
 	/* Written under lock; the snapshot walker also peeks at it under
 	 * tenant->lock to skip copied buckets. */
 	atomic_uint_fast64_t snap_epoch;
 };
 
+/*
+ * A state.  Its tenant is its links' parents' (links never cross
+ * tenants): child_tenant() while it has a link.
+ */
 struct child {
 	struct store_node node;        /* kind STORE_CHILD */
-	struct tenant *tenant;         /* immutable, counted */
 	/* Guarded by the state's stripe lock. */
 	struct blob *content;
 	uint64_t version;
-	uint64_t ttl_ms;
-	uint64_t snap_epoch;
 	struct link *slinks;           /* the links that reach this state */
 	struct meta meta;              /* and node.nlink, node.mode */
 };
 
-_Static_assert(sizeof(void *) != 8 || sizeof(struct child) <= 120,
-	       "a child fits one 128-byte allocation with malloc's header");
+_Static_assert(sizeof(void *) != 8 || sizeof(struct child) <= 88,
+	       "a child fits one 96-byte allocation with malloc's header");
 
 struct link {
 	struct child *child;           /* counted; changes under both the
@@ -205,6 +232,12 @@ struct link {
 	uint32_t hash;                 /* ptab_hash_name(name) */
 	char name[];
 };
+
+/* The tenant of state @c, which has a link (its stripe held). */
+static struct tenant *child_tenant(const struct child *c)
+{
+	return c->slinks->parent->tenant;
+}
 
 struct ino_shard {
 	pthread_mutex_t lock;
@@ -252,6 +285,12 @@ struct store {
 	pthread_mutex_t heap_lock;
 	struct store_node **heap;      /* heap_lock */
 	size_t heap_n, heap_cap;       /* heap_lock */
+	/* Lease records: LEASE_CHUNKS pointers to chunks of LEASE_CHUNK,
+	 * filled in under heap_lock and never moved until store_free();
+	 * record 0 is never used. */
+	struct lease **lease_dir;
+	uint32_t lease_top;            /* heap_lock: records handed out */
+	uint32_t lease_free;           /* heap_lock: free list (0: empty) */
 
 	/* The snapshot being taken (see "Snapshot"): changed only under the
 	 * exclusive world lock, so a transition sees one value throughout. */
@@ -438,8 +477,7 @@ static void node_init(struct store_node *n, uint64_t ino, enum store_kind k)
 	n->kind = (uint8_t)k;
 	atomic_init(&n->refs, 1);
 	atomic_init(&n->dead, false);
-	atomic_init(&n->deadline, 0);
-	n->heap_idx = NOT_IN_HEAP;
+	atomic_init(&n->lease, 0);
 }
 
 static pthread_mutex_t *stripe(struct store *s, struct child *c)
@@ -472,31 +510,119 @@ static bool draining(struct store *s, struct tenant *t)
 	       (t && atomic_load(&t->drain_state) != STORE_READY);
 }
 
-/* Past its deadline at @now: as good as gone, reaped or not. */
-static bool is_expired(const struct store_node *n, uint64_t now)
+/* Leases ---------------------------------------------------------------------- */
+
+static struct lease *lease_at(const struct store *s, uint32_t i)
 {
-	uint64_t d = atomic_load(&n->deadline);
+	return &s->lease_dir[i >> LEASE_CHUNK_BITS][i & (LEASE_CHUNK - 1)];
+}
+
+/* @n's lease record, or NULL when it never had one. */
+static struct lease *lease_of(const struct store *s, const struct store_node *n)
+{
+	uint32_t i = atomic_load_explicit(&n->lease, memory_order_acquire);
+
+	return i ? lease_at(s, i) : NULL;
+}
+
+/* @n's deadline (0: none). */
+static uint64_t deadline_of(const struct store *s, const struct store_node *n)
+{
+	const struct lease *l = lease_of(s, n);
+
+	return l ? atomic_load(&l->deadline) : 0;
+}
+
+/* @n's ttl (0: none); its owner's lock held. */
+static uint64_t ttl_of(const struct store *s, const struct store_node *n)
+{
+	const struct lease *l = lease_of(s, n);
+
+	return l ? l->ttl_ms : 0;
+}
+
+/*
+ * Give @n a lease record unless it has one (its owner's lock held): the
+ * only step of a lease that can fail, so a transition takes it before
+ * it changes anything.  0 or -ENOMEM.
+ */
+static int lease_ensure(struct store *s, struct store_node *n)
+{
+	struct lease *l;
+	uint32_t i;
+	int rc = 0;
+
+	if (atomic_load(&n->lease))
+		return 0;
+	lock(&s->heap_lock);
+	i = s->lease_free;
+	if (i) {
+		s->lease_free = lease_at(s, i)->next_free;
+	} else if (s->lease_top == UINT32_MAX) {
+		rc = -ENOMEM;
+	} else {
+		i = s->lease_top + 1;
+		if (!s->lease_dir[i >> LEASE_CHUNK_BITS]) {
+			s->lease_dir[i >> LEASE_CHUNK_BITS] =
+				st_calloc(LEASE_CHUNK, sizeof(struct lease));
+			if (!s->lease_dir[i >> LEASE_CHUNK_BITS])
+				rc = -ENOMEM;
+		}
+		if (rc == 0)
+			s->lease_top = i;
+	}
+	if (rc == 0) {
+		l = lease_at(s, i);
+		atomic_init(&l->deadline, 0);
+		l->ttl_ms = 0;
+		l->heap_idx = NOT_IN_HEAP;
+		l->next_free = 0;
+		atomic_store_explicit(&n->lease, i, memory_order_release);
+	}
+	unlock(&s->heap_lock);
+	return rc;
+}
+
+/* @n is being freed: its record goes back to the free list. */
+static void lease_release(struct store *s, struct store_node *n)
+{
+	uint32_t i = atomic_load(&n->lease);
+
+	if (!i)
+		return;
+	lock(&s->heap_lock);
+	lease_at(s, i)->next_free = s->lease_free;
+	s->lease_free = i;
+	unlock(&s->heap_lock);
+}
+
+/* Past its deadline at @now: as good as gone, reaped or not. */
+static bool is_expired(const struct store *s, const struct store_node *n,
+		       uint64_t now)
+{
+	uint64_t d = deadline_of(s, n);
 
 	return d && d <= now;
 }
 
 /* Dead, or expired at @now: no operation may use it. */
-static bool gone(const struct store_node *n, uint64_t now)
+static bool gone(const struct store *s, const struct store_node *n,
+		 uint64_t now)
 {
-	return is_dead(n) || is_expired(n, now);
+	return is_dead(n) || is_expired(s, n, now);
 }
 
 /* The lease heap (heap_lock held) ----------------------------------------- */
 
-static uint64_t due(const struct store_node *n)
+static uint64_t due(const struct store *s, const struct store_node *n)
 {
-	return atomic_load(&n->deadline);
+	return deadline_of(s, n);
 }
 
 static void heap_place(struct store *s, size_t i, struct store_node *n)
 {
 	s->heap[i] = n;
-	n->heap_idx = i;
+	lease_of(s, n)->heap_idx = (uint32_t)i;
 }
 
 static void heap_up(struct store *s, size_t i)
@@ -506,7 +632,7 @@ static void heap_up(struct store *s, size_t i)
 	while (i > 0) {
 		size_t up = (i - 1) / 2;
 
-		if (due(s->heap[up]) <= due(n))
+		if (due(s, s->heap[up]) <= due(s, n))
 			break;
 		heap_place(s, i, s->heap[up]);
 		i = up;
@@ -520,13 +646,13 @@ static void heap_down(struct store *s, size_t i)
 
 	for (;;) {
 		size_t l = 2 * i + 1, m = i;
-		uint64_t best = due(n);
+		uint64_t best = due(s, n);
 
-		if (l < s->heap_n && due(s->heap[l]) < best) {
+		if (l < s->heap_n && due(s, s->heap[l]) < best) {
 			m = l;
-			best = due(s->heap[l]);
+			best = due(s, s->heap[l]);
 		}
-		if (l + 1 < s->heap_n && due(s->heap[l + 1]) < best)
+		if (l + 1 < s->heap_n && due(s, s->heap[l + 1]) < best)
 			m = l + 1;
 		if (m == i)
 			break;
@@ -544,28 +670,32 @@ static void heap_down(struct store *s, size_t i)
  */
 static void lease_set(struct store *s, struct store_node *n, uint64_t deadline)
 {
+	struct lease *le = lease_of(s, n);
 	bool drop = false;
 
+	if (!le)
+		return; /* never leased: nothing to clear (a deadline needs
+			 * lease_ensure() first) */
 	lock(&s->heap_lock);
-	atomic_store(&n->deadline, deadline);
-	if (deadline && n->heap_idx == NOT_IN_HEAP) {
+	atomic_store(&le->deadline, deadline);
+	if (deadline && le->heap_idx == NOT_IN_HEAP) {
 		if (s->heap_n < s->heap_cap) {
 			store_node_ref(n);
 			heap_place(s, s->heap_n++, n);
-			heap_up(s, n->heap_idx);
+			heap_up(s, le->heap_idx);
 		}
 	} else if (deadline) {
-		heap_up(s, n->heap_idx);
-		heap_down(s, n->heap_idx);
-	} else if (n->heap_idx != NOT_IN_HEAP) {
-		size_t i = n->heap_idx;
+		heap_up(s, le->heap_idx);
+		heap_down(s, le->heap_idx);
+	} else if (le->heap_idx != NOT_IN_HEAP) {
+		size_t i = le->heap_idx;
 		struct store_node *last = s->heap[--s->heap_n];
 
-		n->heap_idx = NOT_IN_HEAP;
+		le->heap_idx = NOT_IN_HEAP;
 		if (last != n) {
 			heap_place(s, i, last);
 			heap_up(s, i);
-			heap_down(s, last->heap_idx);
+			heap_down(s, lease_of(s, last)->heap_idx);
 		}
 		drop = true;
 	}
@@ -795,6 +925,7 @@ static void node_free(struct store *s, struct store_node *n)
 		break;
 	case STORE_PARENT:
 		p = as_parent(n);
+		lease_release(s, n);
 		pthread_mutex_destroy(&p->lock);
 		free(p->name);
 		store_node_unref(s, &p->tenant->node);
@@ -802,8 +933,8 @@ static void node_free(struct store *s, struct store_node *n)
 		break;
 	case STORE_CHILD:
 		c = as_child(n);
+		lease_release(s, n);
 		blob_unref(c->content);
-		store_node_unref(s, &c->tenant->node);
 		free(c);
 		break;
 	default:
@@ -859,8 +990,7 @@ struct store_node *store_node_tenant(struct store_node *n)
 	switch (n->kind) {
 	case STORE_TENANT: return n;
 	case STORE_PARENT: return &as_parent(n)->tenant->node;
-	case STORE_CHILD: return &as_child(n)->tenant->node;
-	default: return NULL;
+	default: return NULL; /* a state's tenant is its parents' */
 	}
 }
 
@@ -958,9 +1088,11 @@ int store_new(const struct store_limits *limits,
 	 * heap grows. */
 	s->heap_cap = s->lim.max_parents + s->lim.max_children;
 	s->heap = st_malloc(s->heap_cap * sizeof(*s->heap));
+	s->lease_dir = st_calloc(LEASE_CHUNKS, sizeof(*s->lease_dir));
 	s->events = evlog_new(s->lim.event_log);
-	if (!s->heap || !s->events) {
+	if (!s->heap || !s->lease_dir || !s->events) {
 		free(s->heap);
+		free(s->lease_dir);
 		evlog_free(s->events);
 		free(s);
 		return -ENOMEM;
@@ -990,7 +1122,7 @@ void store_free(struct store *s)
 		return;
 	/* Drop the heap's references, then what the kernel still held. */
 	for (size_t i = 0; i < s->heap_n; i++) {
-		s->heap[i]->heap_idx = NOT_IN_HEAP;
+		lease_of(s, s->heap[i])->heap_idx = NOT_IN_HEAP;
 		store_node_unref(s, s->heap[i]);
 	}
 	free(s->heap);
@@ -1021,6 +1153,9 @@ void store_free(struct store *s)
 	pthread_mutex_destroy(&s->heap_lock);
 	pthread_mutex_destroy(&s->snap_taker);
 	pthread_rwlock_destroy(&s->world);
+	for (uint32_t i = 0; i < LEASE_CHUNKS && s->lease_dir[i]; i++)
+		free(s->lease_dir[i]);
+	free(s->lease_dir);
 	free(s);
 }
 
@@ -1114,7 +1249,7 @@ int store_ino_remember(struct store *s, struct store_node *n)
 		if (rc == 0)
 			store_node_ref(n); /* the kernel's reference */
 	}
-	if (rc == 0)
+	if (rc == 0 && n->nlookup != NLOOKUP_PINNED)
 		n->nlookup++;
 	unlock(&sh->lock);
 	return rc;
@@ -1131,8 +1266,9 @@ void store_ino_forget(struct store *s, uint64_t ino, uint64_t nlookup)
 	sh = shard(s, ino);
 	lock(&sh->lock);
 	n = ino_find_locked(sh, ino);
-	if (n) {
-		n->nlookup = nlookup >= n->nlookup ? 0 : n->nlookup - nlookup;
+	if (n && n->nlookup != NLOOKUP_PINNED) {
+		n->nlookup = nlookup >= n->nlookup ? 0 :
+			     n->nlookup - (uint32_t)nlookup;
 		if (n->nlookup == 0) {
 			ptab_remove(&sh->tab, n, ino_hash(ino), node_ino_hash);
 			drop = true;
@@ -1327,7 +1463,7 @@ int store_getattr(struct store *s, struct store_node *n, struct store_attr *a)
 	int rc;
 
 	memset(a, 0, sizeof(*a));
-	if (gone(n, store_now_ms(s)))
+	if (gone(s, n, store_now_ms(s)))
 		return -ESTALE;
 	a->ino = n->ino;
 	switch (n->kind) {
@@ -1382,7 +1518,7 @@ static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 	pthread_mutex_t *l;
 	int rc = 0;
 
-	if (gone(n, store_now_ms(s)))
+	if (gone(s, n, store_now_ms(s)))
 		return -ESTALE;
 	switch (n->kind) {
 	case STORE_ROOT: m = &s->root_meta; l = &s->lock; break;
@@ -1424,7 +1560,7 @@ int store_parent_generation(struct store *s, struct store_node *n, uint64_t *gen
 
 	if (!p)
 		return -EINVAL;
-	if (gone(n, store_now_ms(s)))
+	if (gone(s, n, store_now_ms(s)))
 		return -ESTALE;
 	*gen = p->generation;
 	return 0;
@@ -1438,7 +1574,7 @@ int store_child_version(struct store *s, struct store_node *n, uint64_t *version
 	if (!c)
 		return -EINVAL;
 	lock(stripe(s, c));
-	if (c->node.nlink == 0 || is_expired(n, store_now_ms(s)))
+	if (c->node.nlink == 0 || is_expired(s, n, store_now_ms(s)))
 		rc = -ESTALE;
 	*version = c->version;
 	unlock(stripe(s, c));
@@ -1474,7 +1610,7 @@ int store_lookup(struct store *s, struct store_node *dir, const char *name,
 			return -ESTALE;
 		}
 		HASH_FIND_STR(t->parents, name, p);
-		if (p && is_expired(&p->node, now))
+		if (p && is_expired(s, &p->node, now))
 			p = NULL; /* past its deadline: gone, reaped or not */
 		if (p) {
 			n = &p->node;
@@ -1485,12 +1621,12 @@ int store_lookup(struct store *s, struct store_node *dir, const char *name,
 	case STORE_PARENT:
 		p = as_parent(dir);
 		lock(&p->lock);
-		if (gone(dir, now)) {
+		if (gone(s, dir, now)) {
 			unlock(&p->lock);
 			return -ESTALE;
 		}
 		l = bucket_find(p, name);
-		if (l && is_expired(&l->child->node, now))
+		if (l && is_expired(s, &l->child->node, now))
 			l = NULL;
 		if (l) {
 			n = &l->child->node;
@@ -1551,7 +1687,7 @@ int store_list(struct store *s, struct store_node *dir, struct store_dirlist *ou
 		if (is_dead(dir))
 			rc = -ESTALE;
 		for (p = t->parents; p && !rc; p = p->hh.next)
-			if (!is_expired(&p->node, now))
+			if (!is_expired(s, &p->node, now))
 				rc = dirlist_add(out, &cap, p->node.ino,
 						 STORE_PARENT, p->name);
 		unlock(&t->lock);
@@ -1559,11 +1695,11 @@ int store_list(struct store *s, struct store_node *dir, struct store_dirlist *ou
 	case STORE_PARENT:
 		p = as_parent(dir);
 		lock(&p->lock);
-		if (gone(dir, now))
+		if (gone(s, dir, now))
 			rc = -ESTALE;
 		for (uint32_t i = 0; i < p->links.cap && !rc; i++) {
 			l = p->links.slot[i];
-			if (l && !is_expired(&l->child->node, now))
+			if (l && !is_expired(s, &l->child->node, now))
 				rc = dirlist_add(out, &cap, l->child->node.ino,
 						 STORE_CHILD, l->name);
 		}
@@ -1642,9 +1778,9 @@ static int tenant_create(struct store *s, const char *name,
  * State @c ends (stripe held): its last link went.  Accounts the removal
  * (@expired: as an expiry) and releases its content.
  */
-static void state_end_locked(struct store *s, struct child *c, bool expired)
+static void state_end_locked(struct store *s, struct tenant *t,
+			     struct child *c, bool expired)
 {
-	struct tenant *t = c->tenant;
 	size_t bytes = blob_len(c->content);
 
 	atomic_store(&c->node.dead, true);
@@ -1674,13 +1810,13 @@ static bool state_unlink_locked(struct store *s, struct link *l, enum store_op o
 	lock(stripe(s, c));
 	snap_state_cow(s, c);
 	if (op != NO_EVENT)
-		emit(s, op, expired, &c->node, c->tenant, l->parent->name,
+		emit(s, op, expired, &c->node, l->parent->tenant, l->parent->name,
 		     l->name, (int64_t)l->parent->generation,
 		     (int64_t)c->version);
 	LL_DELETE2(c->slinks, l, snext);
 	ended = --c->node.nlink == 0;
 	if (ended)
-		state_end_locked(s, c, expired);
+		state_end_locked(s, l->parent->tenant, c, expired);
 	c->meta.ctime = wall_now();
 	unlock(stripe(s, c));
 	return ended;
@@ -1792,7 +1928,7 @@ static bool may_remove_parent_locked(struct store *s, struct tenant *t,
 		struct child *c = l->child;
 		uid_t owner;
 
-		if (is_expired(&c->node, now))
+		if (is_expired(s, &c->node, now))
 			continue; /* gone already, reaped or not */
 		if (!wx)
 			return false; /* not empty */
@@ -1860,7 +1996,7 @@ static int tenant_lock_for_cascade(struct store *s, struct tenant *t,
 	for (i = 0; i < n; i++)
 		lock(&ps[i]->lock);
 	for (i = 0; i < n && ok; i++) {
-		if (is_expired(&ps[i]->node, now))
+		if (is_expired(s, &ps[i]->node, now))
 			continue; /* gone already, reaped or not */
 		live++;
 		ok = may_remove_parent_locked(s, t, ps[i], cred, now);
@@ -1986,7 +2122,7 @@ static struct parent *parent_find_locked(struct store *s, struct tenant *t,
 	struct parent *p;
 
 	HASH_FIND_STR(t->parents, name, p);
-	if (p && is_expired(&p->node, now)) {
+	if (p && is_expired(s, &p->node, now)) {
 		*links = parent_expire_locked(s, t, p, now);
 		*reaped = p;
 		p = NULL;
@@ -2167,7 +2303,7 @@ static int parent_expire(struct store *s, struct parent *p, uint64_t now)
 
 	lock(&t->lock);
 	HASH_FIND_STR(t->parents, p->name, cur);
-	if (cur == p && !is_dead(&p->node) && is_expired(&p->node, now)) {
+	if (cur == p && !is_dead(&p->node) && is_expired(s, &p->node, now)) {
 		links = parent_expire_locked(s, t, p, now);
 		done = 1;
 	}
@@ -2274,7 +2410,7 @@ static int child_expire(struct store *s, struct child *c, uint64_t now)
 		bool same = true;
 
 		lock(stripe(s, c));
-		if (c->node.nlink == 0 || !is_expired(&c->node, now)) {
+		if (c->node.nlink == 0 || !is_expired(s, &c->node, now)) {
 			unlock(stripe(s, c));
 			return 0;
 		}
@@ -2302,7 +2438,7 @@ static int child_expire(struct store *s, struct child *c, uint64_t now)
 				same = false;
 		}
 		same = same && k == n && c->node.nlink == n && n > 0 &&
-			is_expired(&c->node, now);
+			is_expired(s, &c->node, now);
 		unlock(stripe(s, c));
 		if (same) {
 			/* Every link goes; the last one ends the state. */
@@ -2350,7 +2486,7 @@ static int admit_locked(struct store *s, struct parent *p, bool new_state,
 
 	if (draining(s, t))
 		return -EROFS;
-	if (gone(&p->node, now))
+	if (gone(s, &p->node, now))
 		return -ESTALE;
 	if (new_state && !reserve(&s->children_n, 1, s->lim.max_children))
 		return -ENOSPC;
@@ -2370,22 +2506,42 @@ static void admit_undo(struct store *s, struct parent *p, bool new_state)
 		gauge_sub(&s->children_n, 1, "children");
 }
 
-/* Insert reserved link @l into @p (p->lock held).  -ENOMEM undoes. */
-static int link_insert_locked(struct store *s, struct parent *p, struct link *l,
-			      bool new_state)
+/* Room for one more entry in @p, whose admission is reserved (p->lock
+ * held): the one step of an insert that can fail.  -ENOMEM undoes the
+ * admission. */
+static int link_reserve_locked(struct store *s, struct parent *p,
+			       bool new_state)
 {
-	if (bucket_add(p, l)) {
+	if (ptab_reserve(&p->links, link_hash)) {
 		admit_undo(s, p, new_state);
 		return -ENOMEM;
 	}
+	return 0;
+}
+
+/*
+ * Link @l of @p joins its state (the state's stripe held): in one
+ * critical section the state counts it and can find it, so a state with
+ * links always has them in child->slinks.
+ */
+static void link_attach_locked(struct parent *p, struct link *l)
+{
 	l->parent = p;
-	state_link_locked(s, l);
+	LL_PREPEND2(l->child->slinks, l, snext);
+	l->child->node.nlink++;
+}
+
+/* Insert link @l, attached to its state, into @p after
+ * link_reserve_locked() (p->lock held).  Cannot fail. */
+static void link_insert_locked(struct store *s, struct parent *p, struct link *l,
+			       bool new_state)
+{
+	ptab_insert(&p->links, l, l->hash);
 	p->nlinks++;
 	gauge_add(&s->links_n, 1);
 	if (new_state)
 		gauge_add(&p->tenant->children_n, 1);
 	touch_dir(&p->meta);
-	return 0;
 }
 
 /*
@@ -2393,12 +2549,13 @@ static int link_insert_locked(struct store *s, struct parent *p, struct link *l,
  * expired is returned in *@expired (with a reference) instead: the
  * caller unlocks, calls child_expire() and retries.
  */
-static struct link *link_find_locked(struct parent *p, const char *name,
-				     uint64_t now, struct child **expired)
+static struct link *link_find_locked(struct store *s, struct parent *p,
+				     const char *name, uint64_t now,
+				     struct child **expired)
 {
 	struct link *l = bucket_find(p, name);
 
-	if (l && is_expired(&l->child->node, now)) {
+	if (l && is_expired(s, &l->child->node, now)) {
 		*expired = l->child;
 		store_node_ref(&l->child->node);
 		return NULL;
@@ -2433,17 +2590,15 @@ static int do_create(struct store *s, struct store_node *parent, const char *nam
 		return -ENOMEM;
 	}
 	node_init(&c->node, ino_alloc(s, 1), STORE_CHILD);
-	c->tenant = p->tenant;
-	c->node.nlink = 1;
-	c->snap_epoch = s->snap_epochs; /* not in a snapshot being taken */
+	c->node.epoch = (uint32_t)s->snap_epochs; /* not in a snapshot being taken */
 	meta_init(&c->node, &c->meta, owner);
 retry:
 	lock(&p->lock);
 	snap_parent_cow(s, p);
 	/* Through a departed or expired parent nothing happens, not even
 	 * the reaping of what it held. */
-	old = gone(&p->node, now) ? NULL :
-		link_find_locked(p, name, now, &expired);
+	old = gone(s, &p->node, now) ? NULL :
+		link_find_locked(s, p, name, now, &expired);
 	if (expired) {
 		unlock(&p->lock);
 		expired_reap(s, &expired, now);
@@ -2462,23 +2617,32 @@ retry:
 		return rc ? refuse(s, rc) : 0;
 	}
 	rc = admit_locked(s, p, true, now);
+	ttl = p->child_ttl_ms ? p->child_ttl_ms : s->lim.default_ttl_ms;
+	if (rc == 0 && ttl && lease_ensure(s, &c->node)) {
+		admit_undo(s, p, true);
+		rc = -ENOMEM;
+	}
+	if (rc == 0)
+		rc = link_reserve_locked(s, p, true);
 	if (rc == 0) {
 		meta_inherit(&c->node, &c->meta, &p->node, &p->meta, false);
-		rc = link_insert_locked(s, p, l, true);
+		lock(stripe(s, c));
+		link_attach_locked(p, l);
+		unlock(stripe(s, c));
+		link_insert_locked(s, p, l, true);
 	}
 	if (rc == 0) {
-		store_node_ref(&p->tenant->node);  /* c->tenant */
 		store_node_ref(&c->node);          /* the caller's */
 		atomic_fetch_add(&s->admissions, 1);
-		ttl = p->child_ttl_ms ? p->child_ttl_ms : s->lim.default_ttl_ms;
 		if (ttl) {
-			c->ttl_ms = ttl;
+			lease_of(s, &c->node)->ttl_ms = ttl;
 			lease_set(s, &c->node, now + ttl);
 		}
 		emit_link(s, STORE_OP_CREATE, false, p, name, c, 0);
 	}
 	unlock(&p->lock);
 	if (rc) {
+		lease_release(s, &c->node);
 		free(l);
 		free(c);
 		return refuse(s, rc);
@@ -2519,10 +2683,10 @@ static int do_unlink(struct store *s, struct store_node *parent, const char *nam
 		return parent->kind == STORE_CHILD ? -ENOTDIR : -EPERM;
 	lock(&p->lock);
 	snap_parent_cow(s, p);
-	if (gone(parent, now))
+	if (gone(s, parent, now))
 		rc = -ESTALE;
 	else
-		l = link_find_locked(p, name, now, &expired);
+		l = link_find_locked(s, p, name, now, &expired);
 	if (!rc && !l)
 		rc = -ENOENT; /* an expired child is gone already */
 	if (!rc)
@@ -2542,14 +2706,20 @@ static int do_link(struct store *s, struct store_node *child,
 	struct parent *p = as_parent(parent);
 	struct child *c = as_child(child), *expired = NULL;
 	struct link *l, *old;
+	struct tenant *t;
 	uint64_t now = store_now_ms(s);
 	int rc = 0;
 
 	if (!c || !p)
 		return -EPERM;
-	if (gone(child, now) || gone(parent, now))
+	if (gone(s, child, now) || gone(s, parent, now))
 		return refuse(s, -ESTALE);
-	if (c->tenant != p->tenant)
+	lock(stripe(s, c));
+	t = c->node.nlink ? child_tenant(c) : NULL;
+	unlock(stripe(s, c));
+	if (!t)
+		return refuse(s, -ESTALE);
+	if (t != p->tenant)
 		return -EXDEV;
 	l = link_new(name, c);
 	if (!l)
@@ -2557,28 +2727,30 @@ static int do_link(struct store *s, struct store_node *child,
 retry:
 	lock(&p->lock);
 	snap_parent_cow(s, p);
-	old = link_find_locked(p, name, now, &expired);
+	old = link_find_locked(s, p, name, now, &expired);
 	if (expired) {
 		unlock(&p->lock);
 		expired_reap(s, &expired, now);
 		goto retry;
 	}
-	if (gone(parent, now))
+	if (gone(s, parent, now))
 		rc = -ESTALE;
 	else if (old)
 		rc = -EEXIST;
 	else
 		rc = admit_locked(s, p, false, now);
+	if (rc == 0)
+		rc = link_reserve_locked(s, p, false);
 	if (rc == 0) {
 		/* The state must still live, checked under its stripe: a
 		 * concurrent last unlink either ran first (stale) or will
 		 * see this link. */
 		lock(stripe(s, c));
-		if (c->node.nlink == 0 || is_expired(&c->node, now)) {
+		if (c->node.nlink == 0 || is_expired(s, &c->node, now)) {
 			rc = -ESTALE;
 		} else {
 			snap_state_cow(s, c);
-			c->node.nlink++;
+			link_attach_locked(p, l);
 			c->meta.ctime = wall_now();
 		}
 		unlock(stripe(s, c));
@@ -2586,17 +2758,11 @@ retry:
 			admit_undo(s, p, false);
 	}
 	if (rc == 0) {
-		rc = link_insert_locked(s, p, l, false);
-		if (rc) {
-			lock(stripe(s, c));
-			c->node.nlink--;
-			unlock(stripe(s, c));
-		} else {
-			store_node_ref(&c->node); /* the link's */
-			atomic_fetch_add(&s->admissions, 1);
-			emit_link(s, STORE_OP_LINK, false, p, name, c,
-				  version_of(s, c));
-		}
+		link_insert_locked(s, p, l, false);
+		store_node_ref(&c->node); /* the link's */
+		atomic_fetch_add(&s->admissions, 1);
+		emit_link(s, STORE_OP_LINK, false, p, name, c,
+			  version_of(s, c));
 	}
 	unlock(&p->lock);
 	if (rc) {
@@ -2627,15 +2793,31 @@ static void unlock_pair(struct parent *a, struct parent *b)
 		unlock(&b->lock);
 }
 
-/* Point link @l at state @c (both bucket locks held): moves @l from its
- * old state's set to @c's. */
-static void link_retarget_locked(struct store *s, struct link *l, struct child *c)
+/*
+ * Links @x and @y trade states (both bucket locks held), in one critical
+ * section of both states' stripes (the lower stripe first), so neither
+ * state is ever seen counting a link it cannot find.
+ */
+static void links_exchange_locked(struct store *s, struct link *x,
+				  struct link *y)
 {
-	lock(stripe(s, l->child));
-	LL_DELETE2(l->child->slinks, l, snext);
-	unlock(stripe(s, l->child));
-	l->child = c;
-	state_link_locked(s, l);
+	struct child *cx = x->child, *cy = y->child;
+	pthread_mutex_t *mx = stripe(s, cx), *my = stripe(s, cy);
+
+	if (x == y)
+		return; /* a name exchanged with itself */
+	lock(mx < my ? mx : my);
+	if (mx != my)
+		lock(mx < my ? my : mx);
+	LL_DELETE2(cx->slinks, x, snext);
+	LL_DELETE2(cy->slinks, y, snext);
+	x->child = cy;
+	y->child = cx;
+	LL_PREPEND2(cy->slinks, x, snext);
+	LL_PREPEND2(cx->slinks, y, snext);
+	if (mx != my)
+		unlock(mx < my ? my : mx);
+	unlock(mx < my ? mx : my);
 }
 
 static int do_rename(struct store *s, struct store_node *from, const char *name,
@@ -2650,7 +2832,7 @@ static int do_rename(struct store *s, struct store_node *from, const char *name,
 
 	if (!a || !b)
 		return -EPERM; /* tenants and parents cannot be renamed */
-	if (gone(from, now) || gone(to, now))
+	if (gone(s, from, now) || gone(s, to, now))
 		return refuse(s, -ESTALE);
 	if (a->tenant != b->tenant)
 		return -EXDEV;
@@ -2663,12 +2845,12 @@ retry:
 	lock_pair(a, b);
 	snap_parent_cow(s, a);
 	snap_parent_cow(s, b);
-	if (gone(&a->node, now) || gone(&b->node, now))
+	if (gone(s, &a->node, now) || gone(s, &b->node, now))
 		rc = -ESTALE;
 	if (!rc) {
-		src = link_find_locked(a, name, now, &expired);
+		src = link_find_locked(s, a, name, now, &expired);
 		if (!expired)
-			dst = link_find_locked(b, to_name, now, &expired);
+			dst = link_find_locked(s, b, to_name, now, &expired);
 		if (expired) {
 			unlock_pair(a, b);
 			expired_reap(s, &expired, now);
@@ -2691,10 +2873,7 @@ retry:
 	}
 	c = src->child;
 	if (flags & STORE_RENAME_EXCHANGE) {
-		struct child *other = dst->child;
-
-		link_retarget_locked(s, src, other);
-		link_retarget_locked(s, dst, c);
+		links_exchange_locked(s, src, dst);
 		touch_dir(&a->meta);
 		touch_dir(&b->meta);
 		emit_link(s, STORE_OP_RENAME, false, b, to_name, c,
@@ -2767,10 +2946,11 @@ static int bytes_charge_locked(struct store *s, struct child *c,
 	if (newlen > oldlen) {
 		if (!reserve(&s->bytes_n, newlen - oldlen, s->lim.max_bytes))
 			return -ENOSPC;
-		gauge_add(&c->tenant->bytes_n, newlen - oldlen);
+		gauge_add(&child_tenant(c)->bytes_n, newlen - oldlen);
 	} else if (newlen < oldlen) {
 		gauge_sub(&s->bytes_n, oldlen - newlen, "bytes");
-		gauge_sub(&c->tenant->bytes_n, oldlen - newlen, "tenant bytes");
+		gauge_sub(&child_tenant(c)->bytes_n, oldlen - newlen,
+			  "tenant bytes");
 	}
 	return 0;
 }
@@ -2789,7 +2969,7 @@ static void publish_locked(struct store *s, struct child *c, struct blob *b)
 	c->meta.mtime = c->meta.ctime = wall_now();
 	blob_unref(old);
 	LL_FOREACH2(c->slinks, l, snext)
-		emit(s, STORE_OP_WRITE, false, &c->node, c->tenant,
+		emit(s, STORE_OP_WRITE, false, &c->node, l->parent->tenant,
 		     l->parent->name, l->name, (int64_t)l->parent->generation,
 		     (int64_t)c->version);
 }
@@ -2837,7 +3017,7 @@ int store_stage_open(struct store *s, struct store_node *child,
 	st->mode = mode;
 	pthread_mutex_init(&st->lock, NULL);
 	lock(stripe(s, c));
-	if (c->node.nlink == 0 || is_expired(child, store_now_ms(s))) {
+	if (c->node.nlink == 0 || is_expired(s, child, store_now_ms(s))) {
 		unlock(stripe(s, c));
 		pthread_mutex_destroy(&st->lock);
 		free(st);
@@ -2890,7 +3070,7 @@ static int stage_current(struct store_stage *st, size_t *len)
 	int rc = 0;
 
 	lock(stripe(s, st->c));
-	if (st->c->node.nlink == 0 || is_expired(&st->c->node, store_now_ms(s)))
+	if (st->c->node.nlink == 0 || is_expired(s, &st->c->node, store_now_ms(s)))
 		rc = -ESTALE;
 	*len = blob_len(st->c->content);
 	unlock(stripe(s, st->c));
@@ -2979,7 +3159,7 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 
 	lock(&st->lock);
 	lock(stripe(s, st->c));
-	if (st->c->node.nlink == 0 || is_expired(&st->c->node, store_now_ms(s))) {
+	if (st->c->node.nlink == 0 || is_expired(s, &st->c->node, store_now_ms(s))) {
 		rc = -ESTALE;
 	} else if (st->mode == STORE_STAGE_READ && off == 0) {
 		/* A new pass from the start sees the newest publication.
@@ -3081,7 +3261,7 @@ static int do_stage_publish(struct store_stage *st)
 	}
 	lock(stripe(s, c));
 	cur = blob_len(c->content);
-	if (c->node.nlink == 0 || is_expired(&c->node, store_now_ms(s)))
+	if (c->node.nlink == 0 || is_expired(s, &c->node, store_now_ms(s)))
 		rc = -ESTALE;
 	else if (st->mode == STORE_STAGE_CAS && c->version != st->base_version)
 		rc = -EAGAIN;
@@ -3227,12 +3407,12 @@ int store_lease_get(struct store *s, struct store_node *n, struct store_lease *o
 	memset(out, 0, sizeof(*out));
 	if (!p && !c)
 		return -EINVAL;
-	if (gone(n, store_now_ms(s)))
+	if (gone(s, n, store_now_ms(s)))
 		return -ESTALE;
 	lock(p ? &p->lock : stripe(s, c));
-	out->ttl_ms = p ? p->ttl_ms : c->ttl_ms;
+	out->ttl_ms = ttl_of(s, n);
 	out->child_ttl_ms = p ? p->child_ttl_ms : 0;
-	out->deadline_ms = atomic_load(&n->deadline);
+	out->deadline_ms = deadline_of(s, n);
 	/* Removed since the check: its lease was cleared with it. */
 	rc = is_dead(n) ? -ESTALE : 0;
 	unlock(p ? &p->lock : stripe(s, c));
@@ -3252,28 +3432,30 @@ static int do_lease(struct store *s, struct store_node *n, bool set,
 	struct parent *p = as_parent(n);
 	struct child *c = as_child(n);
 	pthread_mutex_t *l;
-	uint64_t now = store_now_ms(s), *ttl;
+	uint64_t now = store_now_ms(s), ttl;
 	int rc = 0;
 
 	if (!p && !c)
 		return -EINVAL;
 	l = p ? &p->lock : stripe(s, c);
-	ttl = p ? &p->ttl_ms : &c->ttl_ms;
 	lock(l);
-	if (gone(n, now) || (c && c->node.nlink == 0))
+	ttl = set ? ttl_ms : ttl_of(s, n);
+	if (gone(s, n, now) || (c && c->node.nlink == 0))
 		rc = -ESTALE;
-	else if (!set && *ttl == 0)
+	else if (!set && ttl == 0)
 		rc = 0; /* no lease to renew: a plain touch */
-	else if (draining(s, p ? p->tenant : c->tenant))
+	else if (draining(s, p ? p->tenant : child_tenant(c)))
 		rc = -EROFS;
+	else if (ttl && lease_ensure(s, n))
+		rc = -ENOMEM;
 	else {
 		if (p)
 			snap_parent_cow(s, p);
 		else
 			snap_state_cow(s, c);
-		if (set)
-			*ttl = ttl_ms;
-		lease_set(s, n, *ttl ? now + *ttl : 0);
+		if (set && lease_of(s, n))
+			lease_of(s, n)->ttl_ms = ttl;
+		lease_set(s, n, ttl ? now + ttl : 0);
 	}
 	unlock(l);
 	return rc ? refuse(s, rc) : 0;
@@ -3297,7 +3479,7 @@ int store_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
 	if (!p)
 		return -EINVAL;
 	lock(&p->lock);
-	if (gone(n, store_now_ms(s)))
+	if (gone(s, n, store_now_ms(s)))
 		rc = -ESTALE;
 	else
 		p->child_ttl_ms = ttl_ms;
@@ -3326,7 +3508,7 @@ unsigned store_expire(struct store *s, unsigned budget)
 		struct store_node *n = NULL;
 
 		lock(&s->heap_lock);
-		if (s->heap_n && due(s->heap[0]) <= now) {
+		if (s->heap_n && due(s, s->heap[0]) <= now) {
 			n = s->heap[0];
 			store_node_ref(n);
 		}
@@ -3349,7 +3531,7 @@ uint64_t store_next_deadline(struct store *s)
 
 	lock(&s->heap_lock);
 	if (s->heap_n)
-		next = due(s->heap[0]);
+		next = due(s, s->heap[0]);
 	unlock(&s->heap_lock);
 	lock(&s->tomb_lock);
 	if (s->tomb_fifo && s->tomb_fifo->deadline_ms < next)
@@ -3512,8 +3694,11 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 				CHECK(bucket_find(p, l->name) == l,
 				      "link %s/%s/%s not found by its name",
 				      t->name, p->name, l->name);
-				CHECK(l->child->tenant == t,
-				      "child %s/%s/%s of another tenant",
+				CHECK(l->parent == p,
+				      "link %s/%s/%s of another parent",
+				      t->name, p->name, l->name);
+				CHECK(child_tenant(l->child) == t,
+				      "child %s/%s/%s linked from another tenant",
 				      t->name, p->name, l->name);
 				HASH_FIND_PTR(seen, &l->child, sn);
 				if (!sn) {
@@ -3572,8 +3757,15 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 		      (unsigned long long)queued, (unsigned long long)tombs);
 	}
 	HASH_ITER(hh, seen, sn, tmp) {
+		uint32_t listed = 0;
+		struct link *sl;
+
 		CHECK(sn->c->node.nlink == sn->links, "state %llu nlink %u, reached by %u",
 		      (unsigned long long)sn->c->node.ino, sn->c->node.nlink, sn->links);
+		LL_FOREACH2(sn->c->slinks, sl, snext)
+			listed++;
+		CHECK(listed == sn->links, "state %llu lists %u links, reached by %u",
+		      (unsigned long long)sn->c->node.ino, listed, sn->links);
 		HASH_DEL(seen, sn);
 		free(sn);
 	}
@@ -3790,7 +3982,7 @@ static uint64_t earlier(uint64_t a, uint64_t b)
 
 uint64_t store_node_horizon(struct store *s, struct store_node *n)
 {
-	uint64_t h = atomic_load(&n->deadline);
+	uint64_t h = deadline_of(s, n);
 	struct child *c = as_child(n);
 	struct link *l;
 
@@ -3798,7 +3990,7 @@ uint64_t store_node_horizon(struct store *s, struct store_node *n)
 		return h;
 	lock(stripe(s, c));
 	LL_FOREACH2(c->slinks, l, snext)
-		h = earlier(h, atomic_load(&l->parent->node.deadline));
+		h = earlier(h, deadline_of(s, &l->parent->node));
 	unlock(stripe(s, c));
 	return h;
 }
@@ -4022,7 +4214,7 @@ static void snap_state_at(struct store *s, struct snap_run *r,
 			  struct child *c, struct snap_state *v)
 {
 	lock(stripe(s, c));
-	if (c->snap_epoch == r->epoch) {
+	if (c->node.epoch == (uint32_t)r->epoch) {
 		struct snap_state *f;
 
 		lock(&r->frozen_lock);
@@ -4041,7 +4233,7 @@ static void snap_state_at(struct store *s, struct snap_run *r,
 		v->version = (int64_t)c->version;
 		v->size = (int64_t)blob_len(c->content);
 		v->nlink = c->node.nlink;
-		v->deadline = atomic_load(&c->node.deadline);
+		v->deadline = deadline_of(s, &c->node);
 	}
 	unlock(stripe(s, c));
 }
@@ -4050,7 +4242,7 @@ static void snap_state_at(struct store *s, struct snap_run *r,
 static void snap_copy_parent(struct store *s, struct snap_run *r,
 			     struct snap_buf *b, struct parent *p)
 {
-	uint64_t deadline = atomic_load(&p->node.deadline);
+	uint64_t deadline = deadline_of(s, &p->node);
 	struct store_snap_row *row;
 	size_t tname, pname;
 	struct link *l;
@@ -4148,12 +4340,13 @@ static void snap_parent_cow(struct store *s, struct parent *p)
  * keep their values at E unless already kept. */
 static void snap_state_cow(struct store *s, struct child *c)
 {
-	struct snap_run *r = snap_run_for(s, c->tenant);
+	struct snap_run *r = c->node.nlink ?
+		snap_run_for(s, child_tenant(c)) : NULL;
 	struct snap_state *f;
 
-	if (!r || c->snap_epoch == r->epoch)
+	if (!r || c->node.epoch == (uint32_t)r->epoch)
 		return;
-	c->snap_epoch = r->epoch;
+	c->node.epoch = (uint32_t)r->epoch;
 	f = st_malloc(sizeof(*f));
 	if (!f) {
 		atomic_store(&r->rc, -ENOMEM);
@@ -4163,7 +4356,7 @@ static void snap_state_cow(struct store *s, struct child *c)
 	f->version = (int64_t)c->version;
 	f->size = (int64_t)blob_len(c->content);
 	f->nlink = c->node.nlink;
-	f->deadline = atomic_load(&c->node.deadline);
+	f->deadline = deadline_of(s, &c->node);
 	lock(&r->frozen_lock);
 	hash_oom = 0;
 	HASH_ADD(hh, r->frozen, ino, sizeof(uint64_t), f);
@@ -4180,6 +4373,15 @@ void store_snapshot_step_hook(struct store *s,
 {
 	s->snap_step_fn = fn;
 	s->snap_step_arg = arg;
+}
+
+void store_snapshot_epochs(struct store *s, uint64_t epochs)
+{
+	lock(&s->snap_taker);
+	scan_begin(s);
+	s->snap_epochs = epochs;
+	scan_end(s);
+	unlock(&s->snap_taker);
 }
 
 static void snap_step(struct store *s, unsigned *step)
@@ -4382,6 +4584,25 @@ static int snap_pin_tenants(struct store *s, struct tenant *only,
 	return rc;
 }
 
+/*
+ * Every state reachable now forgets which snapshot froze it (the world
+ * lock exclusive): states keep the epoch's low 32 bits, so before those
+ * wrap to a value a state may hold, all go back to 0, which no run uses.
+ * Unreachable states are never frozen again.
+ */
+static void states_epoch_reset(struct store *s)
+{
+	struct tenant *t;
+	struct parent *p;
+	struct link *l;
+	uint32_t i;
+
+	for (t = s->tenants; t; t = t->hh.next)
+		for (p = t->parents; p; p = p->hh.next)
+			for_each_link(&p->links, i, l)
+				l->child->node.epoch = 0;
+}
+
 int store_snapshot_take(struct store *s, struct store_node *tenant,
 			struct store_snapshot *out)
 {
@@ -4405,6 +4626,12 @@ int store_snapshot_take(struct store *s, struct store_node *tenant,
 	rc = snap_pin_tenants(s, r.only, &ts, &nt);
 	if (rc == 0) {
 		r.epoch = ++s->snap_epochs;
+		if ((uint32_t)r.epoch == 0) {
+			/* Once in 2^32 snapshots: a state frozen 2^32 runs ago
+			 * would look frozen for this one. */
+			r.epoch = ++s->snap_epochs;
+			states_epoch_reset(s);
+		}
 		atomic_store_explicit(&s->snap, &r, memory_order_release);
 	}
 	scan_end(s);

@@ -211,9 +211,11 @@ int store_node_slot(const struct store_node *n);
 /* Depth in the tree: root 0, tenant 1, parent 2, child 3; a special file
  * has the depth of its directory plus one. */
 int store_node_depth(const struct store_node *n);
-/* The tenant a node belongs to (the node itself for a tenant; a special
- * file of a tenant gives its tenant); NULL for the root and its special
- * files.  Borrowed: valid while the caller holds a reference to @n. */
+/* The tenant a directory belongs to (the node itself for a tenant; a
+ * special file of a tenant gives its tenant); NULL for the root and its
+ * special files, and for a child (a state has no tenant of its own: it
+ * is its parents').  Borrowed: valid while the caller holds a reference
+ * to @n. */
 struct store_node *store_node_tenant(struct store_node *n);
 /* Name of a tenant or parent node (borrowed, immutable).  "" otherwise. */
 const char *store_node_name(const struct store_node *n);
@@ -757,6 +759,10 @@ bool store_fault_armed(void);
  */
 void store_snapshot_step_hook(struct store *s,
 			      void (*fn)(void *arg, unsigned step), void *arg);
+
+/* Test builds only: the snapshots taken so far, as if @epochs had been
+ * (so a test can reach the epoch's 32-bit wrap). */
+void store_snapshot_epochs(struct store *s, uint64_t epochs);
 #endif
 
 #endif /* STATEFS_STORE_H */

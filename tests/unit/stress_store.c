@@ -720,6 +720,7 @@ struct worker {
 	unsigned seed;
 	struct store_node *pcache[NTEN][NPAR]; /* parent handles, maybe dead */
 	struct store_node *ccache[NTEN][4];    /* child handles, maybe dead */
+	struct store_node *ctenant[NTEN][4];   /* the tenant each was found in */
 	struct { uint64_t ino; uint64_t n; } rem[NREM];
 	uint64_t *inos;
 	size_t ninos, cap;
@@ -817,8 +818,10 @@ static struct store_node *get_parent(struct worker *w, int ti, int pi)
 	return n;
 }
 
-/* A child handle: cached or through a parent; NULL when absent. */
-static struct store_node *get_child(struct worker *w, int ti)
+/* A child handle: cached or through a parent; NULL when absent.  With
+ * @tenant, the tenant it was found in (borrowed from the cache). */
+static struct store_node *get_child(struct worker *w, int ti,
+				    struct store_node **tenant)
 {
 	struct store *s = w->m->s;
 	struct store_node *p, *n = NULL;
@@ -827,6 +830,8 @@ static struct store_node *get_child(struct worker *w, int ti)
 
 	if (w->ccache[ti][slot] && rnd(w, 3) == 0) {
 		store_node_ref(w->ccache[ti][slot]);
+		if (tenant)
+			*tenant = w->ctenant[ti][slot];
 		return w->ccache[ti][slot];
 	}
 	p = get_parent(w, ti, rnd(w, NPAR));
@@ -834,14 +839,21 @@ static struct store_node *get_child(struct worker *w, int ti)
 		return NULL;
 	rc = store_lookup(s, p, CHI[rnd(w, NCHILD)], &n);
 	rc_check(w, OP_LOOKUP, rc);
-	put(w, p);
-	if (rc != 0)
+	if (rc != 0) {
+		put(w, p);
 		return NULL;
+	}
 	if (store_node_kind(n) != STORE_CHILD)
 		failf("lookup in a parent gave kind %d", store_node_kind(n));
 	put(w, w->ccache[ti][slot]);
+	put(w, w->ctenant[ti][slot]);
 	store_node_ref(n);
 	w->ccache[ti][slot] = n;
+	w->ctenant[ti][slot] = store_node_tenant(p);
+	store_node_ref(w->ctenant[ti][slot]);
+	put(w, p);
+	if (tenant)
+		*tenant = w->ctenant[ti][slot];
 	return n;
 }
 
@@ -864,7 +876,7 @@ static void check_blocks(struct worker *w, const char *buf, size_t n)
 
 static void do_stage(struct worker *w, int ti)
 {
-	struct store_node *c = get_child(w, ti);
+	struct store_node *c = get_child(w, ti, NULL);
 	struct store_stage *st = NULL;
 	enum store_stage_mode mode;
 	char blk[24];
@@ -902,7 +914,7 @@ static void do_stage(struct worker *w, int ti)
 
 static void do_read(struct worker *w, int ti)
 {
-	struct store_node *c = get_child(w, ti);
+	struct store_node *c = get_child(w, ti, NULL);
 	struct store_stage *st = NULL;
 	char buf[4 * MAXPAY];
 	int rc;
@@ -949,7 +961,7 @@ static void do_remember(struct worker *w, int ti)
 		w->rem[slot].n = 0;
 		return;
 	}
-	n = rnd(w, 2) ? get_child(w, ti) : get_parent(w, ti, rnd(w, NPAR));
+	n = rnd(w, 2) ? get_child(w, ti, NULL) : get_parent(w, ti, rnd(w, NPAR));
 	if (!n)
 		return;
 	if (w->rem[slot].n && w->rem[slot].ino != store_node_ino(n)) {
@@ -972,6 +984,7 @@ static void do_remember(struct worker *w, int ti)
  */
 static long g_xdev_dead;
 
+/* @a and @b: the tenants the two sides were found in. */
 static int xdev_filter(struct worker *w, int rc, bool xdev,
 		       struct store_node *a, struct store_node *b)
 {
@@ -979,7 +992,7 @@ static int xdev_filter(struct worker *w, int rc, bool xdev,
 		failf("thread %d: link/rename across tenants succeeded", w->id);
 	if (rc != -EXDEV || xdev)
 		return rc;
-	if (store_node_tenant(a) == store_node_tenant(b)) {
+	if (a == b) {
 		failf("thread %d: -EXDEV within one tenant", w->id);
 		return rc;
 	}
@@ -1022,13 +1035,15 @@ static void one_op(struct worker *w)
 	} else if (dice < 3500) { /* link, sometimes across tenants */
 		bool xdev = rnd(w, 16) == 0;
 
-		c = get_child(w, ti);
+		struct store_node *ct;
+
+		c = get_child(w, ti, &ct);
 		if (!c)
 			return;
 		q = get_parent(w, xdev ? 1 - ti : ti, rnd(w, NPAR));
 		if (q) {
 			rc = store_link(s, c, q, CHI[rnd(w, NCHILD)]);
-			rc = xdev_filter(w, rc, xdev, c, q);
+			rc = xdev_filter(w, rc, xdev, ct, store_node_tenant(q));
 			rc_check(w, xdev ? OP_LINK_XDEV : OP_LINK, rc);
 			put(w, q);
 		}
@@ -1046,7 +1061,8 @@ static void one_op(struct worker *w)
 		if (q) {
 			rc = store_rename(s, p, CHI[rnd(w, NCHILD)], q,
 					  CHI[rnd(w, NCHILD)], flags[rnd(w, 4)]);
-			rc = xdev_filter(w, rc, xdev, p, q);
+			rc = xdev_filter(w, rc, xdev, store_node_tenant(p),
+					 store_node_tenant(q));
 			rc_check(w, xdev ? OP_RENAME_XDEV : OP_RENAME, rc);
 			put(w, q);
 		}
@@ -1090,7 +1106,7 @@ static void one_op(struct worker *w)
 	} else if (dice < 7900) { /* truncate */
 		struct store_attr in, out;
 
-		c = get_child(w, ti);
+		c = get_child(w, ti, NULL);
 		if (!c)
 			return;
 		memset(&in, 0, sizeof in);
@@ -1101,7 +1117,7 @@ static void one_op(struct worker *w)
 	} else if (dice < 8400) { /* getattr through cached handles */
 		struct store_attr a;
 
-		n = rnd(w, 2) ? get_child(w, ti)
+		n = rnd(w, 2) ? get_child(w, ti, NULL)
 			      : get_parent(w, ti, rnd(w, NPAR));
 		if (!n)
 			return;
@@ -1159,7 +1175,9 @@ static void one_op(struct worker *w)
 	} else { /* drop cached handles */
 		for (int i = 0; i < 4; i++) {
 			put(w, w->ccache[ti][i]);
+			put(w, w->ctenant[ti][i]);
 			w->ccache[ti][i] = NULL;
+			w->ctenant[ti][i] = NULL;
 		}
 	}
 }
@@ -1278,8 +1296,10 @@ static void *mixed_thread(void *arg)
 		for (int k = 0; k < NPAR; k++)
 			put(w, w->pcache[i][k]);
 	for (int i = 0; i < NTEN; i++)
-		for (int k = 0; k < 4; k++)
+		for (int k = 0; k < 4; k++) {
 			put(w, w->ccache[i][k]);
+			put(w, w->ctenant[i][k]);
+		}
 	return NULL;
 }
 

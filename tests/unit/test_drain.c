@@ -1804,6 +1804,7 @@ struct midway {
 	unsigned at;          /* run at this step (UINT_MAX: each step one) */
 	size_t first;         /* with at == UINT_MAX: the mutation of step 0 */
 	unsigned ran, steps;
+	bool wrap;            /* the snapshot's epoch wraps (see below) */
 };
 
 static void midway_step(void *arg, unsigned step)
@@ -1836,11 +1837,15 @@ static void check_midway(struct ctx *c, struct midway *m, bool tenant_scope)
 
 	store_limits_default(&l);
 	reopen(c, &l);
+	if (m->wrap)
+		store_snapshot_epochs(c->s, 1);
 	build_world(c, &w);
 	m->c = c;
 	m->w = &w;
 	m->ran = m->steps = 0;
 	take(c, tenant_scope ? w.t : NULL, &before);
+	if (m->wrap)
+		store_snapshot_epochs(c->s, (1ull << 32) - 1);
 	store_snapshot_step_hook(c->s, midway_step, m);
 	assert_int_equal(store_snapshot_take(c->s, tenant_scope ? w.t : NULL,
 					     &during), 0);
@@ -1915,6 +1920,26 @@ static void test_snapshot_midway_one_per_step(void **state)
 		assert_true(m.ran >= 1);
 		m = (struct midway){ .at = UINT_MAX, .first = i };
 		check_midway(c, &m, true);
+	}
+}
+
+/*
+ * States keep the low 32 bits of the epoch that froze them.  The world is
+ * built at epoch 1 and the snapshot's epoch is the one after 2^32 - 1:
+ * 2^32 would be 0 there, so it is 2^32 + 1, whose low bits (1) are the
+ * world's.  Only the reset at the wrap keeps every transition midway from
+ * finding its state "already frozen" and showing through.
+ */
+static void test_snapshot_midway_epoch_wrap(void **state)
+{
+	struct ctx *c = *state;
+
+	for (size_t i = 0; i < NMUT; i++) {
+		struct midway m = { .at = 0, .first = i, .wrap = true };
+
+		midway_alone = true;
+		check_midway(c, &m, false);
+		assert_true(m.ran == 1);
 	}
 }
 
@@ -2316,6 +2341,7 @@ int main(void)
 		T(test_snapshot_drained_tenant),
 		T(test_snapshot_midway_each_transition),
 		T(test_snapshot_midway_one_per_step),
+		T(test_snapshot_midway_epoch_wrap),
 		T(test_snapshot_consistent_under_renames),
 		T(test_layout_snapshot_header),
 		T(test_layout_snapshot_rows),
