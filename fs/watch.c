@@ -58,6 +58,11 @@
 #define REAP_BUDGET 512
 #define EVENTS_CHUNK 65536
 #define INVAL_WAIT_MS 200
+/* Events the inval thread handles before it says how far it got: an
+ * .events reader's end (fs_events_read) then moves in steps well inside
+ * its window, so a lagging inval thread that catches up never pushes a
+ * reader out of its window by itself. */
+#define INVAL_BATCH 256
 #define QUIESCE_MS 5000
 /* The kernel rounds a timeout up to its tick and starts it when the
  * reply arrives: stop caching a little before a deadline. */
@@ -591,6 +596,7 @@ static void *inval_main(void *arg)
 		struct fs_inval *q;
 		struct store_event ev;
 		uint64_t asked;
+		unsigned batch = 0;
 		int rc;
 
 		while (!fs->stopping && !fs->inval_queue &&
@@ -617,7 +623,8 @@ static void *inval_main(void *arg)
 			free(q);
 			q = next;
 		}
-		while ((rc = store_events_next(fs->store, &r, &ev)) != 0) {
+		while (batch++ < INVAL_BATCH &&
+		       (rc = store_events_next(fs->store, &r, &ev)) != 0) {
 			if (rc == -EOVERFLOW) {
 				inval_everything(fs);
 				continue;
