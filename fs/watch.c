@@ -63,6 +63,10 @@
  * its window, so a lagging inval thread that catches up never pushes a
  * reader out of its window by itself. */
 #define INVAL_BATCH 256
+/* Out of memory in the inval or echo thread: wait this long before
+ * trying again, doubling each time it fails again. */
+#define BACKOFF_MIN_MS 1
+#define BACKOFF_MAX_MS 250
 #define QUIESCE_MS 5000
 /* The kernel rounds a timeout up to its tick and starts it when the
  * reply arrives: stop caching a little before a deadline. */
@@ -87,6 +91,38 @@ void fs_watch_init(struct fs *fs)
 uint64_t fs_manual_clock(void *arg)
 {
 	return atomic_load(&((struct fs *)arg)->clock_ms);
+}
+
+/* CLOCK_MONOTONIC @ms from now (the clock of every condition here). */
+static struct timespec deadline_in(unsigned ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+static bool deadline_passed(const struct timespec *dl)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > dl->tv_sec ||
+	       (now.tv_sec == dl->tv_sec && now.tv_nsec >= dl->tv_nsec);
+}
+
+/* The wait after one more failure to allocate, after waiting @ms. */
+static unsigned backoff_next(unsigned ms)
+{
+	if (!ms)
+		return BACKOFF_MIN_MS;
+	return ms * 2 < BACKOFF_MAX_MS ? ms * 2 : BACKOFF_MAX_MS;
 }
 
 void fs_watch_hook(void *arg, bool internal)
@@ -557,36 +593,61 @@ static void inval_event(struct fs *fs, const struct store_event *ev)
 		fs_inval_attr(fs, ev->ino);
 }
 
-/* Lost track of the log (it overflowed): drop every tenant's and every
- * parent's name; the next walk asks the store again. */
-static void inval_everything(struct fs *fs)
+/*
+ * Lost track of the log (it overflowed, or a line could not be kept):
+ * drop every tenant's and every parent's name; the next walk asks the
+ * store again.  0, or -ENOMEM when a listing could not be made (what it
+ * could list is dropped all the same; the caller tries again later).
+ */
+static int inval_everything(struct fs *fs)
 {
 	struct store_dirlist tl = { 0 }, pl;
+	int rc = 0;
 
 	if (store_list(fs->store, store_root(fs->store), &tl) != 0)
-		return;
+		return -ENOMEM;
 	for (size_t i = 0; i < tl.n; i++) {
 		struct store_node *t = NULL;
+		int lrc;
 
 		inval_name(fs, STORE_ROOT_INO, tl.e[i].name);
 		if (store_lookup(fs->store, store_root(fs->store), tl.e[i].name,
 				 &t) != 0)
-			continue;
+			continue; /* gone since the listing */
 		memset(&pl, 0, sizeof(pl));
-		if (store_list(fs->store, t, &pl) == 0) {
+		lrc = store_list(fs->store, t, &pl);
+		if (lrc == 0) {
 			for (size_t k = 0; k < pl.n; k++)
 				inval_name(fs, store_node_ino(t), pl.e[k].name);
 			store_dirlist_free(&pl);
+		} else if (lrc == -ENOMEM) {
+			rc = -ENOMEM;
 		}
 		store_node_unref(fs->store, t);
 	}
 	store_dirlist_free(&tl);
+	return rc;
 }
 
+/*
+ * Out of memory (store_events_next cannot copy an event's names, or
+ * inval_everything cannot list): the thread does not spin on it.  It
+ * leaves the event where it is, waits BACKOFF_MIN_MS and then twice as
+ * long each time it fails again (at most BACKOFF_MAX_MS), serving the
+ * queue meanwhile, and tries again.  Nothing is skipped: if the log moves
+ * on past the event in the meantime, the overflow that follows drops
+ * every name (inval_everything), as does a line the store could not keep
+ * (-ENODATA).  Until a failed inval_everything has been done, the thread
+ * says it has passed nothing more, so no .events reader is handed a line
+ * whose caches may still be held.
+ */
 static void *inval_main(void *arg)
 {
 	struct fs *fs = arg;
 	struct store_event_reader r;
+	struct timespec retry = { 0 };
+	unsigned backoff = 0;   /* ms; 0: memory is fine */
+	bool lost = false;      /* an inval_everything is owed */
 
 	pthread_mutex_lock(&fs->watch_lock);
 	store_events_open(fs->store, NULL, &r);
@@ -597,14 +658,17 @@ static void *inval_main(void *arg)
 		struct store_event ev;
 		uint64_t asked;
 		unsigned batch = 0;
-		int rc;
+		bool events;
+		int rc = 0;
 
-		while (!fs->stopping && !fs->inval_queue &&
-		       !store_events_pending(fs->store, &r)) {
+		for (;;) {
 			struct timespec ts;
 
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += 1;
+			events = backoff ? deadline_passed(&retry) :
+				 store_events_pending(fs->store, &r);
+			if (fs->stopping || fs->inval_queue || events)
+				break;
+			ts = backoff ? retry : deadline_in(1000);
 			pthread_cond_timedwait(&fs->inval_cond, &fs->watch_lock, &ts);
 		}
 		if (fs->stopping)
@@ -623,18 +687,32 @@ static void *inval_main(void *arg)
 			free(q);
 			q = next;
 		}
-		while (batch++ < INVAL_BATCH &&
+		while (events && batch++ < INVAL_BATCH &&
 		       (rc = store_events_next(fs->store, &r, &ev)) != 0) {
-			if (rc == -EOVERFLOW) {
-				inval_everything(fs);
-				continue;
+			if (rc == -ENOMEM)
+				break;
+			if (rc == 1) {
+				inval_event(fs, &ev);
+				store_event_free(&ev);
+			} else {
+				lost = true; /* -EOVERFLOW, -ENODATA */
 			}
-			inval_event(fs, &ev);
-			store_event_free(&ev);
+		}
+		if (events && lost && rc != -ENOMEM) {
+			lost = inval_everything(fs) != 0;
+			if (lost)
+				rc = -ENOMEM;
+		}
+		if (rc == -ENOMEM) {
+			backoff = backoff_next(backoff);
+			retry = deadline_in(backoff);
+		} else if (events) {
+			backoff = 0;
 		}
 		pthread_mutex_lock(&fs->watch_lock);
 		fs->inval_done = asked;
-		fs->inval_seq = r.next;
+		if (!lost)
+			fs->inval_seq = r.next;
 		/* The events thread may now hand out what this passed. */
 		fs->kicked = true;
 		pthread_cond_signal(&fs->watch_cond);
@@ -809,10 +887,17 @@ void fs_watch_quiesce(struct fs *fs)
 	wait_caught_up(fs, QUIESCE_MS, true);
 }
 
+/*
+ * Out of memory (store_events_next cannot copy an event's names), the
+ * echo thread backs off as the inval thread does and tries the same event
+ * again: an echo is delayed, never spun on.
+ */
 static void *echo_main(void *arg)
 {
 	struct fs *fs = arg;
 	struct store_event_reader r;
+	struct timespec retry = { 0 };
+	unsigned backoff = 0;   /* ms; 0: memory is fine */
 	dev_t dev = 0;
 
 	store_events_open(fs->store, NULL, &r);
@@ -823,12 +908,12 @@ static void *echo_main(void *arg)
 		int rc;
 
 		pthread_mutex_lock(&fs->watch_lock);
-		while (!fs->stopping && !store_events_pending(fs->store, &r)) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += 1;
+		while (!fs->stopping &&
+		       (backoff ? !deadline_passed(&retry) :
+				  !store_events_pending(fs->store, &r))) {
 			/* Kicked by the hook after an internal transition. */
+			struct timespec ts = backoff ? retry : deadline_in(1000);
+
 			pthread_cond_timedwait(&fs->echo_cond, &fs->watch_lock, &ts);
 		}
 		if (fs->stopping) {
@@ -837,6 +922,12 @@ static void *echo_main(void *arg)
 		}
 		pthread_mutex_unlock(&fs->watch_lock);
 		rc = store_events_next(fs->store, &r, &ev);
+		if (rc == -ENOMEM) {
+			backoff = backoff_next(backoff);
+			retry = deadline_in(backoff);
+			continue;
+		}
+		backoff = 0;
 		if (rc != 1) {
 			echo_passed(fs, r.next);
 			continue;
