@@ -14,6 +14,10 @@
  * strdup() is defined here too: the store copies names with it, and a
  * test can make it fail in the inval and echo threads (out of memory
  * there, and only there) for as long as it likes.
+ *
+ * Each test gets its own filesystem (fs_up) and takes it down again
+ * (fs_down); the log of what was sent is kept across tests, so each test
+ * looks only at what was sent after a mark it took.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -148,6 +152,14 @@ struct fuse_req {
 static pthread_mutex_t req_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t req_cond = PTHREAD_COND_INITIALIZER;
 
+static void req_init(struct fuse_req *r, struct fs *fs)
+{
+	memset(r, 0, sizeof(*r));
+	r->fs = fs;
+	r->ctx.pid = 1; /* never the echo thread */
+	r->ctx.umask = 022;
+}
+
 /* Where libfuse would write the reply: wait here while it is held. */
 static void req_deliver(fuse_req_t req)
 {
@@ -166,6 +178,26 @@ static void req_done(fuse_req_t req)
 	pthread_mutex_lock(&req_lock);
 	req->replied = true;
 	pthread_cond_broadcast(&req_cond);
+	pthread_mutex_unlock(&req_lock);
+}
+
+/* Wait until @req's reply is computed and held. */
+static void req_wait_held(struct fuse_req *req)
+{
+	pthread_mutex_lock(&req_lock);
+	while (!req->held)
+		pthread_cond_wait(&req_cond, &req_lock);
+	pthread_mutex_unlock(&req_lock);
+}
+
+/* Let @req's reply go, and wait until it has been written. */
+static void req_release(struct fuse_req *req)
+{
+	pthread_mutex_lock(&req_lock);
+	req->released = true;
+	pthread_cond_broadcast(&req_cond);
+	while (!req->replied)
+		pthread_cond_wait(&req_cond, &req_lock);
 	pthread_mutex_unlock(&req_lock);
 }
 
@@ -565,11 +597,207 @@ static void test_no_memory_then_overflow_drops_everything(void **state)
 	fs_down(fs);
 }
 
+/* Replies in flight ------------------------------------------------------------ */
+
+/* One request the kernel sends, run on its own thread, its reply held. */
+struct call {
+	enum { CALL_LOOKUP, CALL_GETATTR, CALL_READDIRPLUS } op;
+	fuse_ino_t ino;             /* the directory, or the node */
+	const char *name;           /* CALL_LOOKUP */
+	struct fuse_file_info fi;   /* CALL_READDIRPLUS: from opendir */
+	struct fuse_req req;
+	pthread_t th;
+};
+
+static void *call_main(void *arg)
+{
+	struct call *c = arg;
+
+	switch (c->op) {
+	case CALL_LOOKUP:
+		fs_ops.lookup(&c->req, c->ino, c->name);
+		break;
+	case CALL_GETATTR:
+		fs_ops.getattr(&c->req, c->ino, NULL);
+		break;
+	case CALL_READDIRPLUS:
+		fs_ops.readdirplus(&c->req, c->ino, 4096, 0, &c->fi);
+		break;
+	}
+	return NULL;
+}
+
+/* Start @c; return once its reply is computed and waits to be written. */
+static void call_held(struct fs *fs, struct call *c)
+{
+	req_init(&c->req, fs);
+	c->req.hold = true;
+	c->req.dir = c->ino;
+	assert_int_equal(pthread_create(&c->th, NULL, call_main, c), 0);
+	req_wait_held(&c->req);
+}
+
+/* Let @c's reply reach the kernel; the handler returns. */
+static void call_finish(struct call *c)
+{
+	req_release(&c->req);
+	assert_int_equal(pthread_join(c->th, NULL), 0);
+}
+
+/* Look @name up in @dir as the kernel does (so that it knows the inode
+ * from then on); its inode number. */
+static uint64_t kernel_lookup(struct fs *fs, uint64_t dir, const char *name)
+{
+	struct fuse_req req;
+	size_t mark = sent_mark();
+	long at;
+	uint64_t ino;
+
+	req_init(&req, fs);
+	fs_ops.lookup(&req, dir, name);
+	at = sent_find(mark, SENT_ENTRY, 0, 0, NULL);
+	assert_true(at >= 0);
+	pthread_mutex_lock(&sent_lock);
+	ino = sent[at].ino;
+	pthread_mutex_unlock(&sent_lock);
+	return ino;
+}
+
+/*
+ * Check the order the kernel got things in from @mark: the invalidation
+ * (@kind, @dir, @ino, @name) first, then the reply (@reply_kind about
+ * @reply_ino), and then the invalidation again.
+ */
+static void assert_sent_again_after(size_t mark, enum sent_kind kind,
+				    uint64_t dir, uint64_t ino, const char *name,
+				    enum sent_kind reply_kind, uint64_t reply_ino)
+{
+	long first = sent_find(mark, kind, dir, ino, name);
+	long reply = sent_find(mark, reply_kind, 0, reply_ino, NULL);
+	long again;
+
+	assert_true(first >= 0);
+	assert_true(reply > first);
+	again = sent_wait((size_t)reply + 1, kind, dir, ino, name, 2000);
+	if (again < 0)
+		fail_msg("the invalidation sent before the stale reply was not "
+			 "sent again after it");
+}
+
+/*
+ * A lookup of p computed before a .depart of p, and written to the kernel
+ * after the inval thread dropped p: the kernel would cache the departed
+ * parent again.  The invalidation is sent again once the reply is written.
+ */
+static void test_lookup_overtaken_by_depart(void **state)
+{
+	struct fs *fs = fs_up(NULL);
+	struct store_node *t, *p;
+	struct call c = { .op = CALL_LOOKUP, .name = "p" };
+	uint64_t t_ino;
+	size_t mark;
+
+	(void)state;
+	t = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, t, "p");
+	t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+	fs_inval_sync(fs);
+	c.ino = t_ino;
+	call_held(fs, &c);
+	mark = sent_mark();
+	assert_int_equal(store_depart(fs->store, t, "p", NULL), 0);
+	assert_true(sent_wait(mark, SENT_INVAL_ENTRY, t_ino, 0, "p", 2000) >= 0);
+	call_finish(&c);
+	assert_sent_again_after(mark, SENT_INVAL_ENTRY, t_ino, 0, "p",
+				SENT_ENTRY, store_node_ino(p));
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, t);
+	fs_down(fs);
+}
+
+/* The same for the entries of a readdirplus listing (ls -l). */
+static void test_readdirplus_overtaken_by_depart(void **state)
+{
+	struct fs *fs = fs_up(NULL);
+	struct store_node *t, *p;
+	struct call c = { .op = CALL_READDIRPLUS };
+	struct fuse_req req;
+	uint64_t t_ino;
+	size_t mark;
+
+	(void)state;
+	t = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, t, "p");
+	t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+	req_init(&req, fs);
+	fs_ops.opendir(&req, t_ino, &c.fi);
+	assert_int_equal(req.err, 0);
+	fs_inval_sync(fs);
+	c.ino = t_ino;
+	call_held(fs, &c);
+	mark = sent_mark();
+	assert_int_equal(store_depart(fs->store, t, "p", NULL), 0);
+	assert_true(sent_wait(mark, SENT_INVAL_ENTRY, t_ino, 0, "p", 2000) >= 0);
+	call_finish(&c);
+	assert_sent_again_after(mark, SENT_INVAL_ENTRY, t_ino, 0, "p",
+				SENT_DIRENT, store_node_ino(p));
+	req_init(&req, fs);
+	fs_ops.releasedir(&req, t_ino, &c.fi);
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, t);
+	fs_down(fs);
+}
+
+/*
+ * A getattr of c computed before a publication changed its size, written
+ * after the publication dropped c's attributes: sent again after it.
+ */
+static void test_getattr_overtaken_by_publication(void **state)
+{
+	const struct store_owner fown = { 0, 0, 0644 };
+	struct fs *fs = fs_up(NULL);
+	struct store_node *t, *p, *ch = NULL;
+	struct store_stage *st = NULL;
+	struct call c = { .op = CALL_GETATTR };
+	uint64_t t_ino, p_ino, c_ino;
+	bool created;
+	size_t mark;
+
+	(void)state;
+	t = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, t, "p");
+	assert_int_equal(store_create(fs->store, p, "c", &fown, true, &ch,
+				      &created), 0);
+	t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+	p_ino = kernel_lookup(fs, t_ino, "p");
+	c_ino = kernel_lookup(fs, p_ino, "c");
+	fs_inval_sync(fs);
+	c.ino = c_ino;
+	call_held(fs, &c);
+	mark = sent_mark();
+	assert_int_equal(store_stage_open(fs->store, ch, STORE_STAGE_REPLACE,
+					  &st), 0);
+	assert_int_equal(store_stage_write(st, "hello", 5, 0), 5);
+	assert_int_equal(store_stage_publish(st), 0);
+	store_stage_close(st);
+	assert_true(sent_find(mark, SENT_INVAL_INODE, 0, c_ino, NULL) >= 0);
+	call_finish(&c);
+	assert_sent_again_after(mark, SENT_INVAL_INODE, 0, c_ino, NULL,
+				SENT_ATTR, c_ino);
+	store_node_unref(fs->store, ch);
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, t);
+	fs_down(fs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_no_memory_backs_off),
 		cmocka_unit_test(test_no_memory_then_overflow_drops_everything),
+		cmocka_unit_test(test_lookup_overtaken_by_depart),
+		cmocka_unit_test(test_readdirplus_overtaken_by_depart),
+		cmocka_unit_test(test_getattr_overtaken_by_publication),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
