@@ -89,6 +89,25 @@ struct fs {
 	uint64_t inval_asked, inval_done;
 	struct fs_inval *inval_queue;
 
+	/*
+	 * Entry and attribute replies in flight, and the invalidations
+	 * they may have overtaken (fs/watch.c, "Replies in flight").  No
+	 * lock: replies[e & 1] counts the replies that began in epoch e;
+	 * the inval thread alone moves reply_epoch on.  resend is a stack
+	 * of invalidations sent while replies were in flight (pushed by any
+	 * thread, taken whole by the inval thread); resend_all says one could
+	 * not be kept.  grace_waiter is 1 + the counter the inval thread
+	 * waits to see empty, or 0.
+	 */
+	atomic_uint_fast64_t reply_epoch;
+	struct {
+		atomic_long n;
+		char pad[64 - sizeof(atomic_long)]; /* a cache line each */
+	} replies[2];
+	atomic_int grace_waiter;
+	struct fs_inval *_Atomic resend;
+	atomic_bool resend_all;
+
 	/* The echo in flight (echo_lock): the echo thread replays one
 	 * internal removal at a time through the mount. */
 	pthread_mutex_t echo_lock;
@@ -141,8 +160,23 @@ void fs_inval_names(struct fs *fs, struct store_node *n);
  * invalidation lands a little later).
  */
 void fs_inval_sync(struct fs *fs);
-/* Drop @ino's cached attributes now (safe in any handler). */
+/* Drop @ino's cached attributes now (safe in any handler, not under
+ * watch_lock). */
 void fs_inval_attr(struct fs *fs, uint64_t ino);
+
+/*
+ * Bracket every reply that gives the kernel an entry or attributes it
+ * may cache: fs_reply_begin() before the reply is computed from the
+ * store, fs_reply_end() with its token once fuse_reply_* has returned.
+ * An invalidation sent in between is sent again after the reply (see
+ * "Replies in flight" in fs/watch.c).  Cheap: an atomic increment and
+ * two loads to begin, a decrement and a load to end, no lock (the end
+ * takes watch_lock only to wake an inval thread waiting for it).  A
+ * handler in between must not wait for the inval thread (fs_inval_sync):
+ * the inval thread may be waiting for it.
+ */
+unsigned fs_reply_begin(struct fs *fs);
+void fs_reply_end(struct fs *fs, unsigned token);
 /* .clock written: advance by @ms and run every due expiry. */
 void fs_clock_advance(struct fs *fs, uint64_t ms);
 

@@ -9,10 +9,10 @@
 #include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fs/fs.h"
@@ -54,15 +54,33 @@ static int opt_proc(void *data, const char *arg, int key,
  * session.  A second signal ends the drain window at once.  The signals
  * are blocked in every thread and taken here with sigwait, so no handler
  * runs in a request thread.
+ *
+ * This thread uses the session (a drain's clear sends notifications
+ * through it, and fuse_session_exit), so main() joins it before the
+ * session is destroyed.  It therefore never waits for anything only the
+ * end of the session could end: it wakes the loop with a signal to the
+ * loop's thread (sem_wait or read(2) there returns EINTR, and the loop
+ * sees the session has exited), never with a request on the mount that no
+ * worker might be left to answer.
  */
 struct sigctl {
 	struct fs *fs;
 	sigset_t set;
 	pthread_t thread;
-	atomic_bool stop;
+	pthread_t loop_thread; /* runs the session loop: main() */
+	int wake;              /* the signal that wakes it (WAKE_SIGNAL) */
+	atomic_bool stop;      /* the loop has returned */
 	atomic_bool drained;   /* the session ended through a drain */
-	bool started;
 };
+
+/* Its handler does nothing: delivered without SA_RESTART, it only makes
+ * the loop thread's wait return. */
+#define WAKE_SIGNAL (SIGRTMIN + 1)
+
+static void wake_handler(int sig)
+{
+	(void)sig;
+}
 
 static void *signal_main(void *arg)
 {
@@ -80,16 +98,15 @@ static void *signal_main(void *arg)
 		if (signals == 0 ||
 		    store_drain_state(sc->fs->store, NULL, NULL) != STORE_DRAINED)
 			continue;
-		/* Drained: end the loop.  A request wakes a worker, which
-		 * sees the session has exited; the loop then ends the rest.
-		 * statfs, because the kernel answers a stat from its cache. */
+		/* Drained: end the loop.  A wake-up sent before the loop
+		 * thread waits is lost, so it is sent again until the loop
+		 * has returned. */
 		fs_watch_quiesce(sc->fs);
 		atomic_store(&sc->drained, true);
 		fuse_session_exit(sc->fs->se);
-		{
-			struct statfs sf;
-
-			(void)statfs(sc->fs->mountpoint, &sf);
+		while (!atomic_load(&sc->stop)) {
+			pthread_kill(sc->loop_thread, sc->wake);
+			nanosleep(&tick, NULL);
 		}
 		break;
 	}
@@ -189,13 +206,22 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "statefs: cannot start the watch threads\n");
 		goto out_unmount;
 	}
+	/* The loop runs on this thread; the signal thread wakes it. */
 	sc.fs = &fs;
+	sc.loop_thread = pthread_self();
+	sc.wake = WAKE_SIGNAL;
+	{
+		struct sigaction sa = { 0 };
+
+		sa.sa_handler = wake_handler;
+		sigemptyset(&sa.sa_mask);
+		sigaction(sc.wake, &sa, NULL);
+	}
 	if (pthread_create(&sc.thread, NULL, signal_main, &sc) != 0) {
 		fprintf(stderr, "statefs: cannot start the signal thread\n");
 		fs_watch_stop(&fs);
 		goto out_unmount;
 	}
-	sc.started = true;
 
 	if (opts.singlethread) {
 		rc = fuse_session_loop(se);
@@ -214,25 +240,36 @@ int main(int argc, char *argv[])
 		}
 	}
 	rc = rc != 0;
+	/*
+	 * Every thread that may use the session goes before the session
+	 * does: the workers (the loop has joined them), the reaper and the
+	 * events thread (fs_watch_stop; parked .events reads are answered
+	 * while the session can still carry replies), the signal thread and
+	 * the inval thread.  A wake-up still on its way stays pending.
+	 */
+	{
+		sigset_t wake;
+
+		sigemptyset(&wake);
+		sigaddset(&wake, sc.wake);
+		pthread_sigmask(SIG_BLOCK, &wake, NULL);
+	}
 	atomic_store(&sc.stop, true);
-	/* Parked .events reads are answered while the session can still
-	 * carry replies.  The echo and signal threads may be waiting in a
-	 * syscall on the mount that no worker will serve any more: they
-	 * are joined once the session is closed, which ends those calls. */
 	fs_watch_stop(&fs);
+	pthread_join(sc.thread, NULL);
+	/* A drain that ended the loop is a clean exit, whatever the loop
+	 * reports about the workers it cancelled. */
+	if (atomic_load(&sc.drained))
+		rc = 0;
 out_unmount:
 	fuse_session_unmount(se);
 	fs_inval_join(&fs);
 out:
 	if (se)
 		fuse_session_destroy(se);
-	if (sc.started) {
-		pthread_join(sc.thread, NULL);
-		/* A drain that ended the loop is a clean exit, whatever the
-		 * loop reports about the workers it cancelled. */
-		if (atomic_load(&sc.drained))
-			rc = 0;
-	}
+	/* The echo thread never uses the session, but it may be waiting in
+	 * a syscall on the mount that no worker will serve any more: closing
+	 * the session ends that call. */
 	fs_watch_join(&fs);
 	if (loop)
 		fuse_loop_cfg_destroy(loop);

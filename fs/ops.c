@@ -15,7 +15,10 @@
  * otherwise is invalidated by the inval thread (fs/watch.c) before the
  * handler that caused it replies: a .depart, a drain's clear, a lease
  * given to a cached node; a publication drops the cached attributes
- * before its flush replies.  Child content is read and written with
+ * before its flush replies.  Every reply that gives the kernel an entry
+ * or attributes to cache is bracketed by fs_reply_begin/fs_reply_end, so
+ * an invalidation that overtakes it is sent again after it (fs/watch.c,
+ * "Replies in flight").  Child content is read and written with
  * direct I/O: the page cache never holds unpublished bytes or an
  * outdated state.
  *
@@ -166,6 +169,7 @@ static const struct layout_special *special_in(struct fs *fs,
 static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
+	unsigned tok = fs_reply_begin(fs);
 	struct store_node *dir = node_get(req, parent), *n = NULL;
 	const struct layout_special *sp;
 	struct fuse_entry_param e;
@@ -188,6 +192,7 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		reply_err(req, rc);
 	else if (rc == 0)
 		fuse_reply_entry(req, &e);
+	fs_reply_end(fs, tok);
 	node_put(fs, n);
 	node_put(fs, dir);
 }
@@ -212,6 +217,7 @@ static void fs_forget_multi(fuse_req_t req, size_t count,
 static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
+	unsigned tok = fs_reply_begin(fs);
 	struct store_node *n = node_get(req, ino);
 	struct stat st;
 	int rc = n ? node_stat(fs, n, &st) : -ESTALE;
@@ -220,6 +226,7 @@ static void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		reply_err(req, rc);
 	else
 		fuse_reply_attr(req, &st, fs_cache_timeout(fs, n));
+	fs_reply_end(fs, tok);
 	node_put(fs, n);
 }
 
@@ -251,7 +258,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct store_node *n = node_get(req, ino);
 	struct fs_file *f = fi ? (struct fs_file *)(uintptr_t)fi->fh : NULL;
 	struct store_attr in = { 0 };
-	unsigned mask = 0;
+	unsigned mask = 0, tok;
 	struct stat st;
 	int rc = 0;
 
@@ -307,12 +314,15 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		rc = store_setattr(fs->store, n, mask, &in, NULL);
 	if (rc == 0 && (mask & (STORE_SET_MODE | STORE_SET_UID | STORE_SET_GID)))
 		specials_changed(fs, n);
+	/* The reply is computed from here on. */
+	tok = fs_reply_begin(fs);
 	if (rc == 0)
 		rc = node_stat(fs, n, &st);
 	if (rc)
 		reply_err(req, rc);
 	else
 		fuse_reply_attr(req, &st, fs_cache_timeout(fs, n));
+	fs_reply_end(fs, tok);
 	node_put(fs, n);
 }
 
@@ -336,22 +346,28 @@ static int dir_and_name(fuse_req_t req, fuse_ino_t ino, const char *name,
 	return layout_name_check(name, store_limits(fs->store)->max_name);
 }
 
-static void reply_new_entry(fuse_req_t req, struct store_node *n, int rc)
+/* Reply to mkdir, mknod or link with @n's entry, and end the reply
+ * begun (@tok) before the transition that made it. */
+static void reply_new_entry(fuse_req_t req, struct store_node *n, int rc,
+			    unsigned tok)
 {
+	struct fs *fs = fs_of(req);
 	struct fuse_entry_param e;
 
 	if (rc == 0)
-		rc = entry_fill(fs_of(req), n, &e);
+		rc = entry_fill(fs, n, &e);
 	if (rc)
 		reply_err(req, rc);
 	else
 		fuse_reply_entry(req, &e);
+	fs_reply_end(fs, tok);
 }
 
 static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode)
 {
 	struct fs *fs = fs_of(req);
+	unsigned tok = fs_reply_begin(fs);
 	struct store_node *dir, *n = NULL;
 	struct store_owner o;
 	int rc = dir_and_name(req, parent, name, &dir);
@@ -363,7 +379,7 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		owner_of(req, mode, &o);
 		rc = store_mkdir(fs->store, dir, name, &o, &n);
 	}
-	reply_new_entry(req, n, rc);
+	reply_new_entry(req, n, rc, tok);
 	node_put(fs, n);
 	node_put(fs, dir);
 }
@@ -480,6 +496,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
+	unsigned tok = fs_reply_begin(fs);
 	struct store_node *dir, *n = NULL;
 	struct fuse_entry_param e;
 	struct store_owner o;
@@ -508,6 +525,7 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		reply_err(req, rc);
 	else
 		fuse_reply_create(req, &e, fi);
+	fs_reply_end(fs, tok);
 	node_put(fs, n);
 	node_put(fs, dir);
 }
@@ -516,6 +534,7 @@ static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		     mode_t mode, dev_t rdev)
 {
 	struct fs *fs = fs_of(req);
+	unsigned tok = fs_reply_begin(fs);
 	struct store_node *dir, *n = NULL;
 	struct store_owner o;
 	bool created;
@@ -528,7 +547,7 @@ static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		owner_of(req, mode, &o);
 		rc = store_create(fs->store, dir, name, &o, true, &n, &created);
 	}
-	reply_new_entry(req, n, rc);
+	reply_new_entry(req, n, rc, tok);
 	node_put(fs, n);
 	node_put(fs, dir);
 }
@@ -546,6 +565,7 @@ static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		    const char *newname)
 {
 	struct fs *fs = fs_of(req);
+	unsigned tok = fs_reply_begin(fs);
 	struct store_node *dir, *n = node_get(req, ino);
 	int rc = dir_and_name(req, newparent, newname, &dir);
 
@@ -553,7 +573,7 @@ static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 		rc = -ESTALE;
 	else if (rc == 0)
 		rc = store_link(fs->store, n, dir, newname);
-	reply_new_entry(req, n, rc);
+	reply_new_entry(req, n, rc, tok);
 	node_put(fs, n);
 	node_put(fs, dir);
 }
@@ -1032,6 +1052,7 @@ static void dir_readdir(fuse_req_t req, size_t size, off_t off,
 	const char *name;
 	uint64_t ino;
 	mode_t mode;
+	unsigned tok;
 	int slot, rc = 0;
 
 	if (off == 0) {
@@ -1048,6 +1069,9 @@ static void dir_readdir(fuse_req_t req, size_t size, off_t off,
 		reply_err(req, ENOMEM);
 		return;
 	}
+	/* readdirplus hands the kernel entries to cache; a plain readdir
+	 * none. */
+	tok = plus ? fs_reply_begin(fs) : 0;
 	for (size_t i = (size_t)off; dir_entry(d, i, &name, &ino, &mode, &slot); i++) {
 		struct fuse_entry_param e = { 0 };
 		struct store_node *n = NULL;
@@ -1088,6 +1112,8 @@ static void dir_readdir(fuse_req_t req, size_t size, off_t off,
 					       &e, (off_t)i + 1);
 	}
 	fuse_reply_buf(req, buf, used);
+	if (plus)
+		fs_reply_end(fs, tok);
 	free(buf);
 }
 

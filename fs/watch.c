@@ -36,6 +36,54 @@
  *    Handlers that make such a change wait for it (fs_inval_sync), with
  *    a bound: they hold a kernel lock that it may need in turn.
  *
+ * Replies in flight.  A reply the kernel caches (an entry: lookup,
+ * mkdir, mknod, link, create, each readdirplus entry; attributes:
+ * getattr, setattr) is computed from the store and written to /dev/fuse
+ * a moment later.  If the store changes in between and its invalidation
+ * reaches the kernel first, the reply that follows puts the old entry or
+ * attributes back, for up to cache_timeout.  The kernel keeps some of
+ * these apart by itself (a lookup or a listing holds its directory's
+ * lock, which an entry invalidation takes too; the attributes of a
+ * getattr or lookup reply are dropped when an invalidation came after the
+ * request was sent), but not all: the attributes in a setattr, link,
+ * mkdir or create reply are taken as they come, and the directory lock is
+ * how this kernel works, not what the protocol promises.  So statefs
+ * does not rely on it:
+ *
+ *  - Every such reply is counted while in flight: fs_reply_begin() before
+ *    it is computed, fs_reply_end() once fuse_reply_* has returned.  It
+ *    counts in replies[epoch & 1]: it reads the epoch, increments that
+ *    counter and reads the epoch again; if the epoch moved meanwhile it
+ *    counts again in the new one.  So a reply counted in replies[e & 1]
+ *    was counted there while the epoch was still e.
+ *
+ *  - Whoever sends an invalidation (the inval thread, or any thread
+ *    through fs_inval_attr) reads both counters after sending.  When one
+ *    is not 0 it pushes a copy on the resend stack.  When both are 0, a
+ *    reply that begins later reads the store after the change that was
+ *    invalidated (the change came before the send), so it cannot bring
+ *    the old state back.
+ *
+ *  - The inval thread takes the whole stack, moves the epoch from e to
+ *    e + 1 and waits until replies[e & 1] is 0 (the last fs_reply_end
+ *    wakes it), then sends the stack again, this time without keeping
+ *    copies.  Every reply in flight when one of those invalidations was
+ *    sent began in epoch e or earlier, and the replies of an earlier
+ *    epoch ended before the earlier wait for that epoch did, so all of
+ *    them have been written by then.  Replies that begin during the wait
+ *    count in the other counter and do not hold it up: under a steady
+ *    load the wait still ends as soon as the replies in flight at its
+ *    start are written.
+ *
+ *  - inval_seq moves on only after that, so an .events reader is handed
+ *    a line only once every reply that could have overtaken its
+ *    invalidation has been corrected.
+ *
+ *  The replies pay an atomic increment and two loads to begin, a
+ *  decrement and a load to end; the senders and the inval thread pay the
+ *  rest, and only while replies are in flight.  A copy that cannot be
+ *  allocated makes the next wait end with inval_everything() instead.
+ *
  * Lock order: watch_lock and echo_lock are leaves of fs/ and never held
  * across a reply or a call into the store that may wait long.
  */
@@ -58,6 +106,18 @@
 #define REAP_BUDGET 512
 #define EVENTS_CHUNK 65536
 #define INVAL_WAIT_MS 200
+/* Events the inval thread handles before it says how far it got: an
+ * .events reader's end (fs_events_read) then moves in steps well inside
+ * its window, so a lagging inval thread that catches up never pushes a
+ * reader out of its window by itself. */
+#define INVAL_BATCH 256
+/* Out of memory in the inval or echo thread: wait this long before
+ * trying again, doubling each time it fails again. */
+#define BACKOFF_MIN_MS 1
+#define BACKOFF_MAX_MS 250
+/* How often the inval thread looks at the replies it waits for, should a
+ * wake-up from fs_reply_end be missed. */
+#define GRACE_POLL_MS 10
 #define QUIESCE_MS 5000
 /* The kernel rounds a timeout up to its tick and starts it when the
  * reply arrives: stop caching a little before a deadline. */
@@ -82,6 +142,38 @@ void fs_watch_init(struct fs *fs)
 uint64_t fs_manual_clock(void *arg)
 {
 	return atomic_load(&((struct fs *)arg)->clock_ms);
+}
+
+/* CLOCK_MONOTONIC @ms from now (the clock of every condition here). */
+static struct timespec deadline_in(unsigned ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
+static bool deadline_passed(const struct timespec *dl)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > dl->tv_sec ||
+	       (now.tv_sec == dl->tv_sec && now.tv_nsec >= dl->tv_nsec);
+}
+
+/* The wait after one more failure to allocate, after waiting @ms. */
+static unsigned backoff_next(unsigned ms)
+{
+	if (!ms)
+		return BACKOFF_MIN_MS;
+	return ms * 2 < BACKOFF_MAX_MS ? ms * 2 : BACKOFF_MAX_MS;
 }
 
 void fs_watch_hook(void *arg, bool internal)
@@ -417,26 +509,6 @@ double fs_cache_timeout(struct fs *fs, struct store_node *n)
 	return t < fs->cache_s ? t : fs->cache_s;
 }
 
-void fs_inval_attr(struct fs *fs, uint64_t ino)
-{
-	if (fs->cache_s > 0 && fs->se)
-		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
-}
-
-/* The store's attribute hook: states published, or a cascade took a link from. */
-static void attrs_changed(void *arg, const uint64_t *ino, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		fs_inval_attr(arg, ino[i]);
-}
-
-static void inval_name(struct fs *fs, uint64_t dir, const char *name)
-{
-	if (fs->cache_s > 0 && fs->se && *name)
-		(void)fuse_lowlevel_notify_inval_entry(fs->se, dir, name,
-						       strlen(name));
-}
-
 static struct fs_inval *inval_new(uint64_t dir, uint64_t ino, const char *name)
 {
 	size_t len = strlen(name) + 1;
@@ -449,6 +521,111 @@ static struct fs_inval *inval_new(uint64_t dir, uint64_t ino, const char *name)
 		memcpy(q->name, name, len);
 	}
 	return q;
+}
+
+/* Replies in flight (see the file comment) ---------------------------------- */
+
+/* The token of a reply that is not counted: nothing is cached. */
+#define REPLY_UNCOUNTED 2u
+
+unsigned fs_reply_begin(struct fs *fs)
+{
+	if (fs->cache_s <= 0)
+		return REPLY_UNCOUNTED;
+	for (;;) {
+		uint64_t e = atomic_load(&fs->reply_epoch);
+		unsigned c = (unsigned)(e & 1);
+
+		atomic_fetch_add(&fs->replies[c].n, 1);
+		/* Counted while the epoch was still e: the inval thread's
+		 * wait for epoch e sees it.  Else count again, in the new
+		 * epoch. */
+		if (atomic_load(&fs->reply_epoch) == e)
+			return c;
+		fs_reply_end(fs, c);
+	}
+}
+
+void fs_reply_end(struct fs *fs, unsigned token)
+{
+	if (token == REPLY_UNCOUNTED)
+		return;
+	/* The last reply of the counter the inval thread waits for: wake
+	 * it.  It sets grace_waiter before it reads the counter, this reads
+	 * grace_waiter after the decrement: one of the two sees the other. */
+	if (atomic_fetch_sub(&fs->replies[token].n, 1) == 1 &&
+	    atomic_load(&fs->grace_waiter) == (int)token + 1) {
+		pthread_mutex_lock(&fs->watch_lock);
+		pthread_cond_signal(&fs->inval_cond);
+		pthread_mutex_unlock(&fs->watch_lock);
+	}
+}
+
+/* Is any reply in flight?  Read after the invalidation was sent. */
+static bool replies_in_flight(struct fs *fs)
+{
+	return atomic_load(&fs->replies[0].n) + atomic_load(&fs->replies[1].n) > 0;
+}
+
+/* Keep a copy of an invalidation just sent, to send again once the
+ * replies now in flight are written (any thread, no lock held). */
+static void resend_push(struct fs *fs, uint64_t dir, uint64_t ino,
+			const char *name)
+{
+	struct fs_inval *q = inval_new(dir, ino, name);
+	struct fs_inval *head;
+
+	if (!q) {
+		atomic_store(&fs->resend_all, true);
+		head = NULL;
+	} else {
+		head = atomic_load(&fs->resend);
+		do
+			q->next = head;
+		while (!atomic_compare_exchange_weak(&fs->resend, &head, q));
+	}
+	/* The first on the stack wakes the inval thread. */
+	if (!head) {
+		pthread_mutex_lock(&fs->watch_lock);
+		pthread_cond_signal(&fs->inval_cond);
+		pthread_mutex_unlock(&fs->watch_lock);
+	}
+}
+
+/*
+ * Send one invalidation: a name in directory @dir, or, @dir 0, the
+ * attributes of @ino.  With @remember, a copy is kept to be sent again if
+ * a reply is in flight that may have been computed before it.
+ */
+static void inval_send(struct fs *fs, uint64_t dir, uint64_t ino,
+		       const char *name, bool remember)
+{
+	if (fs->cache_s <= 0 || !fs->se || (dir && !*name))
+		return;
+	if (dir)
+		(void)fuse_lowlevel_notify_inval_entry(fs->se, dir, name,
+						       strlen(name));
+	else
+		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
+	if (remember && replies_in_flight(fs))
+		resend_push(fs, dir, ino, dir ? name : "");
+}
+
+void fs_inval_attr(struct fs *fs, uint64_t ino)
+{
+	inval_send(fs, 0, ino, "", true);
+}
+
+/* The store's attribute hook: states published, or a cascade took a link from. */
+static void attrs_changed(void *arg, const uint64_t *ino, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fs_inval_attr(arg, ino[i]);
+}
+
+static void inval_name(struct fs *fs, uint64_t dir, const char *name)
+{
+	inval_send(fs, dir, 0, name, true);
 }
 
 struct names {
@@ -552,36 +729,100 @@ static void inval_event(struct fs *fs, const struct store_event *ev)
 		fs_inval_attr(fs, ev->ino);
 }
 
-/* Lost track of the log (it overflowed): drop every tenant's and every
- * parent's name; the next walk asks the store again. */
-static void inval_everything(struct fs *fs)
+/*
+ * Lost track of the log (it overflowed, or a line could not be kept):
+ * drop every tenant's and every parent's name; the next walk asks the
+ * store again.  0, or -ENOMEM when a listing could not be made (what it
+ * could list is dropped all the same; the caller tries again later).
+ */
+static int inval_everything(struct fs *fs, bool remember)
 {
 	struct store_dirlist tl = { 0 }, pl;
+	int rc = 0;
 
 	if (store_list(fs->store, store_root(fs->store), &tl) != 0)
-		return;
+		return -ENOMEM;
 	for (size_t i = 0; i < tl.n; i++) {
 		struct store_node *t = NULL;
+		int lrc;
 
-		inval_name(fs, STORE_ROOT_INO, tl.e[i].name);
+		inval_send(fs, STORE_ROOT_INO, 0, tl.e[i].name, remember);
 		if (store_lookup(fs->store, store_root(fs->store), tl.e[i].name,
 				 &t) != 0)
-			continue;
+			continue; /* gone since the listing */
 		memset(&pl, 0, sizeof(pl));
-		if (store_list(fs->store, t, &pl) == 0) {
+		lrc = store_list(fs->store, t, &pl);
+		if (lrc == 0) {
 			for (size_t k = 0; k < pl.n; k++)
-				inval_name(fs, store_node_ino(t), pl.e[k].name);
+				inval_send(fs, store_node_ino(t), 0,
+					   pl.e[k].name, remember);
 			store_dirlist_free(&pl);
+		} else if (lrc == -ENOMEM) {
+			rc = -ENOMEM;
 		}
 		store_node_unref(fs->store, t);
 	}
 	store_dirlist_free(&tl);
+	return rc;
 }
 
+/*
+ * The inval thread's part of "Replies in flight": take the invalidations
+ * remembered so far, start a new epoch, wait until every reply counted in
+ * the old one has been written, and send them again.
+ */
+static void resend_after_grace(struct fs *fs)
+{
+	struct fs_inval *q = atomic_exchange(&fs->resend, NULL);
+	bool all = atomic_exchange(&fs->resend_all, false);
+	unsigned old = (unsigned)(atomic_fetch_add(&fs->reply_epoch, 1) & 1);
+	bool stopping;
+
+	pthread_mutex_lock(&fs->watch_lock);
+	atomic_store(&fs->grace_waiter, (int)old + 1);
+	while (!fs->stopping && atomic_load(&fs->replies[old].n) != 0) {
+		/* Woken by the last of them (fs_reply_end); the timeout
+		 * is only a safety net. */
+		struct timespec ts = deadline_in(GRACE_POLL_MS);
+
+		pthread_cond_timedwait(&fs->inval_cond, &fs->watch_lock, &ts);
+	}
+	atomic_store(&fs->grace_waiter, 0);
+	stopping = fs->stopping;
+	pthread_mutex_unlock(&fs->watch_lock);
+	while (q) {
+		struct fs_inval *next = q->next;
+
+		/* No reply in flight now is older than the change: nothing
+		 * to remember again. */
+		if (!stopping)
+			inval_send(fs, q->dir_ino, q->ino, q->name, false);
+		free(q);
+		q = next;
+	}
+	if (all && !stopping)
+		(void)inval_everything(fs, false);
+}
+
+/*
+ * Out of memory (store_events_next cannot copy an event's names, or
+ * inval_everything cannot list): the thread does not spin on it.  It
+ * leaves the event where it is, waits BACKOFF_MIN_MS and then twice as
+ * long each time it fails again (at most BACKOFF_MAX_MS), serving the
+ * queue meanwhile, and tries again.  Nothing is skipped: if the log moves
+ * on past the event in the meantime, the overflow that follows drops
+ * every name (inval_everything), as does a line the store could not keep
+ * (-ENODATA).  Until a failed inval_everything has been done, the thread
+ * says it has passed nothing more, so no .events reader is handed a line
+ * whose caches may still be held.
+ */
 static void *inval_main(void *arg)
 {
 	struct fs *fs = arg;
 	struct store_event_reader r;
+	struct timespec retry = { 0 };
+	unsigned backoff = 0;   /* ms; 0: memory is fine */
+	bool lost = false;      /* an inval_everything is owed */
 
 	pthread_mutex_lock(&fs->watch_lock);
 	store_events_open(fs->store, NULL, &r);
@@ -591,14 +832,20 @@ static void *inval_main(void *arg)
 		struct fs_inval *q;
 		struct store_event ev;
 		uint64_t asked;
-		int rc;
+		unsigned batch = 0;
+		bool events;
+		int rc = 0;
 
-		while (!fs->stopping && !fs->inval_queue &&
-		       !store_events_pending(fs->store, &r)) {
+		for (;;) {
 			struct timespec ts;
 
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += 1;
+			events = backoff ? deadline_passed(&retry) :
+				 store_events_pending(fs->store, &r);
+			if (fs->stopping || fs->inval_queue || events ||
+			    atomic_load(&fs->resend) ||
+			    atomic_load(&fs->resend_all))
+				break;
+			ts = backoff ? retry : deadline_in(1000);
 			pthread_cond_timedwait(&fs->inval_cond, &fs->watch_lock, &ts);
 		}
 		if (fs->stopping)
@@ -617,17 +864,36 @@ static void *inval_main(void *arg)
 			free(q);
 			q = next;
 		}
-		while ((rc = store_events_next(fs->store, &r, &ev)) != 0) {
-			if (rc == -EOVERFLOW) {
-				inval_everything(fs);
-				continue;
+		while (events && batch++ < INVAL_BATCH &&
+		       (rc = store_events_next(fs->store, &r, &ev)) != 0) {
+			if (rc == -ENOMEM)
+				break;
+			if (rc == 1) {
+				inval_event(fs, &ev);
+				store_event_free(&ev);
+			} else {
+				lost = true; /* -EOVERFLOW, -ENODATA */
 			}
-			inval_event(fs, &ev);
-			store_event_free(&ev);
 		}
+		if (events && lost && rc != -ENOMEM) {
+			lost = inval_everything(fs, true) != 0;
+			if (lost)
+				rc = -ENOMEM;
+		}
+		if (rc == -ENOMEM) {
+			backoff = backoff_next(backoff);
+			retry = deadline_in(backoff);
+		} else if (events) {
+			backoff = 0;
+		}
+		/* What was sent while replies were in flight is sent again
+		 * once they are written, before anyone is told it was sent. */
+		if (atomic_load(&fs->resend) || atomic_load(&fs->resend_all))
+			resend_after_grace(fs);
 		pthread_mutex_lock(&fs->watch_lock);
 		fs->inval_done = asked;
-		fs->inval_seq = r.next;
+		if (!lost)
+			fs->inval_seq = r.next;
 		/* The events thread may now hand out what this passed. */
 		fs->kicked = true;
 		pthread_cond_signal(&fs->watch_cond);
@@ -638,6 +904,11 @@ static void *inval_main(void *arg)
 
 		free(fs->inval_queue);
 		fs->inval_queue = next;
+	}
+	for (struct fs_inval *q = atomic_exchange(&fs->resend, NULL), *next;
+	     q; q = next) {
+		next = q->next;
+		free(q);
 	}
 	pthread_cond_broadcast(&fs->inval_progress);
 	pthread_mutex_unlock(&fs->watch_lock);
@@ -802,10 +1073,17 @@ void fs_watch_quiesce(struct fs *fs)
 	wait_caught_up(fs, QUIESCE_MS, true);
 }
 
+/*
+ * Out of memory (store_events_next cannot copy an event's names), the
+ * echo thread backs off as the inval thread does and tries the same event
+ * again: an echo is delayed, never spun on.
+ */
 static void *echo_main(void *arg)
 {
 	struct fs *fs = arg;
 	struct store_event_reader r;
+	struct timespec retry = { 0 };
+	unsigned backoff = 0;   /* ms; 0: memory is fine */
 	dev_t dev = 0;
 
 	store_events_open(fs->store, NULL, &r);
@@ -816,12 +1094,12 @@ static void *echo_main(void *arg)
 		int rc;
 
 		pthread_mutex_lock(&fs->watch_lock);
-		while (!fs->stopping && !store_events_pending(fs->store, &r)) {
-			struct timespec ts;
-
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			ts.tv_sec += 1;
+		while (!fs->stopping &&
+		       (backoff ? !deadline_passed(&retry) :
+				  !store_events_pending(fs->store, &r))) {
 			/* Kicked by the hook after an internal transition. */
+			struct timespec ts = backoff ? retry : deadline_in(1000);
+
 			pthread_cond_timedwait(&fs->echo_cond, &fs->watch_lock, &ts);
 		}
 		if (fs->stopping) {
@@ -830,6 +1108,12 @@ static void *echo_main(void *arg)
 		}
 		pthread_mutex_unlock(&fs->watch_lock);
 		rc = store_events_next(fs->store, &r, &ev);
+		if (rc == -ENOMEM) {
+			backoff = backoff_next(backoff);
+			retry = deadline_in(backoff);
+			continue;
+		}
+		backoff = 0;
 		if (rc != 1) {
 			echo_passed(fs, r.next);
 			continue;
@@ -919,4 +1203,10 @@ void fs_inval_join(struct fs *fs)
 	if (fs->inval_started)
 		pthread_join(fs->inval_thread, NULL);
 	fs->inval_started = false;
+	/* What was remembered after it stopped will not be sent. */
+	for (struct fs_inval *q = atomic_exchange(&fs->resend, NULL), *next;
+	     q; q = next) {
+		next = q->next;
+		free(q);
+	}
 }

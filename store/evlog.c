@@ -6,11 +6,19 @@
  * and, when it has credentials, of the tenants they may list (judged by
  * the owner and mode each entry carries).  It is moved past the entries it
  * does not see before anything else, so they never make it fall behind
- * while they are still in the ring.  A reader whose next visible entry
- * is older than max(first, next - window), or whose unread entries were
- * overwritten, fell behind: it gets one "overflow" line and jumps to the
- * oldest entry it may still read.  Each entry keeps its formatted line
- * (without the sequence number) and its names for the watcher path.
+ * while they are still in the ring.
+ *
+ * A reader may read up to its end: the end of the log, or r->until when
+ * that is set and earlier (the daemon's .events readers wait there for
+ * its inval thread).  It fell behind when it lost something it could
+ * have read: its next visible entry was overwritten (older than first),
+ * or it is more than its window behind its end.  Entries past its end are
+ * not yet its to read and never count, however far the log has moved on:
+ * a reader that has read everything up to its end is never behind.  A
+ * reader that fell behind gets one "overflow" line and jumps to the
+ * oldest entry it may still read, max(first, end - window).  Each entry
+ * keeps its formatted line (without the sequence number) and its names
+ * for the watcher path.
  */
 #include "store/evlog.h"
 #include "store/alloc.h"
@@ -149,20 +157,26 @@ uint64_t evlog_next_seq(struct evlog *l)
 	return n;
 }
 
-/* The oldest sequence number reader @r may still read (lock held). */
-static uint64_t oldest_locked(struct evlog *l, const struct store_event_reader *r)
-{
-	uint64_t first = l->next > l->cap ? l->next - l->cap : 1;
-	uint64_t window = r->window && r->window < l->cap ? r->window : l->cap;
-	uint64_t win = l->next > window ? l->next - window : 1;
-
-	return first > win ? first : win;
-}
-
 /* Where reader @r stops for now: the end of the log, or r->until. */
 static uint64_t end_locked(struct evlog *l, const struct store_event_reader *r)
 {
 	return r->until && r->until < l->next ? r->until : l->next;
+}
+
+/*
+ * The oldest sequence number reader @r may still read (lock held): the
+ * oldest entry in the ring, or its window before its end, whichever is
+ * newer.  Measured from its end, not the log's: entries it may not read
+ * yet do not push it out of its window.
+ */
+static uint64_t oldest_locked(struct evlog *l, const struct store_event_reader *r)
+{
+	uint64_t first = l->next > l->cap ? l->next - l->cap : 1;
+	uint64_t window = r->window && r->window < l->cap ? r->window : l->cap;
+	uint64_t end = end_locked(l, r);
+	uint64_t win = end > window ? end - window : 1;
+
+	return first > win ? first : win;
 }
 
 /*
@@ -185,9 +199,10 @@ static bool visible(const struct slot *sl, const struct store_event_reader *r)
 /*
  * Move @r past the entries it does not see (lock held; it is dropped and
  * taken again every SKIP_BATCH entries, so appends never wait long).
- * Returns true when @r fell behind: the next entry it sees is older than
- * its window, or entries it had not got past were overwritten.  Else
- * r->next is the next entry it sees, or l->next.
+ * Returns true when @r fell behind: entries it had not got past were
+ * overwritten, or the next entry it sees is more than its window before
+ * its end (oldest_locked).  Else r->next is the next entry it sees, or
+ * l->next.
  */
 static bool catch_up_locked(struct evlog *l, struct store_event_reader *r)
 {

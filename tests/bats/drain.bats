@@ -639,3 +639,28 @@ assert_exited_cleanly() {
 	statefs_wait_exit 8
 	assert_exited_cleanly
 }
+
+# The clear of a signal drain runs on the daemon's signal thread and, with
+# a state linked from many parents that the kernel holds, sends a
+# notification per lost link through the session.  An unmount racing it
+# ends the session loop at the same moment; the daemon must still end
+# cleanly and promptly, with nothing sent through a session already gone.
+@test "an unmount racing a signal drain's clear of linked states: the daemon exits 0, every time" {
+	local i j
+	for i in 1 2 3 4 5 6; do
+		statefs_remount -o drain_window=30
+		mkdir -p "$MNT/t/p0"
+		echo x >"$MNT/t/p0/c"
+		for j in $(seq 1 40); do
+			mkdir "$MNT/t/p$j"
+			ln "$MNT/t/p0/c" "$MNT/t/p$j/c"
+		done
+		stat "$MNT"/t/p*/c >/dev/null
+		kill -TERM "$STATEFS_PID"
+		wait_draining
+		kill -TERM "$STATEFS_PID"
+		fusermount3 -u "$MNT" 2>/dev/null || true
+		statefs_wait_exit 3
+		assert_equal "$STATEFS_STATUS" 0
+	done
+}

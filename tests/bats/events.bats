@@ -316,6 +316,12 @@ drained []"
 # overflow_run N OUT: open MNT/.events without reading it, create N
 # children of t/p as fast as possible, then mkdir t/z and read every line up
 # to z's join into OUT.  Prints the seconds the creates took.
+#
+# A reader falls behind what it may read, and a line is handed out only
+# once the daemon's cache thread has passed it (README, Watching), which
+# under load may be a while after the transition.  So before the stalled
+# reader reads, a second reader opened after the creates waits for z's
+# join: once it has it, every create is the stalled reader's to read.
 overflow_run() {
 	python3 -c '
 import os, sys, time, signal
@@ -326,7 +332,15 @@ t0 = time.monotonic()
 for i in range(n):
     os.close(os.open("%s/t/p/c%d" % (mnt, i), os.O_CREAT | os.O_WRONLY, 0o644))
 took = time.monotonic() - t0
+passed = os.open(mnt + "/.events", os.O_RDONLY)
 os.mkdir(mnt + "/t/z")
+seen = b""
+while b"\tjoin\tt\tz\t" not in seen:
+    chunk = os.read(passed, 65536)
+    if not chunk:
+        break
+    seen += chunk
+os.close(passed)
 lines, rest, done = [], b"", False
 while not done:
     chunk = os.read(fd, 65536)

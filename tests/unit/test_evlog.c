@@ -1,0 +1,225 @@
+/*
+ * test_evlog.c - unit tests of the event log itself (store/evlog.c): how
+ * a reader whose end is r->until falls behind.  The daemon's .events
+ * readers read only what its inval thread has passed (fs/watch.c sets
+ * until to the inval thread's progress), so the log may run far ahead of
+ * what such a reader may read.  Only what it could have read and lost
+ * makes it fall behind: entries overwritten before it got to them, or
+ * more than its window of entries before its end.
+ */
+#include "tests/unit/unit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/evlog.h"
+
+/* Append @n create lines for children c<first>.. of tenant t, parent p. */
+static void append_n(struct evlog *l, int first, int n)
+{
+	for (int i = first; i < first + n; i++) {
+		char name[16];
+		struct evlog_entry e = {
+			.op = STORE_OP_CREATE, .kind = STORE_CHILD,
+			.ino = 100 + (uint64_t)i, .tenant_ino = 2,
+			.tenant = "t", .parent = "p", .child = name,
+			.generation = 1, .version = 0,
+		};
+
+		snprintf(name, sizeof(name), "c%d", i);
+		assert_int_not_equal(evlog_append(l, &e), 0);
+	}
+}
+
+/* What @r reads now: the lines in one string (caller frees). */
+static char *take(struct evlog *l, struct store_event_reader *r)
+{
+	size_t cap = 1 << 16;
+	char *buf = malloc(cap + 1);
+	size_t n;
+
+	assert_non_null(buf);
+	n = evlog_read(l, r, buf, cap);
+	buf[n] = '\0';
+	return buf;
+}
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/*
+ * Check that @got holds exactly the lines with sequence numbers
+ * [@from, @to), in order, and no overflow line.
+ */
+static void assert_seqs(const char *got, uint64_t from, uint64_t to)
+{
+	const char *s = got;
+
+	for (uint64_t seq = from; seq < to; seq++) {
+		char want[32];
+		int n = snprintf(want, sizeof(want), "%llu\tcreate\t",
+				 (unsigned long long)seq);
+
+		if (strncmp(s, want, (size_t)n) != 0)
+			fail_msg("expected line %llu, got: %.40s",
+				 (unsigned long long)seq, s);
+		s = strchr(s, '\n');
+		assert_non_null(s);
+		s++;
+	}
+	if (*s)
+		fail_msg("unexpected lines after %llu: %.40s",
+			 (unsigned long long)to - 1, s);
+}
+
+static struct store_event_reader reader_at(uint64_t next, uint64_t window)
+{
+	struct store_event_reader r = { 0 };
+
+	r.next = next;
+	r.window = window;
+	return r;
+}
+
+/*
+ * A reader that has read everything up to its end is never behind, however
+ * far the log runs ahead of that end (here 40 entries with a window of
+ * 8): it gets no overflow line, and then every line once, in order, as
+ * its end moves on in steps within its window.
+ */
+static void test_until_lag_is_not_overflow(void **state)
+{
+	struct evlog *l = evlog_new(64);
+	struct store_event_reader r = reader_at(1, 8);
+	uint64_t end;
+	char *got;
+
+	(void)state;
+	assert_non_null(l);
+	append_n(l, 1, 5);
+	r.until = 6;
+	got = take(l, &r);
+	assert_seqs(got, 1, 6);
+	free(got);
+
+	/* The log moves 40 entries past the reader's end, which stays. */
+	append_n(l, 6, 40);
+	assert_int_equal(evlog_next_seq(l), 46);
+	assert_false(evlog_pending(l, &r));
+	got = take(l, &r);
+	assert_string_equal(got, "");
+	free(got);
+
+	/* Its end catches up four entries at a time. */
+	for (end = 10; end <= 46; end += 4) {
+		r.until = end;
+		assert_true(evlog_pending(l, &r));
+		got = take(l, &r);
+		assert_seqs(got, end - 4, end);
+		free(got);
+	}
+	assert_false(evlog_pending(l, &r));
+	evlog_free(l);
+}
+
+/*
+ * A reader more than its window behind its end did fall behind: one
+ * overflow line, then the last window of entries before its end, never
+ * past it.
+ */
+static void test_behind_its_end_is_overflow(void **state)
+{
+	struct evlog *l = evlog_new(64);
+	struct store_event_reader r = reader_at(1, 8);
+	char *got;
+
+	(void)state;
+	assert_non_null(l);
+	append_n(l, 1, 45);
+	r.until = 31;
+	assert_true(evlog_pending(l, &r));
+	got = take(l, &r);
+	assert_true(strncmp(got, "overflow\n", 9) == 0);
+	assert_seqs(got + 9, 23, 31);
+	free(got);
+	assert_int_equal(r.next, 31);
+	assert_false(evlog_pending(l, &r));
+
+	/* Its end moves on within its window: it continues where it
+	 * stood. */
+	r.until = 39;
+	got = take(l, &r);
+	assert_seqs(got, 31, 39);
+	free(got);
+	evlog_free(l);
+}
+
+/*
+ * Entries a reader had not got to and that left the ring are lost to it,
+ * also when they were past its end: one overflow line, and it goes on
+ * from the oldest entry the ring still holds once its end gets there.
+ */
+static void test_overwritten_is_overflow(void **state)
+{
+	struct evlog *l = evlog_new(16);
+	struct store_event_reader r = reader_at(1, 16);
+	char *got;
+
+	(void)state;
+	assert_non_null(l);
+	append_n(l, 1, 5);
+	r.until = 6;
+	got = take(l, &r);
+	assert_seqs(got, 1, 6);
+	free(got);
+
+	append_n(l, 6, 25); /* next 31: the ring holds 15..30 */
+	assert_true(evlog_pending(l, &r));
+	got = take(l, &r);
+	assert_string_equal(got, "overflow\n");
+	free(got);
+	assert_int_equal(r.next, 15);
+	r.until = 31;
+	got = take(l, &r);
+	assert_seqs(got, 15, 31);
+	free(got);
+	evlog_free(l);
+}
+
+/* Without an end of its own, a reader's window counts from the log's end,
+ * as before. */
+static void test_no_until_counts_from_the_log_end(void **state)
+{
+	struct evlog *l = evlog_new(64);
+	struct store_event_reader r = reader_at(1, 8);
+	char *got;
+
+	(void)state;
+	assert_non_null(l);
+	append_n(l, 1, 20);
+	got = take(l, &r);
+	assert_true(strncmp(got, "overflow\n", 9) == 0);
+	assert_seqs(got + 9, 13, 21);
+	assert_int_equal(count_lines(got), 9);
+	free(got);
+	evlog_free(l);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_until_lag_is_not_overflow),
+		cmocka_unit_test(test_behind_its_end_is_overflow),
+		cmocka_unit_test(test_overwritten_is_overflow),
+		cmocka_unit_test(test_no_until_counts_from_the_log_end),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,804 @@
+/*
+ * test_fs.c - unit tests of the FUSE adapter (fs/ops.c, fs/watch.c) with
+ * the kernel replaced by a recorder.
+ *
+ * This file defines every libfuse function the adapter calls (the binary
+ * is not linked with libfuse): requests are struct fuse_req values made
+ * here, replies and notifications are appended, in the order the kernel
+ * would receive them, to one log (sent[]), and a reply can be held at the
+ * point where libfuse would write it to /dev/fuse, so a test can put a
+ * store change and its invalidation between the moment a reply was
+ * computed and the moment the kernel gets it.  The watch threads run as
+ * in the daemon (fs_watch_start), on a real store.
+ *
+ * strdup() is defined here too: the store copies names with it, and a
+ * test can make it fail in the inval and echo threads (out of memory
+ * there, and only there) for as long as it likes.
+ *
+ * Each test gets its own filesystem (fs_up) and takes it down again
+ * (fs_down); the log of what was sent is kept across tests, so each test
+ * looks only at what was sent after a mark it took.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+#include "store/store.h"
+#include "tests/unit/unit.h"
+
+/* What the kernel was sent ------------------------------------------------ */
+
+enum sent_kind {
+	SENT_ENTRY,        /* an entry reply (lookup, mkdir, create, ...) */
+	SENT_DIRENT,       /* one entry of a readdirplus reply */
+	SENT_ATTR,         /* an attribute reply */
+	SENT_INVAL_ENTRY,  /* notify_inval_entry(dir, name) */
+	SENT_INVAL_INODE,  /* notify_inval_inode(ino) */
+	SENT_OTHER,        /* any other reply */
+};
+
+struct sent {
+	enum sent_kind kind;
+	uint64_t dir;               /* SENT_INVAL_ENTRY, SENT_DIRENT */
+	uint64_t ino;
+	char name[NAME_MAX + 1];
+};
+
+#define MAX_SENT 65536
+static pthread_mutex_t sent_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sent_cond = PTHREAD_COND_INITIALIZER;
+static struct sent sent[MAX_SENT];
+static size_t nsent;
+
+static void record(enum sent_kind kind, uint64_t dir, uint64_t ino,
+		   const char *name, size_t namelen)
+{
+	pthread_mutex_lock(&sent_lock);
+	if (nsent < MAX_SENT) {
+		struct sent *s = &sent[nsent++];
+
+		s->kind = kind;
+		s->dir = dir;
+		s->ino = ino;
+		if (namelen > NAME_MAX)
+			namelen = NAME_MAX;
+		memcpy(s->name, name ? name : "", name ? namelen : 0);
+		s->name[name ? namelen : 0] = '\0';
+	}
+	pthread_cond_broadcast(&sent_cond);
+	pthread_mutex_unlock(&sent_lock);
+}
+
+static size_t sent_mark(void)
+{
+	size_t n;
+
+	pthread_mutex_lock(&sent_lock);
+	n = nsent;
+	pthread_mutex_unlock(&sent_lock);
+	return n;
+}
+
+/* The index of the first record at or after @from matching (@kind, @dir
+ * or 0 for any, @ino or 0 for any, @name or NULL for any), or -1. */
+static long sent_find(size_t from, enum sent_kind kind, uint64_t dir,
+		      uint64_t ino, const char *name)
+{
+	long at = -1;
+
+	pthread_mutex_lock(&sent_lock);
+	for (size_t i = from; i < nsent && at < 0; i++)
+		if (sent[i].kind == kind && (!dir || sent[i].dir == dir) &&
+		    (!ino || sent[i].ino == ino) &&
+		    (!name || strcmp(sent[i].name, name) == 0))
+			at = (long)i;
+	pthread_mutex_unlock(&sent_lock);
+	return at;
+}
+
+/* Wait up to @ms for such a record; its index, or -1. */
+static long sent_wait(size_t from, enum sent_kind kind, uint64_t dir,
+		      uint64_t ino, const char *name, long ms)
+{
+	struct timespec dl;
+	long at;
+
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += ms / 1000;
+	dl.tv_nsec += (ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	while ((at = sent_find(from, kind, dir, ino, name)) < 0) {
+		int rc;
+
+		pthread_mutex_lock(&sent_lock);
+		rc = pthread_cond_timedwait(&sent_cond, &sent_lock, &dl);
+		pthread_mutex_unlock(&sent_lock);
+		if (rc == ETIMEDOUT)
+			return sent_find(from, kind, dir, ino, name);
+	}
+	return at;
+}
+
+/* Requests ---------------------------------------------------------------- */
+
+struct dirent_rec {
+	char name[NAME_MAX + 1];
+	uint64_t ino;
+};
+
+struct fuse_req {
+	struct fs *fs;
+	struct fuse_ctx ctx;
+	uint64_t dir;               /* readdirplus: the directory listed */
+	struct dirent_rec ents[64]; /* readdirplus: entries put in the buffer */
+	size_t nents;
+	bool hold;                  /* the reply waits for req_release() */
+	bool held, released, replied;
+	int err;                    /* fuse_reply_err's */
+};
+
+static pthread_mutex_t req_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t req_cond = PTHREAD_COND_INITIALIZER;
+
+static void req_init(struct fuse_req *r, struct fs *fs)
+{
+	memset(r, 0, sizeof(*r));
+	r->fs = fs;
+	r->ctx.pid = 1; /* never the echo thread */
+	r->ctx.umask = 022;
+}
+
+/* Where libfuse would write the reply: wait here while it is held. */
+static void req_deliver(fuse_req_t req)
+{
+	pthread_mutex_lock(&req_lock);
+	if (req->hold) {
+		req->held = true;
+		pthread_cond_broadcast(&req_cond);
+		while (!req->released)
+			pthread_cond_wait(&req_cond, &req_lock);
+	}
+	pthread_mutex_unlock(&req_lock);
+}
+
+static void req_done(fuse_req_t req)
+{
+	pthread_mutex_lock(&req_lock);
+	req->replied = true;
+	pthread_cond_broadcast(&req_cond);
+	pthread_mutex_unlock(&req_lock);
+}
+
+/* Wait until @req's reply is computed and held. */
+static void req_wait_held(struct fuse_req *req)
+{
+	pthread_mutex_lock(&req_lock);
+	while (!req->held)
+		pthread_cond_wait(&req_cond, &req_lock);
+	pthread_mutex_unlock(&req_lock);
+}
+
+/* Let @req's reply go, and wait until it has been written. */
+static void req_release(struct fuse_req *req)
+{
+	pthread_mutex_lock(&req_lock);
+	req->released = true;
+	pthread_cond_broadcast(&req_cond);
+	while (!req->replied)
+		pthread_cond_wait(&req_cond, &req_lock);
+	pthread_mutex_unlock(&req_lock);
+}
+
+/* libfuse, as the adapter sees it ------------------------------------------ */
+
+void *fuse_req_userdata(fuse_req_t req)
+{
+	return req->fs;
+}
+
+const struct fuse_ctx *fuse_req_ctx(fuse_req_t req)
+{
+	return &req->ctx;
+}
+
+int fuse_req_getgroups(fuse_req_t req, int size, gid_t list[])
+{
+	(void)req;
+	(void)size;
+	(void)list;
+	return 0;
+}
+
+void fuse_req_interrupt_func(fuse_req_t req, fuse_interrupt_func_t func,
+			     void *data)
+{
+	(void)req;
+	(void)func;
+	(void)data;
+}
+
+int fuse_req_interrupted(fuse_req_t req)
+{
+	(void)req;
+	return 0;
+}
+
+int fuse_reply_err(fuse_req_t req, int err)
+{
+	req_deliver(req);
+	req->err = err;
+	record(SENT_OTHER, 0, 0, NULL, 0);
+	req_done(req);
+	return 0;
+}
+
+void fuse_reply_none(fuse_req_t req)
+{
+	req_done(req);
+}
+
+int fuse_reply_entry(fuse_req_t req, const struct fuse_entry_param *e)
+{
+	req_deliver(req);
+	record(SENT_ENTRY, 0, e->ino, NULL, 0);
+	req_done(req);
+	return 0;
+}
+
+int fuse_reply_create(fuse_req_t req, const struct fuse_entry_param *e,
+		      const struct fuse_file_info *fi)
+{
+	(void)fi;
+	req_deliver(req);
+	record(SENT_ENTRY, 0, e->ino, NULL, 0);
+	req_done(req);
+	return 0;
+}
+
+int fuse_reply_attr(fuse_req_t req, const struct stat *attr,
+		    double attr_timeout)
+{
+	(void)attr_timeout;
+	req_deliver(req);
+	record(SENT_ATTR, 0, attr->st_ino, NULL, 0);
+	req_done(req);
+	return 0;
+}
+
+int fuse_reply_open(fuse_req_t req, const struct fuse_file_info *fi)
+{
+	(void)fi;
+	req_deliver(req);
+	record(SENT_OTHER, 0, 0, NULL, 0);
+	req_done(req);
+	return 0;
+}
+
+int fuse_reply_write(fuse_req_t req, size_t count)
+{
+	(void)count;
+	req_deliver(req);
+	record(SENT_OTHER, 0, 0, NULL, 0);
+	req_done(req);
+	return 0;
+}
+
+/* A readdirplus reply carries the entries put in its buffer. */
+int fuse_reply_buf(fuse_req_t req, const char *buf, size_t size)
+{
+	(void)buf;
+	(void)size;
+	req_deliver(req);
+	for (size_t i = 0; i < req->nents; i++)
+		record(SENT_DIRENT, req->dir, req->ents[i].ino, req->ents[i].name,
+		       strlen(req->ents[i].name));
+	if (!req->nents)
+		record(SENT_OTHER, 0, 0, NULL, 0);
+	req_done(req);
+	return 0;
+}
+
+int fuse_reply_statfs(fuse_req_t req, const struct statvfs *stbuf)
+{
+	(void)stbuf;
+	req_deliver(req);
+	record(SENT_OTHER, 0, 0, NULL, 0);
+	req_done(req);
+	return 0;
+}
+
+int fuse_reply_xattr(fuse_req_t req, size_t count)
+{
+	(void)count;
+	req_deliver(req);
+	record(SENT_OTHER, 0, 0, NULL, 0);
+	req_done(req);
+	return 0;
+}
+
+int fuse_reply_poll(fuse_req_t req, unsigned revents)
+{
+	(void)revents;
+	req_deliver(req);
+	record(SENT_OTHER, 0, 0, NULL, 0);
+	req_done(req);
+	return 0;
+}
+
+#define DIRENT_SIZE 64
+
+size_t fuse_add_direntry(fuse_req_t req, char *buf, size_t bufsize,
+			 const char *name, const struct stat *stbuf, off_t off)
+{
+	(void)req;
+	(void)buf;
+	(void)bufsize;
+	(void)name;
+	(void)stbuf;
+	(void)off;
+	return DIRENT_SIZE;
+}
+
+size_t fuse_add_direntry_plus(fuse_req_t req, char *buf, size_t bufsize,
+			      const char *name, const struct fuse_entry_param *e,
+			      off_t off)
+{
+	(void)off;
+	if (buf && bufsize >= DIRENT_SIZE && e && e->ino &&
+	    req->nents < sizeof(req->ents) / sizeof(req->ents[0])) {
+		struct dirent_rec *d = &req->ents[req->nents++];
+
+		snprintf(d->name, sizeof(d->name), "%s", name);
+		d->ino = e->ino;
+	}
+	return DIRENT_SIZE;
+}
+
+void fuse_pollhandle_destroy(struct fuse_pollhandle *ph)
+{
+	(void)ph;
+}
+
+int fuse_lowlevel_notify_poll(struct fuse_pollhandle *ph)
+{
+	(void)ph;
+	return 0;
+}
+
+int fuse_lowlevel_notify_inval_inode(struct fuse_session *se, fuse_ino_t ino,
+				     off_t off, off_t len)
+{
+	(void)se;
+	(void)off;
+	(void)len;
+	record(SENT_INVAL_INODE, 0, ino, NULL, 0);
+	return 0;
+}
+
+int fuse_lowlevel_notify_inval_entry(struct fuse_session *se, fuse_ino_t parent,
+				     const char *name, size_t namelen)
+{
+	(void)se;
+	record(SENT_INVAL_ENTRY, parent, 0, name, namelen);
+	return 0;
+}
+
+/* Memory that runs out in the watch threads ---------------------------------- */
+
+static struct fs *watched;          /* whose threads starve */
+static atomic_bool starve;          /* strdup fails in them */
+
+static bool in_watch_thread(void)
+{
+	pthread_t self = pthread_self();
+
+	return watched && (pthread_equal(self, watched->inval_thread) ||
+			   pthread_equal(self, watched->echo_thread));
+}
+
+char *strdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d;
+
+	if (atomic_load(&starve) && in_watch_thread()) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	d = malloc(n);
+	if (d)
+		memcpy(d, s, n);
+	return d;
+}
+
+/* The fixture --------------------------------------------------------------- */
+
+static char fake_session;
+
+/* A mounted filesystem as fs/main.c makes it, minus the kernel: caching
+ * on (the default cache_timeout), the watch threads running. */
+static struct fs *fs_up(const struct store_limits *l)
+{
+	struct fs *fs = calloc(1, sizeof(*fs));
+	struct store_limits def;
+
+	assert_non_null(fs);
+	if (!l) {
+		store_limits_default(&def);
+		l = &def;
+	}
+	assert_int_equal(store_new(l, NULL, &fs->store), 0);
+	fs_watch_init(fs);
+	/* The echo thread finds no mount here and echoes nothing. */
+	fs->mountpoint = strdup("/nonexistent/statefs-test_fs");
+	fs->se = (struct fuse_session *)&fake_session;
+	assert_int_equal(fs_watch_start(fs), 0);
+	assert_true(fs->cache_s > 0);
+	return fs;
+}
+
+static void fs_down(struct fs *fs)
+{
+	atomic_store(&starve, false);
+	fs_watch_stop(fs);
+	fs_watch_join(fs);
+	watched = NULL;
+	store_free(fs->store);
+	free(fs->mountpoint);
+	free(fs);
+}
+
+static const struct store_owner DIR_OWNER = { 0, 0, 0755 };
+
+static struct store_node *mk(struct fs *fs, struct store_node *dir,
+			     const char *name)
+{
+	struct store_node *n = NULL;
+
+	assert_int_equal(store_mkdir(fs->store, dir, name, &DIR_OWNER, &n), 0);
+	return n;
+}
+
+static long thread_cpu_ms(pthread_t th)
+{
+	clockid_t cid;
+	struct timespec ts;
+
+	assert_int_equal(pthread_getcpuclockid(th, &cid), 0);
+	assert_int_equal(clock_gettime(cid, &ts), 0);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Has the inval thread passed every event so far? */
+static bool inval_caught_up(struct fs *fs)
+{
+	struct store_event_reader head;
+	bool done;
+
+	store_events_open(fs->store, NULL, &head);
+	pthread_mutex_lock(&fs->watch_lock);
+	done = fs->inval_seq == head.next;
+	pthread_mutex_unlock(&fs->watch_lock);
+	return done;
+}
+
+/* Out of memory in the watch threads ----------------------------------------- */
+
+#define STARVE_MS 400
+
+/*
+ * The inval and echo threads cannot copy an event (strdup fails): they
+ * wait and try again, using next to no CPU, and once memory is back the
+ * .depart is invalidated as if nothing had happened.
+ */
+static void test_no_memory_backs_off(void **state)
+{
+	struct fs *fs = fs_up(NULL);
+	struct store_node *t, *p;
+	long inval0, echo0, inval_ms, echo_ms;
+	size_t mark;
+
+	(void)state;
+	t = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, t, "p");
+	fs_inval_sync(fs);
+	watched = fs;
+	inval0 = thread_cpu_ms(fs->inval_thread);
+	echo0 = thread_cpu_ms(fs->echo_thread);
+	atomic_store(&starve, true);
+	mark = sent_mark();
+	assert_int_equal(store_depart(fs->store, t, "p", NULL), 0);
+	sleep_ms(STARVE_MS);
+	inval_ms = thread_cpu_ms(fs->inval_thread) - inval0;
+	echo_ms = thread_cpu_ms(fs->echo_thread) - echo0;
+	print_message("# %d ms without memory: inval thread %ld ms CPU, echo "
+		      "thread %ld ms\n", STARVE_MS, inval_ms, echo_ms);
+	assert_true(sent_find(mark, SENT_INVAL_ENTRY, store_node_ino(t), 0,
+			      "p") < 0);
+	atomic_store(&starve, false);
+	if (inval_ms > STARVE_MS / 4 || echo_ms > STARVE_MS / 4)
+		fail_msg("a watch thread spun without memory: inval %ld ms, "
+			 "echo %ld ms of CPU in %d ms", inval_ms, echo_ms,
+			 STARVE_MS);
+	assert_true(sent_wait(mark, SENT_INVAL_ENTRY, store_node_ino(t), 0, "p",
+			      2000) >= 0);
+	for (int i = 0; i < 100 && !inval_caught_up(fs); i++)
+		sleep_ms(20);
+	assert_true(inval_caught_up(fs));
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, t);
+	fs_down(fs);
+}
+
+/*
+ * Out of memory for longer than the log holds: the event it could not
+ * copy is gone when memory is back, so it drops every name it may have
+ * missed (every tenant and parent), and only then says it has passed it.
+ */
+static void test_no_memory_then_overflow_drops_everything(void **state)
+{
+	struct store_limits l;
+	struct fs *fs;
+	struct store_node *t, *p, *q[12];
+	size_t mark;
+
+	(void)state;
+	store_limits_default(&l);
+	l.event_log = 8;
+	fs = fs_up(&l);
+	t = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, t, "p");
+	fs_inval_sync(fs);
+	watched = fs;
+	atomic_store(&starve, true);
+	mark = sent_mark();
+	assert_int_equal(store_depart(fs->store, t, "p", NULL), 0);
+	for (int i = 0; i < 12; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "q%d", i);
+		q[i] = mk(fs, t, name);
+	}
+	sleep_ms(100);
+	assert_false(inval_caught_up(fs));
+	atomic_store(&starve, false);
+	assert_true(sent_wait(mark, SENT_INVAL_ENTRY, STORE_ROOT_INO, 0, "t",
+			      2000) >= 0);
+	assert_true(sent_wait(mark, SENT_INVAL_ENTRY, store_node_ino(t), 0,
+			      "q0", 2000) >= 0);
+	assert_true(sent_wait(mark, SENT_INVAL_ENTRY, store_node_ino(t), 0,
+			      "q11", 2000) >= 0);
+	for (int i = 0; i < 100 && !inval_caught_up(fs); i++)
+		sleep_ms(20);
+	assert_true(inval_caught_up(fs));
+	for (int i = 0; i < 12; i++)
+		store_node_unref(fs->store, q[i]);
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, t);
+	fs_down(fs);
+}
+
+/* Replies in flight ------------------------------------------------------------ */
+
+/* One request the kernel sends, run on its own thread, its reply held. */
+struct call {
+	enum { CALL_LOOKUP, CALL_GETATTR, CALL_READDIRPLUS } op;
+	fuse_ino_t ino;             /* the directory, or the node */
+	const char *name;           /* CALL_LOOKUP */
+	struct fuse_file_info fi;   /* CALL_READDIRPLUS: from opendir */
+	struct fuse_req req;
+	pthread_t th;
+};
+
+static void *call_main(void *arg)
+{
+	struct call *c = arg;
+
+	switch (c->op) {
+	case CALL_LOOKUP:
+		fs_ops.lookup(&c->req, c->ino, c->name);
+		break;
+	case CALL_GETATTR:
+		fs_ops.getattr(&c->req, c->ino, NULL);
+		break;
+	case CALL_READDIRPLUS:
+		fs_ops.readdirplus(&c->req, c->ino, 4096, 0, &c->fi);
+		break;
+	}
+	return NULL;
+}
+
+/* Start @c; return once its reply is computed and waits to be written. */
+static void call_held(struct fs *fs, struct call *c)
+{
+	req_init(&c->req, fs);
+	c->req.hold = true;
+	c->req.dir = c->ino;
+	assert_int_equal(pthread_create(&c->th, NULL, call_main, c), 0);
+	req_wait_held(&c->req);
+}
+
+/* Let @c's reply reach the kernel; the handler returns. */
+static void call_finish(struct call *c)
+{
+	req_release(&c->req);
+	assert_int_equal(pthread_join(c->th, NULL), 0);
+}
+
+/* Look @name up in @dir as the kernel does (so that it knows the inode
+ * from then on); its inode number. */
+static uint64_t kernel_lookup(struct fs *fs, uint64_t dir, const char *name)
+{
+	struct fuse_req req;
+	size_t mark = sent_mark();
+	long at;
+	uint64_t ino;
+
+	req_init(&req, fs);
+	fs_ops.lookup(&req, dir, name);
+	at = sent_find(mark, SENT_ENTRY, 0, 0, NULL);
+	assert_true(at >= 0);
+	pthread_mutex_lock(&sent_lock);
+	ino = sent[at].ino;
+	pthread_mutex_unlock(&sent_lock);
+	return ino;
+}
+
+/*
+ * Check the order the kernel got things in from @mark: the invalidation
+ * (@kind, @dir, @ino, @name) first, then the reply (@reply_kind about
+ * @reply_ino), and then the invalidation again.
+ */
+static void assert_sent_again_after(size_t mark, enum sent_kind kind,
+				    uint64_t dir, uint64_t ino, const char *name,
+				    enum sent_kind reply_kind, uint64_t reply_ino)
+{
+	long first = sent_find(mark, kind, dir, ino, name);
+	long reply = sent_find(mark, reply_kind, 0, reply_ino, NULL);
+	long again;
+
+	assert_true(first >= 0);
+	assert_true(reply > first);
+	again = sent_wait((size_t)reply + 1, kind, dir, ino, name, 2000);
+	if (again < 0)
+		fail_msg("the invalidation sent before the stale reply was not "
+			 "sent again after it");
+}
+
+/*
+ * A lookup of p computed before a .depart of p, and written to the kernel
+ * after the inval thread dropped p: the kernel would cache the departed
+ * parent again.  The invalidation is sent again once the reply is written.
+ */
+static void test_lookup_overtaken_by_depart(void **state)
+{
+	struct fs *fs = fs_up(NULL);
+	struct store_node *t, *p;
+	struct call c = { .op = CALL_LOOKUP, .name = "p" };
+	uint64_t t_ino;
+	size_t mark;
+
+	(void)state;
+	t = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, t, "p");
+	t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+	fs_inval_sync(fs);
+	c.ino = t_ino;
+	call_held(fs, &c);
+	mark = sent_mark();
+	assert_int_equal(store_depart(fs->store, t, "p", NULL), 0);
+	assert_true(sent_wait(mark, SENT_INVAL_ENTRY, t_ino, 0, "p", 2000) >= 0);
+	call_finish(&c);
+	assert_sent_again_after(mark, SENT_INVAL_ENTRY, t_ino, 0, "p",
+				SENT_ENTRY, store_node_ino(p));
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, t);
+	fs_down(fs);
+}
+
+/* The same for the entries of a readdirplus listing (ls -l). */
+static void test_readdirplus_overtaken_by_depart(void **state)
+{
+	struct fs *fs = fs_up(NULL);
+	struct store_node *t, *p;
+	struct call c = { .op = CALL_READDIRPLUS };
+	struct fuse_req req;
+	uint64_t t_ino;
+	size_t mark;
+
+	(void)state;
+	t = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, t, "p");
+	t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+	req_init(&req, fs);
+	fs_ops.opendir(&req, t_ino, &c.fi);
+	assert_int_equal(req.err, 0);
+	fs_inval_sync(fs);
+	c.ino = t_ino;
+	call_held(fs, &c);
+	mark = sent_mark();
+	assert_int_equal(store_depart(fs->store, t, "p", NULL), 0);
+	assert_true(sent_wait(mark, SENT_INVAL_ENTRY, t_ino, 0, "p", 2000) >= 0);
+	call_finish(&c);
+	assert_sent_again_after(mark, SENT_INVAL_ENTRY, t_ino, 0, "p",
+				SENT_DIRENT, store_node_ino(p));
+	req_init(&req, fs);
+	fs_ops.releasedir(&req, t_ino, &c.fi);
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, t);
+	fs_down(fs);
+}
+
+/*
+ * A getattr of c computed before a publication changed its size, written
+ * after the publication dropped c's attributes: sent again after it.
+ */
+static void test_getattr_overtaken_by_publication(void **state)
+{
+	const struct store_owner fown = { 0, 0, 0644 };
+	struct fs *fs = fs_up(NULL);
+	struct store_node *t, *p, *ch = NULL;
+	struct store_stage *st = NULL;
+	struct call c = { .op = CALL_GETATTR };
+	uint64_t t_ino, p_ino, c_ino;
+	bool created;
+	size_t mark;
+
+	(void)state;
+	t = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, t, "p");
+	assert_int_equal(store_create(fs->store, p, "c", &fown, true, &ch,
+				      &created), 0);
+	t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+	p_ino = kernel_lookup(fs, t_ino, "p");
+	c_ino = kernel_lookup(fs, p_ino, "c");
+	fs_inval_sync(fs);
+	c.ino = c_ino;
+	call_held(fs, &c);
+	mark = sent_mark();
+	assert_int_equal(store_stage_open(fs->store, ch, STORE_STAGE_REPLACE,
+					  &st), 0);
+	assert_int_equal(store_stage_write(st, "hello", 5, 0), 5);
+	assert_int_equal(store_stage_publish(st), 0);
+	store_stage_close(st);
+	assert_true(sent_find(mark, SENT_INVAL_INODE, 0, c_ino, NULL) >= 0);
+	call_finish(&c);
+	assert_sent_again_after(mark, SENT_INVAL_INODE, 0, c_ino, NULL,
+				SENT_ATTR, c_ino);
+	store_node_unref(fs->store, ch);
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, t);
+	fs_down(fs);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_no_memory_backs_off),
+		cmocka_unit_test(test_no_memory_then_overflow_drops_everything),
+		cmocka_unit_test(test_lookup_overtaken_by_depart),
+		cmocka_unit_test(test_readdirplus_overtaken_by_depart),
+		cmocka_unit_test(test_getattr_overtaken_by_publication),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
