@@ -519,9 +519,11 @@ uint64_t store_next_deadline(struct store *s);
  * unlink link rename expire drain cleanup.  The log keeps the newest
  * limits.event_log lines (STORE_EVENT_LOG unless a test chose fewer);
  * each reader may fall at most STORE_EVENT_WINDOW (or the whole log)
- * lines behind the newest before it gets one "overflow" line and
- * continues from the present (lines it does not see excepted, see
- * store_event_reader).  Appending never waits for a reader.
+ * lines behind its end (the newest line, or the last the watch machinery
+ * has acted on when it gates readers, see store_event_reader), and lose
+ * no line it had not reached to the ring wrapping, before it gets one
+ * "overflow" line and continues within its window (lines it does not
+ * see excepted).  Appending never waits for a reader.
  */
 #define STORE_EVENT_LOG    65536
 #define STORE_EVENT_WINDOW 4096
@@ -597,7 +599,9 @@ struct store_event {
  * Fetch the event with sequence number >= r->next (scope ignored), for
  * the watcher machinery.  Returns 1 and fills @ev (free with
  * store_event_free), 0 when none pending, -EOVERFLOW (r->next moved to
- * the oldest) when it fell behind.
+ * the oldest) when it fell behind, -ENODATA for a line the log had no
+ * memory to keep (skipped), -ENOMEM when @ev could not be filled (r->next
+ * unchanged: try again).
  */
 int store_events_next(struct store *s, struct store_event_reader *r,
 		      struct store_event *ev);
