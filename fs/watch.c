@@ -64,7 +64,8 @@
  *    invalidated (the change came before the send), so it cannot bring
  *    the old state back.
  *
- *  - The inval thread takes the whole stack, moves the epoch from e to
+ *  - The inval thread lets copies gather for RESEND_GATHER_MS, then
+ *    takes the whole stack, moves the epoch from e to
  *    e + 1 and waits until replies[e & 1] is 0 (the last fs_reply_end
  *    wakes it), then sends the stack again, this time without keeping
  *    copies.  Every reply in flight when one of those invalidations was
@@ -118,6 +119,7 @@
 /* How often the inval thread looks at the replies it waits for, should a
  * wake-up from fs_reply_end be missed. */
 #define GRACE_POLL_MS 10
+#define RESEND_GATHER_MS 1
 #define QUIESCE_MS 5000
 /* The kernel rounds a timeout up to its tick and starts it when the
  * reply arrives: stop caching a little before a deadline. */
@@ -773,10 +775,24 @@ static int inval_everything(struct fs *fs, bool remember)
  */
 static void resend_after_grace(struct fs *fs)
 {
-	struct fs_inval *q = atomic_exchange(&fs->resend, NULL);
-	bool all = atomic_exchange(&fs->resend_all, false);
-	unsigned old = (unsigned)(atomic_fetch_add(&fs->reply_epoch, 1) & 1);
+	struct fs_inval *q;
+	bool all;
+	unsigned old;
 	bool stopping;
+
+	/* Let copies gather for a moment: one grace period serves them all
+	 * (under a steady load of publications, a wake-up and a wait per
+	 * close would otherwise fall on the CPUs the callers need). */
+	pthread_mutex_lock(&fs->watch_lock);
+	if (!fs->stopping && !fs->inval_queue) {
+		struct timespec ts = deadline_in(RESEND_GATHER_MS);
+
+		pthread_cond_timedwait(&fs->inval_cond, &fs->watch_lock, &ts);
+	}
+	pthread_mutex_unlock(&fs->watch_lock);
+	q = atomic_exchange(&fs->resend, NULL);
+	all = atomic_exchange(&fs->resend_all, false);
+	old = (unsigned)(atomic_fetch_add(&fs->reply_epoch, 1) & 1);
 
 	pthread_mutex_lock(&fs->watch_lock);
 	atomic_store(&fs->grace_waiter, (int)old + 1);

@@ -11,9 +11,22 @@ lo=$(echo "$LEVELS" | awk '{ print $1 }')
 hi=$(echo "$LEVELS" | awk '{ print $NF }')
 
 awk -F'\t' -v lo="$lo" -v hi="$hi" -v date="$(date -u +%Y-%m-%d)" '
+# A point phase runs BENCH_REPS times: its rate is the median.
 function rate(fs, lvl, t, ph,   k) {
 	k = fs SUBSEP lvl SUBSEP t SUBSEP ph
-	return (k in secs && secs[k] > 0) ? ops[k] / secs[k] : 0
+	return median(k)
+}
+function median(k,   m, i, j, x, v) {
+	m = nsamp[k]
+	if (!m)
+		return 0
+	for (i = 1; i <= m; i++)
+		v[i] = samp[k, i]
+	for (i = 2; i <= m; i++)
+		for (j = i; j > 1 && v[j - 1] > v[j]; j--) {
+			x = v[j]; v[j] = v[j - 1]; v[j - 1] = x
+		}
+	return (m % 2) ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
 }
 function val(fs, lvl, t, what,   k) {
 	k = fs SUBSEP lvl SUBSEP t SUBSEP what
@@ -25,7 +38,7 @@ function val2(fs, lvl, t, what,   k) {
 }
 function ratio(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "-" }
 function point_table(lvl,   p, t, a, f, s) {
-	printf "\nPoint operations at a population of %d children (ops/s):\n\n", lvl
+	printf "\nPoint operations at a population of %d children (ops/s, each the median of its runs):\n\n", lvl
 	print "| phase | threads | tmpfs | FUSE floor | statefs | statefs/floor | statefs/tmpfs |"
 	print "|---|---|---|---|---|---|---|"
 	for (p = 1; p <= nph; p++)
@@ -41,6 +54,8 @@ function point_table(lvl,   p, t, a, f, s) {
 	k = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4
 	ops[k] = $5
 	secs[k] = $6
+	if ($4 ~ /^(create|stat|restat|read|rename|unlink)$/ && $6 > 0)
+		samp[k, ++nsamp[k]] = $5 / $6
 	if ($4 == "rss_kb") rss[$1 SUBSEP $2] = $5
 }
 END {
@@ -129,8 +144,23 @@ END {
 # Chart: ops/s against population, one panel per phase.
 for ph in create stat restat read rename unlink; do
 	awk -F'\t' -v ph="$ph" '
-	$4 == ph { r[$2 SUBSEP $1 SUBSEP $3] = $5 / $6; lv[$2] = 1 }
+	$4 == ph && $6 > 0 {
+		k = $2 SUBSEP $1 SUBSEP $3
+		s[k, ++ns[k]] = $5 / $6
+		lv[$2] = 1
+	}
 	END {
+		# Each point the median of its runs.
+		for (k in ns) {
+			m = ns[k]
+			for (i = 1; i <= m; i++)
+				w[i] = s[k, i]
+			for (i = 2; i <= m; i++)
+				for (j = i; j > 1 && w[j - 1] > w[j]; j--) {
+					x = w[j]; w[j] = w[j - 1]; w[j - 1] = x
+				}
+			r[k] = (m % 2) ? w[(m + 1) / 2] : (w[m / 2] + w[m / 2 + 1]) / 2
+		}
 		n = 0
 		for (l in lv) v[++n] = l + 0
 		for (i = 1; i <= n; i++)

@@ -6,7 +6,8 @@
 # and work in <fs>/t (for statefs a tenant: its directories are parents,
 # their files children); at each population level (BENCH_LEVELS children
 # in directories bg00000, bg00001, ... of 10,000) run the point phases of scripts/bench/loadgen.c
-# with 1 and 2 threads (BENCH_OPS operations per thread and phase), note
+# with 1 and 2 threads (BENCH_OPS operations per thread and phase,
+# BENCH_REPS times over: the report takes each phase's median), note
 # the daemon's resident memory; after the last level, `ls -l` of a
 # directory of BENCH_BIG children cold (caches dropped) and warm, its
 # removal while a probe thread admits elsewhere, fs_mark, and for statefs
@@ -17,13 +18,15 @@
 # build/bench/report.md
 # (the tables), build/bench/bench.png (ops/s against population).
 #
-#   BENCH_LEVELS="1000 10000 100000 1000000" BENCH_OPS=5000 BENCH_BIG=100000
+#   BENCH_LEVELS="1000 10000 100000 1000000" BENCH_OPS=5000 BENCH_REPS=3
+#   BENCH_BIG=100000
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 B=build/bench
 LEVELS=${BENCH_LEVELS:-"1000 10000 100000 1000000"}
 OPS=${BENCH_OPS:-5000}
+REPS=${BENCH_REPS:-3}
 BIG=${BENCH_BIG:-100000}
 W=$(mktemp -d /tmp/sb.XXXXXX) # short: fs_mark wants a path under 40 bytes
 RES=$B/results.tsv
@@ -130,10 +133,12 @@ run_fs() {
 		prev=$lvl
 		sync
 		[ -n "$DPID" ] && record "$fs" "$lvl" - rss_kb "$(rss_kb "$DPID")" -
-		for t in 1 2; do
-			"$B/loadgen" point "$d" "$t" "$OPS" |
-			while read -r _ phase threads ops secs _; do
-				record "$fs" "$lvl" "$threads" "$phase" "$ops" "$secs"
+		for _ in $(seq "$REPS"); do
+			for t in 1 2; do
+				"$B/loadgen" point "$d" "$t" "$OPS" |
+				while read -r _ phase threads ops secs _; do
+					record "$fs" "$lvl" "$threads" "$phase" "$ops" "$secs"
+				done
 			done
 		done
 	done
