@@ -277,22 +277,25 @@ int fuse_reply_attr(fuse_req_t req, const struct stat *attr,
 	return 0;
 }
 
-int fuse_reply_open(fuse_req_t req, const struct fuse_file_info *fi)
+/* A reply that gives the kernel nothing to cache. */
+static int reply_other(fuse_req_t req)
 {
-	(void)fi;
 	req_deliver(req);
 	record(SENT_OTHER, 0, 0, NULL, 0);
 	req_done(req);
 	return 0;
 }
 
+int fuse_reply_open(fuse_req_t req, const struct fuse_file_info *fi)
+{
+	(void)fi;
+	return reply_other(req);
+}
+
 int fuse_reply_write(fuse_req_t req, size_t count)
 {
 	(void)count;
-	req_deliver(req);
-	record(SENT_OTHER, 0, 0, NULL, 0);
-	req_done(req);
-	return 0;
+	return reply_other(req);
 }
 
 /* A readdirplus reply carries the entries put in its buffer. */
@@ -313,28 +316,19 @@ int fuse_reply_buf(fuse_req_t req, const char *buf, size_t size)
 int fuse_reply_statfs(fuse_req_t req, const struct statvfs *stbuf)
 {
 	(void)stbuf;
-	req_deliver(req);
-	record(SENT_OTHER, 0, 0, NULL, 0);
-	req_done(req);
-	return 0;
+	return reply_other(req);
 }
 
 int fuse_reply_xattr(fuse_req_t req, size_t count)
 {
 	(void)count;
-	req_deliver(req);
-	record(SENT_OTHER, 0, 0, NULL, 0);
-	req_done(req);
-	return 0;
+	return reply_other(req);
 }
 
 int fuse_reply_poll(fuse_req_t req, unsigned revents)
 {
 	(void)revents;
-	req_deliver(req);
-	record(SENT_OTHER, 0, 0, NULL, 0);
-	req_done(req);
-	return 0;
+	return reply_other(req);
 }
 
 #define DIRENT_SIZE 64
