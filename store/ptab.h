@@ -45,6 +45,12 @@ static inline uint32_t ptab_next(const struct ptab *t, uint32_t i)
 	return (i + 1) & (t->cap - 1);
 }
 
+/* Every entry of @t, in slot order: ptab_for_each(t, i, e) { ... } with
+ * uint32_t i; break leaves it. */
+#define ptab_for_each(t, i, e)                                              \
+	for ((i) = 0; (i) < (t)->cap; (i)++)                                \
+		if (((e) = (t)->slot[(i)]) != NULL)
+
 /*
  * Every entry whose hash is @h is met by:
  *

@@ -19,7 +19,8 @@
  * ----------------------------------
  * FUSE names nodes by inode number, so the store keeps ino -> node for
  * the nodes the kernel currently knows (64 shards, each an open-addressed
- * table, store/ptab.h, under its own leaf mutex).  Its answers to the five questions of seed 000 s.3:
+ * table, store/ptab.h, under its own leaf mutex).  Its answers to the
+ * five questions of seed 000 s.3:
  *  1. Authority lives in the hierarchy.  The table holds no state, only a
  *     counted reference and the kernel's lookup count.
  *  2. The adapter updates it: store_ino_remember() before it replies with
@@ -614,11 +615,6 @@ static bool gone(const struct store *s, const struct store_node *n,
 
 /* The lease heap (heap_lock held) ----------------------------------------- */
 
-static uint64_t due(const struct store *s, const struct store_node *n)
-{
-	return deadline_of(s, n);
-}
-
 static void heap_place(struct store *s, size_t i, struct store_node *n)
 {
 	s->heap[i] = n;
@@ -632,7 +628,7 @@ static void heap_up(struct store *s, size_t i)
 	while (i > 0) {
 		size_t up = (i - 1) / 2;
 
-		if (due(s, s->heap[up]) <= due(s, n))
+		if (deadline_of(s, s->heap[up]) <= deadline_of(s, n))
 			break;
 		heap_place(s, i, s->heap[up]);
 		i = up;
@@ -646,13 +642,13 @@ static void heap_down(struct store *s, size_t i)
 
 	for (;;) {
 		size_t l = 2 * i + 1, m = i;
-		uint64_t best = due(s, n);
+		uint64_t best = deadline_of(s, n);
 
-		if (l < s->heap_n && due(s, s->heap[l]) < best) {
+		if (l < s->heap_n && deadline_of(s, s->heap[l]) < best) {
 			m = l;
-			best = due(s, s->heap[l]);
+			best = deadline_of(s, s->heap[l]);
 		}
-		if (l + 1 < s->heap_n && due(s, s->heap[l + 1]) < best)
+		if (l + 1 < s->heap_n && deadline_of(s, s->heap[l + 1]) < best)
 			m = l + 1;
 		if (m == i)
 			break;
@@ -880,11 +876,6 @@ static void bucket_del(struct parent *p, struct link *l)
 {
 	ptab_remove(&p->links, l, l->hash, link_hash);
 }
-
-/* Every entry of bucket @b (a struct ptab of links): for_each_link(b, i, l) */
-#define for_each_link(b, i, l)                                              \
-	for ((i) = 0; (i) < (b)->cap; (i)++)                                \
-		if (((l) = (b)->slot[(i)]) != NULL)
 
 /* Node lifetime ------------------------------------------------------------ */
 
@@ -1129,10 +1120,11 @@ void store_free(struct store *s)
 	evlog_free(s->events);
 	for (int i = 0; i < INO_SHARDS; i++) {
 		struct ptab *tab = &s->shards[i].tab;
+		struct store_node *n;
+		uint32_t k;
 
-		for (uint32_t k = 0; k < tab->cap; k++)
-			if (tab->slot[k])
-				store_node_unref(s, tab->slot[k]);
+		ptab_for_each(tab, k, n)
+			store_node_unref(s, n);
 		ptab_free(tab);
 		pthread_mutex_destroy(&s->shards[i].lock);
 	}
@@ -1669,6 +1661,7 @@ int store_list(struct store *s, struct store_node *dir, struct store_dirlist *ou
 	struct tenant *t;
 	struct parent *p;
 	struct link *l;
+	uint32_t i;
 	size_t cap = 0;
 	uint64_t now = store_now_ms(s);
 	int rc = 0;
@@ -1697,9 +1690,10 @@ int store_list(struct store *s, struct store_node *dir, struct store_dirlist *ou
 		lock(&p->lock);
 		if (gone(s, dir, now))
 			rc = -ESTALE;
-		for (uint32_t i = 0; i < p->links.cap && !rc; i++) {
-			l = p->links.slot[i];
-			if (l && !is_expired(s, &l->child->node, now))
+		ptab_for_each(&p->links, i, l) {
+			if (rc)
+				break;
+			if (!is_expired(s, &l->child->node, now))
 				rc = dirlist_add(out, &cap, l->child->node.ino,
 						 STORE_CHILD, l->name);
 		}
@@ -1842,7 +1836,7 @@ static struct ptab bucket_clear_locked(struct store *s, struct parent *p)
 	struct link *l;
 	uint32_t i;
 
-	for_each_link(&links, i, l)
+	ptab_for_each(&links, i, l)
 		if (!state_unlink_locked(s, l, NO_EVENT))
 			note_attrs_changed(l->child->node.ino);
 	gauge_sub(&s->links_n, p->nlinks, "links");
@@ -1859,7 +1853,7 @@ static void links_free(struct store *s, struct ptab *links)
 	struct link *l;
 	uint32_t i;
 
-	for_each_link(links, i, l) {
+	ptab_for_each(links, i, l) {
 		store_node_unref(s, &l->child->node);
 		free(l);
 	}
@@ -1924,7 +1918,7 @@ static bool may_remove_parent_locked(struct store *s, struct tenant *t,
 	sticky = (pmode & S_ISVTX) && cred->uid != pm->uid;
 	if (wx && !sticky)
 		return true; /* may remove any child */
-	for_each_link(&p->links, i, l) {
+	ptab_for_each(&p->links, i, l) {
 		struct child *c = l->child;
 		uid_t owner;
 
@@ -3453,8 +3447,10 @@ static int do_lease(struct store *s, struct store_node *n, bool set,
 			snap_parent_cow(s, p);
 		else
 			snap_state_cow(s, c);
-		if (set && lease_of(s, n))
-			lease_of(s, n)->ttl_ms = ttl;
+		struct lease *le = lease_of(s, n);
+
+		if (set && le)
+			le->ttl_ms = ttl;
 		lease_set(s, n, ttl ? now + ttl : 0);
 	}
 	unlock(l);
@@ -3508,7 +3504,7 @@ unsigned store_expire(struct store *s, unsigned budget)
 		struct store_node *n = NULL;
 
 		lock(&s->heap_lock);
-		if (s->heap_n && due(s, s->heap[0]) <= now) {
+		if (s->heap_n && deadline_of(s, s->heap[0]) <= now) {
 			n = s->heap[0];
 			store_node_ref(n);
 		}
@@ -3531,7 +3527,7 @@ uint64_t store_next_deadline(struct store *s)
 
 	lock(&s->heap_lock);
 	if (s->heap_n)
-		next = due(s, s->heap[0]);
+		next = deadline_of(s, s->heap[0]);
 	unlock(&s->heap_lock);
 	lock(&s->tomb_lock);
 	if (s->tomb_fifo && s->tomb_fifo->deadline_ms < next)
@@ -3689,7 +3685,7 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 			      "parent %s/%s table holds %u of %llu links",
 			      t->name, p->name, p->links.n,
 			      (unsigned long long)p->nlinks);
-			for_each_link(&p->links, i, l) {
+			ptab_for_each(&p->links, i, l) {
 				pl++;
 				CHECK(bucket_find(p, l->name) == l,
 				      "link %s/%s/%s not found by its name",
@@ -4246,6 +4242,7 @@ static void snap_copy_parent(struct store *s, struct snap_run *r,
 	struct store_snap_row *row;
 	size_t tname, pname;
 	struct link *l;
+	uint32_t i;
 
 	if (deadline && deadline <= r->now)
 		return; /* expired at E: not there */
@@ -4258,11 +4255,11 @@ static void snap_copy_parent(struct store *s, struct snap_run *r,
 		row->ttl_ms_left = ttl_left(deadline, r->now);
 		row->ino = (int64_t)p->node.ino;
 	}
-	for (uint32_t i = 0; i < p->links.cap && !atomic_load(&r->rc); i++) {
+	ptab_for_each(&p->links, i, l) {
 		struct snap_state v = { 0 };
 
-		if (!(l = p->links.slot[i]))
-			continue;
+		if (atomic_load(&r->rc))
+			break;
 
 		snap_state_at(s, r, l->child, &v);
 		if (v.deadline && v.deadline <= r->now)
@@ -4599,7 +4596,7 @@ static void states_epoch_reset(struct store *s)
 
 	for (t = s->tenants; t; t = t->hh.next)
 		for (p = t->parents; p; p = p->hh.next)
-			for_each_link(&p->links, i, l)
+			ptab_for_each(&p->links, i, l)
 				l->child->node.epoch = 0;
 }
 

@@ -10,11 +10,13 @@ LEVELS=$3
 lo=$(echo "$LEVELS" | awk '{ print $1 }')
 hi=$(echo "$LEVELS" | awk '{ print $NF }')
 
-awk -F'\t' -v lo="$lo" -v hi="$hi" -v date="$(date -u +%Y-%m-%d)" '
-# A point phase runs BENCH_REPS times: its rate is the median.
-function rate(fs, lvl, t, ph,   k) {
-	k = fs SUBSEP lvl SUBSEP t SUBSEP ph
-	return median(k)
+# A point phase runs BENCH_REPS times: both awk programs below collect
+# its rates (ops/s) in samp[k, 1..nsamp[k]], k = fs, level, threads,
+# phase, and use median(k).
+RATES_AWK='
+$4 ~ /^(create|stat|restat|read|rename|unlink)$/ && $6 > 0 {
+	k = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4
+	samp[k, ++nsamp[k]] = $5 / $6
 }
 function median(k,   m, i, j, x, v) {
 	m = nsamp[k]
@@ -27,6 +29,11 @@ function median(k,   m, i, j, x, v) {
 			x = v[j]; v[j] = v[j - 1]; v[j - 1] = x
 		}
 	return (m % 2) ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+}'
+
+awk -F'\t' -v lo="$lo" -v hi="$hi" -v date="$(date -u +%Y-%m-%d)" "$RATES_AWK"'
+function rate(fs, lvl, t, ph) {
+	return median(fs SUBSEP lvl SUBSEP t SUBSEP ph)
 }
 function val(fs, lvl, t, what,   k) {
 	k = fs SUBSEP lvl SUBSEP t SUBSEP what
@@ -54,8 +61,6 @@ function point_table(lvl,   p, t, a, f, s) {
 	k = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4
 	ops[k] = $5
 	secs[k] = $6
-	if ($4 ~ /^(create|stat|restat|read|rename|unlink)$/ && $6 > 0)
-		samp[k, ++nsamp[k]] = $5 / $6
 	if ($4 == "rss_kb") rss[$1 SUBSEP $2] = $5
 }
 END {
@@ -143,24 +148,9 @@ END {
 
 # Chart: ops/s against population, one panel per phase.
 for ph in create stat restat read rename unlink; do
-	awk -F'\t' -v ph="$ph" '
-	$4 == ph && $6 > 0 {
-		k = $2 SUBSEP $1 SUBSEP $3
-		s[k, ++ns[k]] = $5 / $6
-		lv[$2] = 1
-	}
+	awk -F'\t' -v ph="$ph" "$RATES_AWK"'
+	$4 == ph && $6 > 0 { lv[$2] = 1 }
 	END {
-		# Each point the median of its runs.
-		for (k in ns) {
-			m = ns[k]
-			for (i = 1; i <= m; i++)
-				w[i] = s[k, i]
-			for (i = 2; i <= m; i++)
-				for (j = i; j > 1 && w[j - 1] > w[j]; j--) {
-					x = w[j]; w[j] = w[j - 1]; w[j - 1] = x
-				}
-			r[k] = (m % 2) ? w[(m + 1) / 2] : (w[m / 2] + w[m / 2 + 1]) / 2
-		}
 		n = 0
 		for (l in lv) v[++n] = l + 0
 		for (i = 1; i <= n; i++)
@@ -172,7 +162,7 @@ for ph in create stat restat read rename unlink; do
 			split("tmpfs floor statefs", f, " ")
 			for (k = 1; k <= 3; k++)
 				for (t = 1; t <= 2; t++)
-					printf " %.0f", r[l SUBSEP f[k] SUBSEP t]
+					printf " %.0f", median(f[k] SUBSEP l SUBSEP t SUBSEP ph)
 			printf "\n"
 		}
 	}' "$RES" >"$OUT/chart-$ph.dat"

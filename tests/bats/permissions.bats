@@ -177,14 +177,10 @@ while b"\tjoin\topen\tend\t" not in buf:
 sys.stdout.write(buf.decode())
 '
 events_as() {
-	local who=$1 out=$2 i
+	local who=$1 out=$2
 	as_user "$who" "$PROBE_PYTHON" -c "$EVENTS_PY" "$MNT" >"$out" 2>"$out.open" 3>&- &
 	BG_PIDS+=($!)
-	for i in $(seq 100); do
-		grep -q '^open$' "$out.open" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	fail "$who could not open .events: $(cat "$out.open")"
+	wait_line "$out.open" open 5 # the reader says it opened .events
 }
 
 # everything: every node under $MNT with its owner, mode and content.

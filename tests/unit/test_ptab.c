@@ -45,7 +45,8 @@ static struct item *find(const struct ptab *t, uint32_t key, uint32_t hash)
 /* Every item is found exactly when it is in; the count agrees. */
 static void check(const struct ptab *t)
 {
-	uint32_t n = 0, seen = 0;
+	uint32_t n = 0, seen = 0, k;
+	const struct item *e;
 
 	for (int i = 0; i < N; i++) {
 		struct item *f = find(t, items[i].key, items[i].hash);
@@ -53,8 +54,8 @@ static void check(const struct ptab *t)
 		assert_ptr_equal(f, items[i].in ? &items[i] : NULL);
 		n += items[i].in;
 	}
-	for (uint32_t i = 0; i < t->cap; i++)
-		seen += t->slot[i] != NULL;
+	ptab_for_each(t, k, e)
+		seen++;
 	assert_int_equal(t->n, n);
 	assert_int_equal(seen, n);
 	assert_true((uint64_t)t->n * 4 <= (uint64_t)t->cap * 3);
