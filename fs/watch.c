@@ -58,11 +58,13 @@
  *    was counted there while the epoch was still e.
  *
  *  - Whoever sends an invalidation (the inval thread, or any thread
- *    through fs_inval_attr) reads both counters after sending.  When one
- *    is not 0 it pushes a copy on the resend stack.  When both are 0, a
- *    reply that begins later reads the store after the change that was
- *    invalidated (the change came before the send), so it cannot bring
- *    the old state back.
+ *    through fs_inval_attr) reads both counters just before sending.
+ *    When one is not 0 it pushes a copy on the resend stack after the
+ *    send.  When both are 0, a reply that begins later reads the store
+ *    after the change that was invalidated (the change came before the
+ *    read), so it cannot bring the old state back.  (Read after the
+ *    send, the counters would miss a reply written between the send and
+ *    the read: in flight across the send, yet no longer counted.)
  *
  *  - The inval thread lets copies gather for RESEND_GATHER_MS, then
  *    takes the whole stack, moves the epoch from e to
@@ -563,7 +565,7 @@ void fs_reply_end(struct fs *fs, unsigned token)
 	}
 }
 
-/* Is any reply in flight?  Read after the invalidation was sent. */
+/* Is any reply in flight?  Read before the invalidation is sent. */
 static bool replies_in_flight(struct fs *fs)
 {
 	return atomic_load(&fs->replies[0].n) + atomic_load(&fs->replies[1].n) > 0;
@@ -602,14 +604,17 @@ static void resend_push(struct fs *fs, uint64_t dir, uint64_t ino,
 static void inval_send(struct fs *fs, uint64_t dir, uint64_t ino,
 		       const char *name, bool remember)
 {
+	bool in_flight;
+
 	if (fs->cache_s <= 0 || !fs->se || (dir && !*name))
 		return;
+	in_flight = remember && replies_in_flight(fs);
 	if (dir)
 		(void)fuse_lowlevel_notify_inval_entry(fs->se, dir, name,
 						       strlen(name));
 	else
 		(void)fuse_lowlevel_notify_inval_inode(fs->se, ino, -1, 0);
-	if (remember && replies_in_flight(fs))
+	if (in_flight)
 		resend_push(fs, dir, ino, dir ? name : "");
 }
 
