@@ -12,11 +12,35 @@ B       := build
 STORE_SRC  := $(wildcard store/*.c)
 LAYOUT_SRC := $(wildcard layout/*.c)
 FS_SRC     := $(wildcard fs/*.c)
-HDRS       := $(wildcard store/*.h layout/*.h fs/*.h)
 
-# Test builds carry the allocation-failure hook (store/alloc.h).
+# Each source is compiled once per flavour into build/obj/FLAVOUR/, with
+# -MMD -MP dependency files, and every binary of that flavour links the
+# same objects:
+#   rel   the daemon and the benchmarks (CFLAGS)
+#   asan  unit tests: ASan/UBSan and the test hooks (-DSTORE_FAULTS,
+#         store/alloc.h's allocation-failure injection)
+#   tsan  the concurrency test under ThreadSanitizer
+#   fuzz  libFuzzer targets (clang, see below)
 ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -DSTORE_FAULTS
 TSAN := -O1 -g -fsanitize=thread -DSTORE_FAULTS
+BASE := -std=gnu11 $(WARN) -pthread -I. -MMD -MP
+
+obj = $(patsubst %.c,$(B)/obj/$(1)/%.o,$(2))
+LIB_SRC := $(STORE_SRC) $(LAYOUT_SRC)
+
+$(B)/obj/rel/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -MMD -MP $(FUSE_CFLAGS) -c -o $@ $<
+$(B)/obj/asan/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(ASAN) $(FUSE_CFLAGS) -c -o $@ $<
+$(B)/obj/tsan/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE) $(TSAN) -c -o $@ $<
+
+-include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
+# Objects are kept between builds, not removed as intermediates.
+.SECONDARY:
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
 STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan
@@ -25,28 +49,23 @@ STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan
 
 all: $(B)/statefs
 
-$(B)/statefs: $(STORE_SRC) $(LAYOUT_SRC) $(FS_SRC) $(HDRS)
-	@mkdir -p $(B)
-	$(CC) $(CFLAGS) $(FUSE_CFLAGS) -o $@ $(STORE_SRC) $(LAYOUT_SRC) $(FS_SRC) $(FUSE_LIBS)
-
-$(B)/unit/test_%: tests/unit/test_%.c $(STORE_SRC) $(LAYOUT_SRC) $(HDRS) tests/unit/unit.h tests/unit/fixture.h
-	@mkdir -p $(B)/unit
-	$(CC) -std=gnu11 $(WARN) -pthread -I. $(ASAN) -o $@ $< $(STORE_SRC) $(LAYOUT_SRC) -lcmocka
+$(B)/statefs: $(call obj,rel,$(LIB_SRC) $(FS_SRC))
+	$(CC) $(CFLAGS) -o $@ $^ $(FUSE_LIBS)
 
 # The fs/ adapter's unit test runs fs/ops.c and fs/watch.c against the
 # stand-in for libfuse in tests/unit/test_fs.c (it defines every libfuse
 # function they call: not linked with libfuse).
-$(B)/unit/test_fs: tests/unit/test_fs.c $(STORE_SRC) $(LAYOUT_SRC) fs/ops.c fs/watch.c $(HDRS) tests/unit/unit.h
-	@mkdir -p $(B)/unit
-	$(CC) -std=gnu11 $(WARN) -pthread -I. $(ASAN) $(FUSE_CFLAGS) -o $@ $< fs/ops.c fs/watch.c $(STORE_SRC) $(LAYOUT_SRC) -lcmocka
+$(B)/unit/test_fs: $(call obj,asan,tests/unit/test_fs.c fs/ops.c fs/watch.c $(LIB_SRC))
+	@mkdir -p $(@D)
+	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
 
-$(B)/unit/stress_store: tests/unit/stress_store.c $(STORE_SRC) $(HDRS) tests/unit/unit.h
-	@mkdir -p $(B)/unit
-	$(CC) -std=gnu11 $(WARN) -pthread -I. $(ASAN) -o $@ $< $(STORE_SRC) -lcmocka
+$(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call obj,asan,$(LIB_SRC))
+	@mkdir -p $(@D)
+	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
 
-$(B)/unit/stress_store.tsan: tests/unit/stress_store.c $(STORE_SRC) $(HDRS) tests/unit/unit.h
-	@mkdir -p $(B)/unit
-	$(CC) -std=gnu11 $(WARN) -pthread -I. $(TSAN) -o $@ $< $(STORE_SRC) -lcmocka
+$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress_store.c $(STORE_SRC))
+	@mkdir -p $(@D)
+	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka
 
 unit: $(UNIT_TESTS) $(STRESS)
 
@@ -66,9 +85,9 @@ clean:
 
 # Snapshot stall benchmark: 1,000,000 children, admissions timed while
 # store_snapshot_take() runs (scripts/bench/snapshot_stall.c).
-$(B)/bench/snapshot_stall: scripts/bench/snapshot_stall.c $(STORE_SRC) $(HDRS)
+$(B)/bench/snapshot_stall: $(call obj,rel,scripts/bench/snapshot_stall.c $(STORE_SRC))
 	@mkdir -p $(B)/bench
-	$(CC) -std=gnu11 $(WARN) -pthread -I. -O2 -g -o $@ $< $(STORE_SRC)
+	$(CC) $(CFLAGS) -o $@ $^
 
 # The benchmark suite (scripts/bench/run.sh): statefs against tmpfs and
 # a minimal FUSE filesystem (the floor), then the store-level stall
@@ -106,21 +125,21 @@ bench-snapshot: $(B)/bench/snapshot_stall
 # how to reproduce a finding.
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 60
-FUZZ_FLAGS   := -std=gnu11 $(WARN) -pthread -I. -g -O1 -DSTORE_FAULTS \
-	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	-fsanitize-coverage-ignorelist=tests/fuzz/coverage-ignore.txt
+FUZZ_FLAGS   := $(BASE) -g -O1 -DSTORE_FAULTS -fsanitize=fuzzer-no-link $(FUZZ_SAN)
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 
 .PHONY: fuzz fuzz-build fuzz-smoke
 
-# layout/ needs store_limits_default() from store/.
-$(B)/fuzz/fuzz_layout: tests/fuzz/fuzz_layout.c $(LAYOUT_SRC) $(STORE_SRC) $(HDRS) tests/fuzz/coverage-ignore.txt Makefile
-	@mkdir -p $(B)/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LAYOUT_SRC) $(STORE_SRC)
+$(B)/obj/fuzz/%.o: %.c tests/fuzz/coverage-ignore.txt
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -c -o $@ $<
 
-$(B)/fuzz/fuzz_store: tests/fuzz/fuzz_store.c $(STORE_SRC) $(HDRS) tests/fuzz/coverage-ignore.txt Makefile
-	@mkdir -p $(B)/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(STORE_SRC)
+# layout/ needs store_limits_default() from store/.
+$(B)/fuzz/%: $(B)/obj/fuzz/tests/fuzz/%.o $(call obj,fuzz,$(LIB_SRC))
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -pthread -o $@ $^
 
 fuzz-build: $(FUZZ_TARGETS)
 
