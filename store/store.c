@@ -3291,10 +3291,16 @@ out:
 int store_stage_flush(struct store_stage *st)
 {
 	bool written;
+	int failed;
 
 	lock(&st->lock);
 	written = st->written;
+	failed = st->failed;
 	unlock(&st->lock);
+	/* A refused write abandoned the stage (it is no longer "written"):
+	 * the close must still say that nothing was published. */
+	if (failed)
+		return failed;
 	/* A racing write between here and the publication is published
 	 * with it: both belong to this open file. */
 	return written ? store_stage_publish(st) : 0;

@@ -410,9 +410,9 @@ int store_stage_open(struct store *s, struct store_node *child,
  * here so the failing write reports them: -EFBIG over max_payload,
  * -ENOSPC over max_bytes, -ESTALE when the child is gone, -EBADF on a
  * read stage.  Returns @len.  A refused write abandons the stage: what
- * it staged is dropped, later writes and the publication return the
- * same error, and nothing is published (the whole open-write-close
- * transition failed and changed nothing).
+ * it staged is dropped, later writes, the publication (fsync) and the
+ * flush (close) return the same error, and nothing is published (the
+ * whole open-write-close transition failed and changed nothing).
  */
 ssize_t store_stage_write(struct store_stage *st, const void *buf,
 			  size_t len, uint64_t off);
@@ -445,7 +445,10 @@ int store_stage_publish(struct store_stage *st);
  * close(2) of one descriptor (FUSE flush): publish only when this stage
  * was written to or truncated.  An O_TRUNC open that has not written yet
  * (a shell that dups and closes the descriptor before writing) must not
- * publish an empty state in between; it publishes at release.
+ * publish an empty state in between; it publishes at release.  After a
+ * refused write it publishes nothing and returns that write's error
+ * (every close of the open file does), so close(2) never reports success
+ * for an open-write-close that changed nothing.
  */
 int store_stage_flush(struct store_stage *st);
 

@@ -326,6 +326,73 @@ EOF
 	refute_output 24
 }
 
+# refused_then_close PATH HOW: open PATH with O_WRONLY|O_TRUNC, write "new",
+# make one write that is refused (HOW: "far" writes past max_payload, "grow"
+# writes 8 bytes after the first ones), then, when HOW ends in "+fsync",
+# fsync; then close.  Prints what each step gave: a byte count, OK or the
+# errno name.
+refused_then_close() {
+	python3 - "$1" "$2" <<'PY'
+import errno, os, sys
+path, how = sys.argv[1], sys.argv[2]
+def step(f, *a):
+    try:
+        r = f(*a)
+        return "OK" if r is None else str(r)
+    except OSError as e:
+        return errno.errorcode[e.errno]
+fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+out = [step(os.write, fd, b"new")]
+if how.startswith("far"):
+    out.append(step(os.pwrite, fd, b"x", 1000))
+else:
+    out.append(step(os.pwrite, fd, b"12345678", 3))
+if how.endswith("+fsync"):
+    out.append(step(os.fsync, fd))
+out.append(step(os.close, fd))
+print(" ".join(out))
+PY
+}
+
+@test "close after a refused write reports the refusal (EFBIG) and nothing is published" {
+	statefs_remount -o max_payload=16
+	mkdir -p "$MNT/t/p"
+	C="$MNT/t/p/c"
+	echo old >"$C"
+	run refused_then_close "$C" far
+	assert_output '3 EFBIG EFBIG'
+	run cat "$C"
+	assert_output old
+	run ver "$C"
+	assert_output 1
+	run refused_then_close "$C" far+fsync
+	assert_output '3 EFBIG EFBIG EFBIG'
+	run cat "$C"
+	assert_output old
+	run ver "$C"
+	assert_output 1
+	run stat_of bytes
+	assert_output 4
+}
+
+@test "close after a write refused by max_bytes reports ENOSPC and nothing is published" {
+	statefs_remount -o max_payload=16,max_bytes=20
+	mkdir -p "$MNT/t/p"
+	C="$MNT/t/p/c"
+	printf 012345678901 >"$MNT/t/p/d"
+	echo old >"$C"
+	run refused_then_close "$C" grow
+	assert_output '3 ENOSPC ENOSPC'
+	run refused_then_close "$C" grow+fsync
+	assert_output '3 ENOSPC ENOSPC ENOSPC'
+	run cat "$C"
+	assert_output old
+	run ver "$C"
+	assert_output 1
+	run stat_of bytes
+	assert_output 16
+}
+
 # --- removal ---------------------------------------------------------------------
 
 @test "rm removes a child and a second rm fails with ENOENT" {

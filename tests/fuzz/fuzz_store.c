@@ -978,9 +978,12 @@ static unsigned m_stage_publish(struct model *m, struct mstage *g, int rc)
 
 /* close(2) of one descriptor: publishes only what was written or
  * truncated, so an O_TRUNC open that has not written yet stays
- * unpublished until release. */
+ * unpublished until release; after a refused write it reports the
+ * refusal. */
 static unsigned m_stage_flush(struct model *m, struct mstage *g, int rc)
 {
+	if (g->failed)
+		return 1u << code(g->failed);
 	return g->written ? m_stage_publish(m, g, rc) : OK;
 }
 

@@ -1516,6 +1516,7 @@ static void test_stage_bytes_ceiling(void **state)
 	s0 = stats(c, NULL);
 	assert_int_equal(store_stage_open(c->s, b, STORE_STAGE_REPLACE, &st), 0);
 	assert_int_equal(store_stage_write(st, big, 6, 0), -ENOSPC);
+	assert_int_equal(store_stage_flush(st), -ENOSPC);
 	store_stage_close(st);
 	s1 = stats(c, NULL);
 	assert_gauges_eq(&s0, &s1);
@@ -1551,7 +1552,8 @@ static void test_stage_bytes_ceiling(void **state)
  * whose write is refused, and whose close error bash ignores) leaves f
  * as it was, instead of publishing the empty image an O_TRUNC stage
  * starts with.  The refused stage is abandoned: later writes, flush and
- * release publish nothing.
+ * release publish nothing, and every flush (close) and publication
+ * (fsync) reports the refusal, so no close says success for it.
  */
 static void test_stage_refused_write_changes_nothing(void **state)
 {
@@ -1582,10 +1584,12 @@ static void test_stage_refused_write_changes_nothing(void **state)
 		/* A later write that would fit does not revive the stage. */
 		rc = store_stage_write(st, "ok", 2, 0);
 		assert_true(rc == -EFBIG);
-		assert_int_equal(store_stage_flush(st), 0);
+		assert_int_equal(store_stage_flush(st), -EFBIG);
 		assert_int_equal(version(c, a), v);
 		rc = store_stage_publish(st);
 		assert_int_equal(rc, -EFBIG);
+		/* A second close (a dup) says the same. */
+		assert_int_equal(store_stage_flush(st), -EFBIG);
 		store_stage_close(st);
 		assert_int_equal(version(c, a), v);
 		assert_content(c, a, "keep");
