@@ -29,14 +29,25 @@ struct fs_cred {
 
 enum fs_file_kind { FS_STAGE, FS_TEXT, FS_DEPART, FS_EVENTS, FS_CLOCK, FS_DRAIN };
 
-/* An open file (fi->fh). */
+/*
+ * An open file (fi->fh).  Threads that share a descriptor send requests
+ * for one open file at once, so every field a request changes is guarded:
+ * kind and node are set at open and never change; a stage has its own
+ * lock; text and len are, by kind:
+ *   FS_TEXT, FS_CLOCK  made at open, never changed after (no lock);
+ *   FS_DRAIN           text_lock: a read at offset 0 rewrites them in
+ *                      place (text is allocated once, at open);
+ *   FS_EVENTS          fs->watch_lock: the unread rest of its last lines.
+ */
 struct fs_file {
 	enum fs_file_kind kind;
 	struct store_node *node;        /* counted */
 	struct store_stage *stage;      /* FS_STAGE */
-	char *text;                     /* FS_TEXT, FS_CLOCK; FS_EVENTS: the
-					 * unread rest of its last lines */
+	char *text;
 	size_t len;
+	/* A leaf lock: nothing else is taken while it is held, and it is
+	 * never held across a reply or a call into the store. */
+	pthread_mutex_t text_lock;
 	/* FS_EVENTS; guarded by fs->watch_lock. */
 	struct store_event_reader reader;
 	struct fs_cred cred;            /* the root's: who opened it */

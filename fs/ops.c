@@ -455,16 +455,27 @@ static enum store_stage_mode stage_mode(int flags)
 	return STORE_STAGE_CAS;
 }
 
+/* A new open file, empty; free it with file_free(). */
+static struct fs_file *file_new(void)
+{
+	struct fs_file *f = calloc(1, sizeof(*f));
+
+	if (f)
+		pthread_mutex_init(&f->text_lock, NULL);
+	return f;
+}
+
 static int file_open_child(struct fs *fs, struct store_node *n, int flags,
 			   struct fuse_file_info *fi)
 {
-	struct fs_file *f = calloc(1, sizeof(*f));
+	struct fs_file *f = file_new();
 	int rc;
 
 	if (!f)
 		return -ENOMEM;
 	rc = store_stage_open(fs->store, n, stage_mode(flags), &f->stage);
 	if (rc) {
+		pthread_mutex_destroy(&f->text_lock);
 		free(f);
 		return rc;
 	}
@@ -489,6 +500,7 @@ static void file_free(struct fs *fs, struct fs_file *f)
 	fs_cred_free(&f->cred);
 	if (f->node)
 		store_node_unref(fs->store, f->node);
+	pthread_mutex_destroy(&f->text_lock);
 	free(f);
 }
 
@@ -725,20 +737,54 @@ static int snapshot_text(fuse_req_t req, struct fs *fs, struct store_node *dir,
 	return 0;
 }
 
-/* What .drain reads now for @dir (root or tenant). */
-static int drain_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
+/* Room for what .drain reads: "draining " and a 64-bit number. */
+#define DRAIN_TEXT_MAX 64
+
+/* What .drain of @dir (root or tenant) reads now, into @buf (capacity
+ * DRAIN_TEXT_MAX); its length. */
+static size_t drain_text(struct fs *fs, struct store_node *dir, char *buf)
 {
 	bool tenant = store_node_kind(dir) == STORE_TENANT;
 	uint64_t left;
 	enum store_state st = store_drain_state(fs->store, tenant ? dir : NULL,
 						&left);
-	char buf[64];
+	size_t len;
 
 	fs_inval_sync(fs); /* a drain that ended just now is cleared */
-	free(f->text);
-	f->len = layout_format_drain(buf, sizeof(buf), st, left);
-	f->text = strdup(buf);
-	return f->text ? 0 : -ENOMEM;
+	len = layout_format_drain(buf, DRAIN_TEXT_MAX, st, left);
+	return len < DRAIN_TEXT_MAX ? len : DRAIN_TEXT_MAX - 1;
+}
+
+/*
+ * Read .drain.  A read at offset 0 takes the state anew, so a new pass
+ * sees the newest state; a read further on serves the text that pass
+ * took, so a reader that reads in pieces never gets two states mixed.
+ * Threads sharing the descriptor read at once: the text is rewritten in
+ * place and copied out under f->text_lock (never freed before release),
+ * and the reply goes out from the copy with no lock held.
+ */
+static void drain_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
+		       size_t size, off_t off)
+{
+	struct store_node *dir = store_node_tenant(f->node);
+	char now[DRAIN_TEXT_MAX], out[DRAIN_TEXT_MAX];
+	size_t nowlen = 0, n = 0;
+
+	if (off == 0)
+		nowlen = drain_text(fs, dir ? dir : store_root(fs->store), now);
+	pthread_mutex_lock(&f->text_lock);
+	if (off == 0) {
+		memcpy(f->text, now, nowlen);
+		f->len = nowlen;
+	}
+	if ((uint64_t)off < f->len) {
+		n = f->len - (size_t)off;
+		if (n > size)
+			n = size;
+		memcpy(out, f->text + off, n);
+	}
+	pthread_mutex_unlock(&f->text_lock);
+	fuse_reply_buf(req, out, n);
 }
 
 static int file_open_special(fuse_req_t req, struct fs *fs, struct store_node *n,
@@ -755,7 +801,7 @@ static int file_open_special(fuse_req_t req, struct fs *fs, struct store_node *n
 		return -ENOENT;
 	if ((wr && !(sp->mode & 0222)) || (rd && !(sp->mode & 0444)))
 		return -EACCES;
-	f = calloc(1, sizeof(*f));
+	f = file_new();
 	if (!f)
 		return -ENOMEM;
 	if (!dir)
@@ -782,7 +828,12 @@ static int file_open_special(fuse_req_t req, struct fs *fs, struct store_node *n
 		break;
 	case LAYOUT_SLOT_DRAIN:
 		f->kind = FS_DRAIN;
-		rc = drain_text(fs, dir, f);
+		/* Made once: reads rewrite it in place (drain_read). */
+		f->text = malloc(DRAIN_TEXT_MAX);
+		if (!f->text)
+			rc = -ENOMEM;
+		else
+			f->len = drain_text(fs, dir, f->text);
 		break;
 	case LAYOUT_SLOT_CLOCK:
 		f->kind = FS_CLOCK;
@@ -797,9 +848,7 @@ static int file_open_special(fuse_req_t req, struct fs *fs, struct store_node *n
 		rc = -ENOENT;
 	}
 	if (rc) {
-		fs_cred_free(&f->cred);
-		free(f->text);
-		free(f);
+		file_free(fs, f);
 		return rc;
 	}
 	f->node = n;
@@ -854,16 +903,12 @@ static void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			       (fi->flags & O_NONBLOCK) != 0);
 		return;
 	}
-	if (f->kind == FS_DRAIN && off == 0) {
-		struct store_node *dir = store_node_tenant(f->node);
-		int rc = drain_text(fs_of(req), dir ? dir : store_root(fs_of(req)->store), f);
-
-		if (rc) {
-			reply_err(req, rc);
-			return;
-		}
+	if (f->kind == FS_DRAIN) {
+		drain_read(req, fs_of(req), f, size, off);
+		return;
 	}
-	if (f->kind == FS_TEXT || f->kind == FS_CLOCK || f->kind == FS_DRAIN) {
+	/* Made at open and never changed: no lock (fs.h). */
+	if (f->kind == FS_TEXT || f->kind == FS_CLOCK) {
 		if ((size_t)off < f->len)
 			n = (ssize_t)(f->len - (size_t)off < size ?
 				      f->len - (size_t)off : size);

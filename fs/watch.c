@@ -87,8 +87,9 @@
  *  rest, and only while replies are in flight.  A copy that cannot be
  *  allocated makes the next wait end with inval_everything() instead.
  *
- * Lock order: watch_lock and echo_lock are leaves of fs/ and never held
- * across a reply or a call into the store that may wait long.
+ * Lock order: watch_lock, echo_lock and an open file's text_lock (fs.h)
+ * are leaves of fs/ and never held across a reply or a call into the
+ * store that may wait long.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -298,3 +298,200 @@ tally() {
 	run stat_of links
 	assert_output 0
 }
+
+# --- threads sharing one open file ----------------------------------------------
+#
+# Threads that share a descriptor send the daemon requests for one open file
+# at once.  shared_fd KIND N runs N reads (or writes) per thread on one
+# descriptor of the file KIND names, from six threads, and prints "ok" or
+# what went wrong; the daemon must survive it (the teardown fails a test
+# whose daemon died from a signal).
+
+shared_fd() {
+	python3 - "$MNT" "$1" "$2" <<'PY'
+import errno, os, re, sys, threading
+mnt, kind, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+bad = []
+def note(what):
+    if len(bad) < 5:
+        bad.append(what)
+def run(fns):
+    ths = [threading.Thread(target=f) for f in fns]
+    for t in ths: t.start()
+    return ths
+def join(ths):
+    for t in ths: t.join()
+
+if kind == "drain":
+    # Reads at offset 0 take the state anew; a drain starts and the clock
+    # moves meanwhile, so the text changes under the readers.
+    fd = os.open(mnt + "/.drain", os.O_RDONLY)
+    text = re.compile(rb"(ready|draining [0-9]+|drained)\n")
+    def reader(off):
+        def go():
+            for _ in range(n):
+                try:
+                    d = os.pread(fd, 64, off)
+                except OSError as e:
+                    return note("read at %d: %s" % (off, errno.errorcode[e.errno]))
+                if off == 0 and not text.fullmatch(d):
+                    note("read at 0 gave %r" % d)
+                if off and d and not d.endswith(b"\n"):
+                    note("read at %d gave %r" % (off, d))
+        return go
+    ths = run([reader(o) for o in (0, 0, 0, 0, 2, 3)])
+    with open(mnt + "/.drain", "w") as w: w.write("1\n")
+    for _ in range(20):
+        with open(mnt + "/.clock", "w") as c: c.write("7\n")
+    join(ths)
+    os.close(fd)
+elif kind in ("stats", "snapshot", "clock"):
+    # Made at open: every piece any thread reads is the same text.
+    fd = os.open(mnt + "/." + kind, os.O_RDONLY)
+    whole = os.pread(fd, 1 << 20, 0)
+    def reader(off):
+        def go():
+            for i in range(n):
+                o = (off * 7 + i * 13) % (len(whole) + 2)
+                try:
+                    d = os.pread(fd, 17, o)
+                except OSError as e:
+                    return note("read: %s" % errno.errorcode[e.errno])
+                if d != whole[o:o + 17]:
+                    note("read at %d gave %r, not %r" % (o, d, whole[o:o + 17]))
+        return go
+    ths = run([reader(o) for o in range(6)])
+    for i in range(50):
+        os.mkdir("%s/t/q%d" % (mnt, i))
+    join(ths)
+    os.close(fd)
+elif kind == "events":
+    # Every line is handed out once, to one of the readers.
+    fd = os.open(mnt + "/t/.events", os.O_RDONLY | os.O_NONBLOCK)
+    got = []
+    lock = threading.Lock()
+    done = threading.Event()
+    def reader():
+        while True:
+            try:
+                d = os.read(fd, 4096)
+            except OSError as e:
+                if e.errno != errno.EAGAIN:
+                    return note("read: %s" % errno.errorcode[e.errno])
+                if done.is_set():
+                    return
+                continue
+            with lock:
+                got.append(d)
+    ths = run([reader for _ in range(6)])
+    for i in range(n):
+        os.mkdir("%s/t/q%d" % (mnt, i))
+    # A line may wait for the cache invalidations of its transition; the
+    # readers drain everything that is there before they stop.
+    for _ in range(2000):
+        with lock:
+            if b"".join(got).count(b"\n") >= n:
+                break
+        threading.Event().wait(0.01)
+    done.set()
+    join(ths)
+    lines = b"".join(got).count(b"\n")
+    if lines != n:
+        note("%d lines read for %d joins" % (lines, n))
+    os.close(fd)
+elif kind == "depart":
+    # Each write is one departure; all of them land.
+    fd = os.open(mnt + "/t/.depart", os.O_WRONLY)
+    def writer(k):
+        def go():
+            for i in range(n):
+                try:
+                    os.write(fd, b"gone-%d-%d\n" % (k, i))
+                except OSError as e:
+                    return note("write: %s" % errno.errorcode[e.errno])
+        return go
+    join(run([writer(k) for k in range(6)]))
+    os.close(fd)
+elif kind == "child":
+    # Two threads write 8-byte blocks, one truncates, one reads, one
+    # fsyncs, one closes dups: every read and the result are whole blocks.
+    fd = os.open(mnt + "/t/p/c", os.O_RDWR | os.O_TRUNC)
+    def whole(d):
+        return len(d) % 8 == 0 and all(d[i:i + 8] == d[i:i + 1] * 8
+                                       for i in range(0, len(d), 8))
+    def step(f):
+        def go():
+            for i in range(n):
+                try:
+                    f(i)
+                except OSError as e:
+                    return note("%s: %s" % (f.__name__, errno.errorcode[e.errno]))
+        return go
+    def write0(i): os.pwrite(fd, bytes([97 + i % 26]) * 8, 0)
+    def write8(i): os.pwrite(fd, bytes([65 + i % 26]) * 8, 8)
+    def trunc(i): os.ftruncate(fd, 8 * (i % 3))
+    def read(i):
+        d = os.pread(fd, 64, 0)
+        if not whole(d):
+            note("read gave %r" % d)
+    def sync(i): os.fsync(fd)
+    def dupclose(i): os.close(os.dup(fd))
+    join(run([step(f) for f in (write0, write8, trunc, read, sync, dupclose)]))
+    os.close(fd)
+    d = open(mnt + "/t/p/c", "rb").read()
+    if not whole(d):
+        note("published %r" % d)
+print("ok" if not bad else "; ".join(bad))
+PY
+}
+
+@test "threads sharing one .drain descriptor read whole texts while a drain starts, and the daemon survives" {
+	statefs_remount -o testclock,drain_window=1000
+	mkdir -p "$MNT/t/p"
+	echo keep >"$MNT/t/p/c"
+	run shared_fd drain 3000
+	assert_output ok
+	run cat "$MNT/.drain"
+	assert_output --regexp '^draining [0-9]+$'
+	run cat "$MNT/t/p/c"
+	assert_output keep
+}
+
+@test "threads sharing one .stats, .snapshot or .clock descriptor all read the text made at open" {
+	statefs_remount -o testclock
+	mkdir -p "$MNT/t/p"
+	echo keep >"$MNT/t/p/c"
+	local kind
+	for kind in stats snapshot clock; do
+		run shared_fd "$kind" 500
+		assert_output ok
+		rmdir "$MNT"/t/q*
+	done
+	run stat_of children
+	assert_output 1
+}
+
+@test "threads sharing one .events descriptor: every line is read once" {
+	mkdir -p "$MNT/t/p"
+	run shared_fd events 200
+	assert_output ok
+	run stat_of parents
+	assert_output 201
+}
+
+@test "threads sharing one .depart descriptor: every departure lands" {
+	mkdir -p "$MNT/t/p"
+	run shared_fd depart 50
+	assert_output ok
+	run stat_of tombstones
+	assert_output 300
+}
+
+@test "threads sharing one child descriptor write, truncate, read, fsync and close: whole blocks only" {
+	mkdir -p "$MNT/t/p"
+	echo keep >"$MNT/t/p/c"
+	run shared_fd child 500
+	assert_output ok
+	run stat_of children
+	assert_output 1
+}
