@@ -3078,9 +3078,13 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 	size_t cur, newlen, projected;
 	int rc;
 
-	if (st->mode == STORE_STAGE_READ)
-		return -EBADF;
+	/* The mode is read under the lock: a truncation running in another
+	 * thread on the same open file may change it. */
 	lock(&st->lock);
+	if (st->mode == STORE_STAGE_READ) {
+		unlock(&st->lock);
+		return -EBADF;
+	}
 	rc = st->failed;
 	if (rc == 0)
 		rc = stage_current(st, &cur);
@@ -3185,11 +3189,15 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 	struct store *s = st->s;
 	int rc = 0;
 
-	if (st->mode == STORE_STAGE_READ)
-		return -EBADF;
-	if (size > s->lim.max_payload)
-		return refuse(s, -EFBIG);
 	lock(&st->lock);
+	if (st->mode == STORE_STAGE_READ) {
+		unlock(&st->lock);
+		return -EBADF;
+	}
+	if (size > s->lim.max_payload) {
+		unlock(&st->lock);
+		return refuse(s, -EFBIG);
+	}
 	if (st->mode == STORE_STAGE_APPEND) {
 		/* ftruncate on an O_APPEND file cuts the content itself: the
 		 * stage becomes a replacement by the state it opened on plus

@@ -193,6 +193,7 @@ struct race {
 	bool created[NTHREADS];
 	uint64_t ino[NTHREADS];
 	struct store_node *node[NTHREADS];
+	struct store_stage *stage; /* test_race_one_stage_shared */
 };
 
 struct race_arg {
@@ -697,6 +698,117 @@ static void test_race_registrations_not_lost(void **state)
 	race_join(&r, th);
 	assert_no_failures();
 	check_all_ok(s);
+	store_node_unref(s, p);
+	store_node_unref(s, t);
+	store_free(s);
+}
+
+/*
+ * One stage used by every thread at once, as threads sharing one open
+ * file use it (FUSE sends their requests in parallel): two write 8-byte
+ * blocks, one truncates, one reads, one flushes (close of a dup), one
+ * publishes (fsync).  Every answer is one the operation may give, and
+ * what a read sees and what ends up published is whole blocks.  Under
+ * TSan this is the check that nothing of the stage is touched outside
+ * its lock.
+ */
+static bool blocks_whole(const char *buf, size_t n)
+{
+	if (n % 8)
+		return false;
+	for (size_t b = 0; b < n; b += 8)
+		for (size_t i = 1; i < 8; i++)
+			if (buf[b + i] != buf[b])
+				return false;
+	return true;
+}
+
+static void race_stage_fn(struct race *r, int tid)
+{
+	struct store_stage *st = r->stage;
+	char blk[8], buf[2 * MAXPAY];
+	long rc;
+
+	memset(blk, 'a' + tid, sizeof blk);
+	switch (tid) {
+	case 0:
+	case 1:
+		rc = store_stage_write(st, blk, sizeof blk, 8 * (uint64_t)tid);
+		if (rc != 8 && rc != -EFBIG)
+			failf("shared stage write: %ld", rc);
+		break;
+	case 2:
+		rc = store_stage_truncate(st, 8 * (uint64_t)(r->mode % 3));
+		if (rc != 0)
+			failf("shared stage truncate: %ld", rc);
+		break;
+	case 3:
+		rc = store_stage_read(st, buf, sizeof buf, 0);
+		if (rc < 0)
+			failf("shared stage read: %ld", rc);
+		else if (!blocks_whole(buf, (size_t)rc))
+			failf("shared stage read %ld bytes, not whole blocks", rc);
+		break;
+	case 4:
+		rc = store_stage_flush(st);
+		if (rc != 0 && rc != -EFBIG)
+			failf("shared stage flush: %ld", rc);
+		break;
+	default:
+		rc = store_stage_publish(st);
+		if (rc != 0 && rc != -EFBIG)
+			failf("shared stage publish: %ld", rc);
+		break;
+	}
+}
+
+static void test_race_one_stage_shared(void **state)
+{
+	uint64_t clk = 1000;
+	struct store_limits l;
+	struct store *s;
+	struct store_node *t, *p, *c = NULL;
+	struct store_stage *rd = NULL;
+	struct race r;
+	pthread_t th[NTHREADS];
+	struct race_arg args[NTHREADS];
+	char buf[2 * MAXPAY];
+	const int rounds = 300;
+	bool created;
+
+	failures_reset();
+	store_limits_default(&l);
+	l.max_payload = MAXPAY;
+	s = new_store(&l, &clk);
+	t = mkdir_or_fail(s, store_root(s), "t");
+	p = mkdir_or_fail(s, t, "p");
+	assert_int_equal(store_create(s, p, "c", &FOWN, true, &c, &created), 0);
+	race_start(&r, s, rounds, race_stage_fn, th, args);
+	for (int i = 0; i < rounds; i++) {
+		ssize_t n;
+
+		/* REPLACE, APPEND (which the truncation turns into a
+		 * REPLACE while the others write), CAS. */
+		r.mode = i;
+		assert_int_equal(store_stage_open(s, c, 1 + i % 3, &r.stage), 0);
+		pthread_barrier_wait(&r.start);
+		pthread_barrier_wait(&r.done);
+		/* The release. */
+		n = store_stage_publish(r.stage);
+		if (n != 0 && n != -EFBIG)
+			fail_msg("round %d: release publish %zd", i, n);
+		store_stage_close(r.stage);
+		assert_int_equal(store_stage_open(s, c, STORE_STAGE_READ, &rd), 0);
+		n = store_stage_read(rd, buf, sizeof buf, 0);
+		store_stage_close(rd);
+		if (n < 0 || n > MAXPAY || !blocks_whole(buf, (size_t)n))
+			fail_msg("round %d: published %zd bytes, not whole blocks",
+				 i, n);
+	}
+	race_join(&r, th);
+	assert_no_failures();
+	check_all_ok(s);
+	store_node_unref(s, c);
 	store_node_unref(s, p);
 	store_node_unref(s, t);
 	store_free(s);
@@ -2052,6 +2164,7 @@ int main(void)
 		cmocka_unit_test(test_race_leave_vs_admission),
 		cmocka_unit_test(test_race_shared_state_removal),
 		cmocka_unit_test(test_race_registrations_not_lost),
+		cmocka_unit_test(test_race_one_stage_shared),
 		cmocka_unit_test(test_mixed_workload),
 		cmocka_unit_test(test_mixed_workload_with_leases),
 		cmocka_unit_test(test_check_all_concurrent),
