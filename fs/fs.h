@@ -188,8 +188,10 @@ void fs_inval_attr(struct fs *fs, uint64_t ino);
  */
 unsigned fs_reply_begin(struct fs *fs);
 void fs_reply_end(struct fs *fs, unsigned token);
-/* .clock written: advance by @ms and run every due expiry. */
-void fs_clock_advance(struct fs *fs, uint64_t ms);
+/* .clock written: advance by @ms and run every due expiry.  0, or
+ * -EINVAL when that would take the clock past STORE_CLOCK_MAX_MS (or @ms
+ * is over STORE_DURATION_MAX_MS): the clock does not move. */
+int fs_clock_advance(struct fs *fs, uint64_t ms);
 
 /* .events open files.  For the root's, f->cred holds who opened it
  * (fs_cred_get): the reader sees only the tenants it may list. */

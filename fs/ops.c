@@ -965,9 +965,9 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		n = rc ? rc : (ssize_t)size;
 		break;
 	case FS_CLOCK:
-		rc = layout_parse_control_u64(buf, size, &ms);
+		rc = layout_parse_control_ms(buf, size, &ms);
 		if (rc == 0)
-			fs_clock_advance(fs, ms);
+			rc = fs_clock_advance(fs, ms);
 		fs_inval_sync(fs);
 		n = rc ? rc : (ssize_t)size;
 		break;

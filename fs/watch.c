@@ -205,10 +205,18 @@ static void reap_all(struct fs *fs)
 		;
 }
 
-void fs_clock_advance(struct fs *fs, uint64_t ms)
+int fs_clock_advance(struct fs *fs, uint64_t ms)
 {
-	atomic_fetch_add(&fs->clock_ms, ms);
+	uint_fast64_t now = atomic_load(&fs->clock_ms);
+
+	/* Bounded, so now + any duration stays a valid deadline (store.h);
+	 * writers racing each other each see the clock they move. */
+	do {
+		if (ms > STORE_DURATION_MAX_MS || now > STORE_CLOCK_MAX_MS - ms)
+			return -EINVAL;
+	} while (!atomic_compare_exchange_weak(&fs->clock_ms, &now, now + ms));
 	reap_all(fs);
+	return 0;
 }
 
 static void *reaper_main(void *arg)

@@ -150,12 +150,19 @@ static int control_value(const char *buf, size_t len, char *out, size_t cap)
 	return 0;
 }
 
-int layout_parse_control_u64(const char *buf, size_t len, uint64_t *out)
+int layout_parse_control_ms(const char *buf, size_t len, uint64_t *ms)
 {
 	char v[32];
+	uint64_t x;
 	int rc = control_value(buf, len, v, sizeof(v));
 
-	return rc ? rc : layout_parse_u64(v, out);
+	if (rc == 0)
+		rc = layout_parse_u64(v, &x);
+	if (rc == 0 && x > STORE_DURATION_MAX_MS)
+		rc = -EINVAL;
+	if (rc == 0)
+		*ms = x;
+	return rc;
 }
 
 int layout_parse_seconds_value(const char *buf, size_t len, uint64_t *ms)
@@ -404,7 +411,10 @@ int layout_parse_seconds(const char *s, uint64_t *ms)
 		return -EINVAL;
 	for (int i = nfrac; i < 3; i++)
 		frac *= 10;
-	if (sec > (UINT64_MAX - frac) / 1000)
+	/* Every duration ends up in a deadline, now + duration: the one
+	 * bound that keeps it from wrapping (store.h). */
+	if (sec > STORE_DURATION_MAX_MS / 1000 ||
+	    sec * 1000 + frac > STORE_DURATION_MAX_MS)
 		return -EINVAL;
 	*ms = sec * 1000 + frac;
 	return 0;
@@ -428,6 +438,10 @@ struct option_def {
 };
 
 #define LIM(f) offsetof(struct store_limits, f)
+/* STORE_DURATION_MAX_MS in seconds, as messages and --help write it. */
+#define MAX_SECONDS "1000000000"
+_Static_assert(STORE_DURATION_MAX_MS == 1000000000ULL * 1000,
+	       "MAX_SECONDS is STORE_DURATION_MAX_MS in seconds");
 /* One child's content is held in memory and copied per publication. */
 #define PAYLOAD_CEILING (16u << 20)
 
@@ -448,23 +462,26 @@ static const struct option_def options[] = {
 	{ "max_tombstones", OPT_NUMBER, LIM(max_tombstones), 1, UINT64_MAX,
 	  "a whole number >= 1", "most departed tombstones kept" },
 	/* A tombstone that aged out at once would guard nothing. */
-	{ "tombstone_ttl", OPT_SECONDS, LIM(tombstone_ttl_ms), 1, UINT64_MAX,
-	  "seconds > 0, at most 3 decimals",
-	  "seconds a departed tombstone is kept" },
+	{ "tombstone_ttl", OPT_SECONDS, LIM(tombstone_ttl_ms), 1,
+	  STORE_DURATION_MAX_MS, "seconds from 0.001 to " MAX_SECONDS
+	  ", at most 3 decimals", "seconds a departed tombstone is kept" },
 	{ "parent_quota", OPT_NUMBER, LIM(parent_quota), 0, UINT64_MAX,
 	  "a whole number, 0 = no quota",
 	  "most entries in one parent, 0 = no quota" },
 	{ "tenant_quota", OPT_NUMBER, LIM(tenant_quota), 0, UINT64_MAX,
 	  "a whole number, 0 = no quota",
 	  "most entries in one tenant, 0 = no quota" },
-	{ "default_ttl", OPT_SECONDS, LIM(default_ttl_ms), 0, UINT64_MAX,
-	  "seconds, at most 3 decimals, 0 = none",
+	{ "default_ttl", OPT_SECONDS, LIM(default_ttl_ms), 0,
+	  STORE_DURATION_MAX_MS, "seconds from 0 to " MAX_SECONDS
+	  ", at most 3 decimals, 0 = none",
 	  "seconds a new child lives unless renewed, 0 = none" },
-	{ "drain_window", OPT_SECONDS, LIM(drain_window_ms), 0, UINT64_MAX,
-	  "seconds, at most 3 decimals",
+	{ "drain_window", OPT_SECONDS, LIM(drain_window_ms), 0,
+	  STORE_DURATION_MAX_MS, "seconds from 0 to " MAX_SECONDS
+	  ", at most 3 decimals",
 	  "seconds existing children stay writable in a drain" },
-	{ "cache_timeout", OPT_SECONDS, LIM(cache_timeout_ms), 0, UINT64_MAX,
-	  "seconds, at most 3 decimals, 0 = none",
+	{ "cache_timeout", OPT_SECONDS, LIM(cache_timeout_ms), 0,
+	  STORE_DURATION_MAX_MS, "seconds from 0 to " MAX_SECONDS
+	  ", at most 3 decimals, 0 = none",
 	  "seconds the kernel may cache names and attributes" },
 	{ "testclock", OPT_FLAG, LIM(testclock), 0, 0,
 	  "a bare flag, it takes no value",
@@ -620,4 +637,8 @@ void layout_help(FILE *out)
 		fprintf(out, "    -o %-23s %s (default: %s)\n", spec,
 			o->meaning, value);
 	}
+	fprintf(out, "    SECONDS: up to 3 decimals, at most " MAX_SECONDS
+		" (about 31.7 years); so are\n"
+		"    leases (user.statefs.ttl, user.statefs.child_ttl), and a "
+		".clock write is at\n    most 1000000000000 ms.\n");
 }

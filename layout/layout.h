@@ -83,10 +83,11 @@ int layout_parse_depart(const char *buf, size_t len, size_t max_name,
 			char *name, size_t cap);
 
 /*
- * Parse a number written to a control file (.clock): one decimal whole
- * number, optionally followed by one '\n'.  0 or -EINVAL.
+ * Parse a number of milliseconds written to a control file (.clock): one
+ * decimal whole number, at most STORE_DURATION_MAX_MS, optionally
+ * followed by one '\n'.  0 or -EINVAL (@ms written only on success).
  */
-int layout_parse_control_u64(const char *buf, size_t len, uint64_t *out);
+int layout_parse_control_ms(const char *buf, size_t len, uint64_t *ms);
 
 /*
  * Parse an xattr value in seconds (user.statefs.ttl, child_ttl): the
@@ -171,7 +172,9 @@ void layout_help(FILE *out);
  * Number parsing shared by options and control files.
  * layout_parse_u64: a decimal integer, no sign, no junk, no overflow.
  * layout_parse_seconds: a duration in seconds, "30" or "1.5" (at most
- * millisecond precision), into milliseconds.  0 or -EINVAL.
+ * millisecond precision), into milliseconds, at most
+ * STORE_DURATION_MAX_MS (10^9 s): every duration statefs takes, option
+ * or lease, passes here, so none can make a deadline wrap.  0 or -EINVAL.
  */
 int layout_parse_u64(const char *s, uint64_t *out);
 int layout_parse_seconds(const char *s, uint64_t *ms);

@@ -1053,6 +1053,12 @@ int store_new(const struct store_limits *limits,
 
 	if (!limits || !out || !limits->max_name || !limits->event_log)
 		return -EINVAL;
+	/* Deadlines are now + these: bounded, they cannot wrap. */
+	if (limits->tombstone_ttl_ms > STORE_DURATION_MAX_MS ||
+	    limits->default_ttl_ms > STORE_DURATION_MAX_MS ||
+	    limits->drain_window_ms > STORE_DURATION_MAX_MS ||
+	    limits->cache_timeout_ms > STORE_DURATION_MAX_MS)
+		return -EINVAL;
 	s = st_calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
@@ -3445,6 +3451,9 @@ static int do_lease(struct store *s, struct store_node *n, bool set,
 
 	if (!p && !c)
 		return -EINVAL;
+	/* A deadline must not wrap: see STORE_DURATION_MAX_MS. */
+	if (set && ttl_ms > STORE_DURATION_MAX_MS)
+		return -EINVAL;
 	l = p ? &p->lock : stripe(s, c);
 	lock(l);
 	ttl = set ? ttl_ms : ttl_of(s, n);
@@ -3452,6 +3461,8 @@ static int do_lease(struct store *s, struct store_node *n, bool set,
 		rc = -ESTALE;
 	else if (!set && ttl == 0)
 		rc = 0; /* no lease to renew: a plain touch */
+	else if (ttl && now > STORE_CLOCK_MAX_MS)
+		rc = -EINVAL;
 	else if (draining(s, p ? p->tenant : child_tenant(c)))
 		rc = -EROFS;
 	else if (ttl && lease_ensure(s, n))
@@ -3486,7 +3497,7 @@ int store_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
 	struct parent *p = as_parent(n);
 	int rc = 0;
 
-	if (!p)
+	if (!p || ttl_ms > STORE_DURATION_MAX_MS)
 		return -EINVAL;
 	lock(&p->lock);
 	if (gone(s, n, store_now_ms(s)))

@@ -84,8 +84,23 @@ struct store_limits {
 void store_limits_default(struct store_limits *l);
 
 /*
- * The injected monotonic clock.  now_ms() must never go backwards.  NULL
- * now_ms means CLOCK_MONOTONIC.
+ * Time bounds.  Every duration the store takes (a lease, a child_ttl,
+ * tombstone_ttl, default_ttl, drain_window, cache_timeout) and every
+ * advance of the manual clock is at most STORE_DURATION_MAX_MS (10^9 s,
+ * about 31.7 years), and a clock the store reads stays at or below
+ * STORE_CLOCK_MAX_MS (8 * 10^12 ms, about 253 years: CLOCK_MONOTONIC
+ * counts from boot, and the manual clock refuses to pass it).  So a
+ * deadline, now + duration, is below 9 * 10^12 ms: it never wraps, in
+ * milliseconds nor as int64 nanoseconds (9.22 * 10^12 ms).  What is
+ * longer is refused with -EINVAL, never cut short or wrapped.
+ */
+#define STORE_DURATION_MAX_MS 1000000000000ULL
+#define STORE_CLOCK_MAX_MS (8 * STORE_DURATION_MAX_MS)
+
+/*
+ * The injected monotonic clock.  now_ms() must never go backwards, and
+ * should stay at or below STORE_CLOCK_MAX_MS (past it, leases are
+ * refused).  NULL now_ms means CLOCK_MONOTONIC.
  */
 struct store_clock {
 	uint64_t (*now_ms)(void *arg);
@@ -180,7 +195,7 @@ struct store_stats {
 /*
  * Make a new, empty store instance with a fresh random instance id.
  * @clock may be NULL (CLOCK_MONOTONIC).  Returns 0 or -ENOMEM/-EINVAL
- * (max_name or event_log 0).
+ * (max_name or event_log 0, a duration over STORE_DURATION_MAX_MS).
  */
 int store_new(const struct store_limits *limits,
 	      const struct store_clock *clock, struct store **out);
@@ -477,13 +492,15 @@ int store_lease_get(struct store *s, struct store_node *n,
 /*
  * Give child or parent @n a TTL (0 removes the lease): the deadline
  * becomes now + ttl.  -EROFS while draining, -ESTALE dead or expired,
- * -EINVAL for other kinds.
+ * -EINVAL for other kinds, a TTL over STORE_DURATION_MAX_MS or a clock
+ * past STORE_CLOCK_MAX_MS (nothing changes).
  */
 int store_set_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms);
 
 /*
  * Set the TTL future children of parent @n start with (0: the store's
- * default_ttl).  -EINVAL for other kinds.
+ * default_ttl).  -EINVAL for other kinds or a TTL over
+ * STORE_DURATION_MAX_MS (nothing changes), -ESTALE dead or expired.
  */
 int store_set_child_ttl(struct store *s, struct store_node *n,
 			uint64_t ttl_ms);
@@ -491,7 +508,7 @@ int store_set_child_ttl(struct store *s, struct store_node *n,
 /*
  * Renew the lease of @n (touch): deadline = now + ttl.  A node without a
  * lease is left as it is (returns 0).  -EROFS while draining, -ESTALE
- * dead or expired.
+ * dead or expired, -EINVAL with a clock past STORE_CLOCK_MAX_MS.
  */
 int store_renew(struct store *s, struct store_node *n);
 

@@ -68,6 +68,38 @@ gone() {
 	assert_equal "$(clock_ms)" "$a"
 }
 
+@test ".clock takes at most 10^12 ms a write and stops at 8 * 10^12 ms: past that EINVAL, the clock stays" {
+	local v
+	for v in 18446744073709550615 18446744073709551615 1000000000001; do
+		run bash -c 'echo "$2" >"$1/.clock"' _ "$MNT" "$v"
+		assert_failure
+		assert_output --partial 'Invalid argument'
+		assert_equal "$(clock_ms)" 0
+	done
+	touch "$C"
+	for v in 1 2 3 4 5 6 7; do
+		advance 1000000000000
+	done
+	assert_equal "$(clock_ms)" 7000000000000
+	run bash -c 'echo 1000000000001 >"$1/.clock"' _ "$MNT"
+	assert_failure
+	advance 999999999999
+	advance 1
+	assert_equal "$(clock_ms)" 8000000000000
+	run bash -c 'echo 1 >"$1/.clock"' _ "$MNT"
+	assert_failure
+	assert_output --partial 'Invalid argument'
+	assert_equal "$(clock_ms)" 8000000000000
+	# At the end of its range the clock still gives exact deadlines.
+	set_ttl 5 "$C"
+	run ttl "$C"
+	assert_output 5
+	run bash -c 'grep "^child" "$1/.snapshot" | cut -f9' _ "$MNT"
+	assert_output 5000
+	run ls "$MNT/t/p"
+	assert_output c
+}
+
 @test "without testclock there is no .clock" {
 	statefs_remount
 	run stat "$MNT/.clock"
@@ -138,6 +170,42 @@ gone() {
 	assert_output c
 	advance 1
 	run ls "$MNT/t/p"
+	assert_output ''
+}
+
+@test "a ttl longer than 1000000000 s is refused with EINVAL and the node stays as it was" {
+	touch "$C"
+	set_ttl 5 "$C"
+	local v
+	for v in 1000000000.001 1000000001 18446744073709551.615 18446744073709551 \
+		9223372036854775.808; do
+		run setfattr -n user.statefs.ttl -v "$v" "$C"
+		assert_failure
+		assert_output --partial 'Invalid argument'
+		run ttl "$C"
+		assert_output 5
+		run setfattr -n user.statefs.ttl -v "$v" "$MNT/t/p"
+		assert_failure
+		assert_output --partial 'Invalid argument'
+		run ttl "$MNT/t/p"
+		assert_output 0
+	done
+	run ls "$MNT/t/p"
+	assert_output c
+	run stat_of expiries
+	assert_output 0
+	# The longest is taken, and lasts that long.
+	set_ttl 1000000000 "$MNT/t/p"
+	run ttl "$MNT/t/p"
+	assert_output 1000000000
+	advance 5000
+	run ls "$MNT/t"
+	assert_output p
+	advance 999999994999
+	run ls "$MNT/t"
+	assert_output p
+	advance 1
+	run ls "$MNT/t"
 	assert_output ''
 }
 
@@ -434,6 +502,29 @@ gone() {
 	assert_output 0
 	touch "$C"
 	run ttl "$C"
+	assert_output 0
+}
+
+@test "a child_ttl longer than 1000000000 s is refused; new children are admitted as before" {
+	setfattr -n user.statefs.child_ttl -v 2 "$MNT/t/p"
+	events_bg "$BATS_TEST_TMPDIR/ev" 1 "$MNT/t"
+	local v
+	for v in 1000000000.001 18446744073709551.615 9223372036854775.808; do
+		run setfattr -n user.statefs.child_ttl -v "$v" "$MNT/t/p"
+		assert_failure
+		assert_output --partial 'Invalid argument'
+		run child_ttl "$MNT/t/p"
+		assert_output 2
+	done
+	echo data >"$C"
+	events_wait
+	run cut -f2-4 "$BATS_TEST_TMPDIR/ev"
+	assert_output $'create\tt\tp'
+	run ttl "$C"
+	assert_output 2
+	run cat "$C"
+	assert_output data
+	run stat_of expiries
 	assert_output 0
 }
 

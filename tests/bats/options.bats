@@ -77,6 +77,27 @@ refused() {
 	refused default_ttl=-5 default_ttl
 }
 
+@test "a duration longer than 1000000000 s is refused, whatever the option" {
+	refused default_ttl=1000000000.001 default_ttl
+	refused default_ttl=18446744073709551.615 default_ttl
+	refused tombstone_ttl=18446744073709551 tombstone_ttl
+	refused drain_window=9223372036854775.808 drain_window
+	refused cache_timeout=1000000001 cache_timeout
+}
+
+@test "--help says how long a duration may be" {
+	run "$STATEFS_BIN" --help
+	assert_line --regexp 'SECONDS.*at most 1000000000 '
+}
+
+@test "the longest durations mount" {
+	statefs_mount -o default_ttl=1000000000,tombstone_ttl=1000000000,drain_window=1000000000,cache_timeout=1000000000
+	run stat_of default_ttl_ms
+	assert_output 1000000000000
+	run stat_of drain_window_ms
+	assert_output 1000000000000
+}
+
 @test "testclock takes no value" {
 	refused testclock=1 testclock
 }

@@ -12,13 +12,15 @@
  *   layout_parse_depart      one name, one optional '\n'; @name written
  *                            only on success
  *   layout_parse_u64         decimal digits only, no overflow
- *   layout_parse_seconds     "S" or "S.F" (1..3 decimals) into ms; the
- *                            value round-trips through
- *                            layout_format_seconds, which is the
- *                            shortest form (no trailing fraction zeros)
- *   layout_parse_seconds_value / layout_parse_control_u64
- *                            the same on a raw buffer: one optional
- *                            '\n', no NUL, bounded length
+ *   layout_parse_seconds     "S" or "S.F" (1..3 decimals) into ms, at
+ *                            most STORE_DURATION_MAX_MS; the value
+ *                            round-trips through layout_format_seconds,
+ *                            which is the shortest form (no trailing
+ *                            fraction zeros); a longer one is refused
+ *   layout_parse_seconds_value / layout_parse_control_ms
+ *                            the same (ms for the latter, at most
+ *                            STORE_DURATION_MAX_MS) on a raw buffer: one
+ *                            optional '\n', no NUL, bounded length
  *   layout_option            on a copy of a store_limits: applied options
  *                            change exactly their field to the parsed
  *                            value, in range; unknown keys (0) and
@@ -153,7 +155,7 @@ static bool ref_seconds(const uint8_t *b, size_t n, uint64_t *ms)
 			frac *= 10;
 	}
 	v = sec * 1000 + frac;
-	if (v > UINT64_MAX)
+	if (v > STORE_DURATION_MAX_MS) /* README "Leases": the longest */
 		return false;
 	*ms = (uint64_t)v;
 	return true;
@@ -190,12 +192,15 @@ static const struct ropt ropts[] = {
 	{ "max_payload", R_NUM, 1, 16u << 20, FIELD(max_payload) },
 	{ "max_name", R_NUM, 1, 255, FIELD(max_name) },
 	{ "max_tombstones", R_NUM, 1, UINT64_MAX, FIELD(max_tombstones) },
-	{ "tombstone_ttl", R_SEC, 1, UINT64_MAX, FIELD(tombstone_ttl_ms) },
+	{ "tombstone_ttl", R_SEC, 1, STORE_DURATION_MAX_MS,
+	  FIELD(tombstone_ttl_ms) },
 	{ "parent_quota", R_NUM, 0, UINT64_MAX, FIELD(parent_quota) },
 	{ "tenant_quota", R_NUM, 0, UINT64_MAX, FIELD(tenant_quota) },
-	{ "default_ttl", R_SEC, 0, UINT64_MAX, FIELD(default_ttl_ms) },
-	{ "drain_window", R_SEC, 0, UINT64_MAX, FIELD(drain_window_ms) },
-	{ "cache_timeout", R_SEC, 0, UINT64_MAX, FIELD(cache_timeout_ms) },
+	{ "default_ttl", R_SEC, 0, STORE_DURATION_MAX_MS, FIELD(default_ttl_ms) },
+	{ "drain_window", R_SEC, 0, STORE_DURATION_MAX_MS,
+	  FIELD(drain_window_ms) },
+	{ "cache_timeout", R_SEC, 0, STORE_DURATION_MAX_MS,
+	  FIELD(cache_timeout_ms) },
 	{ "testclock", R_FLAG, 0, 0, FIELD(testclock) },
 };
 
@@ -338,17 +343,29 @@ static void check_numbers(const uint8_t *text, size_t tlen)
 	CHECK(!ok || v == want, "layout_parse_seconds_value value");
 
 	n = tlen;
-	ok = ref_control(text, &n) && ref_u64(text, n, &want);
+	ok = ref_control(text, &n) && ref_u64(text, n, &want) &&
+	     want <= STORE_DURATION_MAX_MS;
 	v = 0xdeadbeef;
-	rc = layout_parse_control_u64((const char *)text, tlen, &v);
-	CHECK(rc == (ok ? 0 : -EINVAL), "layout_parse_control_u64 disagrees");
-	CHECK(!ok || v == want, "layout_parse_control_u64 value");
+	rc = layout_parse_control_ms((const char *)text, tlen, &v);
+	CHECK(rc == (ok ? 0 : -EINVAL), "layout_parse_control_ms disagrees");
+	CHECK(ok ? v == want : v == 0xdeadbeef, "layout_parse_control_ms value");
 
-	/* Any 64-bit number of ms round-trips, not just parsed ones. */
+	/* Any number of ms up to the longest duration round-trips, not just
+	 * parsed ones; one beyond it is formatted and refused. */
 	if (tlen >= 8) {
+		char b[32];
+
 		memcpy(&v, text, 8);
-		check_seconds_roundtrip(text, tlen, v);
+		check_seconds_roundtrip(text, tlen, v % (STORE_DURATION_MAX_MS + 1));
 		check_seconds_roundtrip(text, tlen, v % 100000);
+		if (v > STORE_DURATION_MAX_MS) {
+			uint64_t back = 0xdeadbeef;
+
+			layout_format_seconds(b, sizeof(b), v);
+			CHECK(layout_parse_seconds(b, &back) == -EINVAL &&
+				      back == 0xdeadbeef,
+			      "a duration over the longest is taken");
+		}
 	}
 }
 

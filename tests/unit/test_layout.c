@@ -348,7 +348,10 @@ static void test_seconds_valid(void **state)
 		{ "0", 0 },        { "30", 30000 },  { "1.5", 1500 },
 		{ "0.001", 1 },    { "1.05", 1050 }, { "1.500", 1500 },
 		{ "0.0", 0 },      { "00.250", 250 }, { "600", 600000 },
-		{ "18446744073709551.615", UINT64_MAX },
+		/* The longest duration statefs takes (store.h). */
+		{ "1000000000", STORE_DURATION_MAX_MS },
+		{ "1000000000.000", STORE_DURATION_MAX_MS },
+		{ "999999999.999", STORE_DURATION_MAX_MS - 1 },
 	};
 	uint64_t ms;
 
@@ -361,6 +364,29 @@ static void test_seconds_valid(void **state)
 	}
 }
 
+/* .clock: a number of ms, at most STORE_DURATION_MAX_MS. */
+static void test_control_ms(void **state)
+{
+	static const char *const bad[] = {
+		"", "\n", "-1", "1.5", "1 ", "1\n\n", "1000000000001",
+		"18446744073709550615", "18446744073709551615",
+		"18446744073709551616",
+	};
+	uint64_t ms = 777;
+
+	(void)state;
+	assert_int_equal(layout_parse_control_ms("5\n", 2, &ms), 0);
+	assert_int_equal(ms, 5);
+	assert_int_equal(layout_parse_control_ms("1000000000000", 13, &ms), 0);
+	assert_true(ms == STORE_DURATION_MAX_MS);
+	ms = 777;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (layout_parse_control_ms(bad[i], strlen(bad[i]), &ms) != -EINVAL)
+			fail_msg("'%s' should be refused", bad[i]);
+	}
+	assert_int_equal(ms, 777);
+}
+
 static void test_seconds_refused(void **state)
 {
 	static const char *const bad[] = {
@@ -371,6 +397,10 @@ static void test_seconds_refused(void **state)
 		/* Overflow of the milliseconds. */
 		"18446744073709551.616", "18446744073709552",
 		"18446744073709551616",
+		/* Longer than any duration statefs takes: now + it could
+		 * wrap a deadline. */
+		"1000000000.001", "1000000001", "18446744073709551.615",
+		"18446744073709551", "9223372036854775.808",
 	};
 	uint64_t ms = 777;
 
@@ -457,6 +487,12 @@ static void test_option_valid(void **state)
 		{ "default_ttl=2.25", "default_ttl_ms", 2250 },
 		{ "drain_window=0", "drain_window_ms", 0 },
 		{ "drain_window=45", "drain_window_ms", 45000 },
+		{ "default_ttl=1000000000", "default_ttl_ms",
+		  STORE_DURATION_MAX_MS },
+		{ "tombstone_ttl=1000000000", "tombstone_ttl_ms",
+		  STORE_DURATION_MAX_MS },
+		{ "drain_window=1000000000", "drain_window_ms",
+		  STORE_DURATION_MAX_MS },
 	};
 
 	(void)state;
@@ -539,6 +575,10 @@ static void test_option_invalid(void **state)
 		"default_ttl=0.0001", "default_ttl=1.", "default_ttl=abc",
 		"drain_window=", "drain_window=-30", "drain_window=1e2",
 		"testclock=1", "testclock=0",
+		/* Over the longest duration (store.h). */
+		"default_ttl=1000000000.001", "default_ttl=18446744073709551.615",
+		"tombstone_ttl=1000000001", "drain_window=18446744073709551",
+		"cache_timeout=9223372036854775.808",
 	};
 
 	(void)state;
@@ -684,6 +724,10 @@ static void test_limits_ranges(void **state)
 	REFUSE(max_name, 256, "max_name");
 	REFUSE(max_tombstones, 0, "max_tombstones");
 	REFUSE(tombstone_ttl_ms, 0, "tombstone_ttl");
+	REFUSE(tombstone_ttl_ms, STORE_DURATION_MAX_MS + 1, "tombstone_ttl");
+	REFUSE(default_ttl_ms, UINT64_MAX, "default_ttl");
+	REFUSE(drain_window_ms, STORE_DURATION_MAX_MS + 1, "drain_window");
+	REFUSE(cache_timeout_ms, UINT64_MAX, "cache_timeout");
 #undef REFUSE
 }
 
@@ -747,7 +791,12 @@ static void test_help(void **state)
 		char prefix[64], def[64];
 		const char *meaning;
 
-		assert_true(n < sizeof(want) / sizeof(want[0]));
+		/* After the options, what SECONDS may be. */
+		if (n == sizeof(want) / sizeof(want[0])) {
+			assert_non_null(strstr(line, "SECONDS"));
+			assert_non_null(strstr(line, "at most 1000000000 "));
+			break;
+		}
 		snprintf(prefix, sizeof(prefix), "    -o %s ", want[n].spec);
 		if (strncmp(line, prefix, strlen(prefix)) != 0)
 			fail_msg("help line %zu: '%s'", n, line);
@@ -1094,6 +1143,7 @@ int main(void)
 		cmocka_unit_test(test_u64_refused),
 		cmocka_unit_test(test_seconds_valid),
 		cmocka_unit_test(test_seconds_refused),
+		cmocka_unit_test(test_control_ms),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_option_valid),
 		cmocka_unit_test(test_option_testclock),

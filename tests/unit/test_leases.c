@@ -121,6 +121,83 @@ static void test_lease_get_set_kinds(void **state)
 	check_ok(c);
 }
 
+/*
+ * Durations are bounded (STORE_DURATION_MAX_MS), so now + ttl never
+ * wraps: a longer ttl or child_ttl, a lease on a clock past
+ * STORE_CLOCK_MAX_MS and a store whose duration limits are longer are
+ * refused with -EINVAL, and nothing changes.
+ */
+static void test_durations_bounded(void **state)
+{
+	static const uint64_t too_long[] = {
+		STORE_DURATION_MAX_MS + 1, (uint64_t)INT64_MAX + 1,
+		UINT64_MAX - 1000, UINT64_MAX,
+	};
+	struct ctx *c = *state;
+	struct store_node *t, *p, *a, *b;
+	struct store_limits l;
+	struct store *s2 = NULL;
+	struct store_stats s0, s1;
+	uint64_t t0;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	b = cr(c, p, "b");
+	t0 = now(c);
+	set_ttl(c, a, 5000);
+	assert_int_equal(store_set_child_ttl(c->s, p, 3000), 0);
+	s0 = stats(c, NULL);
+	for (size_t i = 0; i < sizeof(too_long) / sizeof(too_long[0]); i++) {
+		assert_int_equal(store_set_ttl(c->s, a, too_long[i]), -EINVAL);
+		assert_int_equal(store_set_ttl(c->s, p, too_long[i]), -EINVAL);
+		assert_int_equal(store_set_child_ttl(c->s, p, too_long[i]),
+				 -EINVAL);
+	}
+	assert_lease(c, a, 5000, t0 + 5000);
+	assert_lease(c, p, 0, 0);
+	assert_int_equal(lease(c, p).child_ttl_ms, 3000);
+	s1 = stats(c, NULL);
+	assert_int_equal(s1.children, s0.children);
+	assert_int_equal(s1.expiries, s0.expiries);
+	assert_int_equal(store_next_deadline(c->s), t0 + 5000);
+
+	/* The longest is taken, and its deadline is exact. */
+	set_ttl(c, b, STORE_DURATION_MAX_MS);
+	assert_lease(c, b, STORE_DURATION_MAX_MS, t0 + STORE_DURATION_MAX_MS);
+	assert_int_equal(store_set_child_ttl(c->s, p, STORE_DURATION_MAX_MS), 0);
+	set_ttl(c, b, 0);
+	set_ttl(c, a, 0);
+
+	/* A clock past its range gives no new deadline; a node without a
+	 * lease is still touched. */
+	advance(c, STORE_CLOCK_MAX_MS + 1 - now(c));
+	assert_int_equal(store_set_ttl(c->s, a, 1000), -EINVAL);
+	assert_lease(c, a, 0, 0);
+	assert_int_equal(store_renew(c->s, a), 0);
+
+	/* A store is not made with longer duration limits. */
+	store_limits_default(&l);
+	l.default_ttl_ms = STORE_DURATION_MAX_MS + 1;
+	assert_int_equal(store_new(&l, NULL, &s2), -EINVAL);
+	store_limits_default(&l);
+	l.tombstone_ttl_ms = UINT64_MAX;
+	assert_int_equal(store_new(&l, NULL, &s2), -EINVAL);
+	store_limits_default(&l);
+	l.drain_window_ms = UINT64_MAX;
+	assert_int_equal(store_new(&l, NULL, &s2), -EINVAL);
+	store_limits_default(&l);
+	l.cache_timeout_ms = UINT64_MAX;
+	assert_int_equal(store_new(&l, NULL, &s2), -EINVAL);
+	assert_null(s2);
+
+	put(c, b);
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
 /* Expiry order and the reaper's budget ---------------------------------- */
 
 static void test_expire_deadline_order(void **state)
@@ -2327,6 +2404,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_lease_get_set_kinds),
+		T(test_durations_bounded),
 		T(test_expire_deadline_order),
 		T(test_expire_budget),
 		T(test_next_deadline),
