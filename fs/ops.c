@@ -331,7 +331,8 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 /*
  * Resolve a directory inode and check a new name in it: the common start
  * of mkdir, create, mknod, link and rename.  Refuses special names
- * (EEXIST: they exist), then bad names (EINVAL/ENAMETOOLONG).
+ * (EEXIST: they exist), then bad names for that depth (EINVAL/
+ * ENAMETOOLONG).
  */
 static int dir_and_name(fuse_req_t req, fuse_ino_t ino, const char *name,
 			struct store_node **dir)
@@ -343,7 +344,8 @@ static int dir_and_name(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return -ESTALE;
 	if (special_in(fs, *dir, name))
 		return -EEXIST;
-	return layout_name_check(name, store_limits(fs->store)->max_name);
+	return layout_name_check(name, store_limits(fs->store)->max_name,
+				 store_node_depth(*dir) + 1);
 }
 
 /* Reply to mkdir, mknod or link with @n's entry, and end the reply

@@ -129,7 +129,7 @@ setup() {
 
 # --- names ---------------------------------------------------------------
 
-@test "names beginning with a dot are refused with EINVAL at every depth" {
+@test "tenant and parent names beginning with a dot are refused with EINVAL" {
 	run mkdir "$MNT/.t"
 	assert_failure
 	assert_output --partial 'Invalid argument'
@@ -137,12 +137,27 @@ setup() {
 	run mkdir "$MNT/t/.p"
 	assert_failure
 	assert_output --partial 'Invalid argument'
-	mkdir "$MNT/t/p"
-	run touch "$MNT/t/p/.c"
-	assert_failure
-	assert_output --partial 'Invalid argument'
-	run ls -A "$MNT/t/p"
+	[ ! -e "$MNT/.t" ] && [ ! -e "$MNT/t/.p" ]
+	run ls "$MNT"
+	assert_output t
+	run ls "$MNT/t"
 	assert_output ''
+}
+
+@test "a child's name may begin with a dot: a parent has no special files" {
+	mkdir -p "$MNT/t/p"
+	touch "$MNT/t/p/.c"
+	echo x >"$MNT/t/p/.stats"
+	run ls -A "$MNT/t/p"
+	assert_output $'.c\n.stats'
+	run cat "$MNT/t/p/.stats"
+	assert_output x
+	# A directory inside a parent is refused as ever.
+	run mkdir "$MNT/t/p/.d"
+	assert_failure
+	assert_output --partial 'Operation not permitted'
+	run ls -A "$MNT/t/p"
+	assert_output $'.c\n.stats'
 }
 
 @test "names with a space are refused with EINVAL" {
@@ -191,7 +206,7 @@ setup() {
 	# itself", so ask rename(2) directly.)
 	run py_errno 'os.rename(sys.argv[1], sys.argv[2])' "$MNT/t/p/c" "$MNT/t/p/a b"
 	assert_output EINVAL
-	run ln "$MNT/t/p/c" "$MNT/t/p/.c"
+	run ln "$MNT/t/p/c" "$MNT/t/p/x y"
 	assert_failure
 	assert_output --partial 'Invalid argument'
 	run ls -A "$MNT/t/p"

@@ -1,0 +1,110 @@
+#!/usr/bin/env bats
+# Everyday tools on a statefs mount: what rsync, cp, install, tar, vim,
+# mktemp, tail -f, stat and setfattr/getfattr do to a child must work as
+# on any Linux filesystem (tmpfs is the reference), within the contract.
+
+load helpers
+
+setup() {
+	statefs_mount
+	mkdir -p "$MNT/t/p"
+	# A tmpfs of this test's own: the other end of every copy.
+	TMP=$(mktemp -d "${TMPDIR:-/tmp}/statefs-tools.XXXXXX")
+	mount -t tmpfs -o mode=0755 tmpfs "$TMP"
+}
+
+teardown() {
+	bg_stop
+	exec 5>&- 6>&- 7>&- 8>&- 9>&-
+	umount "$TMP" 2>/dev/null
+	rmdir "$TMP" 2>/dev/null
+	statefs_unmount
+}
+
+# --- names beginning with a dot inside a parent ------------------------------
+
+@test "rsync -a into a parent copies every file (through its .name.XXXXXX temporaries)" {
+	mkdir "$TMP/src"
+	printf 'one\n' >"$TMP/src/a"
+	printf 'two\n' >"$TMP/src/.hidden"
+	touch -d '2001-02-03 04:05:06' "$TMP/src/a" "$TMP/src/.hidden"
+	run rsync -a "$TMP/src/" "$MNT/t/p/"
+	assert_success
+	run ls -A "$MNT/t/p"
+	assert_output $'.hidden\na'
+	run cat "$MNT/t/p/a" "$MNT/t/p/.hidden"
+	assert_output $'one\ntwo'
+	run stat -c '%y %n' "$MNT/t/p/a" "$MNT/t/p/.hidden"
+	assert_output "2001-02-03 04:05:06.000000000 +0000 $MNT/t/p/a
+2001-02-03 04:05:06.000000000 +0000 $MNT/t/p/.hidden"
+	# A second run finds nothing to do, and the temporaries are gone.
+	run rsync -ai "$TMP/src/" "$MNT/t/p/"
+	assert_success
+	assert_output ''
+	run ls -A "$MNT/t/p"
+	assert_output $'.hidden\na'
+}
+
+@test "vim edits a child with its swap file beside it, and writes it back" {
+	printf 'old line\n' >"$MNT/t/p/c"
+	# :swapname names the swap file vim made: in the file's own
+	# directory, the first place 'directory' offers.
+	run env HOME="$TMP" vim -u NONE -i NONE -es \
+		-c 'redir! > '"$TMP"'/swap' -c 'swapname' -c 'redir END' \
+		-c '%s/old/new/' -c 'wq' "$MNT/t/p/c"
+	assert_success
+	run cat "$TMP/swap"
+	assert_output --partial "$MNT/t/p/.c.swp"
+	run cat "$MNT/t/p/c"
+	assert_output 'new line'
+	# The swap file went with the edit.
+	run ls -A "$MNT/t/p"
+	assert_output c
+}
+
+@test "mktemp and mkstemp make dot-named temporaries in a parent; rename publishes them" {
+	run mktemp "$MNT/t/p/.lock.XXXXXX"
+	assert_success
+	local tmp=$output
+	[ -f "$tmp" ]
+	# The editor pattern: write a temporary, rename it over the child.
+	echo old >"$MNT/t/p/c"
+	run python3 -c '
+import os, sys, tempfile
+fd, path = tempfile.mkstemp(dir=sys.argv[1], prefix=".c.")
+os.write(fd, b"new\n")
+os.close(fd)
+os.replace(path, os.path.join(sys.argv[1], "c"))' "$MNT/t/p"
+	assert_success
+	run cat "$MNT/t/p/c"
+	assert_output new
+	run ls -A "$MNT/t/p"
+	assert_output "$(printf '%s\n' "$(basename "$tmp")" c | sort)"
+}
+
+@test "dot-named children list, stream and snapshot like any child; special files stay the tenant's" {
+	events_bg "$BATS_TEST_TMPDIR/ev" 2 "$MNT/t"
+	echo x >"$MNT/t/p/.events"
+	echo y >"$MNT/t/p/.snapshot"
+	events_wait
+	run cut -f2- "$BATS_TEST_TMPDIR/ev"
+	assert_output "$(evlines create t p .events 1 0 write t p .events 1 1)"
+	run ls -A "$MNT/t/p"
+	assert_output $'.events\n.snapshot'
+	run cat "$MNT/t/p/.snapshot"
+	assert_output y
+	# The tenant's own special files are untouched by the names.
+	run head -n 1 "$MNT/t/.snapshot"
+	assert_output --partial $'kind\ttenant'
+	# (Children come in no promised order.)
+	awk -F'\t' '$1 == "child" { print $4, $7 }' "$MNT/t/.snapshot" |
+		sort >"$BATS_TEST_TMPDIR/rows"
+	run cat "$BATS_TEST_TMPDIR/rows"
+	assert_output $'.events 2\n.snapshot 2'
+	run stat_of children "$MNT/t"
+	assert_output 2
+	# Tenants and parents still may not begin with a dot.
+	run mkdir "$MNT/t/.q"
+	assert_failure
+	assert_output --partial 'Invalid argument'
+}
