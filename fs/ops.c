@@ -179,6 +179,9 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		sp = special_in(fs, dir, name);
 		if (sp)
 			rc = store_special(fs->store, dir, sp->slot, &n);
+		else if (strlen(name) > store_limits(fs->store)->max_name)
+			/* stat, rm, chmod answer as a create would. */
+			rc = -ENAMETOOLONG;
 		else
 			rc = store_lookup(fs->store, dir, name, &n);
 	}

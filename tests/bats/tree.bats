@@ -248,6 +248,38 @@ $MNT/12345678/p:
 abcdefgh"
 }
 
+@test "stat, rm, chmod and getfattr of a name longer than max_name fail with ENAMETOOLONG" {
+	statefs_remount -o max_name=8
+	mkdir -p "$MNT/t/p"
+	local path
+	# At every depth, and past the default's 255 bytes as well.
+	for path in "$MNT/123456789" "$MNT/t/123456789" "$MNT/t/p/123456789" \
+		"$MNT/t/p/$(printf 'n%.0s' $(seq 300))"; do
+		run py_errno 'os.stat(sys.argv[1])' "$path"
+		assert_output ENAMETOOLONG
+		run py_errno 'os.unlink(sys.argv[1])' "$path"
+		assert_output ENAMETOOLONG
+		run py_errno 'os.rmdir(sys.argv[1])' "$path"
+		assert_output ENAMETOOLONG
+		run py_errno 'os.chmod(sys.argv[1], 0o600)' "$path"
+		assert_output ENAMETOOLONG
+		run py_errno 'os.getxattr(sys.argv[1], "user.statefs.version")' "$path"
+		assert_output ENAMETOOLONG
+	done
+	run stat "$MNT/t/p/123456789"
+	assert_failure
+	assert_output --partial 'File name too long'
+	run rm "$MNT/t/p/123456789"
+	assert_failure
+	assert_output --partial 'File name too long'
+	run chmod 600 "$MNT/t/p/123456789"
+	assert_failure
+	assert_output --partial 'File name too long'
+	# Names within the bound that do not exist are still ENOENT.
+	run py_errno 'os.stat(sys.argv[1])' "$MNT/t/p/12345678"
+	assert_output ENOENT
+}
+
 @test "a name of 255 bytes is accepted by default" {
 	local long
 	long=$(printf 'n%.0s' $(seq 255))
