@@ -844,6 +844,14 @@ static size_t blob_len(const struct blob *b)
 	return b ? b->len : 0;
 }
 
+/* Is @b longer than @prefix and begins with it (an append to it)? */
+static bool blob_extends(const struct blob *b, const struct blob *prefix)
+{
+	size_t n = blob_len(prefix);
+
+	return blob_len(b) > n && (n == 0 || memcmp(b->data, prefix->data, n) == 0);
+}
+
 /* Buckets: name -> link ------------------------------------------------------ */
 
 static uint32_t link_hash(const void *l)
@@ -3148,21 +3156,35 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 	struct store *s = st->s;
 	const char *src;
 	size_t have, n = 0;
-	struct blob *old = NULL;
+	struct blob *old = NULL, *cur = NULL;
+	bool fresh = false;
 	int rc = 0;
 
 	lock(&st->lock);
 	lock(stripe(s, st->c));
 	if (st->c->node.nlink == 0 || is_expired(s, &st->c->node, store_now_ms(s))) {
 		rc = -ESTALE;
-	} else if (st->mode == STORE_STAGE_READ && off == 0) {
-		/* A new pass from the start sees the newest publication.
-		 * Writable stages keep the state they opened on: it is
+	} else if (st->mode == STORE_STAGE_READ &&
+		   (off == 0 || off >= blob_len(st->pin))) {
+		/* Writable stages keep the state they opened on: it is
 		 * what a compare-and-swap edit is based on. */
-		old = st->pin;
-		st->pin = blob_ref(st->c->content);
+		cur = blob_ref(st->c->content);
+		fresh = true;
 	}
 	unlock(stripe(s, st->c));
+	/*
+	 * A new pass from the start sees the newest publication.  So does a
+	 * read at or past the end of the state this open file has seen, when
+	 * the newest begins with all of it (an append): the reader has then
+	 * read a prefix of the newest state, never a mix, and tail -f of an
+	 * appended child reads on.  (Compared outside the stripe: blobs are
+	 * immutable.)
+	 */
+	if (fresh && (off == 0 || blob_extends(cur, st->pin))) {
+		old = st->pin;
+		st->pin = cur;
+		cur = NULL;
+	}
 	if (rc == 0) {
 		/* An append stage holds only the tail it will add: it
 		 * reads the state it is based on. */
@@ -3177,6 +3199,7 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 	}
 	unlock(&st->lock);
 	blob_unref(old);
+	blob_unref(cur);
 	return rc ? refuse(s, rc) : (ssize_t)n;
 }
 

@@ -421,9 +421,12 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf,
  * Read up to @len bytes at @off from what this stage sees: its own
  * staged bytes when it has written, else the state pinned at open.  On
  * a read-only stage a read at offset 0 re-pins the current state, so a
- * new pass sees the newest publication, never a mix; a writable stage
- * keeps the state it opened on (its compare-and-swap base).  -ESTALE
- * when the child is gone.
+ * new pass sees the newest publication, never a mix; so does a read at
+ * or past the end of the pinned state when the current state begins
+ * with all of it (an append), so a reader that has seen everything reads
+ * on into the newest (tail -f), having read a prefix of it.  A writable
+ * stage keeps the state it opened on (its compare-and-swap base).
+ * -ESTALE when the child is gone.
  */
 ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 			 uint64_t off);

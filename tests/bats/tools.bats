@@ -108,3 +108,19 @@ os.replace(path, os.path.join(sys.argv[1], "c"))' "$MNT/t/p"
 	assert_failure
 	assert_output --partial 'Invalid argument'
 }
+
+# --- tail -f ---------------------------------------------------------------
+
+@test "tail -f of a child shows every later append" {
+	echo first >"$MNT/t/p/log"
+	tail -f "$MNT/t/p/log" >"$BATS_TEST_TMPDIR/out" 2>&1 3>&- &
+	BG_PIDS+=($!)
+	wait_line "$BATS_TEST_TMPDIR/out" first 10
+	echo second >>"$MNT/t/p/log"
+	wait_line "$BATS_TEST_TMPDIR/out" second 10
+	echo third >>"$MNT/t/p/log"
+	wait_line "$BATS_TEST_TMPDIR/out" third 10
+	bg_stop || true # tail ends by the signal
+	run cat "$BATS_TEST_TMPDIR/out"
+	assert_output $'first\nsecond\nthird'
+}

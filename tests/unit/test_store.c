@@ -1435,6 +1435,58 @@ static void test_stage_reader_pinned(void **state)
 	check_ok(c);
 }
 
+static void test_stage_reader_reads_on(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *a;
+	struct store_stage *rd = NULL, *empty = NULL;
+	char buf[64];
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_READ, &empty), 0);
+	publish(c, a, STORE_STAGE_REPLACE, "one\n");
+
+	/* tail -f: everything read, then an append: the read at the end
+	 * goes on with the appended bytes. */
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_READ, &rd), 0);
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 0), 4);
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 4), 0);
+	publish(c, a, STORE_STAGE_APPEND, "two\n");
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 4), 4);
+	assert_memory_equal(buf, "two\n", 4);
+	publish(c, a, STORE_STAGE_APPEND, "three\n");
+	publish(c, a, STORE_STAGE_APPEND, "four\n");
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 8), 11);
+	assert_memory_equal(buf, "three\nfour\n", 11);
+	/* A reader that opened on the empty state has seen a prefix of
+	 * every state. */
+	assert_int_equal(store_stage_read(empty, buf, sizeof buf, 4), 15);
+	assert_memory_equal(buf, "two\nthree\nfour\n", 15);
+
+	/* A replacement is no continuation of what was read: the reader
+	 * stays at its end, never a mix, until it starts a new pass. */
+	publish(c, a, STORE_STAGE_REPLACE, "something else entirely\n");
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 19), 0);
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 0), 24);
+	assert_memory_equal(buf, "something else entirely\n", 24);
+	/* A reader in the middle keeps its state: no jump into a newer one. */
+	assert_int_equal(store_stage_read(rd, buf, 4, 0), 4);
+	publish(c, a, STORE_STAGE_APPEND, "more\n");
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 20), 4);
+	assert_memory_equal(buf, "ely\n", 4);
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 24), 5);
+	assert_memory_equal(buf, "more\n", 5);
+	store_stage_close(empty);
+	store_stage_close(rd);
+
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
 static void test_stage_payload_limit(void **state)
 {
 	struct ctx *c = *state;
@@ -2589,6 +2641,7 @@ int main(void)
 		T(test_stage_cas),
 		T(test_stage_cas_base_is_open_version),
 		T(test_stage_reader_pinned),
+		T(test_stage_reader_reads_on),
 		T(test_stage_payload_limit),
 		T(test_stage_bytes_ceiling),
 		T(test_stage_refused_write_changes_nothing),
