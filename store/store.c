@@ -333,6 +333,12 @@ struct store_stage {
 	bool staged;                   /* lock: buf holds this stage's bytes */
 	bool dirty;                    /* lock: a publication is owed */
 	bool written;                  /* lock: bytes or a size were staged */
+	/* lock: the state's version and mtime when this stage last wrote
+	 * (or opened): an mtime set since then, with no publication in
+	 * between, is kept by this stage's publication (cp -p, install -p
+	 * and tar set it on the open file before close). */
+	uint64_t seen_version;
+	int64_t seen_mtime;
 	int failed;                    /* lock: a write was refused: the
 					* whole open-write-close transition
 					* is abandoned with this errno */
@@ -3027,6 +3033,8 @@ int store_stage_open(struct store *s, struct store_node *child,
 	}
 	st->pin = blob_ref(c->content);
 	st->base_version = c->version;
+	st->seen_version = c->version;
+	st->seen_mtime = c->meta.mtime;
 	unlock(stripe(s, c));
 	store_node_ref(&c->node);
 	if (mode == STORE_STAGE_REPLACE) {
@@ -3065,7 +3073,11 @@ static int stage_reserve(struct store_stage *st, size_t len)
 	return 0;
 }
 
-/* The state's current length and liveness, read under its stripe. */
+/*
+ * The state's current length and liveness, read under its stripe, for a
+ * write or truncate of this stage (st->lock held), which notes the
+ * state's version and mtime as it found them.  @len may be NULL.
+ */
 static int stage_current(struct store_stage *st, size_t *len)
 {
 	struct store *s = st->s;
@@ -3074,7 +3086,10 @@ static int stage_current(struct store_stage *st, size_t *len)
 	lock(stripe(s, st->c));
 	if (st->c->node.nlink == 0 || is_expired(s, &st->c->node, store_now_ms(s)))
 		rc = -ESTALE;
-	*len = blob_len(st->c->content);
+	if (len)
+		*len = blob_len(st->c->content);
+	st->seen_version = st->c->version;
+	st->seen_mtime = st->c->meta.mtime;
 	unlock(stripe(s, st->c));
 	return rc;
 }
@@ -3241,6 +3256,9 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 	if (rc == 0)
 		rc = stage_reserve(st, size);
 	if (rc == 0) {
+		/* A cut is a write: it notes the state as it stands (gone or
+		 * not is the publication's to say). */
+		(void)stage_current(st, NULL);
 		if (size > st->len)
 			memset(st->buf + st->len, 0, size - st->len);
 		st->len = size;
@@ -3295,8 +3313,20 @@ static int do_stage_publish(struct store_stage *st)
 	if (rc == 0)
 		rc = bytes_charge_locked(s, c, cur, blob_len(b));
 	if (rc == 0) {
+		/* An mtime set explicitly after this stage's last write,
+		 * with no publication in between, is what the writer asked
+		 * the content to carry (cp -p): it survives, as on tmpfs
+		 * where the write stamped it first. */
+		bool keep = c->version == st->seen_version &&
+			    c->meta.mtime != st->seen_mtime;
+		int64_t mtime = c->meta.mtime;
+
 		publish_locked(s, c, blob_ref(b));
+		if (keep)
+			c->meta.mtime = mtime;
 		st->base_version = c->version;
+		st->seen_version = c->version;
+		st->seen_mtime = c->meta.mtime;
 		pin = st->pin;
 		st->pin = b;
 		b = NULL;

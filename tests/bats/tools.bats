@@ -124,3 +124,54 @@ os.replace(path, os.path.join(sys.argv[1], "c"))' "$MNT/t/p"
 	run cat "$BATS_TEST_TMPDIR/out"
 	assert_output $'first\nsecond\nthird'
 }
+
+# --- times set on the open file ------------------------------------------------
+
+# mtimes FILE...: "MTIME NAME" per file, to the nanosecond.
+mtimes() {
+	local f
+	for f in "$@"; do
+		echo "$(stat -c %y "$f") $(basename "$f")"
+	done
+}
+
+@test "cp -p, cp -a, install -p and tar -x keep the source's modification time" {
+	mkdir "$TMP/src"
+	printf 'one\n' >"$TMP/src/a"
+	printf 'two\n' >"$TMP/src/b"
+	printf 'three\n' >"$TMP/src/c"
+	printf 'four\n' >"$TMP/src/d"
+	touch -d '2001-02-03 04:05:06.5' "$TMP/src/a" "$TMP/src/b" "$TMP/src/c" "$TMP/src/d"
+	cp -p "$TMP/src/a" "$MNT/t/p/a"
+	cp -a "$TMP/src/b" "$MNT/t/p/b"
+	install -p -m 0644 "$TMP/src/c" "$MNT/t/p/c"
+	# (A tar archive keeps whole seconds: tmpfs says what to expect.)
+	tar -C "$TMP/src" -cf "$TMP/d.tar" d
+	mkdir "$TMP/x"
+	tar -C "$TMP/x" -xf "$TMP/d.tar"
+	tar -C "$MNT/t/p" -xf "$TMP/d.tar"
+	run mtimes "$MNT/t/p/a" "$MNT/t/p/b" "$MNT/t/p/c" "$MNT/t/p/d"
+	assert_output "$(mtimes "$TMP/src/a" "$TMP/src/b" "$TMP/src/c" "$TMP/x/d")"
+	run cat "$MNT/t/p/a" "$MNT/t/p/b" "$MNT/t/p/c" "$MNT/t/p/d"
+	assert_output $'one\ntwo\nthree\nfour'
+	# Within statefs and back out to tmpfs, the time goes along.
+	cp -p "$MNT/t/p/a" "$MNT/t/p/a2"
+	cp -p "$MNT/t/p/a2" "$TMP/a3"
+	run mtimes "$MNT/t/p/a2" "$TMP/a3"
+	assert_output "$(mtimes "$TMP/src/a" "$TMP/src/a" | sed '1s/ a$/ a2/; 2s/ a$/ a3/')"
+}
+
+@test "a write after the time was set stamps the content anew, as on tmpfs" {
+	touch "$MNT/t/p/c"
+	python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC)
+os.write(fd, b"a")
+os.utime(fd, ns=(981173106000000000, 981173106000000000))
+os.write(fd, b"b")
+os.close(fd)' "$MNT/t/p/c"
+	run cat "$MNT/t/p/c"
+	assert_output ab
+	run stat -c %Y "$MNT/t/p/c"
+	assert [ "$output" -gt 981173106 ]
+}
