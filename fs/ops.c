@@ -1296,16 +1296,32 @@ static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	node_put(fs, n);
 }
 
+/*
+ * Removing ttl removes the lease and removing child_ttl goes back to the
+ * default, as setting 0 does (rsync -X removes what the source lacks).
+ */
 static void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	(void)ino;
-	if (!xattr_supported(name))
-		reply_err(req, EOPNOTSUPP);
-	else if (strcmp(name, XATTR_GENERATION) == 0 || strcmp(name, XATTR_VERSION) == 0 ||
-	    strcmp(name, XATTR_TTL) == 0 || strcmp(name, XATTR_CHILD_TTL) == 0)
-		reply_err(req, EPERM); /* set 0 to remove a lease */
+	struct fs *fs = fs_of(req);
+	struct store_node *n = node_get(req, ino);
+	int rc;
+
+	if (!n)
+		rc = -ESTALE;
+	else if (!xattr_supported(name))
+		rc = -EOPNOTSUPP;
+	else if (strcmp(name, XATTR_GENERATION) == 0 ||
+		 strcmp(name, XATTR_VERSION) == 0)
+		rc = -EPERM; /* the store's facts are read-only */
+	else if (strcmp(name, XATTR_TTL) == 0 && is_lease_node(n))
+		rc = store_set_ttl(fs->store, n, 0);
+	else if (strcmp(name, XATTR_CHILD_TTL) == 0 &&
+		 store_node_kind(n) == STORE_PARENT)
+		rc = store_set_child_ttl(fs->store, n, 0);
 	else
-		reply_err(req, ENODATA);
+		rc = -ENODATA; /* nothing else is kept */
+	reply_err(req, rc);
+	node_put(fs, n);
 }
 
 static void fs_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,

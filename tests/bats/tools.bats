@@ -175,3 +175,55 @@ os.close(fd)' "$MNT/t/p/c"
 	run stat -c %Y "$MNT/t/p/c"
 	assert [ "$output" -gt 981173106 ]
 }
+
+# --- extended attributes and copying tools -----------------------------------
+
+# xattrs PATH: the user.* attributes getfattr -d lists, one name=value a line.
+xattrs() {
+	getfattr --absolute-names -d -m - "$1" | sed '1d; /^$/d'
+}
+
+@test "setfattr -x user.statefs.ttl removes the lease, -x child_ttl goes back to the default" {
+	statefs_remount -o testclock -o default_ttl=10
+	mkdir -p "$MNT/t/p"
+	echo x >"$MNT/t/p/c"
+	run ttl "$MNT/t/p/c"
+	assert_output 10
+	setfattr -x user.statefs.ttl "$MNT/t/p/c"
+	run ttl "$MNT/t/p/c"
+	assert_output 0
+	# Removing it again is as harmless as setting 0 again.
+	setfattr -x user.statefs.ttl "$MNT/t/p/c"
+	setfattr -n user.statefs.ttl -v 5 "$MNT/t/p"
+	setfattr -x user.statefs.ttl "$MNT/t/p"
+	setfattr -n user.statefs.child_ttl -v 2 "$MNT/t/p"
+	echo y >"$MNT/t/p/d"
+	run ttl "$MNT/t/p/d"
+	assert_output 2
+	setfattr -x user.statefs.child_ttl "$MNT/t/p"
+	run child_ttl "$MNT/t/p"
+	assert_output 0
+	echo z >"$MNT/t/p/e"
+	run ttl "$MNT/t/p/e"
+	assert_output 10
+	# Neither the child nor the parent expires any more; d and e do.
+	advance 20000
+	run ls "$MNT/t/p"
+	assert_output c
+	# The facts stay read-only, other names are absent.
+	run setfattr -x user.statefs.version "$MNT/t/p/c"
+	assert_failure
+	assert_output --partial 'Operation not permitted'
+	run setfattr -x user.statefs.generation "$MNT/t/p"
+	assert_failure
+	assert_output --partial 'Operation not permitted'
+	run setfattr -x user.nope "$MNT/t/p/c"
+	assert_failure
+	assert_output --partial 'No such attribute'
+	run setfattr -x user.statefs.ttl "$MNT/t"
+	assert_failure
+	assert_output --partial 'No such attribute'
+	run setfattr -x user.statefs.child_ttl "$MNT/t/p/c"
+	assert_failure
+	assert_output --partial 'No such attribute'
+}
