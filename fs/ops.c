@@ -1167,10 +1167,13 @@ static void reply_xattr_value(fuse_req_t req, const char *val, size_t size)
  * The extended attributes statefs keeps, by node kind:
  *   parent: generation (read-only), ttl, child_ttl
  *   child:  version (read-only), ttl
+ * All are read by name.  listxattr names only ttl and child_ttl, and only
+ * while they are set: copying tools (cp -a, cp --preserve=xattr,
+ * rsync -X) copy what is listed, and setting a fact the store keeps
+ * itself is refused, so the read-only facts stay out of the listing (as
+ * CephFS keeps its virtual attributes out of it); a lease set is copied
+ * with the node.
  */
-static const char parent_xattrs[] =
-	XATTR_GENERATION "\0" XATTR_TTL "\0" XATTR_CHILD_TTL;
-static const char child_xattrs[] = XATTR_VERSION "\0" XATTR_TTL;
 
 /*
  * statefs keeps user.* attributes only. Any other namespace (security.*,
@@ -1236,24 +1239,31 @@ static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	static const char both[] = XATTR_TTL "\0" XATTR_CHILD_TTL;
 	struct fs *fs = fs_of(req);
 	struct store_node *n = node_get(req, ino);
-	const char *names = "";
+	struct store_lease lease = { 0 };
+	const char *names = both;
 	size_t len = 0;
+	int rc = 0;
 
 	if (!n || !store_node_live(n)) {
 		reply_err(req, ESTALE);
 		node_put(fs, n);
 		return;
 	}
-	if (store_node_kind(n) == STORE_PARENT) {
-		names = parent_xattrs;
-		len = sizeof(parent_xattrs);
-	} else if (store_node_kind(n) == STORE_CHILD) {
-		names = child_xattrs;
-		len = sizeof(child_xattrs);
+	if (is_lease_node(n))
+		rc = store_lease_get(fs->store, n, &lease);
+	if (rc == 0 && lease.ttl_ms)
+		len = sizeof(XATTR_TTL);
+	if (rc == 0 && lease.child_ttl_ms) {
+		if (!len)
+			names += sizeof(XATTR_TTL);
+		len += sizeof(XATTR_CHILD_TTL);
 	}
-	if (size == 0)
+	if (rc)
+		reply_err(req, rc);
+	else if (size == 0)
 		fuse_reply_xattr(req, len);
 	else if (size < len)
 		reply_err(req, ERANGE);

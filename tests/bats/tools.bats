@@ -183,6 +183,104 @@ xattrs() {
 	getfattr --absolute-names -d -m - "$1" | sed '1d; /^$/d'
 }
 
+@test "listxattr names ttl and child_ttl only while they are set; the facts are read by name" {
+	echo x >"$MNT/t/p/c"
+	run xattrs "$MNT/t/p/c"
+	assert_output ''
+	run xattrs "$MNT/t/p"
+	assert_output ''
+	setfattr -n user.statefs.ttl -v 30 "$MNT/t/p/c"
+	setfattr -n user.statefs.child_ttl -v 1.5 "$MNT/t/p"
+	run xattrs "$MNT/t/p/c"
+	assert_output 'user.statefs.ttl="30"'
+	run xattrs "$MNT/t/p"
+	assert_output 'user.statefs.child_ttl="1.5"'
+	setfattr -n user.statefs.ttl -v 60 "$MNT/t/p"
+	run xattrs "$MNT/t/p"
+	assert_output $'user.statefs.child_ttl="1.5"\nuser.statefs.ttl="60"'
+	run ver "$MNT/t/p/c"
+	assert_output 1
+	run gen "$MNT/t/p"
+	assert_output 1
+	# Tenants and the root keep none.
+	run xattrs "$MNT/t"
+	assert_output ''
+}
+
+@test "cp -a, cp --preserve=xattr and rsync -aX copy children to tmpfs and back, lease included" {
+	echo plain >"$MNT/t/p/a"
+	echo leased >"$MNT/t/p/b"
+	setfattr -n user.statefs.ttl -v 300 "$MNT/t/p/b"
+	setfattr -n user.statefs.child_ttl -v 200 "$MNT/t/p"
+	touch -d '2001-02-03 04:05:06' "$MNT/t/p/a" "$MNT/t/p/b"
+
+	# statefs -> tmpfs
+	run cp -a "$MNT/t/p/a" "$MNT/t/p/b" "$TMP/"
+	assert_success
+	assert_output ''
+	run rsync -aX "$MNT/t/p/" "$TMP/r/"
+	assert_success
+	run xattrs "$TMP/b"
+	assert_output 'user.statefs.ttl="300"'
+	run xattrs "$TMP/r/b"
+	assert_output 'user.statefs.ttl="300"'
+	run xattrs "$TMP/r"
+	assert_output 'user.statefs.child_ttl="200"'
+	run xattrs "$TMP/a"
+	assert_output ''
+
+	# tmpfs -> statefs, into a new parent and over existing children
+	mkdir "$MNT/t/q" "$MNT/t/s"
+	run cp -a "$TMP/a" "$TMP/b" "$MNT/t/q/"
+	assert_success
+	assert_output ''
+	run cp --preserve=xattr "$TMP/b" "$MNT/t/q/b2"
+	assert_success
+	assert_output ''
+	run rsync -aX "$TMP/r/" "$MNT/t/s/"
+	assert_success
+	for d in q s; do
+		run cat "$MNT/t/$d/a" "$MNT/t/$d/b"
+		assert_output $'plain\nleased'
+		run xattrs "$MNT/t/$d/b"
+		assert_output 'user.statefs.ttl="300"'
+		run xattrs "$MNT/t/$d/a"
+		assert_output ''
+		run stat -c %y "$MNT/t/$d/a"
+		assert_output '2001-02-03 04:05:06.000000000 +0000'
+	done
+	run xattrs "$MNT/t/q/b2"
+	assert_output 'user.statefs.ttl="300"'
+	run xattrs "$MNT/t/s"
+	assert_output 'user.statefs.child_ttl="200"'
+	# rsync -X removes what the source lacks: here the lease.
+	setfattr -n user.statefs.ttl -v 300 "$MNT/t/s/a"
+	run rsync -aX "$TMP/r/" "$MNT/t/s/"
+	assert_success
+	run xattrs "$MNT/t/s/a"
+	assert_output ''
+}
+
+@test "cp -a and rsync -aX within statefs copy content, times and leases" {
+	echo one >"$MNT/t/p/a"
+	setfattr -n user.statefs.ttl -v 300 "$MNT/t/p/a"
+	touch -d '2001-02-03 04:05:06' "$MNT/t/p/a"
+	mkdir "$MNT/t/q"
+	run cp -a "$MNT/t/p/a" "$MNT/t/p/a2"
+	assert_success
+	assert_output ''
+	run rsync -aX "$MNT/t/p/" "$MNT/t/q/"
+	assert_success
+	run cat "$MNT/t/p/a2" "$MNT/t/q/a" "$MNT/t/q/a2"
+	assert_output $'one\none\none'
+	for f in "$MNT/t/p/a2" "$MNT/t/q/a" "$MNT/t/q/a2"; do
+		run xattrs "$f"
+		assert_output 'user.statefs.ttl="300"'
+		run stat -c %y "$f"
+		assert_output '2001-02-03 04:05:06.000000000 +0000'
+	done
+}
+
 @test "setfattr -x user.statefs.ttl removes the lease, -x child_ttl goes back to the default" {
 	statefs_remount -o testclock -o default_ttl=10
 	mkdir -p "$MNT/t/p"
@@ -192,6 +290,8 @@ xattrs() {
 	setfattr -x user.statefs.ttl "$MNT/t/p/c"
 	run ttl "$MNT/t/p/c"
 	assert_output 0
+	run xattrs "$MNT/t/p/c"
+	assert_output ''
 	# Removing it again is as harmless as setting 0 again.
 	setfattr -x user.statefs.ttl "$MNT/t/p/c"
 	setfattr -n user.statefs.ttl -v 5 "$MNT/t/p"
