@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -497,6 +498,60 @@ static void file_free(struct fs *fs, struct fs_file *f)
 	free(f);
 }
 
+/*
+ * Does the caller of @req hold CAP_FSETID, which keeps the set-user-ID
+ * and set-group-ID bits of a file it writes?  Read from its thread's
+ * effective capabilities; when they cannot be read, uid 0 counts as
+ * holding it, as elsewhere in statefs.
+ */
+static bool caller_fsetid(fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	unsigned long long caps;
+	bool has = ctx->uid == 0;
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%lu/status", (unsigned long)ctx->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return has;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &caps) == 1) {
+			has = (caps >> CAP_FSETID) & 1;
+			break;
+		}
+	fclose(f);
+	return has;
+}
+
+/*
+ * A write to child @n, or an O_TRUNC open of it, by the caller of @req:
+ * clear the set-user-ID and set-group-ID bits as Linux does
+ * (store_cred_kill_suidgid).  statefs must do it itself: with direct I/O
+ * the kernel sends no setattr for a write nor for an O_TRUNC open, and
+ * libfuse 3.14 does not pass FUSE_WRITE_KILL_SUIDGID on.  The cheap
+ * test comes first: most files have neither bit.  Best effort: a write
+ * is not refused because its caller's credentials could not be read.
+ */
+static void kill_suidgid(fuse_req_t req, struct fs *fs, struct store_node *n)
+{
+	struct store_attr a, in = { 0 };
+	struct fs_cred fc;
+	unsigned kill = 0;
+
+	if (store_getattr(fs->store, n, &a) != 0 ||
+	    !(a.mode & (S_ISUID | S_ISGID)))
+		return;
+	if (fs_cred_get(req, &fc) == 0)
+		kill = store_cred_kill_suidgid(&fc.c, caller_fsetid(req), a.gid,
+					       a.mode);
+	fs_cred_free(&fc);
+	/* The kernel keeps the mode it was told last: drop it. */
+	if (kill && store_setattr(fs->store, n, kill, &in, NULL) == 0)
+		fs_inval_attr(fs, store_node_ino(n));
+}
+
 static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
@@ -517,6 +572,8 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	if (rc == 0)
 		rc = file_open_child(fs, n, fi->flags, fi);
+	if (rc == 0 && !created && stage_mode(fi->flags) == STORE_STAGE_REPLACE)
+		kill_suidgid(req, fs, n);
 	if (rc == 0) {
 		rc = entry_fill(fs, n, &e);
 		if (rc) {
@@ -830,6 +887,10 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = file_open_child(fs, n, fi->flags, fi);
 	else
 		rc = -EISDIR;
+	/* An O_TRUNC open truncates, as a write does. */
+	if (rc == 0 && store_node_kind(n) == STORE_CHILD &&
+	    stage_mode(fi->flags) == STORE_STAGE_REPLACE)
+		kill_suidgid(req, fs, n);
 	if (rc)
 		reply_err(req, rc);
 	else
@@ -904,6 +965,8 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	switch (f->kind) {
 	case FS_STAGE:
 		n = store_stage_write(f->stage, buf, size, (uint64_t)off);
+		if (n >= 0)
+			kill_suidgid(req, fs, f->node);
 		break;
 	case FS_DEPART:
 		rc = layout_parse_depart(buf, size,

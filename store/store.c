@@ -1502,6 +1502,10 @@ static void meta_apply(struct store_node *n, struct meta *m, unsigned mask,
 {
 	if (mask & STORE_SET_MODE)
 		n->mode = in->mode & 07777;
+	if (mask & STORE_SET_KILL_SUID)
+		n->mode &= (uint16_t)~S_ISUID;
+	if (mask & STORE_SET_KILL_SGID)
+		n->mode &= (uint16_t)~S_ISGID;
 	if (mask & STORE_SET_UID)
 		m->uid = in->uid;
 	if (mask & STORE_SET_GID)

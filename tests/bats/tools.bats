@@ -327,3 +327,74 @@ xattrs() {
 	assert_failure
 	assert_output --partial 'No such attribute'
 }
+
+# --- set-user-ID and set-group-ID bits ----------------------------------------
+
+# as UID:GID CMD...: run CMD as that uid and gid, no supplementary groups
+# and (not being root) no capabilities.
+as() {
+	local uid=${1%%:*} gid=${1##*:}
+	shift
+	setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "$@"
+}
+
+@test "a write or truncation without CAP_FSETID clears set-user-ID and set-group-ID, as on tmpfs" {
+	statefs_remount -o allow_other,default_permissions
+	mkdir -p "$MNT/t/p"
+	chmod 0777 "$MNT/t/p" "$TMP"
+	# Each case on a statefs child and on a tmpfs file alike:
+	# NAME MODE OWNER:GROUP WRITER COMMAND (F is the file).
+	local cases=(
+		"append-by-other 6777 0:0 1000:1000 echo x >>F"
+		"otrunc-by-other 6777 0:0 1000:1000 : >F"
+		"replace-by-other 6777 0:0 1000:1000 echo x >F"
+		"inplace-by-other 6777 0:0 1000:1000 printf y 1<>F"
+		"truncate-by-other 6777 0:0 1000:1000 truncate -s 1 F"
+		"append-by-owner 4755 1000:0 1000:1000 echo x >>F"
+		"nogx-by-member 2766 0:1000 1000:1000 echo x >>F"
+		"nogx-by-nonmember 2766 0:0 1000:1000 echo x >>F"
+		"read-by-other 6777 0:0 1000:1000 cat F"
+	)
+	local c name mode owner writer cmd d names=()
+	for c in "${cases[@]}"; do
+		read -r name mode owner writer cmd <<<"$c"
+		names+=("$name")
+		for d in "$MNT/t/p" "$TMP"; do
+			echo a >"$d/$name"
+			chown "$owner" "$d/$name"
+			chmod "$mode" "$d/$name"
+			as "$writer" sh -c "${cmd//F/\"\$1\"}" _ "$d/$name" >/dev/null
+		done
+	done
+	(cd "$TMP" && stat -c '%A %n' "${names[@]}") >"$BATS_TEST_TMPDIR/tmpfs"
+	run bash -c 'cd "$1" && shift && stat -c "%A %n" "$@"' _ "$MNT/t/p" "${names[@]}"
+	# statefs shows what tmpfs shows, which is the kernel's rule.
+	assert_output "$(cat "$BATS_TEST_TMPDIR/tmpfs")"
+	assert_output "-rwxrwxrwx append-by-other
+-rwxrwxrwx otrunc-by-other
+-rwxrwxrwx replace-by-other
+-rwxrwxrwx inplace-by-other
+-rwxrwxrwx truncate-by-other
+-rwxr-xr-x append-by-owner
+-rwxrwSrw- nogx-by-member
+-rwxrw-rw- nogx-by-nonmember
+-rwsrwsrwx read-by-other"
+}
+
+@test "root's writes keep set-user-ID and set-group-ID, unless it dropped CAP_FSETID" {
+	local d
+	for d in "$MNT/t/p" "$TMP"; do
+		echo a >"$d/c"
+		echo a >"$d/d"
+		chmod 6777 "$d/c" "$d/d"
+		echo x >>"$d/c"
+		echo y >"$d/c"
+		setpriv --inh-caps=-all --bounding-set=-all -- \
+			sh -c 'echo x >>"$1"' _ "$d/d"
+	done
+	run stat -c '%a %n' "$MNT/t/p/c" "$MNT/t/p/d" "$TMP/c" "$TMP/d"
+	assert_output "6777 $MNT/t/p/c
+777 $MNT/t/p/d
+6777 $TMP/c
+777 $TMP/d"
+}

@@ -1827,6 +1827,18 @@ static void test_setattr_size_is_publication(void **state)
 	assert_int_equal(out.uid, 42);
 	assert_int_equal(out.size, 4);
 
+	/* The KILL bits clear their privilege bit and nothing else. */
+	in.mode = 06751;
+	assert_int_equal(store_setattr(c->s, a, STORE_SET_MODE, &in, &out), 0);
+	assert_int_equal(store_setattr(c->s, a, STORE_SET_KILL_SUID, &in, &out),
+			 0);
+	assert_int_equal(out.mode & 07777, 02751);
+	assert_int_equal(store_setattr(c->s, a, STORE_SET_KILL_SUID |
+				       STORE_SET_KILL_SGID, &in, &out), 0);
+	assert_int_equal(out.mode & 07777, 0751);
+	assert_int_equal(out.uid, 42);
+	assert_int_equal(version(c, a), v0 + 2);
+
 	/* A directory has no size to set. */
 	in.size = 0;
 	assert_int_equal(store_setattr(c->s, p, STORE_SET_SIZE, &in, &out),
