@@ -458,6 +458,10 @@ int store_stage_truncate(struct store_stage *st, uint64_t size);
  * On success the stage is clean and based on the new version; on
  * failure it is clean too (the staged bytes are dropped: a failed
  * publication changes nothing and is not retried on release).
+ * A publication stamps the state's mtime with the time of day, unless
+ * an mtime was set (store_setattr) after this stage's last write or
+ * truncation, or after its open if it has neither, with no other
+ * publication in between: that one is kept (cp -p sets it before close).
  */
 int store_stage_publish(struct store_stage *st);
 
