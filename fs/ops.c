@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
@@ -179,6 +180,9 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		sp = special_in(fs, dir, name);
 		if (sp)
 			rc = store_special(fs->store, dir, sp->slot, &n);
+		else if (strlen(name) > store_limits(fs->store)->max_name)
+			/* stat, rm, chmod answer as a create would. */
+			rc = -ENAMETOOLONG;
 		else
 			rc = store_lookup(fs->store, dir, name, &n);
 	}
@@ -331,7 +335,8 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 /*
  * Resolve a directory inode and check a new name in it: the common start
  * of mkdir, create, mknod, link and rename.  Refuses special names
- * (EEXIST: they exist), then bad names (EINVAL/ENAMETOOLONG).
+ * (EEXIST: they exist), then bad names for that depth (EINVAL/
+ * ENAMETOOLONG).
  */
 static int dir_and_name(fuse_req_t req, fuse_ino_t ino, const char *name,
 			struct store_node **dir)
@@ -343,7 +348,8 @@ static int dir_and_name(fuse_req_t req, fuse_ino_t ino, const char *name,
 		return -ESTALE;
 	if (special_in(fs, *dir, name))
 		return -EEXIST;
-	return layout_name_check(name, store_limits(fs->store)->max_name);
+	return layout_name_check(name, store_limits(fs->store)->max_name,
+				 store_node_depth(*dir) + 1);
 }
 
 /* Reply to mkdir, mknod or link with @n's entry, and end the reply
@@ -504,6 +510,60 @@ static void file_free(struct fs *fs, struct fs_file *f)
 	free(f);
 }
 
+/*
+ * Does the caller of @req hold CAP_FSETID, which keeps the set-user-ID
+ * and set-group-ID bits of a file it writes?  Read from its thread's
+ * effective capabilities; when they cannot be read, uid 0 counts as
+ * holding it, as elsewhere in statefs.
+ */
+static bool caller_fsetid(fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	unsigned long long caps;
+	bool has = ctx->uid == 0;
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%lu/status", (unsigned long)ctx->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return has;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &caps) == 1) {
+			has = (caps >> CAP_FSETID) & 1;
+			break;
+		}
+	fclose(f);
+	return has;
+}
+
+/*
+ * A write to child @n, or an O_TRUNC open of it, by the caller of @req:
+ * clear the set-user-ID and set-group-ID bits as Linux does
+ * (store_cred_kill_suidgid).  statefs must do it itself: with direct I/O
+ * the kernel sends no setattr for a write nor for an O_TRUNC open, and
+ * libfuse 3.14 does not pass FUSE_WRITE_KILL_SUIDGID on.  The cheap
+ * test comes first: most files have neither bit.  Best effort: a write
+ * is not refused because its caller's credentials could not be read.
+ */
+static void kill_suidgid(fuse_req_t req, struct fs *fs, struct store_node *n)
+{
+	struct store_attr a, in = { 0 };
+	struct fs_cred fc;
+	unsigned kill = 0;
+
+	if (store_getattr(fs->store, n, &a) != 0 ||
+	    !(a.mode & (S_ISUID | S_ISGID)))
+		return;
+	if (fs_cred_get(req, &fc) == 0)
+		kill = store_cred_kill_suidgid(&fc.c, caller_fsetid(req), a.gid,
+					       a.mode);
+	fs_cred_free(&fc);
+	/* The kernel keeps the mode it was told last: drop it. */
+	if (kill && store_setattr(fs->store, n, kill, &in, NULL) == 0)
+		fs_inval_attr(fs, store_node_ino(n));
+}
+
 static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
@@ -524,6 +584,8 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	}
 	if (rc == 0)
 		rc = file_open_child(fs, n, fi->flags, fi);
+	if (rc == 0 && !created && stage_mode(fi->flags) == STORE_STAGE_REPLACE)
+		kill_suidgid(req, fs, n);
 	if (rc == 0) {
 		rc = entry_fill(fs, n, &e);
 		if (rc) {
@@ -874,6 +936,10 @@ static void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		rc = file_open_child(fs, n, fi->flags, fi);
 	else
 		rc = -EISDIR;
+	/* An O_TRUNC open truncates, as a write does. */
+	if (rc == 0 && store_node_kind(n) == STORE_CHILD &&
+	    stage_mode(fi->flags) == STORE_STAGE_REPLACE)
+		kill_suidgid(req, fs, n);
 	if (rc)
 		reply_err(req, rc);
 	else
@@ -944,6 +1010,8 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 	switch (f->kind) {
 	case FS_STAGE:
 		n = store_stage_write(f->stage, buf, size, (uint64_t)off);
+		if (n >= 0)
+			kill_suidgid(req, fs, f->node);
 		break;
 	case FS_DEPART:
 		rc = layout_parse_depart(buf, size,
@@ -1207,10 +1275,13 @@ static void reply_xattr_value(fuse_req_t req, const char *val, size_t size)
  * The extended attributes statefs keeps, by node kind:
  *   parent: generation (read-only), ttl, child_ttl
  *   child:  version (read-only), ttl
+ * All are read by name.  listxattr names only ttl and child_ttl, and only
+ * while they are set: copying tools (cp -a, cp --preserve=xattr,
+ * rsync -X) copy what is listed, and setting a fact the store keeps
+ * itself is refused, so the read-only facts stay out of the listing (as
+ * CephFS keeps its virtual attributes out of it); a lease set is copied
+ * with the node.
  */
-static const char parent_xattrs[] =
-	XATTR_GENERATION "\0" XATTR_TTL "\0" XATTR_CHILD_TTL;
-static const char child_xattrs[] = XATTR_VERSION "\0" XATTR_TTL;
 
 /*
  * statefs keeps user.* attributes only. Any other namespace (security.*,
@@ -1276,24 +1347,31 @@ static void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 
 static void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	static const char both[] = XATTR_TTL "\0" XATTR_CHILD_TTL;
 	struct fs *fs = fs_of(req);
 	struct store_node *n = node_get(req, ino);
-	const char *names = "";
+	struct store_lease lease = { 0 };
+	const char *names = both;
 	size_t len = 0;
+	int rc = 0;
 
 	if (!n || !store_node_live(n)) {
 		reply_err(req, ESTALE);
 		node_put(fs, n);
 		return;
 	}
-	if (store_node_kind(n) == STORE_PARENT) {
-		names = parent_xattrs;
-		len = sizeof(parent_xattrs);
-	} else if (store_node_kind(n) == STORE_CHILD) {
-		names = child_xattrs;
-		len = sizeof(child_xattrs);
+	if (is_lease_node(n))
+		rc = store_lease_get(fs->store, n, &lease);
+	if (rc == 0 && lease.ttl_ms)
+		len = sizeof(XATTR_TTL);
+	if (rc == 0 && lease.child_ttl_ms) {
+		if (!len)
+			names += sizeof(XATTR_TTL);
+		len += sizeof(XATTR_CHILD_TTL);
 	}
-	if (size == 0)
+	if (rc)
+		reply_err(req, rc);
+	else if (size == 0)
 		fuse_reply_xattr(req, len);
 	else if (size < len)
 		reply_err(req, ERANGE);
@@ -1336,16 +1414,32 @@ static void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 	node_put(fs, n);
 }
 
+/*
+ * Removing ttl removes the lease and removing child_ttl goes back to the
+ * default, as setting 0 does (rsync -X removes what the source lacks).
+ */
 static void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	(void)ino;
-	if (!xattr_supported(name))
-		reply_err(req, EOPNOTSUPP);
-	else if (strcmp(name, XATTR_GENERATION) == 0 || strcmp(name, XATTR_VERSION) == 0 ||
-	    strcmp(name, XATTR_TTL) == 0 || strcmp(name, XATTR_CHILD_TTL) == 0)
-		reply_err(req, EPERM); /* set 0 to remove a lease */
+	struct fs *fs = fs_of(req);
+	struct store_node *n = node_get(req, ino);
+	int rc;
+
+	if (!n)
+		rc = -ESTALE;
+	else if (!xattr_supported(name))
+		rc = -EOPNOTSUPP;
+	else if (strcmp(name, XATTR_GENERATION) == 0 ||
+		 strcmp(name, XATTR_VERSION) == 0)
+		rc = -EPERM; /* the store's facts are read-only */
+	else if (strcmp(name, XATTR_TTL) == 0 && is_lease_node(n))
+		rc = store_set_ttl(fs->store, n, 0);
+	else if (strcmp(name, XATTR_CHILD_TTL) == 0 &&
+		 store_node_kind(n) == STORE_PARENT)
+		rc = store_set_child_ttl(fs->store, n, 0);
 	else
-		reply_err(req, ENODATA);
+		rc = -ENODATA; /* nothing else is kept */
+	reply_err(req, rc);
+	node_put(fs, n);
 }
 
 static void fs_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,

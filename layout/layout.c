@@ -28,15 +28,17 @@
 /*
  * The rules of layout_name_check over @len bytes that need not be
  * NUL-terminated (a .depart write), so an embedded NUL is just another
- * control byte.
+ * control byte.  @dot_ok: a leading '.' is allowed ("." and ".." never).
  */
-static int name_check_bytes(const char *name, size_t len, size_t max_name)
+static int name_check_bytes(const char *name, size_t len, size_t max_name,
+			    bool dot_ok)
 {
 	if (len == 0)
 		return -EINVAL;
 	if (len > max_name)
 		return -ENAMETOOLONG;
-	if (name[0] == '.')
+	if (name[0] == '.' &&
+	    (!dot_ok || len == 1 || (len == 2 && name[1] == '.')))
 		return -EINVAL;
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)name[i];
@@ -49,9 +51,10 @@ static int name_check_bytes(const char *name, size_t len, size_t max_name)
 	return 0;
 }
 
-int layout_name_check(const char *name, size_t max_name)
+int layout_name_check(const char *name, size_t max_name, int depth)
 {
-	return name_check_bytes(name, strlen(name), max_name);
+	return name_check_bytes(name, strlen(name), max_name,
+				depth == LAYOUT_CHILD);
 }
 
 /* Special files ---------------------------------------------------------- */
@@ -127,7 +130,7 @@ int layout_parse_depart(const char *buf, size_t len, size_t max_name,
 	/* `echo P > .depart` writes "P\n"; printf '%s' writes "P". */
 	if (len > 0 && buf[len - 1] == '\n')
 		len--;
-	rc = name_check_bytes(buf, len, max_name);
+	rc = name_check_bytes(buf, len, max_name, false);
 	if (rc < 0)
 		return rc;
 	if (len >= cap)

@@ -6,9 +6,10 @@
  * lock or keeps state, so everything is unit-tested directly.
  *
  * The tree has a fixed depth: root (0) / tenant (1) / parent (2) /
- * child (3).  Names that begin with '.' are reserved for the special files
- * listed in layout.c; each special file has a slot number (its inode slot
- * in the store, see STORE_NSPECIAL) and a scope (root, tenant or both).
+ * child (3).  In the root and the tenants, names that begin with '.' are
+ * reserved for the special files listed in layout.c; each special file
+ * has a slot number (its inode slot in the store, see STORE_NSPECIAL) and
+ * a scope (root, tenant or both).  A parent has none.
  */
 #ifndef STATEFS_LAYOUT_H
 #define STATEFS_LAYOUT_H
@@ -30,11 +31,15 @@ enum layout_depth {
 };
 
 /*
- * Check a tenant, parent or child name: 1..max_name bytes, not starting
- * with '.', no control bytes (< 0x20, 0x7f) and no white space.
+ * Check the name of a node at @depth (LAYOUT_TENANT, LAYOUT_PARENT or
+ * LAYOUT_CHILD): 1..max_name bytes, no control bytes (< 0x20, 0x7f), no
+ * white space, no '/'.  A tenant's or a parent's name must not start
+ * with '.' (the root and the tenants hold the special files); a child's
+ * may (a parent has no special files: rsync's and editors' temporary
+ * files, mkstemp patterns), except "." and "..".
  * Returns 0, -ENAMETOOLONG (longer than @max_name) or -EINVAL.
  */
-int layout_name_check(const char *name, size_t max_name);
+int layout_name_check(const char *name, size_t max_name, int depth);
 
 /* Special files ------------------------------------------------------- */
 
@@ -77,7 +82,8 @@ const struct layout_special *layout_special_nth(int dir_depth, size_t i);
 /*
  * Parse what was written to a .depart file: exactly one name, optionally
  * followed by one '\n'.  Copies it NUL-terminated into @name (capacity
- * @cap).  Returns 0, -EINVAL or -ENAMETOOLONG (layout_name_check rules).
+ * @cap).  Returns 0, -EINVAL or -ENAMETOOLONG (layout_name_check rules
+ * for a parent).
  */
 int layout_parse_depart(const char *buf, size_t len, size_t max_name,
 			char *name, size_t cap);

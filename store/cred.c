@@ -6,7 +6,9 @@
  * the kernel's generic_permission() and sticky check do for a directory,
  * so that what statefs filters or refuses by itself (the root's
  * .snapshot and .events, a cascading rmdir) follows the same rule the
- * kernel applies to everything else under -o default_permissions.
+ * kernel applies to everything else under -o default_permissions; and
+ * which privilege bits a write clears, as the kernel's
+ * setattr_should_drop_suidgid() does.
  */
 #include <stdbool.h>
 #include <sys/stat.h>
@@ -50,4 +52,19 @@ bool store_cred_sticky_ok(const struct store_cred *c, uid_t dir_uid,
 {
 	return !(dir_mode & S_ISVTX) || c->uid == 0 || c->uid == uid ||
 	       c->uid == dir_uid;
+}
+
+/* The rule of the kernel's setattr_should_drop_suidgid(). */
+unsigned store_cred_kill_suidgid(const struct store_cred *c, bool fsetid,
+				 gid_t gid, mode_t mode)
+{
+	unsigned kill = 0;
+
+	if (fsetid)
+		return 0;
+	if (mode & S_ISUID)
+		kill |= STORE_SET_KILL_SUID;
+	if ((mode & S_ISGID) && ((mode & S_IXGRP) || !in_group(c, gid)))
+		kill |= STORE_SET_KILL_SGID;
+	return kill;
 }

@@ -333,6 +333,12 @@ struct store_stage {
 	bool staged;                   /* lock: buf holds this stage's bytes */
 	bool dirty;                    /* lock: a publication is owed */
 	bool written;                  /* lock: bytes or a size were staged */
+	/* lock: the state's version and mtime when this stage last wrote
+	 * (or opened): an mtime set since then, with no publication in
+	 * between, is kept by this stage's publication (cp -p, install -p
+	 * and tar set it on the open file before close). */
+	uint64_t seen_version;
+	int64_t seen_mtime;
 	int failed;                    /* lock: a write was refused: the
 					* whole open-write-close transition
 					* is abandoned with this errno */
@@ -842,6 +848,14 @@ static void blob_unref(struct blob *b)
 static size_t blob_len(const struct blob *b)
 {
 	return b ? b->len : 0;
+}
+
+/* Is @b longer than @prefix and begins with it (an append to it)? */
+static bool blob_extends(const struct blob *b, const struct blob *prefix)
+{
+	size_t n = blob_len(prefix);
+
+	return blob_len(b) > n && (n == 0 || memcmp(b->data, prefix->data, n) == 0);
 }
 
 /* Buckets: name -> link ------------------------------------------------------ */
@@ -1494,6 +1508,10 @@ static void meta_apply(struct store_node *n, struct meta *m, unsigned mask,
 {
 	if (mask & STORE_SET_MODE)
 		n->mode = in->mode & 07777;
+	if (mask & STORE_SET_KILL_SUID)
+		n->mode &= (uint16_t)~S_ISUID;
+	if (mask & STORE_SET_KILL_SGID)
+		n->mode &= (uint16_t)~S_ISGID;
 	if (mask & STORE_SET_UID)
 		m->uid = in->uid;
 	if (mask & STORE_SET_GID)
@@ -3025,6 +3043,8 @@ int store_stage_open(struct store *s, struct store_node *child,
 	}
 	st->pin = blob_ref(c->content);
 	st->base_version = c->version;
+	st->seen_version = c->version;
+	st->seen_mtime = c->meta.mtime;
 	unlock(stripe(s, c));
 	store_node_ref(&c->node);
 	if (mode == STORE_STAGE_REPLACE) {
@@ -3063,7 +3083,11 @@ static int stage_reserve(struct store_stage *st, size_t len)
 	return 0;
 }
 
-/* The state's current length and liveness, read under its stripe. */
+/*
+ * The state's current length and liveness, read under its stripe, for a
+ * write or truncate of this stage (st->lock held), which notes the
+ * state's version and mtime as it found them.  @len may be NULL.
+ */
 static int stage_current(struct store_stage *st, size_t *len)
 {
 	struct store *s = st->s;
@@ -3072,7 +3096,10 @@ static int stage_current(struct store_stage *st, size_t *len)
 	lock(stripe(s, st->c));
 	if (st->c->node.nlink == 0 || is_expired(s, &st->c->node, store_now_ms(s)))
 		rc = -ESTALE;
-	*len = blob_len(st->c->content);
+	if (len)
+		*len = blob_len(st->c->content);
+	st->seen_version = st->c->version;
+	st->seen_mtime = st->c->meta.mtime;
 	unlock(stripe(s, st->c));
 	return rc;
 }
@@ -3158,21 +3185,35 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 	struct store *s = st->s;
 	const char *src;
 	size_t have, n = 0;
-	struct blob *old = NULL;
+	struct blob *old = NULL, *cur = NULL;
+	bool fresh = false;
 	int rc = 0;
 
 	lock(&st->lock);
 	lock(stripe(s, st->c));
 	if (st->c->node.nlink == 0 || is_expired(s, &st->c->node, store_now_ms(s))) {
 		rc = -ESTALE;
-	} else if (st->mode == STORE_STAGE_READ && off == 0) {
-		/* A new pass from the start sees the newest publication.
-		 * Writable stages keep the state they opened on: it is
+	} else if (st->mode == STORE_STAGE_READ &&
+		   (off == 0 || off >= blob_len(st->pin))) {
+		/* Writable stages keep the state they opened on: it is
 		 * what a compare-and-swap edit is based on. */
-		old = st->pin;
-		st->pin = blob_ref(st->c->content);
+		cur = blob_ref(st->c->content);
+		fresh = true;
 	}
 	unlock(stripe(s, st->c));
+	/*
+	 * A new pass from the start sees the newest publication.  So does a
+	 * read at or past the end of the state this open file has seen, when
+	 * the newest begins with all of it (an append): the reader has then
+	 * read a prefix of the newest state, never a mix, and tail -f of an
+	 * appended child reads on.  (Compared outside the stripe: blobs are
+	 * immutable.)
+	 */
+	if (fresh && (off == 0 || blob_extends(cur, st->pin))) {
+		old = st->pin;
+		st->pin = cur;
+		cur = NULL;
+	}
 	if (rc == 0) {
 		/* An append stage holds only the tail it will add: it
 		 * reads the state it is based on. */
@@ -3187,6 +3228,7 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 	}
 	unlock(&st->lock);
 	blob_unref(old);
+	blob_unref(cur);
 	return rc ? refuse(s, rc) : (ssize_t)n;
 }
 
@@ -3232,6 +3274,9 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 	if (rc == 0)
 		rc = stage_reserve(st, size);
 	if (rc == 0) {
+		/* A cut is a write: it notes the state as it stands (gone or
+		 * not is the publication's to say). */
+		(void)stage_current(st, NULL);
 		if (size > st->len)
 			memset(st->buf + st->len, 0, size - st->len);
 		st->len = size;
@@ -3286,8 +3331,20 @@ static int do_stage_publish(struct store_stage *st)
 	if (rc == 0)
 		rc = bytes_charge_locked(s, c, cur, blob_len(b));
 	if (rc == 0) {
+		/* An mtime set explicitly after this stage's last write,
+		 * with no publication in between, is what the writer asked
+		 * the content to carry (cp -p): it survives, as on tmpfs
+		 * where the write stamped it first. */
+		bool keep = c->version == st->seen_version &&
+			    c->meta.mtime != st->seen_mtime;
+		int64_t mtime = c->meta.mtime;
+
 		publish_locked(s, c, blob_ref(b));
+		if (keep)
+			c->meta.mtime = mtime;
 		st->base_version = c->version;
+		st->seen_version = c->version;
+		st->seen_mtime = c->meta.mtime;
 		pin = st->pin;
 		st->pin = b;
 		b = NULL;

@@ -157,6 +157,19 @@ bool store_cred_may_list(const struct store_cred *c, uid_t uid, gid_t gid,
 bool store_cred_sticky_ok(const struct store_cred *c, uid_t dir_uid,
 			  mode_t dir_mode, uid_t uid);
 
+/*
+ * The set-user-ID and set-group-ID bits a write or a truncation by @c
+ * clears from a regular file of group @gid with mode @mode, as Linux
+ * clears them for a caller without CAP_FSETID (@fsetid false; with it,
+ * none): set-user-ID always, set-group-ID when the file is
+ * group-executable or @c is not in its group (without group execute it
+ * marks mandatory locking, not a privilege, for the group's members).
+ * Returns the bits to clear (STORE_SET_KILL_SUID/SGID, for
+ * store_setattr), 0 for none.
+ */
+unsigned store_cred_kill_suidgid(const struct store_cred *c, bool fsetid,
+				 gid_t gid, mode_t mode);
+
 /* What stat(2) shows of a node. */
 struct store_attr {
 	uint64_t ino;
@@ -278,9 +291,13 @@ int store_getattr(struct store *s, struct store_node *n, struct store_attr *a);
 #define STORE_SET_ATIME (1u << 3)
 #define STORE_SET_MTIME (1u << 4)
 #define STORE_SET_SIZE  (1u << 5)
+#define STORE_SET_KILL_SUID (1u << 6) /* clear S_ISUID, whatever the mode */
+#define STORE_SET_KILL_SGID (1u << 7) /* clear S_ISGID, whatever the mode */
 
 /*
- * Change attributes of @n: the fields named by @mask from @in.  A size
+ * Change attributes of @n: the fields named by @mask from @in (the KILL
+ * bits clear their mode bit and leave the others as they are, so a
+ * concurrent chmod is not undone).  A size
  * change of a child is a publication (truncate or zero-extend, version
  * + 1); -EFBIG over max_payload, -ENOSPC over max_bytes, -EISDIR for a
  * directory.  -ESTALE when @n is dead.  Fills @out with the result.
@@ -436,9 +453,12 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf,
  * Read up to @len bytes at @off from what this stage sees: its own
  * staged bytes when it has written, else the state pinned at open.  On
  * a read-only stage a read at offset 0 re-pins the current state, so a
- * new pass sees the newest publication, never a mix; a writable stage
- * keeps the state it opened on (its compare-and-swap base).  -ESTALE
- * when the child is gone.
+ * new pass sees the newest publication, never a mix; so does a read at
+ * or past the end of the pinned state when the current state begins
+ * with all of it (an append), so a reader that has seen everything reads
+ * on into the newest (tail -f), having read a prefix of it.  A writable
+ * stage keeps the state it opened on (its compare-and-swap base).
+ * -ESTALE when the child is gone.
  */
 ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 			 uint64_t off);
@@ -453,6 +473,10 @@ int store_stage_truncate(struct store_stage *st, uint64_t size);
  * On success the stage is clean and based on the new version; on
  * failure it is clean too (the staged bytes are dropped: a failed
  * publication changes nothing and is not retried on release).
+ * A publication stamps the state's mtime with the time of day, unless
+ * an mtime was set (store_setattr) after this stage's last write or
+ * truncation, or after its open if it has neither, with no other
+ * publication in between: that one is kept (cp -p sets it before close).
  */
 int store_stage_publish(struct store_stage *st);
 

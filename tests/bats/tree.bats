@@ -129,7 +129,7 @@ setup() {
 
 # --- names ---------------------------------------------------------------
 
-@test "names beginning with a dot are refused with EINVAL at every depth" {
+@test "tenant and parent names beginning with a dot are refused with EINVAL" {
 	run mkdir "$MNT/.t"
 	assert_failure
 	assert_output --partial 'Invalid argument'
@@ -137,12 +137,27 @@ setup() {
 	run mkdir "$MNT/t/.p"
 	assert_failure
 	assert_output --partial 'Invalid argument'
-	mkdir "$MNT/t/p"
-	run touch "$MNT/t/p/.c"
-	assert_failure
-	assert_output --partial 'Invalid argument'
-	run ls -A "$MNT/t/p"
+	[ ! -e "$MNT/.t" ] && [ ! -e "$MNT/t/.p" ]
+	run ls "$MNT"
+	assert_output t
+	run ls "$MNT/t"
 	assert_output ''
+}
+
+@test "a child's name may begin with a dot: a parent has no special files" {
+	mkdir -p "$MNT/t/p"
+	touch "$MNT/t/p/.c"
+	echo x >"$MNT/t/p/.stats"
+	run ls -A "$MNT/t/p"
+	assert_output $'.c\n.stats'
+	run cat "$MNT/t/p/.stats"
+	assert_output x
+	# A directory inside a parent is refused as ever.
+	run mkdir "$MNT/t/p/.d"
+	assert_failure
+	assert_output --partial 'Operation not permitted'
+	run ls -A "$MNT/t/p"
+	assert_output $'.c\n.stats'
 }
 
 @test "names with a space are refused with EINVAL" {
@@ -191,7 +206,7 @@ setup() {
 	# itself", so ask rename(2) directly.)
 	run py_errno 'os.rename(sys.argv[1], sys.argv[2])' "$MNT/t/p/c" "$MNT/t/p/a b"
 	assert_output EINVAL
-	run ln "$MNT/t/p/c" "$MNT/t/p/.c"
+	run ln "$MNT/t/p/c" "$MNT/t/p/x y"
 	assert_failure
 	assert_output --partial 'Invalid argument'
 	run ls -A "$MNT/t/p"
@@ -231,6 +246,38 @@ p
 
 $MNT/12345678/p:
 abcdefgh"
+}
+
+@test "stat, rm, chmod and getfattr of a name longer than max_name fail with ENAMETOOLONG" {
+	statefs_remount -o max_name=8
+	mkdir -p "$MNT/t/p"
+	local path
+	# At every depth, and past the default's 255 bytes as well.
+	for path in "$MNT/123456789" "$MNT/t/123456789" "$MNT/t/p/123456789" \
+		"$MNT/t/p/$(printf 'n%.0s' $(seq 300))"; do
+		run py_errno 'os.stat(sys.argv[1])' "$path"
+		assert_output ENAMETOOLONG
+		run py_errno 'os.unlink(sys.argv[1])' "$path"
+		assert_output ENAMETOOLONG
+		run py_errno 'os.rmdir(sys.argv[1])' "$path"
+		assert_output ENAMETOOLONG
+		run py_errno 'os.chmod(sys.argv[1], 0o600)' "$path"
+		assert_output ENAMETOOLONG
+		run py_errno 'os.getxattr(sys.argv[1], "user.statefs.version")' "$path"
+		assert_output ENAMETOOLONG
+	done
+	run stat "$MNT/t/p/123456789"
+	assert_failure
+	assert_output --partial 'File name too long'
+	run rm "$MNT/t/p/123456789"
+	assert_failure
+	assert_output --partial 'File name too long'
+	run chmod 600 "$MNT/t/p/123456789"
+	assert_failure
+	assert_output --partial 'File name too long'
+	# Names within the bound that do not exist are still ENOENT.
+	run py_errno 'os.stat(sys.argv[1])' "$MNT/t/p/12345678"
+	assert_output ENOENT
 }
 
 @test "a name of 255 bytes is accepted by default" {

@@ -7,8 +7,9 @@
  * not from layout.c:
  *
  *   layout_name_check        name rules; an accepted name has 1..max_name
- *                            bytes, no '.' first, no byte <= 0x20, 0x7f
- *                            or '/'
+ *                            bytes, no byte <= 0x20, 0x7f or '/', no '.'
+ *                            first for a tenant or a parent, and is not
+ *                            "." or ".." for a child
  *   layout_parse_depart      one name, one optional '\n'; @name written
  *                            only on success
  *   layout_parse_u64         decimal digits only, no overflow
@@ -70,7 +71,8 @@ static void fail(const char *what, const uint8_t *text, size_t len)
 #define F_INVAL (1u << 0)
 #define F_LONG  (1u << 1)
 
-static unsigned ref_name_faults(const uint8_t *b, size_t len, size_t max_name)
+static unsigned ref_name_faults(const uint8_t *b, size_t len, size_t max_name,
+				int depth)
 {
 	unsigned f = 0;
 
@@ -78,7 +80,10 @@ static unsigned ref_name_faults(const uint8_t *b, size_t len, size_t max_name)
 		return F_INVAL;
 	if (len > max_name)
 		f |= F_LONG;
-	if (b[0] == '.')
+	/* Dot names: reserved in the root and the tenants (special files);
+	 * a child's may begin with one, "." and ".." excepted. */
+	if (b[0] == '.' && (depth != LAYOUT_CHILD || len == 1 ||
+			    (len == 2 && b[1] == '.')))
 		f |= F_INVAL;
 	for (size_t i = 0; i < len; i++)
 		if (b[i] <= 0x20 || b[i] == 0x7f || b[i] == '/')
@@ -251,12 +256,17 @@ static void check_names(const uint8_t *text, size_t tlen, size_t max_name,
 	memcpy(s, text, tlen);
 	s[tlen] = '\0';
 	slen = strlen(s);
-	rc = layout_name_check(s, max_name);
-	f = ref_name_faults((const uint8_t *)s, slen, max_name);
-	CHECK(rc_in_faults(rc, f), "layout_name_check disagrees");
-	if (rc == 0) {
+	for (int d = LAYOUT_TENANT; d <= LAYOUT_CHILD; d++) {
+		rc = layout_name_check(s, max_name, d);
+		f = ref_name_faults((const uint8_t *)s, slen, max_name, d);
+		CHECK(rc_in_faults(rc, f), "layout_name_check disagrees");
+		if (rc != 0)
+			continue;
 		CHECK(slen >= 1 && slen <= max_name, "accepted name length");
-		CHECK(s[0] != '.', "accepted name starts with '.'");
+		CHECK(s[0] != '.' || d == LAYOUT_CHILD,
+		      "accepted tenant or parent name starts with '.'");
+		CHECK(strcmp(s, ".") != 0 && strcmp(s, "..") != 0,
+		      "accepted name is . or ..");
 		for (size_t i = 0; i < slen; i++)
 			CHECK((uint8_t)s[i] > 0x20 && (uint8_t)s[i] != 0x7f &&
 				      s[i] != '/',
@@ -269,14 +279,14 @@ static void check_names(const uint8_t *text, size_t tlen, size_t max_name,
 	n = tlen;
 	if (n > 0 && text[n - 1] == '\n')
 		n--;
-	f = ref_name_faults(text, n, max_name);
+	f = ref_name_faults(text, n, max_name, LAYOUT_PARENT);
 	if (f == 0 && n >= cap)
 		f = F_LONG; /* the caller's buffer is a bound too */
 	CHECK(rc_in_faults(rc, f), "layout_parse_depart disagrees");
 	if (rc == 0) {
 		CHECK(memcmp(name, text, n) == 0 && name[n] == '\0',
 		      "layout_parse_depart name differs");
-		CHECK(layout_name_check(name, max_name) == 0,
+		CHECK(layout_name_check(name, max_name, LAYOUT_PARENT) == 0,
 		      "a departed name fails layout_name_check");
 	} else {
 		for (size_t i = 0; i < sizeof(name); i++)

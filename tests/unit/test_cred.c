@@ -1,8 +1,8 @@
 /*
  * test_cred.c - unit tests of the permission predicates (store/cred.c):
  * the class Linux picks (owner, group, other), supplementary groups, uid
- * 0, the listing rule of the root's .snapshot and .events, and the
- * sticky bit.  Pure functions: no store.
+ * 0, the listing rule of the root's .snapshot and .events, the sticky
+ * bit, and which privilege bits a write clears.  Pure functions: no store.
  */
 #include "tests/unit/unit.h"
 
@@ -90,6 +90,35 @@ static void test_sticky(void **state)
 	assert_false(store_cred_sticky_ok(&U2, 1001, 01770, 1001));
 }
 
+static void test_kill_suidgid(void **state)
+{
+	const unsigned both = STORE_SET_KILL_SUID | STORE_SET_KILL_SGID;
+
+	(void)state;
+	/* Without CAP_FSETID: set-user-ID always, owner or not. */
+	assert_int_equal(store_cred_kill_suidgid(&U3, false, 1001, 04755),
+			 STORE_SET_KILL_SUID);
+	assert_int_equal(store_cred_kill_suidgid(&U1, false, 1001, 04755),
+			 STORE_SET_KILL_SUID);
+	/* Set-group-ID with group execute: always. */
+	assert_int_equal(store_cred_kill_suidgid(&U3, false, 1001, 06777), both);
+	assert_int_equal(store_cred_kill_suidgid(&U1, false, 1001, 02750),
+			 STORE_SET_KILL_SGID);
+	/* Without group execute: only for a writer outside the group
+	 * (primary or supplementary). */
+	assert_int_equal(store_cred_kill_suidgid(&U1, false, 2000, 02766), 0);
+	assert_int_equal(store_cred_kill_suidgid(&U3, false, 1003, 02766), 0);
+	assert_int_equal(store_cred_kill_suidgid(&U3, false, 2000, 02766),
+			 STORE_SET_KILL_SGID);
+	/* Nothing to clear, or CAP_FSETID: nothing. */
+	assert_int_equal(store_cred_kill_suidgid(&U3, false, 1001, 0777), 0);
+	assert_int_equal(store_cred_kill_suidgid(&U3, true, 2000, 06777), 0);
+	assert_int_equal(store_cred_kill_suidgid(&ROOT, true, 2000, 06766), 0);
+	/* uid 0 without the capability is no exception. */
+	assert_int_equal(store_cred_kill_suidgid(&ROOT, false, 2000, 06766),
+			 both);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -97,6 +126,7 @@ int main(void)
 		cmocka_unit_test(test_first_class_decides),
 		cmocka_unit_test(test_may_bits),
 		cmocka_unit_test(test_sticky),
+		cmocka_unit_test(test_kill_suidgid),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

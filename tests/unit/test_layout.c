@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,24 +27,39 @@ static const char *name_of(char *buf, size_t len)
 
 /* Names ------------------------------------------------------------------ */
 
+/*
+ * layout_name_check's answer for @name at every depth (a tenant's, a
+ * parent's and a child's name), where the rules are the same; INT_MIN
+ * (no answer it gives) when the depths disagree.
+ */
+static int name_rc(const char *name, size_t max_name)
+{
+	int rc = layout_name_check(name, max_name, LAYOUT_TENANT);
+
+	if (layout_name_check(name, max_name, LAYOUT_PARENT) != rc ||
+	    layout_name_check(name, max_name, LAYOUT_CHILD) != rc)
+		return INT_MIN;
+	return rc;
+}
+
 static void test_name_valid(void **state)
 {
 	(void)state;
-	assert_int_equal(layout_name_check("a", 255), 0);
-	assert_int_equal(layout_name_check("worker-1", 255), 0);
-	assert_int_equal(layout_name_check("a.b", 255), 0);
-	assert_int_equal(layout_name_check("a.", 255), 0);
-	assert_int_equal(layout_name_check("A_Z~0:9@x,y=z+", 255), 0);
+	assert_int_equal(name_rc("a", 255), 0);
+	assert_int_equal(name_rc("worker-1", 255), 0);
+	assert_int_equal(name_rc("a.b", 255), 0);
+	assert_int_equal(name_rc("a.", 255), 0);
+	assert_int_equal(name_rc("A_Z~0:9@x,y=z+", 255), 0);
 	/* UTF-8 multibyte names: every byte >= 0x80 is allowed. */
-	assert_int_equal(layout_name_check("caf\xc3\xa9", 255), 0);
-	assert_int_equal(layout_name_check("\xe5\x90\x8d\xe5\x89\x8d", 255), 0);
-	assert_int_equal(layout_name_check("\x80\xff", 255), 0);
+	assert_int_equal(name_rc("caf\xc3\xa9", 255), 0);
+	assert_int_equal(name_rc("\xe5\x90\x8d\xe5\x89\x8d", 255), 0);
+	assert_int_equal(name_rc("\x80\xff", 255), 0);
 }
 
 static void test_name_empty(void **state)
 {
 	(void)state;
-	assert_int_equal(layout_name_check("", 255), -EINVAL);
+	assert_int_equal(name_rc("", 255), -EINVAL);
 }
 
 static void test_name_length(void **state)
@@ -51,29 +67,48 @@ static void test_name_length(void **state)
 	char buf[300];
 
 	(void)state;
-	assert_int_equal(layout_name_check(name_of(buf, 255), 255), 0);
-	assert_int_equal(layout_name_check(name_of(buf, 256), 255),
-			 -ENAMETOOLONG);
-	assert_int_equal(layout_name_check(name_of(buf, 299), 255),
-			 -ENAMETOOLONG);
+	assert_int_equal(name_rc(name_of(buf, 255), 255), 0);
+	assert_int_equal(name_rc(name_of(buf, 256), 255), -ENAMETOOLONG);
+	assert_int_equal(name_rc(name_of(buf, 299), 255), -ENAMETOOLONG);
 	/* A smaller max_name is the bound, whatever NAME_MAX is. */
-	assert_int_equal(layout_name_check(name_of(buf, 8), 8), 0);
-	assert_int_equal(layout_name_check(name_of(buf, 9), 8), -ENAMETOOLONG);
-	assert_int_equal(layout_name_check(name_of(buf, 1), 1), 0);
-	assert_int_equal(layout_name_check(name_of(buf, 2), 1), -ENAMETOOLONG);
+	assert_int_equal(name_rc(name_of(buf, 8), 8), 0);
+	assert_int_equal(name_rc(name_of(buf, 9), 8), -ENAMETOOLONG);
+	assert_int_equal(name_rc(name_of(buf, 1), 1), 0);
+	assert_int_equal(name_rc(name_of(buf, 2), 1), -ENAMETOOLONG);
 	/* Multibyte characters count in bytes: 2 chars, 4 bytes. */
-	assert_int_equal(layout_name_check("\xc3\xa9\xc3\xa9", 3),
-			 -ENAMETOOLONG);
-	assert_int_equal(layout_name_check("\xc3\xa9\xc3\xa9", 4), 0);
+	assert_int_equal(name_rc("\xc3\xa9\xc3\xa9", 3), -ENAMETOOLONG);
+	assert_int_equal(name_rc("\xc3\xa9\xc3\xa9", 4), 0);
 }
 
 static void test_name_leading_dot(void **state)
 {
+	static const int dirs[] = { LAYOUT_TENANT, LAYOUT_PARENT };
+
 	(void)state;
-	assert_int_equal(layout_name_check(".", 255), -EINVAL);
-	assert_int_equal(layout_name_check("..", 255), -EINVAL);
-	assert_int_equal(layout_name_check(".stats", 255), -EINVAL);
-	assert_int_equal(layout_name_check(".hidden", 255), -EINVAL);
+	assert_int_equal(name_rc(".", 255), -EINVAL);
+	assert_int_equal(name_rc("..", 255), -EINVAL);
+	/* The root and the tenants hold the special files: a tenant's or
+	 * a parent's name never begins with a dot. */
+	for (size_t d = 0; d < 2; d++) {
+		assert_int_equal(layout_name_check(".stats", 255, dirs[d]),
+				 -EINVAL);
+		assert_int_equal(layout_name_check(".hidden", 255, dirs[d]),
+				 -EINVAL);
+		assert_int_equal(layout_name_check("...", 255, dirs[d]),
+				 -EINVAL);
+	}
+	/* A parent has none: a child's may (rsync's ".f.XXXXXX", vim's
+	 * ".f.swp"), the other rules unchanged. */
+	assert_int_equal(layout_name_check(".hidden", 255, LAYOUT_CHILD), 0);
+	assert_int_equal(layout_name_check(".stats", 255, LAYOUT_CHILD), 0);
+	assert_int_equal(layout_name_check(".events", 255, LAYOUT_CHILD), 0);
+	assert_int_equal(layout_name_check("...", 255, LAYOUT_CHILD), 0);
+	assert_int_equal(layout_name_check(".f.swp", 255, LAYOUT_CHILD), 0);
+	assert_int_equal(layout_name_check(".a b", 255, LAYOUT_CHILD), -EINVAL);
+	assert_int_equal(layout_name_check(".\t", 255, LAYOUT_CHILD), -EINVAL);
+	assert_int_equal(layout_name_check(".x/", 255, LAYOUT_CHILD), -EINVAL);
+	assert_int_equal(layout_name_check(".abc", 3, LAYOUT_CHILD),
+			 -ENAMETOOLONG);
 }
 
 static void test_name_bad_bytes(void **state)
@@ -86,13 +121,13 @@ static void test_name_bad_bytes(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		if (layout_name_check(bad[i], 255) != -EINVAL)
+		if (name_rc(bad[i], 255) != -EINVAL)
 			fail_msg("name %zu should be refused", i);
 	}
 	/* The bytes around the refused ranges pass. */
-	assert_int_equal(layout_name_check("a\x21" "b", 255), 0);
-	assert_int_equal(layout_name_check("a\x7e" "b", 255), 0);
-	assert_int_equal(layout_name_check("a\x80" "b", 255), 0);
+	assert_int_equal(name_rc("a\x21" "b", 255), 0);
+	assert_int_equal(name_rc("a\x7e" "b", 255), 0);
+	assert_int_equal(name_rc("a\x80" "b", 255), 0);
 }
 
 /* Special files ---------------------------------------------------------- */
@@ -215,7 +250,7 @@ static void test_special_table_consistent(void **state)
 					 sp);
 			assert_ptr_equal(layout_special_slot(sp->slot), sp);
 			assert_int_equal(sp->name[0], '.');
-			assert_int_equal(layout_name_check(sp->name + 1, 255), 0);
+			assert_int_equal(name_rc(sp->name + 1, 255), 0);
 			assert_true(S_ISREG(sp->mode));
 		}
 	}

@@ -1435,6 +1435,135 @@ static void test_stage_reader_pinned(void **state)
 	check_ok(c);
 }
 
+static void test_stage_reader_reads_on(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *a;
+	struct store_stage *rd = NULL, *empty = NULL;
+	char buf[64];
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_READ, &empty), 0);
+	publish(c, a, STORE_STAGE_REPLACE, "one\n");
+
+	/* tail -f: everything read, then an append: the read at the end
+	 * goes on with the appended bytes. */
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_READ, &rd), 0);
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 0), 4);
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 4), 0);
+	publish(c, a, STORE_STAGE_APPEND, "two\n");
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 4), 4);
+	assert_memory_equal(buf, "two\n", 4);
+	publish(c, a, STORE_STAGE_APPEND, "three\n");
+	publish(c, a, STORE_STAGE_APPEND, "four\n");
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 8), 11);
+	assert_memory_equal(buf, "three\nfour\n", 11);
+	/* A reader that opened on the empty state has seen a prefix of
+	 * every state. */
+	assert_int_equal(store_stage_read(empty, buf, sizeof buf, 4), 15);
+	assert_memory_equal(buf, "two\nthree\nfour\n", 15);
+
+	/* A replacement is no continuation of what was read: the reader
+	 * stays at its end, never a mix, until it starts a new pass. */
+	publish(c, a, STORE_STAGE_REPLACE, "something else entirely\n");
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 19), 0);
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 0), 24);
+	assert_memory_equal(buf, "something else entirely\n", 24);
+	/* A reader in the middle keeps its state: no jump into a newer one. */
+	assert_int_equal(store_stage_read(rd, buf, 4, 0), 4);
+	publish(c, a, STORE_STAGE_APPEND, "more\n");
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 20), 4);
+	assert_memory_equal(buf, "ely\n", 4);
+	assert_int_equal(store_stage_read(rd, buf, sizeof buf, 24), 5);
+	assert_memory_equal(buf, "more\n", 5);
+	store_stage_close(empty);
+	store_stage_close(rd);
+
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/* Set @child's mtime to @sec seconds since the epoch (utimensat). */
+static void set_mtime(struct ctx *c, struct store_node *child, time_t sec)
+{
+	struct store_attr in = { .mtime = { .tv_sec = sec } };
+
+	assert_int_equal(store_setattr(c->s, child, STORE_SET_MTIME, &in, NULL),
+			 0);
+}
+
+static time_t mtime_of(struct ctx *c, struct store_node *n)
+{
+	struct store_attr a;
+
+	assert_int_equal(store_getattr(c->s, n, &a), 0);
+	return a.mtime.tv_sec;
+}
+
+static void test_stage_keeps_mtime_set_before_close(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *a;
+	struct store_stage *st = NULL;
+	const time_t then = 981173106; /* 2001-02-03 */
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+
+	/* cp -p: write, set the source's mtime on the open file, close. */
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_CAS, &st), 0);
+	assert_int_equal(store_stage_write(st, "abc", 3, 0), 3);
+	set_mtime(c, a, then);
+	assert_int_equal(store_stage_publish(st), 0);
+	assert_int_equal(mtime_of(c, a), then);
+	assert_int_equal(version(c, a), 1);
+	store_stage_close(st);
+
+	/* O_TRUNC with no write, then the time: kept as well. */
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_REPLACE, &st), 0);
+	set_mtime(c, a, then + 1);
+	assert_int_equal(store_stage_publish(st), 0);
+	assert_int_equal(mtime_of(c, a), then + 1);
+	store_stage_close(st);
+
+	/* A write after the time stamps the content anew. */
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_APPEND, &st), 0);
+	set_mtime(c, a, then);
+	assert_int_equal(store_stage_write(st, "d", 1, 0), 1);
+	assert_int_equal(store_stage_publish(st), 0);
+	assert_true(mtime_of(c, a) > then + 1);
+	store_stage_close(st);
+
+	/* So does an ftruncate after it. */
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_CAS, &st), 0);
+	set_mtime(c, a, then);
+	assert_int_equal(store_stage_truncate(st, 1), 0);
+	assert_int_equal(store_stage_publish(st), 0);
+	assert_true(mtime_of(c, a) > then + 1);
+	store_stage_close(st);
+
+	/* Another publication after this stage's last write: the time set
+	 * since belonged to that state, not to this one. */
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_APPEND, &st), 0);
+	assert_int_equal(store_stage_write(st, "e", 1, 0), 1);
+	publish(c, a, STORE_STAGE_APPEND, "f");
+	set_mtime(c, a, then);
+	assert_int_equal(store_stage_publish(st), 0);
+	assert_true(mtime_of(c, a) > then + 1);
+	assert_content(c, a, "dfe");
+	store_stage_close(st);
+
+	put(c, a);
+	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
 static void test_stage_payload_limit(void **state)
 {
 	struct ctx *c = *state;
@@ -1701,6 +1830,18 @@ static void test_setattr_size_is_publication(void **state)
 	assert_int_equal(out.mode & 07777, 0600);
 	assert_int_equal(out.uid, 42);
 	assert_int_equal(out.size, 4);
+
+	/* The KILL bits clear their privilege bit and nothing else. */
+	in.mode = 06751;
+	assert_int_equal(store_setattr(c->s, a, STORE_SET_MODE, &in, &out), 0);
+	assert_int_equal(store_setattr(c->s, a, STORE_SET_KILL_SUID, &in, &out),
+			 0);
+	assert_int_equal(out.mode & 07777, 02751);
+	assert_int_equal(store_setattr(c->s, a, STORE_SET_KILL_SUID |
+				       STORE_SET_KILL_SGID, &in, &out), 0);
+	assert_int_equal(out.mode & 07777, 0751);
+	assert_int_equal(out.uid, 42);
+	assert_int_equal(version(c, a), v0 + 2);
 
 	/* A directory has no size to set. */
 	in.size = 0;
@@ -2593,6 +2734,8 @@ int main(void)
 		T(test_stage_cas),
 		T(test_stage_cas_base_is_open_version),
 		T(test_stage_reader_pinned),
+		T(test_stage_reader_reads_on),
+		T(test_stage_keeps_mtime_set_before_close),
 		T(test_stage_payload_limit),
 		T(test_stage_bytes_ceiling),
 		T(test_stage_refused_write_changes_nothing),
