@@ -58,6 +58,27 @@
  * Ceilings and quotas are reserved (compare-and-swap against the limit)
  * after every other check and before the insert, and released if a later
  * step fails, so a refused admission changes nothing.
+ *
+ * Event order
+ * -----------
+ * A transition appends its line inside the critical section that makes
+ * the change, under the lock that orders it with the changes a replay of
+ * the stream must see before or after it:
+ *  - a state's lines (write, unlink, expire of a child, link, rename,
+ *    exchange) under the state's stripe, in the section that changes its
+ *    content or its set of links, so they follow its publications in the
+ *    order they happened, and the names a line gives (a link's or a
+ *    rename's source) reach the state at that point of the stream;
+ *  - a bucket's lines (join, create) under the locks that admit into it;
+ *  - a cascade (leave, depart, a parent's expiry, a tenant cleanup, a
+ *    drain's clear) takes each link out of the departing bucket under
+ *    that state's stripe and appends the parent's (or tenant's) line
+ *    only after the last one, still holding the tenant's lock.  A
+ *    publication that took a stripe first is reported before that line;
+ *    one that comes after finds the link gone: its lines do not name the
+ *    departed parent, and a state left with no link refuses it (-ESTALE).
+ * So no line of a child ever follows the removal line of its parent's
+ * generation.
  */
 #include "store/store.h"
 #include "store/alloc.h"
@@ -301,6 +322,8 @@ struct store {
 #ifdef STORE_FAULTS
 	void (*snap_step_fn)(void *arg, unsigned step);
 	void *snap_step_arg;
+	void (*cascade_step_fn)(void *arg);
+	void *cascade_step_arg;
 #endif
 
 	struct evlog *events;
@@ -1824,6 +1847,22 @@ static void state_link_locked(struct store *s, struct link *l)
 	unlock(stripe(s, l->child));
 }
 
+#ifdef STORE_FAULTS
+void store_cascade_step_hook(struct store *s, void (*fn)(void *arg), void *arg)
+{
+	s->cascade_step_fn = fn;
+	s->cascade_step_arg = arg;
+}
+
+static void cascade_step(struct store *s)
+{
+	if (s->cascade_step_fn)
+		s->cascade_step_fn(s->cascade_step_arg);
+}
+#else
+#define cascade_step(s) ((void)(s))
+#endif
+
 /*
  * Take every link out of bucket @p (p->lock held): the state of each link
  * loses one link, and ends when it was the last.  Returns the detached
@@ -1836,9 +1875,11 @@ static struct ptab bucket_clear_locked(struct store *s, struct parent *p)
 	struct link *l;
 	uint32_t i;
 
-	ptab_for_each(&links, i, l)
+	ptab_for_each(&links, i, l) {
+		cascade_step(s);
 		if (!state_unlink_locked(s, l, NO_EVENT))
 			note_attrs_changed(l->child->node.ino);
+	}
 	gauge_sub(&s->links_n, p->nlinks, "links");
 	gauge_sub(&t->links_n, p->nlinks, "tenant links");
 	memset(&p->links, 0, sizeof(p->links));
@@ -1950,11 +1991,12 @@ static void tenant_clear_locked(struct store *s, struct tenant *t,
 	HASH_ITER(hh, t->parents, p, tmp) {
 		struct ptab links;
 
+		links = plocked ? parent_unhook_locked(s, t, p) :
+				  parent_remove_locked(s, t, p);
+		/* After the cascade, as every parent's removal line. */
 		if (op != NO_EVENT)
 			emit(s, op, true, &p->node, t, p->name, NULL,
 			     (int64_t)p->generation, -1);
-		links = plocked ? parent_unhook_locked(s, t, p) :
-				  parent_remove_locked(s, t, p);
 		atomic_fetch_add(&s->leaves, 1);
 		links_free(s, &links);
 		store_node_unref(s, &p->node);
@@ -2091,6 +2133,7 @@ static struct ptab parent_expire_locked(struct store *s, struct tenant *t,
 					struct parent *p, uint64_t now)
 {
 	struct tomb *tb = tomb_new(p->name);
+	struct ptab links;
 
 	if (tb) {
 		atomic_fetch_add(&s->tombs_n, 1);
@@ -2099,9 +2142,11 @@ static struct ptab parent_expire_locked(struct store *s, struct tenant *t,
 	}
 	atomic_fetch_add(&s->expiries, 1);
 	atomic_fetch_add(&s->leaves, 1);
+	links = parent_remove_locked(s, t, p);
+	/* After the cascade: see "Event order". */
 	emit(s, STORE_OP_EXPIRE, true, &p->node, t, p->name, NULL,
 	     (int64_t)p->generation, -1);
-	return parent_remove_locked(s, t, p);
+	return links;
 }
 
 /*
@@ -2272,12 +2317,14 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 		free(newtb);
 		return rc;
 	}
-	emit(s, op, op == STORE_OP_DEPART, p ? &p->node : NULL, t, name, NULL,
-	     p ? (int64_t)p->generation : 0, -1);
 	if (p) {
 		links = parent_unhook_locked(s, t, p);
 		atomic_fetch_add(&s->leaves, 1);
 	}
+	/* After the cascade: a publication that reached one of P's states
+	 * first is reported before this line (see "Event order"). */
+	emit(s, op, op == STORE_OP_DEPART, p ? &p->node : NULL, t, name, NULL,
+	     p ? (int64_t)p->generation : 0, -1);
 	unlock(&t->lock);
 	reaped_free(s, reaped, &rlinks);
 	reaped_free(s, p, &links);

@@ -764,6 +764,17 @@ bool store_fault_armed(void);
 void store_snapshot_step_hook(struct store *s,
 			      void (*fn)(void *arg, unsigned step), void *arg);
 
+/*
+ * Test builds only: a cascade (a leave, a .depart, a parent's expiry, a
+ * tenant cleanup, a drain's clear) calls @fn(@arg) before it takes each
+ * link out of the departing bucket, holding that bucket's lock, its
+ * tenant's and the world lock (exclusively for a drain's clear), but no
+ * state's stripe: a test can make another thread publish on a state in
+ * the middle of a cascade and wait for it.  @fn NULL removes it.
+ */
+void store_cascade_step_hook(struct store *s, void (*fn)(void *arg),
+			     void *arg);
+
 /* Test builds only: the snapshots taken so far, as if @epochs had been
  * (so a test can reach the epoch's 32-bit wrap). */
 void store_snapshot_epochs(struct store *s, uint64_t epochs);

@@ -24,6 +24,7 @@
  * catches the ones we forget.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2321,6 +2322,191 @@ static void test_lease_model_random(void **state)
 	check_ok(c);
 }
 
+/* Publications in the middle of a cascade ------------------------------------ */
+
+/*
+ * A publication that lands while a cascade (leave, .depart, a parent's
+ * expiry, a tenant cleanup) is taking the departing parent's links out is
+ * ordered by the stream: its lines come before the parent's removal line,
+ * or it is refused (the state is gone: -ESTALE) or does not name the
+ * departed parent (the state lives on in another bucket).  Replaying the
+ * stream never puts a child back into a departed parent.  The cascade
+ * hook runs a publication on every state, on another thread, before each
+ * link goes.  (A drain's clear holds every transition off: no publication
+ * can land inside it.)
+ */
+enum cascade_kind { CASCADE_LEAVE, CASCADE_DEPART, CASCADE_EXPIRE,
+		    CASCADE_CLEANUP, NCASCADE };
+
+#define MIDSTEPS 8
+
+struct midcascade {
+	struct store *s;
+	struct store_node *n[3];
+	unsigned steps;
+	int rc[MIDSTEPS][3];
+};
+
+static void *midcascade_publish(void *arg)
+{
+	struct midcascade *m = arg;
+
+	for (int i = 0; i < 3; i++) {
+		struct store_stage *st = NULL;
+		int rc = store_stage_open(m->s, m->n[i], STORE_STAGE_REPLACE,
+					  &st);
+
+		if (rc == 0) {
+			ssize_t w = store_stage_write(st, "mid", 3, 0);
+
+			rc = w < 0 ? (int)w : store_stage_publish(st);
+			store_stage_close(st);
+		}
+		m->rc[m->steps][i] = rc;
+	}
+	return NULL;
+}
+
+static void midcascade_step(void *arg)
+{
+	struct midcascade *m = arg;
+	pthread_t th;
+
+	if (m->steps >= MIDSTEPS)
+		return;
+	if (pthread_create(&th, NULL, midcascade_publish, m) != 0)
+		abort();
+	pthread_join(th, NULL);
+	m->steps++;
+}
+
+/*
+ * @lines (no sequence numbers): the removal line of parent "p" (or of
+ * tenant "t" for a cleanup) comes last but for lines of other buckets,
+ * and no line of a child of p follows it.
+ */
+static void assert_no_child_line_after(const char *lines, const char *removal,
+				       bool whole_tenant)
+{
+	const char *line = lines;
+	bool removed = false;
+	int removals = 0;
+
+	while (*line) {
+		const char *nl = strchr(line, '\n');
+		char op[16], t[16], p[16], ch[16];
+
+		assert_non_null(nl);
+		if (sscanf(line, "%15[^\t]\t%15[^\t]\t%15[^\t]\t%15[^\t]", op, t,
+			   p, ch) != 4)
+			fail_msg("bad event line: %.*s", (int)(nl - line), line);
+		if (strncmp(line, removal, strlen(removal)) == 0) {
+			removed = true;
+			removals++;
+		} else if (removed && strcmp(t, "t") == 0 &&
+			   strcmp(ch, "-") != 0 &&
+			   (whole_tenant || strcmp(p, "p") == 0)) {
+			print_error("events:\n%s", lines);
+			fail_msg("a child line after %.*s: %.*s",
+				 (int)strlen(removal) - 1, removal,
+				 (int)(nl - line), line);
+		}
+		line = nl + 1;
+	}
+	if (removals != 1) {
+		print_error("events:\n%s", lines);
+		fail_msg("%d removal lines %s", removals, removal);
+	}
+}
+
+static void test_cascade_orders_publications(void **state)
+{
+	static const char *const removal[NCASCADE] = {
+		[CASCADE_LEAVE] = EV("leave", "t", "p", "-", "1", "-"),
+		[CASCADE_DEPART] = EV("depart", "t", "p", "-", "1", "-"),
+		[CASCADE_EXPIRE] = EV("expire", "t", "p", "-", "1", "-"),
+		[CASCADE_CLEANUP] = EV("cleanup", "t", "-", "-", "-", "-"),
+	};
+	struct ctx *c = *state;
+
+	for (int k = 0; k < NCASCADE; k++) {
+		struct midcascade m = { 0 };
+		struct store_limits l;
+		struct store_node *t, *p, *q;
+		struct rd d;
+		char *lines;
+		int published[3] = { 0 };
+
+		store_limits_default(&l);
+		reopen(c, &l);
+		t = mk(c, root(c), "t");
+		p = mk(c, t, "p");
+		q = mk(c, t, "q");
+		m.s = c->s;
+		m.n[0] = cr(c, p, "a");            /* only in p */
+		m.n[1] = cr(c, p, "sh");           /* also in q */
+		m.n[2] = cr(c, p, "b");            /* only in p */
+		assert_int_equal(store_link(c->s, m.n[1], q, "sh2"), 0);
+		if (k == CASCADE_EXPIRE)
+			set_ttl(c, p, 100);
+		rd_open_strict(c, &d, NULL);
+		store_cascade_step_hook(c->s, midcascade_step, &m);
+		switch (k) {
+		case CASCADE_LEAVE:
+			assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
+			break;
+		case CASCADE_DEPART:
+			assert_int_equal(store_depart(c->s, t, "p", NULL), 0);
+			break;
+		case CASCADE_EXPIRE:
+			advance(c, 100);
+			assert_int_equal(store_expire(c->s, 10), 1);
+			break;
+		case CASCADE_CLEANUP:
+			assert_int_equal(store_rmdir(c->s, root(c), "t", NULL),
+					 0);
+			break;
+		}
+		store_cascade_step_hook(c->s, NULL, NULL);
+
+		/* One step per link of p (a cleanup: of p and of q). */
+		assert_int_equal(m.steps, k == CASCADE_CLEANUP ? 4 : 3);
+		for (unsigned st = 0; st < m.steps; st++)
+			for (int i = 0; i < 3; i++) {
+				int rc = m.rc[st][i];
+
+				if (rc != 0 && rc != -ESTALE)
+					fail_msg("cascade %d step %u state %d: "
+						 "%d", k, st, i, rc);
+				published[i] += rc == 0;
+			}
+		/* Before the first link went, every state took it. */
+		for (int i = 0; i < 3; i++)
+			assert_int_equal(m.rc[0][i], 0);
+		lines = rd_take(c, &d);
+		assert_no_child_line_after(lines, removal[k],
+					   k == CASCADE_CLEANUP);
+		free(lines);
+
+		/* What was published stands on what lives on. */
+		assert_false(store_node_live(m.n[0]));
+		assert_false(store_node_live(m.n[2]));
+		if (k == CASCADE_CLEANUP) {
+			assert_false(store_node_live(m.n[1]));
+		} else {
+			assert_int_equal(version(c, m.n[1]),
+					 (uint64_t)published[1]);
+			assert_list(c, q, "sh2");
+		}
+		for (int i = 0; i < 3; i++)
+			put(c, m.n[i]);
+		put(c, q);
+		put(c, p);
+		put(c, t);
+		check_ok(c);
+	}
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup_hooked, teardown)
 
 int main(void)
@@ -2359,6 +2545,7 @@ int main(void)
 		T(test_admissions_onto_expired_names),
 		T(test_depart_of_expired_parent),
 		T(test_lease_model_random),
+		T(test_cascade_orders_publications),
 	};
 
 	/* TEST_FILTER / TEST_SKIP: glob patterns of test names to run / skip. */
