@@ -69,7 +69,10 @@
  *    content or its set of links, so they follow its publications in the
  *    order they happened, and the names a line gives (a link's or a
  *    rename's source) reach the state at that point of the stream;
- *  - a bucket's lines (join, create) under the locks that admit into it;
+ *  - a bucket's lines (join, create) under the locks that admit into it,
+ *    and a removal's line under the lock that frees the name (t->lock
+ *    for a parent, store->lock for a tenant), so a new incarnation's
+ *    join follows it;
  *  - a cascade (leave, depart, a parent's expiry, a tenant cleanup, a
  *    drain's clear) takes each link out of the departing bucket under
  *    that state's stripe and appends the parent's (or tenant's) line
@@ -2073,11 +2076,13 @@ static int tenant_cleanup(struct store *s, const char *name,
 	touch_dir(&s->root_meta);
 	if (atomic_load(&t->drain_state) == STORE_DRAINING)
 		atomic_fetch_sub(&s->tenants_draining, 1);
-	unlock(&s->lock);
 
+	/* The table stays locked until the line (as a drain's clear): a
+	 * new tenant of the name joins after it ("Event order"). */
 	tenant_clear_locked(s, t, NO_EVENT, check);
 	emit(s, STORE_OP_CLEANUP, false, &t->node, t, NULL, NULL, -1, -1);
 	unlock(&t->lock);
+	unlock(&s->lock);
 	store_node_unref(s, &t->node); /* the table's reference */
 	return 0;
 }

@@ -23,6 +23,7 @@
  * hands out carries a reference that the test drops; ASan's leak checker
  * catches the ones we forget.
  */
+#define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -2332,8 +2333,9 @@ static void test_lease_model_random(void **state)
  * departed parent (the state lives on in another bucket).  Replaying the
  * stream never puts a child back into a departed parent.  The cascade
  * hook runs a publication on every state, on another thread, before each
- * link goes.  (A drain's clear holds every transition off: no publication
- * can land inside it.)
+ * link goes; during a cleanup another thread also makes a new tenant of
+ * the same name, whose join must come after the cleanup's line.  (A
+ * drain's clear holds every transition off: nothing can land inside it.)
  */
 enum cascade_kind { CASCADE_LEAVE, CASCADE_DEPART, CASCADE_EXPIRE,
 		    CASCADE_CLEANUP, NCASCADE };
@@ -2345,7 +2347,22 @@ struct midcascade {
 	struct store_node *n[3];
 	unsigned steps;
 	int rc[MIDSTEPS][3];
+	/* A cleanup: a thread makes a tenant of the same name meanwhile. */
+	bool remake;
+	pthread_t remake_th;
+	bool remake_started, remake_joined;
+	struct store_node *remade;
+	int remake_rc;
 };
+
+static void *midcascade_remake(void *arg)
+{
+	struct midcascade *m = arg;
+
+	m->remake_rc = store_mkdir(m->s, store_root(m->s), "t", &DOWN,
+				   &m->remade);
+	return NULL;
+}
 
 static void *midcascade_publish(void *arg)
 {
@@ -2378,6 +2395,21 @@ static void midcascade_step(void *arg)
 		abort();
 	pthread_join(th, NULL);
 	m->steps++;
+	if (m->remake && !m->remake_started) {
+		struct timespec dl;
+
+		/* The name is taken until the cleanup's line: the mkdir
+		 * waits for it.  Give it time to show that it does not. */
+		if (pthread_create(&m->remake_th, NULL, midcascade_remake, m))
+			abort();
+		m->remake_started = true;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_nsec += 300 * 1000000L;
+		dl.tv_sec += dl.tv_nsec / 1000000000L;
+		dl.tv_nsec %= 1000000000L;
+		m->remake_joined =
+			pthread_timedjoin_np(m->remake_th, NULL, &dl) == 0;
+	}
 }
 
 /*
@@ -2443,6 +2475,7 @@ static void test_cascade_orders_publications(void **state)
 		p = mk(c, t, "p");
 		q = mk(c, t, "q");
 		m.s = c->s;
+		m.remake = k == CASCADE_CLEANUP;
 		m.n[0] = cr(c, p, "a");            /* only in p */
 		m.n[1] = cr(c, p, "sh");           /* also in q */
 		m.n[2] = cr(c, p, "b");            /* only in p */
@@ -2468,6 +2501,8 @@ static void test_cascade_orders_publications(void **state)
 			break;
 		}
 		store_cascade_step_hook(c->s, NULL, NULL);
+		if (m.remake_started && !m.remake_joined)
+			pthread_join(m.remake_th, NULL);
 
 		/* One step per link of p (a cleanup: of p and of q). */
 		assert_int_equal(m.steps, k == CASCADE_CLEANUP ? 4 : 3);
@@ -2486,6 +2521,21 @@ static void test_cascade_orders_publications(void **state)
 		lines = rd_take(c, &d);
 		assert_no_child_line_after(lines, removal[k],
 					   k == CASCADE_CLEANUP);
+		if (m.remake) {
+			/* The new tenant joined after the old one went. */
+			const char *gone = strstr(lines, removal[k]);
+			const char *join = strstr(lines, EV("join", "t", "-",
+							    "-", "-", "-"));
+
+			assert_true(m.remake_started);
+			assert_int_equal(m.remake_rc, 0);
+			put(c, m.remade);
+			if (!gone || !join || join < gone) {
+				print_error("events:\n%s", lines);
+				fail_msg("the new tenant's join is not after "
+					 "the cleanup");
+			}
+		}
 		free(lines);
 
 		/* What was published stands on what lives on. */
