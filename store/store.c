@@ -741,6 +741,23 @@ static void lease_clear(struct store *s, struct store_node *n)
  * the hook once its locks are released. */
 static __thread bool event_appended, event_internal;
 
+/* Append entry @e of tenant @t (NULL: of no tenant). */
+static void emit_entry(struct store *s, struct tenant *t, struct evlog_entry *e)
+{
+	/* Who may read the line: the tenant's owner and mode now. */
+	if (t) {
+		lock(&t->acl_lock);
+		e->tenant_uid = t->meta.uid;
+		e->tenant_gid = t->meta.gid;
+		e->tenant_mode = t->node.mode;
+		unlock(&t->acl_lock);
+	}
+	if (evlog_append(s->events, e)) {
+		event_appended = true;
+		event_internal |= e->internal;
+	}
+}
+
 /*
  * Append one event line (inside the transition's critical section, so
  * sequence numbers follow the order of the transitions).
@@ -763,18 +780,36 @@ static void emit(struct store *s, enum store_op op, bool internal,
 		.version = version,
 	};
 
-	/* Who may read the line: the tenant's owner and mode now. */
-	if (t) {
-		lock(&t->acl_lock);
-		e.tenant_uid = t->meta.uid;
-		e.tenant_gid = t->meta.gid;
-		e.tenant_mode = t->node.mode;
-		unlock(&t->acl_lock);
-	}
-	if (evlog_append(s->events, &e)) {
-		event_appended = true;
-		event_internal |= internal;
-	}
+	emit_entry(s, t, &e);
+}
+
+/*
+ * Report (@op link, rename or exchange) that link @to reaches state @c,
+ * which link @from reaches (or reached, for a rename), with @c's stripe
+ * held: inside the section that changed @c's links, so the line is
+ * ordered with @c's publications and @from names the state at that point
+ * of the stream.
+ */
+static void emit_from_locked(struct store *s, enum store_op op,
+			     struct child *c, const struct link *to,
+			     const struct link *from)
+{
+	struct parent *p = to->parent;
+	struct evlog_entry e = {
+		.op = op,
+		.kind = STORE_CHILD,
+		.ino = c->node.ino,
+		.tenant_ino = p->tenant->node.ino,
+		.tenant = p->tenant->name,
+		.parent = p->name,
+		.child = to->name,
+		.generation = (int64_t)p->generation,
+		.version = (int64_t)c->version,
+		.from_parent = from->parent->name,
+		.from_child = from->name,
+	};
+
+	emit_entry(s, p->tenant, &e);
 }
 
 /*
@@ -1842,14 +1877,6 @@ static bool state_unlink_locked(struct store *s, struct link *l, enum store_op o
 	return ended;
 }
 
-/* Add link @l to its state's set (bucket lock held). */
-static void state_link_locked(struct store *s, struct link *l)
-{
-	lock(stripe(s, l->child));
-	LL_PREPEND2(l->child->slinks, l, snext);
-	unlock(stripe(s, l->child));
-}
-
 #ifdef STORE_FAULTS
 void store_cascade_step_hook(struct store *s, void (*fn)(void *arg), void *arg)
 {
@@ -2421,16 +2448,6 @@ static struct link *link_new(const char *name, struct child *c)
 	return l;
 }
 
-static int64_t version_of(struct store *s, struct child *c)
-{
-	int64_t v;
-
-	lock(stripe(s, c));
-	v = (int64_t)c->version;
-	unlock(stripe(s, c));
-	return v;
-}
-
 /* Emit @op for link @l of bucket @p (p->lock held). */
 static void emit_link(struct store *s, enum store_op op, bool internal,
 		      struct parent *p, const char *name, struct child *c,
@@ -2798,6 +2815,8 @@ retry:
 			snap_state_cow(s, c);
 			link_attach_locked(p, l);
 			c->meta.ctime = wall_now();
+			/* The source: the name the state gained before. */
+			emit_from_locked(s, STORE_OP_LINK, c, l, l->snext);
 		}
 		unlock(stripe(s, c));
 		if (rc)
@@ -2807,8 +2826,6 @@ retry:
 		link_insert_locked(s, p, l, false);
 		store_node_ref(&c->node); /* the link's */
 		atomic_fetch_add(&s->admissions, 1);
-		emit_link(s, STORE_OP_LINK, false, p, name, c,
-			  version_of(s, c));
 	}
 	unlock(&p->lock);
 	if (rc) {
@@ -2842,7 +2859,8 @@ static void unlock_pair(struct parent *a, struct parent *b)
 /*
  * Links @x and @y trade states (both bucket locks held), in one critical
  * section of both states' stripes (the lower stripe first), so neither
- * state is ever seen counting a link it cannot find.
+ * state is ever seen counting a link it cannot find; the exchange line
+ * (destination @y, source @x) is appended in it.
  */
 static void links_exchange_locked(struct store *s, struct link *x,
 				  struct link *y)
@@ -2850,17 +2868,18 @@ static void links_exchange_locked(struct store *s, struct link *x,
 	struct child *cx = x->child, *cy = y->child;
 	pthread_mutex_t *mx = stripe(s, cx), *my = stripe(s, cy);
 
-	if (x == y)
-		return; /* a name exchanged with itself */
 	lock(mx < my ? mx : my);
 	if (mx != my)
 		lock(mx < my ? my : mx);
-	LL_DELETE2(cx->slinks, x, snext);
-	LL_DELETE2(cy->slinks, y, snext);
-	x->child = cy;
-	y->child = cx;
-	LL_PREPEND2(cy->slinks, x, snext);
-	LL_PREPEND2(cx->slinks, y, snext);
+	if (x != y) { /* else a name exchanged with itself */
+		LL_DELETE2(cx->slinks, x, snext);
+		LL_DELETE2(cy->slinks, y, snext);
+		x->child = cy;
+		y->child = cx;
+		LL_PREPEND2(cy->slinks, x, snext);
+		LL_PREPEND2(cx->slinks, y, snext);
+	}
+	emit_from_locked(s, STORE_OP_EXCHANGE, y->child, y, x);
 	if (mx != my)
 		unlock(mx < my ? my : mx);
 	unlock(mx < my ? mx : my);
@@ -2922,20 +2941,21 @@ retry:
 		links_exchange_locked(s, src, dst);
 		touch_dir(&a->meta);
 		touch_dir(&b->meta);
-		emit_link(s, STORE_OP_RENAME, false, b, to_name, c,
-			  version_of(s, c));
 		goto out;
 	}
 	if (dst) {
 		/* The destination entry takes the source's state: no
-		 * allocation, so nothing can fail half-way. */
+		 * allocation, so nothing can fail half-way.  The replaced
+		 * state's unlink line comes first. */
 		replaced = dst->child; /* the link's reference, dropped last */
 		state_unlink_locked(s, dst, STORE_OP_UNLINK);
 		dst->child = c;
-		state_link_locked(s, dst);
 		bucket_del(a, src);
 		lock(stripe(s, c));
+		LL_PREPEND2(c->slinks, dst, snext);
 		LL_DELETE2(c->slinks, src, snext);
+		c->meta.ctime = wall_now();
+		emit_from_locked(s, STORE_OP_RENAME, c, dst, src);
 		unlock(stripe(s, c));
 		a->nlinks--;
 		gauge_sub(&s->links_n, 1, "links");
@@ -2959,15 +2979,13 @@ retry:
 		lock(stripe(s, c));
 		LL_DELETE2(c->slinks, src, snext);
 		LL_PREPEND2(c->slinks, moved, snext);
+		c->meta.ctime = wall_now();
+		emit_from_locked(s, STORE_OP_RENAME, c, moved, src);
 		unlock(stripe(s, c));
 		moved = NULL;
 	}
 	touch_dir(&a->meta);
 	touch_dir(&b->meta);
-	lock(stripe(s, c));
-	c->meta.ctime = wall_now();
-	unlock(stripe(s, c));
-	emit_link(s, STORE_OP_RENAME, false, b, to_name, c, version_of(s, c));
 	free(src); /* its state reference moved with the entry */
 out:
 	unlock_pair(a, b);

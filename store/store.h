@@ -511,12 +511,31 @@ uint64_t store_next_deadline(struct store *s);
 /*
  * Every transition appends one line to the store's event log, inside its
  * critical section, so sequence numbers follow the order in which the
- * transitions happened:
+ * transitions happened (store.c, "Event order"):
  *
  *   SEQ \t OP \t TENANT \t PARENT \t CHILD \t GENERATION \t VERSION \n
  *
  * An empty field is "-".  OP is one of join leave depart create write
- * unlink link rename expire drain cleanup.  The log keeps the newest
+ * unlink link rename exchange expire drain cleanup.  GENERATION is the
+ * parent's; VERSION the state's.  Three operations name a second child of
+ * the same tenant in two more fields, so that a replay of the lines
+ * rebuilds the tree:
+ *
+ *   ... \t VERSION \t FROM_PARENT \t FROM_CHILD \n
+ *
+ *   link      PARENT/CHILD now reaches the state FROM_PARENT/FROM_CHILD
+ *             reaches (one of its names at that point of the stream);
+ *   rename    the child FROM_PARENT/FROM_CHILD is now PARENT/CHILD; a
+ *             destination it replaced has its own unlink line before
+ *             it, so the destination is free when the line applies;
+ *   exchange  the two names trade their states; VERSION is that of the
+ *             state now under PARENT/CHILD.
+ *
+ * A transition that changes more than one node appends one line for what
+ * it did, not one per child: a leave, depart or expiry of a parent (and a
+ * drain's clear of one) removes its children with it, a cleanup removes
+ * the tenant with everything in it; a publication on a state with
+ * several links appends one write line per name.  The log keeps the newest
  * limits.event_log lines (STORE_EVENT_LOG unless a test chose fewer);
  * each reader may fall at most STORE_EVENT_WINDOW (or the whole log)
  * lines behind its end (the newest line, or the last the watch machinery
@@ -540,6 +559,7 @@ enum store_op {
 	STORE_OP_EXPIRE,
 	STORE_OP_DRAIN,
 	STORE_OP_CLEANUP,
+	STORE_OP_EXCHANGE,
 };
 
 /*

@@ -992,15 +992,15 @@ static void test_events_lines(void **state)
 		      EV("write", "t", "p", "a", "1", "3")
 		      EV("write", "t", "p", "a", "1", "4"));
 
-	/* Links and renames name their destination. */
+	/* Links and renames name their destination, then their source. */
 	assert_int_equal(store_link(c->s, a, q, "a2"), 0);
 	k = cr(c, p, "k");
 	assert_int_equal(store_rename(c->s, p, "k", q, "k2", 0), 0);
 	assert_int_equal(store_unlink(c->s, q, "a2"), 0);
 	expect_events(c, &d,
-		      EV("link", "t", "q", "a2", "1", "4")
+		      EVF("link", "t", "q", "a2", "1", "4", "p", "a")
 		      EV("create", "t", "p", "k", "1", "0")
-		      EV("rename", "t", "q", "k2", "1", "0")
+		      EVF("rename", "t", "q", "k2", "1", "0", "p", "k")
 		      EV("unlink", "t", "q", "a2", "1", "4"));
 
 	/* Leave (with a child: one line), rejoin, departs. */
@@ -1029,6 +1029,76 @@ static void test_events_lines(void **state)
 	put(c, a);
 	put(c, q);
 	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/*
+ * Links, renames and exchanges name both sides, so a replay of the lines
+ * rebuilds the tree: the destination in the usual fields (with its
+ * parent's generation and the version of the state it now reaches), the
+ * source in two more.  A replaced destination is unlinked first, on its
+ * own line.  Refused and no-op renames append nothing.
+ */
+static void test_events_rename_lines(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *a, *b, *gone, *x, *y, *z;
+	struct rd d;
+
+	t = mk(c, root(c), "t");
+	a = mk(c, t, "A");
+	gone = mk(c, t, "B");
+	assert_int_equal(store_rmdir(c->s, t, "B", NULL), 0);
+	put(c, gone);
+	b = mk(c, t, "B");                           /* generation 2 */
+	x = cr(c, a, "x");
+	y = cr(c, a, "y");
+	z = cr(c, b, "z");
+	publish(c, x, STORE_STAGE_REPLACE, "x1");
+	publish(c, x, STORE_STAGE_REPLACE, "x2");    /* version 2 */
+	publish(c, y, STORE_STAGE_REPLACE, "y1");    /* version 1 */
+	publish(c, z, STORE_STAGE_REPLACE, "z1");
+	rd_open_strict(c, &d, NULL);
+
+	assert_int_equal(store_rename(c->s, a, "x", b, "x2", 0), 0);
+	assert_int_equal(store_rename(c->s, a, "y", b, "z", 0), 0);
+	expect_events(c, &d,
+		      EVF("rename", "t", "B", "x2", "2", "2", "A", "x")
+		      EV("unlink", "t", "B", "z", "2", "1")
+		      EVF("rename", "t", "B", "z", "2", "1", "A", "y"));
+
+	assert_int_equal(store_link(c->s, x, a, "lnk"), 0);
+	assert_int_equal(store_rename(c->s, a, "lnk", b, "z",
+				      STORE_RENAME_EXCHANGE), 0);
+	expect_events(c, &d,
+		      EVF("link", "t", "A", "lnk", "1", "2", "B", "x2")
+		      EVF("exchange", "t", "B", "z", "2", "2", "A", "lnk"));
+	assert_int_equal(ino_of(c, b, "z"), store_node_ino(x));
+	assert_int_equal(ino_of(c, a, "lnk"), store_node_ino(y));
+
+	/* Refused, and between two names of one state: nothing. */
+	assert_int_equal(store_rename(c->s, b, "x2", a, "lnk",
+				      STORE_RENAME_NOREPLACE), -EEXIST);
+	assert_int_equal(store_rename(c->s, b, "x2", b, "z", 0), 0);
+	assert_int_equal(store_rename(c->s, a, "none", b, "z",
+				      STORE_RENAME_EXCHANGE), -ENOENT);
+	assert_false(store_events_pending(c->s, &d.r));
+	expect_events(c, &d, "");
+
+	/* Two names of one state trade it: the line, and nothing moves. */
+	assert_int_equal(store_rename(c->s, b, "x2", b, "z",
+				      STORE_RENAME_EXCHANGE), 0);
+	expect_events(c, &d,
+		      EVF("exchange", "t", "B", "z", "2", "2", "B", "x2"));
+	assert_int_equal(ino_of(c, b, "z"), store_node_ino(x));
+	assert_int_equal(ino_of(c, b, "x2"), store_node_ino(x));
+
+	put(c, z);
+	put(c, y);
+	put(c, x);
+	put(c, b);
+	put(c, a);
 	put(c, t);
 	check_ok(c);
 }
@@ -2578,6 +2648,7 @@ int main(void)
 		T(test_deadlines_follow_injected_clock),
 		T(test_tombstone_aging_via_expire),
 		T(test_events_lines),
+		T(test_events_rename_lines),
 		T(test_events_expire_lines),
 		T(test_events_tenant_scope),
 		T(test_events_open_at_present_and_pending),
