@@ -1945,8 +1945,10 @@ static struct ptab parent_unhook_locked(struct store *s, struct tenant *t,
 
 	snap_parent_cow(s, p);
 	atomic_store(&p->node.dead, true);
-	lease_clear(s, &p->node);
 	links = bucket_clear_locked(s, p);
+	/* After its links went: a state frozen for a snapshot meanwhile
+	 * still tells an expired parent's link by its deadline. */
+	lease_clear(s, &p->node);
 	unlock(&p->lock);
 	HASH_DEL(t->parents, p);
 	gauge_sub(&t->parents_n, 1, "tenant parents");
@@ -4274,6 +4276,28 @@ static void snap_copy_tenant(struct snap_run *r, struct snap_buf *b,
 	snap_chunk_end(r, b);
 }
 
+/*
+ * The links of state @c (its stripe held) a snapshot at @now shows: those
+ * in parents not past their deadline at @now, whose buckets it leaves
+ * out, reaped or not.  So a row's nlink is the number of rows of its
+ * state.  Whether a parent that links @c was past its deadline at @now
+ * cannot change later (an expired node is never renewed, and a leaving
+ * parent keeps its deadline until its links are gone), so a state frozen
+ * after the instant counts as one read at it.
+ */
+static int64_t snap_nlink_locked(const struct store *s, const struct child *c,
+				 uint64_t now)
+{
+	const struct link *l;
+	int64_t n = 0;
+
+	if (c->node.nlink <= 1)
+		return c->node.nlink; /* shown only if its parent is */
+	LL_FOREACH2(c->slinks, l, snext)
+		n += !is_expired(s, &l->parent->node, now);
+	return n;
+}
+
 /* State @c's fields as they were at E (takes its stripe): frozen if it
  * changed since, else as they are. */
 static void snap_state_at(struct store *s, struct snap_run *r,
@@ -4298,7 +4322,7 @@ static void snap_state_at(struct store *s, struct snap_run *r,
 	} else {
 		v->version = (int64_t)c->version;
 		v->size = (int64_t)blob_len(c->content);
-		v->nlink = c->node.nlink;
+		v->nlink = snap_nlink_locked(s, c, r->now);
 		v->deadline = deadline_of(s, &c->node);
 	}
 	unlock(stripe(s, c));
@@ -4422,7 +4446,7 @@ static void snap_state_cow(struct store *s, struct child *c)
 	f->ino = c->node.ino;
 	f->version = (int64_t)c->version;
 	f->size = (int64_t)blob_len(c->content);
-	f->nlink = c->node.nlink;
+	f->nlink = snap_nlink_locked(s, c, r->now);
 	f->deadline = deadline_of(s, &c->node);
 	lock(&r->frozen_lock);
 	hash_oom = 0;

@@ -733,7 +733,9 @@ struct store_snapshot {
  * Take a consistent point-in-time listing of the store (@tenant NULL) or
  * of one tenant: every tenant, parent, child link and tombstone in scope,
  * as they were at one instant between two transitions (no transition
- * half in it); expired nodes are left out.  Rows come tenant by tenant
+ * half in it); expired nodes are left out, and a child row's nlink counts
+ * only the links the snapshot shows (not those of a parent past its
+ * deadline, reaped or not).  Rows come tenant by tenant
  * (by inode): the tenant's row, each parent's row followed by its
  * children's, then its tombstones.
  *
