@@ -36,13 +36,14 @@ static const char *const op_names[] = {
 	[STORE_OP_WRITE] = "write",   [STORE_OP_UNLINK] = "unlink",
 	[STORE_OP_LINK] = "link",     [STORE_OP_RENAME] = "rename",
 	[STORE_OP_EXPIRE] = "expire", [STORE_OP_DRAIN] = "drain",
-	[STORE_OP_CLEANUP] = "cleanup",
+	[STORE_OP_CLEANUP] = "cleanup", [STORE_OP_EXCHANGE] = "exchange",
 };
 
 struct slot {
 	uint64_t seq;          /* 0: empty */
 	struct evlog_entry e;  /* names point into text */
-	char *text;            /* "op\tT\tP\tC\tG\tV\n" then the three names */
+	char *text;            /* "op\tT\tP\tC\tG\tV\n" (or with "\tFP\tFC"
+				* before the newline) then the three names */
 	size_t len;            /* of the line part */
 };
 
@@ -101,6 +102,7 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
 	const char *p = e->parent ? e->parent : "";
 	const char *c = e->child ? e->child : "";
 	size_t tl = strlen(t), pl = strlen(p), cl = strlen(c);
+	bool from = e->from_parent || e->from_child;
 	int n;
 	struct slot *sl;
 	uint64_t seq;
@@ -108,8 +110,10 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
 	num(g, sizeof(g), e->generation);
 	num(v, sizeof(v), e->version);
 	/* Formatted before the lock: the critical section only links it. */
-	n = snprintf(NULL, 0, "%s\t%s\t%s\t%s\t%s\t%s\n", op_names[e->op],
-		     field(t), field(p), field(c), g, v);
+	n = snprintf(NULL, 0, "%s\t%s\t%s\t%s\t%s\t%s%s%s%s%s\n",
+		     op_names[e->op], field(t), field(p), field(c), g, v,
+		     from ? "\t" : "", from ? field(e->from_parent) : "",
+		     from ? "\t" : "", from ? field(e->from_child) : "");
 	text = st_malloc((size_t)n + 1 + tl + 1 + pl + 1 + cl + 1);
 	if (!text) {
 		/* Out of memory: the transition stands, its line cannot be
@@ -123,11 +127,14 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
 		sl->seq = seq;
 		sl->e = *e; /* scope and owner: who is told of the loss */
 		sl->e.tenant = sl->e.parent = sl->e.child = NULL;
+		sl->e.from_parent = sl->e.from_child = NULL;
 		pthread_mutex_unlock(&l->lock);
 		return seq;
 	}
-	snprintf(text, (size_t)n + 1, "%s\t%s\t%s\t%s\t%s\t%s\n", op_names[e->op],
-		 field(t), field(p), field(c), g, v);
+	snprintf(text, (size_t)n + 1, "%s\t%s\t%s\t%s\t%s\t%s%s%s%s%s\n",
+		 op_names[e->op], field(t), field(p), field(c), g, v,
+		 from ? "\t" : "", from ? field(e->from_parent) : "",
+		 from ? "\t" : "", from ? field(e->from_child) : "");
 	memcpy(text + n + 1, t, tl + 1);
 	memcpy(text + n + 1 + tl + 1, p, pl + 1);
 	memcpy(text + n + 1 + tl + 1 + pl + 1, c, cl + 1);
@@ -138,6 +145,7 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
 	free(sl->text);
 	sl->seq = seq;
 	sl->e = *e;
+	sl->e.from_parent = sl->e.from_child = NULL; /* only in the text */
 	sl->text = text;
 	sl->len = (size_t)n;
 	sl->e.tenant = text + n + 1;

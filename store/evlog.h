@@ -27,6 +27,9 @@ struct evlog_entry {
 	uint64_t tenant_ino;
 	const char *tenant, *parent, *child; /* NULL or "" print as "-" */
 	int64_t generation, version;         /* < 0 prints as "-" */
+	/* A link's, rename's or exchange's other name, printed as two more
+	 * fields; NULL for every other line (seven fields). */
+	const char *from_parent, *from_child;
 	/* The tenant's owner, group and permission bits when the line was
 	 * appended: who may read it from the root's .events. */
 	uid_t tenant_uid;

@@ -58,6 +58,30 @@
  * Ceilings and quotas are reserved (compare-and-swap against the limit)
  * after every other check and before the insert, and released if a later
  * step fails, so a refused admission changes nothing.
+ *
+ * Event order
+ * -----------
+ * A transition appends its line inside the critical section that makes
+ * the change, under the lock that orders it with the changes a replay of
+ * the stream must see before or after it:
+ *  - a state's lines (write, unlink, expire of a child, link, rename,
+ *    exchange) under the state's stripe, in the section that changes its
+ *    content or its set of links, so they follow its publications in the
+ *    order they happened, and the names a line gives (a link's or a
+ *    rename's source) reach the state at that point of the stream;
+ *  - a bucket's lines (join, create) under the locks that admit into it,
+ *    and a removal's line under the lock that frees the name (t->lock
+ *    for a parent, store->lock for a tenant), so a new incarnation's
+ *    join follows it;
+ *  - a cascade (leave, depart, a parent's expiry, a tenant cleanup, a
+ *    drain's clear) takes each link out of the departing bucket under
+ *    that state's stripe and appends the parent's (or tenant's) line
+ *    only after the last one, still holding the tenant's lock.  A
+ *    publication that took a stripe first is reported before that line;
+ *    one that comes after finds the link gone: its lines do not name the
+ *    departed parent, and a state left with no link refuses it (-ESTALE).
+ * So no line of a child ever follows the removal line of its parent's
+ * generation.
  */
 #include "store/store.h"
 #include "store/alloc.h"
@@ -301,6 +325,8 @@ struct store {
 #ifdef STORE_FAULTS
 	void (*snap_step_fn)(void *arg, unsigned step);
 	void *snap_step_arg;
+	void (*cascade_step_fn)(void *arg);
+	void *cascade_step_arg;
 #endif
 
 	struct evlog *events;
@@ -721,6 +747,23 @@ static void lease_clear(struct store *s, struct store_node *n)
  * the hook once its locks are released. */
 static __thread bool event_appended, event_internal;
 
+/* Append entry @e of tenant @t (NULL: of no tenant). */
+static void emit_entry(struct store *s, struct tenant *t, struct evlog_entry *e)
+{
+	/* Who may read the line: the tenant's owner and mode now. */
+	if (t) {
+		lock(&t->acl_lock);
+		e->tenant_uid = t->meta.uid;
+		e->tenant_gid = t->meta.gid;
+		e->tenant_mode = t->node.mode;
+		unlock(&t->acl_lock);
+	}
+	if (evlog_append(s->events, e)) {
+		event_appended = true;
+		event_internal |= e->internal;
+	}
+}
+
 /*
  * Append one event line (inside the transition's critical section, so
  * sequence numbers follow the order of the transitions).
@@ -743,18 +786,36 @@ static void emit(struct store *s, enum store_op op, bool internal,
 		.version = version,
 	};
 
-	/* Who may read the line: the tenant's owner and mode now. */
-	if (t) {
-		lock(&t->acl_lock);
-		e.tenant_uid = t->meta.uid;
-		e.tenant_gid = t->meta.gid;
-		e.tenant_mode = t->node.mode;
-		unlock(&t->acl_lock);
-	}
-	if (evlog_append(s->events, &e)) {
-		event_appended = true;
-		event_internal |= internal;
-	}
+	emit_entry(s, t, &e);
+}
+
+/*
+ * Report (@op link, rename or exchange) that link @to reaches state @c,
+ * which link @from reaches (or reached, for a rename), with @c's stripe
+ * held: inside the section that changed @c's links, so the line is
+ * ordered with @c's publications and @from names the state at that point
+ * of the stream.
+ */
+static void emit_from_locked(struct store *s, enum store_op op,
+			     struct child *c, const struct link *to,
+			     const struct link *from)
+{
+	struct parent *p = to->parent;
+	struct evlog_entry e = {
+		.op = op,
+		.kind = STORE_CHILD,
+		.ino = c->node.ino,
+		.tenant_ino = p->tenant->node.ino,
+		.tenant = p->tenant->name,
+		.parent = p->name,
+		.child = to->name,
+		.generation = (int64_t)p->generation,
+		.version = (int64_t)c->version,
+		.from_parent = from->parent->name,
+		.from_child = from->name,
+	};
+
+	emit_entry(s, p->tenant, &e);
 }
 
 /*
@@ -1840,13 +1901,21 @@ static bool state_unlink_locked(struct store *s, struct link *l, enum store_op o
 	return ended;
 }
 
-/* Add link @l to its state's set (bucket lock held). */
-static void state_link_locked(struct store *s, struct link *l)
+#ifdef STORE_FAULTS
+void store_cascade_step_hook(struct store *s, void (*fn)(void *arg), void *arg)
 {
-	lock(stripe(s, l->child));
-	LL_PREPEND2(l->child->slinks, l, snext);
-	unlock(stripe(s, l->child));
+	s->cascade_step_fn = fn;
+	s->cascade_step_arg = arg;
 }
+
+static void cascade_step(struct store *s)
+{
+	if (s->cascade_step_fn)
+		s->cascade_step_fn(s->cascade_step_arg);
+}
+#else
+#define cascade_step(s) ((void)(s))
+#endif
 
 /*
  * Take every link out of bucket @p (p->lock held): the state of each link
@@ -1860,9 +1929,11 @@ static struct ptab bucket_clear_locked(struct store *s, struct parent *p)
 	struct link *l;
 	uint32_t i;
 
-	ptab_for_each(&links, i, l)
+	ptab_for_each(&links, i, l) {
+		cascade_step(s);
 		if (!state_unlink_locked(s, l, NO_EVENT))
 			note_attrs_changed(l->child->node.ino);
+	}
 	gauge_sub(&s->links_n, p->nlinks, "links");
 	gauge_sub(&t->links_n, p->nlinks, "tenant links");
 	memset(&p->links, 0, sizeof(p->links));
@@ -1898,8 +1969,10 @@ static struct ptab parent_unhook_locked(struct store *s, struct tenant *t,
 
 	snap_parent_cow(s, p);
 	atomic_store(&p->node.dead, true);
-	lease_clear(s, &p->node);
 	links = bucket_clear_locked(s, p);
+	/* After its links went: a state frozen for a snapshot meanwhile
+	 * still tells an expired parent's link by its deadline. */
+	lease_clear(s, &p->node);
 	unlock(&p->lock);
 	HASH_DEL(t->parents, p);
 	gauge_sub(&t->parents_n, 1, "tenant parents");
@@ -1974,11 +2047,12 @@ static void tenant_clear_locked(struct store *s, struct tenant *t,
 	HASH_ITER(hh, t->parents, p, tmp) {
 		struct ptab links;
 
+		links = plocked ? parent_unhook_locked(s, t, p) :
+				  parent_remove_locked(s, t, p);
+		/* After the cascade, as every parent's removal line. */
 		if (op != NO_EVENT)
 			emit(s, op, true, &p->node, t, p->name, NULL,
 			     (int64_t)p->generation, -1);
-		links = plocked ? parent_unhook_locked(s, t, p) :
-				  parent_remove_locked(s, t, p);
 		atomic_fetch_add(&s->leaves, 1);
 		links_free(s, &links);
 		store_node_unref(s, &p->node);
@@ -2055,11 +2129,13 @@ static int tenant_cleanup(struct store *s, const char *name,
 	touch_dir(&s->root_meta);
 	if (atomic_load(&t->drain_state) == STORE_DRAINING)
 		atomic_fetch_sub(&s->tenants_draining, 1);
-	unlock(&s->lock);
 
+	/* The table stays locked until the line (as a drain's clear): a
+	 * new tenant of the name joins after it ("Event order"). */
 	tenant_clear_locked(s, t, NO_EVENT, check);
 	emit(s, STORE_OP_CLEANUP, false, &t->node, t, NULL, NULL, -1, -1);
 	unlock(&t->lock);
+	unlock(&s->lock);
 	store_node_unref(s, &t->node); /* the table's reference */
 	return 0;
 }
@@ -2115,6 +2191,7 @@ static struct ptab parent_expire_locked(struct store *s, struct tenant *t,
 					struct parent *p, uint64_t now)
 {
 	struct tomb *tb = tomb_new(p->name);
+	struct ptab links;
 
 	if (tb) {
 		atomic_fetch_add(&s->tombs_n, 1);
@@ -2123,9 +2200,11 @@ static struct ptab parent_expire_locked(struct store *s, struct tenant *t,
 	}
 	atomic_fetch_add(&s->expiries, 1);
 	atomic_fetch_add(&s->leaves, 1);
+	links = parent_remove_locked(s, t, p);
+	/* After the cascade: see "Event order". */
 	emit(s, STORE_OP_EXPIRE, true, &p->node, t, p->name, NULL,
 	     (int64_t)p->generation, -1);
-	return parent_remove_locked(s, t, p);
+	return links;
 }
 
 /*
@@ -2296,12 +2375,14 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 		free(newtb);
 		return rc;
 	}
-	emit(s, op, op == STORE_OP_DEPART, p ? &p->node : NULL, t, name, NULL,
-	     p ? (int64_t)p->generation : 0, -1);
 	if (p) {
 		links = parent_unhook_locked(s, t, p);
 		atomic_fetch_add(&s->leaves, 1);
 	}
+	/* After the cascade: a publication that reached one of P's states
+	 * first is reported before this line (see "Event order"). */
+	emit(s, op, op == STORE_OP_DEPART, p ? &p->node : NULL, t, name, NULL,
+	     p ? (int64_t)p->generation : 0, -1);
 	unlock(&t->lock);
 	reaped_free(s, reaped, &rlinks);
 	reaped_free(s, p, &links);
@@ -2391,16 +2472,6 @@ static struct link *link_new(const char *name, struct child *c)
 		l->hash = ptab_hash_name(name);
 	}
 	return l;
-}
-
-static int64_t version_of(struct store *s, struct child *c)
-{
-	int64_t v;
-
-	lock(stripe(s, c));
-	v = (int64_t)c->version;
-	unlock(stripe(s, c));
-	return v;
 }
 
 /* Emit @op for link @l of bucket @p (p->lock held). */
@@ -2770,6 +2841,8 @@ retry:
 			snap_state_cow(s, c);
 			link_attach_locked(p, l);
 			c->meta.ctime = wall_now();
+			/* The source: the name the state gained before. */
+			emit_from_locked(s, STORE_OP_LINK, c, l, l->snext);
 		}
 		unlock(stripe(s, c));
 		if (rc)
@@ -2779,8 +2852,6 @@ retry:
 		link_insert_locked(s, p, l, false);
 		store_node_ref(&c->node); /* the link's */
 		atomic_fetch_add(&s->admissions, 1);
-		emit_link(s, STORE_OP_LINK, false, p, name, c,
-			  version_of(s, c));
 	}
 	unlock(&p->lock);
 	if (rc) {
@@ -2814,7 +2885,8 @@ static void unlock_pair(struct parent *a, struct parent *b)
 /*
  * Links @x and @y trade states (both bucket locks held), in one critical
  * section of both states' stripes (the lower stripe first), so neither
- * state is ever seen counting a link it cannot find.
+ * state is ever seen counting a link it cannot find; the exchange line
+ * (destination @y, source @x) is appended in it.
  */
 static void links_exchange_locked(struct store *s, struct link *x,
 				  struct link *y)
@@ -2822,17 +2894,18 @@ static void links_exchange_locked(struct store *s, struct link *x,
 	struct child *cx = x->child, *cy = y->child;
 	pthread_mutex_t *mx = stripe(s, cx), *my = stripe(s, cy);
 
-	if (x == y)
-		return; /* a name exchanged with itself */
 	lock(mx < my ? mx : my);
 	if (mx != my)
 		lock(mx < my ? my : mx);
-	LL_DELETE2(cx->slinks, x, snext);
-	LL_DELETE2(cy->slinks, y, snext);
-	x->child = cy;
-	y->child = cx;
-	LL_PREPEND2(cy->slinks, x, snext);
-	LL_PREPEND2(cx->slinks, y, snext);
+	if (x != y) { /* else a name exchanged with itself */
+		LL_DELETE2(cx->slinks, x, snext);
+		LL_DELETE2(cy->slinks, y, snext);
+		x->child = cy;
+		y->child = cx;
+		LL_PREPEND2(cy->slinks, x, snext);
+		LL_PREPEND2(cx->slinks, y, snext);
+	}
+	emit_from_locked(s, STORE_OP_EXCHANGE, y->child, y, x);
 	if (mx != my)
 		unlock(mx < my ? my : mx);
 	unlock(mx < my ? mx : my);
@@ -2894,20 +2967,21 @@ retry:
 		links_exchange_locked(s, src, dst);
 		touch_dir(&a->meta);
 		touch_dir(&b->meta);
-		emit_link(s, STORE_OP_RENAME, false, b, to_name, c,
-			  version_of(s, c));
 		goto out;
 	}
 	if (dst) {
 		/* The destination entry takes the source's state: no
-		 * allocation, so nothing can fail half-way. */
+		 * allocation, so nothing can fail half-way.  The replaced
+		 * state's unlink line comes first. */
 		replaced = dst->child; /* the link's reference, dropped last */
 		state_unlink_locked(s, dst, STORE_OP_UNLINK);
 		dst->child = c;
-		state_link_locked(s, dst);
 		bucket_del(a, src);
 		lock(stripe(s, c));
+		LL_PREPEND2(c->slinks, dst, snext);
 		LL_DELETE2(c->slinks, src, snext);
+		c->meta.ctime = wall_now();
+		emit_from_locked(s, STORE_OP_RENAME, c, dst, src);
 		unlock(stripe(s, c));
 		a->nlinks--;
 		gauge_sub(&s->links_n, 1, "links");
@@ -2931,15 +3005,13 @@ retry:
 		lock(stripe(s, c));
 		LL_DELETE2(c->slinks, src, snext);
 		LL_PREPEND2(c->slinks, moved, snext);
+		c->meta.ctime = wall_now();
+		emit_from_locked(s, STORE_OP_RENAME, c, moved, src);
 		unlock(stripe(s, c));
 		moved = NULL;
 	}
 	touch_dir(&a->meta);
 	touch_dir(&b->meta);
-	lock(stripe(s, c));
-	c->meta.ctime = wall_now();
-	unlock(stripe(s, c));
-	emit_link(s, STORE_OP_RENAME, false, b, to_name, c, version_of(s, c));
 	free(src); /* its state reference moved with the entry */
 out:
 	unlock_pair(a, b);
@@ -4286,6 +4358,28 @@ static void snap_copy_tenant(struct snap_run *r, struct snap_buf *b,
 	snap_chunk_end(r, b);
 }
 
+/*
+ * The links of state @c (its stripe held) a snapshot at @now shows: those
+ * in parents not past their deadline at @now, whose buckets it leaves
+ * out, reaped or not.  So a row's nlink is the number of rows of its
+ * state.  Whether a parent that links @c was past its deadline at @now
+ * cannot change later (an expired node is never renewed, and a leaving
+ * parent keeps its deadline until its links are gone), so a state frozen
+ * after the instant counts as one read at it.
+ */
+static int64_t snap_nlink_locked(const struct store *s, const struct child *c,
+				 uint64_t now)
+{
+	const struct link *l;
+	int64_t n = 0;
+
+	if (c->node.nlink <= 1)
+		return c->node.nlink; /* shown only if its parent is */
+	LL_FOREACH2(c->slinks, l, snext)
+		n += !is_expired(s, &l->parent->node, now);
+	return n;
+}
+
 /* State @c's fields as they were at E (takes its stripe): frozen if it
  * changed since, else as they are. */
 static void snap_state_at(struct store *s, struct snap_run *r,
@@ -4310,7 +4404,7 @@ static void snap_state_at(struct store *s, struct snap_run *r,
 	} else {
 		v->version = (int64_t)c->version;
 		v->size = (int64_t)blob_len(c->content);
-		v->nlink = c->node.nlink;
+		v->nlink = snap_nlink_locked(s, c, r->now);
 		v->deadline = deadline_of(s, &c->node);
 	}
 	unlock(stripe(s, c));
@@ -4434,7 +4528,7 @@ static void snap_state_cow(struct store *s, struct child *c)
 	f->ino = c->node.ino;
 	f->version = (int64_t)c->version;
 	f->size = (int64_t)blob_len(c->content);
-	f->nlink = c->node.nlink;
+	f->nlink = snap_nlink_locked(s, c, r->now);
 	f->deadline = deadline_of(s, &c->node);
 	lock(&r->frozen_lock);
 	hash_oom = 0;

@@ -555,12 +555,31 @@ uint64_t store_next_deadline(struct store *s);
 /*
  * Every transition appends one line to the store's event log, inside its
  * critical section, so sequence numbers follow the order in which the
- * transitions happened:
+ * transitions happened (store.c, "Event order"):
  *
  *   SEQ \t OP \t TENANT \t PARENT \t CHILD \t GENERATION \t VERSION \n
  *
  * An empty field is "-".  OP is one of join leave depart create write
- * unlink link rename expire drain cleanup.  The log keeps the newest
+ * unlink link rename exchange expire drain cleanup.  GENERATION is the
+ * parent's; VERSION the state's.  Three operations name a second child of
+ * the same tenant in two more fields, so that a replay of the lines
+ * rebuilds the tree:
+ *
+ *   ... \t VERSION \t FROM_PARENT \t FROM_CHILD \n
+ *
+ *   link      PARENT/CHILD now reaches the state FROM_PARENT/FROM_CHILD
+ *             reaches (one of its names at that point of the stream);
+ *   rename    the child FROM_PARENT/FROM_CHILD is now PARENT/CHILD; a
+ *             destination it replaced has its own unlink line before
+ *             it, so the destination is free when the line applies;
+ *   exchange  the two names trade their states; VERSION is that of the
+ *             state now under PARENT/CHILD.
+ *
+ * A transition that changes more than one node appends one line for what
+ * it did, not one per child: a leave, depart or expiry of a parent (and a
+ * drain's clear of one) removes its children with it, a cleanup removes
+ * the tenant with everything in it; a publication on a state with
+ * several links appends one write line per name.  The log keeps the newest
  * limits.event_log lines (STORE_EVENT_LOG unless a test chose fewer);
  * each reader may fall at most STORE_EVENT_WINDOW (or the whole log)
  * lines behind its end (the newest line, or the last the watch machinery
@@ -584,6 +603,7 @@ enum store_op {
 	STORE_OP_EXPIRE,
 	STORE_OP_DRAIN,
 	STORE_OP_CLEANUP,
+	STORE_OP_EXCHANGE,
 };
 
 /*
@@ -757,7 +777,9 @@ struct store_snapshot {
  * Take a consistent point-in-time listing of the store (@tenant NULL) or
  * of one tenant: every tenant, parent, child link and tombstone in scope,
  * as they were at one instant between two transitions (no transition
- * half in it); expired nodes are left out.  Rows come tenant by tenant
+ * half in it); expired nodes are left out, and a child row's nlink counts
+ * only the links the snapshot shows (not those of a parent past its
+ * deadline, reaped or not).  Rows come tenant by tenant
  * (by inode): the tenant's row, each parent's row followed by its
  * children's, then its tombstones.
  *
@@ -807,6 +829,17 @@ bool store_fault_armed(void);
  */
 void store_snapshot_step_hook(struct store *s,
 			      void (*fn)(void *arg, unsigned step), void *arg);
+
+/*
+ * Test builds only: a cascade (a leave, a .depart, a parent's expiry, a
+ * tenant cleanup, a drain's clear) calls @fn(@arg) before it takes each
+ * link out of the departing bucket, holding that bucket's lock, its
+ * tenant's and the world lock (exclusively for a drain's clear), but no
+ * state's stripe: a test can make another thread publish on a state in
+ * the middle of a cascade and wait for it.  @fn NULL removes it.
+ */
+void store_cascade_step_hook(struct store *s, void (*fn)(void *arg),
+			     void *arg);
 
 /* Test builds only: the snapshots taken so far, as if @epochs had been
  * (so a test can reach the epoch's 32-bit wrap). */

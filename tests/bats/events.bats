@@ -110,7 +110,7 @@ seqs_increase() {
 	assert_output "$(evlines create t p c 1 0 write t p c 1 1 join t z - 1 -)"
 }
 
-@test "ln and mv are reported at the destination, with its generation" {
+@test "ln and mv name the destination, with its generation, then the source" {
 	mkdir -p "$MNT/t/a" "$MNT/t/b"
 	rmdir "$MNT/t/b"
 	mkdir "$MNT/t/b" # generation 2
@@ -123,7 +123,9 @@ seqs_increase() {
 	mkdir "$MNT/t/z"
 	events_wait
 	run cut -f2- "$OUT"
-	assert_output "$(evlines link t b c 2 1 rename t b e 2 2 join t z - 1 -)"
+	assert_output "$(printf '%s\t' link t b c 2 1 a; echo c
+		printf '%s\t' rename t b e 2 2 a; echo d
+		evlines join t z - 1 -)"
 }
 
 @test "rmdir of a parent with children is one leave line" {
@@ -422,4 +424,389 @@ print("%.0f" % took)
 write acme w job 1 1
 write acme w job 1 2
 unlink acme w job 1 2"
+}
+
+# renameat2 FROM TO FLAGS: rename(2) with flags (1 RENAME_NOREPLACE,
+# 2 RENAME_EXCHANGE) through python's ctypes (coreutils' mv has no
+# --exchange before 9.5); prints OK or the errno name.
+renameat2() {
+	python3 -c '
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.renameat2(-100, sys.argv[1].encode(), -100, sys.argv[2].encode(),
+                   int(sys.argv[3]))
+print("OK" if r == 0 else errno.errorcode[ctypes.get_errno()])' "$@"
+}
+
+@test "mv onto a child unlinks it first; an exchange is its own line with both names" {
+	mkdir -p "$MNT/t/A" "$MNT/t/B"
+	echo 1 >"$MNT/t/A/x"
+	echo 2 >"$MNT/t/A/y"
+	echo 3 >"$MNT/t/B/z"
+	echo 3 >>"$MNT/t/B/z"
+	events_bg "$OUT" 6
+	mv "$MNT/t/A/x" "$MNT/t/B/x2"
+	mv "$MNT/t/A/y" "$MNT/t/B/z"
+	ln "$MNT/t/B/x2" "$MNT/t/A/lnk"
+	run renameat2 "$MNT/t/A/lnk" "$MNT/t/B/z" 2
+	assert_output OK
+	run renameat2 "$MNT/t/A/none" "$MNT/t/B/z" 2
+	assert_output ENOENT
+	mkdir "$MNT/t/zz"
+	events_wait
+	run cut -f2- "$OUT"
+	assert_output "$(printf '%s\t' rename t B x2 1 1 A; echo x
+		evlines unlink t B z 1 2
+		printf '%s\t' rename t B z 1 1 A; echo y
+		printf '%s\t' link t A lnk 1 1 B; echo x2
+		printf '%s\t' exchange t B z 1 1 A; echo lnk
+		evlines join t zz - 1 -)"
+	# The exchange traded the states: B/z is x's (the one x2 and lnk had).
+	[ "$(stat -c %i "$MNT/t/B/z")" = "$(stat -c %i "$MNT/t/B/x2")" ]
+	[ "$(cat "$MNT/t/A/lnk")" = 2 ]
+}
+
+# replay_check EVENTS SNAPSHOT: replay the lines of tenant t on a model of
+# the tree (each line must apply to what the lines before it built) and
+# compare the result with the snapshot: the same parents and generations,
+# the same names, the names that share a state in the model share an
+# inode, each state's version, and nlink = the rows of that state.
+# Prints every contradiction (exit 1) or one summary line.
+replay_check() {
+	python3 - "$@" <<'PY'
+import sys
+evfile, snapfile = sys.argv[1:3]
+bad = []
+def err(msg):
+    if len(bad) < 30:
+        bad.append(msg)
+parents = {}            # name -> generation
+names = {}              # (p, c) -> state id
+version = {}            # state id -> version
+nstates = 0
+counts = {}
+text = open(evfile).read()
+if not text.endswith("\n"):
+    err("the event file does not end with a whole line")
+for n, l in enumerate(text.splitlines(), 1):
+    f = l.split("\t")
+    if f[0] in ("overflow", "lost") or (len(f) > 1 and f[1] == "lost"):
+        print("line %d: %s: the replay would be incomplete" % (n, l))
+        sys.exit(1)
+    op = f[1] if len(f) > 1 else "?"
+    two = op in ("link", "rename", "exchange")
+    if len(f) != (9 if two else 7) or f[2] != "t":
+        err("line %d malformed: %r" % (n, l))
+        continue
+    counts[op] = counts.get(op, 0) + 1
+    _, op, t, p, c, g, v = f[:7]
+    at = "line %d %r" % (n, l)
+    if c == "-":
+        if op == "join":
+            if p in parents:
+                err(at + ": join of a present parent")
+            parents[p] = g
+        elif op in ("leave", "depart", "expire"):
+            if p in parents and parents[p] != g:
+                err(at + ": removal of another generation (%s)" % parents[p])
+            if p not in parents and op != "depart":
+                err(at + ": removal of an absent parent")
+            parents.pop(p, None)
+            for k in [k for k in names if k[0] == p]:
+                del names[k]
+        else:
+            err(at + ": unexpected")
+        continue
+    if parents.get(p) != g:
+        err(at + ": a child line of an absent parent or of another generation")
+        continue
+    v = int(v)
+    k = (p, c)
+    if two:
+        fk = (f[7], f[8])
+        if fk[0] not in parents or fk not in names:
+            err(at + ": its source is absent")
+            continue
+    if op == "create":
+        if k in names or v != 0:
+            err(at + ": create of a present child")
+        nstates += 1
+        names[k] = nstates
+        version[nstates] = 0
+    elif op == "write":
+        if k not in names:
+            err(at + ": write of an absent child")
+        elif v not in (version[names[k]], version[names[k]] + 1):
+            err(at + ": write after version %d" % version[names[k]])
+        else:
+            version[names[k]] = v
+    elif op in ("unlink", "expire"):
+        if k not in names or version[names[k]] != v:
+            err(at + ": removal of an absent child (or of another version)")
+        names.pop(k, None)
+    elif op in ("link", "rename"):
+        if k in names:
+            err(at + ": %s onto a present child" % op)
+        if version[names[fk]] != v:
+            err(at + ": version %d" % version[names[fk]])
+        names[k] = names[fk]
+        if op == "rename":
+            del names[fk]
+    elif op == "exchange":
+        if k not in names:
+            err(at + ": exchange with an absent child")
+            continue
+        names[k], names[fk] = names[fk], names[k]
+        if version[names[k]] != v:
+            err(at + ": version %d" % version[names[k]])
+    else:
+        err(at + ": unexpected")
+
+rows = [r.split("\t") for r in open(snapfile).read().splitlines()[1:]]
+sp = {r[2]: r[4] for r in rows if r[0] == "parent"}
+sc = {(r[2], r[3]): r for r in rows if r[0] == "child"}
+if sp != parents:
+    err("parents: snapshot %r, replay %r" % (sorted(sp.items()), sorted(parents.items())))
+for k in sorted(set(names) - set(sc)):
+    err("the replay has %s/%s, the snapshot does not" % k)
+for k in sorted(set(sc) - set(names)):
+    err("the snapshot has %s/%s, the replay does not" % k)
+ino = {}
+for k in sorted(set(sc) & set(names)):
+    r, sid = sc[k], names[k]
+    if ino.setdefault(sid, r[9]) != r[9]:
+        err("%s/%s: inode %s, but the replay shares its state with inode %s" % (k + (r[9], ino[sid])))
+    if int(r[5]) != version[sid]:
+        err("%s/%s: version %s, replay %d" % (k + (r[5], version[sid])))
+    if int(r[7]) != sum(1 for x in names.values() if x == sid):
+        err("%s/%s: nlink %s, the replay has %d names" % (k + (r[7], sum(1 for x in names.values() if x == sid))))
+if len(set(ino.values())) != len(ino):
+    err("two states of the replay are one inode")
+if bad:
+    print("\n".join(bad))
+    sys.exit(1)
+print("replayed %d lines (%s) to %d parents, %d children" % (
+    sum(counts.values()), " ".join("%s=%d" % x for x in sorted(counts.items())),
+    len(parents), len(names)))
+PY
+}
+
+# workload SEED OPS WRITERS WRITES: OPS random transitions of every kind on
+# tenant t (P0..P3, c0..c4) through $MNT, mounted with -o testclock, then
+# OPS/4 that only add and move children, with WRITERS processes publishing
+# WRITES times each meanwhile; records t's
+# .events (from before the first operation to the sentinel join of zz) in
+# $OUT and the tenant's .snapshot after it in $OUT.snap.
+workload() {
+	python3 - "$MNT" "$OUT" "$@" <<'PY'
+import ctypes, errno, multiprocessing as mp, os, random, select, sys, time
+mnt, out, seed, ops, nwriters, writes = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:7])
+T = mnt + "/t"
+P = ["P%d" % i for i in range(4)]
+C = ["c%d" % i for i in range(5)]
+libc = ctypes.CDLL(None, use_errno=True)
+
+def path(rnd):
+    return "%s/%s/%s" % (T, rnd.choice(P), rnd.choice(C))
+
+def attempt(f, *a):
+    try:
+        f(*a)
+    except OSError as e:
+        if e.errno not in (errno.ENOENT, errno.EEXIST, errno.ESTALE,
+                           errno.ENOTEMPTY, errno.EFBIG, errno.EAGAIN):
+            raise
+
+def publish(p, flags, data):
+    fd = os.open(p, os.O_WRONLY | flags, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+def writer(n, s):
+    rnd = random.Random(s)
+    for _ in range(writes):
+        attempt(publish, path(rnd), rnd.choice([os.O_TRUNC, os.O_APPEND]), b"w")
+
+def step(rnd, grow=False):
+    x = rnd.random() * (0.73 if grow else 1)
+    if x < 0.30:
+        attempt(publish, path(rnd), os.O_CREAT | rnd.choice([os.O_TRUNC, os.O_APPEND]), b"ab")
+    elif x < 0.35:
+        attempt(os.truncate, path(rnd), rnd.randrange(4))
+    elif x < 0.41:
+        attempt(os.unlink, path(rnd))
+    elif x < 0.53:
+        attempt(os.link, path(rnd), path(rnd))
+    elif x < 0.73:
+        fl = rnd.choice([0, 0, 1, 2])   # NOREPLACE, EXCHANGE
+        a, b = path(rnd).encode(), path(rnd).encode()
+        if libc.renameat2(-100, a, -100, b, fl) != 0:
+            e = ctypes.get_errno()
+            if e not in (errno.ENOENT, errno.EEXIST, errno.ESTALE):
+                raise OSError(e, "renameat2")
+    elif x < 0.80:
+        attempt(os.mkdir, "%s/%s" % (T, rnd.choice(P)))
+    elif x < 0.825:
+        attempt(os.rmdir, "%s/%s" % (T, rnd.choice(P)))
+    elif x < 0.835:
+        with open(T + "/.depart", "w") as f:
+            f.write(rnd.choice(P) + "\n")
+    elif x < 0.875:
+        who = "%s/%s" % (T, rnd.choice(P)) if rnd.random() < 0.3 else path(rnd)
+        attempt(os.setxattr, who, "user.statefs.ttl", b"0.0%d" % rnd.randrange(1, 10))
+    else:
+        with open(mnt + "/.clock", "w") as f:
+            f.write("%d\n" % rnd.randrange(1, 6))
+
+os.mkdir(T)
+ev = os.open(T + "/.events", os.O_RDONLY | os.O_NONBLOCK)
+for p in P:
+    os.mkdir("%s/%s" % (T, p))
+ws = [mp.Process(target=writer, args=(i, seed * 100 + i)) for i in range(nwriters)]
+for w in ws:
+    w.start()
+rnd = random.Random(seed)
+for _ in range(ops):
+    step(rnd)
+# Then only admissions, publications, links, renames and exchanges, so
+# the tree compared at the end is not empty.
+for p in P:
+    attempt(os.mkdir, "%s/%s" % (T, p))
+for _ in range(ops // 4):
+    step(rnd, True)
+for w in ws:
+    w.join()
+os.mkdir(T + "/zz")
+data, deadline = b"", time.monotonic() + 30
+while b"\tjoin\tt\tzz\t" not in data and time.monotonic() < deadline:
+    select.select([ev], [], [], 1)
+    try:
+        data += os.read(ev, 1 << 20)
+    except BlockingIOError:
+        pass
+os.close(ev)
+open(out, "wb").write(data)
+with open(T + "/.snapshot") as f:
+    open(out + ".snap", "w").write(f.read())
+PY
+}
+
+@test "replaying .events rebuilds the tree .snapshot shows, after a random workload with racing writers" {
+	statefs_unmount
+	statefs_mount -o testclock
+	local seed
+	for seed in 1 2 3 4 5; do
+		run workload "$seed" 2000 2 300
+		assert_success
+		grep -q $'\tjoin\tt\tzz\t' "$OUT" || fail "no sentinel line in $OUT"
+		# Fewer lines than a reader may fall behind: no overflow.
+		[ "$(wc -l <"$OUT")" -lt 4000 ]
+		run replay_check "$OUT" "$OUT.snap"
+		echo "seed $seed: $output"
+		assert_success
+		rmdir "$MNT/t"
+	done
+}
+
+@test "no line of a child follows its parent's leave, depart or expiry while publications race them" {
+	statefs_unmount
+	statefs_mount -o testclock
+	mkdir -p "$MNT/t/P"
+	run python3 - "$MNT" <<'PY'
+import multiprocessing as mp, os, select, sys
+mnt = sys.argv[1]
+T = mnt + "/t"
+
+done = mp.Event()
+
+def writer(k):
+    i = 0
+    while not done.is_set():
+        i += 1
+        try:
+            fd = os.open("%s/P/c%d" % (T, (i * 7 + k) % 8),
+                         os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, b"x")
+            finally:
+                os.close(fd)
+        except OSError:
+            pass
+
+def leaver():
+    for i in range(1500):
+        try:
+            if i % 3 == 0:
+                os.rmdir(T + "/P")
+            elif i % 3 == 1:
+                with open(T + "/.depart", "w") as f:
+                    f.write("P\n")
+            else:
+                os.setxattr(T + "/P", "user.statefs.ttl", b"0.001")
+                with open(mnt + "/.clock", "w") as f:
+                    f.write("2\n")
+        except OSError:
+            pass
+        try:
+            os.mkdir(T + "/P")
+            # A fuller bucket: a longer cascade for the writers to hit.
+            for c in range(8):
+                os.close(os.open("%s/P/c%d" % (T, c), os.O_CREAT | os.O_WRONLY, 0o644))
+        except OSError:
+            pass
+
+def reader(conn):
+    fd = os.open(T + "/.events", os.O_RDONLY)
+    conn.send("open")
+    rest = b""
+    # Per generation of P: removed or not; an overflow forgets them all.
+    removed, writes, removals, overflows, bad = set(), 0, 0, 0, []
+    while True:
+        rest += os.read(fd, 1 << 20)
+        *lines, rest = rest.split(b"\n")
+        for l in lines:
+            f = l.decode().split("\t")
+            if f[0] == "overflow":
+                overflows += 1
+                removed.clear()
+                continue
+            op, p, c, g = f[1], f[3], f[4], f[5]
+            if op == "join" and p == "zz":
+                conn.send((writes, removals, overflows, bad[:5], len(bad)))
+                return
+            if p != "P":
+                continue
+            if c == "-" and op in ("leave", "depart", "expire"):
+                removed.add(g)
+                removals += 1
+            elif c != "-":
+                writes += op == "write"
+                if g in removed:
+                    bad.append(l.decode())
+
+a, b = mp.Pipe()
+r = mp.Process(target=reader, args=(b,))
+r.start()
+a.recv()
+ws = [mp.Process(target=writer, args=(k,)) for k in range(2)]
+for p in ws:
+    p.start()
+leaver()
+done.set()
+for p in ws:
+    p.join()
+os.mkdir(T + "/zz")
+if not a.poll(60):
+    print("the reader did not see the sentinel")
+    sys.exit(1)
+writes, removals, overflows, bad, nbad = a.recv()
+r.join()
+print("writes %d removals %d overflows %d; child lines after a removal: %d %r" %
+      (writes, removals, overflows, nbad, bad))
+sys.exit(1 if nbad or not removals or not writes else 0)
+PY
+	echo "$output"
+	assert_success
 }

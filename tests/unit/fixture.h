@@ -36,6 +36,9 @@ static const struct store_owner FOWN = { 1000, 1000, 0644 }; /* files */
 
 /* One expected event line without its sequence number. */
 #define EV(op, t, p, c, g, v) op "\t" t "\t" p "\t" c "\t" g "\t" v "\n"
+/* A link, rename or exchange line: with its source parent and child. */
+#define EVF(op, t, p, c, g, v, fp, fc) \
+	op "\t" t "\t" p "\t" c "\t" g "\t" v "\t" fp "\t" fc "\n"
 
 /* Setup, teardown, reopen ---------------------------------------------- */
 

@@ -1529,6 +1529,86 @@ static void test_snapshot_leaves_out_expired(void **state)
 	check_ok(c);
 }
 
+/*
+ * A parent past its deadline is left out of a snapshot before the reaper
+ * has run, and so are its links in the nlink of a state it shares: every
+ * row's nlink is the number of rows of its state.  Also when the state is
+ * frozen midway (a publication, the reaper taking the expired parent's
+ * link, a new link) before the taker copies it.
+ */
+struct nlink_midway {
+	struct ctx *c;
+	struct store_node *x, *d;
+	int what;
+};
+
+static void nlink_midway_step(void *arg, unsigned step)
+{
+	struct nlink_midway *m = arg;
+	struct ctx *c = m->c;
+
+	if (step != 0)
+		return;
+	switch (m->what) {
+	case 1:
+		publish(c, m->x, STORE_STAGE_REPLACE, "midway");
+		break;
+	case 2:
+		assert_int_equal(store_expire(c->s, 10), 1); /* a's bucket */
+		break;
+	case 3:
+		assert_int_equal(store_link(c->s, m->x, m->d, "x3"), 0);
+		break;
+	}
+}
+
+static void test_snapshot_nlink_leaves_out_expired_parents(void **state)
+{
+	struct ctx *c = *state;
+
+	for (int what = 0; what < 4; what++) {
+		struct store_limits l;
+		struct store_snapshot sn;
+		struct store_node *t, *a, *b, *d, *x;
+		struct nlink_midway m = { .c = c, .what = what };
+
+		store_limits_default(&l);
+		reopen(c, &l);
+		t = mk(c, root(c), "t");
+		a = mk(c, t, "a");
+		b = mk(c, t, "b");
+		d = mk(c, t, "d");
+		x = cr(c, b, "x");
+		publish(c, x, STORE_STAGE_REPLACE, "hello");
+		assert_int_equal(store_link(c->s, x, a, "x2"), 0);
+		set_ttl(c, a, 200);
+		advance(c, 200);            /* a is due, not reaped */
+		m.x = x;
+		m.d = d;
+		store_snapshot_step_hook(c->s, nlink_midway_step, &m);
+		take(c, t, &sn);
+		store_snapshot_step_hook(c->s, NULL, NULL);
+		{
+			const struct xrow want[] = {
+				XTENANT("t", ino(t)),
+				XPARENT("t", "b", 1, -1, ino(b)),
+				XPARENT("t", "d", 1, -1, ino(d)),
+				XCHILD("t", "b", "x", 1, 1, 5, 1, -1, ino(x)),
+			};
+
+			assert_snap(&sn, want, sizeof want / sizeof want[0]);
+		}
+		store_snapshot_free(&sn);
+
+		put(c, x);
+		put(c, d);
+		put(c, b);
+		put(c, a);
+		put(c, t);
+		check_ok(c);
+	}
+}
+
 static void test_snapshot_unaffected_by_later_changes(void **state)
 {
 	struct ctx *c = *state;
@@ -2336,6 +2416,7 @@ int main(void)
 		T(test_snapshot_root_rows),
 		T(test_snapshot_tenant_scope),
 		T(test_snapshot_leaves_out_expired),
+		T(test_snapshot_nlink_leaves_out_expired_parents),
 		T(test_snapshot_unaffected_by_later_changes),
 		T(test_snapshot_and_drain),
 		T(test_snapshot_drained_tenant),

@@ -23,7 +23,9 @@
  * hands out carries a reference that the test drops; ASan's leak checker
  * catches the ones we forget.
  */
+#define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1067,15 +1069,15 @@ static void test_events_lines(void **state)
 		      EV("write", "t", "p", "a", "1", "3")
 		      EV("write", "t", "p", "a", "1", "4"));
 
-	/* Links and renames name their destination. */
+	/* Links and renames name their destination, then their source. */
 	assert_int_equal(store_link(c->s, a, q, "a2"), 0);
 	k = cr(c, p, "k");
 	assert_int_equal(store_rename(c->s, p, "k", q, "k2", 0), 0);
 	assert_int_equal(store_unlink(c->s, q, "a2"), 0);
 	expect_events(c, &d,
-		      EV("link", "t", "q", "a2", "1", "4")
+		      EVF("link", "t", "q", "a2", "1", "4", "p", "a")
 		      EV("create", "t", "p", "k", "1", "0")
-		      EV("rename", "t", "q", "k2", "1", "0")
+		      EVF("rename", "t", "q", "k2", "1", "0", "p", "k")
 		      EV("unlink", "t", "q", "a2", "1", "4"));
 
 	/* Leave (with a child: one line), rejoin, departs. */
@@ -1104,6 +1106,76 @@ static void test_events_lines(void **state)
 	put(c, a);
 	put(c, q);
 	put(c, p);
+	put(c, t);
+	check_ok(c);
+}
+
+/*
+ * Links, renames and exchanges name both sides, so a replay of the lines
+ * rebuilds the tree: the destination in the usual fields (with its
+ * parent's generation and the version of the state it now reaches), the
+ * source in two more.  A replaced destination is unlinked first, on its
+ * own line.  Refused and no-op renames append nothing.
+ */
+static void test_events_rename_lines(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *a, *b, *gone, *x, *y, *z;
+	struct rd d;
+
+	t = mk(c, root(c), "t");
+	a = mk(c, t, "A");
+	gone = mk(c, t, "B");
+	assert_int_equal(store_rmdir(c->s, t, "B", NULL), 0);
+	put(c, gone);
+	b = mk(c, t, "B");                           /* generation 2 */
+	x = cr(c, a, "x");
+	y = cr(c, a, "y");
+	z = cr(c, b, "z");
+	publish(c, x, STORE_STAGE_REPLACE, "x1");
+	publish(c, x, STORE_STAGE_REPLACE, "x2");    /* version 2 */
+	publish(c, y, STORE_STAGE_REPLACE, "y1");    /* version 1 */
+	publish(c, z, STORE_STAGE_REPLACE, "z1");
+	rd_open_strict(c, &d, NULL);
+
+	assert_int_equal(store_rename(c->s, a, "x", b, "x2", 0), 0);
+	assert_int_equal(store_rename(c->s, a, "y", b, "z", 0), 0);
+	expect_events(c, &d,
+		      EVF("rename", "t", "B", "x2", "2", "2", "A", "x")
+		      EV("unlink", "t", "B", "z", "2", "1")
+		      EVF("rename", "t", "B", "z", "2", "1", "A", "y"));
+
+	assert_int_equal(store_link(c->s, x, a, "lnk"), 0);
+	assert_int_equal(store_rename(c->s, a, "lnk", b, "z",
+				      STORE_RENAME_EXCHANGE), 0);
+	expect_events(c, &d,
+		      EVF("link", "t", "A", "lnk", "1", "2", "B", "x2")
+		      EVF("exchange", "t", "B", "z", "2", "2", "A", "lnk"));
+	assert_int_equal(ino_of(c, b, "z"), store_node_ino(x));
+	assert_int_equal(ino_of(c, a, "lnk"), store_node_ino(y));
+
+	/* Refused, and between two names of one state: nothing. */
+	assert_int_equal(store_rename(c->s, b, "x2", a, "lnk",
+				      STORE_RENAME_NOREPLACE), -EEXIST);
+	assert_int_equal(store_rename(c->s, b, "x2", b, "z", 0), 0);
+	assert_int_equal(store_rename(c->s, a, "none", b, "z",
+				      STORE_RENAME_EXCHANGE), -ENOENT);
+	assert_false(store_events_pending(c->s, &d.r));
+	expect_events(c, &d, "");
+
+	/* Two names of one state trade it: the line, and nothing moves. */
+	assert_int_equal(store_rename(c->s, b, "x2", b, "z",
+				      STORE_RENAME_EXCHANGE), 0);
+	expect_events(c, &d,
+		      EVF("exchange", "t", "B", "z", "2", "2", "B", "x2"));
+	assert_int_equal(ino_of(c, b, "z"), store_node_ino(x));
+	assert_int_equal(ino_of(c, b, "x2"), store_node_ino(x));
+
+	put(c, z);
+	put(c, y);
+	put(c, x);
+	put(c, b);
+	put(c, a);
 	put(c, t);
 	check_ok(c);
 }
@@ -2398,6 +2470,240 @@ static void test_lease_model_random(void **state)
 	check_ok(c);
 }
 
+/* Publications in the middle of a cascade ------------------------------------ */
+
+/*
+ * A publication that lands while a cascade (leave, .depart, a parent's
+ * expiry, a tenant cleanup) is taking the departing parent's links out is
+ * ordered by the stream: its lines come before the parent's removal line,
+ * or it is refused (the state is gone: -ESTALE) or does not name the
+ * departed parent (the state lives on in another bucket).  Replaying the
+ * stream never puts a child back into a departed parent.  The cascade
+ * hook runs a publication on every state, on another thread, before each
+ * link goes; during a cleanup another thread also makes a new tenant of
+ * the same name, whose join must come after the cleanup's line.  (A
+ * drain's clear holds every transition off: nothing can land inside it.)
+ */
+enum cascade_kind { CASCADE_LEAVE, CASCADE_DEPART, CASCADE_EXPIRE,
+		    CASCADE_CLEANUP, NCASCADE };
+
+#define MIDSTEPS 8
+
+struct midcascade {
+	struct store *s;
+	struct store_node *n[3];
+	unsigned steps;
+	int rc[MIDSTEPS][3];
+	/* A cleanup: a thread makes a tenant of the same name meanwhile. */
+	bool remake;
+	pthread_t remake_th;
+	bool remake_started, remake_joined;
+	struct store_node *remade;
+	int remake_rc;
+};
+
+static void *midcascade_remake(void *arg)
+{
+	struct midcascade *m = arg;
+
+	m->remake_rc = store_mkdir(m->s, store_root(m->s), "t", &DOWN,
+				   &m->remade);
+	return NULL;
+}
+
+static void *midcascade_publish(void *arg)
+{
+	struct midcascade *m = arg;
+
+	for (int i = 0; i < 3; i++) {
+		struct store_stage *st = NULL;
+		int rc = store_stage_open(m->s, m->n[i], STORE_STAGE_REPLACE,
+					  &st);
+
+		if (rc == 0) {
+			ssize_t w = store_stage_write(st, "mid", 3, 0);
+
+			rc = w < 0 ? (int)w : store_stage_publish(st);
+			store_stage_close(st);
+		}
+		m->rc[m->steps][i] = rc;
+	}
+	return NULL;
+}
+
+static void midcascade_step(void *arg)
+{
+	struct midcascade *m = arg;
+	pthread_t th;
+
+	if (m->steps >= MIDSTEPS)
+		return;
+	if (pthread_create(&th, NULL, midcascade_publish, m) != 0)
+		abort();
+	pthread_join(th, NULL);
+	m->steps++;
+	if (m->remake && !m->remake_started) {
+		struct timespec dl;
+
+		/* The name is taken until the cleanup's line: the mkdir
+		 * waits for it.  Give it time to show that it does not. */
+		if (pthread_create(&m->remake_th, NULL, midcascade_remake, m))
+			abort();
+		m->remake_started = true;
+		clock_gettime(CLOCK_REALTIME, &dl);
+		dl.tv_nsec += 300 * 1000000L;
+		dl.tv_sec += dl.tv_nsec / 1000000000L;
+		dl.tv_nsec %= 1000000000L;
+		m->remake_joined =
+			pthread_timedjoin_np(m->remake_th, NULL, &dl) == 0;
+	}
+}
+
+/*
+ * @lines (no sequence numbers): the removal line of parent "p" (or of
+ * tenant "t" for a cleanup) comes last but for lines of other buckets,
+ * and no line of a child of p follows it.
+ */
+static void assert_no_child_line_after(const char *lines, const char *removal,
+				       bool whole_tenant)
+{
+	const char *line = lines;
+	bool removed = false;
+	int removals = 0;
+
+	while (*line) {
+		const char *nl = strchr(line, '\n');
+		char op[16], t[16], p[16], ch[16];
+
+		assert_non_null(nl);
+		if (sscanf(line, "%15[^\t]\t%15[^\t]\t%15[^\t]\t%15[^\t]", op, t,
+			   p, ch) != 4)
+			fail_msg("bad event line: %.*s", (int)(nl - line), line);
+		if (strncmp(line, removal, strlen(removal)) == 0) {
+			removed = true;
+			removals++;
+		} else if (removed && strcmp(t, "t") == 0 &&
+			   strcmp(ch, "-") != 0 &&
+			   (whole_tenant || strcmp(p, "p") == 0)) {
+			print_error("events:\n%s", lines);
+			fail_msg("a child line after %.*s: %.*s",
+				 (int)strlen(removal) - 1, removal,
+				 (int)(nl - line), line);
+		}
+		line = nl + 1;
+	}
+	if (removals != 1) {
+		print_error("events:\n%s", lines);
+		fail_msg("%d removal lines %s", removals, removal);
+	}
+}
+
+static void test_cascade_orders_publications(void **state)
+{
+	static const char *const removal[NCASCADE] = {
+		[CASCADE_LEAVE] = EV("leave", "t", "p", "-", "1", "-"),
+		[CASCADE_DEPART] = EV("depart", "t", "p", "-", "1", "-"),
+		[CASCADE_EXPIRE] = EV("expire", "t", "p", "-", "1", "-"),
+		[CASCADE_CLEANUP] = EV("cleanup", "t", "-", "-", "-", "-"),
+	};
+	struct ctx *c = *state;
+
+	for (int k = 0; k < NCASCADE; k++) {
+		struct midcascade m = { 0 };
+		struct store_limits l;
+		struct store_node *t, *p, *q;
+		struct rd d;
+		char *lines;
+		int published[3] = { 0 };
+
+		store_limits_default(&l);
+		reopen(c, &l);
+		t = mk(c, root(c), "t");
+		p = mk(c, t, "p");
+		q = mk(c, t, "q");
+		m.s = c->s;
+		m.remake = k == CASCADE_CLEANUP;
+		m.n[0] = cr(c, p, "a");            /* only in p */
+		m.n[1] = cr(c, p, "sh");           /* also in q */
+		m.n[2] = cr(c, p, "b");            /* only in p */
+		assert_int_equal(store_link(c->s, m.n[1], q, "sh2"), 0);
+		if (k == CASCADE_EXPIRE)
+			set_ttl(c, p, 100);
+		rd_open_strict(c, &d, NULL);
+		store_cascade_step_hook(c->s, midcascade_step, &m);
+		switch (k) {
+		case CASCADE_LEAVE:
+			assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
+			break;
+		case CASCADE_DEPART:
+			assert_int_equal(store_depart(c->s, t, "p", NULL), 0);
+			break;
+		case CASCADE_EXPIRE:
+			advance(c, 100);
+			assert_int_equal(store_expire(c->s, 10), 1);
+			break;
+		case CASCADE_CLEANUP:
+			assert_int_equal(store_rmdir(c->s, root(c), "t", NULL),
+					 0);
+			break;
+		}
+		store_cascade_step_hook(c->s, NULL, NULL);
+		if (m.remake_started && !m.remake_joined)
+			pthread_join(m.remake_th, NULL);
+
+		/* One step per link of p (a cleanup: of p and of q). */
+		assert_int_equal(m.steps, k == CASCADE_CLEANUP ? 4 : 3);
+		for (unsigned st = 0; st < m.steps; st++)
+			for (int i = 0; i < 3; i++) {
+				int rc = m.rc[st][i];
+
+				if (rc != 0 && rc != -ESTALE)
+					fail_msg("cascade %d step %u state %d: "
+						 "%d", k, st, i, rc);
+				published[i] += rc == 0;
+			}
+		/* Before the first link went, every state took it. */
+		for (int i = 0; i < 3; i++)
+			assert_int_equal(m.rc[0][i], 0);
+		lines = rd_take(c, &d);
+		assert_no_child_line_after(lines, removal[k],
+					   k == CASCADE_CLEANUP);
+		if (m.remake) {
+			/* The new tenant joined after the old one went. */
+			const char *gone = strstr(lines, removal[k]);
+			const char *join = strstr(lines, EV("join", "t", "-",
+							    "-", "-", "-"));
+
+			assert_true(m.remake_started);
+			assert_int_equal(m.remake_rc, 0);
+			put(c, m.remade);
+			if (!gone || !join || join < gone) {
+				print_error("events:\n%s", lines);
+				fail_msg("the new tenant's join is not after "
+					 "the cleanup");
+			}
+		}
+		free(lines);
+
+		/* What was published stands on what lives on. */
+		assert_false(store_node_live(m.n[0]));
+		assert_false(store_node_live(m.n[2]));
+		if (k == CASCADE_CLEANUP) {
+			assert_false(store_node_live(m.n[1]));
+		} else {
+			assert_int_equal(version(c, m.n[1]),
+					 (uint64_t)published[1]);
+			assert_list(c, q, "sh2");
+		}
+		for (int i = 0; i < 3; i++)
+			put(c, m.n[i]);
+		put(c, q);
+		put(c, p);
+		put(c, t);
+		check_ok(c);
+	}
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup_hooked, teardown)
 
 int main(void)
@@ -2420,6 +2726,7 @@ int main(void)
 		T(test_deadlines_follow_injected_clock),
 		T(test_tombstone_aging_via_expire),
 		T(test_events_lines),
+		T(test_events_rename_lines),
 		T(test_events_expire_lines),
 		T(test_events_tenant_scope),
 		T(test_events_open_at_present_and_pending),
@@ -2437,6 +2744,7 @@ int main(void)
 		T(test_admissions_onto_expired_names),
 		T(test_depart_of_expired_parent),
 		T(test_lease_model_random),
+		T(test_cascade_orders_publications),
 	};
 
 	/* TEST_FILTER / TEST_SKIP: glob patterns of test names to run / skip. */
