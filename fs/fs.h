@@ -39,7 +39,7 @@ struct fs_file {
 	size_t len;
 	/* FS_EVENTS; guarded by fs->watch_lock. */
 	struct store_event_reader reader;
-	struct fs_cred cred;            /* the root's: who opened it */
+	struct fs_cred cred;            /* who opened it */
 	fuse_req_t waiting;             /* a parked read, or NULL */
 	fuse_req_t interrupted;         /* interrupted before it was parked */
 	size_t want;                    /* its size */
@@ -180,8 +180,9 @@ void fs_reply_end(struct fs *fs, unsigned token);
 /* .clock written: advance by @ms and run every due expiry. */
 void fs_clock_advance(struct fs *fs, uint64_t ms);
 
-/* .events open files.  For the root's, f->cred holds who opened it
- * (fs_cred_get): the reader sees only the tenants it may list. */
+/* .events open files.  f->cred holds who opened it (fs_cred_get): the
+ * reader sees only the lines of tenants it may list, each judged as the
+ * tenant was when the line was appended. */
 void fs_events_open(struct fs *fs, struct store_node *dir, struct fs_file *f);
 void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 		    size_t size, bool nonblock);

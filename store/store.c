@@ -3783,15 +3783,27 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 
 /* Drain ------------------------------------------------------------------------------ */
 
-static int do_drain_start(struct store *s, struct tenant *t, uint64_t now)
+static int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
+			  const struct store_cred *cred)
 {
 	int rc = 0;
 
 	if (t) {
 		lock(&t->lock);
-		if (is_dead(&t->node)) {
+		if (is_dead(&t->node))
 			rc = -ESTALE;
-		} else if (atomic_load(&t->drain_state) == STORE_READY) {
+		else if (atomic_load(&t->drain_state) != STORE_READY)
+			cred = NULL; /* running already: nothing starts */
+		/* The clear will remove what a cleanup of the tenant would:
+		 * it starts only for who could do that by hand.  The buckets
+		 * are locked for the check only. */
+		if (rc == 0 && cred && cred->uid != 0) {
+			rc = tenant_lock_for_cascade(s, t, cred);
+			for (struct parent *p = t->parents; p && rc == 0;
+			     p = p->hh.next)
+				unlock(&p->lock);
+		}
+		if (rc == 0 && atomic_load(&t->drain_state) == STORE_READY) {
 			atomic_store(&t->drain_deadline, now + s->lim.drain_window_ms);
 			atomic_store(&t->drain_state, STORE_DRAINING);
 			atomic_fetch_add(&s->tenants_draining, 1);
@@ -3911,12 +3923,18 @@ static void drains_settle_all(struct store *s)
 
 int store_drain(struct store *s, struct store_node *tenant)
 {
+	return store_drain_as(s, tenant, NULL);
+}
+
+int store_drain_as(struct store *s, struct store_node *tenant,
+		   const struct store_cred *cred)
+{
 	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
 	int rc;
 
 	if (tenant && !t)
 		return -EINVAL;
-	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s)));
+	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s), cred));
 	if (rc == 0)
 		drain_settle(s, t, false); /* nothing to wait for: ends now */
 	return rc;
@@ -3929,7 +3947,7 @@ int store_drain_now(struct store *s, struct store_node *tenant)
 
 	if (tenant && !t)
 		return -EINVAL;
-	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s)));
+	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s), NULL));
 	if (rc == 0 && store_drain_state(s, tenant, NULL) != STORE_DRAINED)
 		drain_settle(s, t, true);
 	return rc;

@@ -128,7 +128,7 @@ bool store_cred_may(const struct store_cred *c, uid_t uid, gid_t gid,
 
 /*
  * May @c list such a directory (read and search permission, as ls
- * needs)?  The rule of the root's .snapshot and .events filters.
+ * needs)?  The rule of the .snapshot and .events filters.
  */
 bool store_cred_may_list(const struct store_cred *c, uid_t uid, gid_t gid,
 			 mode_t mode);
@@ -643,6 +643,20 @@ void store_set_attr_hook(struct store *s,
  * or -ESTALE for a dead tenant.
  */
 int store_drain(struct store *s, struct store_node *tenant);
+
+/*
+ * store_drain() as @cred (NULL: no check).  A tenant's drain starts only
+ * when its clear is a cascade @cred could do by hand, by the rule of
+ * store_rmdir() for a tenant (write and search permission on the tenant
+ * when it has parents, each parent passing the rule of a parent's leave,
+ * the sticky bits); else -EACCES and nothing starts.  Judged when the
+ * drain starts, in the same critical section; a drain already running
+ * is not judged again (the write changes nothing).  A drain of the whole
+ * store is not judged: it is its mount owner's.  -ENOMEM when the check
+ * could not be made.
+ */
+int store_drain_as(struct store *s, struct store_node *tenant,
+		   const struct store_cred *cred);
 
 /*
  * End a running drain's window now (a second SIGTERM): the scope is

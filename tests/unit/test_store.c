@@ -2475,6 +2475,70 @@ static void test_depart_cascade_permissions(void **state)
 	check_ok(c);
 }
 
+/*
+ * A tenant's drain clears what a cleanup of the tenant would: it starts
+ * only for a caller that could empty the tenant by hand (the rule of
+ * rmdir of the tenant); a refusal is EACCES and starts nothing.
+ */
+static void test_drain_cascade_permissions(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p;
+	struct store_stats was;
+
+	/* A shared sticky tenant of 1001 where 1002 keeps a 0755 parent
+	 * with a child: its owner may remove the parent from the tenant,
+	 * but could not empty it by hand. */
+	t = mk_as(c, root(c), "shared", 1001, 01777);
+	p = mk_as(c, t, "q", 1002, 0755);
+	cr_as(c, p, "job", 1002);
+	put(c, p);
+	was = stats(c, NULL);
+	assert_int_equal(store_drain_as(c->s, t, &U1), -EACCES);
+	assert_int_equal(store_drain_as(c->s, t, &U3), -EACCES);
+	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_READY);
+	assert_same_gauges(c, &was);
+	assert_list(c, t, "q");
+	assert_int_equal(mkdir_rc(c, t, "late"), 0); /* not draining */
+	assert_int_equal(store_rmdir(c->s, t, "late", NULL), 0);
+	/* Its owner may drain it once the parent is 0777 (or empty). */
+	p = lk(c, t, "q");
+	{
+		struct store_attr in = { .mode = 0777 };
+
+		assert_int_equal(store_setattr(c->s, p, STORE_SET_MODE, &in,
+					       NULL), 0);
+	}
+	put(c, p);
+	assert_int_equal(store_drain_as(c->s, t, &U1), 0);
+	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_DRAINING);
+	/* A running drain is not judged again: nothing starts. */
+	assert_int_equal(store_drain_as(c->s, t, &U3), 0);
+	advance(c, c->lim.drain_window_ms);
+	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_DRAINED);
+	assert_list(c, t, "");
+	put(c, t);
+
+	/* A 0755 tenant of 1001: 1002 could not remove its parents; root
+	 * and a call without credentials may. */
+	t = mk_as(c, root(c), "t", 1001, 0755);
+	p = mk_as(c, t, "p", 1001, 0777);
+	put(c, p);
+	assert_int_equal(store_drain_as(c->s, t, &U2), -EACCES);
+	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_READY);
+	assert_int_equal(store_drain_as(c->s, t, &ROOTC), 0);
+	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_DRAINED);
+	put(c, t);
+	t = mk_as(c, root(c), "u", 1001, 0755);
+	p = mk_as(c, t, "p", 1002, 0700);
+	cr_as(c, p, "c", 1002);
+	put(c, p);
+	assert_int_equal(store_drain_as(c->s, t, NULL), 0);
+	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_DRAINING);
+	put(c, t);
+	check_ok(c);
+}
+
 /* Owner and group of @n as stat shows them, and its mode bits. */
 static void assert_owner(struct ctx *c, struct store_node *n, uid_t uid,
 			 gid_t gid, mode_t mode)
@@ -2559,6 +2623,7 @@ int main(void)
 		T(test_stage_truncate_append_empty),
 		T(test_rmdir_cascade_permissions),
 		T(test_depart_cascade_permissions),
+		T(test_drain_cascade_permissions),
 		T(test_setgid_directories),
 		T(test_root_and_tenant_mkdir),
 		T(test_max_tenants),
