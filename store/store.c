@@ -57,7 +57,11 @@
  *
  * Ceilings and quotas are reserved (compare-and-swap against the limit)
  * after every other check and before the insert, and released if a later
- * step fails, so a refused admission changes nothing.
+ * step fails, so a refused admission changes nothing.  A tenant's share
+ * of a ceiling (tenant_max_*) is one more reservation, on the tenant's
+ * own gauge, right after the store's: every store-wide resource a tenant
+ * can fill (parents, states, bytes, tombstones) is counted per tenant
+ * before it is taken, so one tenant cannot take it all from the others.
  */
 #include "store/store.h"
 #include "store/alloc.h"
@@ -185,7 +189,8 @@ struct tenant {
 	 * transition that holds only a bucket or a stripe. */
 	pthread_mutex_t acl_lock;
 	uint64_t snap_epoch;           /* lock: see "Snapshot" */
-	/* Gauges of this tenant, updated with the store-wide ones. */
+	/* Gauges of this tenant, updated with the store-wide ones; all but
+	 * links_n are also its shares (reserved like the ceilings). */
 	atomic_uint_fast64_t parents_n, children_n, links_n, tombs_n, bytes_n;
 	/* This tenant's own drain (enum store_state) and its deadline;
 	 * changed under lock, read anywhere. */
@@ -1019,11 +1024,21 @@ void store_limits_default(struct store_limits *l)
 	l->tombstone_ttl_ms = 600 * 1000;
 	l->parent_quota = 0;
 	l->tenant_quota = 0;
+	l->tenant_max_parents = STORE_SHARE_AUTO;
+	l->tenant_max_children = STORE_SHARE_AUTO;
+	l->tenant_max_bytes = STORE_SHARE_AUTO;
+	l->tenant_max_tombstones = STORE_SHARE_AUTO;
 	l->default_ttl_ms = 0;
 	l->drain_window_ms = 30 * 1000;
 	l->testclock = false;
 	l->cache_timeout_ms = 3600 * 1000;
 	l->event_log = STORE_EVENT_LOG;
+}
+
+/* A tenant's share @v of @ceiling as the store keeps it. */
+static uint64_t share_of(uint64_t v, uint64_t ceiling)
+{
+	return v == STORE_SHARE_AUTO ? ceiling / 2 + ceiling % 2 : v;
 }
 
 static uint64_t monotonic_ms(void *arg)
@@ -1057,6 +1072,14 @@ int store_new(const struct store_limits *limits,
 	if (!s)
 		return -ENOMEM;
 	s->lim = *limits;
+	s->lim.tenant_max_parents = share_of(limits->tenant_max_parents,
+					     limits->max_parents);
+	s->lim.tenant_max_children = share_of(limits->tenant_max_children,
+					      limits->max_children);
+	s->lim.tenant_max_bytes = share_of(limits->tenant_max_bytes,
+					   limits->max_bytes);
+	s->lim.tenant_max_tombstones = share_of(limits->tenant_max_tombstones,
+						limits->max_tombstones);
 	s->clock.now_ms = clock && clock->now_ms ? clock->now_ms : monotonic_ms;
 	s->clock.arg = clock ? clock->arg : NULL;
 	if (getrandom(&s->instance, sizeof(s->instance), 0) !=
@@ -2061,8 +2084,8 @@ static struct tomb *tomb_new(const char *name)
 	return tb;
 }
 
-/* File reserved tombstone @tb for @t (t->lock held).  -ENOMEM releases
- * the reservation. */
+/* File tombstone @tb for @t, reserved in the pool and the tenant's
+ * share (t->lock held).  -ENOMEM releases the reservations. */
 static int tomb_insert_locked(struct store *s, struct tenant *t,
 			      struct tomb *tb, uint64_t gen, uint64_t now)
 {
@@ -2072,20 +2095,34 @@ static int tomb_insert_locked(struct store *s, struct tenant *t,
 	hash_oom = 0;
 	HASH_ADD_KEYPTR(hh, t->tombs, tb->name, strlen(tb->name), tb);
 	if (hash_oom) {
+		gauge_sub(&t->tombs_n, 1, "tenant tombstones");
 		gauge_sub(&s->tombs_n, 1, "tombstones");
 		return -ENOMEM;
 	}
 	tomb_enqueue_locked(s, tb, now);
-	gauge_add(&t->tombs_n, 1);
+	return 0;
+}
+
+/* Reserve one tombstone for @t in the pool, then in its share (t->lock
+ * held).  0, -ENOSPC or -EDQUOT (nothing reserved). */
+static int tomb_reserve_locked(struct store *s, struct tenant *t)
+{
+	if (!reserve(&s->tombs_n, 1, s->lim.max_tombstones))
+		return -ENOSPC;
+	if (!reserve(&t->tombs_n, 1, s->lim.tenant_max_tombstones)) {
+		gauge_sub(&s->tombs_n, 1, "tombstones");
+		return -EDQUOT;
+	}
 	return 0;
 }
 
 /*
  * Parent @p has passed its deadline (t->lock held): it leaves as by
  * rmdir, cascade and tombstone.  An expiry cannot be refused, so when the
- * pool is full its tombstone is kept anyway: the pool overshoots by at
- * most the parents that expire while it is full, and rmdir stays refused
- * until it is back under max_tombstones.  Returns the detached links.
+ * pool (or the tenant's share of it) is full its tombstone is kept
+ * anyway: the pool overshoots by at most the parents that expire while
+ * it is full, and rmdir stays refused until it is back under.  Returns
+ * the detached links.
  */
 static struct ptab parent_expire_locked(struct store *s, struct tenant *t,
 					struct parent *p, uint64_t now)
@@ -2094,6 +2131,7 @@ static struct ptab parent_expire_locked(struct store *s, struct tenant *t,
 
 	if (tb) {
 		atomic_fetch_add(&s->tombs_n, 1);
+		atomic_fetch_add(&t->tombs_n, 1);
 		if (tomb_insert_locked(s, t, tb, p->generation, now))
 			free(tb);
 	}
@@ -2162,6 +2200,10 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 		rc = -EEXIST;
 	else if (!reserve(&s->parents_n, 1, s->lim.max_parents))
 		rc = -ENOSPC;
+	else if (!reserve(&t->parents_n, 1, s->lim.tenant_max_parents)) {
+		gauge_sub(&s->parents_n, 1, "parents");
+		rc = -EDQUOT;
+	}
 	if (rc == 0) {
 		tb = tomb_find_locked(s, t, name, now);
 		p->generation = tb ? tb->generation + 1 : 1;
@@ -2169,13 +2211,13 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 		hash_oom = 0;
 		HASH_ADD_KEYPTR(hh, t->parents, p->name, strlen(p->name), p);
 		if (hash_oom) {
+			gauge_sub(&t->parents_n, 1, "tenant parents");
 			gauge_sub(&s->parents_n, 1, "parents");
 			rc = -ENOMEM;
 		} else {
 			/* An explicit rejoin clears the tombstone. */
 			if (tb)
 				tomb_drop_locked(s, t, tb);
-			gauge_add(&t->parents_n, 1);
 			atomic_fetch_add(&s->joins, 1);
 			store_node_ref(&t->node); /* p->tenant */
 			store_node_ref(&p->node); /* the caller's */
@@ -2211,7 +2253,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 	struct ptab links = { 0 }, rlinks = { 0 };
 	uint64_t now = store_now_ms(s);
 	enum store_op op = must_exist ? STORE_OP_LEAVE : STORE_OP_DEPART;
-	int rc = 0;
+	int rc = 0, full;
 
 	newtb = tomb_new(name);
 	if (!newtb)
@@ -2235,15 +2277,17 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 			     (int64_t)tb->generation, -1);
 			break;
 		}
-		if (reserve(&s->tombs_n, 1, s->lim.max_tombstones))
+		full = tomb_reserve_locked(s, t);
+		if (full == 0)
 			break;
 		unlock(&t->lock);
 		reaped_free(s, reaped, &rlinks);
 		reaped = NULL;
+		/* Due tombstones (the tenant's among them) make room. */
 		if (attempt > 0 ||
 		    !tombs_reap(s, now, (unsigned)s->lim.max_tombstones)) {
 			free(newtb);
-			return refuse(s, -ENOSPC);
+			return refuse(s, full);
 		}
 	}
 	if (rc || (!p && tb)) {
@@ -2257,6 +2301,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 		lock(&p->lock);
 		if (!may_remove_parent_locked(s, t, p, cred, now)) {
 			unlock(&p->lock);
+			gauge_sub(&t->tombs_n, 1, "tenant tombstones");
 			gauge_sub(&s->tombs_n, 1, "tombstones");
 			rc = -EACCES;
 		}
@@ -2469,8 +2514,9 @@ static int child_expire(struct store *s, struct child *c, uint64_t now)
 /*
  * The admission checks every new entry in bucket @p passes (p->lock
  * held), in the contract's order: store ready, parent alive, global
- * ceilings, quotas.  On success the entry is reserved in the tenant
- * quota (and a state in max_children when @new_state); the caller
+ * ceilings, quotas (the tenant's share of max_children among them).  On
+ * success the entry is reserved in the tenant quota (and a state in
+ * max_children and the tenant's share when @new_state); the caller
  * inserts or calls admit_undo().
  */
 static int admit_locked(struct store *s, struct parent *p, bool new_state,
@@ -2490,14 +2536,22 @@ static int admit_locked(struct store *s, struct parent *p, bool new_state,
 			gauge_sub(&s->children_n, 1, "children");
 		return -EDQUOT;
 	}
+	if (new_state &&
+	    !reserve(&t->children_n, 1, s->lim.tenant_max_children)) {
+		gauge_sub(&t->links_n, 1, "tenant links");
+		gauge_sub(&s->children_n, 1, "children");
+		return -EDQUOT;
+	}
 	return 0;
 }
 
 static void admit_undo(struct store *s, struct parent *p, bool new_state)
 {
 	gauge_sub(&p->tenant->links_n, 1, "tenant links");
-	if (new_state)
+	if (new_state) {
+		gauge_sub(&p->tenant->children_n, 1, "tenant children");
 		gauge_sub(&s->children_n, 1, "children");
+	}
 }
 
 /* Room for one more entry in @p, whose admission is reserved (p->lock
@@ -2530,11 +2584,10 @@ static void link_attach_locked(struct parent *p, struct link *l)
 static void link_insert_locked(struct store *s, struct parent *p, struct link *l,
 			       bool new_state)
 {
+	(void)new_state; /* its state was counted by admit_locked() */
 	ptab_insert(&p->links, l, l->hash);
 	p->nlinks++;
 	gauge_add(&s->links_n, 1);
-	if (new_state)
-		gauge_add(&p->tenant->children_n, 1);
 	touch_dir(&p->meta);
 }
 
@@ -2929,8 +2982,8 @@ out:
 
 /*
  * Would content of @newlen bytes in @c (now @oldlen) fit?  Checks
- * max_payload and reserves the growth in max_bytes (state's stripe
- * held).  Releases on shrink.
+ * max_payload and reserves the growth in max_bytes and the tenant's
+ * share of it (state's stripe held).  Releases on shrink.
  */
 static int bytes_charge_locked(struct store *s, struct child *c,
 			       size_t oldlen, size_t newlen)
@@ -2940,7 +2993,11 @@ static int bytes_charge_locked(struct store *s, struct child *c,
 	if (newlen > oldlen) {
 		if (!reserve(&s->bytes_n, newlen - oldlen, s->lim.max_bytes))
 			return -ENOSPC;
-		gauge_add(&child_tenant(c)->bytes_n, newlen - oldlen);
+		if (!reserve(&child_tenant(c)->bytes_n, newlen - oldlen,
+			     s->lim.tenant_max_bytes)) {
+			gauge_sub(&s->bytes_n, newlen - oldlen, "bytes");
+			return -EDQUOT;
+		}
 	} else if (newlen < oldlen) {
 		gauge_sub(&s->bytes_n, oldlen - newlen, "bytes");
 		gauge_sub(&child_tenant(c)->bytes_n, oldlen - newlen,
@@ -3057,8 +3114,10 @@ static int stage_reserve(struct store_stage *st, size_t len)
 	return 0;
 }
 
-/* The state's current length and liveness, read under its stripe. */
-static int stage_current(struct store_stage *st, size_t *len)
+/* The state's current length, its tenant's bytes and its liveness, read
+ * under its stripe. */
+static int stage_current(struct store_stage *st, size_t *len,
+			 uint64_t *tenant_bytes)
 {
 	struct store *s = st->s;
 	int rc = 0;
@@ -3067,6 +3126,8 @@ static int stage_current(struct store_stage *st, size_t *len)
 	if (st->c->node.nlink == 0 || is_expired(s, &st->c->node, store_now_ms(s)))
 		rc = -ESTALE;
 	*len = blob_len(st->c->content);
+	*tenant_bytes = st->c->node.nlink ?
+		atomic_load(&child_tenant(st->c)->bytes_n) : 0;
 	unlock(stripe(s, st->c));
 	return rc;
 }
@@ -3076,6 +3137,7 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 {
 	struct store *s = st->s;
 	size_t cur, newlen, projected;
+	uint64_t tbytes = 0;
 	int rc;
 
 	if (st->mode == STORE_STAGE_READ)
@@ -3083,7 +3145,7 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 	lock(&st->lock);
 	rc = st->failed;
 	if (rc == 0)
-		rc = stage_current(st, &cur);
+		rc = stage_current(st, &cur, &tbytes);
 	if (rc)
 		goto out;
 	if (st->mode == STORE_STAGE_APPEND) {
@@ -3116,6 +3178,11 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 	if (projected > cur &&
 	    atomic_load(&s->bytes_n) + (projected - cur) > s->lim.max_bytes) {
 		rc = -ENOSPC;
+		goto out;
+	}
+	if (projected > cur && s->lim.tenant_max_bytes &&
+	    tbytes + (projected - cur) > s->lim.tenant_max_bytes) {
+		rc = -EDQUOT;
 		goto out;
 	}
 	rc = stage_reserve(st, newlen);
@@ -3738,6 +3805,17 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 		CHECK(tbytes == atomic_load(&t->bytes_n), "tenant %s bytes %llu != %llu",
 		      t->name, (unsigned long long)tbytes,
 		      (unsigned long long)atomic_load(&t->bytes_n));
+		/* Shares are reserved before the insert; only tombstones
+		 * may overshoot theirs (an expiry cannot be refused). */
+		CHECK(!s->lim.tenant_max_parents || tp <= s->lim.tenant_max_parents,
+		      "tenant %s holds %llu parents, over its share",
+		      t->name, (unsigned long long)tp);
+		CHECK(!s->lim.tenant_max_children || tc <= s->lim.tenant_max_children,
+		      "tenant %s holds %llu children, over its share",
+		      t->name, (unsigned long long)tc);
+		CHECK(!s->lim.tenant_max_bytes || tbytes <= s->lim.tenant_max_bytes,
+		      "tenant %s holds %llu bytes, over its share",
+		      t->name, (unsigned long long)tbytes);
 		parents += tp;
 		children += tc;
 		links += tl;

@@ -55,6 +55,13 @@ enum store_kind {
 enum store_state { STORE_READY = 0, STORE_DRAINING, STORE_DRAINED };
 
 /*
+ * A tenant's share of a store-wide ceiling left to the store: half the
+ * ceiling, rounded up, so that no one tenant can take all of it.
+ * store_new() puts the number in its place (store_limits() shows it).
+ */
+#define STORE_SHARE_AUTO UINT64_MAX
+
+/*
  * Ceilings, quotas and durations.  0 as a quota or a TTL means "none".
  * Durations are milliseconds.
  */
@@ -69,6 +76,13 @@ struct store_limits {
 	uint64_t tombstone_ttl_ms;
 	uint64_t parent_quota;   /* entries (links) in one parent; 0 = none */
 	uint64_t tenant_quota;   /* entries (links) in one tenant; 0 = none */
+	/* The most of each store-wide ceiling one tenant may hold (its
+	 * share, refused with EDQUOT): 0 = no share, only the ceiling;
+	 * STORE_SHARE_AUTO (the default) = half the ceiling. */
+	uint64_t tenant_max_parents;
+	uint64_t tenant_max_children;   /* states */
+	uint64_t tenant_max_bytes;
+	uint64_t tenant_max_tombstones; /* .depart of any name included */
 	uint64_t default_ttl_ms; /* TTL a new child starts with; 0 = none */
 	uint64_t drain_window_ms;
 	bool testclock;          /* manual clock advanced through .clock */
@@ -80,7 +94,8 @@ struct store_limits {
 	uint64_t event_log;
 };
 
-/* Fill @l with the documented defaults. */
+/* Fill @l with the documented defaults (the tenant shares
+ * STORE_SHARE_AUTO). */
 void store_limits_default(struct store_limits *l);
 
 /*
@@ -179,7 +194,8 @@ struct store_stats {
 
 /*
  * Make a new, empty store instance with a fresh random instance id.
- * @clock may be NULL (CLOCK_MONOTONIC).  Returns 0 or -ENOMEM/-EINVAL
+ * @clock may be NULL (CLOCK_MONOTONIC).  Each STORE_SHARE_AUTO share
+ * becomes half its ceiling, rounded up.  Returns 0 or -ENOMEM/-EINVAL
  * (max_name or event_log 0).
  */
 int store_new(const struct store_limits *limits,
@@ -267,8 +283,8 @@ int store_getattr(struct store *s, struct store_node *n, struct store_attr *a);
 /*
  * Change attributes of @n: the fields named by @mask from @in.  A size
  * change of a child is a publication (truncate or zero-extend, version
- * + 1); -EFBIG over max_payload, -ENOSPC over max_bytes, -EISDIR for a
- * directory.  -ESTALE when @n is dead.  Fills @out with the result.
+ * + 1); -EFBIG over max_payload, -ENOSPC over max_bytes, -EDQUOT over
+ * the tenant's share of it, -EISDIR for a directory.  -ESTALE when @n is dead.  Fills @out with the result.
  */
 int store_setattr(struct store *s, struct store_node *n, unsigned mask,
 		  const struct store_attr *in, struct store_attr *out);
@@ -295,8 +311,9 @@ int store_lookup(struct store *s, struct store_node *dir, const char *name,
  * mkdir: in the root, create a tenant; in a tenant, join a parent
  * (generation 1, or the departed tombstone's generation + 1, clearing the
  * tombstone).  Returns the new node with a new reference.
- * -EEXIST live name, -ENOSPC ceiling, -EROFS draining, -EPERM inside a
- * parent, -ESTALE dead @dir.  Names are validated by the caller.
+ * -EEXIST live name, -ENOSPC ceiling, -EDQUOT the tenant's share of
+ * max_parents, -EROFS draining, -EPERM inside a parent, -ESTALE dead
+ * @dir.  Names are validated by the caller.
  */
 int store_mkdir(struct store *s, struct store_node *dir, const char *name,
 		const struct store_owner *owner, struct store_node **out);
@@ -305,7 +322,8 @@ int store_mkdir(struct store *s, struct store_node *dir, const char *name,
  * rmdir: in a tenant, leave parent @name (cascade + departed tombstone,
  * one critical section of the bucket); in the root, clean up tenant
  * @name (everything in it, one transition).  -ENOENT absent, -ENOSPC
- * tombstone pool full (nothing removed); inside a parent, -ENOTDIR for
+ * tombstone pool full, -EDQUOT the tenant's share of it full (nothing
+ * removed); inside a parent, -ENOTDIR for
  * a child and -ENOENT for nothing, as rmdir(2) answers.
  *
  * With @cred (NULL: no check), the cascade must be one @cred could do by
@@ -325,7 +343,9 @@ int store_rmdir(struct store *s, struct store_node *dir, const char *name,
  * Record a departed tombstone for parent @name of tenant @tenant, whether
  * or not it exists (an out-of-order member-left); a live parent leaves
  * with the same cascade as store_rmdir(), under the same @cred check
- * (NULL: none).  -ENOSPC when the pool is full, -EACCES refused.
+ * (NULL: none).  -ENOSPC when the pool is full, -EDQUOT when the
+ * tenant's share of it is (a name that never joined counts like any
+ * other), -EACCES refused.
  */
 int store_depart(struct store *s, struct store_node *tenant, const char *name,
 		 const struct store_cred *cred);
@@ -334,7 +354,9 @@ int store_depart(struct store *s, struct store_node *tenant, const char *name,
  * Admit child @name into parent @parent: one critical section of the
  * bucket (store ready, parent live, ceilings, quotas, insert).  When the
  * name exists: -EEXIST if @excl, else the existing child is returned and
- * *created is false.  -EPERM unless @parent is a parent.
+ * *created is false.  -ENOSPC max_children, -EDQUOT parent_quota,
+ * tenant_quota or the tenant's share of max_children.  -EPERM unless
+ * @parent is a parent.
  */
 int store_create(struct store *s, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
@@ -408,7 +430,8 @@ int store_stage_open(struct store *s, struct store_node *child,
 /*
  * Stage @len bytes at @off (ignored for APPEND).  Limits are checked
  * here so the failing write reports them: -EFBIG over max_payload,
- * -ENOSPC over max_bytes, -ESTALE when the child is gone, -EBADF on a
+ * -ENOSPC over max_bytes, -EDQUOT over the tenant's share of it,
+ * -ESTALE when the child is gone, -EBADF on a
  * read stage.  Returns @len.  A refused write abandons the stage: what
  * it staged is dropped, later writes and the publication return the
  * same error, and nothing is published (the whole open-write-close
@@ -434,7 +457,8 @@ int store_stage_truncate(struct store_stage *st, uint64_t size);
 /*
  * Publish the staged content as one transition if the stage is dirty
  * (close, fsync).  -EAGAIN when a CAS stage lost (another publication
- * since open), -ESTALE when the child is gone, -EFBIG/-ENOSPC limits.
+ * since open), -ESTALE when the child is gone, -EFBIG/-ENOSPC/-EDQUOT
+ * limits.
  * On success the stage is clean and based on the new version; on
  * failure it is clean too (the staged bytes are dropped: a failed
  * publication changes nothing and is not retried on release).

@@ -5,7 +5,8 @@ load helpers
 
 OPTIONS=(max_tenants max_parents max_children max_bytes max_payload max_name
 	max_tombstones tombstone_ttl parent_quota tenant_quota default_ttl
-	drain_window testclock)
+	drain_window testclock tenant_max_parents tenant_max_children
+	tenant_max_bytes tenant_max_tombstones)
 
 setup() {
 	DIR=$(mktemp -d "${TMPDIR:-/tmp}/statefs-bats.XXXXXX")
@@ -83,6 +84,13 @@ refused() {
 
 @test "max_payload above max_bytes is refused" {
 	refused max_payload=100,max_bytes=50 max_payload
+}
+
+@test "a tenant share above its ceiling is refused and named" {
+	refused tenant_max_parents=100,max_parents=50 tenant_max_parents
+	refused max_tombstones=10,tenant_max_tombstones=11 tenant_max_tombstones
+	refused tenant_max_bytes=-1 tenant_max_bytes
+	refused tenant_max_children=18446744073709551615 tenant_max_children
 }
 
 @test "an unknown option is refused and named" {

@@ -1,0 +1,203 @@
+#!/usr/bin/env bats
+# No tenant can starve the others of a store-wide resource (README
+# "Options", "Errors"): each tenant may hold at most its share of the
+# parents, children, bytes and tombstones ceilings (tenant_max_*, half of
+# each ceiling by default), refused with EDQUOT and changing nothing,
+# while the ceiling itself still answers ENOSPC.
+#
+# Users: uid 1001 and 1002 (setpriv needs no passwd entry) own a tenant
+# each, with -o allow_other,default_permissions, as a shared host would.
+
+load helpers
+
+U1=1001
+U2=1002
+
+# as_uid UID CMD...: run CMD as that uid (and gid), no supplementary groups.
+as_uid() {
+	local uid=$1
+	shift
+	setpriv --reuid="$uid" --regid="$uid" --clear-groups -- "$@"
+}
+
+# two_tenants: tenants one (uid 1001) and two (uid 1002).
+two_tenants() {
+	mkdir "$MNT/one" "$MNT/two"
+	chown "$U1:$U1" "$MNT/one"
+	chown "$U2:$U2" "$MNT/two"
+}
+
+# fill_depart UID DIR N: write N made-up names to DIR/.depart as UID, one
+# write each, until one is refused; prints how many were recorded and the
+# errno name of the refusal (or "-").
+fill_depart() {
+	as_uid "$1" /usr/bin/python3 -c '
+import os, sys, errno
+fd = os.open(sys.argv[1] + "/.depart", os.O_WRONLY)
+n, why = 0, "-"
+for i in range(int(sys.argv[2])):
+    try:
+        os.write(fd, b"ghost%d\n" % i)
+        n += 1
+    except OSError as e:
+        why = errno.errorcode[e.errno]
+        break
+print(n, why)' "$2" "$3"
+}
+
+@test "made-up .depart names fill only their tenant's share of the tombstone pool: another user's rmdir still works" {
+	statefs_mount -o allow_other,default_permissions,max_tombstones=100
+	two_tenants
+	as_uid "$U2" mkdir "$MNT/two/worker"
+	as_uid "$U2" bash -c 'echo job >"$1"' _ "$MNT/two/worker/job"
+	as_uid "$U1" mkdir "$MNT/one/mine"
+	run fill_depart "$U1" "$MNT/one" 200
+	assert_output '50 EDQUOT'
+	run stat_of tombstones
+	assert_output 50
+	run stat_of tombstones "$MNT/one"
+	assert_output 50
+	# The owner of the other tenant leaves as usual.
+	as_uid "$U2" rmdir "$MNT/two/worker"
+	run ls "$MNT/two"
+	assert_output ''
+	run stat_of tombstones "$MNT/two"
+	assert_output 1
+	# The tenant at its share: its own leave is refused whole.
+	local before
+	before=$(gauges)
+	run as_uid "$U1" rmdir "$MNT/one/mine"
+	assert_failure
+	assert_output --partial 'Disk quota exceeded'
+	run as_uid "$U1" bash -c 'echo mine >"$1"' _ "$MNT/one/.depart"
+	assert_failure
+	assert_output --partial 'Disk quota exceeded'
+	run ls "$MNT/one"
+	assert_output mine
+	run gauges
+	assert_output "$before"
+	# Departing a name that has a tombstone already takes nothing more.
+	as_uid "$U1" bash -c 'echo ghost7 >"$1"' _ "$MNT/one/.depart"
+	run stat_of tombstones
+	assert_output 51
+}
+
+@test "the tombstone share ages out with the tombstones" {
+	statefs_mount -o testclock,max_tombstones=4,tombstone_ttl=10
+	mkdir -p "$MNT/t/p"
+	echo a >"$MNT/t/.depart"
+	echo b >"$MNT/t/.depart"
+	run rmdir "$MNT/t/p"
+	assert_failure
+	assert_output --partial 'Disk quota exceeded'
+	advance 10000
+	rmdir "$MNT/t/p"
+	run stat_of tombstones "$MNT/t"
+	assert_output 1
+}
+
+@test "a tenant at its share of max_parents gets EDQUOT from mkdir; another tenant still joins" {
+	statefs_mount -o allow_other,default_permissions,max_parents=4
+	two_tenants
+	as_uid "$U1" mkdir "$MNT/one/a" "$MNT/one/b"
+	local before
+	before=$(gauges)
+	run as_uid "$U1" mkdir "$MNT/one/c"
+	assert_failure
+	assert_output --partial 'Disk quota exceeded'
+	run gauges
+	assert_output "$before"
+	as_uid "$U2" mkdir "$MNT/two/x" "$MNT/two/y"
+	# The ceiling, reached, answers first.
+	run as_uid "$U2" mkdir "$MNT/two/z"
+	assert_failure
+	assert_output --partial 'No space left on device'
+	run stat_of refused_quota
+	assert_output 1
+	run stat_of refused_capacity
+	assert_output 1
+}
+
+@test "a tenant at its share of max_children gets EDQUOT from touch and echo; links add no state" {
+	statefs_mount -o allow_other,default_permissions,max_children=4
+	two_tenants
+	as_uid "$U1" mkdir "$MNT/one/p" "$MNT/one/q"
+	as_uid "$U1" touch "$MNT/one/p/a" "$MNT/one/p/b"
+	local before
+	before=$(gauges)
+	run as_uid "$U1" touch "$MNT/one/p/c"
+	assert_failure
+	assert_output --partial 'Disk quota exceeded'
+	run as_uid "$U1" bash -c 'echo x >"$1"' _ "$MNT/one/q/c"
+	assert_failure
+	assert_output --partial 'Disk quota exceeded'
+	run gauges
+	assert_output "$before"
+	run ls "$MNT/one/p" "$MNT/one/q"
+	assert_output "$(printf '%s\n' "$MNT/one/p:" a b '' "$MNT/one/q:")"
+	as_uid "$U1" ln "$MNT/one/p/a" "$MNT/one/q/a"
+	as_uid "$U2" mkdir "$MNT/two/p"
+	as_uid "$U2" touch "$MNT/two/p/a" "$MNT/two/p/b"
+	run as_uid "$U2" touch "$MNT/two/p/c"
+	assert_failure
+	assert_output --partial 'No space left on device'
+}
+
+@test "a tenant at its share of max_bytes: the failing write reports EDQUOT and nothing changes" {
+	statefs_mount -o allow_other,default_permissions,max_bytes=100,max_payload=60
+	two_tenants
+	as_uid "$U1" mkdir "$MNT/one/p"
+	as_uid "$U1" bash -c 'printf %040d 1 >"$1"' _ "$MNT/one/p/a"
+	as_uid "$U1" bash -c 'echo old >"$1"' _ "$MNT/one/p/b"
+	local before
+	before=$(gauges)
+	run as_uid "$U1" bash -c 'printf %020d 2 >"$1"' _ "$MNT/one/p/b"
+	assert_failure
+	assert_output --partial 'Disk quota exceeded'
+	run as_uid "$U1" bash -c 'printf %010d 2 >>"$1"' _ "$MNT/one/p/b"
+	assert_failure
+	assert_output --partial 'Disk quota exceeded'
+	run as_uid "$U1" truncate -s 20 "$MNT/one/p/b"
+	assert_failure
+	assert_output --partial 'Disk quota exceeded'
+	run cat "$MNT/one/p/b"
+	assert_output old
+	run gauges
+	assert_output "$before"
+	# The other tenant has its own room.
+	as_uid "$U2" mkdir "$MNT/two/p"
+	as_uid "$U2" bash -c 'printf %050d 3 >"$1"' _ "$MNT/two/p/a"
+	run stat_of bytes "$MNT/two"
+	assert_output 50
+}
+
+@test "0 takes a tenant's share away, a number sets it; .stats shows each share" {
+	statefs_mount -o max_parents=10,max_children=7,tenant_max_parents=0,tenant_max_bytes=1000
+	run grep -E '^tenant_max_' "$MNT/.stats"
+	assert_output "tenant_max_parents 0
+tenant_max_children 4
+tenant_max_bytes 1000
+tenant_max_tombstones 32768"
+	mkdir "$MNT/t"
+	run grep -E '^tenant_max_' "$MNT/t/.stats"
+	assert_output "tenant_max_parents 0
+tenant_max_children 4
+tenant_max_bytes 1000
+tenant_max_tombstones 32768"
+	local i
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		mkdir "$MNT/t/p$i"
+	done
+	run mkdir "$MNT/t/p11"
+	assert_failure
+	assert_output --partial 'No space left on device'
+}
+
+@test "the default shares are half of the default ceilings" {
+	statefs_mount
+	run grep -E '^tenant_max_' "$MNT/.stats"
+	assert_output "tenant_max_parents 32768
+tenant_max_children 524288
+tenant_max_bytes 536870912
+tenant_max_tombstones 32768"
+}
