@@ -37,6 +37,10 @@ struct fs_file {
 	char *text;                     /* FS_TEXT, FS_CLOCK; FS_EVENTS: the
 					 * unread rest of its last lines */
 	size_t len;
+	/* A .snapshot's text: the bytes store_snapshot_hold() counts for
+	 * held_uid until the file is released (0: none). */
+	uint64_t held;
+	uid_t held_uid;
 	/* FS_EVENTS; guarded by fs->watch_lock. */
 	struct store_event_reader reader;
 	struct fs_cred cred;            /* who opened it */

@@ -485,6 +485,8 @@ static void file_free(struct fs *fs, struct fs_file *f)
 	if (!f)
 		return;
 	store_stage_close(f->stage);
+	if (f->held)
+		store_snapshot_release(fs->store, f->held_uid, f->held);
 	free(f->text);
 	fs_cred_free(&f->cred);
 	if (f->node)
@@ -694,7 +696,9 @@ static int tenant_may_list(struct fs *fs, struct store_node *dir,
  * Format a .snapshot of @dir (root or tenant) into @f: the store copies
  * the scope as of one instant (store_snapshot_take, which holds the other
  * transitions off only for moments); the text is made here, with no lock
- * held, and served from the open file.
+ * held, and served from the open file.  The text counts against the
+ * bound on snapshot memory, store-wide and the opener's uid's share,
+ * until the file is released (store_snapshot_hold: -ENFILE, -EMFILE).
  */
 static int snapshot_text(fuse_req_t req, struct fs *fs, struct store_node *dir,
 			 struct fs_file *f)
@@ -704,6 +708,7 @@ static int snapshot_text(fuse_req_t req, struct fs *fs, struct store_node *dir,
 	size_t hlen = strlen(layout_snapshot_header), need = hlen, used;
 	struct fs_cred fc;
 	int rc = fs_cred_get(req, &fc);
+	uid_t uid = fc.c.uid;
 
 	/* A tenant's snapshot is its reader's only if it may list the
 	 * tenant; the root's lists only the tenants the reader could list
@@ -729,11 +734,19 @@ static int snapshot_text(fuse_req_t req, struct fs *fs, struct store_node *dir,
 	fs_cred_free(&fc);
 	for (size_t i = 0; i < snap.n; i++)
 		need += layout_format_snapshot_row(NULL, 0, &snap.rows[i]);
+	rc = store_snapshot_hold(fs->store, uid, need + 1);
+	if (rc) {
+		store_snapshot_free(&snap);
+		return rc;
+	}
 	f->text = malloc(need + 1);
 	if (!f->text) {
+		store_snapshot_release(fs->store, uid, need + 1);
 		store_snapshot_free(&snap);
 		return -ENOMEM;
 	}
+	f->held = need + 1;
+	f->held_uid = uid;
 	memcpy(f->text, layout_snapshot_header, hlen + 1);
 	used = hlen;
 	for (size_t i = 0; i < snap.n; i++)
@@ -818,9 +831,7 @@ static int file_open_special(fuse_req_t req, struct fs *fs, struct store_node *n
 		rc = -ENOENT;
 	}
 	if (rc) {
-		fs_cred_free(&f->cred);
-		free(f->text);
-		free(f);
+		file_free(fs, f);
 		return rc;
 	}
 	f->node = n;

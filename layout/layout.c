@@ -317,6 +317,8 @@ size_t layout_format_stats(char *buf, size_t cap,
 	put_u64(&t, "links", s->links);
 	put_u64(&t, "tombstones", s->tombstones);
 	put_u64(&t, "bytes", s->bytes);
+	if (!v->tenant)
+		put_u64(&t, "snapshot_bytes", s->snapshot_bytes);
 
 	if (!v->tenant) {
 		put_u64(&t, "max_tenants", l->max_tenants);
@@ -330,6 +332,9 @@ size_t layout_format_stats(char *buf, size_t cap,
 		put_u64(&t, "parent_quota", l->parent_quota);
 		put_u64(&t, "tenant_quota", l->tenant_quota);
 		put_tenant_shares(&t, l);
+		put_u64(&t, "max_snapshot_bytes", l->max_snapshot_bytes);
+		put_u64(&t, "user_max_snapshot_bytes",
+			l->user_max_snapshot_bytes);
 		put_u64(&t, "default_ttl_ms", l->default_ttl_ms);
 		put_u64(&t, "drain_window_ms", l->drain_window_ms);
 	} else {
@@ -483,6 +488,13 @@ static const struct option_def options[] = {
 	  UINT64_MAX - 1,
 	  "a whole number, at most max_tombstones, 0 = no share",
 	  "most departed tombstones in one tenant, 0 = no share" },
+	{ "max_snapshot_bytes", OPT_NUMBER, LIM(max_snapshot_bytes), 1,
+	  UINT64_MAX, "a whole number >= 1",
+	  "most bytes open .snapshot files hold" },
+	{ "user_max_snapshot_bytes", OPT_NUMBER, LIM(user_max_snapshot_bytes),
+	  0, UINT64_MAX - 1,
+	  "a whole number, at most max_snapshot_bytes, 0 = no share",
+	  "most bytes one user's open .snapshot files hold, 0 = no share" },
 	{ "default_ttl", OPT_SECONDS, LIM(default_ttl_ms), 0, UINT64_MAX,
 	  "seconds, at most 3 decimals, 0 = none",
 	  "seconds a new child lives unless renewed, 0 = none" },
@@ -515,8 +527,8 @@ static const struct option_def *option_named(const char *key, size_t klen)
 }
 
 /*
- * A tenant's share is a share of a ceiling, which it must not exceed;
- * STORE_SHARE_AUTO, its default, is half of that ceiling.
+ * A tenant's (or a user's) share is a share of a ceiling, which it must
+ * not exceed; STORE_SHARE_AUTO, its default, is half of that ceiling.
  */
 static const struct {
 	const char *share, *ceiling;
@@ -525,6 +537,7 @@ static const struct {
 	{ "tenant_max_children", "max_children" },
 	{ "tenant_max_bytes", "max_bytes" },
 	{ "tenant_max_tombstones", "max_tombstones" },
+	{ "user_max_snapshot_bytes", "max_snapshot_bytes" },
 };
 
 /* The ceiling @o is a tenant's share of, or NULL. */
@@ -687,7 +700,7 @@ void layout_help(FILE *out)
 				fmt_value(value, sizeof(value), &def, o);
 			break;
 		}
-		fprintf(out, "    -o %-23s %s (default: %s)\n", spec,
+		fprintf(out, "    -o %-25s %s (default: %s)\n", spec,
 			o->meaning, value);
 	}
 }

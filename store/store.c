@@ -47,7 +47,7 @@
  *     -> snapshot rows -> stage->lock -> state stripe (two at once
  *        only when links exchange states, the lower address first)
  *     -> snapshot frozen states, heap, tenant->acl_lock, event log,
- *        tombstone queue, ino shard (leaves)
+ *        tombstone queue, ino shard, snapshot holds (leaves)
  *
  * A stage's write and read take only stage->lock and a stripe: they
  * change no shared fact; its publication is a transition.
@@ -307,6 +307,12 @@ struct store {
 	void (*snap_step_fn)(void *arg, unsigned step);
 	void *snap_step_arg;
 #endif
+
+	/* The memory open snapshots hold (store_snapshot_hold), in all
+	 * and per uid (an entry while it holds some).  A leaf lock. */
+	pthread_mutex_t hold_lock;
+	uint64_t held;                 /* hold_lock */
+	struct snap_hold *holds;       /* hold_lock: uid -> bytes */
 
 	struct evlog *events;
 	void (*event_hook)(void *arg, bool internal);
@@ -1030,6 +1036,8 @@ void store_limits_default(struct store_limits *l)
 	l->tenant_max_tombstones = STORE_SHARE_AUTO;
 	l->default_ttl_ms = 0;
 	l->drain_window_ms = 30 * 1000;
+	l->max_snapshot_bytes = 512u << 20;
+	l->user_max_snapshot_bytes = STORE_SHARE_AUTO;
 	l->testclock = false;
 	l->cache_timeout_ms = 3600 * 1000;
 	l->event_log = STORE_EVENT_LOG;
@@ -1080,6 +1088,9 @@ int store_new(const struct store_limits *limits,
 					   limits->max_bytes);
 	s->lim.tenant_max_tombstones = share_of(limits->tenant_max_tombstones,
 						limits->max_tombstones);
+	s->lim.user_max_snapshot_bytes =
+		share_of(limits->user_max_snapshot_bytes,
+			 limits->max_snapshot_bytes);
 	s->clock.now_ms = clock && clock->now_ms ? clock->now_ms : monotonic_ms;
 	s->clock.arg = clock ? clock->arg : NULL;
 	if (getrandom(&s->instance, sizeof(s->instance), 0) !=
@@ -1098,6 +1109,7 @@ int store_new(const struct store_limits *limits,
 	pthread_mutex_init(&s->tomb_lock, NULL);
 	pthread_mutex_init(&s->heap_lock, NULL);
 	pthread_mutex_init(&s->snap_taker, NULL);
+	pthread_mutex_init(&s->hold_lock, NULL);
 	/* Address space for the ceilings; pages are touched only as the
 	 * heap grows. */
 	s->heap_cap = s->lim.max_parents + s->lim.max_children;
@@ -1126,6 +1138,13 @@ int store_new(const struct store_limits *limits,
 
 static void links_free(struct store *s, struct ptab *links);
 static void tombs_free(struct tenant *t);
+
+/* What one uid's open snapshots hold (see store_snapshot_hold). */
+struct snap_hold {
+	UT_hash_handle hh;             /* s->holds (hold_lock) */
+	uid_t uid;
+	uint64_t bytes;
+};
 
 void store_free(struct store *s)
 {
@@ -1167,6 +1186,15 @@ void store_free(struct store *s)
 	pthread_mutex_destroy(&s->tomb_lock);
 	pthread_mutex_destroy(&s->heap_lock);
 	pthread_mutex_destroy(&s->snap_taker);
+	{
+		struct snap_hold *h, *hh;
+
+		HASH_ITER(hh, s->holds, h, hh) {
+			HASH_DEL(s->holds, h);
+			free(h);
+		}
+	}
+	pthread_mutex_destroy(&s->hold_lock);
 	pthread_rwlock_destroy(&s->world);
 	for (uint32_t i = 0; i < LEASE_CHUNKS && s->lease_dir[i]; i++)
 		free(s->lease_dir[i]);
@@ -3697,6 +3725,9 @@ int store_stats(struct store *s, struct store_node *tenant, struct store_stats *
 		o->tombstones = atomic_load(&s->tombs_n);
 		o->bytes = atomic_load(&s->bytes_n);
 	}
+	lock(&s->hold_lock);
+	o->snapshot_bytes = s->held;
+	unlock(&s->hold_lock);
 	o->admissions = atomic_load(&s->admissions);
 	o->removals = atomic_load(&s->removals);
 	o->expiries = atomic_load(&s->expiries);
@@ -4784,4 +4815,74 @@ void store_snapshot_free(struct store_snapshot *snap)
 	free(snap->rows);
 	free(snap->arena);
 	memset(snap, 0, sizeof(*snap));
+}
+
+/*
+ * Snapshot memory: what the open snapshots' texts hold, store-wide and per
+ * uid.  The per-uid entries are few (one per uid with an open snapshot)
+ * and go when they hold nothing; the lock is a leaf, held for a hash
+ * lookup.
+ */
+int store_snapshot_hold(struct store *s, uid_t uid, uint64_t bytes)
+{
+	struct snap_hold *h, *fresh = NULL;
+	uint64_t share = uid == 0 ? 0 : s->lim.user_max_snapshot_bytes;
+	int rc = 0;
+
+	if (bytes == 0)
+		return 0;
+	if (share) {
+		/* Allocated before the lock: nothing to undo after it. */
+		fresh = st_calloc(1, sizeof(*fresh));
+		if (!fresh)
+			return -ENOMEM;
+	}
+	lock(&s->hold_lock);
+	HASH_FIND(hh, s->holds, &uid, sizeof(uid), h);
+	if (bytes > s->lim.max_snapshot_bytes ||
+	    s->held > s->lim.max_snapshot_bytes - bytes) {
+		rc = -ENFILE;
+	} else if (share && (bytes > share ||
+			     (h && h->bytes > share - bytes))) {
+		rc = -EMFILE;
+	} else if (share && !h) {
+		fresh->uid = uid;
+		hash_oom = 0;
+		HASH_ADD(hh, s->holds, uid, sizeof(uid), fresh);
+		if (hash_oom) {
+			rc = -ENOMEM;
+		} else {
+			h = fresh;
+			fresh = NULL; /* the table's now */
+		}
+	}
+	if (rc == 0) {
+		s->held += bytes;
+		if (h)
+			h->bytes += bytes;
+	}
+	unlock(&s->hold_lock);
+	free(fresh);
+	return rc;
+}
+
+void store_snapshot_release(struct store *s, uid_t uid, uint64_t bytes)
+{
+	struct snap_hold *h;
+
+	lock(&s->hold_lock);
+	if (s->held < bytes)
+		abort(); /* released more than was held: a bug */
+	s->held -= bytes;
+	HASH_FIND(hh, s->holds, &uid, sizeof(uid), h);
+	if (h) {
+		if (h->bytes < bytes)
+			abort();
+		h->bytes -= bytes;
+		if (h->bytes == 0) {
+			HASH_DEL(s->holds, h);
+			free(h);
+		}
+	}
+	unlock(&s->hold_lock);
 }

@@ -83,6 +83,11 @@ struct store_limits {
 	uint64_t tenant_max_children;   /* states */
 	uint64_t tenant_max_bytes;
 	uint64_t tenant_max_tombstones; /* .depart of any name included */
+	/* Memory open .snapshot files may hold (store_snapshot_hold):
+	 * store-wide, and one uid's share of it (STORE_SHARE_AUTO: half;
+	 * 0: no share; uid 0 has none). */
+	uint64_t max_snapshot_bytes;
+	uint64_t user_max_snapshot_bytes;
 	uint64_t default_ttl_ms; /* TTL a new child starts with; 0 = none */
 	uint64_t drain_window_ms;
 	bool testclock;          /* manual clock advanced through .clock */
@@ -186,6 +191,7 @@ enum store_refusal {
 
 struct store_stats {
 	uint64_t tenants, parents, children, links, tombstones, bytes;
+	uint64_t snapshot_bytes;   /* held by open snapshots, store-wide */
 	uint64_t admissions, removals, expiries, joins, leaves;
 	uint64_t refused[STORE_NREFUSAL];
 };
@@ -767,6 +773,20 @@ struct store_snapshot {
 int store_snapshot_take(struct store *s, struct store_node *tenant,
 			struct store_snapshot *out);
 void store_snapshot_free(struct store_snapshot *snap);
+
+/*
+ * The memory a snapshot's text holds while it is open (fs/ formats it
+ * and keeps it per open file) is bounded: reserve @bytes for @uid
+ * against max_snapshot_bytes and against @uid's share of it,
+ * user_max_snapshot_bytes (uid 0, root, has no share: the store-wide
+ * bound alone), so that no one user's open snapshots take the daemon's
+ * memory.  Returns 0, -ENFILE when the store-wide bound would be passed,
+ * -EMFILE when @uid's share would, -ENOMEM; nothing is held on failure.
+ * Give it back with store_snapshot_release() when the file is closed.
+ * Takes a leaf lock only.
+ */
+int store_snapshot_hold(struct store *s, uid_t uid, uint64_t bytes);
+void store_snapshot_release(struct store *s, uid_t uid, uint64_t bytes);
 
 /* Observability --------------------------------------------------------- */
 

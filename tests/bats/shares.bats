@@ -3,7 +3,10 @@
 # "Options", "Errors"): each tenant may hold at most its share of the
 # parents, children, bytes and tombstones ceilings (tenant_max_*, half of
 # each ceiling by default), refused with EDQUOT and changing nothing,
-# while the ceiling itself still answers ENOSPC.
+# while the ceiling itself still answers ENOSPC.  Nor can one user take
+# the daemon's memory with open .snapshot files: what they hold is bounded
+# store-wide (max_snapshot_bytes, ENFILE) and per uid
+# (user_max_snapshot_bytes, EMFILE).
 #
 # Users: uid 1001 and 1002 (setpriv needs no passwd entry) own a tenant
 # each, with -o allow_other,default_permissions, as a shared host would.
@@ -200,4 +203,117 @@ tenant_max_tombstones 32768"
 tenant_max_children 524288
 tenant_max_bytes 536870912
 tenant_max_tombstones 32768"
+}
+
+teardown() {
+	bg_stop
+	rm -f "$(dirname "$MNT")/go"
+	statefs_unmount
+}
+
+# hold_snapshots UID PATH OUT: as UID, open PATH again and again, keeping
+# every descriptor, until an open is refused; print "COUNT ERRNO" to OUT,
+# then keep them open until release (60 s at most).  The go file lives
+# beside the mountpoint, where every uid may look.
+HOLD_PY='
+import os, sys, errno, time
+fds, why = [], "-"
+for i in range(100000):
+    try:
+        fds.append(os.open(sys.argv[1], os.O_RDONLY))
+    except OSError as e:
+        why = errno.errorcode[e.errno]
+        break
+print(len(fds), why, flush=True)
+t0 = time.monotonic()
+while not os.path.exists(sys.argv[2]) and time.monotonic() - t0 < 60:
+    time.sleep(0.05)
+'
+hold_snapshots() {
+	as_uid "$1" /usr/bin/python3 -c "$HOLD_PY" "$2" "$(dirname "$MNT")/go" \
+		>"$3" 3>&- &
+	BG_PIDS+=($!)
+	local i
+	for i in $(seq 200); do
+		[ -s "$3" ] && return 0
+		sleep 0.05
+	done
+	fail "no result from the holder of $2"
+}
+
+# release: let the holder close its descriptors, and wait for it.
+release() {
+	touch "$(dirname "$MNT")/go"
+	events_wait
+	rm -f "$(dirname "$MNT")/go"
+}
+
+# open_errno UID PATH: one open of PATH as UID: OK or the errno name.
+open_errno() {
+	as_uid "$1" /usr/bin/python3 -c '
+import os, sys, errno
+try:
+    os.close(os.open(sys.argv[1], os.O_RDONLY))
+    print("OK")
+except OSError as e:
+    print(errno.errorcode[e.errno])' "$2"
+}
+
+# a_tenant_of_size: tenant one (uid 1001, 0755) with 40 parents; prints
+# what one open of its .snapshot holds (its text and one byte).
+a_tenant_of_size() {
+	two_tenants
+	local i
+	for i in $(seq 40); do
+		mkdir "$MNT/one/member-$i"
+	done
+	echo $(($(wc -c <"$MNT/one/.snapshot") + 1))
+}
+
+@test "one user's open .snapshot files hold at most its share (EMFILE); others still open theirs; closing frees it" {
+	statefs_mount -o allow_other,default_permissions,max_snapshot_bytes=40000
+	local size d=$BATS_TEST_TMPDIR
+	size=$(a_tenant_of_size)
+	run stat_of user_max_snapshot_bytes
+	assert_output 20000
+	hold_snapshots "$U1" "$MNT/one/.snapshot" "$d/u1"
+	run cat "$d/u1"
+	assert_output "$((20000 / size)) EMFILE"
+	run stat_of snapshot_bytes
+	assert_output "$((20000 / size * size))"
+	run as_uid "$U1" cat "$MNT/one/.snapshot"
+	assert_failure
+	assert_output --partial 'Too many open files'
+	# Another user, and root, have their own room.
+	run open_errno "$U2" "$MNT/one/.snapshot"
+	assert_output OK
+	run open_errno 0 "$MNT/.snapshot"
+	assert_output OK
+	release
+	run stat_of snapshot_bytes
+	assert_output 0
+	run open_errno "$U1" "$MNT/one/.snapshot"
+	assert_output OK
+}
+
+@test "open .snapshot files of all users together hold at most max_snapshot_bytes (ENFILE), root's included" {
+	statefs_mount -o allow_other,default_permissions,max_snapshot_bytes=40000,user_max_snapshot_bytes=0
+	local size d=$BATS_TEST_TMPDIR
+	size=$(a_tenant_of_size)
+	hold_snapshots "$U1" "$MNT/one/.snapshot" "$d/u1"
+	run cat "$d/u1"
+	assert_output "$((40000 / size)) ENFILE"
+	run open_errno "$U2" "$MNT/one/.snapshot"
+	assert_output ENFILE
+	run cat "$MNT/.snapshot"
+	assert_failure
+	assert_output --partial 'Too many open files in system'
+	# .stats and .events are not snapshots.
+	run open_errno "$U2" "$MNT/.stats"
+	assert_output OK
+	release
+	run open_errno 0 "$MNT/.snapshot"
+	assert_output OK
+	run stat_of snapshot_bytes
+	assert_output 0
 }

@@ -26,7 +26,7 @@
  *                            the option) leave the limits byte-identical
  *   layout_limits_check      0 exactly when every field is in range,
  *                            max_payload <= max_bytes and every tenant
- *                            share is STORE_SHARE_AUTO (half its
+ *                            or user share is STORE_SHARE_AUTO (half its
  *                            ceiling, the default, which no option
  *                            value can spell) or at most its ceiling
  *   layout_format_*          snprintf contract at every capacity
@@ -204,6 +204,9 @@ static const struct ropt ropts[] = {
 	  FIELD(tenant_max_bytes) },
 	{ "tenant_max_tombstones", R_NUM, 0, UINT64_MAX - 1,
 	  FIELD(tenant_max_tombstones) },
+	{ "max_snapshot_bytes", R_NUM, 1, UINT64_MAX, FIELD(max_snapshot_bytes) },
+	{ "user_max_snapshot_bytes", R_NUM, 0, UINT64_MAX - 1,
+	  FIELD(user_max_snapshot_bytes) },
 	{ "default_ttl", R_SEC, 0, UINT64_MAX, FIELD(default_ttl_ms) },
 	{ "drain_window", R_SEC, 0, UINT64_MAX, FIELD(drain_window_ms) },
 	{ "cache_timeout", R_SEC, 0, UINT64_MAX, FIELD(cache_timeout_ms) },
@@ -212,7 +215,8 @@ static const struct ropt ropts[] = {
 
 #define NROPTS (sizeof(ropts) / sizeof(ropts[0]))
 
-/* Tenant shares (README "Options"): each against its ceiling. */
+/* Tenant and user shares (README "Options"): each against its
+ * ceiling. */
 static const struct {
 	size_t share, ceiling;
 } rshares[] = {
@@ -220,6 +224,7 @@ static const struct {
 	{ FIELD(tenant_max_children), FIELD(max_children) },
 	{ FIELD(tenant_max_bytes), FIELD(max_bytes) },
 	{ FIELD(tenant_max_tombstones), FIELD(max_tombstones) },
+	{ FIELD(user_max_snapshot_bytes), FIELD(max_snapshot_bytes) },
 };
 
 static uint64_t at(const struct store_limits *l, size_t off)

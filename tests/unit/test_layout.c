@@ -401,6 +401,8 @@ static bool limits_equal(const struct store_limits *a,
 	       a->tenant_max_children == b->tenant_max_children &&
 	       a->tenant_max_bytes == b->tenant_max_bytes &&
 	       a->tenant_max_tombstones == b->tenant_max_tombstones &&
+	       a->max_snapshot_bytes == b->max_snapshot_bytes &&
+	       a->user_max_snapshot_bytes == b->user_max_snapshot_bytes &&
 	       a->default_ttl_ms == b->default_ttl_ms &&
 	       a->drain_window_ms == b->drain_window_ms &&
 	       a->testclock == b->testclock;
@@ -432,6 +434,8 @@ static void test_defaults(void **state)
 	assert_true(l.tenant_max_children == STORE_SHARE_AUTO);
 	assert_true(l.tenant_max_bytes == STORE_SHARE_AUTO);
 	assert_true(l.tenant_max_tombstones == STORE_SHARE_AUTO);
+	assert_int_equal(l.max_snapshot_bytes, 536870912);
+	assert_true(l.user_max_snapshot_bytes == STORE_SHARE_AUTO);
 	assert_int_equal(l.default_ttl_ms, 0);
 	assert_int_equal(l.drain_window_ms, 30000);
 	assert_false(l.testclock);
@@ -470,6 +474,12 @@ static void test_option_valid(void **state)
 		{ "tenant_max_bytes=4096", "tenant_max_bytes", 4096 },
 		{ "tenant_max_tombstones=0", "tenant_max_tombstones", 0 },
 		{ "tenant_max_tombstones=3", "tenant_max_tombstones", 3 },
+		{ "max_snapshot_bytes=1", "max_snapshot_bytes", 1 },
+		{ "max_snapshot_bytes=18446744073709551615",
+		  "max_snapshot_bytes", UINT64_MAX },
+		{ "user_max_snapshot_bytes=0", "user_max_snapshot_bytes", 0 },
+		{ "user_max_snapshot_bytes=4096", "user_max_snapshot_bytes",
+		  4096 },
 		{ "default_ttl=0", "default_ttl_ms", 0 },
 		{ "default_ttl=2.25", "default_ttl_ms", 2250 },
 		{ "drain_window=0", "drain_window_ms", 0 },
@@ -560,6 +570,9 @@ static void test_option_invalid(void **state)
 		"tenant_max_children=", "tenant_max_children=1.5",
 		"tenant_max_bytes=1G", "tenant_max_bytes=18446744073709551616",
 		"tenant_max_tombstones=x", "tenant_max_tombstones",
+		"max_snapshot_bytes=0", "max_snapshot_bytes=1M",
+		"user_max_snapshot_bytes=18446744073709551615",
+		"user_max_snapshot_bytes=",
 		"default_ttl=0.0001", "default_ttl=1.", "default_ttl=abc",
 		"drain_window=", "drain_window=-30", "drain_window=1e2",
 		"testclock=1", "testclock=0",
@@ -713,6 +726,8 @@ static void test_limits_ranges(void **state)
 	REFUSE(tenant_max_children, 1048577, "tenant_max_children");
 	REFUSE(tenant_max_bytes, 1073741825, "tenant_max_bytes");
 	REFUSE(tenant_max_tombstones, 65537, "tenant_max_tombstones");
+	REFUSE(max_snapshot_bytes, 0, "max_snapshot_bytes");
+	REFUSE(user_max_snapshot_bytes, 536870913, "user_max_snapshot_bytes");
 #undef REFUSE
 }
 
@@ -793,6 +808,8 @@ static void test_help(void **state)
 		{ "tenant_max_children=N", "half of max_children" },
 		{ "tenant_max_bytes=N", "half of max_bytes" },
 		{ "tenant_max_tombstones=N", "half of max_tombstones" },
+		{ "max_snapshot_bytes=N", "536870912" },
+		{ "user_max_snapshot_bytes=N", "half of max_snapshot_bytes" },
 		{ "default_ttl=SECONDS", "0" },
 		{ "drain_window=SECONDS", "30" },
 		{ "cache_timeout=SECONDS", "3600" },
@@ -866,10 +883,12 @@ static size_t parse_stats(const char *text, struct kv *kv, size_t max)
 static const char *const root_keys[] = {
 	"instance", "state", "uptime_ms",
 	"tenants", "parents", "children", "links", "tombstones", "bytes",
+	"snapshot_bytes",
 	"max_tenants", "max_parents", "max_children", "max_bytes",
 	"max_payload", "max_name", "max_tombstones", "tombstone_ttl_ms",
 	"parent_quota", "tenant_quota", "tenant_max_parents",
 	"tenant_max_children", "tenant_max_bytes", "tenant_max_tombstones",
+	"max_snapshot_bytes", "user_max_snapshot_bytes",
 	"default_ttl_ms", "drain_window_ms",
 	"admissions", "removals", "expiries", "joins", "leaves",
 	"refused_capacity", "refused_quota", "refused_payload",
@@ -901,6 +920,8 @@ static void sample_view(struct layout_stats_view *v, struct store_limits *l)
 	l->tenant_max_children = 15;
 	l->tenant_max_bytes = 16;
 	l->tenant_max_tombstones = 17;
+	l->max_snapshot_bytes = 18;
+	l->user_max_snapshot_bytes = 19;
 	l->default_ttl_ms = 1500;
 	memset(v, 0, sizeof(*v));
 	v->instance = 0xabcdef0123ULL;
@@ -912,6 +933,7 @@ static void sample_view(struct layout_stats_view *v, struct store_limits *l)
 	v->stats.links = 104;
 	v->stats.tombstones = 105;
 	v->stats.bytes = 106;
+	v->stats.snapshot_bytes = 107;
 	v->stats.admissions = 201;
 	v->stats.removals = 202;
 	v->stats.expiries = 203;
@@ -1008,6 +1030,9 @@ static void test_stats_root(void **state)
 	assert_int_equal(u64_of(kv, n, "tenant_max_children"), 15);
 	assert_int_equal(u64_of(kv, n, "tenant_max_bytes"), 16);
 	assert_int_equal(u64_of(kv, n, "tenant_max_tombstones"), 17);
+	assert_int_equal(u64_of(kv, n, "max_snapshot_bytes"), 18);
+	assert_int_equal(u64_of(kv, n, "user_max_snapshot_bytes"), 19);
+	assert_int_equal(u64_of(kv, n, "snapshot_bytes"), 107);
 	assert_int_equal(u64_of(kv, n, "default_ttl_ms"), 1500);
 	assert_int_equal(u64_of(kv, n, "drain_window_ms"), 30000);
 	free(text);
