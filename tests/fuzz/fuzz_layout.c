@@ -196,6 +196,11 @@ static const struct ropt ropts[] = {
 	{ "tombstone_ttl", R_SEC, 1, UINT64_MAX, FIELD(tombstone_ttl_ms) },
 	{ "parent_quota", R_NUM, 0, UINT64_MAX, FIELD(parent_quota) },
 	{ "tenant_quota", R_NUM, 0, UINT64_MAX, FIELD(tenant_quota) },
+	{ "default_ttl", R_SEC, 0, UINT64_MAX, FIELD(default_ttl_ms) },
+	{ "drain_window", R_SEC, 0, UINT64_MAX, FIELD(drain_window_ms) },
+	{ "cache_timeout", R_SEC, 0, UINT64_MAX, FIELD(cache_timeout_ms) },
+	{ "testclock", R_FLAG, 0, 0, FIELD(testclock) },
+	/* Appended, so the seeds' selectors keep their keys. */
 	{ "tenant_max_parents", R_NUM, 0, UINT64_MAX - 1,
 	  FIELD(tenant_max_parents) },
 	{ "tenant_max_children", R_NUM, 0, UINT64_MAX - 1,
@@ -207,10 +212,6 @@ static const struct ropt ropts[] = {
 	{ "max_snapshot_bytes", R_NUM, 1, UINT64_MAX, FIELD(max_snapshot_bytes) },
 	{ "user_max_snapshot_bytes", R_NUM, 0, UINT64_MAX - 1,
 	  FIELD(user_max_snapshot_bytes) },
-	{ "default_ttl", R_SEC, 0, UINT64_MAX, FIELD(default_ttl_ms) },
-	{ "drain_window", R_SEC, 0, UINT64_MAX, FIELD(drain_window_ms) },
-	{ "cache_timeout", R_SEC, 0, UINT64_MAX, FIELD(cache_timeout_ms) },
-	{ "testclock", R_FLAG, 0, 0, FIELD(testclock) },
 };
 
 #define NROPTS (sizeof(ropts) / sizeof(ropts[0]))
