@@ -317,3 +317,29 @@ a_tenant_of_size() {
 	run stat_of snapshot_bytes
 	assert_output 0
 }
+
+@test "a tenant share under concurrency: exactly the share is admitted, then the other tenant fills the rest" {
+	statefs_mount -o max_children=30
+	mkdir -p "$MNT/t/a" "$MNT/t/b" "$MNT/u/a"
+	local d=$BATS_TEST_TMPDIR i pids=()
+	for i in $(seq 40); do
+		(py_errno 'os.close(os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644))' \
+			"$MNT/t/$([ $((i % 2)) -eq 0 ] && echo a || echo b)/c$i" >"$d/r.$i") 3>&- &
+		pids+=($!)
+	done
+	wait "${pids[@]}" || true
+	run bash -c 'cat "$1"/r.* | sort | uniq -c | awk "{ print \$2 \"=\" \$1 }" | paste -sd " "' _ "$d"
+	assert_output 'EDQUOT=25 OK=15'
+	run bash -c 'find "$1/t" -mindepth 2 -type f | wc -l' _ "$MNT"
+	assert_output 15
+	run stat_of children "$MNT/t"
+	assert_output 15
+	for i in $(seq 15); do
+		touch "$MNT/u/a/c$i"
+	done
+	run touch "$MNT/u/a/c16"
+	assert_failure
+	assert_output --partial 'No space left on device'
+	run stat_of children
+	assert_output 30
+}
