@@ -48,9 +48,13 @@ struct fs_file {
 	/* A leaf lock: nothing else is taken while it is held, and it is
 	 * never held across a reply or a call into the store. */
 	pthread_mutex_t text_lock;
+	/* A .snapshot's text: the bytes store_snapshot_hold() counts for
+	 * held_uid until the file is released (0: none). */
+	uint64_t held;
+	uid_t held_uid;
 	/* FS_EVENTS; guarded by fs->watch_lock. */
 	struct store_event_reader reader;
-	struct fs_cred cred;            /* the root's: who opened it */
+	struct fs_cred cred;            /* who opened it */
 	fuse_req_t waiting;             /* a parked read, or NULL */
 	fuse_req_t interrupted;         /* interrupted before it was parked */
 	size_t want;                    /* its size */
@@ -193,8 +197,9 @@ void fs_reply_end(struct fs *fs, unsigned token);
  * is over STORE_DURATION_MAX_MS): the clock does not move. */
 int fs_clock_advance(struct fs *fs, uint64_t ms);
 
-/* .events open files.  For the root's, f->cred holds who opened it
- * (fs_cred_get): the reader sees only the tenants it may list. */
+/* .events open files.  f->cred holds who opened it (fs_cred_get): the
+ * reader sees only the lines of tenants it may list, each judged as the
+ * tenant was when the line was appended. */
 void fs_events_open(struct fs *fs, struct store_node *dir, struct fs_file *f);
 void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 		    size_t size, bool nonblock);

@@ -502,6 +502,8 @@ static void file_free(struct fs *fs, struct fs_file *f)
 	if (!f)
 		return;
 	store_stage_close(f->stage);
+	if (f->held)
+		store_snapshot_release(fs->store, f->held_uid, f->held);
 	free(f->text);
 	fs_cred_free(&f->cred);
 	if (f->node)
@@ -748,10 +750,29 @@ void fs_cred_free(struct fs_cred *fc)
 }
 
 /*
+ * May @fc list tenant @dir (read and search permission, as ls needs)?
+ * A tenant's .snapshot and .events name everything in it, and the
+ * kernel lets anyone with search permission alone (a 0711 tenant) open
+ * them: 0, or -EACCES.
+ */
+static int tenant_may_list(struct fs *fs, struct store_node *dir,
+			   const struct fs_cred *fc)
+{
+	struct store_attr a;
+	int rc = store_getattr(fs->store, dir, &a);
+
+	if (rc)
+		return rc;
+	return store_cred_may_list(&fc->c, a.uid, a.gid, a.mode) ? 0 : -EACCES;
+}
+
+/*
  * Format a .snapshot of @dir (root or tenant) into @f: the store copies
  * the scope as of one instant (store_snapshot_take, which holds the other
  * transitions off only for moments); the text is made here, with no lock
- * held, and served from the open file.
+ * held, and served from the open file.  The text counts against the
+ * bound on snapshot memory, store-wide and the opener's uid's share,
+ * until the file is released (store_snapshot_hold: -ENFILE, -EMFILE).
  */
 static int snapshot_text(fuse_req_t req, struct fs *fs, struct store_node *dir,
 			 struct fs_file *f)
@@ -759,36 +780,47 @@ static int snapshot_text(fuse_req_t req, struct fs *fs, struct store_node *dir,
 	bool tenant = store_node_kind(dir) == STORE_TENANT;
 	struct store_snapshot snap;
 	size_t hlen = strlen(layout_snapshot_header), need = hlen, used;
-	int rc = store_snapshot_take(fs->store, tenant ? dir : NULL, &snap);
+	struct fs_cred fc;
+	int rc = fs_cred_get(req, &fc);
+	uid_t uid = fc.c.uid;
 
-	if (rc)
+	/* A tenant's snapshot is its reader's only if it may list the
+	 * tenant; the root's lists only the tenants the reader could list
+	 * with ls. */
+	if (rc == 0 && tenant)
+		rc = tenant_may_list(fs, dir, &fc);
+	if (rc == 0)
+		rc = store_snapshot_take(fs->store, tenant ? dir : NULL, &snap);
+	if (rc) {
+		fs_cred_free(&fc);
 		return rc;
-	/* The root's snapshot lists only the tenants the reader could list
-	 * with ls; a tenant's own is guarded by its directory already. */
+	}
 	if (!tenant) {
-		struct fs_cred fc;
 		size_t k = 0;
 
-		rc = fs_cred_get(req, &fc);
-		if (rc) {
-			store_snapshot_free(&snap);
-			return rc;
-		}
 		for (size_t i = 0; i < snap.n; i++)
 			if (store_cred_may_list(&fc.c, snap.rows[i].tenant_uid,
 						snap.rows[i].tenant_gid,
 						snap.rows[i].tenant_mode))
 				snap.rows[k++] = snap.rows[i];
 		snap.n = k;
-		fs_cred_free(&fc);
 	}
+	fs_cred_free(&fc);
 	for (size_t i = 0; i < snap.n; i++)
 		need += layout_format_snapshot_row(NULL, 0, &snap.rows[i]);
+	rc = store_snapshot_hold(fs->store, uid, need + 1);
+	if (rc) {
+		store_snapshot_free(&snap);
+		return rc;
+	}
 	f->text = malloc(need + 1);
 	if (!f->text) {
+		store_snapshot_release(fs->store, uid, need + 1);
 		store_snapshot_free(&snap);
 		return -ENOMEM;
 	}
+	f->held = need + 1;
+	f->held_uid = uid;
 	memcpy(f->text, layout_snapshot_header, hlen + 1);
 	used = hlen;
 	for (size_t i = 0; i < snap.n; i++)
@@ -877,10 +909,12 @@ static int file_open_special(fuse_req_t req, struct fs *fs, struct store_node *n
 		f->kind = FS_DEPART;
 		break;
 	case LAYOUT_SLOT_EVENTS:
-		/* The root's stream shows the reader only the tenants it may
-		 * list, with the credentials it opened the file with. */
-		if (store_node_kind(dir) == STORE_ROOT)
-			rc = fs_cred_get(req, &f->cred);
+		/* A stream shows the reader only the lines of tenants it may
+		 * list, with the credentials it opened the file with; a
+		 * tenant's is not opened at all by who may not list it. */
+		rc = fs_cred_get(req, &f->cred);
+		if (rc == 0 && store_node_kind(dir) == STORE_TENANT)
+			rc = tenant_may_list(fs, dir, &f->cred);
 		if (rc == 0)
 			fs_events_open(fs, dir, f);
 		break;
@@ -1027,8 +1061,13 @@ static void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		n = rc ? rc : (ssize_t)size;
 		break;
 	case FS_DRAIN:
-		/* Any write starts the drain; later writes change nothing. */
-		rc = store_drain(fs->store, store_node_tenant(f->node));
+		/* Any write starts the drain; later writes change nothing.
+		 * A tenant's clear is a cascade: judged as rmdir's. */
+		rc = cascade_cred(req, fs, &fc, &cred);
+		if (rc == 0)
+			rc = store_drain_as(fs->store, store_node_tenant(f->node),
+					    cred);
+		fs_cred_free(&fc);
 		fs_inval_sync(fs);
 		n = rc ? rc : (ssize_t)size;
 		break;

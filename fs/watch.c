@@ -261,8 +261,10 @@ void fs_events_open(struct fs *fs, struct store_node *dir, struct fs_file *f)
 	f->kind = FS_EVENTS;
 	pthread_mutex_lock(&fs->watch_lock);
 	store_events_open(fs->store, tenant ? dir : NULL, &f->reader);
-	/* Root sees every line: no filter to run. */
-	if (!tenant && f->cred.c.uid != 0)
+	/* Each line is judged by the tenant's owner and mode when it was
+	 * appended, so a tenant closed after the open stops showing; root
+	 * sees every line: no filter to run. */
+	if (f->cred.c.uid != 0)
 		f->reader.cred = &f->cred.c;
 	f->wnext = fs->watchers;
 	f->wprev = NULL;

@@ -296,6 +296,15 @@ _Static_assert(sizeof(refusal_names) / sizeof(refusal_names[0]) ==
 		       STORE_NREFUSAL,
 	       "every store_refusal needs a .stats key");
 
+/* A tenant's shares, as the store keeps them (0: no share). */
+static void put_tenant_shares(struct text *t, const struct store_limits *l)
+{
+	put_u64(t, "tenant_max_parents", l->tenant_max_parents);
+	put_u64(t, "tenant_max_children", l->tenant_max_children);
+	put_u64(t, "tenant_max_bytes", l->tenant_max_bytes);
+	put_u64(t, "tenant_max_tombstones", l->tenant_max_tombstones);
+}
+
 size_t layout_format_stats(char *buf, size_t cap,
 			   const struct layout_stats_view *v)
 {
@@ -318,6 +327,8 @@ size_t layout_format_stats(char *buf, size_t cap,
 	put_u64(&t, "links", s->links);
 	put_u64(&t, "tombstones", s->tombstones);
 	put_u64(&t, "bytes", s->bytes);
+	if (!v->tenant)
+		put_u64(&t, "snapshot_bytes", s->snapshot_bytes);
 
 	if (!v->tenant) {
 		put_u64(&t, "max_tenants", l->max_tenants);
@@ -330,12 +341,17 @@ size_t layout_format_stats(char *buf, size_t cap,
 		put_u64(&t, "tombstone_ttl_ms", l->tombstone_ttl_ms);
 		put_u64(&t, "parent_quota", l->parent_quota);
 		put_u64(&t, "tenant_quota", l->tenant_quota);
+		put_tenant_shares(&t, l);
+		put_u64(&t, "max_snapshot_bytes", l->max_snapshot_bytes);
+		put_u64(&t, "user_max_snapshot_bytes",
+			l->user_max_snapshot_bytes);
 		put_u64(&t, "default_ttl_ms", l->default_ttl_ms);
 		put_u64(&t, "drain_window_ms", l->drain_window_ms);
 	} else {
 		/* What bounds this tenant's own entries and content. */
 		put_u64(&t, "parent_quota", l->parent_quota);
 		put_u64(&t, "tenant_quota", l->tenant_quota);
+		put_tenant_shares(&t, l);
 		put_u64(&t, "max_payload", l->max_payload);
 		put_u64(&t, "max_name", l->max_name);
 	}
@@ -474,6 +490,28 @@ static const struct option_def options[] = {
 	{ "tenant_quota", OPT_NUMBER, LIM(tenant_quota), 0, UINT64_MAX,
 	  "a whole number, 0 = no quota",
 	  "most entries in one tenant, 0 = no quota" },
+	/* UINT64_MAX is STORE_SHARE_AUTO, the default: not a number to
+	 * give. */
+	{ "tenant_max_parents", OPT_NUMBER, LIM(tenant_max_parents), 0,
+	  UINT64_MAX - 1, "a whole number, at most max_parents, 0 = no share",
+	  "most parents in one tenant, 0 = no share" },
+	{ "tenant_max_children", OPT_NUMBER, LIM(tenant_max_children), 0,
+	  UINT64_MAX - 1, "a whole number, at most max_children, 0 = no share",
+	  "most children (states) in one tenant, 0 = no share" },
+	{ "tenant_max_bytes", OPT_NUMBER, LIM(tenant_max_bytes), 0,
+	  UINT64_MAX - 1, "a whole number, at most max_bytes, 0 = no share",
+	  "most content bytes in one tenant, 0 = no share" },
+	{ "tenant_max_tombstones", OPT_NUMBER, LIM(tenant_max_tombstones), 0,
+	  UINT64_MAX - 1,
+	  "a whole number, at most max_tombstones, 0 = no share",
+	  "most departed tombstones in one tenant, 0 = no share" },
+	{ "max_snapshot_bytes", OPT_NUMBER, LIM(max_snapshot_bytes), 1,
+	  UINT64_MAX, "a whole number >= 1",
+	  "most bytes open .snapshot files hold" },
+	{ "user_max_snapshot_bytes", OPT_NUMBER, LIM(user_max_snapshot_bytes),
+	  0, UINT64_MAX - 1,
+	  "a whole number, at most max_snapshot_bytes, 0 = no share",
+	  "most bytes one user's open .snapshot files hold, 0 = no share" },
 	{ "default_ttl", OPT_SECONDS, LIM(default_ttl_ms), 0,
 	  STORE_DURATION_MAX_MS, "seconds from 0 to " MAX_SECONDS
 	  ", at most 3 decimals, 0 = none",
@@ -497,6 +535,39 @@ static uint64_t field_get(const struct store_limits *l,
 			  const struct option_def *o)
 {
 	return *(const uint64_t *)((const char *)l + o->off);
+}
+
+static const struct option_def *option_named(const char *key, size_t klen)
+{
+	for (size_t i = 0; i < NOPTIONS; i++)
+		if (strlen(options[i].key) == klen &&
+		    memcmp(options[i].key, key, klen) == 0)
+			return &options[i];
+	return NULL;
+}
+
+/*
+ * A tenant's (or a user's) share is a share of a ceiling, which it must
+ * not exceed; STORE_SHARE_AUTO, its default, is half of that ceiling.
+ */
+static const struct {
+	const char *share, *ceiling;
+} shares[] = {
+	{ "tenant_max_parents", "max_parents" },
+	{ "tenant_max_children", "max_children" },
+	{ "tenant_max_bytes", "max_bytes" },
+	{ "tenant_max_tombstones", "max_tombstones" },
+	{ "user_max_snapshot_bytes", "max_snapshot_bytes" },
+};
+
+/* The ceiling @o is a tenant's share of, or NULL. */
+static const struct option_def *share_ceiling(const struct option_def *o)
+{
+	for (size_t i = 0; i < sizeof(shares) / sizeof(shares[0]); i++)
+		if (strcmp(shares[i].share, o->key) == 0)
+			return option_named(shares[i].ceiling,
+					    strlen(shares[i].ceiling));
+	return NULL;
 }
 
 /* @ms as seconds, the way a user writes them: "600", "1.5", "0.001". */
@@ -548,14 +619,10 @@ int layout_option(struct store_limits *l, const char *opt, char *err,
 {
 	const char *eq = strchr(opt, '=');
 	size_t klen = eq ? (size_t)(eq - opt) : strlen(opt);
-	const struct option_def *o = NULL;
+	const struct option_def *o = option_named(opt, klen);
 	uint64_t v;
 	int rc;
 
-	for (size_t i = 0; i < NOPTIONS && !o; i++)
-		if (strlen(options[i].key) == klen &&
-		    memcmp(options[i].key, opt, klen) == 0)
-			o = &options[i];
 	if (!o)
 		return 0; /* FUSE's, or unknown: not ours to judge */
 
@@ -590,15 +657,26 @@ int layout_limits_check(const struct store_limits *l, char *err,
 
 	/* The same ranges as layout_option, for limits built in code. */
 	for (size_t i = 0; i < NOPTIONS; i++) {
-		const struct option_def *o = &options[i];
+		const struct option_def *o = &options[i], *ceiling;
 		uint64_t v;
 
 		if (o->type == OPT_FLAG)
 			continue;
 		v = field_get(l, o);
+		ceiling = share_ceiling(o);
+		if (ceiling && v == STORE_SHARE_AUTO)
+			continue;
 		if (v < o->min || v > o->max) {
 			fmt_value(value, sizeof(value), l, o);
 			return bad_value(err, errlen, o->key, value, o->expect);
+		}
+		if (ceiling && v > field_get(l, ceiling)) {
+			char expect[80];
+
+			fmt_value(value, sizeof(value), l, o);
+			snprintf(expect, sizeof(expect), "at most %s, %" PRIu64,
+				 ceiling->key, field_get(l, ceiling));
+			return bad_value(err, errlen, o->key, value, expect);
 		}
 	}
 	if (l->max_payload > l->max_bytes) {
@@ -634,10 +712,15 @@ void layout_help(FILE *out)
 			break;
 		case OPT_NUMBER:
 			snprintf(spec, sizeof(spec), "%s=N", o->key);
-			fmt_value(value, sizeof(value), &def, o);
+			if (share_ceiling(o) &&
+			    field_get(&def, o) == STORE_SHARE_AUTO)
+				snprintf(value, sizeof(value), "half of %s",
+					 share_ceiling(o)->key);
+			else
+				fmt_value(value, sizeof(value), &def, o);
 			break;
 		}
-		fprintf(out, "    -o %-23s %s (default: %s)\n", spec,
+		fprintf(out, "    -o %-25s %s (default: %s)\n", spec,
 			o->meaning, value);
 	}
 	fprintf(out, "    SECONDS: up to 3 decimals, at most " MAX_SECONDS

@@ -47,7 +47,7 @@
  *     -> snapshot rows -> stage->lock -> state stripe (two at once
  *        only when links exchange states, the lower address first)
  *     -> snapshot frozen states, heap, tenant->acl_lock, event log,
- *        tombstone queue, ino shard (leaves)
+ *        tombstone queue, ino shard, snapshot holds (leaves)
  *
  * A stage's write and read take only stage->lock and a stripe: they
  * change no shared fact; its publication is a transition.
@@ -57,7 +57,11 @@
  *
  * Ceilings and quotas are reserved (compare-and-swap against the limit)
  * after every other check and before the insert, and released if a later
- * step fails, so a refused admission changes nothing.
+ * step fails, so a refused admission changes nothing.  A tenant's share
+ * of a ceiling (tenant_max_*) is one more reservation, on the tenant's
+ * own gauge, right after the store's: every store-wide resource a tenant
+ * can fill (parents, states, bytes, tombstones) is counted per tenant
+ * before it is taken, so one tenant cannot take it all from the others.
  *
  * Event order
  * -----------
@@ -209,7 +213,8 @@ struct tenant {
 	 * transition that holds only a bucket or a stripe. */
 	pthread_mutex_t acl_lock;
 	uint64_t snap_epoch;           /* lock: see "Snapshot" */
-	/* Gauges of this tenant, updated with the store-wide ones. */
+	/* Gauges of this tenant, updated with the store-wide ones; all but
+	 * links_n are also its shares (reserved like the ceilings). */
 	atomic_uint_fast64_t parents_n, children_n, links_n, tombs_n, bytes_n;
 	/* This tenant's own drain (enum store_state) and its deadline;
 	 * changed under lock, read anywhere. */
@@ -328,6 +333,12 @@ struct store {
 	void (*cascade_step_fn)(void *arg);
 	void *cascade_step_arg;
 #endif
+
+	/* The memory open snapshots hold (store_snapshot_hold), in all
+	 * and per uid (an entry while it holds some).  A leaf lock. */
+	pthread_mutex_t hold_lock;
+	uint64_t held;                 /* hold_lock */
+	struct snap_hold *holds;       /* hold_lock: uid -> bytes */
 
 	struct evlog *events;
 	void (*event_hook)(void *arg, bool internal);
@@ -1094,11 +1105,23 @@ void store_limits_default(struct store_limits *l)
 	l->tombstone_ttl_ms = 600 * 1000;
 	l->parent_quota = 0;
 	l->tenant_quota = 0;
+	l->tenant_max_parents = STORE_SHARE_AUTO;
+	l->tenant_max_children = STORE_SHARE_AUTO;
+	l->tenant_max_bytes = STORE_SHARE_AUTO;
+	l->tenant_max_tombstones = STORE_SHARE_AUTO;
 	l->default_ttl_ms = 0;
 	l->drain_window_ms = 30 * 1000;
+	l->max_snapshot_bytes = 512u << 20;
+	l->user_max_snapshot_bytes = STORE_SHARE_AUTO;
 	l->testclock = false;
 	l->cache_timeout_ms = 3600 * 1000;
 	l->event_log = STORE_EVENT_LOG;
+}
+
+/* A tenant's share @v of @ceiling as the store keeps it. */
+static uint64_t share_of(uint64_t v, uint64_t ceiling)
+{
+	return v == STORE_SHARE_AUTO ? ceiling / 2 + ceiling % 2 : v;
 }
 
 static uint64_t monotonic_ms(void *arg)
@@ -1138,6 +1161,17 @@ int store_new(const struct store_limits *limits,
 	if (!s)
 		return -ENOMEM;
 	s->lim = *limits;
+	s->lim.tenant_max_parents = share_of(limits->tenant_max_parents,
+					     limits->max_parents);
+	s->lim.tenant_max_children = share_of(limits->tenant_max_children,
+					      limits->max_children);
+	s->lim.tenant_max_bytes = share_of(limits->tenant_max_bytes,
+					   limits->max_bytes);
+	s->lim.tenant_max_tombstones = share_of(limits->tenant_max_tombstones,
+						limits->max_tombstones);
+	s->lim.user_max_snapshot_bytes =
+		share_of(limits->user_max_snapshot_bytes,
+			 limits->max_snapshot_bytes);
 	s->clock.now_ms = clock && clock->now_ms ? clock->now_ms : monotonic_ms;
 	s->clock.arg = clock ? clock->arg : NULL;
 	if (getrandom(&s->instance, sizeof(s->instance), 0) !=
@@ -1156,6 +1190,7 @@ int store_new(const struct store_limits *limits,
 	pthread_mutex_init(&s->tomb_lock, NULL);
 	pthread_mutex_init(&s->heap_lock, NULL);
 	pthread_mutex_init(&s->snap_taker, NULL);
+	pthread_mutex_init(&s->hold_lock, NULL);
 	/* Address space for the ceilings; pages are touched only as the
 	 * heap grows. */
 	s->heap_cap = s->lim.max_parents + s->lim.max_children;
@@ -1184,6 +1219,13 @@ int store_new(const struct store_limits *limits,
 
 static void links_free(struct store *s, struct ptab *links);
 static void tombs_free(struct tenant *t);
+
+/* What one uid's open snapshots hold (see store_snapshot_hold). */
+struct snap_hold {
+	UT_hash_handle hh;             /* s->holds (hold_lock) */
+	uid_t uid;
+	uint64_t bytes;
+};
 
 void store_free(struct store *s)
 {
@@ -1225,6 +1267,15 @@ void store_free(struct store *s)
 	pthread_mutex_destroy(&s->tomb_lock);
 	pthread_mutex_destroy(&s->heap_lock);
 	pthread_mutex_destroy(&s->snap_taker);
+	{
+		struct snap_hold *h, *hh;
+
+		HASH_ITER(hh, s->holds, h, hh) {
+			HASH_DEL(s->holds, h);
+			free(h);
+		}
+	}
+	pthread_mutex_destroy(&s->hold_lock);
 	pthread_rwlock_destroy(&s->world);
 	for (uint32_t i = 0; i < LEASE_CHUNKS && s->lease_dir[i]; i++)
 		free(s->lease_dir[i]);
@@ -2161,8 +2212,8 @@ static struct tomb *tomb_new(const char *name)
 	return tb;
 }
 
-/* File reserved tombstone @tb for @t (t->lock held).  -ENOMEM releases
- * the reservation. */
+/* File tombstone @tb for @t, reserved in the pool and the tenant's
+ * share (t->lock held).  -ENOMEM releases the reservations. */
 static int tomb_insert_locked(struct store *s, struct tenant *t,
 			      struct tomb *tb, uint64_t gen, uint64_t now)
 {
@@ -2172,20 +2223,34 @@ static int tomb_insert_locked(struct store *s, struct tenant *t,
 	hash_oom = 0;
 	HASH_ADD_KEYPTR(hh, t->tombs, tb->name, strlen(tb->name), tb);
 	if (hash_oom) {
+		gauge_sub(&t->tombs_n, 1, "tenant tombstones");
 		gauge_sub(&s->tombs_n, 1, "tombstones");
 		return -ENOMEM;
 	}
 	tomb_enqueue_locked(s, tb, now);
-	gauge_add(&t->tombs_n, 1);
+	return 0;
+}
+
+/* Reserve one tombstone for @t in the pool, then in its share (t->lock
+ * held).  0, -ENOSPC or -EDQUOT (nothing reserved). */
+static int tomb_reserve_locked(struct store *s, struct tenant *t)
+{
+	if (!reserve(&s->tombs_n, 1, s->lim.max_tombstones))
+		return -ENOSPC;
+	if (!reserve(&t->tombs_n, 1, s->lim.tenant_max_tombstones)) {
+		gauge_sub(&s->tombs_n, 1, "tombstones");
+		return -EDQUOT;
+	}
 	return 0;
 }
 
 /*
  * Parent @p has passed its deadline (t->lock held): it leaves as by
  * rmdir, cascade and tombstone.  An expiry cannot be refused, so when the
- * pool is full its tombstone is kept anyway: the pool overshoots by at
- * most the parents that expire while it is full, and rmdir stays refused
- * until it is back under max_tombstones.  Returns the detached links.
+ * pool (or the tenant's share of it) is full its tombstone is kept
+ * anyway: the pool overshoots by at most the parents that expire while
+ * it is full, and rmdir stays refused until it is back under.  Returns
+ * the detached links.
  */
 static struct ptab parent_expire_locked(struct store *s, struct tenant *t,
 					struct parent *p, uint64_t now)
@@ -2195,6 +2260,7 @@ static struct ptab parent_expire_locked(struct store *s, struct tenant *t,
 
 	if (tb) {
 		atomic_fetch_add(&s->tombs_n, 1);
+		atomic_fetch_add(&t->tombs_n, 1);
 		if (tomb_insert_locked(s, t, tb, p->generation, now))
 			free(tb);
 	}
@@ -2265,6 +2331,10 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 		rc = -EEXIST;
 	else if (!reserve(&s->parents_n, 1, s->lim.max_parents))
 		rc = -ENOSPC;
+	else if (!reserve(&t->parents_n, 1, s->lim.tenant_max_parents)) {
+		gauge_sub(&s->parents_n, 1, "parents");
+		rc = -EDQUOT;
+	}
 	if (rc == 0) {
 		tb = tomb_find_locked(s, t, name, now);
 		p->generation = tb ? tb->generation + 1 : 1;
@@ -2272,13 +2342,13 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 		hash_oom = 0;
 		HASH_ADD_KEYPTR(hh, t->parents, p->name, strlen(p->name), p);
 		if (hash_oom) {
+			gauge_sub(&t->parents_n, 1, "tenant parents");
 			gauge_sub(&s->parents_n, 1, "parents");
 			rc = -ENOMEM;
 		} else {
 			/* An explicit rejoin clears the tombstone. */
 			if (tb)
 				tomb_drop_locked(s, t, tb);
-			gauge_add(&t->parents_n, 1);
 			atomic_fetch_add(&s->joins, 1);
 			store_node_ref(&t->node); /* p->tenant */
 			store_node_ref(&p->node); /* the caller's */
@@ -2314,7 +2384,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 	struct ptab links = { 0 }, rlinks = { 0 };
 	uint64_t now = store_now_ms(s);
 	enum store_op op = must_exist ? STORE_OP_LEAVE : STORE_OP_DEPART;
-	int rc = 0;
+	int rc = 0, full;
 
 	newtb = tomb_new(name);
 	if (!newtb)
@@ -2338,15 +2408,17 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 			     (int64_t)tb->generation, -1);
 			break;
 		}
-		if (reserve(&s->tombs_n, 1, s->lim.max_tombstones))
+		full = tomb_reserve_locked(s, t);
+		if (full == 0)
 			break;
 		unlock(&t->lock);
 		reaped_free(s, reaped, &rlinks);
 		reaped = NULL;
+		/* Due tombstones (the tenant's among them) make room. */
 		if (attempt > 0 ||
 		    !tombs_reap(s, now, (unsigned)s->lim.max_tombstones)) {
 			free(newtb);
-			return refuse(s, -ENOSPC);
+			return refuse(s, full);
 		}
 	}
 	if (rc || (!p && tb)) {
@@ -2360,6 +2432,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 		lock(&p->lock);
 		if (!may_remove_parent_locked(s, t, p, cred, now)) {
 			unlock(&p->lock);
+			gauge_sub(&t->tombs_n, 1, "tenant tombstones");
 			gauge_sub(&s->tombs_n, 1, "tombstones");
 			rc = -EACCES;
 		}
@@ -2564,8 +2637,9 @@ static int child_expire(struct store *s, struct child *c, uint64_t now)
 /*
  * The admission checks every new entry in bucket @p passes (p->lock
  * held), in the contract's order: store ready, parent alive, global
- * ceilings, quotas.  On success the entry is reserved in the tenant
- * quota (and a state in max_children when @new_state); the caller
+ * ceilings, quotas (the tenant's share of max_children among them).  On
+ * success the entry is reserved in the tenant quota (and a state in
+ * max_children and the tenant's share when @new_state); the caller
  * inserts or calls admit_undo().
  */
 static int admit_locked(struct store *s, struct parent *p, bool new_state,
@@ -2585,14 +2659,22 @@ static int admit_locked(struct store *s, struct parent *p, bool new_state,
 			gauge_sub(&s->children_n, 1, "children");
 		return -EDQUOT;
 	}
+	if (new_state &&
+	    !reserve(&t->children_n, 1, s->lim.tenant_max_children)) {
+		gauge_sub(&t->links_n, 1, "tenant links");
+		gauge_sub(&s->children_n, 1, "children");
+		return -EDQUOT;
+	}
 	return 0;
 }
 
 static void admit_undo(struct store *s, struct parent *p, bool new_state)
 {
 	gauge_sub(&p->tenant->links_n, 1, "tenant links");
-	if (new_state)
+	if (new_state) {
+		gauge_sub(&p->tenant->children_n, 1, "tenant children");
 		gauge_sub(&s->children_n, 1, "children");
+	}
 }
 
 /* Room for one more entry in @p, whose admission is reserved (p->lock
@@ -2625,11 +2707,10 @@ static void link_attach_locked(struct parent *p, struct link *l)
 static void link_insert_locked(struct store *s, struct parent *p, struct link *l,
 			       bool new_state)
 {
+	(void)new_state; /* its state was counted by admit_locked() */
 	ptab_insert(&p->links, l, l->hash);
 	p->nlinks++;
 	gauge_add(&s->links_n, 1);
-	if (new_state)
-		gauge_add(&p->tenant->children_n, 1);
 	touch_dir(&p->meta);
 }
 
@@ -3025,8 +3106,8 @@ out:
 
 /*
  * Would content of @newlen bytes in @c (now @oldlen) fit?  Checks
- * max_payload and reserves the growth in max_bytes (state's stripe
- * held).  Releases on shrink.
+ * max_payload and reserves the growth in max_bytes and the tenant's
+ * share of it (state's stripe held).  Releases on shrink.
  */
 static int bytes_charge_locked(struct store *s, struct child *c,
 			       size_t oldlen, size_t newlen)
@@ -3036,7 +3117,11 @@ static int bytes_charge_locked(struct store *s, struct child *c,
 	if (newlen > oldlen) {
 		if (!reserve(&s->bytes_n, newlen - oldlen, s->lim.max_bytes))
 			return -ENOSPC;
-		gauge_add(&child_tenant(c)->bytes_n, newlen - oldlen);
+		if (!reserve(&child_tenant(c)->bytes_n, newlen - oldlen,
+			     s->lim.tenant_max_bytes)) {
+			gauge_sub(&s->bytes_n, newlen - oldlen, "bytes");
+			return -EDQUOT;
+		}
 	} else if (newlen < oldlen) {
 		gauge_sub(&s->bytes_n, oldlen - newlen, "bytes");
 		gauge_sub(&child_tenant(c)->bytes_n, oldlen - newlen,
@@ -3156,11 +3241,13 @@ static int stage_reserve(struct store_stage *st, size_t len)
 }
 
 /*
- * The state's current length and liveness, read under its stripe, for a
- * write or truncate of this stage (st->lock held), which notes the
- * state's version and mtime as it found them.  @len may be NULL.
+ * The state's current length, its tenant's bytes and its liveness, read
+ * under its stripe, for a write or truncate of this stage (st->lock
+ * held), which notes the state's version and mtime as it found them.
+ * @len and @tenant_bytes may be NULL.
  */
-static int stage_current(struct store_stage *st, size_t *len)
+static int stage_current(struct store_stage *st, size_t *len,
+			 uint64_t *tenant_bytes)
 {
 	struct store *s = st->s;
 	int rc = 0;
@@ -3170,6 +3257,9 @@ static int stage_current(struct store_stage *st, size_t *len)
 		rc = -ESTALE;
 	if (len)
 		*len = blob_len(st->c->content);
+	if (tenant_bytes)
+		*tenant_bytes = st->c->node.nlink ?
+			atomic_load(&child_tenant(st->c)->bytes_n) : 0;
 	st->seen_version = st->c->version;
 	st->seen_mtime = st->c->meta.mtime;
 	unlock(stripe(s, st->c));
@@ -3181,6 +3271,7 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 {
 	struct store *s = st->s;
 	size_t cur, newlen, projected;
+	uint64_t tbytes = 0;
 	int rc;
 
 	/* The mode is read under the lock: a truncation running in another
@@ -3192,7 +3283,7 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 	}
 	rc = st->failed;
 	if (rc == 0)
-		rc = stage_current(st, &cur);
+		rc = stage_current(st, &cur, &tbytes);
 	if (rc)
 		goto out;
 	if (st->mode == STORE_STAGE_APPEND) {
@@ -3225,6 +3316,11 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 	if (projected > cur &&
 	    atomic_load(&s->bytes_n) + (projected - cur) > s->lim.max_bytes) {
 		rc = -ENOSPC;
+		goto out;
+	}
+	if (projected > cur && s->lim.tenant_max_bytes &&
+	    tbytes + (projected - cur) > s->lim.tenant_max_bytes) {
+		rc = -EDQUOT;
 		goto out;
 	}
 	rc = stage_reserve(st, newlen);
@@ -3348,7 +3444,7 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 	if (rc == 0) {
 		/* A cut is a write: it notes the state as it stands (gone or
 		 * not is the publication's to say). */
-		(void)stage_current(st, NULL);
+		(void)stage_current(st, NULL, NULL);
 		if (size > st->len)
 			memset(st->buf + st->len, 0, size - st->len);
 		st->len = size;
@@ -3784,6 +3880,9 @@ int store_stats(struct store *s, struct store_node *tenant, struct store_stats *
 		o->tombstones = atomic_load(&s->tombs_n);
 		o->bytes = atomic_load(&s->bytes_n);
 	}
+	lock(&s->hold_lock);
+	o->snapshot_bytes = s->held;
+	unlock(&s->hold_lock);
 	o->admissions = atomic_load(&s->admissions);
 	o->removals = atomic_load(&s->removals);
 	o->expiries = atomic_load(&s->expiries);
@@ -3892,6 +3991,17 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 		CHECK(tbytes == atomic_load(&t->bytes_n), "tenant %s bytes %llu != %llu",
 		      t->name, (unsigned long long)tbytes,
 		      (unsigned long long)atomic_load(&t->bytes_n));
+		/* Shares are reserved before the insert; only tombstones
+		 * may overshoot theirs (an expiry cannot be refused). */
+		CHECK(!s->lim.tenant_max_parents || tp <= s->lim.tenant_max_parents,
+		      "tenant %s holds %llu parents, over its share",
+		      t->name, (unsigned long long)tp);
+		CHECK(!s->lim.tenant_max_children || tc <= s->lim.tenant_max_children,
+		      "tenant %s holds %llu children, over its share",
+		      t->name, (unsigned long long)tc);
+		CHECK(!s->lim.tenant_max_bytes || tbytes <= s->lim.tenant_max_bytes,
+		      "tenant %s holds %llu bytes, over its share",
+		      t->name, (unsigned long long)tbytes);
 		parents += tp;
 		children += tc;
 		links += tl;
@@ -3937,15 +4047,27 @@ int store_check_all(struct store *s, char *why, size_t whylen)
 
 /* Drain ------------------------------------------------------------------------------ */
 
-static int do_drain_start(struct store *s, struct tenant *t, uint64_t now)
+static int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
+			  const struct store_cred *cred)
 {
 	int rc = 0;
 
 	if (t) {
 		lock(&t->lock);
-		if (is_dead(&t->node)) {
+		if (is_dead(&t->node))
 			rc = -ESTALE;
-		} else if (atomic_load(&t->drain_state) == STORE_READY) {
+		else if (atomic_load(&t->drain_state) != STORE_READY)
+			cred = NULL; /* running already: nothing starts */
+		/* The clear will remove what a cleanup of the tenant would:
+		 * it starts only for who could do that by hand.  The buckets
+		 * are locked for the check only. */
+		if (rc == 0 && cred && cred->uid != 0) {
+			rc = tenant_lock_for_cascade(s, t, cred);
+			for (struct parent *p = t->parents; p && rc == 0;
+			     p = p->hh.next)
+				unlock(&p->lock);
+		}
+		if (rc == 0 && atomic_load(&t->drain_state) == STORE_READY) {
 			atomic_store(&t->drain_deadline, now + s->lim.drain_window_ms);
 			atomic_store(&t->drain_state, STORE_DRAINING);
 			atomic_fetch_add(&s->tenants_draining, 1);
@@ -4065,12 +4187,18 @@ static void drains_settle_all(struct store *s)
 
 int store_drain(struct store *s, struct store_node *tenant)
 {
+	return store_drain_as(s, tenant, NULL);
+}
+
+int store_drain_as(struct store *s, struct store_node *tenant,
+		   const struct store_cred *cred)
+{
 	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
 	int rc;
 
 	if (tenant && !t)
 		return -EINVAL;
-	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s)));
+	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s), cred));
 	if (rc == 0)
 		drain_settle(s, t, false); /* nothing to wait for: ends now */
 	return rc;
@@ -4083,7 +4211,7 @@ int store_drain_now(struct store *s, struct store_node *tenant)
 
 	if (tenant && !t)
 		return -EINVAL;
-	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s)));
+	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s), NULL));
 	if (rc == 0 && store_drain_state(s, tenant, NULL) != STORE_DRAINED)
 		drain_settle(s, t, true);
 	return rc;
@@ -4864,4 +4992,74 @@ void store_snapshot_free(struct store_snapshot *snap)
 	free(snap->rows);
 	free(snap->arena);
 	memset(snap, 0, sizeof(*snap));
+}
+
+/*
+ * Snapshot memory: what the open snapshots' texts hold, store-wide and per
+ * uid.  The per-uid entries are few (one per uid with an open snapshot)
+ * and go when they hold nothing; the lock is a leaf, held for a hash
+ * lookup.
+ */
+int store_snapshot_hold(struct store *s, uid_t uid, uint64_t bytes)
+{
+	struct snap_hold *h, *fresh = NULL;
+	uint64_t share = uid == 0 ? 0 : s->lim.user_max_snapshot_bytes;
+	int rc = 0;
+
+	if (bytes == 0)
+		return 0;
+	if (share) {
+		/* Allocated before the lock: nothing to undo after it. */
+		fresh = st_calloc(1, sizeof(*fresh));
+		if (!fresh)
+			return -ENOMEM;
+	}
+	lock(&s->hold_lock);
+	HASH_FIND(hh, s->holds, &uid, sizeof(uid), h);
+	if (bytes > s->lim.max_snapshot_bytes ||
+	    s->held > s->lim.max_snapshot_bytes - bytes) {
+		rc = -ENFILE;
+	} else if (share && (bytes > share ||
+			     (h && h->bytes > share - bytes))) {
+		rc = -EMFILE;
+	} else if (share && !h) {
+		fresh->uid = uid;
+		hash_oom = 0;
+		HASH_ADD(hh, s->holds, uid, sizeof(uid), fresh);
+		if (hash_oom) {
+			rc = -ENOMEM;
+		} else {
+			h = fresh;
+			fresh = NULL; /* the table's now */
+		}
+	}
+	if (rc == 0) {
+		s->held += bytes;
+		if (h)
+			h->bytes += bytes;
+	}
+	unlock(&s->hold_lock);
+	free(fresh);
+	return rc;
+}
+
+void store_snapshot_release(struct store *s, uid_t uid, uint64_t bytes)
+{
+	struct snap_hold *h;
+
+	lock(&s->hold_lock);
+	if (s->held < bytes)
+		abort(); /* released more than was held: a bug */
+	s->held -= bytes;
+	HASH_FIND(hh, s->holds, &uid, sizeof(uid), h);
+	if (h) {
+		if (h->bytes < bytes)
+			abort();
+		h->bytes -= bytes;
+		if (h->bytes == 0) {
+			HASH_DEL(s->holds, h);
+			free(h);
+		}
+	}
+	unlock(&s->hold_lock);
 }

@@ -55,6 +55,13 @@ enum store_kind {
 enum store_state { STORE_READY = 0, STORE_DRAINING, STORE_DRAINED };
 
 /*
+ * A tenant's share of a store-wide ceiling left to the store: half the
+ * ceiling, rounded up, so that no one tenant can take all of it.
+ * store_new() puts the number in its place (store_limits() shows it).
+ */
+#define STORE_SHARE_AUTO UINT64_MAX
+
+/*
  * Ceilings, quotas and durations.  0 as a quota or a TTL means "none".
  * Durations are milliseconds.
  */
@@ -69,6 +76,18 @@ struct store_limits {
 	uint64_t tombstone_ttl_ms;
 	uint64_t parent_quota;   /* entries (links) in one parent; 0 = none */
 	uint64_t tenant_quota;   /* entries (links) in one tenant; 0 = none */
+	/* The most of each store-wide ceiling one tenant may hold (its
+	 * share, refused with EDQUOT): 0 = no share, only the ceiling;
+	 * STORE_SHARE_AUTO (the default) = half the ceiling. */
+	uint64_t tenant_max_parents;
+	uint64_t tenant_max_children;   /* states */
+	uint64_t tenant_max_bytes;
+	uint64_t tenant_max_tombstones; /* .depart of any name included */
+	/* Memory open .snapshot files may hold (store_snapshot_hold):
+	 * store-wide, and one uid's share of it (STORE_SHARE_AUTO: half;
+	 * 0: no share; uid 0 has none). */
+	uint64_t max_snapshot_bytes;
+	uint64_t user_max_snapshot_bytes;
 	uint64_t default_ttl_ms; /* TTL a new child starts with; 0 = none */
 	uint64_t drain_window_ms;
 	bool testclock;          /* manual clock advanced through .clock */
@@ -80,7 +99,8 @@ struct store_limits {
 	uint64_t event_log;
 };
 
-/* Fill @l with the documented defaults. */
+/* Fill @l with the documented defaults (the tenant shares
+ * STORE_SHARE_AUTO). */
 void store_limits_default(struct store_limits *l);
 
 /*
@@ -143,7 +163,7 @@ bool store_cred_may(const struct store_cred *c, uid_t uid, gid_t gid,
 
 /*
  * May @c list such a directory (read and search permission, as ls
- * needs)?  The rule of the root's .snapshot and .events filters.
+ * needs)?  The rule of the .snapshot and .events filters.
  */
 bool store_cred_may_list(const struct store_cred *c, uid_t uid, gid_t gid,
 			 mode_t mode);
@@ -199,6 +219,7 @@ enum store_refusal {
 
 struct store_stats {
 	uint64_t tenants, parents, children, links, tombstones, bytes;
+	uint64_t snapshot_bytes;   /* held by open snapshots, store-wide */
 	uint64_t admissions, removals, expiries, joins, leaves;
 	uint64_t refused[STORE_NREFUSAL];
 };
@@ -207,7 +228,8 @@ struct store_stats {
 
 /*
  * Make a new, empty store instance with a fresh random instance id.
- * @clock may be NULL (CLOCK_MONOTONIC).  Returns 0 or -ENOMEM/-EINVAL
+ * @clock may be NULL (CLOCK_MONOTONIC).  Each STORE_SHARE_AUTO share
+ * becomes half its ceiling, rounded up.  Returns 0 or -ENOMEM/-EINVAL
  * (max_name or event_log 0, a duration over STORE_DURATION_MAX_MS).
  */
 int store_new(const struct store_limits *limits,
@@ -299,8 +321,8 @@ int store_getattr(struct store *s, struct store_node *n, struct store_attr *a);
  * bits clear their mode bit and leave the others as they are, so a
  * concurrent chmod is not undone).  A size
  * change of a child is a publication (truncate or zero-extend, version
- * + 1); -EFBIG over max_payload, -ENOSPC over max_bytes, -EISDIR for a
- * directory.  -ESTALE when @n is dead.  Fills @out with the result.
+ * + 1); -EFBIG over max_payload, -ENOSPC over max_bytes, -EDQUOT over
+ * the tenant's share of it, -EISDIR for a directory.  -ESTALE when @n is dead.  Fills @out with the result.
  */
 int store_setattr(struct store *s, struct store_node *n, unsigned mask,
 		  const struct store_attr *in, struct store_attr *out);
@@ -327,8 +349,9 @@ int store_lookup(struct store *s, struct store_node *dir, const char *name,
  * mkdir: in the root, create a tenant; in a tenant, join a parent
  * (generation 1, or the departed tombstone's generation + 1, clearing the
  * tombstone).  Returns the new node with a new reference.
- * -EEXIST live name, -ENOSPC ceiling, -EROFS draining, -EPERM inside a
- * parent, -ESTALE dead @dir.  Names are validated by the caller.
+ * -EEXIST live name, -ENOSPC ceiling, -EDQUOT the tenant's share of
+ * max_parents, -EROFS draining, -EPERM inside a parent, -ESTALE dead
+ * @dir.  Names are validated by the caller.
  */
 int store_mkdir(struct store *s, struct store_node *dir, const char *name,
 		const struct store_owner *owner, struct store_node **out);
@@ -337,7 +360,8 @@ int store_mkdir(struct store *s, struct store_node *dir, const char *name,
  * rmdir: in a tenant, leave parent @name (cascade + departed tombstone,
  * one critical section of the bucket); in the root, clean up tenant
  * @name (everything in it, one transition).  -ENOENT absent, -ENOSPC
- * tombstone pool full (nothing removed); inside a parent, -ENOTDIR for
+ * tombstone pool full, -EDQUOT the tenant's share of it full (nothing
+ * removed); inside a parent, -ENOTDIR for
  * a child and -ENOENT for nothing, as rmdir(2) answers.
  *
  * With @cred (NULL: no check), the cascade must be one @cred could do by
@@ -357,7 +381,9 @@ int store_rmdir(struct store *s, struct store_node *dir, const char *name,
  * Record a departed tombstone for parent @name of tenant @tenant, whether
  * or not it exists (an out-of-order member-left); a live parent leaves
  * with the same cascade as store_rmdir(), under the same @cred check
- * (NULL: none).  -ENOSPC when the pool is full, -EACCES refused.
+ * (NULL: none).  -ENOSPC when the pool is full, -EDQUOT when the
+ * tenant's share of it is (a name that never joined counts like any
+ * other), -EACCES refused.
  */
 int store_depart(struct store *s, struct store_node *tenant, const char *name,
 		 const struct store_cred *cred);
@@ -366,7 +392,9 @@ int store_depart(struct store *s, struct store_node *tenant, const char *name,
  * Admit child @name into parent @parent: one critical section of the
  * bucket (store ready, parent live, ceilings, quotas, insert).  When the
  * name exists: -EEXIST if @excl, else the existing child is returned and
- * *created is false.  -EPERM unless @parent is a parent.
+ * *created is false.  -ENOSPC max_children, -EDQUOT parent_quota,
+ * tenant_quota or the tenant's share of max_children.  -EPERM unless
+ * @parent is a parent.
  */
 int store_create(struct store *s, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
@@ -440,7 +468,8 @@ int store_stage_open(struct store *s, struct store_node *child,
 /*
  * Stage @len bytes at @off (ignored for APPEND).  Limits are checked
  * here so the failing write reports them: -EFBIG over max_payload,
- * -ENOSPC over max_bytes, -ESTALE when the child is gone, -EBADF on a
+ * -ENOSPC over max_bytes, -EDQUOT over the tenant's share of it,
+ * -ESTALE when the child is gone, -EBADF on a
  * read stage.  Returns @len.  A refused write abandons the stage: what
  * it staged is dropped, later writes, the publication (fsync) and the
  * flush (close) return the same error, and nothing is published (the
@@ -469,7 +498,8 @@ int store_stage_truncate(struct store_stage *st, uint64_t size);
 /*
  * Publish the staged content as one transition if the stage is dirty
  * (close, fsync).  -EAGAIN when a CAS stage lost (another publication
- * since open), -ESTALE when the child is gone, -EFBIG/-ENOSPC limits.
+ * since open), -ESTALE when the child is gone, -EFBIG/-ENOSPC/-EDQUOT
+ * limits.
  * On success the stage is clean and based on the new version; on
  * failure it is clean too (the staged bytes are dropped: a failed
  * publication changes nothing and is not retried on release).
@@ -709,6 +739,20 @@ void store_set_attr_hook(struct store *s,
 int store_drain(struct store *s, struct store_node *tenant);
 
 /*
+ * store_drain() as @cred (NULL: no check).  A tenant's drain starts only
+ * when its clear is a cascade @cred could do by hand, by the rule of
+ * store_rmdir() for a tenant (write and search permission on the tenant
+ * when it has parents, each parent passing the rule of a parent's leave,
+ * the sticky bits); else -EACCES and nothing starts.  Judged when the
+ * drain starts, in the same critical section; a drain already running
+ * is not judged again (the write changes nothing).  A drain of the whole
+ * store is not judged: it is its mount owner's.  -ENOMEM when the check
+ * could not be made.
+ */
+int store_drain_as(struct store *s, struct store_node *tenant,
+		   const struct store_cred *cred);
+
+/*
  * End a running drain's window now (a second SIGTERM): the scope is
  * cleared at once.  A scope that is not draining starts and ends in one
  * go.  Returns 0 or -ESTALE.
@@ -795,6 +839,20 @@ struct store_snapshot {
 int store_snapshot_take(struct store *s, struct store_node *tenant,
 			struct store_snapshot *out);
 void store_snapshot_free(struct store_snapshot *snap);
+
+/*
+ * The memory a snapshot's text holds while it is open (fs/ formats it
+ * and keeps it per open file) is bounded: reserve @bytes for @uid
+ * against max_snapshot_bytes and against @uid's share of it,
+ * user_max_snapshot_bytes (uid 0, root, has no share: the store-wide
+ * bound alone), so that no one user's open snapshots take the daemon's
+ * memory.  Returns 0, -ENFILE when the store-wide bound would be passed,
+ * -EMFILE when @uid's share would, -ENOMEM; nothing is held on failure.
+ * Give it back with store_snapshot_release() when the file is closed.
+ * Takes a leaf lock only.
+ */
+int store_snapshot_hold(struct store *s, uid_t uid, uint64_t bytes);
+void store_snapshot_release(struct store *s, uid_t uid, uint64_t bytes);
 
 /* Observability --------------------------------------------------------- */
 

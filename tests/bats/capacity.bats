@@ -52,7 +52,8 @@ snapshot() {
 }
 
 @test "max_children counts states store-wide and refuses with ENOSPC" {
-	statefs_mount -o max_children=2
+	# No tenant share: one tenant reaches the ceiling.
+	statefs_mount -o max_children=2,tenant_max_children=0
 	mkdir -p "$MNT/t/a" "$MNT/t/b"
 	echo 1 >"$MNT/t/a/c1"
 	echo 2 >"$MNT/t/b/c2"
@@ -83,7 +84,7 @@ snapshot() {
 }
 
 @test "max_bytes: content over the store-wide byte ceiling fails with ENOSPC" {
-	statefs_mount -o max_payload=32,max_bytes=40
+	statefs_mount -o max_payload=32,max_bytes=40,tenant_max_bytes=0
 	mkdir -p "$MNT/t/p"
 	printf %032d 1 >"$MNT/t/p/a"
 	echo old >"$MNT/t/p/b"
@@ -104,7 +105,7 @@ snapshot() {
 }
 
 @test "max_bytes: replacing content frees its old bytes" {
-	statefs_mount -o max_payload=32,max_bytes=40
+	statefs_mount -o max_payload=32,max_bytes=40,tenant_max_bytes=0
 	mkdir -p "$MNT/t/p"
 	printf %032d 1 >"$MNT/t/p/a"
 	printf %032d 2 >"$MNT/t/p/a"

@@ -203,7 +203,8 @@ tally() {
 }
 
 @test "max_children under concurrency: exactly the ceiling is admitted and .stats matches ls" {
-	statefs_remount -o max_children=30
+	# No tenant share: the ceiling alone, reached from both tenants.
+	statefs_remount -o max_children=30,tenant_max_children=0
 	mkdir -p "$MNT/t/a" "$MNT/t/b" "$MNT/u/a"
 	local i dirs=("$MNT/t/a" "$MNT/t/b" "$MNT/u/a")
 	for i in $(seq 50); do

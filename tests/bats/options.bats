@@ -5,7 +5,9 @@ load helpers
 
 OPTIONS=(max_tenants max_parents max_children max_bytes max_payload max_name
 	max_tombstones tombstone_ttl parent_quota tenant_quota default_ttl
-	drain_window testclock)
+	drain_window testclock tenant_max_parents tenant_max_children
+	tenant_max_bytes tenant_max_tombstones max_snapshot_bytes
+	user_max_snapshot_bytes)
 
 setup() {
 	DIR=$(mktemp -d "${TMPDIR:-/tmp}/statefs-bats.XXXXXX")
@@ -104,6 +106,15 @@ refused() {
 
 @test "max_payload above max_bytes is refused" {
 	refused max_payload=100,max_bytes=50 max_payload
+}
+
+@test "a tenant or user share above its ceiling is refused and named" {
+	refused tenant_max_parents=100,max_parents=50 tenant_max_parents
+	refused max_tombstones=10,tenant_max_tombstones=11 tenant_max_tombstones
+	refused tenant_max_bytes=-1 tenant_max_bytes
+	refused tenant_max_children=18446744073709551615 tenant_max_children
+	refused max_snapshot_bytes=1000,user_max_snapshot_bytes=1001 user_max_snapshot_bytes
+	refused max_snapshot_bytes=0 max_snapshot_bytes
 }
 
 @test "an unknown option is refused and named" {

@@ -823,3 +823,98 @@ for i in range(5000):
 	assert_output "$before"
 	no_eio
 }
+
+@test "a tenant's .snapshot and .events are opened only by who may list the tenant: a 0711 tenant keeps its names" {
+	as_user "$U1" mkdir -m 0711 "$MNT/sec"
+	as_user "$U1" mkdir "$MNT/sec/hidden-parent"
+	sh_as "$U1" 'echo s >"$1"' "$MNT/sec/hidden-parent/hidden-child"
+	# Search permission alone reaches the special files, as any file.
+	run probe "$U2" "ls sec" "stat sec/.snapshot" "read sec/.snapshot" \
+		"open sec/.events" "read sec/.stats" "read sec/.drain"
+	assert_output "ls sec EACCES
+stat sec/.snapshot OK
+read sec/.snapshot EACCES
+open sec/.events EACCES
+read sec/.stats OK
+read sec/.drain OK"
+	refused "$U2" 'Permission denied' cat "$MNT/sec/.snapshot"
+	refused "$U2" 'Permission denied' timeout 5 cat "$MNT/sec/.events"
+	# The owner and root read them; so does a member of a group the
+	# tenant opens to.
+	run probe "$U1" "read sec/.snapshot" "open sec/.events"
+	assert_output $'read sec/.snapshot OK\nopen sec/.events OK'
+	run awk -F'\t' 'NR > 1 { print $1, $3, $4 }' "$MNT/sec/.snapshot"
+	assert_output $'tenant - -\nparent hidden-parent -\nchild hidden-parent hidden-child'
+	as_user "$U1" chgrp 2000 "$MNT/sec"
+	as_user "$U1" chmod 0751 "$MNT/sec"
+	run probe "$U2" "read sec/.snapshot" "open sec/.events"
+	assert_output $'read sec/.snapshot OK\nopen sec/.events OK'
+	run probe "$U3" "read sec/.snapshot" "open sec/.events"
+	assert_output $'read sec/.snapshot EACCES\nopen sec/.events EACCES'
+	no_eio
+}
+
+@test "an open tenant .events stops showing the tenant while its reader may not list it" {
+	local d=$BATS_TEST_TMPDIR
+	as_user "$U1" mkdir -m 0755 "$MNT/open"
+	# events_as, on the tenant's own stream.
+	as_user "$U2" "$PROBE_PYTHON" -c "$EVENTS_PY" "$MNT/open" >"$d/u2" 2>"$d/u2.open" 3>&- &
+	BG_PIDS+=($!)
+	wait_line "$d/u2.open" open 5
+	"$PROBE_PYTHON" -c "$EVENTS_PY" "$MNT/open" >"$d/root" 2>"$d/root.open" 3>&- &
+	BG_PIDS+=($!)
+	wait_line "$d/root.open" open 5
+	as_user "$U1" mkdir "$MNT/open/before"
+	as_user "$U1" chmod 0700 "$MNT/open"
+	as_user "$U1" mkdir "$MNT/open/secret"
+	sh_as "$U1" 'echo s >"$1"' "$MNT/open/secret/c"
+	as_user "$U1" rmdir "$MNT/open/secret"
+	as_user "$U1" chmod 0755 "$MNT/open"
+	as_user "$U1" mkdir "$MNT/open/end"
+	events_wait
+	run cut -f2- "$d/u2"
+	assert_output "$(evlines join open before - 1 - join open end - 1 -)"
+	run cut -f2- "$d/root"
+	assert_output "$(evlines join open before - 1 - join open secret - 1 - \
+		create open secret c 1 0 write open secret c 1 1 \
+		leave open secret - 1 - join open end - 1 -)"
+	# The same numbers as root's, with a gap.
+	run grep -cvxF -f "$d/root" "$d/u2"
+	assert_output 0
+}
+
+@test "a tenant .drain starts only for who could empty the tenant by hand: another user's parent in a shared tenant stops it" {
+	as_user "$U1" mkdir -m 1777 "$MNT/shared"
+	as_user "$U2" mkdir -m 0755 "$MNT/shared/q"
+	sh_as "$U2" 'echo bob-state >"$1"' "$MNT/shared/q/bobjob"
+	local before
+	before=$(everything)
+	# The tenant's owner may not remove U2's parent by any other way.
+	run probe "$U1" "rmdir shared/q" "rm shared/q/bobjob" "write shared/.drain"
+	assert_output "rmdir shared/q EACCES
+rm shared/q/bobjob EACCES
+write shared/.drain EACCES"
+	refused "$U1" 'Permission denied' bash -c 'echo q >"$1"' _ "$MNT/shared/.depart"
+	refused "$U1" 'Permission denied' bash -c 'echo go >"$1"' _ "$MNT/shared/.drain"
+	# Nothing started: the tenant is ready and admits.
+	run cat "$MNT/shared/.drain"
+	assert_output ready
+	run everything
+	assert_output "$before"
+	as_user "$U3" mkdir "$MNT/shared/r"
+	as_user "$U3" rmdir "$MNT/shared/r"
+	# Once U2's parent is open to its owner, the owner may drain it.
+	as_user "$U2" chmod 0777 "$MNT/shared/q"
+	sh_as "$U1" 'echo go >"$1"' "$MNT/shared/.drain"
+	run cat "$MNT/shared/.drain"
+	assert_output --regexp '^draining [0-9]+$'
+	refused "$U3" 'Read-only file system' mkdir "$MNT/shared/r"
+	# Root may drain any tenant.
+	as_user "$U1" mkdir -m 0755 "$MNT/other"
+	mkdir -m 0700 "$MNT/other/p"
+	chown 1002:1002 "$MNT/other/p"
+	echo >"$MNT/other/.drain"
+	run cat "$MNT/other/.drain"
+	assert_output drained
+	no_eio
+}

@@ -7,7 +7,9 @@
 # Limits: 3 tenants, 6 parents, 30 children, 1500 bytes, 8 entries per
 # parent, 20 per tenant, 100 bytes per child: small enough that every one
 # of them binds (with 6 parents of 8 entries, a children ceiling of 40 would
-# never be reached before the quotas once links share states).
+# never be reached before the quotas once links share states).  No tenant
+# shares (tenant_max_*=0): the store-wide ceilings are to bind from
+# whichever tenant gets there (the shares have their own tests).
 #
 # Phase 1: 24 shells race to make tenants and parents, in three steps so
 # that the shape is always the same: 3 tenants A < B < C with 3, 2 and 1
@@ -25,6 +27,7 @@
 load helpers
 
 LIMITS=max_tenants=3,max_parents=6,max_children=30,max_bytes=1500,parent_quota=8,tenant_quota=20,max_payload=100,drain_window=600
+LIMITS+=,tenant_max_parents=0,tenant_max_children=0,tenant_max_bytes=0,tenant_max_tombstones=0
 NSHELLS=24
 NOPS=60
 

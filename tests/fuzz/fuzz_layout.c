@@ -27,8 +27,11 @@
  *                            value, in range; unknown keys (0) and
  *                            refusals (-EINVAL, one-line message naming
  *                            the option) leave the limits byte-identical
- *   layout_limits_check      0 exactly when every field is in range and
- *                            max_payload <= max_bytes
+ *   layout_limits_check      0 exactly when every field is in range,
+ *                            max_payload <= max_bytes and every tenant
+ *                            or user share is STORE_SHARE_AUTO (half its
+ *                            ceiling, the default, which no option
+ *                            value can spell) or at most its ceiling
  *   layout_format_*          snprintf contract at every capacity
  *
  * Input: byte 0 is max_name (0..255), byte 1 picks an option key and a
@@ -207,9 +210,50 @@ static const struct ropt ropts[] = {
 	{ "cache_timeout", R_SEC, 0, STORE_DURATION_MAX_MS,
 	  FIELD(cache_timeout_ms) },
 	{ "testclock", R_FLAG, 0, 0, FIELD(testclock) },
+	/* Appended, so the seeds' selectors keep their keys. */
+	{ "tenant_max_parents", R_NUM, 0, UINT64_MAX - 1,
+	  FIELD(tenant_max_parents) },
+	{ "tenant_max_children", R_NUM, 0, UINT64_MAX - 1,
+	  FIELD(tenant_max_children) },
+	{ "tenant_max_bytes", R_NUM, 0, UINT64_MAX - 1,
+	  FIELD(tenant_max_bytes) },
+	{ "tenant_max_tombstones", R_NUM, 0, UINT64_MAX - 1,
+	  FIELD(tenant_max_tombstones) },
+	{ "max_snapshot_bytes", R_NUM, 1, UINT64_MAX, FIELD(max_snapshot_bytes) },
+	{ "user_max_snapshot_bytes", R_NUM, 0, UINT64_MAX - 1,
+	  FIELD(user_max_snapshot_bytes) },
 };
 
 #define NROPTS (sizeof(ropts) / sizeof(ropts[0]))
+
+/* Tenant and user shares (README "Options"): each against its
+ * ceiling. */
+static const struct {
+	size_t share, ceiling;
+} rshares[] = {
+	{ FIELD(tenant_max_parents), FIELD(max_parents) },
+	{ FIELD(tenant_max_children), FIELD(max_children) },
+	{ FIELD(tenant_max_bytes), FIELD(max_bytes) },
+	{ FIELD(tenant_max_tombstones), FIELD(max_tombstones) },
+	{ FIELD(user_max_snapshot_bytes), FIELD(max_snapshot_bytes) },
+};
+
+static uint64_t at(const struct store_limits *l, size_t off)
+{
+	uint64_t v;
+
+	memcpy(&v, (const char *)l + off, sizeof(v));
+	return v;
+}
+
+/* Is share field @off the default, left to the store? */
+static bool share_auto(const struct store_limits *l, size_t off)
+{
+	for (size_t i = 0; i < sizeof(rshares) / sizeof(rshares[0]); i++)
+		if (rshares[i].share == off)
+			return at(l, off) == STORE_SHARE_AUTO;
+	return false;
+}
 
 static const struct ropt *ref_option_key(const char *opt, size_t klen)
 {
@@ -445,9 +489,13 @@ static void check_option(const uint8_t *text, size_t tlen,
 	/* The set as a whole. */
 	ok = l.max_payload <= l.max_bytes;
 	for (size_t i = 0; i < NROPTS; i++)
-		if (ropts[i].kind != R_FLAG &&
+		if (ropts[i].kind != R_FLAG && !share_auto(&l, ropts[i].off) &&
 		    (field(&l, &ropts[i]) < ropts[i].min ||
 		     field(&l, &ropts[i]) > ropts[i].max))
+			ok = false;
+	for (size_t i = 0; i < sizeof(rshares) / sizeof(rshares[0]); i++)
+		if (at(&l, rshares[i].share) != STORE_SHARE_AUTO &&
+		    at(&l, rshares[i].share) > at(&l, rshares[i].ceiling))
 			ok = false;
 	memset(lerr, 0, sizeof(lerr));
 	lrc = layout_limits_check(&l, lerr, sizeof(lerr));
@@ -476,6 +524,9 @@ static void check_options(const uint8_t *text, size_t tlen, uint8_t sel)
 		base.max_bytes = tlen;
 		base.max_payload = tlen ? (uint64_t)text[0] * 1024 : 0;
 		base.tombstone_ttl_ms = tlen % 3 == 0 ? 0 : 1500;
+		/* A share that a smaller ceiling leaves above it. */
+		base.tenant_max_parents = tlen % 5 == 0 ? 100 :
+					  STORE_SHARE_AUTO;
 	}
 
 	/* The text as the whole option, then behind a real key. */

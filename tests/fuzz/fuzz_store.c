@@ -57,8 +57,11 @@
  * Ceilings are small so that capacity errors happen: max_children 6,
  * max_parents 4, max_tombstones 2, parent_quota 3, max_payload 8,
  * max_bytes 16, tombstone_ttl 1 s, drain_window 0.5 s; the first input
- * byte picks max_tenants (bit 2: 1, else 2), tenant_quota (bit 1: 5) and
- * default_ttl (bit 0: 700 ms).
+ * byte picks max_tenants (bit 2: 1, else 2), tenant_quota (bit 1: 5),
+ * default_ttl (bit 0: 700 ms) and the tenant shares (bit 3: none, else
+ * the default, half of each ceiling: 2 parents, 3 children, 8 bytes, 1
+ * tombstone per tenant, refused with EDQUOT after the ceiling's
+ * ENOSPC).
  *
  * A mismatch prints the steps so far, each with the return codes of its
  * store calls, and aborts, so libFuzzer keeps the input; run
@@ -365,6 +368,23 @@ static unsigned m_count_tombs(const struct model *m, int only)
 	return n;
 }
 
+/* A tenant's share of @ceiling (README "Options"): @v, or half the
+ * ceiling rounded up for the default; 0 is no share. */
+static uint64_t m_share(uint64_t v, uint64_t ceiling)
+{
+	return v == STORE_SHARE_AUTO ? (ceiling + 1) / 2 : v;
+}
+
+/* Would one more of what tenant @ti holds @have of pass share @v of
+ * @ceiling? */
+static bool m_share_full(uint64_t have, uint64_t more, uint64_t v,
+			 uint64_t ceiling)
+{
+	uint64_t share = m_share(v, ceiling);
+
+	return share && have + more > share;
+}
+
 static unsigned m_count_tenants(const struct model *m)
 {
 	unsigned n = 0;
@@ -605,6 +625,9 @@ static unsigned m_join(struct model *m, int ti, int pi, int rc)
 		return M(EROFS);
 	if (m_count_parents(m, -1) >= MAX_PARENTS)
 		return M(ENOSPC);
+	if (m_share_full(m_count_parents(m, ti), 1, m->lim.tenant_max_parents,
+			 MAX_PARENTS))
+		return M(EDQUOT);
 	if (rc == 0) {
 		/* generation 1, or the tombstone's + 1 (which goes) */
 		memset(p, 0, sizeof(*p));
@@ -638,6 +661,9 @@ static unsigned m_leave(struct model *m, int ti, int pi, bool must_exist,
 	}
 	if (m_count_tombs(m, -1) >= MAX_TOMBS)
 		return M(ENOSPC);
+	if (m_share_full(m_count_tombs(m, ti), 1, m->lim.tenant_max_tombstones,
+			 MAX_TOMBS))
+		return M(EDQUOT);
 	if (rc == 0) {
 		m_tomb_put(m, t, pi, p->live ? p->gen : 0);
 		if (p->live)
@@ -656,7 +682,10 @@ static unsigned m_admit(const struct model *m, int ti, int pi, bool new_state)
 		return M(ENOSPC);
 	if (m_parent_links(&m->t[ti].p[pi]) >= PARENT_QUOTA ||
 	    (m->lim.tenant_quota &&
-	     m_tenant_links(&m->t[ti]) >= m->lim.tenant_quota))
+	     m_tenant_links(&m->t[ti]) >= m->lim.tenant_quota) ||
+	    (new_state && m_share_full(m_count_states(m, ti), 1,
+				       m->lim.tenant_max_children,
+				       MAX_CHILDREN)))
 		return M(EDQUOT);
 	return OK;
 }
@@ -788,6 +817,10 @@ static unsigned m_fits(const struct model *m, int sid, unsigned __int128 n)
 		return M(EFBIG);
 	if (n > cur && m_count_bytes(m, -1) + (n - cur) > MAX_BYTES)
 		return M(ENOSPC);
+	if (n > cur && m_share_full(m_count_bytes(m, m->st[sid].tenant),
+				    (uint64_t)(n - cur), m->lim.tenant_max_bytes,
+				    MAX_BYTES))
+		return M(EDQUOT);
 	return OK;
 }
 
@@ -2223,6 +2256,9 @@ static void fz_setup(struct fz *f, uint8_t cfg)
 	l->parent_quota = PARENT_QUOTA;
 	l->tenant_quota = (cfg & 2) ? 5 : 0;
 	l->default_ttl_ms = (cfg & 1) ? 700 : 0;
+	if (cfg & 8)
+		l->tenant_max_parents = l->tenant_max_children =
+			l->tenant_max_bytes = l->tenant_max_tombstones = 0;
 	l->drain_window_ms = DRAIN_WINDOW;
 	l->testclock = true;
 	/* Nothing here reads events: a small log keeps store_new and

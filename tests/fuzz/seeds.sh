@@ -124,8 +124,9 @@ snapshot_tenant() { bytes 32 "$(p "$1" 0 0 1)" "$2"; }
 	mkdir_t 0
 } >"$S/drain"
 
+# The ceilings from one tenant: config 8, no tenant shares.
 {
-	bytes 0
+	bytes 8
 	mkdir_t 0; join 0 0; join 0 1; join 0 2
 	create 0 0 0; create 0 0 1; create 0 0 2; create 0 1 0
 	create 0 1 1; create 0 1 2; create 0 2 0; link_ 0 0 0 0 2 1
@@ -134,6 +135,17 @@ snapshot_tenant() { bytes 32 "$(p "$1" 0 0 1)" "$2"; }
 	publish 0 1 0 1 5 6 7 8; publish 0 1 1 1 5
 	depart 0 0; depart 0 1; leave 0 2; depart 0 0
 } >"$S/capacity"
+
+# The default tenant shares: t0 fills each of its own, t1 still gets in.
+{
+	bytes 0
+	mkdir_t 0; mkdir_t 1; join 0 0; join 0 1; join 0 2
+	create 0 0 0; create 0 0 1; create 0 1 0; create 0 1 1
+	publish 0 0 0 0 1 2 3 4; publish 0 0 1 0 1 2 3 4
+	publish 0 1 0 0 1 2 3 4
+	join 1 0; create 1 0 0; publish 1 0 0 0 1 2 3 4
+	depart 0 2; leave 0 1; depart 1 2; leave 1 0
+} >"$S/shares"
 
 {
 	bytes 0

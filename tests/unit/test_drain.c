@@ -2182,6 +2182,62 @@ static void test_snapshot_consistent_under_renames(void **state)
 	check_ok(c);
 }
 
+/*
+ * The memory open snapshots hold is bounded store-wide and per uid: a
+ * hold past either is refused (ENFILE, EMFILE) and holds nothing; root
+ * has no share; what is released is free again; .stats counts it.
+ */
+static void test_snapshot_hold_bounds(void **state)
+{
+	struct ctx *c = *state;
+	struct store_limits l;
+
+	store_limits_default(&l);
+	l.max_snapshot_bytes = 1000;
+	reopen(c, &l);
+	assert_int_equal(store_limits(c->s)->user_max_snapshot_bytes, 500);
+
+	assert_int_equal(store_snapshot_hold(c->s, 1002, 501), -EMFILE);
+	assert_int_equal(store_snapshot_hold(c->s, 1001, 300), 0);
+	assert_int_equal(store_snapshot_hold(c->s, 1001, 200), 0);
+	assert_int_equal(store_snapshot_hold(c->s, 1001, 1), -EMFILE);
+	assert_int_equal(stats(c, NULL).snapshot_bytes, 500);
+	/* Another user has its own share; the sum is bounded. */
+	assert_int_equal(store_snapshot_hold(c->s, 1002, 400), 0);
+	assert_int_equal(store_snapshot_hold(c->s, 1003, 101), -ENFILE);
+	assert_int_equal(store_snapshot_hold(c->s, 0, 101), -ENFILE);
+	assert_int_equal(store_snapshot_hold(c->s, 1001, 2000), -ENFILE);
+	/* Root has no share, only the store-wide bound. */
+	assert_int_equal(store_snapshot_hold(c->s, 0, 100), 0);
+	assert_int_equal(stats(c, NULL).snapshot_bytes, 1000);
+	store_snapshot_release(c->s, 1001, 300);
+	assert_int_equal(store_snapshot_hold(c->s, 1003, 300), 0);
+	assert_int_equal(store_snapshot_hold(c->s, 1001, 1), -ENFILE);
+	store_snapshot_release(c->s, 1003, 300);
+	assert_int_equal(store_snapshot_hold(c->s, 1001, 300), 0);
+	store_snapshot_release(c->s, 1001, 300);
+	store_snapshot_release(c->s, 1001, 200);
+	store_snapshot_release(c->s, 1002, 400);
+	store_snapshot_release(c->s, 0, 100);
+	assert_int_equal(stats(c, NULL).snapshot_bytes, 0);
+	/* Nothing held, every share is whole again. */
+	assert_int_equal(store_snapshot_hold(c->s, 1001, 500), 0);
+	store_snapshot_release(c->s, 1001, 500);
+
+	/* Out of memory for a new uid's entry: refused, nothing held. */
+	store_fault_fail_nth(1);
+	assert_int_equal(store_snapshot_hold(c->s, 1004, 10), -ENOMEM);
+	store_fault_fail_nth(0);
+	assert_int_equal(stats(c, NULL).snapshot_bytes, 0);
+
+	/* 0 takes the user share away. */
+	l.user_max_snapshot_bytes = 0;
+	reopen(c, &l);
+	assert_int_equal(store_snapshot_hold(c->s, 1001, 1000), 0);
+	assert_int_equal(store_snapshot_hold(c->s, 1002, 1), -ENFILE);
+	store_snapshot_release(c->s, 1001, 1000);
+}
+
 /* Layout: .snapshot and .drain -------------------------------------------- */
 
 static void test_layout_snapshot_header(void **state)
@@ -2424,6 +2480,7 @@ int main(void)
 		T(test_snapshot_midway_one_per_step),
 		T(test_snapshot_midway_epoch_wrap),
 		T(test_snapshot_consistent_under_renames),
+		T(test_snapshot_hold_bounds),
 		T(test_layout_snapshot_header),
 		T(test_layout_snapshot_rows),
 		T(test_layout_rows_of_a_snapshot),

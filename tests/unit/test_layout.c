@@ -462,6 +462,12 @@ static bool limits_equal(const struct store_limits *a,
 	       a->tombstone_ttl_ms == b->tombstone_ttl_ms &&
 	       a->parent_quota == b->parent_quota &&
 	       a->tenant_quota == b->tenant_quota &&
+	       a->tenant_max_parents == b->tenant_max_parents &&
+	       a->tenant_max_children == b->tenant_max_children &&
+	       a->tenant_max_bytes == b->tenant_max_bytes &&
+	       a->tenant_max_tombstones == b->tenant_max_tombstones &&
+	       a->max_snapshot_bytes == b->max_snapshot_bytes &&
+	       a->user_max_snapshot_bytes == b->user_max_snapshot_bytes &&
 	       a->default_ttl_ms == b->default_ttl_ms &&
 	       a->drain_window_ms == b->drain_window_ms &&
 	       a->testclock == b->testclock;
@@ -488,6 +494,13 @@ static void test_defaults(void **state)
 	assert_int_equal(l.tombstone_ttl_ms, 600000);
 	assert_int_equal(l.parent_quota, 0);
 	assert_int_equal(l.tenant_quota, 0);
+	/* Each share is left to the store: half its ceiling. */
+	assert_true(l.tenant_max_parents == STORE_SHARE_AUTO);
+	assert_true(l.tenant_max_children == STORE_SHARE_AUTO);
+	assert_true(l.tenant_max_bytes == STORE_SHARE_AUTO);
+	assert_true(l.tenant_max_tombstones == STORE_SHARE_AUTO);
+	assert_int_equal(l.max_snapshot_bytes, 536870912);
+	assert_true(l.user_max_snapshot_bytes == STORE_SHARE_AUTO);
 	assert_int_equal(l.default_ttl_ms, 0);
 	assert_int_equal(l.drain_window_ms, 30000);
 	assert_false(l.testclock);
@@ -518,6 +531,20 @@ static void test_option_valid(void **state)
 		{ "parent_quota=10", "parent_quota", 10 },
 		{ "tenant_quota=0", "tenant_quota", 0 },
 		{ "tenant_quota=100", "tenant_quota", 100 },
+		{ "tenant_max_parents=0", "tenant_max_parents", 0 },
+		{ "tenant_max_parents=7", "tenant_max_parents", 7 },
+		{ "tenant_max_children=0", "tenant_max_children", 0 },
+		{ "tenant_max_children=1000", "tenant_max_children", 1000 },
+		{ "tenant_max_bytes=0", "tenant_max_bytes", 0 },
+		{ "tenant_max_bytes=4096", "tenant_max_bytes", 4096 },
+		{ "tenant_max_tombstones=0", "tenant_max_tombstones", 0 },
+		{ "tenant_max_tombstones=3", "tenant_max_tombstones", 3 },
+		{ "max_snapshot_bytes=1", "max_snapshot_bytes", 1 },
+		{ "max_snapshot_bytes=18446744073709551615",
+		  "max_snapshot_bytes", UINT64_MAX },
+		{ "user_max_snapshot_bytes=0", "user_max_snapshot_bytes", 0 },
+		{ "user_max_snapshot_bytes=4096", "user_max_snapshot_bytes",
+		  4096 },
 		{ "default_ttl=0", "default_ttl_ms", 0 },
 		{ "default_ttl=2.25", "default_ttl_ms", 2250 },
 		{ "drain_window=0", "drain_window_ms", 0 },
@@ -607,6 +634,16 @@ static void test_option_invalid(void **state)
 		"tombstone_ttl=10m", "tombstone_ttl=-1",
 		"parent_quota=-1", "parent_quota=ten",
 		"tenant_quota=1.0", "tenant_quota=",
+		/* The largest number stands for "half the ceiling": it is
+		 * not one to give. */
+		"tenant_max_parents=18446744073709551615",
+		"tenant_max_parents=-1", "tenant_max_parents=half",
+		"tenant_max_children=", "tenant_max_children=1.5",
+		"tenant_max_bytes=1G", "tenant_max_bytes=18446744073709551616",
+		"tenant_max_tombstones=x", "tenant_max_tombstones",
+		"max_snapshot_bytes=0", "max_snapshot_bytes=1M",
+		"user_max_snapshot_bytes=18446744073709551615",
+		"user_max_snapshot_bytes=",
 		"default_ttl=0.0001", "default_ttl=1.", "default_ttl=abc",
 		"drain_window=", "drain_window=-30", "drain_window=1e2",
 		"testclock=1", "testclock=0",
@@ -763,7 +800,44 @@ static void test_limits_ranges(void **state)
 	REFUSE(default_ttl_ms, UINT64_MAX, "default_ttl");
 	REFUSE(drain_window_ms, STORE_DURATION_MAX_MS + 1, "drain_window");
 	REFUSE(cache_timeout_ms, UINT64_MAX, "cache_timeout");
+	/* A share above its ceiling is a mistake, not a wish. */
+	REFUSE(tenant_max_parents, 65537, "tenant_max_parents");
+	REFUSE(tenant_max_children, 1048577, "tenant_max_children");
+	REFUSE(tenant_max_bytes, 1073741825, "tenant_max_bytes");
+	REFUSE(tenant_max_tombstones, 65537, "tenant_max_tombstones");
+	REFUSE(max_snapshot_bytes, 0, "max_snapshot_bytes");
+	REFUSE(user_max_snapshot_bytes, 536870913, "user_max_snapshot_bytes");
 #undef REFUSE
+}
+
+/* A share is checked against its ceiling as finally set, in any order;
+ * 0, its ceiling itself and the default (half of it) pass. */
+static void test_limits_shares(void **state)
+{
+	struct store_limits l;
+	char err[200];
+
+	(void)state;
+	store_limits_default(&l);
+	assert_int_equal(layout_option(&l, "tenant_max_parents=100", err,
+				       sizeof(err)), 1);
+	assert_int_equal(layout_limits_check(&l, err, sizeof(err)), 0);
+	assert_int_equal(layout_option(&l, "max_parents=50", err, sizeof(err)),
+			 1);
+	check_limits_refused(&l, "tenant_max_parents");
+	layout_limits_check(&l, err, sizeof(err));
+	assert_non_null(strstr(err, "'100' (at most max_parents, 50)"));
+	assert_int_equal(layout_option(&l, "tenant_max_parents=50", err,
+				       sizeof(err)), 1);
+	assert_int_equal(layout_limits_check(&l, err, sizeof(err)), 0);
+	assert_int_equal(layout_option(&l, "tenant_max_parents=0", err,
+				       sizeof(err)), 1);
+	assert_int_equal(layout_limits_check(&l, err, sizeof(err)), 0);
+	/* Left to the store, a share follows its ceiling, even 1. */
+	store_limits_default(&l);
+	l.max_parents = l.max_children = l.max_bytes = l.max_tombstones = 1;
+	l.max_payload = 1;
+	assert_int_equal(layout_limits_check(&l, err, sizeof(err)), 0);
 }
 
 static void test_limits_message_uses_seconds(void **state)
@@ -809,6 +883,12 @@ static void test_help(void **state)
 		{ "tombstone_ttl=SECONDS", "600" },
 		{ "parent_quota=N", "0" },
 		{ "tenant_quota=N", "0" },
+		{ "tenant_max_parents=N", "half of max_parents" },
+		{ "tenant_max_children=N", "half of max_children" },
+		{ "tenant_max_bytes=N", "half of max_bytes" },
+		{ "tenant_max_tombstones=N", "half of max_tombstones" },
+		{ "max_snapshot_bytes=N", "536870912" },
+		{ "user_max_snapshot_bytes=N", "half of max_snapshot_bytes" },
 		{ "default_ttl=SECONDS", "0" },
 		{ "drain_window=SECONDS", "30" },
 		{ "cache_timeout=SECONDS", "3600" },
@@ -887,9 +967,13 @@ static size_t parse_stats(const char *text, struct kv *kv, size_t max)
 static const char *const root_keys[] = {
 	"instance", "state", "uptime_ms",
 	"tenants", "parents", "children", "links", "tombstones", "bytes",
+	"snapshot_bytes",
 	"max_tenants", "max_parents", "max_children", "max_bytes",
 	"max_payload", "max_name", "max_tombstones", "tombstone_ttl_ms",
-	"parent_quota", "tenant_quota", "default_ttl_ms", "drain_window_ms",
+	"parent_quota", "tenant_quota", "tenant_max_parents",
+	"tenant_max_children", "tenant_max_bytes", "tenant_max_tombstones",
+	"max_snapshot_bytes", "user_max_snapshot_bytes",
+	"default_ttl_ms", "drain_window_ms",
 	"admissions", "removals", "expiries", "joins", "leaves",
 	"refused_capacity", "refused_quota", "refused_payload",
 	"refused_draining", "refused_exists", "refused_stale",
@@ -899,7 +983,9 @@ static const char *const root_keys[] = {
 static const char *const tenant_keys[] = {
 	"instance", "state", "uptime_ms", "tenant",
 	"tenants", "parents", "children", "links", "tombstones", "bytes",
-	"parent_quota", "tenant_quota", "max_payload", "max_name",
+	"parent_quota", "tenant_quota", "tenant_max_parents",
+	"tenant_max_children", "tenant_max_bytes", "tenant_max_tombstones",
+	"max_payload", "max_name",
 	"admissions", "removals", "expiries", "joins", "leaves",
 	"refused_capacity", "refused_quota", "refused_payload",
 	"refused_draining", "refused_exists", "refused_stale",
@@ -914,6 +1000,12 @@ static void sample_view(struct layout_stats_view *v, struct store_limits *l)
 	store_limits_default(l);
 	l->parent_quota = 12;
 	l->tenant_quota = 13;
+	l->tenant_max_parents = 14;
+	l->tenant_max_children = 15;
+	l->tenant_max_bytes = 16;
+	l->tenant_max_tombstones = 17;
+	l->max_snapshot_bytes = 18;
+	l->user_max_snapshot_bytes = 19;
 	l->default_ttl_ms = 1500;
 	memset(v, 0, sizeof(*v));
 	v->instance = 0xabcdef0123ULL;
@@ -925,6 +1017,7 @@ static void sample_view(struct layout_stats_view *v, struct store_limits *l)
 	v->stats.links = 104;
 	v->stats.tombstones = 105;
 	v->stats.bytes = 106;
+	v->stats.snapshot_bytes = 107;
 	v->stats.admissions = 201;
 	v->stats.removals = 202;
 	v->stats.expiries = 203;
@@ -1017,6 +1110,13 @@ static void test_stats_root(void **state)
 	assert_int_equal(u64_of(kv, n, "tombstone_ttl_ms"), 600000);
 	assert_int_equal(u64_of(kv, n, "parent_quota"), 12);
 	assert_int_equal(u64_of(kv, n, "tenant_quota"), 13);
+	assert_int_equal(u64_of(kv, n, "tenant_max_parents"), 14);
+	assert_int_equal(u64_of(kv, n, "tenant_max_children"), 15);
+	assert_int_equal(u64_of(kv, n, "tenant_max_bytes"), 16);
+	assert_int_equal(u64_of(kv, n, "tenant_max_tombstones"), 17);
+	assert_int_equal(u64_of(kv, n, "max_snapshot_bytes"), 18);
+	assert_int_equal(u64_of(kv, n, "user_max_snapshot_bytes"), 19);
+	assert_int_equal(u64_of(kv, n, "snapshot_bytes"), 107);
 	assert_int_equal(u64_of(kv, n, "default_ttl_ms"), 1500);
 	assert_int_equal(u64_of(kv, n, "drain_window_ms"), 30000);
 	free(text);
@@ -1042,6 +1142,10 @@ static void test_stats_tenant(void **state)
 	assert_string_equal(value_of(kv, n, "tenant"), "acme");
 	assert_int_equal(u64_of(kv, n, "parent_quota"), 12);
 	assert_int_equal(u64_of(kv, n, "tenant_quota"), 13);
+	assert_int_equal(u64_of(kv, n, "tenant_max_parents"), 14);
+	assert_int_equal(u64_of(kv, n, "tenant_max_children"), 15);
+	assert_int_equal(u64_of(kv, n, "tenant_max_bytes"), 16);
+	assert_int_equal(u64_of(kv, n, "tenant_max_tombstones"), 17);
 	assert_int_equal(u64_of(kv, n, "max_payload"), 65536);
 	assert_int_equal(u64_of(kv, n, "max_name"), 255);
 	free(text);
@@ -1189,6 +1293,7 @@ int main(void)
 		cmocka_unit_test(test_option_last_wins),
 		cmocka_unit_test(test_limits_payload_vs_bytes),
 		cmocka_unit_test(test_limits_ranges),
+		cmocka_unit_test(test_limits_shares),
 		cmocka_unit_test(test_limits_message_uses_seconds),
 		cmocka_unit_test(test_help),
 		cmocka_unit_test(test_stats_root),

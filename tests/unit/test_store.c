@@ -543,6 +543,7 @@ static void test_max_parents(void **state)
 
 	store_limits_default(&l);
 	l.max_parents = 2;
+	l.tenant_max_parents = 0; /* the ceiling alone */
 	reopen(c, &l);
 
 	t = mk(c, root(c), "t");
@@ -1633,6 +1634,7 @@ static void test_stage_bytes_ceiling(void **state)
 
 	store_limits_default(&l);
 	l.max_bytes = 20;
+	l.tenant_max_bytes = 0; /* the ceiling alone */
 	reopen(c, &l);
 	memset(big, 'x', sizeof big);
 
@@ -1947,6 +1949,160 @@ static void test_parent_quota_rename_replace_in_full_parent(void **state)
 	check_ok(c);
 }
 
+/*
+ * Each store-wide resource a tenant can fill has a per-tenant share,
+ * half the ceiling by default: a tenant at its share gets EDQUOT and
+ * changes nothing, while the others still have their room; the ceiling
+ * still answers ENOSPC first.
+ */
+static void test_tenant_shares(void **state)
+{
+	struct ctx *c = *state;
+	struct store_limits l;
+	struct store_node *t, *u, *a, *b, *x, *y, *c1, *c2, *d1;
+	struct store_stats s0, s1;
+	struct store_stage *st = NULL;
+	struct store_attr in = { .size = 1 };
+
+	store_limits_default(&l);
+	l.max_parents = 4;
+	l.max_children = 5;
+	l.max_bytes = 20;
+	l.max_tombstones = 4;
+	reopen(c, &l);
+	/* Half of each ceiling, rounded up. */
+	assert_int_equal(store_limits(c->s)->tenant_max_parents, 2);
+	assert_int_equal(store_limits(c->s)->tenant_max_children, 3);
+	assert_int_equal(store_limits(c->s)->tenant_max_bytes, 10);
+	assert_int_equal(store_limits(c->s)->tenant_max_tombstones, 2);
+
+	t = mk(c, root(c), "t");
+	u = mk(c, root(c), "u");
+	/* Parents. */
+	a = mk(c, t, "a");
+	b = mk(c, t, "b");
+	s0 = stats(c, NULL);
+	assert_int_equal(mkdir_rc(c, t, "c"), -EDQUOT);
+	s1 = stats(c, NULL);
+	assert_gauges_eq(&s0, &s1);
+	assert_int_equal(s1.refused[STORE_REFUSED_QUOTA],
+			 s0.refused[STORE_REFUSED_QUOTA] + 1);
+	x = mk(c, u, "x");
+	y = mk(c, u, "y");
+	/* At the ceiling, ENOSPC comes first. */
+	assert_int_equal(mkdir_rc(c, u, "z"), -ENOSPC);
+	assert_int_equal(mkdir_rc(c, t, "c"), -ENOSPC);
+
+	/* Children (states): a link adds none. */
+	c1 = cr(c, a, "c1");
+	c2 = cr(c, a, "c2");
+	assert_int_equal(create_rc(c, b, "c3", true), 0);
+	s0 = stats(c, NULL);
+	assert_int_equal(create_rc(c, b, "c4", true), -EDQUOT);
+	s1 = stats(c, NULL);
+	assert_gauges_eq(&s0, &s1);
+	assert_int_equal(store_link(c->s, c1, b, "c1"), 0);
+	d1 = cr(c, x, "d1");
+	assert_int_equal(create_rc(c, y, "d2", true), 0);
+	assert_int_equal(create_rc(c, y, "d3", true), -ENOSPC);
+	assert_gauges(c, t, 1, 2, 3, 4, 0, 0);
+	assert_gauges(c, u, 1, 2, 2, 2, 0, 0);
+
+	/* Bytes: the failing write reports it, the publication and a
+	 * resize too, and the other tenant still has its room. */
+	publish(c, c1, STORE_STAGE_REPLACE, "0123456789");
+	s0 = stats(c, NULL);
+	assert_int_equal(store_stage_open(c->s, c2, STORE_STAGE_REPLACE, &st), 0);
+	assert_int_equal(store_stage_write(st, "x", 1, 0), -EDQUOT);
+	store_stage_close(st);
+	assert_int_equal(store_setattr(c->s, c2, STORE_SET_SIZE, &in, NULL),
+			 -EDQUOT);
+	assert_int_equal(publish_rc(c, c1, STORE_STAGE_APPEND, "!"), -EDQUOT);
+	s1 = stats(c, NULL);
+	assert_gauges_eq(&s0, &s1);
+	assert_int_equal(s1.refused[STORE_REFUSED_QUOTA],
+			 s0.refused[STORE_REFUSED_QUOTA] + 3);
+	publish(c, d1, STORE_STAGE_REPLACE, "abcdefghij");
+	assert_gauges(c, u, 1, 2, 2, 2, 0, 10);
+	/* Shrinking frees the tenant's room. */
+	publish(c, c1, STORE_STAGE_REPLACE, "012345678");
+	publish(c, c2, STORE_STAGE_REPLACE, "x");
+	assert_gauges(c, t, 1, 2, 3, 4, 0, 10);
+
+	/* Tombstones: made-up names fill the tenant's share only; then
+	 * its own leave is refused whole, and the other's works. */
+	assert_int_equal(store_depart(c->s, t, "ghost1", NULL), 0);
+	assert_int_equal(store_depart(c->s, t, "ghost2", NULL), 0);
+	s0 = stats(c, NULL);
+	assert_int_equal(store_depart(c->s, t, "ghost3", NULL), -EDQUOT);
+	assert_int_equal(store_rmdir(c->s, t, "a", NULL), -EDQUOT);
+	assert_int_equal(store_depart(c->s, t, "b", NULL), -EDQUOT);
+	s1 = stats(c, NULL);
+	assert_gauges_eq(&s0, &s1);
+	assert_int_equal(s1.leaves, s0.leaves);
+	assert_true(store_node_live(a));
+	assert_list(c, a, "c1,c2");
+	/* Departing a tombstone's name again takes nothing more. */
+	assert_int_equal(store_depart(c->s, t, "ghost1", NULL), 0);
+	assert_int_equal(store_rmdir(c->s, u, "x", NULL), 0);
+	assert_int_equal(store_depart(c->s, u, "ghost", NULL), 0);
+	/* The pool is full now: ENOSPC comes first. */
+	assert_int_equal(store_rmdir(c->s, u, "y", NULL), -ENOSPC);
+	assert_int_equal(store_depart(c->s, t, "ghost3", NULL), -ENOSPC);
+	assert_gauges(c, t, 1, 2, 3, 4, 2, 10);
+	assert_gauges(c, u, 1, 1, 1, 1, 2, 0);
+	/* Aged out, they make room again. */
+	advance(c, l.tombstone_ttl_ms);
+	assert_int_equal(store_rmdir(c->s, t, "a", NULL), 0);
+	assert_gauges(c, t, 1, 1, 2, 2, 1, 9); /* c1 lives on in b */
+
+	put(c, d1);
+	put(c, c2);
+	put(c, c1);
+	put(c, y);
+	put(c, x);
+	put(c, b);
+	put(c, a);
+	put(c, u);
+	put(c, t);
+	check_ok(c);
+}
+
+/* 0 takes a share away (the ceiling alone); a number sets it. */
+static void test_tenant_shares_explicit(void **state)
+{
+	struct ctx *c = *state;
+	struct store_limits l;
+	struct store_node *t, *p;
+
+	store_limits_default(&l);
+	l.max_parents = 4;
+	l.max_tombstones = 4;
+	l.tenant_max_parents = 0;
+	l.tenant_max_tombstones = 3;
+	reopen(c, &l);
+	assert_int_equal(store_limits(c->s)->tenant_max_parents, 0);
+	assert_int_equal(store_limits(c->s)->tenant_max_tombstones, 3);
+	t = mk(c, root(c), "t");
+	for (int i = 0; i < 4; i++) {
+		char name[16];
+
+		snprintf(name, sizeof name, "p%d", i);
+		assert_int_equal(mkdir_rc(c, t, name), 0);
+	}
+	assert_int_equal(mkdir_rc(c, t, "p4"), -ENOSPC);
+	assert_int_equal(store_depart(c->s, t, "g0", NULL), 0);
+	assert_int_equal(store_depart(c->s, t, "g1", NULL), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p0", NULL), 0);
+	assert_int_equal(store_rmdir(c->s, t, "p1", NULL), -EDQUOT);
+	p = lk(c, t, "p1");
+	assert_true(store_node_live(p));
+	put(c, p);
+	assert_gauges(c, t, 1, 3, 0, 0, 3, 0);
+	put(c, t);
+	check_ok(c);
+}
+
 static void test_tenant_quota(void **state)
 {
 	struct ctx *c = *state;
@@ -2005,6 +2161,7 @@ static void test_max_children_counts_states(void **state)
 
 	store_limits_default(&l);
 	l.max_children = 2;
+	l.tenant_max_children = 0; /* the ceiling alone */
 	reopen(c, &l);
 
 	t = mk(c, root(c), "t");
@@ -2620,6 +2777,70 @@ static void test_depart_cascade_permissions(void **state)
 	check_ok(c);
 }
 
+/*
+ * A tenant's drain clears what a cleanup of the tenant would: it starts
+ * only for a caller that could empty the tenant by hand (the rule of
+ * rmdir of the tenant); a refusal is EACCES and starts nothing.
+ */
+static void test_drain_cascade_permissions(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p;
+	struct store_stats was;
+
+	/* A shared sticky tenant of 1001 where 1002 keeps a 0755 parent
+	 * with a child: its owner may remove the parent from the tenant,
+	 * but could not empty it by hand. */
+	t = mk_as(c, root(c), "shared", 1001, 01777);
+	p = mk_as(c, t, "q", 1002, 0755);
+	cr_as(c, p, "job", 1002);
+	put(c, p);
+	was = stats(c, NULL);
+	assert_int_equal(store_drain_as(c->s, t, &U1), -EACCES);
+	assert_int_equal(store_drain_as(c->s, t, &U3), -EACCES);
+	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_READY);
+	assert_same_gauges(c, &was);
+	assert_list(c, t, "q");
+	assert_int_equal(mkdir_rc(c, t, "late"), 0); /* not draining */
+	assert_int_equal(store_rmdir(c->s, t, "late", NULL), 0);
+	/* Its owner may drain it once the parent is 0777 (or empty). */
+	p = lk(c, t, "q");
+	{
+		struct store_attr in = { .mode = 0777 };
+
+		assert_int_equal(store_setattr(c->s, p, STORE_SET_MODE, &in,
+					       NULL), 0);
+	}
+	put(c, p);
+	assert_int_equal(store_drain_as(c->s, t, &U1), 0);
+	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_DRAINING);
+	/* A running drain is not judged again: nothing starts. */
+	assert_int_equal(store_drain_as(c->s, t, &U3), 0);
+	advance(c, c->lim.drain_window_ms);
+	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_DRAINED);
+	assert_list(c, t, "");
+	put(c, t);
+
+	/* A 0755 tenant of 1001: 1002 could not remove its parents; root
+	 * and a call without credentials may. */
+	t = mk_as(c, root(c), "t", 1001, 0755);
+	p = mk_as(c, t, "p", 1001, 0777);
+	put(c, p);
+	assert_int_equal(store_drain_as(c->s, t, &U2), -EACCES);
+	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_READY);
+	assert_int_equal(store_drain_as(c->s, t, &ROOTC), 0);
+	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_DRAINED);
+	put(c, t);
+	t = mk_as(c, root(c), "u", 1001, 0755);
+	p = mk_as(c, t, "p", 1002, 0700);
+	cr_as(c, p, "c", 1002);
+	put(c, p);
+	assert_int_equal(store_drain_as(c->s, t, NULL), 0);
+	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_DRAINING);
+	put(c, t);
+	check_ok(c);
+}
+
 /* Owner and group of @n as stat shows them, and its mode bits. */
 static void assert_owner(struct ctx *c, struct store_node *n, uid_t uid,
 			 gid_t gid, mode_t mode)
@@ -2704,6 +2925,7 @@ int main(void)
 		T(test_stage_truncate_append_empty),
 		T(test_rmdir_cascade_permissions),
 		T(test_depart_cascade_permissions),
+		T(test_drain_cascade_permissions),
 		T(test_setgid_directories),
 		T(test_root_and_tenant_mkdir),
 		T(test_max_tenants),
@@ -2744,6 +2966,8 @@ int main(void)
 		T(test_parent_quota),
 		T(test_parent_quota_rename_replace_in_full_parent),
 		T(test_tenant_quota),
+		T(test_tenant_shares),
+		T(test_tenant_shares_explicit),
 		T(test_max_children_counts_states),
 		T(test_list_entries),
 		T(test_stats_counters),
