@@ -114,6 +114,8 @@ struct fs {
 	_Atomic pid_t echo_tid;
 	char echo_name[NAME_MAX + 1];
 	uint64_t echo_ino;
+	uint64_t echo_dir_ino;           /* the directory it went from; 0:
+					  * not known (a child's parent) */
 	char echo_tenant[NAME_MAX + 1];  /* the path's first step, which */
 	uint64_t echo_tenant_ino;        /* may be gone from the store too */
 	bool echo_dir;
@@ -192,11 +194,16 @@ void fs_events_release(struct fs *fs, struct fs_file *f);
 /*
  * Echoes: the echo thread removes, through the mount, a node the store
  * already removed by itself, so the kernel raises the inotify events.
- * fs_echo_lookup() answers a lookup of that name from the echo thread
- * (true: replied); fs_echo_remove() answers its unlink/rmdir (true:
- * replied) without touching the store.
+ * fs_echo_lookup() answers a lookup of that name in directory @dir from
+ * the echo thread when the store has no node of that name there (true:
+ * replied).  fs_echo_remove() answers every unlink/rmdir of the echo
+ * thread (true: replied; false: not the echo thread's) without touching
+ * the store: it succeeds only when no live node owns the name, so an
+ * echo never takes a new incarnation from the kernel's view.
  */
-bool fs_echo_lookup(fuse_req_t req, struct fs *fs, const char *name);
-bool fs_echo_remove(fuse_req_t req, struct fs *fs, const char *name, bool dir);
+bool fs_echo_lookup(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
+		    const char *name);
+bool fs_echo_remove(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
+		    const char *name, bool isdir);
 
 #endif /* STATEFS_FS_H */

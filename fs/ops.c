@@ -185,8 +185,10 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (rc == 0)
 		rc = entry_fill(fs, n, &e);
 	/* The echo thread walks to names the store removed already (their
-	 * directory may be gone as well). */
-	if (rc < 0 && fs_echo_lookup(req, fs, name))
+	 * directory may be gone as well); a name the store has is never
+	 * the echo's. */
+	if ((rc == -ENOENT || (rc == -ESTALE && !n)) &&
+	    fs_echo_lookup(req, fs, parent, name))
 		rc = 1;
 	if (rc < 0)
 		reply_err(req, rc);
@@ -417,7 +419,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs_cred fc = { 0 };
 	int rc;
 
-	if (fs_echo_remove(req, fs, name, dir))
+	if (fs_echo_remove(req, fs, parent, name, dir))
 		rc = 1;
 	else if (!d)
 		rc = -ESTALE;

@@ -21,8 +21,14 @@
  *    the parent directory on this kernel) and drops its cached entry.
  *    The echo's requests are recognised by the thread id and answered
  *    from the echo record without touching the store, so an echo can never
- *    remove anything; an echo is skipped when a newer incarnation owns
- *    the name already.
+ *    remove anything from the store.  Nor from the kernel's view, unless
+ *    it is the incarnation that went: an echo removes a name only while
+ *    the kernel holds that inode number under it and no live node owns
+ *    the name (judged under the kernel's lock of the directory, which
+ *    every new incarnation of a name is made under).  So a watcher sees
+ *    the old node's DELETE before a new one's CREATE, or, when a rejoin
+ *    or re-create got there first, no DELETE for the old one at all;
+ *    never a DELETE after the new CREATE.
  *
  *  - the inval thread keeps the kernel's caches honest.  The kernel may
  *    keep names and attributes for -o cache_timeout, never past a lease
@@ -943,7 +949,8 @@ static bool from_echo(fuse_req_t req, struct fs *fs)
 	return fuse_req_ctx(req)->pid == atomic_load(&fs->echo_tid);
 }
 
-bool fs_echo_lookup(fuse_req_t req, struct fs *fs, const char *name)
+bool fs_echo_lookup(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
+		    const char *name)
 {
 	struct fuse_entry_param e = { 0 };
 	bool mine;
@@ -951,14 +958,16 @@ bool fs_echo_lookup(fuse_req_t req, struct fs *fs, const char *name)
 	if (!from_echo(req, fs))
 		return false;
 	pthread_mutex_lock(&fs->echo_lock);
-	mine = fs->echo_armed && strcmp(fs->echo_name, name) == 0;
+	mine = fs->echo_armed && strcmp(fs->echo_name, name) == 0 &&
+	       (!fs->echo_dir_ino || fs->echo_dir_ino == dir);
 	if (mine) {
 		/* The node is gone from the store: the kernel gets an entry
 		 * for the old inode number only so it can remove it.  It
 		 * never reaches the store: any use answers ESTALE. */
 		e.ino = fs->echo_ino;
 		e.attr.st_mode = fs->echo_dir ? S_IFDIR | 0755 : S_IFREG | 0644;
-	} else if (fs->echo_armed && strcmp(fs->echo_tenant, name) == 0) {
+	} else if (fs->echo_armed && dir == STORE_ROOT_INO &&
+		   strcmp(fs->echo_tenant, name) == 0) {
 		/* The way there: a tenant a drain removed with its parents. */
 		mine = true;
 		e.ino = fs->echo_tenant_ino;
@@ -975,21 +984,50 @@ bool fs_echo_lookup(fuse_req_t req, struct fs *fs, const char *name)
 	return mine;
 }
 
-bool fs_echo_remove(fuse_req_t req, struct fs *fs, const char *name, bool dir)
+/* Does a live node own @name in kernel directory @dir now? */
+static bool live_in(struct fs *fs, fuse_ino_t dir, const char *name)
+{
+	struct store_node *d = store_ino_get(fs->store, dir), *n = NULL;
+	bool live = d && store_lookup(fs->store, d, name, &n) == 0;
+
+	if (n)
+		store_node_unref(fs->store, n);
+	if (d)
+		store_node_unref(fs->store, d);
+	return live;
+}
+
+bool fs_echo_remove(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
+		    const char *name, bool isdir)
 {
 	bool mine;
 
 	if (!from_echo(req, fs))
 		return false;
+	/*
+	 * The kernel holds @dir locked from its lookup of the name to this
+	 * reply, and every new incarnation of a name in @dir (mkdir, create,
+	 * link, rename) is made under that lock: so if no live node owns
+	 * the name now, the node the kernel is removing is not a live one,
+	 * and a mkdir that follows comes after this removal (its CREATE
+	 * after this DELETE).  Anything else of the echo thread's, or a
+	 * name a live node owns, is refused: the echo never reaches the
+	 * store.
+	 */
 	pthread_mutex_lock(&fs->echo_lock);
-	mine = fs->echo_armed && fs->echo_dir == dir &&
-	       strcmp(fs->echo_name, name) == 0;
-	if (mine)
-		fs->echo_armed = false;
+	mine = fs->echo_armed && fs->echo_dir == isdir &&
+	       strcmp(fs->echo_name, name) == 0 &&
+	       (!fs->echo_dir_ino || fs->echo_dir_ino == dir);
 	pthread_mutex_unlock(&fs->echo_lock);
-	if (mine)
-		fuse_reply_err(req, 0);
-	return mine;
+	if (mine && live_in(fs, dir, name))
+		mine = false;
+	if (mine) {
+		pthread_mutex_lock(&fs->echo_lock);
+		fs->echo_armed = false;
+		pthread_mutex_unlock(&fs->echo_lock);
+	}
+	fuse_reply_err(req, mine ? 0 : ENOENT);
+	return true;
 }
 
 /* Does a live node own the name @ev removed (depth @depth) now? */
@@ -1017,6 +1055,7 @@ static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
 	bool dir = depth < 3;
 	const char *name = depth == 1 ? ev->tenant : depth == 2 ? ev->parent : ev->child;
 	char path[3 * (NAME_MAX + 1)];
+	struct statx stx;
 
 	if (!ev->internal || ev->ino == 0 || !*name || strlen(name) > NAME_MAX)
 		return;
@@ -1038,11 +1077,25 @@ static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
 		 depth > 1 ? ev->tenant : "");
 	fs->echo_tenant_ino = ev->tenant_ino;
 	fs->echo_ino = ev->ino;
+	fs->echo_dir_ino = depth == 1 ? STORE_ROOT_INO :
+			   depth == 2 ? ev->tenant_ino : 0;
 	fs->echo_dir = dir;
 	fs->echo_armed = true;
 	pthread_mutex_unlock(&fs->echo_lock);
-	/* Failure is fine: the directory may be gone too (a cascade). */
-	(void)unlinkat(rootfd, path, dir ? AT_REMOVEDIR : 0);
+	/*
+	 * Only the incarnation that went is removed: the kernel may hold
+	 * another under the name by now (a rejoin that raced this echo), and
+	 * removing that would take a live directory from the kernel's view
+	 * (it marks a removed directory dead for good) and tell watchers it
+	 * went after they saw it come.  The inode the kernel holds is read
+	 * without asking the daemon (AT_STATX_DONT_SYNC); a name it does not
+	 * hold is looked up and answered from the echo record.  What changes
+	 * between this and the removal, fs_echo_remove() judges.  Failure is
+	 * fine: the directory may be gone too (a cascade).
+	 */
+	if (statx(rootfd, path, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
+		  STATX_INO, &stx) == 0 && stx.stx_ino == ev->ino)
+		(void)unlinkat(rootfd, path, dir ? AT_REMOVEDIR : 0);
 	pthread_mutex_lock(&fs->echo_lock);
 	fs->echo_armed = false;
 	pthread_mutex_unlock(&fs->echo_lock);
