@@ -263,12 +263,18 @@ int store_getattr(struct store *s, struct store_node *n, struct store_attr *a);
 #define STORE_SET_ATIME (1u << 3)
 #define STORE_SET_MTIME (1u << 4)
 #define STORE_SET_SIZE  (1u << 5)
+#define STORE_SET_RENEW (1u << 6)  /* renew the lease too (touch) */
 
 /*
- * Change attributes of @n: the fields named by @mask from @in.  A size
- * change of a child is a publication (truncate or zero-extend, version
- * + 1); -EFBIG over max_payload, -ENOSPC over max_bytes, -EISDIR for a
- * directory.  -ESTALE when @n is dead.  Fills @out with the result.
+ * Change attributes of @n: the fields named by @mask from @in, as one
+ * transition with one outcome: every refusal comes before the first
+ * change.  A size change of a child is a publication (truncate or
+ * zero-extend, version + 1); -EFBIG over max_payload, -ENOSPC over
+ * max_bytes, -EISDIR for a directory.  STORE_SET_RENEW also renews the
+ * lease of a child or parent as store_renew() does (-EROFS while
+ * draining, for a node that has a lease; ignored for other kinds).
+ * -ESTALE when @n is dead.  Fills @out (may be NULL) with the
+ * attributes as of the transition.
  */
 int store_setattr(struct store *s, struct store_node *n, unsigned mask,
 		  const struct store_attr *in, struct store_attr *out);
@@ -355,6 +361,27 @@ int store_unlink(struct store *s, struct store_node *parent, const char *name);
 int store_link(struct store *s, struct store_node *child,
 	       struct store_node *parent, const char *name);
 
+/*
+ * The transitions that give the kernel an entry (mkdir, create, link)
+ * come in a second form for the adapter, store_*_entry(): the same
+ * transition, which also counts the kernel's lookup of the node (as
+ * store_ino_remember()) and fills @attr with the node's attributes as of
+ * the transition.  Both happen inside it, the remember before anything
+ * changes (-ENOMEM: nothing changed), so once the store has changed the
+ * reply has nothing left that can fail.  See store_mkdir(),
+ * store_create() and store_link() for the rest.
+ */
+int store_mkdir_entry(struct store *s, struct store_node *dir, const char *name,
+		      const struct store_owner *owner, struct store_node **out,
+		      struct store_attr *attr);
+int store_create_entry(struct store *s, struct store_node *parent,
+		       const char *name, const struct store_owner *owner,
+		       bool excl, struct store_node **out, bool *created,
+		       struct store_attr *attr);
+int store_link_entry(struct store *s, struct store_node *child,
+		     struct store_node *parent, const char *name,
+		     struct store_attr *attr);
+
 #define STORE_RENAME_NOREPLACE (1u << 0)
 #define STORE_RENAME_EXCHANGE  (1u << 1)
 
@@ -406,6 +433,18 @@ int store_stage_open(struct store *s, struct store_node *child,
 		     enum store_stage_mode mode, struct store_stage **out);
 
 /*
+ * store_stage_open() in two steps, for an open that creates its child
+ * (FUSE create): store_stage_new() takes what can fail (-ENOMEM) before
+ * the admission, store_stage_attach() binds the stage to the child the
+ * admission returned and cannot fail.  A stage attached to a child that
+ * was removed in between answers -ESTALE from then on.  An unattached
+ * stage is freed with store_stage_close().
+ */
+int store_stage_new(struct store *s, enum store_stage_mode mode,
+		    struct store_stage **out);
+void store_stage_attach(struct store_stage *st, struct store_node *child);
+
+/*
  * Stage @len bytes at @off (ignored for APPEND).  Limits are checked
  * here so the failing write reports them: -EFBIG over max_payload,
  * -ENOSPC over max_bytes, -ESTALE when the child is gone, -EBADF on a
@@ -428,8 +467,18 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf,
 ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 			 uint64_t off);
 
-/* Truncate or extend the staged content (ftruncate on an open file). */
+/* Truncate or extend the staged content (ftruncate on an open file).
+ * -EFBIG over max_payload, -EBADF on a read stage, -ENOMEM. */
 int store_stage_truncate(struct store_stage *st, uint64_t size);
+
+/*
+ * Take every refusal of store_stage_truncate(@st, @size) now, changing
+ * nothing (the room it needs is made), so that the truncate which follows
+ * cannot fail, unless another write of the same stage grew it meanwhile:
+ * for a truncate that goes with a transition (fs/: an ftruncate also
+ * sets the times).
+ */
+int store_stage_truncate_reserve(struct store_stage *st, uint64_t size);
 
 /*
  * Publish the staged content as one transition if the stage is dirty
