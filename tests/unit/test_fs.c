@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -893,6 +894,210 @@ static void test_echo_never_removes_from_the_store(void **state)
 	fs_down(fs);
 }
 
+/* A failed call changes nothing ----------------------------------------------- */
+
+/* The handlers alone, as in the daemon but with no watch threads (which
+ * allocate through the store too): so the Nth allocation a test makes
+ * fail is the handler's. */
+static atomic_uint_fast64_t bare_now = 1000; /* the bare stores' clock, ms */
+
+static uint64_t bare_clock(void *arg)
+{
+	(void)arg;
+	return atomic_load(&bare_now);
+}
+
+static struct fs *fs_bare(void)
+{
+	struct fs *fs = calloc(1, sizeof(*fs));
+	struct store_clock clock = { bare_clock, NULL };
+	struct store_limits l;
+
+	assert_non_null(fs);
+	store_limits_default(&l);
+	l.max_payload = 16;
+	assert_int_equal(store_new(&l, &clock, &fs->store), 0);
+	fs_watch_init(fs);
+	fs->se = (struct fuse_session *)&fake_session;
+	return fs;
+}
+
+static void fs_bare_down(struct fs *fs)
+{
+	store_free(fs->store);
+	free(fs);
+}
+
+enum made_by { BY_MKDIR_TENANT, BY_MKDIR_PARENT, BY_CREATE, BY_OPEN_CREAT,
+	       BY_MKNOD, BY_LINK };
+
+static const char *const made_by_name[] = {
+	"mkdir of a tenant", "mkdir of a parent", "create (O_EXCL)",
+	"create of an existing child", "mknod", "link",
+};
+
+/* Run one handler that gives the kernel a new entry; its errno. */
+static int make_entry(struct fs *fs, enum made_by by, uint64_t t_ino,
+		      uint64_t p_ino, uint64_t a_ino)
+{
+	struct fuse_file_info fi = { 0 };
+	struct fuse_req req;
+
+	req_init(&req, fs);
+	switch (by) {
+	case BY_MKDIR_TENANT:
+		fs_ops.mkdir(&req, STORE_ROOT_INO, "n", 0755);
+		break;
+	case BY_MKDIR_PARENT:
+		fs_ops.mkdir(&req, t_ino, "q", 0755);
+		break;
+	case BY_CREATE:
+	case BY_OPEN_CREAT:
+		fi.flags = O_CREAT | O_WRONLY | (by == BY_CREATE ? O_EXCL : 0);
+		fs_ops.create(&req, p_ino, by == BY_CREATE ? "x" : "a", 0644, &fi);
+		break;
+	case BY_MKNOD:
+		fs_ops.mknod(&req, p_ino, "x", S_IFREG | 0644, 0);
+		break;
+	case BY_LINK:
+		fs_ops.link(&req, a_ino, p_ino, "a2");
+		break;
+	}
+	assert_true(req.replied);
+	if (req.err == 0 && fi.fh) {
+		struct fuse_req rel;
+
+		req_init(&rel, fs);
+		fs_ops.release(&rel, 0, &fi);
+	}
+	return req.err;
+}
+
+/* What a failed call must not have changed: the gauges and counters. */
+static void counters(struct fs *fs, struct store_stats *st)
+{
+	assert_int_equal(store_stats(fs->store, NULL, st), 0);
+}
+
+/*
+ * Every allocation of mkdir, create, mknod and link fails in turn (the
+ * store's, which the fault hook counts): a call that fails has changed
+ * nothing, in the store, its counters or its event log.  The ones that
+ * allocate after the transition (the inode table, the open file) used to
+ * fail with the join or admission standing, or took it back with an
+ * unlink line.
+ */
+static void test_failed_entry_calls_change_nothing(void **state)
+{
+	(void)state;
+	for (int by = BY_MKDIR_TENANT; by <= BY_LINK; by++) {
+		unsigned long n, failed = 0;
+
+		for (n = 1; n < 1000; n++) {
+			struct fs *fs = fs_bare();
+			struct store_node *t, *p, *a = NULL;
+			struct store_stats before, after;
+			struct store_event_reader r;
+			const struct store_owner fown = { 0, 0, 0644 };
+			uint64_t t_ino, p_ino, a_ino;
+			bool created, reached;
+			int err;
+
+			t = mk(fs, store_root(fs->store), "t");
+			p = mk(fs, t, "p");
+			assert_int_equal(store_create(fs->store, p, "a", &fown,
+						      true, &a, &created), 0);
+			t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+			p_ino = kernel_lookup(fs, t_ino, "p");
+			a_ino = kernel_lookup(fs, p_ino, "a");
+			counters(fs, &before);
+			store_events_open(fs->store, NULL, &r);
+			store_fault_fail_nth(n);
+			err = make_entry(fs, (enum made_by)by, t_ino, p_ino, a_ino);
+			reached = !store_fault_armed();
+			store_fault_fail_nth(0);
+			if (err) {
+				failed++;
+				if (err != ENOMEM)
+					fail_msg("%s, allocation %lu failing: "
+						 "errno %d", made_by_name[by], n,
+						 err);
+				counters(fs, &after);
+				if (memcmp(&before, &after, sizeof(before)) != 0)
+					fail_msg("%s failed (allocation %lu) and "
+						 "the store's counters changed",
+						 made_by_name[by], n);
+				if (store_events_pending(fs->store, &r))
+					fail_msg("%s failed (allocation %lu) and "
+						 "left a line in .events",
+						 made_by_name[by], n);
+			}
+			store_node_unref(fs->store, a);
+			store_node_unref(fs->store, p);
+			store_node_unref(fs->store, t);
+			fs_bare_down(fs);
+			if (!reached)
+				break;
+		}
+		print_message("# %s: %lu allocations, %lu failed calls, each "
+			      "without a trace\n", made_by_name[by], n - 1,
+			      failed);
+		assert_true(failed > 0);
+	}
+}
+
+/*
+ * A setattr that sets the times renews the lease (touch) in the same
+ * transition as the rest: refused (here a size over max_payload), it
+ * renews nothing; accepted, the reply carries what the transition made.
+ */
+static void test_refused_setattr_renews_nothing(void **state)
+{
+	struct fs *fs = fs_bare();
+	const struct store_owner fown = { 0, 0, 0644 };
+	struct store_node *t, *p, *a = NULL;
+	struct store_lease lease;
+	struct stat st = { 0 };
+	struct fuse_req req;
+	uint64_t t_ino, p_ino, a_ino;
+	bool created;
+
+	(void)state;
+	t = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, t, "p");
+	assert_int_equal(store_create(fs->store, p, "a", &fown, true, &a,
+				      &created), 0);
+	t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+	p_ino = kernel_lookup(fs, t_ino, "p");
+	a_ino = kernel_lookup(fs, p_ino, "a");
+	atomic_store(&bare_now, 1000);
+	assert_int_equal(store_set_ttl(fs->store, a, 60000), 0);
+	atomic_store(&bare_now, 2000);
+
+	st.st_size = 17;
+	req_init(&req, fs);
+	fs_ops.setattr(&req, a_ino, &st,
+		       FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME_NOW |
+		       FUSE_SET_ATTR_MTIME, NULL);
+	assert_int_equal(req.err, EFBIG);
+	assert_int_equal(store_lease_get(fs->store, a, &lease), 0);
+	assert_int_equal(lease.deadline_ms, 61000);
+
+	st.st_size = 3;
+	req_init(&req, fs);
+	fs_ops.setattr(&req, a_ino, &st,
+		       FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME_NOW |
+		       FUSE_SET_ATTR_MTIME, NULL);
+	assert_int_equal(req.err, 0);
+	assert_int_equal(store_lease_get(fs->store, a, &lease), 0);
+	assert_int_equal(lease.deadline_ms, 62000);
+
+	store_node_unref(fs->store, a);
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, t);
+	fs_bare_down(fs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -903,6 +1108,8 @@ int main(void)
 		cmocka_unit_test(test_getattr_overtaken_by_publication),
 		cmocka_unit_test(test_echo_spares_a_new_incarnation),
 		cmocka_unit_test(test_echo_never_removes_from_the_store),
+		cmocka_unit_test(test_failed_entry_calls_change_nothing),
+		cmocka_unit_test(test_refused_setattr_renews_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
