@@ -88,6 +88,8 @@ struct fs {
 	uint64_t echo_seq;              /* watch_lock: the echo reads next */
 	uint64_t inval_asked, inval_done;
 	struct fs_inval *inval_queue;
+	bool inval_quit;                /* watch_lock: the inval thread ends
+					 * (fs_watch_quiesce) */
 
 	/*
 	 * Entry and attribute replies in flight, and the invalidations
@@ -143,6 +145,12 @@ void fs_watch_join(struct fs *fs);
 /* The store's event hook: wakes the events thread (and the echo thread
  * after an internal transition). */
 void fs_watch_hook(void *arg, bool internal);
+/*
+ * The session is about to end on its own (a drain), the workers still
+ * answering: let the echo and inval threads finish what the log holds
+ * (bounded), then end the inval thread, while its notifications can still
+ * complete.  Call before fuse_session_exit().
+ */
 void fs_watch_quiesce(struct fs *fs);
 /* After the unmount, before the session goes: end the inval thread. */
 void fs_inval_join(struct fs *fs);

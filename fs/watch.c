@@ -707,7 +707,8 @@ static void wait_caught_up(struct fs *fs, long ms, bool echo)
 	if (echo)
 		pthread_cond_signal(&fs->echo_cond);
 	while (!fs->stopping &&
-	       ((inval && (fs->inval_seq < head.next || fs->inval_done < asked)) ||
+	       ((inval && !fs->inval_quit &&
+		 (fs->inval_seq < head.next || fs->inval_done < asked)) ||
 		(echo && fs->echo_seq < head.next)))
 		if (pthread_cond_timedwait(&fs->inval_progress, &fs->watch_lock,
 					   &dl) == ETIMEDOUT)
@@ -779,6 +780,12 @@ static int inval_everything(struct fs *fs, bool remember)
 	return rc;
 }
 
+/* Is the inval thread to end (watch_lock held)? */
+static bool inval_ending(struct fs *fs)
+{
+	return fs->stopping || fs->inval_quit;
+}
+
 /*
  * The inval thread's part of "Replies in flight": take the invalidations
  * remembered so far, start a new epoch, wait until every reply counted in
@@ -795,7 +802,7 @@ static void resend_after_grace(struct fs *fs)
 	 * (under a steady load of publications, a wake-up and a wait per
 	 * close would otherwise fall on the CPUs the callers need). */
 	pthread_mutex_lock(&fs->watch_lock);
-	if (!fs->stopping && !fs->inval_queue) {
+	if (!inval_ending(fs) && !fs->inval_queue) {
 		struct timespec ts = deadline_in(RESEND_GATHER_MS);
 
 		pthread_cond_timedwait(&fs->inval_cond, &fs->watch_lock, &ts);
@@ -807,7 +814,7 @@ static void resend_after_grace(struct fs *fs)
 
 	pthread_mutex_lock(&fs->watch_lock);
 	atomic_store(&fs->grace_waiter, (int)old + 1);
-	while (!fs->stopping && atomic_load(&fs->replies[old].n) != 0) {
+	while (!inval_ending(fs) && atomic_load(&fs->replies[old].n) != 0) {
 		/* Woken by the last of them (fs_reply_end); the timeout
 		 * is only a safety net. */
 		struct timespec ts = deadline_in(GRACE_POLL_MS);
@@ -815,7 +822,7 @@ static void resend_after_grace(struct fs *fs)
 		pthread_cond_timedwait(&fs->inval_cond, &fs->watch_lock, &ts);
 	}
 	atomic_store(&fs->grace_waiter, 0);
-	stopping = fs->stopping;
+	stopping = inval_ending(fs);
 	pthread_mutex_unlock(&fs->watch_lock);
 	while (q) {
 		struct fs_inval *next = q->next;
@@ -868,14 +875,14 @@ static void *inval_main(void *arg)
 
 			events = backoff ? deadline_passed(&retry) :
 				 store_events_pending(fs->store, &r);
-			if (fs->stopping || fs->inval_queue || events ||
+			if (inval_ending(fs) || fs->inval_queue || events ||
 			    atomic_load(&fs->resend) ||
 			    atomic_load(&fs->resend_all))
 				break;
 			ts = backoff ? retry : deadline_in(1000);
 			pthread_cond_timedwait(&fs->inval_cond, &fs->watch_lock, &ts);
 		}
-		if (fs->stopping)
+		if (inval_ending(fs))
 			break;
 		q = fs->inval_queue;
 		fs->inval_queue = NULL;
@@ -1139,12 +1146,26 @@ static void echo_passed(struct fs *fs, uint64_t seq)
  * Before the session ends on its own (a drain): let the echo and inval
  * threads finish what the log holds while workers still answer them, so
  * neither is left in the kernel waiting for a reply that will not come.
- * Bounded (QUIESCE_MS): a thread that cannot finish is left to the
- * unmount.
+ * Bounded (QUIESCE_MS): an echo that cannot finish is left to the
+ * unmount, which ends its syscall.
+ *
+ * The inval thread cannot be left so: it writes to the session, and an
+ * entry invalidation waits in the kernel for the lock of its directory,
+ * which a lookup holds until it is answered.  A lookup that comes late,
+ * once the loop has ended, is never answered, and neither the unmount nor
+ * the end of the session (whose device the waiting write holds open)
+ * would free the thread: it could not be joined, and the daemon would
+ * hang.  So it ends here, and is joined while workers still answer.
  */
 void fs_watch_quiesce(struct fs *fs)
 {
 	wait_caught_up(fs, QUIESCE_MS, true);
+	pthread_mutex_lock(&fs->watch_lock);
+	fs->inval_quit = true;
+	pthread_cond_broadcast(&fs->inval_cond);
+	pthread_cond_broadcast(&fs->inval_progress);
+	pthread_mutex_unlock(&fs->watch_lock);
+	fs_inval_join(fs);
 }
 
 /*

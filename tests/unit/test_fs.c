@@ -382,10 +382,42 @@ int fuse_lowlevel_notify_inval_inode(struct fuse_session *se, fuse_ino_t ino,
 	return 0;
 }
 
+/*
+ * The kernel's lock of a directory, held by a lookup in flight there
+ * until the daemon answers it: an entry invalidation in that directory
+ * waits for it (fuse_reverse_inval_entry takes it).  0: none held.
+ */
+static pthread_mutex_t dirlock_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t dirlock_cond = PTHREAD_COND_INITIALIZER;
+static uint64_t dirlock_held;
+static bool dirlock_waited;         /* an invalidation waited for it */
+
+static void dirlock_hold(uint64_t dir)
+{
+	pthread_mutex_lock(&dirlock_mu);
+	dirlock_held = dir;
+	dirlock_waited = false;
+	pthread_mutex_unlock(&dirlock_mu);
+}
+
+static void dirlock_release(void)
+{
+	pthread_mutex_lock(&dirlock_mu);
+	dirlock_held = 0;
+	pthread_cond_broadcast(&dirlock_cond);
+	pthread_mutex_unlock(&dirlock_mu);
+}
+
 int fuse_lowlevel_notify_inval_entry(struct fuse_session *se, fuse_ino_t parent,
 				     const char *name, size_t namelen)
 {
 	(void)se;
+	pthread_mutex_lock(&dirlock_mu);
+	while (dirlock_held && dirlock_held == parent) {
+		dirlock_waited = true;
+		pthread_cond_wait(&dirlock_cond, &dirlock_mu);
+	}
+	pthread_mutex_unlock(&dirlock_mu);
 	record(SENT_INVAL_ENTRY, parent, 0, name, namelen);
 	return 0;
 }
@@ -1098,6 +1130,87 @@ static void test_refused_setattr_renews_nothing(void **state)
 	fs_bare_down(fs);
 }
 
+/* Shutdown ----------------------------------------------------------------------- */
+
+struct shutdown_run {
+	struct fs *fs;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool done;
+};
+
+/* What fs/main.c does once the session loop has ended. */
+static void *shutdown_main(void *arg)
+{
+	struct shutdown_run *run = arg;
+
+	fs_watch_stop(run->fs);
+	fs_inval_join(run->fs);
+	pthread_mutex_lock(&run->mu);
+	run->done = true;
+	pthread_cond_broadcast(&run->cond);
+	pthread_mutex_unlock(&run->mu);
+	return NULL;
+}
+
+/*
+ * A shutdown ended by a drain: the signal thread quiesces the watch
+ * threads and ends the session loop.  A lookup that comes after that
+ * holds its directory's lock and is never answered; an entry
+ * invalidation the inval thread sends in that directory would wait for
+ * it for ever, and joining the inval thread would hang.  The inval
+ * thread must be gone before the loop ends.
+ */
+static void test_drain_shutdown_does_not_wait_for_a_late_lookup(void **state)
+{
+	struct fs *fs = fs_up(NULL);
+	struct store_node *t, *p;
+	struct shutdown_run run = { .fs = fs, .mu = PTHREAD_MUTEX_INITIALIZER,
+				    .cond = PTHREAD_COND_INITIALIZER };
+	struct timespec dl;
+	pthread_t th;
+	uint64_t t_ino;
+	bool done;
+
+	(void)state;
+	t = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, t, "p");
+	t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+	fs_inval_sync(fs);
+
+	/* The signal thread, after the drain: */
+	fs_watch_quiesce(fs);
+	/* ... ends the loop (fuse_session_exit).  Then a lookup in t comes,
+	 * which no worker will answer, and a change the inval thread would
+	 * drop from t's entries. */
+	dirlock_hold(t_ino);
+	assert_int_equal(store_depart(fs->store, t, "p", NULL), 0);
+
+	assert_int_equal(pthread_create(&th, NULL, shutdown_main, &run), 0);
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 20; /* a hang, not a slow machine */
+	pthread_mutex_lock(&run.mu);
+	while (!run.done &&
+	       pthread_cond_timedwait(&run.cond, &run.mu, &dl) != ETIMEDOUT)
+		;
+	done = run.done;
+	pthread_mutex_unlock(&run.mu);
+	/* Let a stuck thread go, so the test can end either way. */
+	dirlock_release();
+	assert_int_equal(pthread_join(th, NULL), 0);
+	if (!done)
+		fail_msg("the shutdown waited for the inval thread, itself waiting "
+			 "for a lookup no worker would answer (waited: %d)",
+			 dirlock_waited);
+	fs_watch_join(fs);
+	watched = NULL;
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, t);
+	store_free(fs->store);
+	free(fs->mountpoint);
+	free(fs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1110,6 +1223,7 @@ int main(void)
 		cmocka_unit_test(test_echo_never_removes_from_the_store),
 		cmocka_unit_test(test_failed_entry_calls_change_nothing),
 		cmocka_unit_test(test_refused_setattr_renews_nothing),
+		cmocka_unit_test(test_drain_shutdown_does_not_wait_for_a_late_lookup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
