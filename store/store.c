@@ -3361,14 +3361,17 @@ int store_stage_truncate_reserve(struct store_stage *st, uint64_t size)
 	struct store *s = st->s;
 	int rc;
 
-	if (st->mode == STORE_STAGE_READ)
-		return -EBADF;
-	if (size > s->lim.max_payload)
-		return refuse(s, -EFBIG);
+	/* The mode under the lock: a truncation in another thread on the
+	 * same open file may change it. */
 	lock(&st->lock);
-	rc = stage_reserve(st, stage_truncate_need(st, size));
+	if (st->mode == STORE_STAGE_READ)
+		rc = -EBADF;
+	else if (size > s->lim.max_payload)
+		rc = -EFBIG;
+	else
+		rc = stage_reserve(st, stage_truncate_need(st, size));
 	unlock(&st->lock);
-	return rc;
+	return rc == -EFBIG ? refuse(s, rc) : rc;
 }
 
 int store_stage_truncate(struct store_stage *st, uint64_t size)
@@ -3768,11 +3771,12 @@ uint64_t store_next_deadline(struct store *s)
 void store_events_open(struct store *s, struct store_node *tenant,
 		       struct store_event_reader *r)
 {
-	r->next = evlog_next_seq(s->events);
+	evlog_open(s->events, r);
 	r->tenant_ino = tenant ? tenant->ino : 0;
 	r->window = STORE_EVENT_WINDOW;
 	r->until = 0;
 	r->cred = NULL;
+	r->internal_only = false;
 }
 
 size_t store_events_read(struct store *s, struct store_event_reader *r,
