@@ -86,6 +86,7 @@ struct fs {
 	pthread_cond_t inval_progress;  /* the inval thread moved on */
 	uint64_t inval_seq;
 	uint64_t echo_seq;              /* watch_lock: the echo reads next */
+	struct store_event_reader watch_from; /* where both start reading */
 	uint64_t inval_asked, inval_done;
 	struct fs_inval *inval_queue;
 	bool inval_quit;                /* watch_lock: the inval thread ends

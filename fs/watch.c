@@ -42,6 +42,13 @@
  *    Handlers that make such a change wait for it (fs_inval_sync), with
  *    a bound: they hold a kernel lock that it may need in turn.
  *
+ * The echo and inval threads read the log's internal lines only
+ * (internal_only readers): the others never make them fall behind, so
+ * they sleep until there is work (no timeout: every wake-up they wait for
+ * is signalled under watch_lock after what it announces), and the inval
+ * thread drops every name (inval_everything) only when an internal line
+ * left the log before it read it.
+ *
  * Replies in flight.  A reply the kernel caches (an entry: lookup,
  * mkdir, mknod, link, create, each readdirplus entry; attributes:
  * getattr, setattr) is computed from the store and written to /dev/fuse
@@ -220,6 +227,7 @@ static void *reaper_main(void *arg)
 {
 	struct fs *fs = arg;
 
+	pthread_setname_np(pthread_self(), "statefs-reaper");
 	pthread_mutex_lock(&fs->watch_lock);
 	while (!fs->stopping) {
 		struct timespec ts;
@@ -426,6 +434,7 @@ static void *events_main(void *arg)
 	struct owed *owed = NULL;
 	size_t cap = 0;
 
+	pthread_setname_np(pthread_self(), "statefs-events");
 	pthread_mutex_lock(&fs->watch_lock);
 	for (;;) {
 		size_t n = 0;
@@ -858,10 +867,14 @@ static void *inval_main(void *arg)
 	unsigned backoff = 0;   /* ms; 0: memory is fine */
 	bool lost = false;      /* an inval_everything is owed */
 
+	pthread_setname_np(pthread_self(), "statefs-inval");
 	pthread_mutex_lock(&fs->watch_lock);
-	store_events_open(fs->store, NULL, &r);
+	/* Where the handlers were told it stands.  It acts on internal lines
+	 * only, and the others never make it fall behind: it sleeps until
+	 * there is work, however far the log moves on meanwhile. */
+	r = fs->watch_from;
+	r.internal_only = true;
 	r.window = STORE_EVENT_LOG;
-	r.next = fs->inval_seq; /* where the handlers were told it stands */
 	for (;;) {
 		struct fs_inval *q;
 		struct store_event ev;
@@ -870,17 +883,27 @@ static void *inval_main(void *arg)
 		bool events;
 		int rc = 0;
 
+		/*
+		 * Kicked by the hook after an internal transition, or after
+		 * any while .events is open; by a queued request, a resend, a
+		 * handler waiting for it (wait_caught_up) and the stop.  Each
+		 * sets what this checks under watch_lock, so no wake-up is
+		 * missed and no timeout is needed.  Looking moves the reader
+		 * past lines it does not act on: progress to report too.
+		 */
 		for (;;) {
-			struct timespec ts;
-
 			events = backoff ? deadline_passed(&retry) :
 				 store_events_pending(fs->store, &r);
 			if (inval_ending(fs) || fs->inval_queue || events ||
+			    (!backoff && !lost && r.next != fs->inval_seq) ||
 			    atomic_load(&fs->resend) ||
 			    atomic_load(&fs->resend_all))
 				break;
-			ts = backoff ? retry : deadline_in(1000);
-			pthread_cond_timedwait(&fs->inval_cond, &fs->watch_lock, &ts);
+			if (backoff)
+				pthread_cond_timedwait(&fs->inval_cond,
+						       &fs->watch_lock, &retry);
+			else
+				pthread_cond_wait(&fs->inval_cond, &fs->watch_lock);
 		}
 		if (inval_ending(fs))
 			break;
@@ -1176,26 +1199,37 @@ void fs_watch_quiesce(struct fs *fs)
 static void *echo_main(void *arg)
 {
 	struct fs *fs = arg;
-	struct store_event_reader r;
+	struct store_event_reader r = fs->watch_from;
 	struct timespec retry = { 0 };
 	unsigned backoff = 0;   /* ms; 0: memory is fine */
 	dev_t dev = 0;
 
-	store_events_open(fs->store, NULL, &r);
+	pthread_setname_np(pthread_self(), "statefs-echo");
+	/* Internal lines only, as the inval thread reads them. */
+	r.internal_only = true;
 	r.window = STORE_EVENT_LOG;
 	atomic_store(&fs->echo_tid, gettid());
 	for (;;) {
 		struct store_event ev;
 		int rc;
 
+		/* Kicked by the hook after an internal transition, by a wait
+		 * for it (wait_caught_up) and the stop: no timeout needed.
+		 * Looking moves the reader past other lines: progress to
+		 * report. */
 		pthread_mutex_lock(&fs->watch_lock);
-		while (!fs->stopping &&
-		       (backoff ? !deadline_passed(&retry) :
-				  !store_events_pending(fs->store, &r))) {
-			/* Kicked by the hook after an internal transition. */
-			struct timespec ts = backoff ? retry : deadline_in(1000);
+		for (;;) {
+			bool ready = backoff ? deadline_passed(&retry) :
+				     store_events_pending(fs->store, &r) ||
+				     r.next != fs->echo_seq;
 
-			pthread_cond_timedwait(&fs->echo_cond, &fs->watch_lock, &ts);
+			if (fs->stopping || ready)
+				break;
+			if (backoff)
+				pthread_cond_timedwait(&fs->echo_cond,
+						       &fs->watch_lock, &retry);
+			else
+				pthread_cond_wait(&fs->echo_cond, &fs->watch_lock);
 		}
 		if (fs->stopping) {
 			pthread_mutex_unlock(&fs->watch_lock);
@@ -1234,6 +1268,7 @@ int fs_watch_start(struct fs *fs)
 	fs->cache_s = (double)store_limits(fs->store)->cache_timeout_ms / 1000.0;
 	store_events_open(fs->store, NULL, &head);
 	fs->inval_seq = fs->echo_seq = head.next;
+	fs->watch_from = head;
 	store_set_event_hook(fs->store, fs_watch_hook, fs);
 	store_set_attr_hook(fs->store, attrs_changed, fs);
 	if (pthread_create(&fs->reaper_thread, NULL, reaper_main, fs))

@@ -598,6 +598,13 @@ enum store_op {
  * mode when each line was appended; lines of no tenant are everyone's.
  * Lines it does not see keep their numbers (the reader sees gaps) and,
  * while they are in the log, never make it fall behind.
+ *
+ * With @internal_only it sees only the internal lines (an expiry, a
+ * .depart, a drain's clear: what the watcher machinery acts on), and the
+ * others never make it fall behind, not even once they have left the
+ * log: it falls behind only when an internal line it had not reached
+ * was overwritten.  So a reader that acts on internal lines alone may
+ * sleep while the log moves on and catch up cheaply when one comes.
  */
 struct store_event_reader {
 	uint64_t next;         /* sequence number it reads next */
@@ -607,12 +614,16 @@ struct store_event_reader {
 				* lines before this sequence number */
 	const struct store_cred *cred; /* NULL: every line in scope; else
 					* kept alive by the reader's owner */
+	bool internal_only;    /* sees internal lines only */
+	uint64_t internal_seen; /* the log's: internal lines before next */
 };
 
 /*
  * Start a reader at the present (the next line appended is its first).
- * @tenant NULL for the whole store.  r->cred starts NULL; the caller may
- * set it before the first read.
+ * @tenant NULL for the whole store.  r->cred starts NULL and
+ * r->internal_only false; the caller may set them before the first read.
+ * A reader is moved only by the store_events_* calls (a copy of a reader
+ * is a reader at the same place).
  */
 void store_events_open(struct store *s, struct store_node *tenant,
 		       struct store_event_reader *r);
@@ -645,8 +656,9 @@ struct store_event {
 };
 
 /*
- * Fetch the event with sequence number >= r->next (scope ignored), for
- * the watcher machinery.  Returns 1 and fills @ev (free with
+ * Fetch the event with sequence number >= r->next (scope ignored, but an
+ * internal_only reader gets only internal events), for the watcher
+ * machinery.  Returns 1 and fills @ev (free with
  * store_event_free), 0 when none pending, -EOVERFLOW (r->next moved to
  * the oldest) when it fell behind, -ENODATA for a line the log had no
  * memory to keep (skipped), -ENOMEM when @ev could not be filled (r->next

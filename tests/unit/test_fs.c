@@ -817,6 +817,57 @@ static void test_getattr_overtaken_by_publication(void **state)
 	fs_down(fs);
 }
 
+/* An idle inval thread ------------------------------------------------------------ */
+
+/*
+ * With nobody reading .events the inval thread sleeps until an internal
+ * transition, however far the log moves on meanwhile (here it wraps
+ * several times over creates).  The .depart that wakes it is handled on
+ * its own: no overflow, so no dropping of every name in the store
+ * (which would show as an invalidation of tenant u).
+ */
+static void test_idle_inval_thread_does_not_fall_behind(void **state)
+{
+	const struct store_owner fown = { 0, 0, 0644 };
+	struct store_limits l;
+	struct fs *fs;
+	struct store_node *t, *u, *p, *c;
+	uint64_t t_ino;
+	size_t mark;
+	bool created;
+
+	(void)state;
+	store_limits_default(&l);
+	l.event_log = 16;
+	fs = fs_up(&l);
+	t = mk(fs, store_root(fs->store), "t");
+	u = mk(fs, store_root(fs->store), "u");
+	p = mk(fs, t, "p");
+	t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+	fs_inval_sync(fs);
+	mark = sent_mark();
+	for (int i = 0; i < 200; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "c%d", i);
+		assert_int_equal(store_create(fs->store, p, name, &fown, true, &c,
+					      &created), 0);
+		store_node_unref(fs->store, c);
+	}
+	assert_int_equal(store_depart(fs->store, t, "p", NULL), 0);
+	assert_true(sent_wait(mark, SENT_INVAL_ENTRY, t_ino, 0, "p", 2000) >= 0);
+	for (int i = 0; i < 100 && !inval_caught_up(fs); i++)
+		sleep_ms(20);
+	assert_true(inval_caught_up(fs));
+	if (sent_find(mark, SENT_INVAL_ENTRY, STORE_ROOT_INO, 0, "u") >= 0)
+		fail_msg("the inval thread fell behind the log while it slept "
+			 "and dropped every name");
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, u);
+	store_node_unref(fs->store, t);
+	fs_down(fs);
+}
+
 /* Echoes ------------------------------------------------------------------------ */
 
 /* The echo thread's id, once it runs (its requests carry it). */
@@ -1216,6 +1267,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_no_memory_backs_off),
 		cmocka_unit_test(test_no_memory_then_overflow_drops_everything),
+		cmocka_unit_test(test_idle_inval_thread_does_not_fall_behind),
 		cmocka_unit_test(test_lookup_overtaken_by_depart),
 		cmocka_unit_test(test_readdirplus_overtaken_by_depart),
 		cmocka_unit_test(test_getattr_overtaken_by_publication),
