@@ -903,7 +903,8 @@ static void *inval_main(void *arg)
 				pthread_cond_timedwait(&fs->inval_cond,
 						       &fs->watch_lock, &retry);
 			else
-				pthread_cond_wait(&fs->inval_cond, &fs->watch_lock);
+				pthread_cond_wait(&fs->inval_cond,
+						  &fs->watch_lock);
 		}
 		if (inval_ending(fs))
 			break;
@@ -1229,7 +1230,8 @@ static void *echo_main(void *arg)
 				pthread_cond_timedwait(&fs->echo_cond,
 						       &fs->watch_lock, &retry);
 			else
-				pthread_cond_wait(&fs->echo_cond, &fs->watch_lock);
+				pthread_cond_wait(&fs->echo_cond,
+						  &fs->watch_lock);
 		}
 		if (fs->stopping) {
 			pthread_mutex_unlock(&fs->watch_lock);

@@ -183,8 +183,8 @@ static void reader_to(struct evlog *l, struct store_event_reader *r,
 		      uint64_t seq)
 {
 	r->next = seq;
-	r->internal_seen = seq < l->next ? l->ring[seq % l->cap].internal_before :
-					   l->internal;
+	r->internal_seen = seq < l->next ?
+			   l->ring[seq % l->cap].internal_before : l->internal;
 }
 
 /* Where reader @r stops for now: the end of the log, or r->until. */
@@ -243,8 +243,10 @@ static bool catch_up_locked(struct evlog *l, struct store_event_reader *r)
 		unsigned n = 0;
 
 		if (r->next < first) {
+			const struct slot *f = &l->ring[first % l->cap];
+
 			if (!r->internal_only ||
-			    l->ring[first % l->cap].internal_before != r->internal_seen)
+			    f->internal_before != r->internal_seen)
 				return true;
 			reader_to(l, r, first); /* nothing it would see went */
 		}
@@ -325,7 +327,8 @@ int evlog_next(struct evlog *l, struct store_event_reader *r,
 		reader_to(l, r, oldest_locked(l, r));
 		rc = -EOVERFLOW;
 	} else if (r->next < l->next && !l->ring[r->next % l->cap].text) {
-		reader_to(l, r, r->next + 1); /* a lost line: nothing to act on */
+		/* A lost line: nothing to act on. */
+		reader_to(l, r, r->next + 1);
 		rc = -ENODATA;
 	} else if (r->next < l->next) {
 		sl = &l->ring[r->next % l->cap];

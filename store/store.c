@@ -1810,8 +1810,8 @@ void store_dirlist_free(struct store_dirlist *l)
 /* Tenants ----------------------------------------------------------------------- */
 
 static int tenant_create(struct store *s, const char *name,
-			 const struct store_owner *owner, struct store_node **out,
-			 struct store_attr *attr)
+			 const struct store_owner *owner,
+			 struct store_node **out, struct store_attr *attr)
 {
 	struct tenant *t, *old;
 	int rc = 0;
@@ -1842,7 +1842,8 @@ static int tenant_create(struct store *s, const char *name,
 		rc = entry_remember(s, &t->node, attr);
 		if (rc == 0) {
 			hash_oom = 0;
-			HASH_ADD_KEYPTR(hh, s->tenants, t->name, strlen(t->name), t);
+			HASH_ADD_KEYPTR(hh, s->tenants, t->name,
+					strlen(t->name), t);
 			if (hash_oom) {
 				entry_undo(s, &t->node, attr);
 				rc = -ENOMEM;
@@ -2271,7 +2272,8 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 		rc = entry_remember(s, &p->node, attr);
 		if (rc == 0) {
 			hash_oom = 0;
-			HASH_ADD_KEYPTR(hh, t->parents, p->name, strlen(p->name), p);
+			HASH_ADD_KEYPTR(hh, t->parents, p->name,
+					strlen(p->name), p);
 			if (hash_oom) {
 				entry_undo(s, &p->node, attr);
 				rc = -ENOMEM;
@@ -2680,7 +2682,8 @@ static void expired_reap(struct store *s, struct child **c, uint64_t now)
 
 static int do_create(struct store *s, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
-		 struct store_node **out, bool *created, struct store_attr *attr)
+		 struct store_node **out, bool *created,
+		 struct store_attr *attr)
 {
 	struct parent *p = as_parent(parent);
 	struct child *c, *expired = NULL;
@@ -3567,8 +3570,8 @@ int store_create(struct store *s, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
 		 struct store_node **out, bool *created)
 {
-	return TRANSITION(s, do_create(s, parent, name, owner, excl, out, created,
-				       NULL));
+	return TRANSITION(s, do_create(s, parent, name, owner, excl, out,
+				       created, NULL));
 }
 
 int store_create_entry(struct store *s, struct store_node *parent,
@@ -3576,8 +3579,8 @@ int store_create_entry(struct store *s, struct store_node *parent,
 		       bool excl, struct store_node **out, bool *created,
 		       struct store_attr *attr)
 {
-	return TRANSITION(s, do_create(s, parent, name, owner, excl, out, created,
-				       attr));
+	return TRANSITION(s, do_create(s, parent, name, owner, excl, out,
+				       created, attr));
 }
 
 int store_unlink(struct store *s, struct store_node *parent, const char *name)
