@@ -101,8 +101,11 @@ struct fs {
 	pthread_cond_t inval_progress;  /* the inval thread moved on */
 	uint64_t inval_seq;
 	uint64_t echo_seq;              /* watch_lock: the echo reads next */
+	struct store_event_reader watch_from; /* where both start reading */
 	uint64_t inval_asked, inval_done;
 	struct fs_inval *inval_queue;
+	bool inval_quit;                /* watch_lock: the inval thread ends
+					 * (fs_watch_quiesce) */
 
 	/*
 	 * Entry and attribute replies in flight, and the invalidations
@@ -129,6 +132,8 @@ struct fs {
 	_Atomic pid_t echo_tid;
 	char echo_name[NAME_MAX + 1];
 	uint64_t echo_ino;
+	uint64_t echo_dir_ino;           /* the directory it went from; 0:
+					  * not known (a child's parent) */
 	char echo_tenant[NAME_MAX + 1];  /* the path's first step, which */
 	uint64_t echo_tenant_ino;        /* may be gone from the store too */
 	bool echo_dir;
@@ -156,6 +161,12 @@ void fs_watch_join(struct fs *fs);
 /* The store's event hook: wakes the events thread (and the echo thread
  * after an internal transition). */
 void fs_watch_hook(void *arg, bool internal);
+/*
+ * The session is about to end on its own (a drain), the workers still
+ * answering: let the echo and inval threads finish what the log holds
+ * (bounded), then end the inval thread, while its notifications can still
+ * complete.  Call before fuse_session_exit().
+ */
 void fs_watch_quiesce(struct fs *fs);
 /* After the unmount, before the session goes: end the inval thread. */
 void fs_inval_join(struct fs *fs);
@@ -210,11 +221,16 @@ void fs_events_release(struct fs *fs, struct fs_file *f);
 /*
  * Echoes: the echo thread removes, through the mount, a node the store
  * already removed by itself, so the kernel raises the inotify events.
- * fs_echo_lookup() answers a lookup of that name from the echo thread
- * (true: replied); fs_echo_remove() answers its unlink/rmdir (true:
- * replied) without touching the store.
+ * fs_echo_lookup() answers a lookup of that name in directory @dir from
+ * the echo thread when the store has no node of that name there (true:
+ * replied).  fs_echo_remove() answers every unlink/rmdir of the echo
+ * thread (true: replied; false: not the echo thread's) without touching
+ * the store: it succeeds only when no live node owns the name, so an
+ * echo never takes a new incarnation from the kernel's view.
  */
-bool fs_echo_lookup(fuse_req_t req, struct fs *fs, const char *name);
-bool fs_echo_remove(fuse_req_t req, struct fs *fs, const char *name, bool dir);
+bool fs_echo_lookup(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
+		    const char *name);
+bool fs_echo_remove(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
+		    const char *name, bool isdir);
 
 #endif /* STATEFS_FS_H */

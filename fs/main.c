@@ -245,7 +245,9 @@ int main(int argc, char *argv[])
 	 * does: the workers (the loop has joined them), the reaper and the
 	 * events thread (fs_watch_stop; parked .events reads are answered
 	 * while the session can still carry replies), the signal thread and
-	 * the inval thread.  A wake-up still on its way stays pending.
+	 * the inval thread (after a drain, fs_watch_quiesce ended it already,
+	 * while workers still answered).  A wake-up still on its way stays
+	 * pending.
 	 */
 	{
 		sigset_t wake;

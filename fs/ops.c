@@ -136,6 +136,18 @@ static int entry_fill(struct fs *fs, struct store_node *n,
 	return 0;
 }
 
+/* The entry of @n whose attributes @a a transition reported
+ * (store_*_entry: the kernel's lookup is counted already).  Cannot fail. */
+static void entry_made(struct fs *fs, struct store_node *n,
+		       const struct store_attr *a, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	stat_from(&e->attr, a);
+	e->ino = store_node_ino(n);
+	e->generation = 1;
+	e->attr_timeout = e->entry_timeout = fs_cache_timeout(fs, n);
+}
+
 static void owner_of(fuse_req_t req, mode_t mode, struct store_owner *o)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
@@ -189,8 +201,10 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (rc == 0)
 		rc = entry_fill(fs, n, &e);
 	/* The echo thread walks to names the store removed already (their
-	 * directory may be gone as well). */
-	if (rc < 0 && fs_echo_lookup(req, fs, name))
+	 * directory may be gone as well); a name the store has is never
+	 * the echo's. */
+	if ((rc == -ENOENT || (rc == -ESTALE && !n)) &&
+	    fs_echo_lookup(req, fs, parent, name))
 		rc = 1;
 	if (rc < 0)
 		reply_err(req, rc);
@@ -261,7 +275,7 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	struct fs *fs = fs_of(req);
 	struct store_node *n = node_get(req, ino);
 	struct fs_file *f = fi ? (struct fs_file *)(uintptr_t)fi->fh : NULL;
-	struct store_attr in = { 0 };
+	struct store_attr in = { 0 }, out;
 	unsigned mask = 0, tok;
 	struct stat st;
 	int rc = 0;
@@ -298,8 +312,11 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		if (attr->st_size < 0)
 			rc = -EINVAL;
 		else if (f && f->kind == FS_STAGE)
-			/* ftruncate on an open file: part of its stage. */
-			rc = store_stage_truncate(f->stage, (uint64_t)attr->st_size);
+			/* ftruncate on an open file: part of its stage, made
+			 * after the transition below; what could refuse it is
+			 * taken first. */
+			rc = store_stage_truncate_reserve(
+				f->stage, (uint64_t)attr->st_size);
 		else if (store_node_kind(n) == STORE_SPECIAL)
 			rc = 0; /* O_TRUNC of a control file: nothing to cut */
 		else {
@@ -307,20 +324,27 @@ static void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 			in.size = (uint64_t)attr->st_size;
 		}
 	}
-	/* touch renews a lease: deadline = now + ttl. */
-	if (rc == 0 && (mask & (STORE_SET_ATIME | STORE_SET_MTIME)) &&
+	/* touch renews a lease: deadline = now + ttl, in the same
+	 * transition as the times, with one outcome. */
+	if ((mask & (STORE_SET_ATIME | STORE_SET_MTIME)) &&
 	    (store_node_kind(n) == STORE_CHILD ||
 	     store_node_kind(n) == STORE_PARENT))
-		rc = store_renew(fs->store, n);
+		mask |= STORE_SET_RENEW;
+	/* The reply is computed from here on: from what the transition
+	 * reports, or, with none, from the store after it. */
+	tok = fs_reply_begin(fs);
 	if (rc == 0 && store_node_kind(n) == STORE_SPECIAL)
 		rc = (mask & ~(unsigned)STORE_SET_SIZE) ? -EPERM : 0;
 	else if (rc == 0 && mask)
-		rc = store_setattr(fs->store, n, mask, &in, NULL);
+		rc = store_setattr(fs->store, n, mask, &in, &out);
+	if (rc == 0 && f && f->kind == FS_STAGE &&
+	    (to_set & FUSE_SET_ATTR_SIZE))
+		rc = store_stage_truncate(f->stage, (uint64_t)attr->st_size);
 	if (rc == 0 && (mask & (STORE_SET_MODE | STORE_SET_UID | STORE_SET_GID)))
 		specials_changed(fs, n);
-	/* The reply is computed from here on. */
-	tok = fs_reply_begin(fs);
-	if (rc == 0)
+	if (rc == 0 && mask && store_node_kind(n) != STORE_SPECIAL)
+		stat_from(&st, &out);
+	else if (rc == 0)
 		rc = node_stat(fs, n, &st);
 	if (rc)
 		reply_err(req, rc);
@@ -352,20 +376,21 @@ static int dir_and_name(fuse_req_t req, fuse_ino_t ino, const char *name,
 				 store_node_depth(*dir) + 1);
 }
 
-/* Reply to mkdir, mknod or link with @n's entry, and end the reply
- * begun (@tok) before the transition that made it. */
-static void reply_new_entry(fuse_req_t req, struct store_node *n, int rc,
-			    unsigned tok)
+/* Reply to mkdir, mknod or link with @n's entry as the transition
+ * reported it (@a), and end the reply begun (@tok) before that
+ * transition.  Nothing here can fail once the store has changed. */
+static void reply_new_entry(fuse_req_t req, struct store_node *n,
+			    const struct store_attr *a, int rc, unsigned tok)
 {
 	struct fs *fs = fs_of(req);
 	struct fuse_entry_param e;
 
-	if (rc == 0)
-		rc = entry_fill(fs, n, &e);
-	if (rc)
+	if (rc) {
 		reply_err(req, rc);
-	else
+	} else {
+		entry_made(fs, n, a, &e);
 		fuse_reply_entry(req, &e);
+	}
 	fs_reply_end(fs, tok);
 }
 
@@ -376,6 +401,7 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	unsigned tok = fs_reply_begin(fs);
 	struct store_node *dir, *n = NULL;
 	struct store_owner o;
+	struct store_attr a;
 	int rc = dir_and_name(req, parent, name, &dir);
 
 	/* A directory inside a parent is meaningless at that depth. */
@@ -383,9 +409,9 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = -EPERM;
 	if (rc == 0) {
 		owner_of(req, mode, &o);
-		rc = store_mkdir(fs->store, dir, name, &o, &n);
+		rc = store_mkdir_entry(fs->store, dir, name, &o, &n, &a);
 	}
-	reply_new_entry(req, n, rc, tok);
+	reply_new_entry(req, n, &a, rc, tok);
 	node_put(fs, n);
 	node_put(fs, dir);
 }
@@ -423,7 +449,7 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs_cred fc = { 0 };
 	int rc;
 
-	if (fs_echo_remove(req, fs, name, dir))
+	if (fs_echo_remove(req, fs, parent, name, dir))
 		rc = 1;
 	else if (!d)
 		rc = -ESTALE;
@@ -471,6 +497,22 @@ static struct fs_file *file_new(void)
 	return f;
 }
 
+/* Make @f, whose stage is open on child @n, the open file of @fi.
+ * Cannot fail. */
+static void file_init_child(struct fs_file *f, struct store_node *n,
+			    int flags, struct fuse_file_info *fi)
+{
+	f->kind = FS_STAGE;
+	f->node = n;
+	store_node_ref(n);
+	fi->fh = (uintptr_t)f;
+	/* Content never sits in the page cache: see the file comment. */
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	/* A reading open publishes nothing: its close needs no flush. */
+	fi->noflush = (flags & O_ACCMODE) == O_RDONLY;
+}
+
 static int file_open_child(struct fs *fs, struct store_node *n, int flags,
 			   struct fuse_file_info *fi)
 {
@@ -485,15 +527,7 @@ static int file_open_child(struct fs *fs, struct store_node *n, int flags,
 		free(f);
 		return rc;
 	}
-	f->kind = FS_STAGE;
-	f->node = n;
-	store_node_ref(n);
-	fi->fh = (uintptr_t)f;
-	/* Content never sits in the page cache: see the file comment. */
-	fi->direct_io = 1;
-	fi->keep_cache = 0;
-	/* A reading open publishes nothing: its close needs no flush. */
-	fi->noflush = (flags & O_ACCMODE) == O_RDONLY;
+	file_init_child(f, n, flags, fi);
 	return 0;
 }
 
@@ -566,6 +600,11 @@ static void kill_suidgid(fuse_req_t req, struct fs *fs, struct store_node *n)
 		fs_inval_attr(fs, store_node_ino(n));
 }
 
+/*
+ * create: admission and open in one.  What the open needs is allocated
+ * before the admission, so once the child is admitted nothing can fail:
+ * a failed create leaves no trace, in the store or in .events.
+ */
 static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		      mode_t mode, struct fuse_file_info *fi)
 {
@@ -574,33 +613,37 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct store_node *dir, *n = NULL;
 	struct fuse_entry_param e;
 	struct store_owner o;
-	bool created = false;
+	struct store_attr a;
+	struct fs_file *f = NULL;
+	bool created;
 	int rc = dir_and_name(req, parent, name, &dir);
 
 	if (dir && store_node_kind(dir) != STORE_PARENT)
 		rc = -EPERM; /* regular files live inside parents only */
 	if (rc == 0) {
-		owner_of(req, mode, &o);
-		rc = store_create(fs->store, dir, name, &o,
-				  (fi->flags & O_EXCL) != 0, &n, &created);
+		f = file_new();
+		rc = f ? store_stage_new(fs->store, stage_mode(fi->flags),
+					 &f->stage) : -ENOMEM;
 	}
-	if (rc == 0)
-		rc = file_open_child(fs, n, fi->flags, fi);
-	if (rc == 0 && !created && stage_mode(fi->flags) == STORE_STAGE_REPLACE)
-		kill_suidgid(req, fs, n);
 	if (rc == 0) {
-		rc = entry_fill(fs, n, &e);
-		if (rc) {
-			file_free(fs, (struct fs_file *)(uintptr_t)fi->fh);
-			if (created)
-				/* Not acknowledged: nothing may remain. */
-				store_unlink(fs->store, dir, name);
-		}
+		owner_of(req, mode, &o);
+		rc = store_create_entry(fs->store, dir, name, &o,
+					(fi->flags & O_EXCL) != 0, &n, &created,
+					&a);
 	}
-	if (rc)
+	if (rc) {
+		file_free(fs, f);
 		reply_err(req, rc);
-	else
+	} else {
+		/* Admitted (or found): from here on nothing fails.  A child
+		 * removed since answers ESTALE through this open file. */
+		store_stage_attach(f->stage, n);
+		file_init_child(f, n, fi->flags, fi);
+		if (!created && stage_mode(fi->flags) == STORE_STAGE_REPLACE)
+			kill_suidgid(req, fs, n);
+		entry_made(fs, n, &a, &e);
 		fuse_reply_create(req, &e, fi);
+	}
 	fs_reply_end(fs, tok);
 	node_put(fs, n);
 	node_put(fs, dir);
@@ -613,6 +656,7 @@ static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	unsigned tok = fs_reply_begin(fs);
 	struct store_node *dir, *n = NULL;
 	struct store_owner o;
+	struct store_attr a;
 	bool created;
 	int rc = dir_and_name(req, parent, name, &dir);
 
@@ -621,9 +665,10 @@ static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = -EPERM; /* devices, FIFOs, sockets; files outside parents */
 	if (rc == 0) {
 		owner_of(req, mode, &o);
-		rc = store_create(fs->store, dir, name, &o, true, &n, &created);
+		rc = store_create_entry(fs->store, dir, name, &o, true, &n,
+					&created, &a);
 	}
-	reply_new_entry(req, n, rc, tok);
+	reply_new_entry(req, n, &a, rc, tok);
 	node_put(fs, n);
 	node_put(fs, dir);
 }
@@ -643,13 +688,14 @@ static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	struct fs *fs = fs_of(req);
 	unsigned tok = fs_reply_begin(fs);
 	struct store_node *dir, *n = node_get(req, ino);
+	struct store_attr a;
 	int rc = dir_and_name(req, newparent, newname, &dir);
 
 	if (!n)
 		rc = -ESTALE;
 	else if (rc == 0)
-		rc = store_link(fs->store, n, dir, newname);
-	reply_new_entry(req, n, rc, tok);
+		rc = store_link_entry(fs->store, n, dir, newname, &a);
+	reply_new_entry(req, n, &a, rc, tok);
 	node_put(fs, n);
 	node_put(fs, dir);
 }

@@ -21,8 +21,14 @@
  *    the parent directory on this kernel) and drops its cached entry.
  *    The echo's requests are recognised by the thread id and answered
  *    from the echo record without touching the store, so an echo can never
- *    remove anything; an echo is skipped when a newer incarnation owns
- *    the name already.
+ *    remove anything from the store.  Nor from the kernel's view, unless
+ *    it is the incarnation that went: an echo removes a name only while
+ *    the kernel holds that inode number under it and no live node owns
+ *    the name (judged under the kernel's lock of the directory, which
+ *    every new incarnation of a name is made under).  So a watcher sees
+ *    the old node's DELETE before a new one's CREATE, or, when a rejoin
+ *    or re-create got there first, no DELETE for the old one at all;
+ *    never a DELETE after the new CREATE.
  *
  *  - the inval thread keeps the kernel's caches honest.  The kernel may
  *    keep names and attributes for -o cache_timeout, never past a lease
@@ -35,6 +41,13 @@
  *    a change from the stream finds the caches already dropped.
  *    Handlers that make such a change wait for it (fs_inval_sync), with
  *    a bound: they hold a kernel lock that it may need in turn.
+ *
+ * The echo and inval threads read the log's internal lines only
+ * (internal_only readers): the others never make them fall behind, so
+ * they sleep until there is work (no timeout: every wake-up they wait for
+ * is signalled under watch_lock after what it announces), and the inval
+ * thread drops every name (inval_everything) only when an internal line
+ * left the log before it read it.
  *
  * Replies in flight.  A reply the kernel caches (an entry: lookup,
  * mkdir, mknod, link, create, each readdirplus entry; attributes:
@@ -223,6 +236,7 @@ static void *reaper_main(void *arg)
 {
 	struct fs *fs = arg;
 
+	pthread_setname_np(pthread_self(), "statefs-reaper");
 	pthread_mutex_lock(&fs->watch_lock);
 	while (!fs->stopping) {
 		struct timespec ts;
@@ -431,6 +445,7 @@ static void *events_main(void *arg)
 	struct owed *owed = NULL;
 	size_t cap = 0;
 
+	pthread_setname_np(pthread_self(), "statefs-events");
 	pthread_mutex_lock(&fs->watch_lock);
 	for (;;) {
 		size_t n = 0;
@@ -712,7 +727,8 @@ static void wait_caught_up(struct fs *fs, long ms, bool echo)
 	if (echo)
 		pthread_cond_signal(&fs->echo_cond);
 	while (!fs->stopping &&
-	       ((inval && (fs->inval_seq < head.next || fs->inval_done < asked)) ||
+	       ((inval && !fs->inval_quit &&
+		 (fs->inval_seq < head.next || fs->inval_done < asked)) ||
 		(echo && fs->echo_seq < head.next)))
 		if (pthread_cond_timedwait(&fs->inval_progress, &fs->watch_lock,
 					   &dl) == ETIMEDOUT)
@@ -784,6 +800,12 @@ static int inval_everything(struct fs *fs, bool remember)
 	return rc;
 }
 
+/* Is the inval thread to end (watch_lock held)? */
+static bool inval_ending(struct fs *fs)
+{
+	return fs->stopping || fs->inval_quit;
+}
+
 /*
  * The inval thread's part of "Replies in flight": take the invalidations
  * remembered so far, start a new epoch, wait until every reply counted in
@@ -800,7 +822,7 @@ static void resend_after_grace(struct fs *fs)
 	 * (under a steady load of publications, a wake-up and a wait per
 	 * close would otherwise fall on the CPUs the callers need). */
 	pthread_mutex_lock(&fs->watch_lock);
-	if (!fs->stopping && !fs->inval_queue) {
+	if (!inval_ending(fs) && !fs->inval_queue) {
 		struct timespec ts = deadline_in(RESEND_GATHER_MS);
 
 		pthread_cond_timedwait(&fs->inval_cond, &fs->watch_lock, &ts);
@@ -812,7 +834,7 @@ static void resend_after_grace(struct fs *fs)
 
 	pthread_mutex_lock(&fs->watch_lock);
 	atomic_store(&fs->grace_waiter, (int)old + 1);
-	while (!fs->stopping && atomic_load(&fs->replies[old].n) != 0) {
+	while (!inval_ending(fs) && atomic_load(&fs->replies[old].n) != 0) {
 		/* Woken by the last of them (fs_reply_end); the timeout
 		 * is only a safety net. */
 		struct timespec ts = deadline_in(GRACE_POLL_MS);
@@ -820,7 +842,7 @@ static void resend_after_grace(struct fs *fs)
 		pthread_cond_timedwait(&fs->inval_cond, &fs->watch_lock, &ts);
 	}
 	atomic_store(&fs->grace_waiter, 0);
-	stopping = fs->stopping;
+	stopping = inval_ending(fs);
 	pthread_mutex_unlock(&fs->watch_lock);
 	while (q) {
 		struct fs_inval *next = q->next;
@@ -856,10 +878,14 @@ static void *inval_main(void *arg)
 	unsigned backoff = 0;   /* ms; 0: memory is fine */
 	bool lost = false;      /* an inval_everything is owed */
 
+	pthread_setname_np(pthread_self(), "statefs-inval");
 	pthread_mutex_lock(&fs->watch_lock);
-	store_events_open(fs->store, NULL, &r);
+	/* Where the handlers were told it stands.  It acts on internal lines
+	 * only, and the others never make it fall behind: it sleeps until
+	 * there is work, however far the log moves on meanwhile. */
+	r = fs->watch_from;
+	r.internal_only = true;
 	r.window = STORE_EVENT_LOG;
-	r.next = fs->inval_seq; /* where the handlers were told it stands */
 	for (;;) {
 		struct fs_inval *q;
 		struct store_event ev;
@@ -868,19 +894,30 @@ static void *inval_main(void *arg)
 		bool events;
 		int rc = 0;
 
+		/*
+		 * Kicked by the hook after an internal transition, or after
+		 * any while .events is open; by a queued request, a resend, a
+		 * handler waiting for it (wait_caught_up) and the stop.  Each
+		 * sets what this checks under watch_lock, so no wake-up is
+		 * missed and no timeout is needed.  Looking moves the reader
+		 * past lines it does not act on: progress to report too.
+		 */
 		for (;;) {
-			struct timespec ts;
-
 			events = backoff ? deadline_passed(&retry) :
 				 store_events_pending(fs->store, &r);
-			if (fs->stopping || fs->inval_queue || events ||
+			if (inval_ending(fs) || fs->inval_queue || events ||
+			    (!backoff && !lost && r.next != fs->inval_seq) ||
 			    atomic_load(&fs->resend) ||
 			    atomic_load(&fs->resend_all))
 				break;
-			ts = backoff ? retry : deadline_in(1000);
-			pthread_cond_timedwait(&fs->inval_cond, &fs->watch_lock, &ts);
+			if (backoff)
+				pthread_cond_timedwait(&fs->inval_cond,
+						       &fs->watch_lock, &retry);
+			else
+				pthread_cond_wait(&fs->inval_cond,
+						  &fs->watch_lock);
 		}
-		if (fs->stopping)
+		if (inval_ending(fs))
 			break;
 		q = fs->inval_queue;
 		fs->inval_queue = NULL;
@@ -954,7 +991,8 @@ static bool from_echo(fuse_req_t req, struct fs *fs)
 	return fuse_req_ctx(req)->pid == atomic_load(&fs->echo_tid);
 }
 
-bool fs_echo_lookup(fuse_req_t req, struct fs *fs, const char *name)
+bool fs_echo_lookup(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
+		    const char *name)
 {
 	struct fuse_entry_param e = { 0 };
 	bool mine;
@@ -962,14 +1000,16 @@ bool fs_echo_lookup(fuse_req_t req, struct fs *fs, const char *name)
 	if (!from_echo(req, fs))
 		return false;
 	pthread_mutex_lock(&fs->echo_lock);
-	mine = fs->echo_armed && strcmp(fs->echo_name, name) == 0;
+	mine = fs->echo_armed && strcmp(fs->echo_name, name) == 0 &&
+	       (!fs->echo_dir_ino || fs->echo_dir_ino == dir);
 	if (mine) {
 		/* The node is gone from the store: the kernel gets an entry
 		 * for the old inode number only so it can remove it.  It
 		 * never reaches the store: any use answers ESTALE. */
 		e.ino = fs->echo_ino;
 		e.attr.st_mode = fs->echo_dir ? S_IFDIR | 0755 : S_IFREG | 0644;
-	} else if (fs->echo_armed && strcmp(fs->echo_tenant, name) == 0) {
+	} else if (fs->echo_armed && dir == STORE_ROOT_INO &&
+		   strcmp(fs->echo_tenant, name) == 0) {
 		/* The way there: a tenant a drain removed with its parents. */
 		mine = true;
 		e.ino = fs->echo_tenant_ino;
@@ -986,21 +1026,50 @@ bool fs_echo_lookup(fuse_req_t req, struct fs *fs, const char *name)
 	return mine;
 }
 
-bool fs_echo_remove(fuse_req_t req, struct fs *fs, const char *name, bool dir)
+/* Does a live node own @name in kernel directory @dir now? */
+static bool live_in(struct fs *fs, fuse_ino_t dir, const char *name)
+{
+	struct store_node *d = store_ino_get(fs->store, dir), *n = NULL;
+	bool live = d && store_lookup(fs->store, d, name, &n) == 0;
+
+	if (n)
+		store_node_unref(fs->store, n);
+	if (d)
+		store_node_unref(fs->store, d);
+	return live;
+}
+
+bool fs_echo_remove(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
+		    const char *name, bool isdir)
 {
 	bool mine;
 
 	if (!from_echo(req, fs))
 		return false;
+	/*
+	 * The kernel holds @dir locked from its lookup of the name to this
+	 * reply, and every new incarnation of a name in @dir (mkdir, create,
+	 * link, rename) is made under that lock: so if no live node owns
+	 * the name now, the node the kernel is removing is not a live one,
+	 * and a mkdir that follows comes after this removal (its CREATE
+	 * after this DELETE).  Anything else of the echo thread's, or a
+	 * name a live node owns, is refused: the echo never reaches the
+	 * store.
+	 */
 	pthread_mutex_lock(&fs->echo_lock);
-	mine = fs->echo_armed && fs->echo_dir == dir &&
-	       strcmp(fs->echo_name, name) == 0;
-	if (mine)
-		fs->echo_armed = false;
+	mine = fs->echo_armed && fs->echo_dir == isdir &&
+	       strcmp(fs->echo_name, name) == 0 &&
+	       (!fs->echo_dir_ino || fs->echo_dir_ino == dir);
 	pthread_mutex_unlock(&fs->echo_lock);
-	if (mine)
-		fuse_reply_err(req, 0);
-	return mine;
+	if (mine && live_in(fs, dir, name))
+		mine = false;
+	if (mine) {
+		pthread_mutex_lock(&fs->echo_lock);
+		fs->echo_armed = false;
+		pthread_mutex_unlock(&fs->echo_lock);
+	}
+	fuse_reply_err(req, mine ? 0 : ENOENT);
+	return true;
 }
 
 /* Does a live node own the name @ev removed (depth @depth) now? */
@@ -1028,6 +1097,7 @@ static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
 	bool dir = depth < 3;
 	const char *name = depth == 1 ? ev->tenant : depth == 2 ? ev->parent : ev->child;
 	char path[3 * (NAME_MAX + 1)];
+	struct statx stx;
 
 	if (!ev->internal || ev->ino == 0 || !*name || strlen(name) > NAME_MAX)
 		return;
@@ -1049,11 +1119,25 @@ static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
 		 depth > 1 ? ev->tenant : "");
 	fs->echo_tenant_ino = ev->tenant_ino;
 	fs->echo_ino = ev->ino;
+	fs->echo_dir_ino = depth == 1 ? STORE_ROOT_INO :
+			   depth == 2 ? ev->tenant_ino : 0;
 	fs->echo_dir = dir;
 	fs->echo_armed = true;
 	pthread_mutex_unlock(&fs->echo_lock);
-	/* Failure is fine: the directory may be gone too (a cascade). */
-	(void)unlinkat(rootfd, path, dir ? AT_REMOVEDIR : 0);
+	/*
+	 * Only the incarnation that went is removed: the kernel may hold
+	 * another under the name by now (a rejoin that raced this echo), and
+	 * removing that would take a live directory from the kernel's view
+	 * (it marks a removed directory dead for good) and tell watchers it
+	 * went after they saw it come.  The inode the kernel holds is read
+	 * without asking the daemon (AT_STATX_DONT_SYNC); a name it does not
+	 * hold is looked up and answered from the echo record.  What changes
+	 * between this and the removal, fs_echo_remove() judges.  Failure is
+	 * fine: the directory may be gone too (a cascade).
+	 */
+	if (statx(rootfd, path, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
+		  STATX_INO, &stx) == 0 && stx.stx_ino == ev->ino)
+		(void)unlinkat(rootfd, path, dir ? AT_REMOVEDIR : 0);
 	pthread_mutex_lock(&fs->echo_lock);
 	fs->echo_armed = false;
 	pthread_mutex_unlock(&fs->echo_lock);
@@ -1097,12 +1181,26 @@ static void echo_passed(struct fs *fs, uint64_t seq)
  * Before the session ends on its own (a drain): let the echo and inval
  * threads finish what the log holds while workers still answer them, so
  * neither is left in the kernel waiting for a reply that will not come.
- * Bounded (QUIESCE_MS): a thread that cannot finish is left to the
- * unmount.
+ * Bounded (QUIESCE_MS): an echo that cannot finish is left to the
+ * unmount, which ends its syscall.
+ *
+ * The inval thread cannot be left so: it writes to the session, and an
+ * entry invalidation waits in the kernel for the lock of its directory,
+ * which a lookup holds until it is answered.  A lookup that comes late,
+ * once the loop has ended, is never answered, and neither the unmount nor
+ * the end of the session (whose device the waiting write holds open)
+ * would free the thread: it could not be joined, and the daemon would
+ * hang.  So it ends here, and is joined while workers still answer.
  */
 void fs_watch_quiesce(struct fs *fs)
 {
 	wait_caught_up(fs, QUIESCE_MS, true);
+	pthread_mutex_lock(&fs->watch_lock);
+	fs->inval_quit = true;
+	pthread_cond_broadcast(&fs->inval_cond);
+	pthread_cond_broadcast(&fs->inval_progress);
+	pthread_mutex_unlock(&fs->watch_lock);
+	fs_inval_join(fs);
 }
 
 /*
@@ -1113,26 +1211,38 @@ void fs_watch_quiesce(struct fs *fs)
 static void *echo_main(void *arg)
 {
 	struct fs *fs = arg;
-	struct store_event_reader r;
+	struct store_event_reader r = fs->watch_from;
 	struct timespec retry = { 0 };
 	unsigned backoff = 0;   /* ms; 0: memory is fine */
 	dev_t dev = 0;
 
-	store_events_open(fs->store, NULL, &r);
+	pthread_setname_np(pthread_self(), "statefs-echo");
+	/* Internal lines only, as the inval thread reads them. */
+	r.internal_only = true;
 	r.window = STORE_EVENT_LOG;
 	atomic_store(&fs->echo_tid, gettid());
 	for (;;) {
 		struct store_event ev;
 		int rc;
 
+		/* Kicked by the hook after an internal transition, by a wait
+		 * for it (wait_caught_up) and the stop: no timeout needed.
+		 * Looking moves the reader past other lines: progress to
+		 * report. */
 		pthread_mutex_lock(&fs->watch_lock);
-		while (!fs->stopping &&
-		       (backoff ? !deadline_passed(&retry) :
-				  !store_events_pending(fs->store, &r))) {
-			/* Kicked by the hook after an internal transition. */
-			struct timespec ts = backoff ? retry : deadline_in(1000);
+		for (;;) {
+			bool ready = backoff ? deadline_passed(&retry) :
+				     store_events_pending(fs->store, &r) ||
+				     r.next != fs->echo_seq;
 
-			pthread_cond_timedwait(&fs->echo_cond, &fs->watch_lock, &ts);
+			if (fs->stopping || ready)
+				break;
+			if (backoff)
+				pthread_cond_timedwait(&fs->echo_cond,
+						       &fs->watch_lock, &retry);
+			else
+				pthread_cond_wait(&fs->echo_cond,
+						  &fs->watch_lock);
 		}
 		if (fs->stopping) {
 			pthread_mutex_unlock(&fs->watch_lock);
@@ -1171,6 +1281,7 @@ int fs_watch_start(struct fs *fs)
 	fs->cache_s = (double)store_limits(fs->store)->cache_timeout_ms / 1000.0;
 	store_events_open(fs->store, NULL, &head);
 	fs->inval_seq = fs->echo_seq = head.next;
+	fs->watch_from = head;
 	store_set_event_hook(fs->store, fs_watch_hook, fs);
 	store_set_attr_hook(fs->store, attrs_changed, fs);
 	if (pthread_create(&fs->reaper_thread, NULL, reaper_main, fs))

@@ -19,6 +19,12 @@
  * oldest entry it may still read, max(first, end - window).  Each entry
  * keeps its formatted line (without the sequence number) and its names
  * for the watcher path.
+ *
+ * Each entry also records how many internal entries came before it, and
+ * a reader how many came before its next entry (internal_seen), so an
+ * internal_only reader whose next entry was overwritten can tell whether
+ * an internal one went with it: if none did, it lost nothing it would
+ * have seen, and it moves on to the oldest entry without falling behind.
  */
 #include "store/evlog.h"
 #include "store/alloc.h"
@@ -41,6 +47,7 @@ static const char *const op_names[] = {
 
 struct slot {
 	uint64_t seq;          /* 0: empty */
+	uint64_t internal_before; /* internal entries appended before it */
 	struct evlog_entry e;  /* names point into text */
 	char *text;            /* "op\tT\tP\tC\tG\tV\n" (or with "\tFP\tFC"
 				* before the newline) then the three names */
@@ -51,6 +58,7 @@ struct evlog {
 	pthread_mutex_t lock;
 	size_t cap;
 	uint64_t next;         /* lock: the next sequence number */
+	uint64_t internal;     /* lock: internal entries appended so far */
 	struct slot *ring;     /* lock */
 };
 
@@ -125,6 +133,8 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
 		free(sl->text);
 		memset(sl, 0, sizeof(*sl));
 		sl->seq = seq;
+		sl->internal_before = l->internal;
+		l->internal += e->internal;
 		sl->e = *e; /* scope and owner: who is told of the loss */
 		sl->e.tenant = sl->e.parent = sl->e.child = NULL;
 		sl->e.from_parent = sl->e.from_child = NULL;
@@ -144,6 +154,8 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
 	sl = &l->ring[seq % l->cap];
 	free(sl->text);
 	sl->seq = seq;
+	sl->internal_before = l->internal;
+	l->internal += e->internal;
 	sl->e = *e;
 	sl->e.from_parent = sl->e.from_child = NULL; /* only in the text */
 	sl->text = text;
@@ -163,6 +175,24 @@ uint64_t evlog_next_seq(struct evlog *l)
 	n = l->next;
 	pthread_mutex_unlock(&l->lock);
 	return n;
+}
+
+void evlog_open(struct evlog *l, struct store_event_reader *r)
+{
+	pthread_mutex_lock(&l->lock);
+	r->next = l->next;
+	r->internal_seen = l->internal;
+	pthread_mutex_unlock(&l->lock);
+}
+
+/* Move reader @r to @seq, an entry still in the ring or l->next (lock
+ * held), with its count of the internal entries before it. */
+static void reader_to(struct evlog *l, struct store_event_reader *r,
+		      uint64_t seq)
+{
+	r->next = seq;
+	r->internal_seen = seq < l->next ?
+			   l->ring[seq % l->cap].internal_before : l->internal;
 }
 
 /* Where reader @r stops for now: the end of the log, or r->until. */
@@ -194,6 +224,8 @@ static uint64_t oldest_locked(struct evlog *l, const struct store_event_reader *
  */
 static bool visible(const struct slot *sl, const struct store_event_reader *r)
 {
+	if (r->internal_only && !sl->e.internal)
+		return false;
 	if (r->tenant_ino && sl->e.tenant_ino != r->tenant_ino)
 		return false;
 	return !r->cred || !sl->e.tenant_ino ||
@@ -208,9 +240,9 @@ static bool visible(const struct slot *sl, const struct store_event_reader *r)
  * Move @r past the entries it does not see (lock held; it is dropped and
  * taken again every SKIP_BATCH entries, so appends never wait long).
  * Returns true when @r fell behind: entries it had not got past were
- * overwritten, or the next entry it sees is more than its window before
- * its end (oldest_locked).  Else r->next is the next entry it sees, or
- * l->next.
+ * overwritten (for an internal_only reader: an internal one among them),
+ * or the next entry it sees is more than its window before its end
+ * (oldest_locked).  Else r->next is the next entry it sees, or l->next.
  */
 static bool catch_up_locked(struct evlog *l, struct store_event_reader *r)
 {
@@ -218,11 +250,17 @@ static bool catch_up_locked(struct evlog *l, struct store_event_reader *r)
 		uint64_t first = l->next > l->cap ? l->next - l->cap : 1;
 		unsigned n = 0;
 
-		if (r->next < first)
-			return true;
+		if (r->next < first) {
+			const struct slot *f = &l->ring[first % l->cap];
+
+			if (!r->internal_only ||
+			    f->internal_before != r->internal_seen)
+				return true;
+			reader_to(l, r, first); /* nothing it would see went */
+		}
 		while (r->next < l->next && n < SKIP_BATCH &&
 		       !visible(&l->ring[r->next % l->cap], r)) {
-			r->next++;
+			reader_to(l, r, r->next + 1);
 			n++;
 		}
 		if (n < SKIP_BATCH)
@@ -245,10 +283,10 @@ size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 			goto out;
 		memcpy(buf, overflow, sizeof(overflow) - 1);
 		used = sizeof(overflow) - 1;
-		r->next = oldest_locked(l, r);
+		reader_to(l, r, oldest_locked(l, r));
 	}
 	/* Within the window now: at most window entries to look at. */
-	for (; r->next < end_locked(l, r); r->next++) {
+	for (; r->next < end_locked(l, r); reader_to(l, r, r->next + 1)) {
 		struct slot *sl = &l->ring[r->next % l->cap];
 		const char *text;
 		size_t tlen;
@@ -291,11 +329,14 @@ int evlog_next(struct evlog *l, struct store_event_reader *r,
 	memset(ev, 0, sizeof(*ev));
 	pthread_mutex_lock(&l->lock);
 	oldest = oldest_locked(l, r);
-	if (r->next < oldest) {
-		r->next = oldest;
+	/* An internal_only reader skips the rest first; what it skips makes
+	 * it fall behind only if an internal entry went unread. */
+	if (r->internal_only ? catch_up_locked(l, r) : r->next < oldest) {
+		reader_to(l, r, oldest_locked(l, r));
 		rc = -EOVERFLOW;
 	} else if (r->next < l->next && !l->ring[r->next % l->cap].text) {
-		r->next++; /* a lost line: nothing to act on */
+		/* A lost line: nothing to act on. */
+		reader_to(l, r, r->next + 1);
 		rc = -ENODATA;
 	} else if (r->next < l->next) {
 		sl = &l->ring[r->next % l->cap];
@@ -312,7 +353,7 @@ int evlog_next(struct evlog *l, struct store_event_reader *r,
 			store_event_free(ev);
 			rc = -ENOMEM;
 		} else {
-			r->next++;
+			reader_to(l, r, r->next + 1);
 			rc = 1;
 		}
 	}

@@ -46,6 +46,9 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e);
 /* The sequence number the next append will get. */
 uint64_t evlog_next_seq(struct evlog *l);
 
+/* Start @r at the end of the log (its position and internal count). */
+void evlog_open(struct evlog *l, struct store_event_reader *r);
+
 /* See store_events_read / store_events_pending / store_events_next. */
 size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 		  size_t len);

@@ -25,7 +25,10 @@
  *     counted reference and the kernel's lookup count.
  *  2. The adapter updates it: store_ino_remember() before it replies with
  *     an entry, store_ino_forget() on FUSE forget.  The hierarchy never
- *     writes it, so no transition needs a symmetric double write.
+ *     writes it, so no transition needs a symmetric double write; the
+ *     transitions that make an entry for the adapter (store_*_entry)
+ *     remember it for the adapter, inside themselves, so a reply never
+ *     fails after the store changed (entry_remember).
  *  3. A stale entry (a node removed from the hierarchy while the kernel
  *     still knows it) is detected by node->dead: every operation that
  *     arrives through the table checks it and answers -ESTALE.  The
@@ -1403,6 +1406,29 @@ void store_ino_forget(struct store *s, uint64_t ino, uint64_t nlookup)
 		store_node_unref(s, n);
 }
 
+/*
+ * Hand @n to the kernel from inside the transition that makes or links
+ * it (store_mkdir_entry, store_create_entry, store_link_entry): count the
+ * kernel's lookup (store_ino_remember; the ino shard lock is a leaf) and
+ * report @n's attributes as of the transition (its own lock held, see
+ * attr_locked), so the adapter's reply has nothing left that can fail.
+ * The remember is the step that can fail (-ENOMEM): a transition takes it
+ * after its other refusals, and undoes it with entry_undo() only if a
+ * later step of its own fails.  @attr NULL: not for the kernel, 0.
+ */
+static int entry_remember(struct store *s, struct store_node *n,
+			  struct store_attr *attr)
+{
+	return attr ? store_ino_remember(s, n) : 0;
+}
+
+static void entry_undo(struct store *s, struct store_node *n,
+		       struct store_attr *attr)
+{
+	if (attr)
+		store_ino_forget(s, n->ino, 1);
+}
+
 int store_special(struct store *s, struct store_node *dir, int slot,
 		  struct store_node **out)
 {
@@ -1545,40 +1571,66 @@ static void attr_from_meta(struct store_attr *a, const struct meta *m)
 	a->ctime = timespec_of(m->ctime);
 }
 
-static int getattr_dir(struct store *s, struct store_node *n,
-		       struct store_attr *a)
+/*
+ * The attributes of directory or state @n, its own lock held (the store's
+ * for the root, the tenant's, the bucket's, the state's stripe): so a
+ * transition reports them as of itself.
+ */
+static void attr_locked(struct store *s, struct store_node *n,
+			struct store_attr *a)
 {
 	struct tenant *t;
 	struct parent *p;
+	struct child *c;
 
+	memset(a, 0, sizeof(*a));
+	a->ino = n->ino;
 	switch (n->kind) {
 	case STORE_ROOT:
-		lock(&s->lock);
 		attr_from_meta(a, &s->root_meta);
 		a->mode = S_IFDIR | s->root.mode;
 		a->nlink = 2 + HASH_COUNT(s->tenants);
-		unlock(&s->lock);
-		return 0;
+		break;
 	case STORE_TENANT:
 		t = as_tenant(n);
-		lock(&t->lock);
 		attr_from_meta(a, &t->meta);
 		a->mode = S_IFDIR | t->node.mode;
 		a->nlink = 2 + HASH_COUNT(t->parents);
-		unlock(&t->lock);
-		return 0;
+		break;
 	case STORE_PARENT:
 		p = as_parent(n);
-		lock(&p->lock);
 		attr_from_meta(a, &p->meta);
 		a->mode = S_IFDIR | p->node.mode;
 		a->nlink = 2;
 		a->size = p->nlinks;
-		unlock(&p->lock);
-		return 0;
+		break;
+	case STORE_CHILD:
+		c = as_child(n);
+		attr_from_meta(a, &c->meta);
+		a->mode = S_IFREG | c->node.mode;
+		a->nlink = c->node.nlink;
+		a->size = blob_len(c->content);
+		break;
 	default:
-		return -EINVAL;
+		break;
 	}
+}
+
+static int getattr_dir(struct store *s, struct store_node *n,
+		       struct store_attr *a)
+{
+	pthread_mutex_t *l;
+
+	switch (n->kind) {
+	case STORE_ROOT: l = &s->lock; break;
+	case STORE_TENANT: l = &as_tenant(n)->lock; break;
+	case STORE_PARENT: l = &as_parent(n)->lock; break;
+	default: return -EINVAL;
+	}
+	lock(l);
+	attr_locked(s, n, a);
+	unlock(l);
+	return 0;
 }
 
 int store_getattr(struct store *s, struct store_node *n, struct store_attr *a)
@@ -1594,10 +1646,7 @@ int store_getattr(struct store *s, struct store_node *n, struct store_attr *a)
 	case STORE_CHILD:
 		c = as_child(n);
 		lock(stripe(s, c));
-		attr_from_meta(a, &c->meta);
-		a->mode = S_IFREG | c->node.mode;
-		a->nlink = c->node.nlink;
-		a->size = blob_len(c->content);
+		attr_locked(s, n, a);
 		unlock(stripe(s, c));
 		/* Removed between the check and the lock: still stale. */
 		return a->nlink ? 0 : -ESTALE;
@@ -1638,15 +1687,48 @@ static void meta_apply(struct store_node *n, struct meta *m, unsigned mask,
 static int content_resize_locked(struct store *s, struct child *c,
 				 uint64_t size);
 
+/*
+ * The lease renewal of a setattr (STORE_SET_RENEW), the owner's lock held
+ * (bucket or stripe, as do_lease takes): renew_check_locked() takes every
+ * refusal first, renew_locked() then cannot fail.  *@ttl 0: no lease, a
+ * plain touch.
+ */
+static int renew_check_locked(struct store *s, struct store_node *n,
+			      uint64_t *ttl)
+{
+	struct parent *p = as_parent(n);
+
+	*ttl = ttl_of(s, n);
+	if (*ttl == 0)
+		return 0;
+	if (draining(s, p ? p->tenant : child_tenant(as_child(n))))
+		return -EROFS;
+	return lease_ensure(s, n) ? -ENOMEM : 0;
+}
+
+static void renew_locked(struct store *s, struct store_node *n, uint64_t ttl,
+			 uint64_t now)
+{
+	if (!ttl)
+		return;
+	if (n->kind == STORE_PARENT)
+		snap_parent_cow(s, as_parent(n));
+	else
+		snap_state_cow(s, as_child(n));
+	lease_set(s, n, now + ttl);
+}
+
 static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 		  const struct store_attr *in, struct store_attr *out)
 {
 	struct child *c;
 	struct meta *m;
 	pthread_mutex_t *l;
+	uint64_t now = store_now_ms(s), ttl = 0;
+	bool renew;
 	int rc = 0;
 
-	if (gone(s, n, store_now_ms(s)))
+	if (gone(s, n, now))
 		return -ESTALE;
 	switch (n->kind) {
 	case STORE_ROOT: m = &s->root_meta; l = &s->lock; break;
@@ -1662,24 +1744,33 @@ static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 	}
 	if ((mask & STORE_SET_SIZE) && n->kind != STORE_CHILD)
 		return -EISDIR;
+	renew = (mask & STORE_SET_RENEW) &&
+		(n->kind == STORE_PARENT || n->kind == STORE_CHILD);
 	lock(l);
 	if (n->kind == STORE_TENANT)
 		snap_tenant_cow(s, as_tenant(n)); /* its owner and mode */
-	if (n->kind == STORE_CHILD && as_child(n)->node.nlink == 0)
+	/* Every refusal before the first change: the resize is the last
+	 * step that can fail, and it is the first that changes anything. */
+	if (gone(s, n, now) ||
+	    (n->kind == STORE_CHILD && as_child(n)->node.nlink == 0))
 		rc = -ESTALE;
-	else if (mask & STORE_SET_SIZE)
+	else if (renew)
+		rc = renew_check_locked(s, n, &ttl);
+	if (rc == 0 && (mask & STORE_SET_SIZE))
 		rc = content_resize_locked(s, as_child(n), in->size);
-	if (rc == 0 && (mask & ~STORE_SET_SIZE)) {
+	if (rc == 0 && (mask & ~(STORE_SET_SIZE | STORE_SET_RENEW))) {
 		if (n->kind == STORE_TENANT)
 			lock(&as_tenant(n)->acl_lock);
 		meta_apply(n, m, mask, in);
 		if (n->kind == STORE_TENANT)
 			unlock(&as_tenant(n)->acl_lock);
 	}
+	if (rc == 0 && renew)
+		renew_locked(s, n, ttl, now);
+	if (rc == 0 && out)
+		attr_locked(s, n, out);
 	unlock(l);
-	if (rc)
-		return refuse(s, rc);
-	return out ? store_getattr(s, n, out) : 0;
+	return rc ? refuse(s, rc) : 0;
 }
 
 int store_parent_generation(struct store *s, struct store_node *n, uint64_t *gen)
@@ -1855,7 +1946,8 @@ void store_dirlist_free(struct store_dirlist *l)
 /* Tenants ----------------------------------------------------------------------- */
 
 static int tenant_create(struct store *s, const char *name,
-			 const struct store_owner *owner, struct store_node **out)
+			 const struct store_owner *owner,
+			 struct store_node **out, struct store_attr *attr)
 {
 	struct tenant *t, *old;
 	int rc = 0;
@@ -1883,12 +1975,22 @@ static int tenant_create(struct store *s, const char *name,
 	if (rc == 0) {
 		/* Not reachable yet: its owner is still only ours to set. */
 		meta_inherit(&t->node, &t->meta, &s->root, &s->root_meta, true);
-		hash_oom = 0;
-		HASH_ADD_KEYPTR(hh, s->tenants, t->name, strlen(t->name), t);
-		if (hash_oom) {
+		rc = entry_remember(s, &t->node, attr);
+		if (rc == 0) {
+			hash_oom = 0;
+			HASH_ADD_KEYPTR(hh, s->tenants, t->name,
+					strlen(t->name), t);
+			if (hash_oom) {
+				entry_undo(s, &t->node, attr);
+				rc = -ENOMEM;
+			}
+		}
+		if (rc) {
 			gauge_sub(&s->tenants_n, 1, "tenants");
-			rc = -ENOMEM;
 		} else {
+			/* Without t->lock: t is found only under s->lock. */
+			if (attr)
+				attr_locked(s, &t->node, attr);
 			touch_dir(&s->root_meta);
 			store_node_ref(&t->node); /* the caller's */
 			emit(s, STORE_OP_JOIN, false, &t->node, t, NULL, NULL,
@@ -2302,7 +2404,8 @@ static void reaped_free(struct store *s, struct parent *p, struct ptab *links)
 }
 
 static int parent_join(struct store *s, struct tenant *t, const char *name,
-		       const struct store_owner *owner, struct store_node **out)
+		       const struct store_owner *owner, struct store_node **out,
+		       struct store_attr *attr)
 {
 	struct parent *p, *old, *reaped = NULL;
 	struct ptab rlinks = { 0 };
@@ -2339,13 +2442,23 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 		tb = tomb_find_locked(s, t, name, now);
 		p->generation = tb ? tb->generation + 1 : 1;
 		meta_inherit(&p->node, &p->meta, &t->node, &t->meta, true);
-		hash_oom = 0;
-		HASH_ADD_KEYPTR(hh, t->parents, p->name, strlen(p->name), p);
-		if (hash_oom) {
+		rc = entry_remember(s, &p->node, attr);
+		if (rc == 0) {
+			hash_oom = 0;
+			HASH_ADD_KEYPTR(hh, t->parents, p->name,
+					strlen(p->name), p);
+			if (hash_oom) {
+				entry_undo(s, &p->node, attr);
+				rc = -ENOMEM;
+			}
+		}
+		if (rc) {
 			gauge_sub(&t->parents_n, 1, "tenant parents");
 			gauge_sub(&s->parents_n, 1, "parents");
-			rc = -ENOMEM;
 		} else {
+			/* Without p->lock: p is found only under t->lock. */
+			if (attr)
+				attr_locked(s, &p->node, attr);
 			/* An explicit rejoin clears the tombstone. */
 			if (tb)
 				tomb_drop_locked(s, t, tb);
@@ -2496,13 +2609,15 @@ static int do_depart(struct store *s, struct store_node *tenant, const char *nam
 }
 
 static int do_mkdir(struct store *s, struct store_node *dir, const char *name,
-		const struct store_owner *owner, struct store_node **out)
+		const struct store_owner *owner, struct store_node **out,
+		struct store_attr *attr)
 {
 	if (is_dead(dir))
 		return refuse(s, -ESTALE);
 	switch (dir->kind) {
-	case STORE_ROOT: return tenant_create(s, name, owner, out);
-	case STORE_TENANT: return parent_join(s, as_tenant(dir), name, owner, out);
+	case STORE_ROOT: return tenant_create(s, name, owner, out, attr);
+	case STORE_TENANT:
+		return parent_join(s, as_tenant(dir), name, owner, out, attr);
 	case STORE_PARENT: return -EPERM;
 	default: return -ENOTDIR;
 	}
@@ -2743,7 +2858,8 @@ static void expired_reap(struct store *s, struct child **c, uint64_t now)
 
 static int do_create(struct store *s, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
-		 struct store_node **out, bool *created)
+		 struct store_node **out, bool *created,
+		 struct store_attr *attr)
 {
 	struct parent *p = as_parent(parent);
 	struct child *c, *expired = NULL;
@@ -2776,10 +2892,17 @@ retry:
 	}
 	if (old) {
 		rc = excl ? -EEXIST : 0;
+		if (rc == 0)
+			rc = entry_remember(s, &old->child->node, attr);
 		if (rc == 0) {
 			*out = &old->child->node;
 			store_node_ref(*out);
 			*created = false;
+			if (attr) {
+				lock(stripe(s, old->child));
+				attr_locked(s, *out, attr);
+				unlock(stripe(s, old->child));
+			}
 		}
 		unlock(&p->lock);
 		free(l);
@@ -2794,6 +2917,9 @@ retry:
 	}
 	if (rc == 0)
 		rc = link_reserve_locked(s, p, true);
+	/* The last step that can fail: nothing else is undone after it. */
+	if (rc == 0 && (rc = entry_remember(s, &c->node, attr)) != 0)
+		admit_undo(s, p, true);
 	if (rc == 0) {
 		meta_inherit(&c->node, &c->meta, &p->node, &p->meta, false);
 		lock(stripe(s, c));
@@ -2809,6 +2935,11 @@ retry:
 			lease_set(s, &c->node, now + ttl);
 		}
 		emit_link(s, STORE_OP_CREATE, false, p, name, c, 0);
+		if (attr) {
+			lock(stripe(s, c));
+			attr_locked(s, &c->node, attr);
+			unlock(stripe(s, c));
+		}
 	}
 	unlock(&p->lock);
 	if (rc) {
@@ -2871,7 +3002,8 @@ static int do_unlink(struct store *s, struct store_node *parent, const char *nam
 }
 
 static int do_link(struct store *s, struct store_node *child,
-	       struct store_node *parent, const char *name)
+	       struct store_node *parent, const char *name,
+	       struct store_attr *attr)
 {
 	struct parent *p = as_parent(parent);
 	struct child *c = as_child(child), *expired = NULL;
@@ -2916,14 +3048,18 @@ retry:
 		 * concurrent last unlink either ran first (stale) or will
 		 * see this link. */
 		lock(stripe(s, c));
-		if (c->node.nlink == 0 || is_expired(s, &c->node, now)) {
+		if (c->node.nlink == 0 || is_expired(s, &c->node, now))
 			rc = -ESTALE;
-		} else {
+		else
+			rc = entry_remember(s, &c->node, attr);
+		if (rc == 0) {
 			snap_state_cow(s, c);
 			link_attach_locked(p, l);
 			c->meta.ctime = wall_now();
 			/* The source: the name the state gained before. */
 			emit_from_locked(s, STORE_OP_LINK, c, l, l->snext);
+			if (attr)
+				attr_locked(s, &c->node, attr);
 		}
 		unlock(stripe(s, c));
 		if (rc)
@@ -3176,37 +3312,65 @@ static int content_resize_locked(struct store *s, struct child *c, uint64_t size
 	return 0;
 }
 
+int store_stage_new(struct store *s, enum store_stage_mode mode,
+		    struct store_stage **out)
+{
+	struct store_stage *st = st_calloc(1, sizeof(*st));
+
+	if (!st)
+		return -ENOMEM;
+	st->s = s;
+	st->mode = mode;
+	pthread_mutex_init(&st->lock, NULL);
+	if (mode == STORE_STAGE_REPLACE) {
+		st->staged = true; /* an empty image: O_TRUNC */
+		st->dirty = true;
+	}
+	*out = st;
+	return 0;
+}
+
+/* Bind new stage @st to state @c (c's stripe held): it pins what is
+ * current. */
+static void stage_attach_locked(struct store_stage *st, struct child *c)
+{
+	st->pin = blob_ref(c->content);
+	st->base_version = c->version;
+	st->seen_version = c->version;
+	st->seen_mtime = c->meta.mtime;
+	st->c = c;
+	store_node_ref(&c->node);
+}
+
+void store_stage_attach(struct store_stage *st, struct store_node *child)
+{
+	struct child *c = as_child(child);
+
+	lock(stripe(st->s, c));
+	stage_attach_locked(st, c);
+	unlock(stripe(st->s, c));
+}
+
 int store_stage_open(struct store *s, struct store_node *child,
 		     enum store_stage_mode mode, struct store_stage **out)
 {
 	struct child *c = as_child(child);
 	struct store_stage *st;
+	int rc = 0;
 
 	if (!c)
 		return child->kind == STORE_SPECIAL ? -EINVAL : -EISDIR;
-	st = st_calloc(1, sizeof(*st));
-	if (!st)
+	if (store_stage_new(s, mode, &st))
 		return -ENOMEM;
-	st->s = s;
-	st->c = c;
-	st->mode = mode;
-	pthread_mutex_init(&st->lock, NULL);
 	lock(stripe(s, c));
-	if (c->node.nlink == 0 || is_expired(s, child, store_now_ms(s))) {
-		unlock(stripe(s, c));
-		pthread_mutex_destroy(&st->lock);
-		free(st);
-		return refuse(s, -ESTALE);
-	}
-	st->pin = blob_ref(c->content);
-	st->base_version = c->version;
-	st->seen_version = c->version;
-	st->seen_mtime = c->meta.mtime;
+	if (c->node.nlink == 0 || is_expired(s, child, store_now_ms(s)))
+		rc = -ESTALE;
+	else
+		stage_attach_locked(st, c);
 	unlock(stripe(s, c));
-	store_node_ref(&c->node);
-	if (mode == STORE_STAGE_REPLACE) {
-		st->staged = true; /* an empty image: O_TRUNC */
-		st->dirty = true;
+	if (rc) {
+		store_stage_close(st);
+		return refuse(s, rc);
 	}
 	*out = st;
 	return 0;
@@ -3400,6 +3564,39 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 	return rc ? refuse(s, rc) : (ssize_t)n;
 }
 
+/* The buffer store_stage_truncate() to @size needs (st->lock held). */
+static size_t stage_truncate_need(struct store_stage *st, uint64_t size)
+{
+	size_t need = (size_t)size;
+
+	if (st->mode == STORE_STAGE_APPEND) {
+		size_t base = blob_len(st->pin) + (st->staged ? st->len : 0);
+
+		need = base > need ? base : need;
+	} else if (!st->staged) {
+		need = blob_len(st->pin) > need ? blob_len(st->pin) : need;
+	}
+	return need;
+}
+
+int store_stage_truncate_reserve(struct store_stage *st, uint64_t size)
+{
+	struct store *s = st->s;
+	int rc;
+
+	/* The mode under the lock: a truncation in another thread on the
+	 * same open file may change it. */
+	lock(&st->lock);
+	if (st->mode == STORE_STAGE_READ)
+		rc = -EBADF;
+	else if (size > s->lim.max_payload)
+		rc = -EFBIG;
+	else
+		rc = stage_reserve(st, stage_truncate_need(st, size));
+	unlock(&st->lock);
+	return rc == -EFBIG ? refuse(s, rc) : rc;
+}
+
 int store_stage_truncate(struct store_stage *st, uint64_t size)
 {
 	struct store *s = st->s;
@@ -3551,7 +3748,8 @@ void store_stage_close(struct store_stage *st)
 		return;
 	free(st->buf);
 	blob_unref(st->pin);
-	store_node_unref(st->s, &st->c->node);
+	if (st->c)
+		store_node_unref(st->s, &st->c->node);
 	pthread_mutex_destroy(&st->lock);
 	free(st);
 }
@@ -3597,7 +3795,14 @@ int store_depart(struct store *s, struct store_node *tenant, const char *name,
 int store_mkdir(struct store *s, struct store_node *dir, const char *name,
 		const struct store_owner *owner, struct store_node **out)
 {
-	return TRANSITION(s, do_mkdir(s, dir, name, owner, out));
+	return TRANSITION(s, do_mkdir(s, dir, name, owner, out, NULL));
+}
+
+int store_mkdir_entry(struct store *s, struct store_node *dir, const char *name,
+		      const struct store_owner *owner, struct store_node **out,
+		      struct store_attr *attr)
+{
+	return TRANSITION(s, do_mkdir(s, dir, name, owner, out, attr));
 }
 
 int store_rmdir(struct store *s, struct store_node *dir, const char *name,
@@ -3610,7 +3815,17 @@ int store_create(struct store *s, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
 		 struct store_node **out, bool *created)
 {
-	return TRANSITION(s, do_create(s, parent, name, owner, excl, out, created));
+	return TRANSITION(s, do_create(s, parent, name, owner, excl, out,
+				       created, NULL));
+}
+
+int store_create_entry(struct store *s, struct store_node *parent,
+		       const char *name, const struct store_owner *owner,
+		       bool excl, struct store_node **out, bool *created,
+		       struct store_attr *attr)
+{
+	return TRANSITION(s, do_create(s, parent, name, owner, excl, out,
+				       created, attr));
 }
 
 int store_unlink(struct store *s, struct store_node *parent, const char *name)
@@ -3621,7 +3836,14 @@ int store_unlink(struct store *s, struct store_node *parent, const char *name)
 int store_link(struct store *s, struct store_node *child,
 	       struct store_node *parent, const char *name)
 {
-	return TRANSITION(s, do_link(s, child, parent, name));
+	return TRANSITION(s, do_link(s, child, parent, name, NULL));
+}
+
+int store_link_entry(struct store *s, struct store_node *child,
+		     struct store_node *parent, const char *name,
+		     struct store_attr *attr)
+{
+	return TRANSITION(s, do_link(s, child, parent, name, attr));
 }
 
 int store_rename(struct store *s, struct store_node *from, const char *name,
@@ -3802,11 +4024,12 @@ uint64_t store_next_deadline(struct store *s)
 void store_events_open(struct store *s, struct store_node *tenant,
 		       struct store_event_reader *r)
 {
-	r->next = evlog_next_seq(s->events);
+	evlog_open(s->events, r);
 	r->tenant_ino = tenant ? tenant->ino : 0;
 	r->window = STORE_EVENT_WINDOW;
 	r->until = 0;
 	r->cred = NULL;
+	r->internal_only = false;
 }
 
 size_t store_events_read(struct store *s, struct store_event_reader *r,

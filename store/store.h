@@ -315,14 +315,20 @@ int store_getattr(struct store *s, struct store_node *n, struct store_attr *a);
 #define STORE_SET_SIZE  (1u << 5)
 #define STORE_SET_KILL_SUID (1u << 6) /* clear S_ISUID, whatever the mode */
 #define STORE_SET_KILL_SGID (1u << 7) /* clear S_ISGID, whatever the mode */
+#define STORE_SET_RENEW     (1u << 8) /* renew the lease too (touch) */
 
 /*
- * Change attributes of @n: the fields named by @mask from @in (the KILL
- * bits clear their mode bit and leave the others as they are, so a
- * concurrent chmod is not undone).  A size
- * change of a child is a publication (truncate or zero-extend, version
- * + 1); -EFBIG over max_payload, -ENOSPC over max_bytes, -EDQUOT over
- * the tenant's share of it, -EISDIR for a directory.  -ESTALE when @n is dead.  Fills @out with the result.
+ * Change attributes of @n: the fields named by @mask from @in, as one
+ * transition with one outcome: every refusal comes before the first
+ * change.  The KILL bits clear their mode bit and leave the others as
+ * they are, so a concurrent chmod is not undone.  A size change of a
+ * child is a publication (truncate or zero-extend, version + 1); -EFBIG
+ * over max_payload, -ENOSPC over max_bytes, -EDQUOT over the tenant's
+ * share of it, -EISDIR for a directory.  STORE_SET_RENEW also renews the
+ * lease of a child or parent as store_renew() does (-EROFS while
+ * draining, for a node that has a lease; ignored for other kinds).
+ * -ESTALE when @n is dead.  Fills @out (may be NULL) with the
+ * attributes as of the transition.
  */
 int store_setattr(struct store *s, struct store_node *n, unsigned mask,
 		  const struct store_attr *in, struct store_attr *out);
@@ -415,6 +421,27 @@ int store_unlink(struct store *s, struct store_node *parent, const char *name);
 int store_link(struct store *s, struct store_node *child,
 	       struct store_node *parent, const char *name);
 
+/*
+ * The transitions that give the kernel an entry (mkdir, create, link)
+ * come in a second form for the adapter, store_*_entry(): the same
+ * transition, which also counts the kernel's lookup of the node (as
+ * store_ino_remember()) and fills @attr with the node's attributes as of
+ * the transition.  Both happen inside it, the remember before anything
+ * changes (-ENOMEM: nothing changed), so once the store has changed the
+ * reply has nothing left that can fail.  See store_mkdir(),
+ * store_create() and store_link() for the rest.
+ */
+int store_mkdir_entry(struct store *s, struct store_node *dir, const char *name,
+		      const struct store_owner *owner, struct store_node **out,
+		      struct store_attr *attr);
+int store_create_entry(struct store *s, struct store_node *parent,
+		       const char *name, const struct store_owner *owner,
+		       bool excl, struct store_node **out, bool *created,
+		       struct store_attr *attr);
+int store_link_entry(struct store *s, struct store_node *child,
+		     struct store_node *parent, const char *name,
+		     struct store_attr *attr);
+
 #define STORE_RENAME_NOREPLACE (1u << 0)
 #define STORE_RENAME_EXCHANGE  (1u << 1)
 
@@ -466,6 +493,18 @@ int store_stage_open(struct store *s, struct store_node *child,
 		     enum store_stage_mode mode, struct store_stage **out);
 
 /*
+ * store_stage_open() in two steps, for an open that creates its child
+ * (FUSE create): store_stage_new() takes what can fail (-ENOMEM) before
+ * the admission, store_stage_attach() binds the stage to the child the
+ * admission returned and cannot fail.  A stage attached to a child that
+ * was removed in between answers -ESTALE from then on.  An unattached
+ * stage is freed with store_stage_close().
+ */
+int store_stage_new(struct store *s, enum store_stage_mode mode,
+		    struct store_stage **out);
+void store_stage_attach(struct store_stage *st, struct store_node *child);
+
+/*
  * Stage @len bytes at @off (ignored for APPEND).  Limits are checked
  * here so the failing write reports them: -EFBIG over max_payload,
  * -ENOSPC over max_bytes, -EDQUOT over the tenant's share of it,
@@ -492,8 +531,18 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf,
 ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 			 uint64_t off);
 
-/* Truncate or extend the staged content (ftruncate on an open file). */
+/* Truncate or extend the staged content (ftruncate on an open file).
+ * -EFBIG over max_payload, -EBADF on a read stage, -ENOMEM. */
 int store_stage_truncate(struct store_stage *st, uint64_t size);
+
+/*
+ * Take every refusal of store_stage_truncate(@st, @size) now, changing
+ * nothing (the room it needs is made), so that the truncate which follows
+ * cannot fail, unless another write of the same stage grew it meanwhile:
+ * for a truncate that goes with a transition (fs/: an ftruncate also
+ * sets the times).
+ */
+int store_stage_truncate_reserve(struct store_stage *st, uint64_t size);
 
 /*
  * Publish the staged content as one transition if the stage is dirty
@@ -643,6 +692,13 @@ enum store_op {
  * mode when each line was appended; lines of no tenant are everyone's.
  * Lines it does not see keep their numbers (the reader sees gaps) and,
  * while they are in the log, never make it fall behind.
+ *
+ * With @internal_only it sees only the internal lines (an expiry, a
+ * .depart, a drain's clear: what the watcher machinery acts on), and the
+ * others never make it fall behind, not even once they have left the
+ * log: it falls behind only when an internal line it had not reached
+ * was overwritten.  So a reader that acts on internal lines alone may
+ * sleep while the log moves on and catch up cheaply when one comes.
  */
 struct store_event_reader {
 	uint64_t next;         /* sequence number it reads next */
@@ -652,12 +708,16 @@ struct store_event_reader {
 				* lines before this sequence number */
 	const struct store_cred *cred; /* NULL: every line in scope; else
 					* kept alive by the reader's owner */
+	bool internal_only;    /* sees internal lines only */
+	uint64_t internal_seen; /* the log's: internal lines before next */
 };
 
 /*
  * Start a reader at the present (the next line appended is its first).
- * @tenant NULL for the whole store.  r->cred starts NULL; the caller may
- * set it before the first read.
+ * @tenant NULL for the whole store.  r->cred starts NULL and
+ * r->internal_only false; the caller may set them before the first read.
+ * A reader is moved only by the store_events_* calls (a copy of a reader
+ * is a reader at the same place).
  */
 void store_events_open(struct store *s, struct store_node *tenant,
 		       struct store_event_reader *r);
@@ -690,8 +750,9 @@ struct store_event {
 };
 
 /*
- * Fetch the event with sequence number >= r->next (scope ignored), for
- * the watcher machinery.  Returns 1 and fills @ev (free with
+ * Fetch the event with sequence number >= r->next (scope ignored, but an
+ * internal_only reader gets only internal events), for the watcher
+ * machinery.  Returns 1 and fills @ev (free with
  * store_event_free), 0 when none pending, -EOVERFLOW (r->next moved to
  * the oldest) when it fell behind, -ENODATA for a line the log had no
  * memory to keep (skipped), -ENOMEM when @ev could not be filled (r->next

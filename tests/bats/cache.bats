@@ -171,3 +171,44 @@ print(before, os.stat(p).st_size)' "$MNT/t/p/c"
 	gone "$MNT/t/p"
 	exec 4<&-
 }
+
+# switches NAME: the voluntary context switches so far of the daemon's
+# thread called NAME (its comm), i.e. how often it went to sleep.
+switches() {
+	local task
+	for task in /proc/"$STATEFS_PID"/task/*; do
+		if [ "$(cat "$task/comm" 2>/dev/null)" = "$1" ]; then
+			awk '$1 == "voluntary_ctxt_switches:" { print $2 }' "$task/status"
+			return 0
+		fi
+	done
+	echo "no thread $1 in statefs (pid $STATEFS_PID)" >&2
+	return 1
+}
+
+@test "with nothing happening, the cache and echo threads sleep: no wake-ups" {
+	statefs_mount
+	mkdir -p "$MNT/t/p"
+	echo x >"$MNT/t/p/c"
+	local inval0 echo0 inval1 echo1
+	inval0=$(switches statefs-inval)
+	echo0=$(switches statefs-echo)
+	# Idle: no request, no .events reader, no lease.
+	sleep 4
+	inval1=$(switches statefs-inval)
+	echo1=$(switches statefs-echo)
+	# A thread that sleeps until there is work does not wake at all;
+	# one that looks once a second would have woken four times.
+	[ $((inval1 - inval0)) -le 1 ] ||
+		fail "the inval thread woke $((inval1 - inval0)) times in 4 idle seconds"
+	[ $((echo1 - echo0)) -le 1 ] ||
+		fail "the echo thread woke $((echo1 - echo0)) times in 4 idle seconds"
+	# And they still do their work when there is some.
+	stat "$MNT/t/p" >/dev/null
+	watch_start "$BATS_TEST_TMPDIR/w" "$MNT/t" -e delete
+	echo p >"$MNT/t/.depart"
+	run stat "$MNT/t/p"
+	assert_failure
+	wait_line "$BATS_TEST_TMPDIR/w" 'DELETE,ISDIR p'
+	bg_stop || true
+}

@@ -496,3 +496,79 @@ PY
 	run stat_of children
 	assert_output 1
 }
+
+# race_admissions MNT SECONDS create|mkdir: while other processes make the
+# parent t/P leave (rmdir, .depart) and come back, one process admits
+# unique children into it (create) or is the only one to join it (mkdir),
+# for SECONDS.  Prints each call that failed and yet changed the store: a
+# failed create whose child has a 'create' line in .events, or a mkdir
+# call during which the store counted more joins than the call made (the
+# kernel repeats a mkdir answered ESTALE).
+race_admissions() {
+	python3 - "$@" <<'PY'
+import os, sys, time, errno, select, multiprocessing as mp
+M, DUR, MODE = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+T = M + "/t"
+def joins():
+    with open(M + "/.stats") as f:
+        for l in f:
+            if l.startswith("joins "): return int(l.split()[1])
+def remover(kind, stop):
+    while not stop.is_set():
+        try:
+            if kind == "rmdir": os.rmdir(T + "/P")
+            elif kind == "rejoin": os.mkdir(T + "/P")
+            else:
+                with open(T + "/.depart", "w") as f: f.write("P\n")
+        except OSError: pass
+def reader(fd, stop, out):
+    # Reads all along, so the stream never falls behind.
+    data, idle = b"", 0
+    while idle < 5 or not stop.is_set():
+        if select.select([fd], [], [], 0.2)[0]: data += os.read(fd, 1 << 20); idle = 0
+        else: idle += 1
+    out.send(data)
+if __name__ == "__main__":
+    os.makedirs(T + "/P", exist_ok=True)
+    ev = os.open(M + "/.events", os.O_RDONLY)
+    stop, evstop = mp.Event(), mp.Event()
+    got, give = mp.Pipe(False)
+    rd = mp.Process(target=reader, args=(ev, evstop, give))
+    rd.start()
+    kinds = ("rmdir", "depart", "rejoin") if MODE == "create" else ("rmdir", "depart")
+    ps = [mp.Process(target=remover, args=(k, stop)) for k in kinds]
+    for p in ps: p.start()
+    failed, bad, i, end = [], [], 0, time.time() + DUR
+    while time.time() < end:
+        i += 1
+        if MODE == "create":
+            name = "c%d" % i
+            try: os.close(os.open(T + "/P/" + name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            except OSError as e: failed.append((name, errno.errorcode[e.errno]))
+        else:
+            j0 = joins()
+            try: os.mkdir(T + "/P"); r = "OK"
+            except OSError as e: r = errno.errorcode[e.errno]
+            d = joins() - j0
+            if d > (1 if r == "OK" else 0): bad.append("mkdir %s, joins during the call: %d" % (r, d))
+    stop.set()
+    for p in ps: p.join()
+    evstop.set()
+    data = got.recv()
+    rd.join()
+    created = set(l.split("\t")[4] for l in data.decode().splitlines() if l.split("\t")[1:2] == ["create"])
+    if "overflow" in data.decode().split("\n"): print("events overflowed")
+    bad += ["create %s failed with %s, admitted" % (n, e) for n, e in failed if n in created]
+    for b in bad[:10]: print(b)
+PY
+}
+
+@test "a create racing its parent's leave either succeeds or leaves no trace" {
+	run race_admissions "$MNT" 3 create
+	assert_output ''
+}
+
+@test "a mkdir racing the parent's leave joins once, and only when it succeeds" {
+	run race_admissions "$MNT" 3 mkdir
+	assert_output ''
+}

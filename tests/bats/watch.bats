@@ -164,3 +164,65 @@ count_line() {
 	run ls "$MNT/t/p"
 	assert_output ''
 }
+
+# rejoin_rounds DIR ROUNDS: in each round, join parent pR, .depart it and
+# join it again at once, then admit a child into the new pR through a
+# directory descriptor opened right after the mkdir and through the path.
+# Prints one line per admission that failed (none expected).
+rejoin_rounds() {
+	python3 - "$1" "$2" <<'PY'
+import os, sys, errno
+T, rounds = sys.argv[1], int(sys.argv[2])
+dep = os.open(T + "/.depart", os.O_WRONLY)
+for r in range(rounds):
+    P = "%s/p%d" % (T, r)
+    os.mkdir(P)
+    os.write(dep, b"p%d\n" % r)
+    os.mkdir(P)
+    dfd = os.open(P, os.O_RDONLY | os.O_DIRECTORY)
+    for how, call in (("dirfd", lambda: os.open("a", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=dfd)),
+                      ("path", lambda: os.open(P + "/b", os.O_CREAT | os.O_WRONLY, 0o644))):
+        try:
+            os.close(call())
+        except OSError as e:
+            print("round %d: create through %s: %s" % (r, how, errno.errorcode[e.errno]))
+    os.close(dfd)
+PY
+}
+
+# rejoin_check ROUNDS: after rejoin_rounds with a watch of the tenant in $W,
+# wait until every echo before a last .depart has run, then check that
+# each pR is usable and that its watch saw no DELETE after its last CREATE.
+rejoin_check() {
+	local r last
+	mkdir "$MNT/t/last"
+	echo last >"$MNT/t/.depart"
+	# One echo thread replays the removals in order: once this one is
+	# seen, every earlier echo has run (or was skipped).
+	wait_line "$W" 'DELETE,ISDIR last' 10
+	for r in $(seq 0 $(($1 - 1))); do
+		last=$(grep -E " p$r\$" "$W" | tail -n 1)
+		assert_equal "$last" "CREATE,ISDIR p$r"
+		run ls "$MNT/t/p$r"
+		assert_output $'a\nb'
+		touch "$MNT/t/p$r/c"
+	done
+}
+
+@test "a parent that rejoins right after a .depart stays usable, and its CREATE is the last event" {
+	statefs_remount -o cache_timeout=0
+	mkdir "$MNT/t"
+	watch_start "$W" "$MNT/t" -e create,delete
+	run rejoin_rounds "$MNT/t" 40
+	assert_output ''
+	rejoin_check 40
+}
+
+@test "the same with the kernel caching names" {
+	statefs_remount
+	mkdir "$MNT/t"
+	watch_start "$W" "$MNT/t" -e create,delete
+	run rejoin_rounds "$MNT/t" 40
+	assert_output ''
+	rejoin_check 40
+}

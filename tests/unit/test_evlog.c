@@ -9,6 +9,7 @@
  */
 #include "tests/unit/unit.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,6 +213,101 @@ static void test_no_until_counts_from_the_log_end(void **state)
 	evlog_free(l);
 }
 
+/* Append one internal line: a .depart of parent @name. */
+static void append_depart(struct evlog *l, const char *name)
+{
+	struct evlog_entry e = {
+		.op = STORE_OP_DEPART, .internal = true, .kind = STORE_PARENT,
+		.ino = 7, .tenant_ino = 2, .tenant = "t", .parent = name,
+		.generation = 1, .version = -1,
+	};
+
+	assert_int_not_equal(evlog_append(l, &e), 0);
+}
+
+/* A reader of internal lines only, opened at the end of @l. */
+static struct store_event_reader internal_reader(struct evlog *l)
+{
+	struct store_event_reader r = { 0 };
+
+	evlog_open(l, &r);
+	r.internal_only = true;
+	r.window = STORE_EVENT_LOG;
+	return r;
+}
+
+/* An internal_only reader gets the internal lines and skips the rest. */
+static void test_internal_only_reads_internal_lines(void **state)
+{
+	struct evlog *l = evlog_new(16);
+	struct store_event_reader r;
+	struct store_event ev;
+
+	(void)state;
+	assert_non_null(l);
+	append_n(l, 1, 2);
+	r = internal_reader(l);
+	append_n(l, 3, 3);
+	append_depart(l, "q");
+	append_n(l, 6, 2);
+	assert_true(evlog_pending(l, &r));
+	assert_int_equal(evlog_next(l, &r, &ev), 1);
+	assert_int_equal(ev.seq, 6);
+	assert_string_equal(ev.parent, "q");
+	store_event_free(&ev);
+	assert_false(evlog_pending(l, &r));
+	assert_int_equal(evlog_next(l, &r, &ev), 0);
+	assert_int_equal(r.next, 9);
+	evlog_free(l);
+}
+
+/*
+ * An internal_only reader asleep while the log wraps many times over
+ * lines it would not see has lost nothing: the internal line that comes
+ * next is read without an overflow.
+ */
+static void test_internal_only_is_not_behind_over_other_lines(void **state)
+{
+	struct evlog *l = evlog_new(16);
+	struct store_event_reader r;
+	struct store_event ev;
+
+	(void)state;
+	assert_non_null(l);
+	append_depart(l, "old"); /* internal, before the reader */
+	r = internal_reader(l);
+	append_n(l, 2, 100);
+	assert_false(evlog_pending(l, &r));
+	assert_int_equal(r.next, 102);
+	append_n(l, 102, 100);
+	append_depart(l, "q"); /* seq 202 */
+	assert_int_equal(evlog_next(l, &r, &ev), 1);
+	assert_int_equal(ev.seq, 202);
+	store_event_free(&ev);
+	evlog_free(l);
+}
+
+/* An internal line overwritten before the reader got to it is lost: the
+ * reader falls behind. */
+static void test_internal_only_is_behind_when_one_went(void **state)
+{
+	struct evlog *l = evlog_new(16);
+	struct store_event_reader r;
+	struct store_event ev;
+
+	(void)state;
+	assert_non_null(l);
+	r = internal_reader(l);
+	append_n(l, 1, 3);
+	append_depart(l, "q"); /* seq 4 */
+	append_n(l, 5, 30);    /* next 35: the ring holds 19..34 */
+	assert_true(evlog_pending(l, &r));
+	assert_int_equal(evlog_next(l, &r, &ev), -EOVERFLOW);
+	assert_int_equal(r.next, 19);
+	assert_int_equal(evlog_next(l, &r, &ev), 0);
+	evlog_free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -219,6 +315,9 @@ int main(void)
 		cmocka_unit_test(test_behind_its_end_is_overflow),
 		cmocka_unit_test(test_overwritten_is_overflow),
 		cmocka_unit_test(test_no_until_counts_from_the_log_end),
+		cmocka_unit_test(test_internal_only_reads_internal_lines),
+		cmocka_unit_test(test_internal_only_is_not_behind_over_other_lines),
+		cmocka_unit_test(test_internal_only_is_behind_when_one_went),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

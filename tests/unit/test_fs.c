@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -384,10 +385,42 @@ int fuse_lowlevel_notify_inval_inode(struct fuse_session *se, fuse_ino_t ino,
 	return 0;
 }
 
+/*
+ * The kernel's lock of a directory, held by a lookup in flight there
+ * until the daemon answers it: an entry invalidation in that directory
+ * waits for it (fuse_reverse_inval_entry takes it).  0: none held.
+ */
+static pthread_mutex_t dirlock_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t dirlock_cond = PTHREAD_COND_INITIALIZER;
+static uint64_t dirlock_held;
+static bool dirlock_waited;         /* an invalidation waited for it */
+
+static void dirlock_hold(uint64_t dir)
+{
+	pthread_mutex_lock(&dirlock_mu);
+	dirlock_held = dir;
+	dirlock_waited = false;
+	pthread_mutex_unlock(&dirlock_mu);
+}
+
+static void dirlock_release(void)
+{
+	pthread_mutex_lock(&dirlock_mu);
+	dirlock_held = 0;
+	pthread_cond_broadcast(&dirlock_cond);
+	pthread_mutex_unlock(&dirlock_mu);
+}
+
 int fuse_lowlevel_notify_inval_entry(struct fuse_session *se, fuse_ino_t parent,
 				     const char *name, size_t namelen)
 {
 	(void)se;
+	pthread_mutex_lock(&dirlock_mu);
+	while (dirlock_held && dirlock_held == parent) {
+		dirlock_waited = true;
+		pthread_cond_wait(&dirlock_cond, &dirlock_mu);
+	}
+	pthread_mutex_unlock(&dirlock_mu);
 	record(SENT_INVAL_ENTRY, parent, 0, name, namelen);
 	return 0;
 }
@@ -893,15 +926,466 @@ static void test_drain_read_shared(void **state)
 	fs_down(fs);
 }
 
+/* An idle inval thread ------------------------------------------------------------ */
+
+/*
+ * With nobody reading .events the inval thread sleeps until an internal
+ * transition, however far the log moves on meanwhile (here it wraps
+ * several times over creates).  The .depart that wakes it is handled on
+ * its own: no overflow, so no dropping of every name in the store
+ * (which would show as an invalidation of tenant u).
+ */
+static void test_idle_inval_thread_does_not_fall_behind(void **state)
+{
+	const struct store_owner fown = { 0, 0, 0644 };
+	struct store_limits l;
+	struct fs *fs;
+	struct store_node *t, *u, *p, *c;
+	uint64_t t_ino;
+	size_t mark;
+	bool created;
+
+	(void)state;
+	store_limits_default(&l);
+	l.event_log = 16;
+	fs = fs_up(&l);
+	t = mk(fs, store_root(fs->store), "t");
+	u = mk(fs, store_root(fs->store), "u");
+	p = mk(fs, t, "p");
+	t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+	fs_inval_sync(fs);
+	mark = sent_mark();
+	for (int i = 0; i < 200; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "c%d", i);
+		assert_int_equal(store_create(fs->store, p, name, &fown, true, &c,
+					      &created), 0);
+		store_node_unref(fs->store, c);
+	}
+	assert_int_equal(store_depart(fs->store, t, "p", NULL), 0);
+	assert_true(sent_wait(mark, SENT_INVAL_ENTRY, t_ino, 0, "p", 2000) >= 0);
+	for (int i = 0; i < 100 && !inval_caught_up(fs); i++)
+		sleep_ms(20);
+	assert_true(inval_caught_up(fs));
+	if (sent_find(mark, SENT_INVAL_ENTRY, STORE_ROOT_INO, 0, "u") >= 0)
+		fail_msg("the inval thread fell behind the log while it slept "
+			 "and dropped every name");
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, u);
+	store_node_unref(fs->store, t);
+	fs_down(fs);
+}
+
+/* Echoes ------------------------------------------------------------------------ */
+
+/* The echo thread's id, once it runs (its requests carry it). */
+static pid_t echo_pid(struct fs *fs)
+{
+	for (int i = 0; i < 200 && !atomic_load(&fs->echo_tid); i++)
+		sleep_ms(10);
+	assert_true(atomic_load(&fs->echo_tid) != 0);
+	return atomic_load(&fs->echo_tid);
+}
+
+/* What the echo thread sets up before it replays a parent's departure
+ * through the mount (watch.c, echo_one). */
+static void echo_arm_parent(struct fs *fs, uint64_t t_ino, const char *name,
+			    uint64_t ino)
+{
+	pthread_mutex_lock(&fs->echo_lock);
+	snprintf(fs->echo_name, sizeof(fs->echo_name), "%s", name);
+	snprintf(fs->echo_tenant, sizeof(fs->echo_tenant), "t");
+	fs->echo_tenant_ino = t_ino;
+	fs->echo_ino = ino;
+	fs->echo_dir_ino = t_ino;
+	fs->echo_dir = true;
+	fs->echo_armed = true;
+	pthread_mutex_unlock(&fs->echo_lock);
+}
+
+/* rmdir @name in @dir as the echo thread: the errno it gets. */
+static int echo_rmdir(struct fs *fs, uint64_t dir, const char *name)
+{
+	struct fuse_req req;
+
+	req_init(&req, fs);
+	req.ctx.pid = echo_pid(fs);
+	fs_ops.rmdir(&req, dir, name);
+	assert_true(req.replied);
+	return req.err;
+}
+
+/*
+ * p departs and rejoins before the echo of its departure runs: the echo's
+ * lookup finds the new p, and its rmdir is refused, so the kernel keeps
+ * the new p (and a watcher never sees it go).  Once the new p is gone
+ * too, the echo removes the name.  Neither reaches the store.
+ */
+static void test_echo_spares_a_new_incarnation(void **state)
+{
+	struct fs *fs = fs_up(NULL);
+	struct store_node *t, *p, *p2, *n = NULL;
+	struct fuse_req req;
+	uint64_t t_ino, old_ino;
+	size_t mark;
+
+	(void)state;
+	t = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, t, "p");
+	t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+	old_ino = store_node_ino(p);
+	assert_int_equal(store_depart(fs->store, t, "p", NULL), 0);
+	p2 = mk(fs, t, "p");
+	echo_arm_parent(fs, t_ino, "p", old_ino);
+
+	/* The echo's lookup: the live p, never the old inode. */
+	mark = sent_mark();
+	req_init(&req, fs);
+	req.ctx.pid = echo_pid(fs);
+	fs_ops.lookup(&req, t_ino, "p");
+	assert_true(sent_find(mark, SENT_ENTRY, 0, store_node_ino(p2), NULL) >= 0);
+	assert_true(sent_find(mark, SENT_ENTRY, 0, old_ino, NULL) < 0);
+
+	assert_int_equal(echo_rmdir(fs, t_ino, "p"), ENOENT);
+	assert_int_equal(store_lookup(fs->store, t, "p", &n), 0);
+	assert_ptr_equal(n, p2);
+	store_node_unref(fs->store, n);
+
+	/* The new p departs as well: now the name is the echo's to remove,
+	 * and the store is not asked (p2 stays departed, no leave). */
+	assert_int_equal(store_depart(fs->store, t, "p", NULL), 0);
+	assert_int_equal(echo_rmdir(fs, t_ino, "p"), 0);
+	/* Disarmed by that removal: a second one is refused. */
+	assert_int_equal(echo_rmdir(fs, t_ino, "p"), ENOENT);
+	store_node_unref(fs->store, p2);
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, t);
+	fs_down(fs);
+}
+
+/* The echo thread's requests never reach the store, even for a name it
+ * did not arm: a live node is never removed by an echo. */
+static void test_echo_never_removes_from_the_store(void **state)
+{
+	struct fs *fs = fs_up(NULL);
+	struct store_node *t, *p, *n = NULL;
+	uint64_t t_ino;
+
+	(void)state;
+	t = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, t, "p");
+	t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+	assert_int_equal(echo_rmdir(fs, t_ino, "p"), ENOENT);
+	echo_arm_parent(fs, t_ino, "q", store_node_ino(p) + 1000);
+	assert_int_equal(echo_rmdir(fs, t_ino, "p"), ENOENT);
+	assert_int_equal(store_lookup(fs->store, t, "p", &n), 0);
+	store_node_unref(fs->store, n);
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, t);
+	fs_down(fs);
+}
+
+/* A failed call changes nothing ----------------------------------------------- */
+
+/* The handlers alone, as in the daemon but with no watch threads (which
+ * allocate through the store too): so the Nth allocation a test makes
+ * fail is the handler's. */
+static atomic_uint_fast64_t bare_now = 1000; /* the bare stores' clock, ms */
+
+static uint64_t bare_clock(void *arg)
+{
+	(void)arg;
+	return atomic_load(&bare_now);
+}
+
+static struct fs *fs_bare(void)
+{
+	struct fs *fs = calloc(1, sizeof(*fs));
+	struct store_clock clock = { bare_clock, NULL };
+	struct store_limits l;
+
+	assert_non_null(fs);
+	store_limits_default(&l);
+	l.max_payload = 16;
+	assert_int_equal(store_new(&l, &clock, &fs->store), 0);
+	fs_watch_init(fs);
+	fs->se = (struct fuse_session *)&fake_session;
+	return fs;
+}
+
+static void fs_bare_down(struct fs *fs)
+{
+	store_free(fs->store);
+	free(fs);
+}
+
+enum made_by { BY_MKDIR_TENANT, BY_MKDIR_PARENT, BY_CREATE, BY_OPEN_CREAT,
+	       BY_MKNOD, BY_LINK };
+
+static const char *const made_by_name[] = {
+	"mkdir of a tenant", "mkdir of a parent", "create (O_EXCL)",
+	"create of an existing child", "mknod", "link",
+};
+
+/* Run one handler that gives the kernel a new entry; its errno. */
+static int make_entry(struct fs *fs, enum made_by by, uint64_t t_ino,
+		      uint64_t p_ino, uint64_t a_ino)
+{
+	struct fuse_file_info fi = { 0 };
+	struct fuse_req req;
+
+	req_init(&req, fs);
+	switch (by) {
+	case BY_MKDIR_TENANT:
+		fs_ops.mkdir(&req, STORE_ROOT_INO, "n", 0755);
+		break;
+	case BY_MKDIR_PARENT:
+		fs_ops.mkdir(&req, t_ino, "q", 0755);
+		break;
+	case BY_CREATE:
+	case BY_OPEN_CREAT:
+		fi.flags = O_CREAT | O_WRONLY | (by == BY_CREATE ? O_EXCL : 0);
+		fs_ops.create(&req, p_ino, by == BY_CREATE ? "x" : "a", 0644, &fi);
+		break;
+	case BY_MKNOD:
+		fs_ops.mknod(&req, p_ino, "x", S_IFREG | 0644, 0);
+		break;
+	case BY_LINK:
+		fs_ops.link(&req, a_ino, p_ino, "a2");
+		break;
+	}
+	assert_true(req.replied);
+	if (req.err == 0 && fi.fh) {
+		struct fuse_req rel;
+
+		req_init(&rel, fs);
+		fs_ops.release(&rel, 0, &fi);
+	}
+	return req.err;
+}
+
+/* What a failed call must not have changed: the gauges and counters. */
+static void counters(struct fs *fs, struct store_stats *st)
+{
+	assert_int_equal(store_stats(fs->store, NULL, st), 0);
+}
+
+/*
+ * Every allocation of mkdir, create, mknod and link fails in turn (the
+ * store's, which the fault hook counts): a call that fails has changed
+ * nothing, in the store, its counters or its event log.  The ones that
+ * allocate after the transition (the inode table, the open file) used to
+ * fail with the join or admission standing, or took it back with an
+ * unlink line.
+ */
+static void test_failed_entry_calls_change_nothing(void **state)
+{
+	(void)state;
+	for (int by = BY_MKDIR_TENANT; by <= BY_LINK; by++) {
+		unsigned long n, failed = 0;
+
+		for (n = 1; n < 1000; n++) {
+			struct fs *fs = fs_bare();
+			struct store_node *t, *p, *a = NULL;
+			struct store_stats before, after;
+			struct store_event_reader r;
+			const struct store_owner fown = { 0, 0, 0644 };
+			uint64_t t_ino, p_ino, a_ino;
+			bool created, reached;
+			int err;
+
+			t = mk(fs, store_root(fs->store), "t");
+			p = mk(fs, t, "p");
+			assert_int_equal(store_create(fs->store, p, "a", &fown,
+						      true, &a, &created), 0);
+			t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+			p_ino = kernel_lookup(fs, t_ino, "p");
+			a_ino = kernel_lookup(fs, p_ino, "a");
+			counters(fs, &before);
+			store_events_open(fs->store, NULL, &r);
+			store_fault_fail_nth(n);
+			err = make_entry(fs, (enum made_by)by, t_ino, p_ino, a_ino);
+			reached = !store_fault_armed();
+			store_fault_fail_nth(0);
+			if (err) {
+				failed++;
+				if (err != ENOMEM)
+					fail_msg("%s, allocation %lu failing: "
+						 "errno %d", made_by_name[by], n,
+						 err);
+				counters(fs, &after);
+				if (memcmp(&before, &after, sizeof(before)) != 0)
+					fail_msg("%s failed (allocation %lu) and "
+						 "the store's counters changed",
+						 made_by_name[by], n);
+				if (store_events_pending(fs->store, &r))
+					fail_msg("%s failed (allocation %lu) and "
+						 "left a line in .events",
+						 made_by_name[by], n);
+			}
+			store_node_unref(fs->store, a);
+			store_node_unref(fs->store, p);
+			store_node_unref(fs->store, t);
+			fs_bare_down(fs);
+			if (!reached)
+				break;
+		}
+		print_message("# %s: %lu allocations, %lu failed calls, each "
+			      "without a trace\n", made_by_name[by], n - 1,
+			      failed);
+		assert_true(failed > 0);
+	}
+}
+
+/*
+ * A setattr that sets the times renews the lease (touch) in the same
+ * transition as the rest: refused (here a size over max_payload), it
+ * renews nothing; accepted, the reply carries what the transition made.
+ */
+static void test_refused_setattr_renews_nothing(void **state)
+{
+	struct fs *fs = fs_bare();
+	const struct store_owner fown = { 0, 0, 0644 };
+	struct store_node *t, *p, *a = NULL;
+	struct store_lease lease;
+	struct stat st = { 0 };
+	struct fuse_req req;
+	uint64_t t_ino, p_ino, a_ino;
+	bool created;
+
+	(void)state;
+	t = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, t, "p");
+	assert_int_equal(store_create(fs->store, p, "a", &fown, true, &a,
+				      &created), 0);
+	t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+	p_ino = kernel_lookup(fs, t_ino, "p");
+	a_ino = kernel_lookup(fs, p_ino, "a");
+	atomic_store(&bare_now, 1000);
+	assert_int_equal(store_set_ttl(fs->store, a, 60000), 0);
+	atomic_store(&bare_now, 2000);
+
+	st.st_size = 17;
+	req_init(&req, fs);
+	fs_ops.setattr(&req, a_ino, &st,
+		       FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME_NOW |
+		       FUSE_SET_ATTR_MTIME, NULL);
+	assert_int_equal(req.err, EFBIG);
+	assert_int_equal(store_lease_get(fs->store, a, &lease), 0);
+	assert_int_equal(lease.deadline_ms, 61000);
+
+	st.st_size = 3;
+	req_init(&req, fs);
+	fs_ops.setattr(&req, a_ino, &st,
+		       FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_MTIME_NOW |
+		       FUSE_SET_ATTR_MTIME, NULL);
+	assert_int_equal(req.err, 0);
+	assert_int_equal(store_lease_get(fs->store, a, &lease), 0);
+	assert_int_equal(lease.deadline_ms, 62000);
+
+	store_node_unref(fs->store, a);
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, t);
+	fs_bare_down(fs);
+}
+
+/* Shutdown ----------------------------------------------------------------------- */
+
+struct shutdown_run {
+	struct fs *fs;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
+	bool done;
+};
+
+/* What fs/main.c does once the session loop has ended. */
+static void *shutdown_main(void *arg)
+{
+	struct shutdown_run *run = arg;
+
+	fs_watch_stop(run->fs);
+	fs_inval_join(run->fs);
+	pthread_mutex_lock(&run->mu);
+	run->done = true;
+	pthread_cond_broadcast(&run->cond);
+	pthread_mutex_unlock(&run->mu);
+	return NULL;
+}
+
+/*
+ * A shutdown ended by a drain: the signal thread quiesces the watch
+ * threads and ends the session loop.  A lookup that comes after that
+ * holds its directory's lock and is never answered; an entry
+ * invalidation the inval thread sends in that directory would wait for
+ * it for ever, and joining the inval thread would hang.  The inval
+ * thread must be gone before the loop ends.
+ */
+static void test_drain_shutdown_does_not_wait_for_a_late_lookup(void **state)
+{
+	struct fs *fs = fs_up(NULL);
+	struct store_node *t, *p;
+	struct shutdown_run run = { .fs = fs, .mu = PTHREAD_MUTEX_INITIALIZER,
+				    .cond = PTHREAD_COND_INITIALIZER };
+	struct timespec dl;
+	pthread_t th;
+	uint64_t t_ino;
+	bool done;
+
+	(void)state;
+	t = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, t, "p");
+	t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
+	fs_inval_sync(fs);
+
+	/* The signal thread, after the drain: */
+	fs_watch_quiesce(fs);
+	/* ... ends the loop (fuse_session_exit).  Then a lookup in t comes,
+	 * which no worker will answer, and a change the inval thread would
+	 * drop from t's entries. */
+	dirlock_hold(t_ino);
+	assert_int_equal(store_depart(fs->store, t, "p", NULL), 0);
+
+	assert_int_equal(pthread_create(&th, NULL, shutdown_main, &run), 0);
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 20; /* a hang, not a slow machine */
+	pthread_mutex_lock(&run.mu);
+	while (!run.done &&
+	       pthread_cond_timedwait(&run.cond, &run.mu, &dl) != ETIMEDOUT)
+		;
+	done = run.done;
+	pthread_mutex_unlock(&run.mu);
+	/* Let a stuck thread go, so the test can end either way. */
+	dirlock_release();
+	assert_int_equal(pthread_join(th, NULL), 0);
+	if (!done)
+		fail_msg("the shutdown waited for the inval thread, itself waiting "
+			 "for a lookup no worker would answer (waited: %d)",
+			 dirlock_waited);
+	fs_watch_join(fs);
+	watched = NULL;
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, t);
+	store_free(fs->store);
+	free(fs->mountpoint);
+	free(fs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_no_memory_backs_off),
 		cmocka_unit_test(test_no_memory_then_overflow_drops_everything),
+		cmocka_unit_test(test_idle_inval_thread_does_not_fall_behind),
 		cmocka_unit_test(test_lookup_overtaken_by_depart),
 		cmocka_unit_test(test_readdirplus_overtaken_by_depart),
 		cmocka_unit_test(test_getattr_overtaken_by_publication),
 		cmocka_unit_test(test_drain_read_shared),
+		cmocka_unit_test(test_echo_spares_a_new_incarnation),
+		cmocka_unit_test(test_echo_never_removes_from_the_store),
+		cmocka_unit_test(test_failed_entry_calls_change_nothing),
+		cmocka_unit_test(test_refused_setattr_renews_nothing),
+		cmocka_unit_test(test_drain_shutdown_does_not_wait_for_a_late_lookup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
