@@ -380,7 +380,7 @@ PY
 }
 
 @test "close after a write refused by max_bytes reports ENOSPC and nothing is published" {
-	statefs_remount -o max_payload=16,max_bytes=20
+	statefs_remount -o max_payload=16,max_bytes=20,tenant_max_bytes=0
 	mkdir -p "$MNT/t/p"
 	C="$MNT/t/p/c"
 	printf 012345678901 >"$MNT/t/p/d"
