@@ -4,12 +4,17 @@
 CC      ?= cc
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 FUSE_LIBS   := $(shell pkg-config --libs fuse3 2>/dev/null)
+HIREDIS_CFLAGS := $(shell pkg-config --cflags hiredis 2>/dev/null)
+HIREDIS_LIBS   := $(shell pkg-config --libs hiredis 2>/dev/null)
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 $(WARN) -pthread -I.
 B       := build
 
-STORE_SRC  := $(wildcard store/*.c)
+# store/ sources that talk to Redis (hiredis) are linked only into the
+# binaries that use them; the rest of store/ needs no Redis client.
+REDIS_SRC  := store/rconn.c
+STORE_SRC  := $(filter-out $(REDIS_SRC),$(wildcard store/*.c))
 LAYOUT_SRC := $(wildcard layout/*.c)
 FS_SRC     := $(wildcard fs/*.c)
 
@@ -30,10 +35,10 @@ LIB_SRC := $(STORE_SRC) $(LAYOUT_SRC)
 
 $(B)/obj/rel/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -MMD -MP $(FUSE_CFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) -MMD -MP $(FUSE_CFLAGS) $(HIREDIS_CFLAGS) -c -o $@ $<
 $(B)/obj/asan/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(ASAN) $(FUSE_CFLAGS) -c -o $@ $<
+	$(CC) $(BASE) $(ASAN) $(FUSE_CFLAGS) $(HIREDIS_CFLAGS) -c -o $@ $<
 $(B)/obj/tsan/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(BASE) $(TSAN) -c -o $@ $<
@@ -58,6 +63,12 @@ $(B)/statefs: $(call obj,rel,$(LIB_SRC) $(FS_SRC))
 $(B)/unit/test_fs: $(call obj,asan,tests/unit/test_fs.c fs/ops.c fs/watch.c $(LIB_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
+
+# The Redis transport's test drives real redis-server processes through
+# store/rconn.c, so it links hiredis.
+$(B)/unit/test_rconn: $(call obj,asan,tests/unit/test_rconn.c $(REDIS_SRC) $(LIB_SRC))
+	@mkdir -p $(@D)
+	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
 $(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call obj,asan,$(LIB_SRC))
 	@mkdir -p $(@D)

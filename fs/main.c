@@ -4,6 +4,11 @@
  * Parses the statefs options (layout/), refuses a bad one with a one-line
  * message before anything is mounted, makes a fresh store instance and
  * runs the multi-threaded FUSE session until unmount or a signal.
+ *
+ * The shared store options (-o store=URL and its companions) are parsed
+ * and checked, password file included, but this daemon mounts only the
+ * embedded store: a good store=URL is refused at start rather than
+ * silently ignored.
  */
 #include <errno.h>
 #include <limits.h>
@@ -20,6 +25,7 @@
 
 struct parse {
 	struct store_limits limits;
+	struct store_remote remote;     /* -o store=URL and store_* */
 	bool default_permissions;       /* -o default_permissions */
 	int bad;
 };
@@ -40,7 +46,10 @@ static int opt_proc(void *data, const char *arg, int key,
 		p->default_permissions = true;
 		return 1;
 	}
-	rc = layout_option(&p->limits, arg, err, sizeof(err));
+	/* First: the rest of a sentinel:// list split at a comma is its. */
+	rc = layout_remote_option(&p->remote, arg, err, sizeof(err));
+	if (rc == 0)
+		rc = layout_option(&p->limits, arg, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "%s\n", err);
 		p->bad = 1;
@@ -119,6 +128,8 @@ static void usage(const char *prog)
 	printf("statefs keeps live coordination state in memory and shows it as\n"
 	       "files: MOUNTPOINT/TENANT/PARENT/CHILD.\n\n");
 	layout_help(stdout);
+	printf("\n");
+	layout_remote_help(stdout);
 	printf("\nFUSE options:\n");
 	fuse_cmdline_help();
 	fuse_lowlevel_help();
@@ -139,6 +150,7 @@ int main(int argc, char *argv[])
 	int rc = 1;
 
 	store_limits_default(&p.limits);
+	store_remote_default(&p.remote);
 	if (fuse_opt_parse(&args, &p, NULL, opt_proc) != 0) {
 		if (!p.bad)
 			fprintf(stderr, "statefs: cannot parse the options\n");
@@ -160,8 +172,18 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "statefs: no mountpoint (see %s --help)\n", argv[0]);
 		goto out;
 	}
-	if (layout_limits_check(&p.limits, err, sizeof(err)) != 0) {
+	if (layout_limits_check(&p.limits, err, sizeof(err)) != 0 ||
+	    layout_remote_finish(&p.remote, err, sizeof(err)) != 0) {
 		fprintf(stderr, "%s\n", err);
+		goto out;
+	}
+	if (p.remote.kind != STORE_REMOTE_NONE) {
+		/* Room for 16 Sentinels with the longest host names. */
+		char where[8192];
+
+		store_remote_describe(where, sizeof(where), &p.remote);
+		fprintf(stderr, "statefs: -o store=%s: this statefs mounts "
+			"only its embedded store\n", where);
 		goto out;
 	}
 	/* -o testclock: the store's clock moves only through .clock. */
@@ -279,5 +301,6 @@ out:
 	free(fs.mountpoint);
 	free(opts.mountpoint);
 	fuse_opt_free_args(&args);
+	explicit_bzero(p.remote.password, sizeof(p.remote.password));
 	return rc;
 }

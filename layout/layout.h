@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "store/remote.h"
 #include "store/store.h"
 
 /* Depths of the tree. */
@@ -184,5 +185,37 @@ void layout_help(FILE *out);
  */
 int layout_parse_u64(const char *s, uint64_t *out);
 int layout_parse_seconds(const char *s, uint64_t *ms);
+
+/* Shared store options (layout/remote.c) -------------------------------- */
+
+/*
+ * Apply one shared store option to @r: store=URL (redis://HOST:PORT,
+ * unix:/PATH, sentinel://HOST:PORT,.../MASTER), store_user=NAME,
+ * store_password_file=PATH, store_prefix=NAME, store_timeout=SECONDS,
+ * store_limits=adopt|check.  While a sentinel:// list still lacks its
+ * "/MASTER", an option without '=' continues the list (FUSE splits -o
+ * values at commas).  Returns 1 when the option was ours and applied, 0
+ * when it is not a shared store option, -EINVAL for a bad value with a
+ * one-line message naming the option in @err.  @r is written only on
+ * success; @err may be NULL when @errlen is 0.  The password file is only
+ * recorded here: layout_remote_finish reads it.
+ */
+int layout_remote_option(struct store_remote *r, const char *opt, char *err,
+			 size_t errlen);
+
+/*
+ * Check a whole set of shared store options once all were applied (a
+ * sentinel list has its master name, store_* options come with a store,
+ * store_user with a password file) and read the password: the first line
+ * of store_password_file, without its line end ("\n" or "\r\n"), 1..1023
+ * bytes, no NUL.  This is the one layout function that does I/O.
+ * Returns 0, -EINVAL, or the -errno of opening or reading the file, with
+ * a one-line message naming the option in @err.  On failure @r->password
+ * is left empty.
+ */
+int layout_remote_finish(struct store_remote *r, char *err, size_t errlen);
+
+/* Print the shared store options, each with its default, to @out. */
+void layout_remote_help(FILE *out);
 
 #endif /* STATEFS_LAYOUT_H */

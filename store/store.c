@@ -52,6 +52,11 @@
  *     -> snapshot frozen states, heap, tenant->acl_lock, event log,
  *        tombstone queue, ino shard, snapshot holds (leaves)
  *
+ * The shared store's transport (store/rconn.c) has two leaf locks of its
+ * own, its pool's free list and each connection's context, outside this
+ * order: it takes no store lock, and no store lock is held while calling
+ * into it (it waits on the network).
+ *
  * A stage's write and read take only stage->lock and a stripe: they
  * change no shared fact; its publication is a transition.
  * No lock is held across a call out of the store.  Counters are atomics

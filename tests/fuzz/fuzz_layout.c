@@ -33,6 +33,17 @@
  *                            ceiling, the default, which no option
  *                            value can spell) or at most its ceiling
  *   layout_format_*          snprintf contract at every capacity
+ *   layout_remote_option     (README "Shared store options") 1 or
+ *                            -EINVAL behind a store_* key; a refusal
+ *                            leaves the options byte-identical with one
+ *                            line naming the option; an accepted store=
+ *                            has a host without blanks or "/,[]@" and a
+ *                            port >= 1, an absolute path of <= 107 bytes,
+ *                            or 1..16 Sentinels and a master name, and
+ *                            store_remote_describe's text of it parses
+ *                            back to the same place; an accepted prefix
+ *                            has 1..64 bytes, no '{', '}', blanks or
+ *                            control bytes; a timeout is 1..300000 ms
  *
  * Input: byte 0 is max_name (0..255), byte 1 picks an option key and a
  * capacity, the rest is the text under test.  Any disagreement aborts
@@ -609,6 +620,111 @@ static void check_formats(const uint8_t *text, size_t tlen, size_t cap)
 	}
 }
 
+/* A host as the README allows it. */
+static bool ref_host_ok(const struct store_remote_addr *a)
+{
+	if (a->host[0] == '\0' || a->port == 0)
+		return false;
+	for (const char *c = a->host; *c; c++)
+		if ((unsigned char)*c <= ' ' || *c == 0x7f || strchr("/,[]@", *c))
+			return false;
+	return true;
+}
+
+/* Where @a and @b point: kind, address, path, Sentinels, master. */
+static bool same_place(const struct store_remote *a,
+		       const struct store_remote *b)
+{
+	if (a->kind != b->kind || a->nsentinels != b->nsentinels ||
+	    strcmp(a->path, b->path) != 0 || strcmp(a->master, b->master) != 0 ||
+	    strcmp(a->addr.host, b->addr.host) != 0 || a->addr.port != b->addr.port)
+		return false;
+	for (unsigned i = 0; i < a->nsentinels; i++)
+		if (strcmp(a->sentinels[i].host, b->sentinels[i].host) != 0 ||
+		    a->sentinels[i].port != b->sentinels[i].port)
+			return false;
+	return true;
+}
+
+/* The shared store options on the text, behind the key @sel picks. */
+static void check_remote(const uint8_t *text, size_t tlen, uint8_t sel)
+{
+	static const char *const keys[] = {
+		"store=", "store=redis://", "store=unix:", "store=sentinel://",
+		"store_prefix=", "store_user=", "store_timeout=", "store_limits=",
+	};
+	const char *key = keys[sel % 8];
+	char s[TEXT_MAX + 1], opt[TEXT_MAX + 32], err[600], name[32];
+	struct store_remote r, before;
+	int rc;
+
+	memcpy(s, text, tlen);
+	s[tlen] = '\0';
+	snprintf(opt, sizeof(opt), "%s%s", key, s);
+	snprintf(name, sizeof(name), "%.*s", (int)strcspn(key, "="), key);
+	store_remote_default(&r);
+	memcpy(&before, &r, sizeof(r));
+	memset(err, 0, sizeof(err));
+	rc = layout_remote_option(&r, opt, err, sizeof(err));
+	CHECK(rc == 1 || rc == -EINVAL, "layout_remote_option: not 1 or -EINVAL");
+	if (rc < 0) {
+		CHECK(memcmp(&r, &before, sizeof(r)) == 0,
+		      "a refused store option changed the options");
+		CHECK(good_message(err, sizeof(err), name),
+		      "store option refusal is not one line naming it");
+		return;
+	}
+	switch (sel % 8) {
+	case 4:
+		CHECK(strlen(r.prefix) >= 1 && strlen(r.prefix) <= 64 &&
+			      !strpbrk(r.prefix, "{} \t\n\r\x7f"),
+		      "accepted a bad store_prefix");
+		for (const char *c = r.prefix; *c; c++)
+			CHECK((unsigned char)*c > ' ', "store_prefix control byte");
+		return;
+	case 6:
+		CHECK(r.timeout_ms >= 1 && r.timeout_ms <= 300000,
+		      "store_timeout out of range");
+		return;
+	case 5:
+	case 7:
+		return;
+	}
+	switch (r.kind) {
+	case STORE_REMOTE_TCP:
+		CHECK(ref_host_ok(&r.addr), "accepted a bad redis:// address");
+		break;
+	case STORE_REMOTE_UNIX:
+		CHECK(r.path[0] == '/' && strlen(r.path) <= 107,
+		      "accepted a bad unix: path");
+		break;
+	case STORE_REMOTE_SENTINEL:
+		CHECK(r.nsentinels >= 1 && r.nsentinels <= 16,
+		      "accepted a bad number of Sentinels");
+		for (unsigned i = 0; i < r.nsentinels; i++)
+			CHECK(ref_host_ok(&r.sentinels[i]),
+			      "accepted a bad Sentinel address");
+		CHECK(r.sentinel_open ? r.master[0] == '\0' :
+			      r.master[0] != '\0' && !strpbrk(r.master, "/ "),
+		      "accepted a bad master name");
+		break;
+	default:
+		CHECK(false, "store= accepted without a kind");
+	}
+	if (!r.sentinel_open) {
+		/* What messages show parses back to the same place. */
+		char text2[8192], opt2[8200];
+		struct store_remote r2;
+
+		store_remote_describe(text2, sizeof(text2), &r);
+		snprintf(opt2, sizeof(opt2), "store=%s", text2);
+		store_remote_default(&r2);
+		CHECK(layout_remote_option(&r2, opt2, NULL, 0) == 1 &&
+			      same_place(&r, &r2),
+		      "store_remote_describe does not parse back");
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const uint8_t *text;
@@ -630,5 +746,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_numbers(text, tlen);
 	check_options(text, tlen, sel);
 	check_formats(text, tlen, sel);
+	check_remote(text, tlen, sel);
 	return 0;
 }

@@ -27,6 +27,12 @@ lay seconds-nl 255 10 "$(printf '600\n')"
 lay option 255 4 'max_payload=16777216'
 lay option-flag 255 12 'testclock=1'
 lay special 255 0 '.stats'
+# check_remote: SELECTOR % 8 picks store=, store=redis://, store=unix:,
+# store=sentinel://, store_prefix=, ...
+lay remote-tcp 255 1 '127.0.0.1:6379'
+lay remote-unix 255 2 '/run/redis/redis.sock'
+lay remote-sentinel 255 3 'a:1,[::1]:26379/mymaster'
+lay remote-url 255 8 'sentinel://h:1,h:2'
 
 # --- fuzz_store: CONFIG then operations -----------------------------------------
 #

@@ -1,0 +1,132 @@
+/*
+ * rconn.h - connections to the Redis primary of a shared store.  Private
+ * to store/: the shared store's mirror and follower use it; fs/ and
+ * layout/ never see Redis.
+ *
+ * A pool of connections for the threads that serve requests, dedicated
+ * connections for blocking readers (XREAD BLOCK), and the loading of
+ * statefs's Functions library.  Every call is bounded by a time budget
+ * and reconnects (re-discovering the primary through the Sentinels) while
+ * the budget lasts.  The design, the locks and the failure classes are at
+ * the top of rconn.c.
+ *
+ * Errors follow store/'s convention: 0 or -errno.  A reply handed out is
+ * the caller's, freed with freeReplyObject().  The process must ignore
+ * SIGPIPE (statefs's main does): a write to a connection the server
+ * closed must fail, not kill the daemon.  No caller may hold a store lock
+ * while calling in here: every call may wait on the network.
+ */
+#ifndef STATEFS_RCONN_H
+#define STATEFS_RCONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "store/remote.h"
+
+struct rconn;
+struct rconn_pool;
+
+/*
+ * Open a pool of @size connections to the primary of the shared store
+ * @r (copied, password included; @r->kind must not be STORE_REMOTE_NONE).
+ * One connection is made now, within @r->timeout_ms, so that what can
+ * only be learned by connecting is reported at start: returns 0 with
+ * *@out, -EINVAL (no store, @size 0), -ENOMEM, -EACCES (the server
+ * refused the credentials, or wants some and none were given), or -EIO
+ * (no primary could be reached and checked within the timeout), with a
+ * one-line message starting "statefs: " in @err.  The other connections
+ * are made when first needed.
+ */
+int rconn_pool_open(const struct store_remote *r, unsigned size,
+		    struct rconn_pool **out, char *err, size_t errlen);
+
+/*
+ * Close every connection of @p and free it, wiping its copy of the
+ * password.  No call may be in flight and every dedicated connection of
+ * @p must be closed first.  NULL is a no-op.
+ */
+void rconn_pool_close(struct rconn_pool *p);
+
+/*
+ * Whether the latest exchange with Redis, through any connection of @p,
+ * succeeded: true after a reply, false after a connection attempt or a
+ * connection failed.  Lock-free (an atomic), for .stats's
+ * "store connected|disconnected".
+ */
+bool rconn_pool_connected(const struct rconn_pool *p);
+
+/*
+ * Copy why the latest connection attempt or connection of @p failed
+ * ("" when none has) into @buf, NUL-terminated.  Takes the pool's lock
+ * briefly; for log lines.
+ */
+void rconn_pool_last_error(struct rconn_pool *p, char *buf, size_t cap);
+
+/*
+ * Run one command (@argc words @argv of @argvlen bytes each: binary-safe)
+ * on a connection of @p and return its reply in *@reply.
+ * Waits for a free connection, then sends; when the connection fails (or
+ * the server answers READONLY, LOADING, MASTERDOWN, BUSY or NOAUTH: not
+ * the primary, or not ready) it reconnects, re-discovering the primary,
+ * and sends again, until @budget_ms (0: store_timeout) has passed.  A
+ * command may therefore run more than once: the caller makes that safe
+ * (a mutation carries its operation id).  Returns 0 with a reply
+ * (possibly of type REDIS_REPLY_ERROR: a script's or the command's own
+ * error, for the caller to judge), -EINVAL (no command), -ENOMEM, or
+ * -EIO when the budget ran out without a reply.  Holds no lock while it
+ * waits on the network.  Thread-safe.
+ */
+int rconn_pool_call(struct rconn_pool *p, uint64_t budget_ms, int argc,
+		    const char **argv, const size_t *argvlen,
+		    redisReply **reply);
+
+/*
+ * Open a dedicated connection to the primary of @p for one thread that
+ * blocks on the server (XREAD BLOCK), with its own command timeout
+ * @timeout_ms (0: store_timeout; it must exceed the BLOCK time).
+ * Connecting still takes at most store_timeout per attempt.  Connects at
+ * its first command.  0 with *@out, or -ENOMEM.
+ */
+int rconn_open(struct rconn_pool *p, uint64_t timeout_ms, struct rconn **out);
+
+/*
+ * rconn_pool_call on the dedicated connection @c: each attempt waits at
+ * most @c's timeout for the reply, and attempts go on until @budget_ms
+ * (0: @c's timeout) has passed.  One thread at a time per connection.
+ * Also -ECANCELED once rconn_interrupt(@c) was called.
+ */
+int rconn_call(struct rconn *c, uint64_t budget_ms, int argc,
+	       const char **argv, const size_t *argvlen, redisReply **reply);
+
+/*
+ * End @c's current and every later rconn_call with -ECANCELED, from any
+ * thread: a blocked read returns at once (the socket is shut down), an
+ * attempt to connect within store_timeout.  For shutting a reader down.
+ */
+void rconn_interrupt(struct rconn *c);
+
+/* Close and free the dedicated connection @c (no call in flight).  NULL
+ * is a no-op. */
+void rconn_close(struct rconn *c);
+
+/*
+ * Make the store run statefs's Functions library @name at @version:
+ * when `FUNCTION LIST LIBRARYNAME @name` finds none, load @code; when
+ * `FCALL_RO sfs_version 0` reports an older version, replace it
+ * (FUNCTION LOAD REPLACE); the same version is left alone.  @code must
+ * declare library @name and an sfs_version function (flag no-writes)
+ * returning @version.  Mounts that load concurrently settle on the
+ * newest version.  Returns 0, -EPROTO with a one-line message in @err
+ * when the store holds a newer version (naming both), when its library
+ * has no usable sfs_version, when @code is refused by the server or does
+ * not report @version once loaded; -EIO (Redis unreachable) or -ENOMEM.
+ */
+int rconn_library_ensure(struct rconn_pool *p, const char *name,
+			 const char *code, uint64_t version, char *err,
+			 size_t errlen);
+
+#endif /* STATEFS_RCONN_H */

@@ -1,0 +1,88 @@
+/*
+ * remote.h - where a shared store lives and how to reach it: the
+ * -o store* mount options, parsed by layout/ (layout_remote_option) and
+ * taken by store/rconn.c, which connects to it.
+ *
+ * A plain value type with fixed-size fields, so it is copied, compared
+ * and wiped as a whole and a refused option can leave it byte-identical.
+ * No store option (kind STORE_REMOTE_NONE) means the embedded store.
+ */
+#ifndef STATEFS_REMOTE_H
+#define STATEFS_REMOTE_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+
+/* How the primary is found. */
+enum store_remote_kind {
+	STORE_REMOTE_NONE = 0,  /* no -o store: the embedded store */
+	STORE_REMOTE_TCP,       /* redis://HOST:PORT */
+	STORE_REMOTE_UNIX,      /* unix:/PATH */
+	STORE_REMOTE_SENTINEL,  /* sentinel://H1:P1,H2:P2/MASTER */
+};
+
+#define STORE_REMOTE_HOST_MAX      255  /* a DNS name or an address */
+#define STORE_REMOTE_PATH_MAX      107  /* sockaddr_un.sun_path less its NUL */
+#define STORE_REMOTE_SENTINELS_MAX 16
+#define STORE_REMOTE_NAME_MAX      255  /* a master name, an ACL user */
+#define STORE_REMOTE_PASSWORD_MAX  1023
+#define STORE_REMOTE_PREFIX_MAX    64
+/* store_timeout bounds: > 0, and no FUSE request should wait longer. */
+#define STORE_REMOTE_TIMEOUT_MAX_MS 300000u
+
+struct store_remote_addr {
+	char host[STORE_REMOTE_HOST_MAX + 1]; /* an IPv6 address without [] */
+	uint16_t port;                        /* 1..65535 */
+};
+
+/* Which options were given (layout_remote_finish checks they fit). */
+#define STORE_REMOTE_GIVEN_STORE    (1u << 0)
+#define STORE_REMOTE_GIVEN_USER     (1u << 1)
+#define STORE_REMOTE_GIVEN_PASSWORD (1u << 2)
+#define STORE_REMOTE_GIVEN_PREFIX   (1u << 3)
+#define STORE_REMOTE_GIVEN_TIMEOUT  (1u << 4)
+#define STORE_REMOTE_GIVEN_LIMITS   (1u << 5)
+
+struct store_remote {
+	enum store_remote_kind kind;
+	struct store_remote_addr addr;       /* TCP: the server */
+	char path[STORE_REMOTE_PATH_MAX + 1]; /* UNIX: an absolute path */
+	/* SENTINEL: asked in turn for the primary of @master. */
+	struct store_remote_addr sentinels[STORE_REMOTE_SENTINELS_MAX];
+	unsigned nsentinels;
+	char master[STORE_REMOTE_NAME_MAX + 1];
+	/* A sentinel:// list still waiting for its "/MASTER": FUSE splits
+	 * -o values at commas, so "H1:P1,H2:P2/M" arrives in pieces. */
+	bool sentinel_open;
+
+	char user[STORE_REMOTE_NAME_MAX + 1]; /* "" = AUTH with the password alone */
+	char password_file[PATH_MAX];         /* "" = none */
+	/* Read from password_file by layout_remote_finish; "" = no AUTH.
+	 * Wipe it (explicit_bzero) when done with the struct. */
+	char password[STORE_REMOTE_PASSWORD_MAX + 1];
+	char prefix[STORE_REMOTE_PREFIX_MAX + 1]; /* key prefix and hash tag */
+	uint64_t timeout_ms;                  /* store_timeout */
+	bool adopt_limits;                    /* store_limits=adopt */
+	unsigned given;                       /* STORE_REMOTE_GIVEN_* */
+};
+
+/*
+ * Set @r to the defaults: no shared store (the embedded one), prefix
+ * "statefs", a 2 s store_timeout, limits checked against the store's
+ * rather than adopted.
+ */
+void store_remote_default(struct store_remote *r);
+
+/*
+ * Write where @r points, the way a user writes it ("redis://HOST:PORT",
+ * "unix:/PATH", "sentinel://H:P,.../MASTER", or "embedded" for none), for
+ * messages; never the user or the password.  snprintf-like: returns the
+ * length the text needs, writes at most @cap bytes, NUL-terminated when
+ * @cap > 0.
+ */
+size_t store_remote_describe(char *buf, size_t cap,
+			     const struct store_remote *r);
+
+#endif /* STATEFS_REMOTE_H */

@@ -1,0 +1,1243 @@
+/*
+ * test_rconn.c - the Redis transport (store/rconn.c) against real
+ * redis-server processes: connecting over a unix socket and TCP, AUTH
+ * with the default user and an ACL user, refused credentials, a command
+ * bounded by its budget while the server is stopped (SIGSTOP), reconnects
+ * after the server was killed and restarted, dedicated connections for
+ * blocking reads and their interruption, Sentinel discovery and a
+ * Sentinel failover, and loading, upgrading and refusing the Functions
+ * library.
+ *
+ * Each test makes its own temporary directory and starts its own servers
+ * there (unix sockets, and loopback ports for TCP, replicas and
+ * Sentinels); the teardown kills and reaps every one of them, also after
+ * a failed test, and each server dies with this process
+ * (PR_SET_PDEATHSIG) should it crash.  Nothing leaves the machine.
+ *
+ * Durations are only bounded from above, generously ("within the budget
+ * plus 2 s"), and waits for a server's state poll with bounds of tens of
+ * seconds, so a loaded machine slows the test down but does not fail it.
+ */
+#define _GNU_SOURCE /* nftw */
+#include "tests/unit/unit.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "layout/layout.h"
+#include "store/rconn.h"
+
+#define REDIS_SERVER "/usr/bin/redis-server"
+#define MAXPROC 8
+/* How long a server may take to come up or reach a state. */
+#define READY_MS 30000
+/* The slack every "within the budget" check allows. */
+#define SLACK_MS 2000
+
+struct proc {
+	pid_t pid;
+	char name[16];
+	int port;        /* 0: unix socket only */
+	char sock[128];  /* DIR/NAME.sock */
+	bool sentinel;
+};
+
+struct world {
+	char dir[64];
+	struct proc procs[MAXPROC];
+	int n;
+	struct rconn_pool *pool; /* closed by the teardown */
+	struct rconn *conn;      /* closed by the teardown */
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void nap(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Servers ------------------------------------------------------------------ */
+
+/* @n loopback ports nobody listens on: all bound at once, so distinct. */
+static void free_ports(int *ports, int n)
+{
+	int fds[MAXPROC];
+
+	assert_true(n <= MAXPROC);
+	for (int i = 0; i < n; i++) {
+		struct sockaddr_in a = { .sin_family = AF_INET };
+		socklen_t len = sizeof(a);
+
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+		assert_true(fds[i] >= 0);
+		assert_int_equal(bind(fds[i], (struct sockaddr *)&a, sizeof(a)), 0);
+		assert_int_equal(getsockname(fds[i], (struct sockaddr *)&a, &len), 0);
+		ports[i] = ntohs(a.sin_port);
+	}
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/* fork/exec redis-server with @argv; the child dies with this process. */
+static pid_t spawn(char *const argv[])
+{
+	pid_t parent = getpid(), pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv(REDIS_SERVER, argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* A raw hiredis connection to @p, for the test's own looks; NULL when it
+ * does not answer. */
+static redisContext *raw(const struct proc *p)
+{
+	struct timeval tv = { 1, 0 };
+	redisContext *c = p->port ? redisConnectWithTimeout("127.0.0.1", p->port, tv)
+				  : redisConnectUnixWithTimeout(p->sock, tv);
+
+	if (c && !c->err && redisSetTimeout(c, tv) == REDIS_OK)
+		return c;
+	if (c)
+		redisFree(c);
+	return NULL;
+}
+
+/* Run a command on @p with the test's own connection; the reply or NULL. */
+static redisReply *raw_cmd(const struct proc *p, const char *fmt, ...)
+{
+	redisContext *c = raw(p);
+	redisReply *r = NULL;
+	va_list ap;
+
+	if (!c)
+		return NULL;
+	va_start(ap, fmt);
+	r = redisvCommand(c, fmt, ap);
+	va_end(ap);
+	redisFree(c);
+	return r;
+}
+
+static void print_log(const struct world *w, const struct proc *p)
+{
+	char path[128], line[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s.log", w->dir, p->name);
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f))
+		fprintf(stderr, "  %s: %s", p->name, line);
+	fclose(f);
+}
+
+/* Wait until @p answers PING; fail with its log if it exits or never
+ * does. */
+static void wait_ready(struct world *w, struct proc *p)
+{
+	uint64_t end = now_ms() + READY_MS;
+
+	while (now_ms() < end) {
+		redisReply *r = raw_cmd(p, "PING");
+		int status;
+
+		if (r) {
+			bool pong = r->type == REDIS_REPLY_STATUS &&
+				    strcmp(r->str, "PONG") == 0;
+
+			freeReplyObject(r);
+			if (pong)
+				return;
+		}
+		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+			p->pid = 0;
+			print_log(w, p);
+			fail_msg("%s exited at start", p->name);
+		}
+		nap(20);
+	}
+	print_log(w, p);
+	fail_msg("%s did not come up", p->name);
+}
+
+/*
+ * Start a redis-server called @name in the world's directory, on a unix
+ * socket and, when @port, on that loopback port; extra arguments follow
+ * (NULL-terminated).  Returns it once it answers.
+ */
+static struct proc *start_server(struct world *w, const char *name, int port,
+				 ...)
+{
+	struct proc *p;
+	char portarg[16], logarg[128], dirarg[64], sock[128];
+	char *argv[40];
+	int argc = 0;
+	va_list ap;
+
+	assert_true(w->n < MAXPROC);
+	p = &w->procs[w->n++];
+	memset(p, 0, sizeof(*p));
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->port = port;
+	snprintf(sock, sizeof(sock), "%s/%s.sock", w->dir, name);
+	memcpy(p->sock, sock, sizeof(p->sock));
+	snprintf(portarg, sizeof(portarg), "%d", port);
+	snprintf(logarg, sizeof(logarg), "%s/%s.log", w->dir, name);
+	snprintf(dirarg, sizeof(dirarg), "%s", w->dir);
+	argv[argc++] = "redis-server";
+	argv[argc++] = "--port";
+	argv[argc++] = portarg;
+	argv[argc++] = "--bind";
+	argv[argc++] = "127.0.0.1";
+	argv[argc++] = "--unixsocket";
+	argv[argc++] = p->sock;
+	argv[argc++] = "--save";
+	argv[argc++] = "";
+	argv[argc++] = "--appendonly";
+	argv[argc++] = "no";
+	argv[argc++] = "--dir";
+	argv[argc++] = dirarg;
+	argv[argc++] = "--logfile";
+	argv[argc++] = logarg;
+	argv[argc++] = "--repl-diskless-sync-delay";
+	argv[argc++] = "0";
+	va_start(ap, port);
+	for (char *a; (a = va_arg(ap, char *)) != NULL;)
+		argv[argc++] = a;
+	va_end(ap);
+	argv[argc] = NULL;
+	p->pid = spawn(argv);
+	wait_ready(w, p);
+	return p;
+}
+
+/* Start a Sentinel on @port watching master "m" at @master_port. */
+static struct proc *start_sentinel(struct world *w, const char *name,
+				   int port, int master_port, int quorum)
+{
+	struct proc *p;
+	char conf[128], *argv[4];
+	FILE *f;
+
+	assert_true(w->n < MAXPROC);
+	p = &w->procs[w->n++];
+	memset(p, 0, sizeof(*p));
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->port = port;
+	p->sentinel = true;
+	snprintf(conf, sizeof(conf), "%s/%s.conf", w->dir, name);
+	f = fopen(conf, "w");
+	assert_non_null(f);
+	fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\nlogfile %s/%s.log\n"
+		"sentinel monitor m 127.0.0.1 %d %d\n"
+		"sentinel down-after-milliseconds m 2000\n"
+		"sentinel failover-timeout m 10000\n",
+		port, w->dir, w->dir, name, master_port, quorum);
+	assert_int_equal(fclose(f), 0);
+	argv[0] = "redis-server";
+	argv[1] = conf;
+	argv[2] = "--sentinel";
+	argv[3] = NULL;
+	p->pid = spawn(argv);
+	wait_ready(w, p);
+	return p;
+}
+
+static void kill_proc(struct proc *p)
+{
+	if (p->pid > 0) {
+		kill(p->pid, SIGKILL);
+		waitpid(p->pid, NULL, 0);
+		p->pid = 0;
+	}
+}
+
+/* Start @p again, as it was started before (same ports and socket). */
+static void restart(struct world *w, struct proc *p)
+{
+	char name[16];
+	int port = p->port;
+	int idx = (int)(p - w->procs), n = w->n;
+
+	snprintf(name, sizeof(name), "%s", p->name);
+	/* start_server takes the next slot: reuse this one. */
+	w->n = idx;
+	start_server(w, name, port, NULL);
+	w->n = n;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag,
+		    struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+static int setup(void **state)
+{
+	struct world *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return -1;
+	strcpy(w->dir, "/tmp/statefs-rconn.XXXXXX");
+	if (!mkdtemp(w->dir)) {
+		free(w);
+		return -1;
+	}
+	*state = w;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct world *w = *state;
+
+	/* Servers first: a connection closes at once when its peer is gone
+	 * (a SIGSTOPped one is killed as well). */
+	for (int i = 0; i < w->n; i++)
+		kill_proc(&w->procs[i]);
+	rconn_close(w->conn);
+	rconn_pool_close(w->pool);
+	nftw(w->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	free(w);
+	return 0;
+}
+
+/* Helpers ----------------------------------------------------------------- */
+
+/* Options as a mount would have them: each "-o" word through layout/. */
+static void remote_of(struct store_remote *r, const char *const *opts)
+{
+	char err[400] = "";
+
+	store_remote_default(r);
+	for (; *opts; opts++)
+		if (layout_remote_option(r, *opts, err, sizeof(err)) != 1)
+			fail_msg("option '%s': %s", *opts, err);
+	if (layout_remote_finish(r, err, sizeof(err)) != 0)
+		fail_msg("options: %s", err);
+}
+
+static void open_pool(struct world *w, const char *const *opts)
+{
+	struct store_remote r;
+	char err[400] = "";
+	int rc;
+
+	remote_of(&r, opts);
+	rc = rconn_pool_open(&r, 4, &w->pool, err, sizeof(err));
+	if (rc != 0)
+		fail_msg("rconn_pool_open: %d %s", rc, err);
+	assert_string_equal(err, "");
+}
+
+/* rconn_pool_open on @opts must fail with @want; its message returned
+ * in @err (one line, "statefs: "). */
+static void open_refused(const char *const *opts, int want, char *err,
+			 size_t errlen)
+{
+	struct store_remote r;
+	struct rconn_pool *p = NULL;
+	int rc;
+
+	remote_of(&r, opts);
+	err[0] = '\0';
+	rc = rconn_pool_open(&r, 2, &p, err, errlen);
+	if (rc != want)
+		fail_msg("rconn_pool_open: %d, not %d (%s)", rc, want, err);
+	assert_null(p);
+	assert_memory_equal(err, "statefs: ", 9);
+	assert_null(strchr(err, '\n'));
+}
+
+/* One command through the pool, words separated by blanks; the reply. */
+static redisReply *pcall(struct world *w, uint64_t budget_ms, const char *cmd,
+			 int *rc)
+{
+	char buf[512], *save = NULL;
+	const char *argv[16];
+	int argc = 0;
+	redisReply *rep = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", cmd);
+	for (char *t = strtok_r(buf, " ", &save); t && argc < 16;
+	     t = strtok_r(NULL, " ", &save))
+		argv[argc++] = t;
+	*rc = rconn_pool_call(w->pool, budget_ms, argc, argv, NULL, &rep);
+	return rep;
+}
+
+/* The pool's answer to @cmd must be the status or string @want. */
+static void expect_str(struct world *w, const char *cmd, const char *want)
+{
+	int rc;
+	redisReply *rep = pcall(w, 10000, cmd, &rc);
+
+	char got[128];
+	bool ok;
+
+	if (rc != 0)
+		fail_msg("%s: %d", cmd, rc);
+	ok = (rep->type == REDIS_REPLY_STATUS ||
+	      rep->type == REDIS_REPLY_STRING) && strcmp(rep->str, want) == 0;
+	snprintf(got, sizeof(got), "type %d '%s'", rep->type,
+		 rep->str ? rep->str : "");
+	freeReplyObject(rep);
+	if (!ok)
+		fail_msg("%s: %s, not '%s'", cmd, got, want);
+}
+
+/* The port of the server the pool talks to (CONFIG GET port). */
+static int pool_port(struct world *w)
+{
+	int rc, port;
+	redisReply *rep = pcall(w, 15000, "CONFIG GET port", &rc);
+
+	assert_int_equal(rc, 0);
+	assert_int_equal(rep->type, REDIS_REPLY_ARRAY);
+	assert_int_equal(rep->elements, 2);
+	port = atoi(rep->element[1]->str);
+	freeReplyObject(rep);
+	return port;
+}
+
+/* Connecting --------------------------------------------------------------- */
+
+static void test_unix_socket(void **state)
+{
+	struct world *w = *state;
+	struct proc *s = start_server(w, "r", 0, NULL);
+	char opt[160], why[64];
+	const char *opts[] = { opt, NULL };
+	/* Binary-safe: NUL and CR LF inside the key and the value. */
+	static const char key[] = "k\0ey\r\n", val[] = "v\0a\r\nl";
+	const char *set[] = { "SET", key, val }, *get[] = { "GET", key };
+	size_t setlen[] = { 3, sizeof(key) - 1, sizeof(val) - 1 };
+	size_t getlen[] = { 3, sizeof(key) - 1 };
+	redisReply *rep;
+
+	snprintf(opt, sizeof(opt), "store=unix:%s", s->sock);
+	open_pool(w, opts);
+	assert_true(rconn_pool_connected(w->pool));
+	expect_str(w, "PING", "PONG");
+	assert_int_equal(rconn_pool_call(w->pool, 0, 3, set, setlen, &rep), 0);
+	assert_int_equal(rep->type, REDIS_REPLY_STATUS);
+	freeReplyObject(rep);
+	assert_int_equal(rconn_pool_call(w->pool, 0, 2, get, getlen, &rep), 0);
+	assert_int_equal(rep->type, REDIS_REPLY_STRING);
+	assert_int_equal(rep->len, sizeof(val) - 1);
+	assert_memory_equal(rep->str, val, sizeof(val) - 1);
+	freeReplyObject(rep);
+	/* An error reply is the caller's, not a transport failure. */
+	{
+		int rc;
+
+		rep = pcall(w, 0, "NOSUCHCOMMAND x", &rc);
+		assert_int_equal(rc, 0);
+		assert_int_equal(rep->type, REDIS_REPLY_ERROR);
+		freeReplyObject(rep);
+	}
+	assert_true(rconn_pool_connected(w->pool));
+	rconn_pool_last_error(w->pool, why, sizeof(why));
+	assert_string_equal(why, "");
+	/* No command at all. */
+	assert_int_equal(rconn_pool_call(w->pool, 0, 0, get, NULL, &rep),
+			 -EINVAL);
+	assert_null(rep);
+}
+
+struct incr_arg {
+	struct world *w;
+	int fails;
+};
+
+static void *incr_many(void *arg)
+{
+	struct incr_arg *a = arg;
+	const char *argv[] = { "INCR", "counter" };
+
+	for (int i = 0; i < 200; i++) {
+		redisReply *rep;
+
+		if (rconn_pool_call(a->w->pool, 30000, 2, argv, NULL, &rep) != 0) {
+			a->fails++;
+			continue;
+		}
+		if (rep->type != REDIS_REPLY_INTEGER)
+			a->fails++;
+		freeReplyObject(rep);
+	}
+	return NULL;
+}
+
+static void test_tcp_and_threads(void **state)
+{
+	struct world *w = *state;
+	int port;
+	char opt[64];
+	const char *opts[] = { opt, NULL };
+	pthread_t t[8];
+	struct incr_arg a[8];
+
+	free_ports(&port, 1);
+	start_server(w, "r", port, NULL);
+	snprintf(opt, sizeof(opt), "store=redis://127.0.0.1:%d", port);
+	open_pool(w, opts);
+	expect_str(w, "PING", "PONG");
+	assert_int_equal(pool_port(w), port);
+
+	/* Eight threads share four connections. */
+	for (int i = 0; i < 8; i++) {
+		a[i].w = w;
+		a[i].fails = 0;
+		assert_int_equal(pthread_create(&t[i], NULL, incr_many, &a[i]), 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(a[i].fails, 0);
+	}
+	expect_str(w, "GET counter", "1600");
+}
+
+/* Credentials -------------------------------------------------------------- */
+
+/* Write @pw to DIR/NAME and return the store_password_file option. */
+static const char *pwfile(struct world *w, const char *name, const char *pw,
+			  char *opt, size_t cap)
+{
+	char path[128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", w->dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f, "%s\n", pw);
+	assert_int_equal(fclose(f), 0);
+	snprintf(opt, cap, "store_password_file=%s", path);
+	return opt;
+}
+
+static void test_auth(void **state)
+{
+	struct world *w = *state;
+	struct proc *s = start_server(w, "r", 0, NULL);
+	char store[160], good[160], bad[160], err[400];
+	redisReply *r;
+
+	snprintf(store, sizeof(store), "store=unix:%s", s->sock);
+	r = raw_cmd(s, "ACL SETUSER alice on >s3cret ~* &* +@all");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	/* bob may not run ROLE (an @admin command): HELLO tells the role. */
+	r = raw_cmd(s, "ACL SETUSER bob on >b0b ~* &* +@all -role");
+	assert_non_null(r);
+	freeReplyObject(r);
+
+	/* An ACL user: AUTH alice s3cret. */
+	{
+		const char *opts[] = { store, "store_user=alice",
+				       pwfile(w, "alice", "s3cret", good,
+					      sizeof(good)), NULL };
+
+		open_pool(w, opts);
+		expect_str(w, "ACL WHOAMI", "alice");
+		rconn_pool_close(w->pool);
+		w->pool = NULL;
+	}
+	{
+		const char *opts[] = { store, "store_user=bob",
+				       pwfile(w, "bob", "b0b", good,
+					      sizeof(good)), NULL };
+
+		open_pool(w, opts);
+		expect_str(w, "ACL WHOAMI", "bob");
+		rconn_pool_close(w->pool);
+		w->pool = NULL;
+	}
+	/* A wrong password: refused at once, one clear line. */
+	{
+		const char *opts[] = { store, "store_user=alice",
+				       pwfile(w, "wrong", "guess", bad,
+					      sizeof(bad)), NULL };
+		uint64_t t0 = now_ms();
+
+		open_refused(opts, -EACCES, err, sizeof(err));
+		assert_non_null(strstr(err, "AUTH as alice refused"));
+		assert_non_null(strstr(err, "WRONGPASS"));
+		assert_non_null(strstr(err, s->sock));
+		assert_null(strstr(err, "guess"));
+		assert_true(now_ms() - t0 < 2000 + SLACK_MS);
+	}
+
+	/* The default user with a password: AUTH pw. */
+	r = raw_cmd(s, "CONFIG SET requirepass pw");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	{
+		const char *opts[] = { store, NULL };
+
+		open_refused(opts, -EACCES, err, sizeof(err));
+		assert_non_null(strstr(err, "store_password_file"));
+	}
+	{
+		const char *opts[] = { store, pwfile(w, "default", "pw", good,
+						     sizeof(good)), NULL };
+
+		open_pool(w, opts);
+		expect_str(w, "ACL WHOAMI", "default");
+		expect_str(w, "PING", "PONG");
+	}
+}
+
+/* Failures ----------------------------------------------------------------- */
+
+static void test_stopped_server(void **state)
+{
+	struct world *w = *state;
+	struct proc *s = start_server(w, "r", 0, NULL);
+	char opt[160], why[256], err[400];
+	const char *opts[] = { opt, "store_timeout=1", NULL };
+	uint64_t t0, took;
+	int rc;
+	redisReply *rep;
+
+	snprintf(opt, sizeof(opt), "store=unix:%s", s->sock);
+	open_pool(w, opts);
+	expect_str(w, "PING", "PONG");
+
+	assert_int_equal(kill(s->pid, SIGSTOP), 0);
+	/* Budget 0: store_timeout, 1 s. */
+	t0 = now_ms();
+	rep = pcall(w, 0, "PING", &rc);
+	took = now_ms() - t0;
+	assert_int_equal(rc, -EIO);
+	assert_null(rep);
+	if (took > 1000 + SLACK_MS)
+		fail_msg("a 1 s budget took %llu ms", (unsigned long long)took);
+	assert_false(rconn_pool_connected(w->pool));
+	rconn_pool_last_error(w->pool, why, sizeof(why));
+	assert_true(strlen(why) > 0);
+
+	/* An explicit budget bounds it the same way. */
+	t0 = now_ms();
+	rep = pcall(w, 1500, "PING", &rc);
+	took = now_ms() - t0;
+	assert_int_equal(rc, -EIO);
+	if (took > 1500 + SLACK_MS)
+		fail_msg("a 1.5 s budget took %llu ms", (unsigned long long)took);
+
+	/* Opening a pool on the stopped server: the connection is accepted
+	 * by the kernel, AUTH or ROLE never answered. */
+	t0 = now_ms();
+	open_refused(opts, -EIO, err, sizeof(err));
+	took = now_ms() - t0;
+	if (took > 1000 + SLACK_MS)
+		fail_msg("opening took %llu ms", (unsigned long long)took);
+	assert_non_null(strstr(err, "store_timeout"));
+
+	/* Back: the next call reconnects. */
+	assert_int_equal(kill(s->pid, SIGCONT), 0);
+	expect_str(w, "PING", "PONG");
+	assert_true(rconn_pool_connected(w->pool));
+}
+
+struct restart_arg {
+	struct world *w;
+	int rc;
+	redisReply *rep;
+};
+
+static void *call_long(void *arg)
+{
+	struct restart_arg *a = arg;
+	const char *argv[] = { "GET", "a" };
+
+	a->rc = rconn_pool_call(a->w->pool, 20000, 2, argv, NULL, &a->rep);
+	return NULL;
+}
+
+static void test_restarted_server(void **state)
+{
+	struct world *w = *state;
+	struct proc *s;
+	int port, rc;
+	char opt[64];
+	const char *opts[] = { opt, "store_timeout=1", NULL };
+	uint64_t t0, took;
+	redisReply *rep;
+	pthread_t t;
+	struct restart_arg a = { w, -1, NULL };
+
+	free_ports(&port, 1);
+	s = start_server(w, "r", port, NULL);
+	snprintf(opt, sizeof(opt), "store=redis://127.0.0.1:%d", port);
+	open_pool(w, opts);
+	expect_str(w, "SET a 1", "OK");
+
+	/* Killed and started again between two calls: the dead connection
+	 * is noticed and replaced within one call. */
+	kill_proc(s);
+	restart(w, s);
+	rep = pcall(w, 10000, "GET a", &rc);
+	assert_int_equal(rc, 0);
+	/* A new server without persistence: the key is gone. */
+	assert_int_equal(rep->type, REDIS_REPLY_NIL);
+	freeReplyObject(rep);
+	assert_true(rconn_pool_connected(w->pool));
+
+	/* Gone for good: EIO within the budget. */
+	kill_proc(s);
+	t0 = now_ms();
+	rep = pcall(w, 0, "PING", &rc);
+	took = now_ms() - t0;
+	assert_int_equal(rc, -EIO);
+	assert_null(rep);
+	if (took > 1000 + SLACK_MS)
+		fail_msg("a 1 s budget took %llu ms", (unsigned long long)took);
+	assert_false(rconn_pool_connected(w->pool));
+
+	/* Back while a call waits: it retries until the server answers. */
+	assert_int_equal(pthread_create(&t, NULL, call_long, &a), 0);
+	nap(300);
+	restart(w, s);
+	expect_str(w, "SET a 2", "OK");
+	pthread_join(t, NULL);
+	assert_int_equal(a.rc, 0);
+	assert_non_null(a.rep);
+	freeReplyObject(a.rep);
+	assert_true(rconn_pool_connected(w->pool));
+}
+
+static void test_nothing_listening(void **state)
+{
+	struct world *w = *state;
+	int port;
+	char opt[160], err[400];
+	const char *tcp[] = { opt, "store_timeout=0.5", NULL };
+	uint64_t t0, took;
+	struct store_remote none;
+	struct rconn_pool *p = NULL;
+
+	free_ports(&port, 1);
+	snprintf(opt, sizeof(opt), "store=redis://127.0.0.1:%d", port);
+	t0 = now_ms();
+	open_refused(tcp, -EIO, err, sizeof(err));
+	took = now_ms() - t0;
+	assert_true(took <= 500 + SLACK_MS);
+	assert_non_null(strstr(err, "Connection refused"));
+	assert_non_null(strstr(err, opt));
+
+	snprintf(opt, sizeof(opt), "store=unix:%s/none.sock", w->dir);
+	open_refused(tcp, -EIO, err, sizeof(err));
+	assert_non_null(strstr(err, "none.sock"));
+
+	/* No store: nothing to open. */
+	store_remote_default(&none);
+	assert_int_equal(rconn_pool_open(&none, 2, &p, err, sizeof(err)),
+			 -EINVAL);
+	assert_null(p);
+	assert_memory_equal(err, "statefs: ", 9);
+}
+
+static void test_out_of_memory(void **state)
+{
+	struct world *w = *state;
+	struct proc *s = start_server(w, "r", 0, NULL);
+	char opt[160], err[400];
+	struct store_remote r;
+	const char *opts[] = { opt, NULL };
+
+	snprintf(opt, sizeof(opt), "store=unix:%s", s->sock);
+	remote_of(&r, opts);
+	/* Each of the pool's allocations, then a dedicated connection's. */
+	for (unsigned long n = 1; n <= 2; n++) {
+		struct rconn_pool *p = NULL;
+
+		store_fault_fail_nth(n);
+		assert_int_equal(rconn_pool_open(&r, 2, &p, err, sizeof(err)),
+				 -ENOMEM);
+		assert_null(p);
+		assert_false(store_fault_armed());
+	}
+	assert_int_equal(rconn_pool_open(&r, 2, &w->pool, err, sizeof(err)), 0);
+	store_fault_fail_nth(1);
+	assert_int_equal(rconn_open(w->pool, 0, &w->conn), -ENOMEM);
+	assert_null(w->conn);
+	assert_false(store_fault_armed());
+}
+
+/* Dedicated connections ------------------------------------------------------ */
+
+struct reader_arg {
+	struct rconn *conn;
+	int rc;
+	redisReply *rep;
+};
+
+static void *block_forever(void *arg)
+{
+	struct reader_arg *a = arg;
+	const char *argv[] = { "XREAD", "BLOCK", "0", "STREAMS", "log", "$" };
+
+	a->rc = rconn_call(a->conn, 60000, 6, argv, NULL, &a->rep);
+	return NULL;
+}
+
+static void test_dedicated(void **state)
+{
+	struct world *w = *state;
+	struct proc *s = start_server(w, "r", 0, NULL);
+	char opt[160];
+	const char *opts[] = { opt, "store_timeout=1", NULL };
+	const char *xread[] = { "XREAD", "BLOCK", "1500", "STREAMS", "log", "$" };
+	struct reader_arg a = { 0 };
+	redisReply *rep;
+	uint64_t t0, took, end;
+	pthread_t t;
+	int rc;
+
+	snprintf(opt, sizeof(opt), "store=unix:%s", s->sock);
+	open_pool(w, opts);
+
+	/* Its own timeout, longer than store_timeout and the BLOCK. */
+	assert_int_equal(rconn_open(w->pool, 4000, &w->conn), 0);
+	rc = rconn_call(w->conn, 0, 6, xread, NULL, &rep);
+	assert_int_equal(rc, 0);
+	assert_int_equal(rep->type, REDIS_REPLY_NIL);
+	freeReplyObject(rep);
+	rconn_close(w->conn);
+	w->conn = NULL;
+
+	/* A timeout shorter than the BLOCK: each attempt gives up, and the
+	 * budget ends it. */
+	assert_int_equal(rconn_open(w->pool, 300, &w->conn), 0);
+	t0 = now_ms();
+	rc = rconn_call(w->conn, 1000, 6, xread, NULL, &rep);
+	took = now_ms() - t0;
+	assert_int_equal(rc, -EIO);
+	assert_null(rep);
+	assert_true(took <= 1000 + SLACK_MS);
+	rconn_close(w->conn);
+	w->conn = NULL;
+
+	/* Blocked for good: rconn_interrupt ends it from another thread. */
+	assert_int_equal(rconn_open(w->pool, 60000, &w->conn), 0);
+	a.conn = w->conn;
+	assert_int_equal(pthread_create(&t, NULL, block_forever, &a), 0);
+	end = now_ms() + READY_MS;
+	for (bool blocked = false; !blocked;) {
+		rep = raw_cmd(s, "INFO clients");
+		assert_non_null(rep);
+		blocked = strstr(rep->str, "blocked_clients:1") != NULL;
+		freeReplyObject(rep);
+		if (!blocked) {
+			assert_true(now_ms() < end);
+			nap(20);
+		}
+	}
+	t0 = now_ms();
+	rconn_interrupt(w->conn);
+	pthread_join(t, NULL);
+	took = now_ms() - t0;
+	assert_int_equal(a.rc, -ECANCELED);
+	/* At once, not when the 60 s socket timeout ends the read. */
+	if (took > 20000)
+		fail_msg("the interrupted read returned after %llu ms",
+			 (unsigned long long)took);
+	assert_null(a.rep);
+	/* And every later call. */
+	assert_int_equal(rconn_call(w->conn, 0, 6, xread, NULL, &rep),
+			 -ECANCELED);
+	/* The pool is not affected. */
+	expect_str(w, "PING", "PONG");
+}
+
+/* Sentinels ------------------------------------------------------------------- */
+
+static void test_sentinel_discovery(void **state)
+{
+	struct world *w = *state;
+	int ports[3]; /* primary, Sentinel, nobody */
+	char opt[160], err[400];
+	const char *opts[] = { opt, "store_timeout=1", NULL };
+
+	free_ports(ports, 3);
+	start_server(w, "primary", ports[0], NULL);
+	start_sentinel(w, "s1", ports[1], ports[0], 1);
+
+	/* The first Sentinel does not answer: the next one is asked. */
+	snprintf(opt, sizeof(opt),
+		 "store=sentinel://127.0.0.1:%d,127.0.0.1:%d/m", ports[2],
+		 ports[1]);
+	open_pool(w, opts);
+	assert_int_equal(pool_port(w), ports[0]);
+	expect_str(w, "SET k v", "OK");
+	rconn_pool_close(w->pool);
+	w->pool = NULL;
+
+	/* A master name no Sentinel knows. */
+	snprintf(opt, sizeof(opt), "store=sentinel://127.0.0.1:%d/nosuch",
+		 ports[1]);
+	open_refused(opts, -EIO, err, sizeof(err));
+	assert_non_null(strstr(err, "knows no master 'nosuch'"));
+
+	/* No Sentinel answers. */
+	snprintf(opt, sizeof(opt), "store=sentinel://127.0.0.1:%d/m", ports[2]);
+	open_refused(opts, -EIO, err, sizeof(err));
+	assert_non_null(strstr(err, "Sentinel 127.0.0.1:"));
+}
+
+/* Poll @p until INFO @section holds @text. */
+static void wait_info(const struct proc *p, const char *cmd, const char *text)
+{
+	uint64_t end = now_ms() + READY_MS;
+
+	for (;;) {
+		redisReply *r = raw_cmd(p, cmd);
+		bool ok = r && r->type == REDIS_REPLY_STRING &&
+			  strstr(r->str, text);
+
+		if (r)
+			freeReplyObject(r);
+		if (ok)
+			return;
+		if (now_ms() > end)
+			fail_msg("%s: '%s' never showed '%s'", p->name, cmd, text);
+		nap(50);
+	}
+}
+
+/* The port the Sentinel @s names for master m. */
+static int sentinel_says(const struct proc *s)
+{
+	redisReply *r = raw_cmd(s, "SENTINEL get-master-addr-by-name m");
+	int port = -1;
+
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+		port = atoi(r->element[1]->str);
+	if (r)
+		freeReplyObject(r);
+	return port;
+}
+
+/* Does Sentinel @s know a healthy replica of m? */
+static bool sentinel_sees_replica(const struct proc *s)
+{
+	redisReply *r = raw_cmd(s, "SENTINEL REPLICAS m");
+	bool ok = false;
+
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1) {
+		const redisReply *rep = r->element[0];
+
+		for (size_t i = 0; i + 1 < rep->elements; i += 2)
+			if (strcmp(rep->element[i]->str, "flags") == 0)
+				ok = strcmp(rep->element[i + 1]->str, "slave") == 0;
+	}
+	if (r)
+		freeReplyObject(r);
+	return ok;
+}
+
+static void test_sentinel_failover(void **state)
+{
+	struct world *w = *state;
+	int ports[5]; /* primary, replica, three Sentinels */
+	char opt[200], pstr[8];
+	const char *opts[] = { opt, "store_timeout=1", NULL };
+	struct proc *primary, *replica, *s[3];
+	uint64_t start = now_ms(), end;
+	redisReply *r;
+
+	free_ports(ports, 5);
+	primary = start_server(w, "primary", ports[0], NULL);
+	snprintf(pstr, sizeof(pstr), "%d", ports[0]);
+	replica = start_server(w, "replica", ports[1], "--replicaof",
+			       "127.0.0.1", pstr, NULL);
+	wait_info(replica, "INFO replication", "master_link_status:up");
+	for (int i = 0; i < 3; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "s%d", i + 1);
+		s[i] = start_sentinel(w, name, ports[2 + i], ports[0], 2);
+	}
+	snprintf(opt, sizeof(opt),
+		 "store=sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/m",
+		 ports[2], ports[3], ports[4]);
+	open_pool(w, opts);
+	assert_int_equal(pool_port(w), ports[0]);
+	expect_str(w, "SET before failover", "OK");
+	/* Replication is asynchronous (and a replica fresh from its first
+	 * sync gets the stream only after its first ACK): wait until the
+	 * write reached the replica, so the new primary holds it. */
+	end = now_ms() + READY_MS;
+	for (bool there = false; !there;) {
+		r = raw_cmd(replica, "GET before");
+		there = r && r->type == REDIS_REPLY_STRING;
+		if (r)
+			freeReplyObject(r);
+		if (!there) {
+			assert_true(now_ms() < end);
+			nap(50);
+		}
+	}
+
+	/* s1 promotes a replica only once it has its INFO and it answers
+	 * pings: until then it says NOGOODSLAVE, and is asked again. */
+	end = now_ms() + READY_MS;
+	for (;;) {
+		bool ok;
+
+		while (!sentinel_sees_replica(s[0])) {
+			assert_true(now_ms() < end);
+			nap(100);
+		}
+		r = raw_cmd(s[0], "SENTINEL FAILOVER m");
+		assert_non_null(r);
+		ok = r->type == REDIS_REPLY_STATUS;
+		if (!ok && (r->type != REDIS_REPLY_ERROR ||
+			    !strstr(r->str, "NOGOODSLAVE") || now_ms() > end))
+			fail_msg("SENTINEL FAILOVER: %s", r->str);
+		freeReplyObject(r);
+		if (ok)
+			break;
+		nap(200);
+	}
+
+	/* Done when s1 names the replica and the old primary follows it
+	 * (Sentinel then also drops its clients: the pool's connection). */
+	end = now_ms() + READY_MS;
+	while (sentinel_says(s[0]) != ports[1]) {
+		assert_true(now_ms() < end);
+		nap(50);
+	}
+	wait_info(primary, "INFO replication", "role:slave");
+
+	/* The pool follows: its next calls go to the new primary. */
+	expect_str(w, "GET before", "failover");
+	expect_str(w, "SET after failover", "OK");
+	assert_int_equal(pool_port(w), ports[1]);
+	assert_true(rconn_pool_connected(w->pool));
+	r = raw_cmd(replica, "GET after");
+	assert_non_null(r);
+	assert_string_equal(r->str, "failover");
+	freeReplyObject(r);
+
+	/* Named directly, the old primary is refused: a replica. */
+	{
+		char direct[64], err[400];
+		const char *dopts[] = { direct, "store_timeout=0.5", NULL };
+
+		snprintf(direct, sizeof(direct), "store=redis://127.0.0.1:%d",
+			 ports[0]);
+		open_refused(dopts, -EIO, err, sizeof(err));
+		assert_non_null(strstr(err, "a replica, not the primary"));
+	}
+	print_message("  failover test took %llu ms\n",
+		      (unsigned long long)(now_ms() - start));
+}
+
+/* The Functions library --------------------------------------------------------- */
+
+/* A stand-in library: sfs_version returns @version, sfs_mark returns @mark. */
+static const char *library(char *buf, size_t cap, const char *name,
+			   unsigned version, const char *mark)
+{
+	snprintf(buf, cap,
+		 "#!lua name=%s\n"
+		 "redis.register_function{function_name='sfs_version', "
+		 "callback=function() return %u end, flags={'no-writes'}}\n"
+		 "redis.register_function{function_name='sfs_mark', "
+		 "callback=function() return '%s' end, flags={'no-writes'}}\n",
+		 name, version, mark);
+	return buf;
+}
+
+static void expect_library(struct world *w, const char *version,
+			   const char *mark)
+{
+	int rc;
+	redisReply *rep = pcall(w, 0, "FCALL_RO sfs_version 0", &rc);
+	char v[32];
+
+	assert_int_equal(rc, 0);
+	assert_int_equal(rep->type, REDIS_REPLY_INTEGER);
+	snprintf(v, sizeof(v), "%lld", rep->integer);
+	assert_string_equal(v, version);
+	freeReplyObject(rep);
+	expect_str(w, "FCALL_RO sfs_mark 0", mark);
+}
+
+static void test_library(void **state)
+{
+	struct world *w = *state;
+	struct proc *s = start_server(w, "r", 0, NULL);
+	char opt[160], code[600], err[400];
+	const char *opts[] = { opt, NULL };
+	redisReply *rep;
+	int rc;
+
+	snprintf(opt, sizeof(opt), "store=unix:%s", s->sock);
+	open_pool(w, opts);
+
+	/* Absent: loaded. */
+	assert_int_equal(rconn_library_ensure(w->pool, "statefs",
+					      library(code, sizeof(code),
+						      "statefs", 1, "a"),
+					      1, err, sizeof(err)), 0);
+	assert_string_equal(err, "");
+	expect_library(w, "1", "a");
+
+	/* The same version: left alone (the mark stays). */
+	assert_int_equal(rconn_library_ensure(w->pool, "statefs",
+					      library(code, sizeof(code),
+						      "statefs", 1, "b"),
+					      1, err, sizeof(err)), 0);
+	expect_library(w, "1", "a");
+
+	/* Older in the store: replaced. */
+	assert_int_equal(rconn_library_ensure(w->pool, "statefs",
+					      library(code, sizeof(code),
+						      "statefs", 12, "c"),
+					      12, err, sizeof(err)), 0);
+	expect_library(w, "12", "c");
+
+	/* Newer in the store: refused, naming both, nothing changed. */
+	assert_int_equal(rconn_library_ensure(w->pool, "statefs",
+					      library(code, sizeof(code),
+						      "statefs", 3, "d"),
+					      3, err, sizeof(err)), -EPROTO);
+	assert_non_null(strstr(err, "version 12"));
+	assert_non_null(strstr(err, "version 3"));
+	assert_memory_equal(err, "statefs: ", 9);
+	assert_null(strchr(err, '\n'));
+	expect_library(w, "12", "c");
+
+	/* A library text that does not report the version it claims. */
+	assert_int_equal(rconn_library_ensure(w->pool, "statefs",
+					      library(code, sizeof(code),
+						      "statefs", 13, "e"),
+					      14, err, sizeof(err)), -EPROTO);
+	assert_non_null(strstr(err, "14"));
+
+	/* Code the server refuses. */
+	assert_int_equal(rconn_library_ensure(w->pool, "statefs",
+					      "#!lua name=statefs\nthis is not lua",
+					      20, err, sizeof(err)), -EPROTO);
+	assert_non_null(strstr(err, "cannot load"));
+
+	/* A library of that name without sfs_version. */
+	rep = pcall(w, 0, "FUNCTION FLUSH", &rc);
+	assert_int_equal(rc, 0);
+	freeReplyObject(rep);
+	{
+		const char *load[] = {
+			"FUNCTION", "LOAD",
+			"#!lua name=statefs\nredis.register_function('other', "
+			"function() return 1 end)\n",
+		};
+
+		assert_int_equal(rconn_pool_call(w->pool, 0, 3, load, NULL,
+						 &rep), 0);
+		assert_int_equal(rep->type, REDIS_REPLY_STRING);
+		freeReplyObject(rep);
+	}
+	assert_int_equal(rconn_library_ensure(w->pool, "statefs",
+					      library(code, sizeof(code),
+						      "statefs", 1, "f"),
+					      1, err, sizeof(err)), -EPROTO);
+	assert_non_null(strstr(err, "sfs_version"));
+
+	/* Another library whose name the pattern would match is not it. */
+	rep = pcall(w, 0, "FUNCTION FLUSH", &rc);
+	freeReplyObject(rep);
+	{
+		const char *load[] = {
+			"FUNCTION", "LOAD",
+			library(code, sizeof(code), "statefs2", 7, "x"),
+		};
+
+		assert_int_equal(rconn_pool_call(w->pool, 0, 3, load, NULL,
+						 &rep), 0);
+		freeReplyObject(rep);
+	}
+	rep = pcall(w, 0, "FUNCTION DELETE statefs2", &rc);
+	freeReplyObject(rep);
+	assert_int_equal(rconn_library_ensure(w->pool, "statefs",
+					      library(code, sizeof(code),
+						      "statefs", 2, "g"),
+					      2, err, sizeof(err)), 0);
+	expect_library(w, "2", "g");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_unix_socket, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tcp_and_threads, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_auth, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stopped_server, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_restarted_server, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_nothing_listening, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_out_of_memory, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_dedicated, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sentinel_discovery, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_sentinel_failover, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_library, setup, teardown),
+	};
+
+	/* A write to a connection the server closed must fail, not kill. */
+	signal(SIGPIPE, SIG_IGN);
+	/* RCONN_TEST=test_library runs the tests matching that pattern. */
+	if (getenv("RCONN_TEST"))
+		cmocka_set_test_filter(getenv("RCONN_TEST"));
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
