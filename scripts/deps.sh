@@ -7,7 +7,8 @@ set -eu
 
 PKGS="build-essential pkg-config libfuse3-dev fuse3 uthash-dev libcmocka-dev
 bats bats-support bats-assert inotify-tools attr util-linux procps
-clang-14 libclang-rt-14-dev valgrind $*"
+clang-14 libclang-rt-14-dev valgrind redis-server redis-tools libhiredis-dev
+$*"
 
 missing=""
 for p in $PKGS; do
