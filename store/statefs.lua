@@ -50,7 +50,7 @@ TID: new keys.
                       handed out; starts at 10: root 1, its special files
                       2..9), tid (the last tenant id), seq (root log
                       seq), created_ms, state (ready|draining|drained),
-                      drain_deadline, clock_ms (testclock offset),
+                      drain_deadline, clock_ms (the testclock clock),
                       lim_<name> (every limit in LIMITS), gauges tenants
                       parents children links tombstones bytes, counters
                       admissions removals expiries joins leaves and
@@ -95,9 +95,11 @@ Lua's numbers are doubles, exact below 2^53, and every sum made here stays
 below it); a larger one is EINVAL.  Times of nodes (atime mtime ctime)
 are ns since the epoch, kept as decimal strings, never added to.
 
-The store's clock is the server's TIME in ms (now_ms); with testclock
-(lim_testclock 1) it is TIME + meta clock_ms, moved by sfs_clock_advance.
-Every deadline is on it: a lease's (now + ttl), a tombstone's (now +
+The store's clock is the server's TIME in ms (now_ms).  With testclock
+(lim_testclock 1) it is meta clock_ms alone: a manual clock that starts
+at 0 and moves only by sfs_clock_advance, as the embedded store's
+-o testclock clock does, so that a test of "ttl - 1 ms: alive, 1 ms more:
+gone" is exact whatever the real time does.  Every deadline is on it: a lease's (now + ttl), a tombstone's (now +
 tombstone_ttl_ms), a drain's (now + drain_window_ms).  A node whose
 deadline is <= now is gone for every function, reaped or not, as in the
 embedded store.  Node times are TIME itself (wall time), as the embedded
@@ -253,7 +255,7 @@ The root log's entries (seq is the root seq; no .events line but drain):
   drain   deadline           the store's drain starts.  Line: drain - - - - -
   drained tenants            the store's drain cleared it: every tenant
                              went (their logs say how), state drained
-  clock   clock_ms           testclock: the store's clock offset
+  clock   clock_ms           testclock: the store's clock moved to CLOCK_MS
 
 A mount follows the root log and each tenant's log with XREAD; one whose
 position fell off a log (trimmed) reloads from sfs_dump.
@@ -391,7 +393,7 @@ local NSPECIAL = 8                -- STORE_NSPECIAL: inode slots of a directory'
 local FIRST_INO = 2 + NSPECIAL    -- root = 1, the root's specials 2..9
 local OP_KEEP_MS = 120000         -- how long an operation's outcome is kept for a retry
 local LOG_KEEP_MS = 600000        -- how long a removed tenant's log stays for its followers
-local MAX_CLOCK_MS = 2000000000000000 -- testclock offset ceiling: every sum stays below 2^53
+local MAX_CLOCK_MS = 2000000000000000 -- testclock ceiling: every sum stays below 2^53
 local S_ISGID, S_ISVTX = 1024, 512
 local MAY_W, MAY_X = 2, 1
 
@@ -764,7 +766,7 @@ local function begin(keys, args, scope)
 	local M = ctx.M
 	ctx.lim = limits_of(M)
 	ctx.now = ctx.real_ms
-	if ctx.lim.testclock == 1 then ctx.now = ctx.now + num(M, 'clock_ms') end
+	if ctx.lim.testclock == 1 then ctx.now = num(M, 'clock_ms') end
 	local head = names.head
 	for i = 2, #keys do
 		if string.sub(keys[i], 1, #head) ~= head or
@@ -1284,6 +1286,9 @@ local function fn_init(keys, args)
 		if not string.find(candidate, '^%x+$') or #candidate ~= 16 then
 			return fail(ctx, 'EINVAL', 'instance')
 		end
+		-- A store made anew (flushed, or a new Redis) may reuse the
+		-- instance id a mount offers again: forget what was kept.
+		limits_seen[M.key] = nil
 		M.live = true
 		set(M, 'instance', string.lower(candidate))
 		set(M, 'libversion', LIBVERSION)
@@ -1297,7 +1302,7 @@ local function fn_init(keys, args)
 		for _, f in ipairs(META_ZERO) do set(M, f, 0) end
 		for _, l in ipairs(LIMITS) do set(M, 'lim_' .. l[1], given[l[1]]) end
 		created = 1
-		ctx.now = ctx.real_ms
+		ctx.now = given.testclock == 1 and 0 or ctx.real_ms
 	end
 	local out = { 'OK', ctx.now, num(M, 'seq'), str(M, 'instance'), created }
 	for _, l in ipairs(LIMITS) do
@@ -1809,7 +1814,8 @@ local function lease(keys, args, is_set)
 	if not ctx then return early end
 	local T = ctx.T
 	local kind, ino = args[4], ino_arg(args[5])
-	local ttl_arg = is_set and unum(args[6]) or 0
+	local ttl_arg = 0
+	if is_set then ttl_arg = unum(args[6]) end
 	if (kind ~= 'parent' and kind ~= 'child') or not ino or not ttl_arg then
 		return finish(ctx, fail(ctx, 'EINVAL'))
 	end
@@ -1817,7 +1823,7 @@ local function lease(keys, args, is_set)
 	local ttl = is_set and ttl_arg or num(R, 'ttl')
 	if gone(ctx, R) then return finish(ctx, refuse(ctx, 'ESTALE')) end
 	if not is_set and ttl == 0 then
-		return finish(ctx, ok(ctx)) -- no lease to renew: a plain touch
+		return finish(ctx, ok(ctx, 0)) -- no lease to renew: a plain touch
 	end
 	if draining(ctx, T) then return finish(ctx, refuse(ctx, 'EROFS')) end
 	local deadline = ttl > 0 and ctx.now + ttl or 0
@@ -1937,7 +1943,7 @@ local function fn_clock_advance(keys, args)
 		return finish(ctx, fail(ctx, 'EINVAL'))
 	end
 	add(ctx.M, 'clock_ms', ms)
-	ctx.now = ctx.now + ms
+	ctx.now = num(ctx.M, 'clock_ms')
 	rlog(ctx, 'clock', { 'clock_ms', num(ctx.M, 'clock_ms') })
 	return finish(ctx, ok(ctx, num(ctx.M, 'clock_ms')))
 end
