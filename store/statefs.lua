@@ -545,7 +545,7 @@ end
 -- The fields a call usually needs, read together; the first one of each
 -- list is always present, so it tells whether the hash exists.
 local MFIELDS = { 'instance', 'state', 'seq', 'ino', 'clock_ms', 'children',
-	'links', 'bytes' }
+	'links', 'bytes', 'admissions', 'removals' }
 local TFIELDS = { 'name', 'tid', 'seq', 'state', 'links', 'children', 'bytes' }
 local PFIELDS = { 'name', 'gen', 'deadline', 'links', 'mode', 'child_ttl' }
 -- A state's content is read and written apart: it can be max_payload bytes.
@@ -567,11 +567,13 @@ local function rec_open(ctx, key, fields)
 	return r
 end
 
--- A hash this call makes, with every field it has.
-local function rec_new(ctx, key, h)
-	local d = {}
-	for f in pairs(h) do d[f] = true end
-	local r = { key = key, h = h, live = true, all = true, d = d }
+-- A hash this call makes, written at once: @fv lists every field and its
+-- value (one HSET, no walk over a table of changes).
+local function rec_new(ctx, key, fv)
+	redis.call('HSET', key, unpack(fv))
+	local h = {}
+	for i = 1, #fv, 2 do h[fv[i]] = fv[i + 1] end
+	local r = { key = key, h = h, live = true, all = true }
 	ctx.recs[key] = r
 	ctx.order[#ctx.order + 1] = r
 	return r
@@ -769,7 +771,7 @@ local function begin(keys, args, scope)
 	if ctx.lim.testclock == 1 then ctx.now = num(M, 'clock_ms') end
 	local head = names.head
 	for i = 2, #keys do
-		if string.sub(keys[i], 1, #head) ~= head or
+		if string.find(keys[i], head, 1, true) ~= 1 or
 			not string.find(keys[i], '^%d+}:t$', #head + 1) then
 			error('statefs: a tenant key must be PREFIX:{PREFIX.tTID}:t')
 		end
@@ -1335,10 +1337,10 @@ local function fn_mkdir_tenant(keys, args)
 	mode = mode % 4096
 	redis.call('HSET', ctx.root .. ':tenants', name, tid)
 	local T = rec_new(ctx, tenant_key(ctx, tid), {
-		name = name, tid = tid, ino = ino, uid = uid, gid = gid, mode = mode,
-		atime = ctx.ns, mtime = ctx.ns, ctime = ctx.ns, seq = 0,
-		state = 'ready', drain_deadline = 0, parents = 0, children = 0,
-		links = 0, tombstones = 0, bytes = 0 })
+		'name', name, 'tid', tid, 'ino', ino, 'uid', uid, 'gid', gid,
+		'mode', mode, 'atime', ctx.ns, 'mtime', ctx.ns, 'ctime', ctx.ns,
+		'seq', 0, 'state', 'ready', 'drain_deadline', 0, 'parents', 0,
+		'children', 0, 'links', 0, 'tombstones', 0, 'bytes', 0 })
 	T.pre = string.sub(T.key, 1, -3)
 	T.keys = {}
 	ctx.T = T
@@ -1397,9 +1399,9 @@ local function fn_join(keys, args)
 	end
 	local pino = alloc_ino(ctx, 1)
 	rec_new(ctx, nkey(T, 'p', pino), {
-		name = name, gen = gen, uid = uid, gid = gid, mode = mode,
-		atime = ctx.ns, mtime = ctx.ns, ctime = ctx.ns, ttl = 0,
-		deadline = 0, child_ttl = 0, links = 0 })
+		'name', name, 'gen', gen, 'uid', uid, 'gid', gid, 'mode', mode,
+		'atime', ctx.ns, 'mtime', ctx.ns, 'ctime', ctx.ns, 'ttl', 0,
+		'deadline', 0, 'child_ttl', 0, 'links', 0 })
 	redis.call('HSET', tkey(T, 'parents'), name, pino)
 	if tb then tomb_drop(ctx, T, name) end
 	gauge(ctx, T, 'parents', 1)
@@ -1482,10 +1484,11 @@ local function admit(ctx, T, P, new_state)
 	return nil
 end
 
--- Insert link @name -> @S into @P (link_insert_locked and the state side).
-local function link_insert(ctx, T, P, name, S)
+-- Insert link @name -> @S into @P (link_insert_locked and the state
+-- side, unless @S was made with it).
+local function link_insert(ctx, T, P, name, S, made)
 	redis.call('HSET', nkey(T, 'l', P.ino), name, S.ino)
-	state_link(S, P.ino .. '/' .. name)
+	if not made then state_link(S, P.ino .. '/' .. name) end
 	add(P, 'links', 1)
 	touch(ctx, P)
 	gauge(ctx, T, 'links', 1)
@@ -1522,12 +1525,13 @@ local function fn_create(keys, args)
 	if bit.band(num(P, 'mode'), S_ISGID) ~= 0 then gid = num(P, 'gid') end
 	local sino = alloc_ino(ctx, 1)
 	local deadline = ttl > 0 and ctx.now + ttl or 0
+	-- The state is written whole, its one link included.
 	local S = rec_new(ctx, nkey(T, 's', sino), {
-		data = '', version = 0, nlink = 1, uid = uid, gid = gid, mode = mode,
-		atime = ctx.ns, mtime = ctx.ns, ctime = ctx.ns, ttl = ttl,
-		deadline = deadline })
+		'data', '', 'version', 0, 'nlink', 1, 'uid', uid, 'gid', gid,
+		'mode', mode, 'atime', ctx.ns, 'mtime', ctx.ns, 'ctime', ctx.ns,
+		'ttl', ttl, 'deadline', deadline, 'links', P.ino .. '/' .. name })
 	S.ino = sino
-	link_insert(ctx, T, P, name, S)
+	link_insert(ctx, T, P, name, S, true)
 	gauge(ctx, T, 'children', 1)
 	add(M, 'admissions', 1)
 	if ttl > 0 then redis.call('ZADD', tkey(T, 'due'), deadline, 's:' .. sino) end
