@@ -47,6 +47,21 @@ $(B)/obj/tsan/%.o: %.c
 # Objects are kept between builds, not removed as intermediates.
 .SECONDARY:
 
+# The shared store's Redis Functions library, store/statefs.lua, as C
+# data (store/statefs_lua.h): each byte becomes a 0xNN initializer (od
+# and sed, nothing more), then a NUL.  Compiled per flavour like any
+# source, as build/obj/FLAVOUR/build/gen/statefs_lua.o.
+$(B)/gen/statefs_lua.c: store/statefs.lua
+	@mkdir -p $(@D)
+	{ echo '/* Made from store/statefs.lua by the Makefile: do not edit. */'; \
+	  echo '#include "store/statefs_lua.h"'; \
+	  echo 'const char store_statefs_lua[] = {'; \
+	  od -An -v -tx1 $< | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  echo '0x00 };'; \
+	  echo 'const size_t store_statefs_lua_len = sizeof(store_statefs_lua) - 1;'; \
+	} >$@.tmp
+	mv $@.tmp $@
+
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
 STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan
 
@@ -69,6 +84,12 @@ $(B)/unit/test_fs: $(call obj,asan,tests/unit/test_fs.c fs/ops.c fs/watch.c $(LI
 $(B)/unit/test_rconn: $(call obj,asan,tests/unit/test_rconn.c $(REDIS_SRC) $(LIB_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
+
+# The embedded library against its source and the store's defaults.
+$(B)/unit/test_statefs_lua: $(call obj,asan,tests/unit/test_statefs_lua.c \
+		$(B)/gen/statefs_lua.c $(LIB_SRC))
+	@mkdir -p $(@D)
+	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
 
 $(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call obj,asan,$(LIB_SRC))
 	@mkdir -p $(@D)

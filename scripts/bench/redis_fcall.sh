@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Redis CPU per transition of the shared store's Functions library
+# (store/statefs.lua): usec_per_call of FCALL from INFO commandstats for
+# sfs_create, sfs_publish and sfs_unlink on a populated tenant.
+#
+#   scripts/bench/redis_fcall.sh [CHILDREN] [CALLS] [ROUNDS]
+#
+# Starts its own redis-server on a unix socket in a temporary directory
+# (stopped on exit), makes a tenant of 10 parents holding CHILDREN
+# children (default 100000), then ROUNDS times (default 3) runs CALLS
+# (default 5000) creates, publications (20 bytes) and unlinks of new
+# children, pipelined so the server runs them back to back as under load,
+# each op with its own op id (the at-most-once record is part of the
+# cost).  Prints, per round, usec_per_call (wall time inside the command)
+# and the CPU time of Redis's main thread per call (INFO cpu, which also
+# counts reading the command and writing the reply, but not time the
+# thread was preempted), and two calibration points taken alongside: a
+# plain HSET sent by a client, and an FCALL of sfs_version (the cost of
+# entering a function), since on a shared machine every number moves with
+# the load.  As root the server runs under SCHED_FIFO (chrt), so other
+# processes do not preempt it in the middle of a call.
+set -eu
+shopt -s lastpipe # run_batch at the end of a pipe sets variables
+
+cd "$(dirname "$0")/../.."
+children=${1:-100000}
+calls=${2:-5000}
+rounds=${3:-3}
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-fcall.XXXXXX")
+pid=""
+cleanup() {
+	if [ -n "$pid" ]; then
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+rt=""
+if [ "$(id -u)" -eq 0 ] && command -v chrt >/dev/null 2>&1; then
+	rt="chrt -f 10"
+fi
+$rt redis-server --unixsocket "$dir/r.sock" --unixsocketperm 700 --port 0 \
+	--save '' --appendonly no --dir "$dir" --logfile "$dir/redis.log" \
+	</dev/null >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 200); do
+	[ "$(redis-cli -s "$dir/r.sock" PING 2>/dev/null)" = PONG ] && break
+	sleep 0.05
+done
+R() { redis-cli -s "$dir/r.sock" "$@"; }
+
+M='statefs:{statefs}:meta'
+T='statefs:{statefs.t1}:t'
+I=0123456789abcdef
+R FUNCTION LOAD REPLACE "$(cat store/statefs.lua)" >/dev/null
+R FCALL sfs_init 1 "$M" "" "" "" 1 "$I" 0 >/dev/null
+R FCALL sfs_mkdir_tenant 1 "$M" "$I" "" "" bench 0 0 493 >/dev/null
+for p in 0 1 2 3 4 5 6 7 8 9; do
+	R FCALL sfs_join 2 "$M" "$T" "$I" "" "" "p$p" 0 0 493 >/dev/null
+done
+
+# Lines of words to RESP, so redis-cli --pipe streams them.
+resp() {
+	awk '{ printf "*%d\r\n", NF
+	       for (i = 1; i <= NF; i++) { w = $i; if (w == "-") w = ""
+	               printf "$%d\r\n%s\r\n", length(w), w } }'
+}
+pipe() { resp | R --pipe >/dev/null; }
+per_call() {
+	R INFO commandstats | sed -n "s/^cmdstat_$1:.*usec_per_call=\([0-9.]*\).*/\1/p"
+}
+# The main thread's CPU seconds so far (user + system).
+cpu() {
+	R INFO cpu | awk -F: '/^used_cpu_(user|sys)_main_thread:/ { s += $2 }
+		END { printf "%.6f", s }'
+}
+# run_batch NAME: pipe stdin, set NAME_wall and NAME_cpu (usec per call).
+run_batch() {
+	local c0 c1 stat=${2:-fcall}
+	R CONFIG RESETSTAT >/dev/null
+	c0=$(cpu)
+	pipe
+	c1=$(cpu)
+	printf -v "$1_wall" '%s' "$(per_call "$stat")"
+	printf -v "$1_cpu" '%s' "$(awk -v a="$c0" -v b="$c1" -v n="$calls" \
+		'BEGIN { printf "%.1f", (b - a) * 1e6 / n }')"
+}
+
+# Parents are inodes 19..28; children get 29, 30, ...
+echo "populating: $children children in 10 parents"
+awk -v n="$children" -v M="$M" -v T="$T" -v I=$I 'BEGIN {
+	for (i = 0; i < n; i++)
+		printf "FCALL sfs_create 2 %s %s %s - - %d pop%d 0 0 420 1\n", M, T, I, 19 + i % 10, i }' | pipe
+next=$((29 + children))
+
+echo "usec per call: wall inside the command / CPU of the main thread${rt:+ (server under $rt)}"
+for r in $(seq "$rounds"); do
+	awk -v n="$calls" -v M="$M" -v T="$T" -v I=$I -v r="$r" 'BEGIN {
+		for (i = 0; i < n; i++)
+			printf "FCALL sfs_create 2 %s %s %s c%d.%d - %d r%dn%d 0 0 420 1\n", M, T, I, r, i, 19 + i % 10, r, i }' |
+		run_batch create
+	awk -v n="$calls" -v M="$M" -v T="$T" -v I=$I -v r="$r" -v b="$next" 'BEGIN {
+		for (i = 0; i < n; i++)
+			printf "FCALL sfs_publish 2 %s %s %s w%d.%d - %d replace - content-%012d\n", M, T, I, r, i, b + i, i }' |
+		run_batch publish
+	awk -v n="$calls" -v M="$M" -v T="$T" -v I=$I -v r="$r" 'BEGIN {
+		for (i = 0; i < n; i++)
+			printf "FCALL sfs_unlink 2 %s %s %s u%d.%d - %d r%dn%d\n", M, T, I, r, i, 19 + i % 10, r, i }' |
+		run_batch unlink
+	awk -v n="$calls" 'BEGIN { for (i = 0; i < n; i++) printf "HSET bench:h f%d %d\n", i % 100, i }' |
+		run_batch hset hset
+	awk -v n="$calls" 'BEGIN { for (i = 0; i < n; i++) printf "FCALL_RO sfs_version 0\n" }' |
+		run_batch version fcall_ro
+	next=$((next + calls))
+	echo "round $r: create $create_wall/$create_cpu publish $publish_wall/$publish_cpu" \
+		"unlink $unlink_wall/$unlink_cpu (calibration: HSET $hset_wall/$hset_cpu," \
+		"FCALL sfs_version $version_wall/$version_cpu)"
+done
+n=$(R FCALL_RO sfs_stats 2 "$M" "$T" "$I" - - | awk 'NR > 3 && $0 == "children" { getline; print }')
+echo "children left: $n (expected $children); load: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,198 @@
+/*
+ * test_statefs_lua.c - the shared store's Redis Functions library as the
+ * program carries it (store/statefs_lua.h, made by the Makefile from
+ * store/statefs.lua): the same bytes as the source, loadable as is, and
+ * in step with the embedded store's numbers (limit defaults, special
+ * inode slots).  What the functions do is tested against a real
+ * redis-server by tests/bats/redis_functions.bats.
+ *
+ * Run from the project root (make test does): the source is read from
+ * store/statefs.lua.
+ */
+#include "tests/unit/unit.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/statefs_lua.h"
+#include "store/store.h"
+
+#define SOURCE "store/statefs.lua"
+
+/* The whole of @path, NUL-terminated, its length in *@len; NULL if it
+ * cannot be read. */
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t cap = 0, n = 0, got;
+
+	if (!f)
+		return NULL;
+	do {
+		if (n + 4096 + 1 > cap) {
+			char *nb = realloc(buf, cap = (cap ? cap * 2 : 65536));
+
+			if (!nb) {
+				free(buf);
+				fclose(f);
+				return NULL;
+			}
+			buf = nb;
+		}
+		got = fread(buf + n, 1, 4096, f);
+		n += got;
+	} while (got > 0);
+	fclose(f);
+	buf[n] = '\0';
+	*len = n;
+	return buf;
+}
+
+/* The number after "@key" at the start of a line of the library, or -1. */
+static long long lua_number(const char *key)
+{
+	const char *p = strstr(store_statefs_lua, key);
+
+	if (!p || (p != store_statefs_lua && p[-1] != '\n'))
+		return -1;
+	return strtoll(p + strlen(key), NULL, 10);
+}
+
+static void test_text_is_loadable(void **state)
+{
+	static const char first[] = "#!lua name=statefs\n";
+
+	(void)state;
+	/* FUNCTION LOAD wants the shebang line first and takes the text up to
+	 * its length: no NUL inside, one after. */
+	assert_true(store_statefs_lua_len > sizeof(first));
+	assert_memory_equal(store_statefs_lua, first, sizeof(first) - 1);
+	assert_int_equal(strlen(store_statefs_lua), store_statefs_lua_len);
+	assert_int_equal(store_statefs_lua[store_statefs_lua_len - 1], '\n');
+}
+
+static void test_same_bytes_as_source(void **state)
+{
+	size_t len = 0;
+	char *src = slurp(SOURCE, &len);
+
+	(void)state;
+	if (!src)
+		fail_msg("cannot read %s (run from the project root)", SOURCE);
+	assert_int_equal(len, store_statefs_lua_len);
+	assert_memory_equal(src, store_statefs_lua, len);
+	free(src);
+}
+
+static void test_version(void **state)
+{
+	(void)state;
+	assert_true(lua_number("local LIBVERSION = ") >= 1);
+}
+
+static void test_every_function_registered(void **state)
+{
+	static const char *const fns[] = {
+		"sfs_version", "sfs_init", "sfs_mkdir_tenant", "sfs_rmdir_tenant",
+		"sfs_join", "sfs_leave", "sfs_depart", "sfs_create", "sfs_unlink",
+		"sfs_link", "sfs_rename", "sfs_publish", "sfs_setattr",
+		"sfs_set_ttl", "sfs_set_child_ttl", "sfs_renew", "sfs_expire",
+		"sfs_drain", "sfs_drain_now", "sfs_clock_advance", "sfs_dump",
+		"sfs_stats", "sfs_sync",
+	};
+	char pat[64];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
+		snprintf(pat, sizeof(pat), "\nreg('%s', ", fns[i]);
+		if (!strstr(store_statefs_lua, pat))
+			fail_msg("%s is not registered", fns[i]);
+	}
+}
+
+/*
+ * The limits a shared store records (LIMITS in the library) start from
+ * the embedded store's defaults, so a mount with no options agrees with
+ * the store whichever backend made it.
+ */
+static void test_limit_defaults_match_the_store(void **state)
+{
+	struct store_limits d;
+	const struct {
+		const char *name;
+		uint64_t value;
+	} want[] = {
+		{ "max_tenants", 0 }, { "max_parents", 0 }, { "max_children", 0 },
+		{ "max_bytes", 0 }, { "max_payload", 0 }, { "max_name", 0 },
+		{ "max_tombstones", 0 }, { "tombstone_ttl_ms", 0 },
+		{ "parent_quota", 0 }, { "tenant_quota", 0 },
+		{ "default_ttl_ms", 0 }, { "drain_window_ms", 0 },
+		{ "testclock", 0 }, { "log_max", 0 },
+	};
+	uint64_t values[sizeof(want) / sizeof(want[0])];
+	const char *table, *end;
+	size_t n = sizeof(want) / sizeof(want[0]), rows = 0;
+
+	(void)state;
+	store_limits_default(&d);
+	values[0] = d.max_tenants;
+	values[1] = d.max_parents;
+	values[2] = d.max_children;
+	values[3] = d.max_bytes;
+	values[4] = d.max_payload;
+	values[5] = d.max_name;
+	values[6] = d.max_tombstones;
+	values[7] = d.tombstone_ttl_ms;
+	values[8] = d.parent_quota;
+	values[9] = d.tenant_quota;
+	values[10] = d.default_ttl_ms;
+	values[11] = d.drain_window_ms;
+	values[12] = d.testclock ? 1 : 0;
+	values[13] = STORE_EVENT_LOG; /* a log as long as the event log */
+
+	table = strstr(store_statefs_lua, "\nlocal LIMITS = {\n");
+	assert_non_null(table);
+	end = strstr(table, "\n}\n");
+	assert_non_null(end);
+	for (const char *p = strstr(table, "{ '"); p && p < end;
+	     p = strstr(p + 1, "{ '")) {
+		char name[64];
+		unsigned long long v;
+		size_t i;
+
+		if (sscanf(p, "{ '%63[a-z_]', %llu }", name, &v) != 2)
+			fail_msg("bad LIMITS row: %.40s", p);
+		for (i = 0; i < n && strcmp(want[i].name, name) != 0; i++)
+			;
+		if (i == n)
+			fail_msg("LIMITS has %s, which the store does not know", name);
+		if (v != values[i])
+			fail_msg("LIMITS %s defaults to %llu, the store to %" PRIu64,
+				 name, v, values[i]);
+		rows++;
+	}
+	assert_int_equal(rows, n);
+}
+
+static void test_special_slots_match_the_store(void **state)
+{
+	(void)state;
+	assert_int_equal(lua_number("local NSPECIAL = "), STORE_NSPECIAL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_text_is_loadable),
+		cmocka_unit_test(test_same_bytes_as_source),
+		cmocka_unit_test(test_version),
+		cmocka_unit_test(test_every_function_registered),
+		cmocka_unit_test(test_limit_defaults_match_the_store),
+		cmocka_unit_test(test_special_slots_match_the_store),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
