@@ -28,6 +28,10 @@
  *                            the option) leave the limits byte-identical
  *   layout_limits_check      0 exactly when every field is in range and
  *                            max_payload <= max_bytes
+ *   layout_source            0 exactly for a name of 1..255 bytes by the
+ *                            name rules with no ':' (statefs(8), the
+ *                            source); else -EINVAL with one line naming
+ *                            the source, whatever the message buffer
  *   layout_format_*          snprintf contract at every capacity
  *
  * Input: byte 0 is max_name (0..255), byte 1 picks an option key and a
@@ -239,6 +243,24 @@ static bool good_message(const char *err, size_t cap, const char *key)
 
 /* Checks ----------------------------------------------------------------- */
 
+/* layout_source on the C string @s (@slen bytes) made from @text. */
+static void check_source(const uint8_t *text, size_t tlen, const char *s,
+			 size_t slen)
+{
+	char opt[64], err[600];
+	bool ok = ref_name_faults((const uint8_t *)s, slen, NAME_MAX) == 0 &&
+		  !memchr(s, ':', slen);
+	int rc = layout_source(s, opt, sizeof(opt), err, sizeof(err));
+
+	CHECK(rc == (ok ? 0 : -EINVAL), "layout_source disagrees");
+	if (rc < 0)
+		CHECK(strncmp(err, "statefs: ", 9) == 0 && strstr(err, "source") &&
+			      !strchr(err, '\n'),
+		      "layout_source message is not one line about the source");
+	CHECK(layout_source(s, opt, sizeof(opt), NULL, 0) == rc,
+	      "layout_source depends on the message buffer");
+}
+
 static void check_names(const uint8_t *text, size_t tlen, size_t max_name,
 			size_t cap)
 {
@@ -254,6 +276,7 @@ static void check_names(const uint8_t *text, size_t tlen, size_t max_name,
 	rc = layout_name_check(s, max_name);
 	f = ref_name_faults((const uint8_t *)s, slen, max_name);
 	CHECK(rc_in_faults(rc, f), "layout_name_check disagrees");
+	check_source(text, tlen, s, slen);
 	if (rc == 0) {
 		CHECK(slen >= 1 && slen <= max_name, "accepted name length");
 		CHECK(s[0] != '.', "accepted name starts with '.'");
