@@ -4,6 +4,9 @@
 CC      ?= cc
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 FUSE_LIBS   := $(shell pkg-config --libs fuse3 2>/dev/null)
+# sd_notify(3): the daemon tells systemd when the mount is ready.
+SYSTEMD_CFLAGS := $(shell pkg-config --cflags libsystemd 2>/dev/null)
+SYSTEMD_LIBS   := $(shell pkg-config --libs libsystemd 2>/dev/null)
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 $(WARN) -pthread -I.
@@ -30,7 +33,7 @@ LIB_SRC := $(STORE_SRC) $(LAYOUT_SRC)
 
 $(B)/obj/rel/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -MMD -MP $(FUSE_CFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) -MMD -MP $(FUSE_CFLAGS) $(SYSTEMD_CFLAGS) -c -o $@ $<
 $(B)/obj/asan/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(BASE) $(ASAN) $(FUSE_CFLAGS) -c -o $@ $<
@@ -50,7 +53,7 @@ STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan
 all: $(B)/statefs
 
 $(B)/statefs: $(call obj,rel,$(LIB_SRC) $(FS_SRC))
-	$(CC) $(CFLAGS) -o $@ $^ $(FUSE_LIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(FUSE_LIBS) $(SYSTEMD_LIBS)
 
 # The fs/ adapter's unit test runs fs/ops.c and fs/watch.c against the
 # stand-in for libfuse in tests/unit/test_fs.c (it defines every libfuse

@@ -6,6 +6,7 @@
 set -eu
 
 PKGS="build-essential pkg-config libfuse3-dev fuse3 uthash-dev libcmocka-dev
+libsystemd-dev
 bats bats-support bats-assert inotify-tools attr util-linux procps
 clang-14 libclang-rt-14-dev valgrind $*"
 
