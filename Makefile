@@ -50,10 +50,21 @@ STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan
 
 .PHONY: all deps unit test run clean bench bench-snapshot
 
-all: $(B)/statefs
+all: $(B)/statefs $(B)/statefs.8
 
 $(B)/statefs: $(call obj,rel,$(LIB_SRC) $(FS_SRC))
 	$(CC) $(CFLAGS) -o $@ $^ $(FUSE_LIBS) $(SYSTEMD_LIBS)
+
+# The man page: docs/statefs.8.scd with its @OPTIONS@ line replaced by
+# the option table --help prints (layout_help_scdoc, through
+# scripts/mangen.c), then scdoc(1).
+$(B)/mangen: $(call obj,rel,scripts/mangen.c $(LIB_SRC))
+	$(CC) $(CFLAGS) -o $@ $^
+
+$(B)/statefs.8: docs/statefs.8.scd $(B)/mangen
+	$(B)/mangen < $< > $(B)/statefs.8.scd
+	scdoc < $(B)/statefs.8.scd > $@.tmp
+	mv $@.tmp $@
 
 # The fs/ adapter's unit test runs fs/ops.c and fs/watch.c against the
 # stand-in for libfuse in tests/unit/test_fs.c (it defines every libfuse

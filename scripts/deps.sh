@@ -6,8 +6,9 @@
 set -eu
 
 PKGS="build-essential pkg-config libfuse3-dev fuse3 uthash-dev libcmocka-dev
-libsystemd-dev
+libsystemd-dev scdoc
 bats bats-support bats-assert inotify-tools attr util-linux procps
+man-db
 clang-14 libclang-rt-14-dev valgrind $*"
 
 missing=""
