@@ -48,7 +48,7 @@ $(B)/obj/tsan/%.o: %.c
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
 STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan
 
-.PHONY: all deps unit test run clean bench bench-snapshot
+.PHONY: all deps unit test run clean bench bench-snapshot install uninstall
 
 all: $(B)/statefs $(B)/statefs.8
 
@@ -65,6 +65,33 @@ $(B)/statefs.8: docs/statefs.8.scd $(B)/mangen
 	$(B)/mangen < $< > $(B)/statefs.8.scd
 	scdoc < $(B)/statefs.8.scd > $@.tmp
 	mv $@.tmp $@
+
+# Installing, as a distribution's package does: `make install
+# DESTDIR=STAGING PREFIX=/usr`.  statefs goes to bin, as sshfs and s3fs
+# do: any user may mount it (through fusermount3), and mount(8) runs
+# mount.fuse3 with no PATH, whose shell then finds statefs in /usr/bin or
+# /usr/local/bin (statefs(8), MOUNTING).  The units name the installed
+# binary, so they are written at install time.
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+INSTALL ?= install
+UNITS   := statefs.service statefs@.service
+
+install: all
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 \
+		$(DESTDIR)$(UNITDIR)
+	$(INSTALL) -m 0755 $(B)/statefs $(DESTDIR)$(BINDIR)/statefs
+	$(INSTALL) -m 0644 $(B)/statefs.8 $(DESTDIR)$(MANDIR)/man8/statefs.8
+	for u in $(UNITS); do \
+		sed 's|@BINDIR@|$(BINDIR)|g' dist/$$u.in > $(B)/$$u && \
+		$(INSTALL) -m 0644 $(B)/$$u $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	done
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/statefs $(DESTDIR)$(MANDIR)/man8/statefs.8
+	for u in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$u; done
 
 # The fs/ adapter's unit test runs fs/ops.c and fs/watch.c against the
 # stand-in for libfuse in tests/unit/test_fs.c (it defines every libfuse
