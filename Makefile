@@ -6,6 +6,9 @@ FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 FUSE_LIBS   := $(shell pkg-config --libs fuse3 2>/dev/null)
 HIREDIS_CFLAGS := $(shell pkg-config --cflags hiredis 2>/dev/null)
 HIREDIS_LIBS   := $(shell pkg-config --libs hiredis 2>/dev/null)
+# sd_notify(3): the daemon tells systemd when the mount is ready.
+SYSTEMD_CFLAGS := $(shell pkg-config --cflags libsystemd 2>/dev/null)
+SYSTEMD_LIBS   := $(shell pkg-config --libs libsystemd 2>/dev/null)
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 $(WARN) -pthread -I.
@@ -35,7 +38,7 @@ LIB_SRC := $(STORE_SRC) $(LAYOUT_SRC)
 
 $(B)/obj/rel/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -MMD -MP $(FUSE_CFLAGS) $(HIREDIS_CFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) -MMD -MP $(FUSE_CFLAGS) $(HIREDIS_CFLAGS) $(SYSTEMD_CFLAGS) -c -o $@ $<
 $(B)/obj/asan/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(BASE) $(ASAN) $(FUSE_CFLAGS) $(HIREDIS_CFLAGS) -c -o $@ $<
@@ -65,12 +68,50 @@ $(B)/gen/statefs_lua.c: store/statefs.lua
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
 STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan
 
-.PHONY: all deps unit test run clean bench bench-snapshot
+.PHONY: all deps unit test run clean bench bench-snapshot install uninstall
 
-all: $(B)/statefs
+all: $(B)/statefs $(B)/statefs.8
 
 $(B)/statefs: $(call obj,rel,$(LIB_SRC) $(FS_SRC))
-	$(CC) $(CFLAGS) -o $@ $^ $(FUSE_LIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(FUSE_LIBS) $(SYSTEMD_LIBS)
+
+# The man page: docs/statefs.8.scd with its @OPTIONS@ line replaced by
+# the option table --help prints (layout_help_scdoc, through
+# scripts/mangen.c), then scdoc(1).
+$(B)/mangen: $(call obj,rel,scripts/mangen.c $(LIB_SRC))
+	$(CC) $(CFLAGS) -o $@ $^
+
+$(B)/statefs.8: docs/statefs.8.scd $(B)/mangen
+	$(B)/mangen < $< > $(B)/statefs.8.scd
+	scdoc < $(B)/statefs.8.scd > $@.tmp
+	mv $@.tmp $@
+
+# Installing, as a distribution's package does: `make install
+# DESTDIR=STAGING PREFIX=/usr`.  statefs goes to bin, as sshfs and s3fs
+# do: any user may mount it (through fusermount3), and mount(8) runs
+# mount.fuse3 with no PATH, whose shell then finds statefs in /usr/bin or
+# /usr/local/bin (statefs(8), MOUNTING).  The units name the installed
+# binary, so they are written at install time.
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+INSTALL ?= install
+UNITS   := statefs.service statefs@.service
+
+install: all
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man8 \
+		$(DESTDIR)$(UNITDIR)
+	$(INSTALL) -m 0755 $(B)/statefs $(DESTDIR)$(BINDIR)/statefs
+	$(INSTALL) -m 0644 $(B)/statefs.8 $(DESTDIR)$(MANDIR)/man8/statefs.8
+	for u in $(UNITS); do \
+		sed 's|@BINDIR@|$(BINDIR)|g' dist/$$u.in > $(B)/$$u && \
+		$(INSTALL) -m 0644 $(B)/$$u $(DESTDIR)$(UNITDIR)/$$u || exit 1; \
+	done
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/statefs $(DESTDIR)$(MANDIR)/man8/statefs.8
+	for u in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$u; done
 
 # The fs/ adapter's unit test runs fs/ops.c and fs/watch.c against the
 # stand-in for libfuse in tests/unit/test_fs.c (it defines every libfuse

@@ -1,5 +1,5 @@
 /*
- * main.c - statefs [FUSE options] [-o statefs options] MNT
+ * main.c - statefs [FUSE options] [-o statefs options] [SOURCE] MNT
  *
  * Parses the statefs options (layout/), refuses a bad one with a one-line
  * message before anything is mounted, makes a fresh store instance and
@@ -9,6 +9,12 @@
  * and checked, password file included, but this daemon mounts only the
  * embedded store: a good store=URL is refused at start rather than
  * silently ignored.
+ *
+ * SOURCE is what mount(8) and mount.fuse3 pass before the mountpoint
+ * (an fstab line's first field): it names the store (layout_source) and
+ * becomes the mount's source in /proc/mounts.  Under systemd
+ * (Type=notify) the daemon reports READY=1 once the mount is live and
+ * STOPPING=1 when it starts to drain or the mount is gone.
  */
 #include <errno.h>
 #include <limits.h>
@@ -20,6 +26,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "fs/fs.h"
 #include "layout/layout.h"
 
@@ -27,6 +35,8 @@ struct parse {
 	struct store_limits limits;
 	struct store_remote remote;     /* -o store=URL and store_* */
 	bool default_permissions;       /* -o default_permissions */
+	char *arg[2];                   /* [SOURCE] MNT, as given */
+	int nargs;
 	int bad;
 };
 
@@ -39,6 +49,20 @@ static int opt_proc(void *data, const char *arg, int key,
 	int rc;
 
 	(void)outargs;
+	/* The positional arguments: main() decides which is which. */
+	if (key == FUSE_OPT_KEY_NONOPT) {
+		if (p->nargs == 2) {
+			fprintf(stderr, "statefs: too many arguments: '%s' "
+				"(statefs [options] [SOURCE] MOUNTPOINT)\n", arg);
+			p->bad = 1;
+			return -1;
+		}
+		p->arg[p->nargs] = strdup(arg);
+		if (!p->arg[p->nargs])
+			return -1;
+		p->nargs++;
+		return 0;
+	}
 	if (key != FUSE_OPT_KEY_OPT || arg[0] == '-')
 		return 1;
 	/* The kernel's option; statefs needs to know it too (fs.h). */
@@ -100,9 +124,12 @@ static void *signal_main(void *arg)
 	while (!atomic_load(&sc->stop)) {
 		int sig = sigtimedwait(&sc->set, NULL, &tick);
 
-		if (sig > 0 && ++signals == 1)
+		if (sig > 0 && ++signals == 1) {
 			store_drain(sc->fs->store, NULL);
-		else if (sig > 0)
+			sd_notifyf(0, "STOPPING=1\nSTATUS=draining (signal %d): "
+				   "%s unmounts when the store is drained",
+				   sig, sc->fs->mountpoint);
+		} else if (sig > 0)
 			store_drain_now(sc->fs->store, NULL);
 		if (signals == 0 ||
 		    store_drain_state(sc->fs->store, NULL, NULL) != STORE_DRAINED)
@@ -122,11 +149,58 @@ static void *signal_main(void *arg)
 	return NULL;
 }
 
+/*
+ * [SOURCE] MNT: put the mountpoint back where fuse_parse_cmdline finds
+ * it, and turn SOURCE into what it stands for (layout_source): a statefs
+ * option, if any, and the mount's source name (-o fsname=SOURCE, with
+ * subtype=statefs so that the type stays fuse.statefs).  They go first
+ * on the command line, so an explicit -o fsname= or subtype= wins.
+ * 0, or -1 after a one-line message.
+ */
+static int apply_args(struct parse *p, struct fuse_args *args)
+{
+	const char *source = p->nargs == 2 ? p->arg[0] : NULL;
+	char opt[1024], err[512], fsname[16 + NAME_MAX];
+	char *mo = NULL;
+	int rc;
+
+	if (p->nargs > 0 && fuse_opt_add_arg(args, p->arg[p->nargs - 1]) != 0)
+		return -1;
+	if (!source)
+		return 0;
+	rc = layout_source(source, opt, sizeof(opt), err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "%s\n", err);
+		return -1;
+	}
+	/* A source that stands for an option is applied as -o would be. */
+	if (rc == 1) {
+		rc = opt_proc(p, opt, FUSE_OPT_KEY_OPT, args);
+		if (rc < 0 || (rc == 1 && (fuse_opt_add_arg(args, "-o") != 0 ||
+					   fuse_opt_add_arg(args, opt) != 0)))
+			return -1;
+	}
+	/* layout_source took at most NAME_MAX bytes. */
+	snprintf(fsname, sizeof(fsname), "fsname=%s", source);
+	rc = -1;
+	if (fuse_opt_add_opt(&mo, "subtype=statefs") == 0 &&
+	    fuse_opt_add_opt_escaped(&mo, fsname) == 0 &&
+	    fuse_opt_insert_arg(args, 1, "-o") == 0 &&
+	    fuse_opt_insert_arg(args, 2, mo) == 0)
+		rc = 0;
+	free(mo);
+	return rc;
+}
+
 static void usage(const char *prog)
 {
-	printf("usage: %s [options] MOUNTPOINT\n\n", prog);
+	printf("usage: %s [options] [SOURCE] MOUNTPOINT\n\n", prog);
 	printf("statefs keeps live coordination state in memory and shows it as\n"
-	       "files: MOUNTPOINT/TENANT/PARENT/CHILD.\n\n");
+	       "files: MOUNTPOINT/TENANT/PARENT/CHILD.  SOURCE names the store:\n"
+	       "none (the default) or any name without ':' is the embedded store,\n"
+	       "which the mount shows as its source; an address (redis://HOST:PORT,\n"
+	       "unix:/PATH, sentinel://...) is a shared store, as -o store=.\n"
+	       "See statefs(8).\n\n");
 	layout_help(stdout);
 	printf("\n");
 	layout_remote_help(stdout);
@@ -156,6 +230,8 @@ int main(int argc, char *argv[])
 			fprintf(stderr, "statefs: cannot parse the options\n");
 		goto out;
 	}
+	if (apply_args(&p, &args) != 0)
+		goto out;
 	if (fuse_parse_cmdline(&args, &opts) != 0)
 		goto out;
 	if (opts.show_help) {
@@ -170,6 +246,14 @@ int main(int argc, char *argv[])
 	}
 	if (!opts.mountpoint) {
 		fprintf(stderr, "statefs: no mountpoint (see %s --help)\n", argv[0]);
+		goto out;
+	}
+	/* mount.fuse3's drop_privileges passes the FUSE descriptor as
+	 * /dev/fd/N: the echo thread needs the mountpoint's path. */
+	if (strncmp(opts.mountpoint, "/dev/fd/", 8) == 0) {
+		fprintf(stderr, "statefs: mountpoint %s: statefs needs the "
+			"mountpoint's path (drop_privileges is not supported)\n",
+			opts.mountpoint);
 		goto out;
 	}
 	if (layout_limits_check(&p.limits, err, sizeof(err)) != 0 ||
@@ -244,6 +328,9 @@ int main(int argc, char *argv[])
 		fs_watch_stop(&fs);
 		goto out_unmount;
 	}
+	/* The mount is live: the kernel holds requests until the loop below
+	 * reads them.  Without NOTIFY_SOCKET this does nothing. */
+	sd_notifyf(0, "READY=1\nSTATUS=serving %s", fs.mountpoint);
 
 	if (opts.singlethread) {
 		rc = fuse_session_loop(se);
@@ -287,6 +374,7 @@ int main(int argc, char *argv[])
 		rc = 0;
 out_unmount:
 	fuse_session_unmount(se);
+	sd_notify(0, "STOPPING=1\nSTATUS=unmounted");
 	fs_inval_join(&fs);
 out:
 	if (se)
@@ -300,6 +388,8 @@ out:
 	store_free(fs.store);
 	free(fs.mountpoint);
 	free(opts.mountpoint);
+	free(p.arg[0]);
+	free(p.arg[1]);
 	fuse_opt_free_args(&args);
 	explicit_bzero(p.remote.password, sizeof(p.remote.password));
 	return rc;

@@ -690,6 +690,43 @@ int layout_limits_check(const struct store_limits *l, char *err,
 	return 0;
 }
 
+/*
+ * How @o is written on a command line ("max_tenants=N") into @spec, and
+ * its default as the user would write it into @value: what --help and
+ * the man page both show.
+ */
+static void option_doc(const struct option_def *o,
+		       const struct store_limits *def, char *spec,
+		       size_t speccap, char *value, size_t valuecap)
+{
+	switch (o->type) {
+	case OPT_FLAG:
+		snprintf(spec, speccap, "%s", o->key);
+		snprintf(value, valuecap, "%s",
+			 *(const bool *)((const char *)def + o->off) ? "on" : "off");
+		break;
+	case OPT_SECONDS:
+		snprintf(spec, speccap, "%s=SECONDS", o->key);
+		fmt_value(value, valuecap, def, o);
+		break;
+	case OPT_NUMBER:
+		snprintf(spec, speccap, "%s=N", o->key);
+		if (share_ceiling(o) && field_get(def, o) == STORE_SHARE_AUTO)
+			snprintf(value, valuecap, "half of %s",
+				 share_ceiling(o)->key);
+		else
+			fmt_value(value, valuecap, def, o);
+		break;
+	}
+}
+
+/* What every SECONDS above may be, after the list (--help, man page). */
+static const char seconds_note[] =
+	"SECONDS: up to 3 decimals, at most " MAX_SECONDS
+	" (about 31.7 years); so are\n"
+	"leases (user.statefs.ttl, user.statefs.child_ttl), and a "
+	".clock write is at\nmost 1000000000000 ms.\n";
+
 void layout_help(FILE *out)
 {
 	struct store_limits def;
@@ -700,31 +737,118 @@ void layout_help(FILE *out)
 	for (size_t i = 0; i < NOPTIONS; i++) {
 		const struct option_def *o = &options[i];
 
-		switch (o->type) {
-		case OPT_FLAG:
-			snprintf(spec, sizeof(spec), "%s", o->key);
-			snprintf(value, sizeof(value), "%s",
-				 def.testclock ? "on" : "off");
-			break;
-		case OPT_SECONDS:
-			snprintf(spec, sizeof(spec), "%s=SECONDS", o->key);
-			fmt_value(value, sizeof(value), &def, o);
-			break;
-		case OPT_NUMBER:
-			snprintf(spec, sizeof(spec), "%s=N", o->key);
-			if (share_ceiling(o) &&
-			    field_get(&def, o) == STORE_SHARE_AUTO)
-				snprintf(value, sizeof(value), "half of %s",
-					 share_ceiling(o)->key);
-			else
-				fmt_value(value, sizeof(value), &def, o);
-			break;
-		}
+		option_doc(o, &def, spec, sizeof(spec), value, sizeof(value));
 		fprintf(out, "    -o %-25s %s (default: %s)\n", spec,
 			o->meaning, value);
 	}
-	fprintf(out, "    SECONDS: up to 3 decimals, at most " MAX_SECONDS
-		" (about 31.7 years); so are\n"
-		"    leases (user.statefs.ttl, user.statefs.child_ttl), and a "
-		".clock write is at\n    most 1000000000000 ms.\n");
+	for (const char *l = seconds_note; *l;) {
+		const char *nl = strchr(l, '\n');
+
+		fprintf(out, "    %.*s\n", (int)(nl - l), l);
+		l = nl + 1;
+	}
+}
+
+/* @s with scdoc's markup characters escaped, so it reads as written. */
+static void scdoc_text(FILE *out, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '*' || *s == '_' || *s == '\\')
+			fputc('\\', out);
+		fputc(*s, out);
+	}
+}
+
+/* One option in scdoc: "*-o key=*_N_": the key bold, the placeholder
+ * underlined; then its meaning and default, as --help prints them. */
+static void scdoc_row(void *arg, const char *spec, const char *meaning,
+		      const char *value)
+{
+	FILE *out = arg;
+	const char *eq = strchr(spec, '=');
+
+	fputs("*-o ", out);
+	if (eq) {
+		char key[40];
+
+		snprintf(key, sizeof(key), "%.*s", (int)(eq + 1 - spec), spec);
+		scdoc_text(out, key);
+		fputs("*_", out);
+		scdoc_text(out, eq + 1);
+		fputs("_\n", out);
+	} else {
+		scdoc_text(out, spec);
+		fputs("*\n", out);
+	}
+	fputs("\t", out);
+	scdoc_text(out, meaning);
+	fputs(" (default: ", out);
+	scdoc_text(out, value);
+	fputs(")\n\n", out);
+}
+
+/*
+ * Contract in layout.h.  The rows, meanings and defaults are the ones
+ * layout_help() and layout_remote_help() print, so the man page and
+ * --help cannot disagree.
+ */
+void layout_help_scdoc(FILE *out)
+{
+	struct store_limits def;
+	char spec[40], value[32];
+
+	store_limits_default(&def);
+	for (size_t i = 0; i < NOPTIONS; i++) {
+		const struct option_def *o = &options[i];
+
+		option_doc(o, &def, spec, sizeof(spec), value, sizeof(value));
+		scdoc_row(out, spec, o->meaning, value);
+	}
+	scdoc_text(out, seconds_note);
+	fputs("\nThe shared store's options:\n\n", out);
+	layout_remote_rows(scdoc_row, out);
+}
+
+/* The source argument ------------------------------------------------------ */
+
+/*
+ * Contract in layout.h.  A name is checked by the rules of a tenant's
+ * name (no white space or control bytes, so /proc/mounts and findmnt show
+ * it as one field), without '/'.  An address is told apart by its ':'
+ * ("redis://HOST:PORT", "unix:PATH", "sentinel://..."): the shared
+ * store's, handed on as -o store=ADDRESS, whose parser checks it.
+ */
+int layout_source(const char *source, char *opt, size_t optcap, char *err,
+		  size_t errlen)
+{
+	if (strchr(source, ':')) {
+		/* A shared store's address: -o store=ADDRESS checks the rest. */
+		const unsigned char *c = (const unsigned char *)source;
+
+		while (*c > ' ' && *c != 0x7f)
+			c++;
+		if (!*c && (const char *)c - source <= NAME_MAX &&
+		    (size_t)snprintf(opt, optcap, "store=%s", source) < optcap)
+			return 1;
+		if (errlen > 0)
+			snprintf(err, errlen, "statefs: bad source '%s' (a shared "
+				 "store's address of at most 255 bytes without "
+				 "white space)", source);
+		goto bad;
+	}
+	if (layout_name_check(source, NAME_MAX, LAYOUT_TENANT) != 0 ||
+	    strchr(source, '/')) {
+		if (errlen > 0)
+			snprintf(err, errlen, "statefs: bad source '%s' (none, "
+				 "a shared store's address, or a name without "
+				 "'/', ':', white space or a leading '.')",
+				 source);
+		goto bad;
+	}
+	return 0;
+bad:
+	for (char *c = err; errlen > 0 && *c; c++)
+		if ((unsigned char)*c < ' ' || *c == 0x7f)
+			*c = '?';
+	return -EINVAL;
 }

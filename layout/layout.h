@@ -176,6 +176,27 @@ int layout_limits_check(const struct store_limits *l, char *err,
 void layout_help(FILE *out);
 
 /*
+ * Print the same options, meanings and defaults as layout_help() in
+ * scdoc markup, for the OPTIONS section of the statefs(8) man page (the
+ * build inserts it there), so the two cannot disagree.
+ */
+void layout_help_scdoc(FILE *out);
+
+/*
+ * The source argument, `statefs [SOURCE] MNT`: what an fstab line's first
+ * field and `mount -t fuse.statefs SOURCE MNT` pass.  Returns 0 when
+ * @source names the embedded store: "none", "statefs" or any other name
+ * (1..255 bytes by layout_name_check's rules, no '/' or ':'), which the
+ * mount shows as its source.  Returns 1 when @source is a shared store's
+ * address (it has a ':'): "store=SOURCE" is written NUL-terminated to
+ * @opt (capacity @optcap) for the caller to apply as -o would be.
+ * Returns -EINVAL with a one-line message in @err for anything else (@err
+ * may be NULL when @errlen is 0).
+ */
+int layout_source(const char *source, char *opt, size_t optcap, char *err,
+		  size_t errlen);
+
+/*
  * Number parsing shared by options and control files.
  * layout_parse_u64: a decimal integer, no sign, no junk, no overflow.
  * layout_parse_seconds: a duration in seconds, "30" or "1.5" (at most
@@ -217,5 +238,11 @@ int layout_remote_finish(struct store_remote *r, char *err, size_t errlen);
 
 /* Print the shared store options, each with its default, to @out. */
 void layout_remote_help(FILE *out);
+
+/* Call @row once per shared store option, in --help's order, with its
+ * spec ("store_timeout=S"), meaning and default (the man page's rows). */
+void layout_remote_rows(void (*row)(void *arg, const char *spec,
+				    const char *meaning, const char *def),
+			void *arg);
 
 #endif /* STATEFS_LAYOUT_H */

@@ -511,10 +511,22 @@ int layout_remote_finish(struct store_remote *r, char *err, size_t errlen)
 	return 0;
 }
 
+void layout_remote_rows(void (*row)(void *arg, const char *spec,
+				    const char *meaning, const char *def),
+			void *arg)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		row(arg, keys[i].spec, keys[i].meaning, keys[i].def);
+}
+
+static void help_row(void *arg, const char *spec, const char *meaning,
+		     const char *def)
+{
+	fprintf(arg, "    -o %-25s %s (default: %s)\n", spec, meaning, def);
+}
+
 void layout_remote_help(FILE *out)
 {
 	fprintf(out, "shared store options:\n");
-	for (size_t i = 0; i < NKEYS; i++)
-		fprintf(out, "    -o %-24s %s (default: %s)\n", keys[i].spec,
-			keys[i].meaning, keys[i].def);
+	layout_remote_rows(help_row, out);
 }

@@ -6,9 +6,10 @@
 set -eu
 
 PKGS="build-essential pkg-config libfuse3-dev fuse3 uthash-dev libcmocka-dev
-bats bats-support bats-assert inotify-tools attr util-linux procps
-clang-14 libclang-rt-14-dev valgrind rsync vim redis-server redis-tools
-libhiredis-dev $*"
+libsystemd-dev scdoc
+bats bats-support bats-assert inotify-tools attr util-linux mount procps
+python3 man-db systemd rsync zip unzip vim redis-server redis-tools
+libhiredis-dev clang-14 libclang-rt-14-dev valgrind $*"
 
 missing=""
 for p in $PKGS; do

@@ -32,6 +32,11 @@
  *                            or user share is STORE_SHARE_AUTO (half its
  *                            ceiling, the default, which no option
  *                            value can spell) or at most its ceiling
+ *   layout_source            0 exactly for a name of 1..255 bytes by the
+ *                            name rules with no ':' or '/', 1 and
+ *                            "store=SOURCE" for one with a ':' that
+ *                            fits; else -EINVAL with one line naming
+ *                            the source, whatever the message buffer
  *   layout_format_*          snprintf contract at every capacity
  *   layout_remote_option     (README "Shared store options") 1 or
  *                            -EINVAL behind a store_* key; a refusal
@@ -299,6 +304,37 @@ static bool good_message(const char *err, size_t cap, const char *key)
 
 /* Checks ----------------------------------------------------------------- */
 
+/* layout_source on the C string @s (@slen bytes) made from @text. */
+static void check_source(const uint8_t *text, size_t tlen, const char *s,
+			 size_t slen)
+{
+	char opt[64], err[600];
+	int rc;
+	bool name_ok = ref_name_faults((const uint8_t *)s, slen, NAME_MAX,
+				       LAYOUT_TENANT) == 0;
+	bool address = memchr(s, ':', slen) != NULL, blank = false;
+	int want;
+
+	for (size_t i = 0; i < slen; i++)
+		blank |= (uint8_t)s[i] <= ' ' || (uint8_t)s[i] == 0x7f;
+	if (address)
+		want = !blank && slen <= NAME_MAX && slen + 6 < sizeof(opt) ?
+		       1 : -EINVAL;
+	else
+		want = name_ok ? 0 : -EINVAL;
+	rc = layout_source(s, opt, sizeof(opt), err, sizeof(err));
+	CHECK(rc == want, "layout_source disagrees");
+	if (rc == 1)
+		CHECK(strncmp(opt, "store=", 6) == 0 && strcmp(opt + 6, s) == 0,
+		      "layout_source's option is not store=SOURCE");
+	if (rc < 0)
+		CHECK(strncmp(err, "statefs: ", 9) == 0 && strstr(err, "source") &&
+			      !strchr(err, '\n'),
+		      "layout_source message is not one line about the source");
+	CHECK(layout_source(s, opt, sizeof(opt), NULL, 0) == rc,
+	      "layout_source depends on the message buffer");
+}
+
 static void check_names(const uint8_t *text, size_t tlen, size_t max_name,
 			size_t cap)
 {
@@ -311,6 +347,7 @@ static void check_names(const uint8_t *text, size_t tlen, size_t max_name,
 	memcpy(s, text, tlen);
 	s[tlen] = '\0';
 	slen = strlen(s);
+	check_source(text, tlen, s, slen);
 	for (int d = LAYOUT_TENANT; d <= LAYOUT_CHILD; d++) {
 		rc = layout_name_check(s, max_name, d);
 		f = ref_name_faults((const uint8_t *)s, slen, max_name, d);

@@ -932,6 +932,130 @@ static void test_help(void **state)
 	free(text);
 }
 
+/*
+ * The man page's option list (layout_help_scdoc) has every --help row,
+ * in the same order, with the same meaning and default: for each "-o
+ * SPEC  MEANING (default: D)" line of --help, the scdoc text has the
+ * entry "*-o KEY=*_PLACEHOLDER_" (or "*-o FLAG*") followed by a tab and
+ * MEANING (default: D), with scdoc's markup characters escaped.
+ */
+static void test_help_scdoc(void **state)
+{
+	char *help = help_text(), *doc = NULL, *line, *save = NULL;
+	const char *at;
+	size_t len = 0, n = 0;
+	FILE *f = open_memstream(&doc, &len);
+
+	(void)state;
+	assert_non_null(f);
+	layout_help_scdoc(f);
+	assert_int_equal(fclose(f), 0);
+	at = doc;
+	line = strtok_r(help, "\n", &save); /* the header */
+	while ((line = strtok_r(NULL, "\n", &save))) {
+		char spec[64], key[64], want[512], meaning[256];
+		const char *eq, *m, *def;
+		size_t o = 0;
+
+		if (strncmp(line, "    -o ", 7) != 0)
+			break;
+		m = line + 7 + strcspn(line + 7, " ");
+		snprintf(spec, sizeof(spec), "%.*s", (int)(m - line - 7), line + 7);
+		m += strspn(m, " ");
+		def = strstr(m, " (default: ");
+		assert_non_null(def);
+		/* The meaning and default with '_' and '*' escaped, as scdoc
+		 * needs. */
+		for (const char *c = m; *c && o + 2 < sizeof(meaning); c++) {
+			if (*c == '_' || *c == '*' || *c == '\\')
+				meaning[o++] = '\\';
+			meaning[o++] = *c;
+		}
+		meaning[o] = '\0';
+		eq = strchr(spec, '=');
+		o = 0;
+		for (const char *c = spec; c < (eq ? eq + 1 : spec + strlen(spec));
+		     c++) {
+			if (*c == '_')
+				key[o++] = '\\';
+			key[o++] = *c;
+		}
+		key[o] = '\0';
+		if (eq)
+			snprintf(want, sizeof(want), "*-o %s*_%s_\n\t%s\n\n", key,
+				 eq + 1, meaning);
+		else
+			snprintf(want, sizeof(want), "*-o %s*\n\t%s\n\n", key,
+				 meaning);
+		at = strstr(at, want);
+		if (!at)
+			fail_msg("no man page entry for '%s': '%s'", line, want);
+		at += strlen(want);
+		n++;
+	}
+	assert_true(n >= 14); /* every option there was when this was written */
+	/* Then what SECONDS may be, as --help says it. */
+	assert_non_null(strstr(at, "SECONDS: up to 3 decimals, at most 1000000000 "));
+	free(doc);
+	free(help);
+}
+
+/* The source argument ---------------------------------------------------- */
+
+static void test_source(void **state)
+{
+	static const char *good[] = {
+		"none", "statefs", "state", "A_Z~0@x,y=z+", "caf\xc3\xa9", "a.b",
+	};
+	static const char *bad[] = {
+		"", ".", "..", ".hidden", "a b", "a\tb", "a\nb", "a/b", "/dev/sda",
+		"redis://h:1 x", "unix:\t",
+	};
+	static const char *address[] = {
+		"redis://127.0.0.1:6379", "unix:/run/redis.sock",
+		"sentinel://h1:1,h2:2/m", "a:b",
+	};
+	char name[300], opt[64], err[200];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		assert_int_equal(layout_source(good[i], opt, sizeof(opt), err,
+					       sizeof(err)), 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		assert_int_equal(layout_source(bad[i], opt, sizeof(opt), err,
+					       sizeof(err)), -EINVAL);
+		/* One line that says what was refused. */
+		assert_non_null(strstr(err, "statefs: "));
+		assert_non_null(strstr(err, "source"));
+		assert_null(strchr(err, '\n'));
+		assert_null(strchr(err, '\t'));
+		assert_int_equal(layout_source(bad[i], opt, sizeof(opt), NULL, 0),
+				 -EINVAL);
+	}
+	/* An address is the shared store's: -o store=ADDRESS checks it. */
+	for (size_t i = 0; i < sizeof(address) / sizeof(address[0]); i++) {
+		char want[64];
+
+		assert_int_equal(layout_source(address[i], opt, sizeof(opt),
+					       err, sizeof(err)), 1);
+		snprintf(want, sizeof(want), "store=%s", address[i]);
+		assert_string_equal(opt, want);
+	}
+	assert_int_equal(layout_source("redis://h:1", opt, 10, err,
+				       sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "'redis://h:1'"));
+	/* As long as a name may be, and no longer. */
+	memset(name, 'n', 255);
+	name[255] = '\0';
+	assert_int_equal(layout_source(name, opt, sizeof(opt), err, sizeof(err)),
+			 0);
+	memset(name, 'n', 256);
+	name[256] = '\0';
+	assert_int_equal(layout_source(name, opt, sizeof(opt), err, sizeof(err)),
+			 -EINVAL);
+}
+
 /* .stats ------------------------------------------------------------------ */
 
 struct kv {
@@ -1296,6 +1420,8 @@ int main(void)
 		cmocka_unit_test(test_limits_shares),
 		cmocka_unit_test(test_limits_message_uses_seconds),
 		cmocka_unit_test(test_help),
+		cmocka_unit_test(test_help_scdoc),
+		cmocka_unit_test(test_source),
 		cmocka_unit_test(test_stats_root),
 		cmocka_unit_test(test_stats_tenant),
 		cmocka_unit_test(test_stats_states),
