@@ -16,7 +16,9 @@
 # Output: build/bench/results.tsv (every figure: filesystem, population,
 # threads, what, and one or two numbers: ops and seconds for a phase),
 # build/bench/report.md
-# (the tables), build/bench/bench.png (ops/s against population).
+# (the tables), build/bench/bench.png (ops/s against population).  A run
+# worth keeping is reported in docs/bench/DATE.md, its chart beside it
+# as docs/bench/DATE.png.
 #
 #   BENCH_LEVELS="1000 10000 100000 1000000" BENCH_OPS=5000 BENCH_REPS=3
 #   BENCH_BIG=100000
@@ -150,7 +152,7 @@ run_fs() {
 	record "$fs" "$prev" 1 ls_cold 1 "$(timed ls -l "$d/big00000")"
 	record "$fs" "$prev" 1 ls_warm 1 "$(timed ls -l "$d/big00000")"
 	# The same listing with every entry's attributes but without the two
-	# extended attributes ls -l asks of each file (see the README).
+	# extended attributes ls -l asks of each file (docs/bench/2026-11-30.md).
 	sync
 	echo 3 >/proc/sys/vm/drop_caches
 	record "$fs" "$prev" 1 find_cold 1 "$(timed find "$d/big00000" -printf "$FINDFMT")"
