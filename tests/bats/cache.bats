@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The kernel's caches (README "How it is built"): names and attributes
+# The kernel's caches (docs/design.md, "Caching"): names and attributes
 # are cached for -o cache_timeout but never past a lease, and whatever the
 # store changes behind the kernel's back is dropped from them before the
 # request that caused it returns.  Every test first makes the kernel hold

@@ -320,7 +320,7 @@ drained []"
 # to z's join into OUT.  Prints the seconds the creates took.
 #
 # A reader falls behind what it may read, and a line is handed out only
-# once the daemon's cache thread has passed it (README, Watching), which
+# once the daemon's cache thread has passed it (statefs(8), WATCHING), which
 # under load may be a while after the transition.  So before the stalled
 # reader reads, a second reader opened after the creates waits for z's
 # join: once it has it, every create is the stalled reader's to read.

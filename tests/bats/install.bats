@@ -294,7 +294,7 @@ ExecStart=/usr/bin/statefs -f $OPTIONS ${STORE} ${MOUNTPOINT}'
 	page=$(MANWIDTH=200 man -l "$ROOT/build/statefs.8" 2>&1)
 	for word in .stats .depart .events .snapshot .drain .clock \
 		ENOENT EEXIST ESTALE EAGAIN ENOSPC EDQUOT EFBIG EINVAL ENAMETOOLONG \
-		EROFS EPERM EXDEV EACCES ENOTDIR EISDIR ENODATA ENOTSUP ENOMEM; do
+		EROFS EPERM EXDEV EACCES ENOTDIR EISDIR ENODATA ENOTSUP ENOMEM ENFILE EMFILE; do
 		grep -qE "^       ([^ ]+, )*${word//./\\.}( |,|$)" <<<"$page" ||
 			fail "the man page has no entry for $word"
 	done

@@ -773,7 +773,7 @@ for i in range(5000):
     os.close(os.open("%s/closed/p/c%d" % (sys.argv[1], i), os.O_CREAT | os.O_WRONLY, 0o644))
 ' "$MNT"
 	# A line is handed out once the daemon's cache thread has passed it
-	# (README, Watching), and a reader falls behind only what it may
+	# (statefs(8), WATCHING), and a reader falls behind only what it may
 	# read: one more reader, opened now, waits for the last line first,
 	# so that every line is the two readers' to read when they start.
 	exec 8<"$MNT/.events"

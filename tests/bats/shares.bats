@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# No tenant can starve the others of a store-wide resource (README
+# No tenant can starve the others of a store-wide resource (statefs(8)
 # "Options", "Errors"): each tenant may hold at most its share of the
 # parents, children, bytes and tombstones ceilings (tenant_max_*, half of
 # each ceiling by default), refused with EDQUOT and changing nothing,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The shared store options (README "Shared store options"): listed in
+# The shared store options (statefs(8) "Shared store options"): listed in
 # --help, checked at start with one line naming the option, nothing
 # mounted on a refusal; without them statefs mounts its embedded store.
 

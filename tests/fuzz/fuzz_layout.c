@@ -3,7 +3,7 @@
  *
  * Each input drives all of them (they are cheap), and each result is
  * compared with a small reference written here from the contract
- * (CONTRACT.md s.1 names, s.7 options; README "Options" and "Leases"),
+ * (CONTRACT.md s.1 names, s.7 options; statefs(8) OPTIONS and LEASES),
  * not from layout.c:
  *
  *   layout_name_check        name rules; an accepted name has 1..max_name
@@ -38,7 +38,7 @@
  *                            fits; else -EINVAL with one line naming
  *                            the source, whatever the message buffer
  *   layout_format_*          snprintf contract at every capacity
- *   layout_remote_option     (README "Shared store options") 1 or
+ *   layout_remote_option     (statefs(8) "Shared store options") 1 or
  *                            -EINVAL behind a store_* key; a refusal
  *                            leaves the options byte-identical with one
  *                            line naming the option; an accepted store=
@@ -179,7 +179,7 @@ static bool ref_seconds(const uint8_t *b, size_t n, uint64_t *ms)
 			frac *= 10;
 	}
 	v = sec * 1000 + frac;
-	if (v > STORE_DURATION_MAX_MS) /* README "Leases": the longest */
+	if (v > STORE_DURATION_MAX_MS) /* statefs(8) LEASES: the longest */
 		return false;
 	*ms = (uint64_t)v;
 	return true;
@@ -196,7 +196,7 @@ static bool ref_control(const uint8_t *b, size_t *n)
 	return true;
 }
 
-/* The statefs options (README "Options"): key, kind, range, field. */
+/* The statefs options (statefs(8) OPTIONS): key, kind, range, field. */
 enum rkind { R_NUM, R_SEC, R_FLAG };
 
 struct ropt {
@@ -242,7 +242,7 @@ static const struct ropt ropts[] = {
 
 #define NROPTS (sizeof(ropts) / sizeof(ropts[0]))
 
-/* Tenant and user shares (README "Options"): each against its
+/* Tenant and user shares (statefs(8) OPTIONS): each against its
  * ceiling. */
 static const struct {
 	size_t share, ceiling;
@@ -657,7 +657,7 @@ static void check_formats(const uint8_t *text, size_t tlen, size_t cap)
 	}
 }
 
-/* A host as the README allows it. */
+/* A host as statefs(8) allows it. */
 static bool ref_host_ok(const struct store_remote_addr *a)
 {
 	if (a->host[0] == '\0' || a->port == 0)

@@ -6,7 +6,7 @@
  * parent_quota, or a full parent could never be asked for a new name).
  * Each operation is applied to the real store, on a fake clock, and to a
  * deliberately simple reference model written below from CONTRACT.md and
- * the README (arrays and linear scans: clarity over speed).  After every
+ * statefs(8) (arrays and linear scans: clarity over speed).  After every
  * step the harness compares:
  *
  *   - each store call's return code: 0 or an errno the model allows.
@@ -368,7 +368,7 @@ static unsigned m_count_tombs(const struct model *m, int only)
 	return n;
 }
 
-/* A tenant's share of @ceiling (README "Options"): @v, or half the
+/* A tenant's share of @ceiling (statefs(8) OPTIONS): @v, or half the
  * ceiling rounded up for the default; 0 is no share. */
 static uint64_t m_share(uint64_t v, uint64_t ceiling)
 {
