@@ -42,21 +42,6 @@
  * tenant takes a block of 1 + STORE_NSPECIAL numbers (itself and its
  * special files).
  *
- * Lock order (outermost first); every multi-lock path follows it:
- *
- *   snapshot taker (one snapshot at a time)
- *     -> world (shared by transitions, exclusive for full scans)
- *     -> store->lock -> tenant->lock -> parent->lock (ascending ino)
- *     -> snapshot rows -> stage->lock -> state stripe (two at once
- *        only when links exchange states, the lower address first)
- *     -> snapshot frozen states, heap, tenant->acl_lock, event log,
- *        tombstone queue, ino shard, snapshot holds (leaves)
- *
- * The shared store's transport (store/rconn.c) has two leaf locks of its
- * own, its pool's free list and each connection's context, outside this
- * order: it takes no store lock, and no store lock is held while calling
- * into it (it waits on the network).
- *
  * A stage's write and read take only stage->lock and a stripe: they
  * change no shared fact; its publication is a transition.
  * No lock is held across a call out of the store.  Counters are atomics
@@ -95,275 +80,16 @@
  * So no line of a child ever follows the removal line of its parent's
  * generation.
  */
-#include "store/store.h"
-#include "store/alloc.h"
+#include "store/internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stddef.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* uthash: running out of memory is an error the caller sees, not an exit. */
-static __thread int hash_oom;
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(obj) (hash_oom = 1)
-#define uthash_malloc(sz) st_malloc(sz)
-#include <uthash.h>
-#include <utlist.h>
-
-#include "store/evlog.h"
-#include "store/ptab.h"
-
-#define INO_SHARDS 64
-#define STRIPES 256
-
-/* Node ----------------------------------------------------------------- */
-
-/*
- * Every node starts with this.  A child is the bulk of the store's
- * memory, so the fields are packed to leave no padding and what only
- * some nodes need (a lease) lives elsewhere: a child is 88 bytes, one
- * 96-byte allocation (checked below struct child).
- */
-struct store_node {
-	uint64_t ino;                  /* immutable */
-	atomic_uint refs;
-	/* Its lease record (0: it never had one; see "Leases"), set once
-	 * under the owner's lock and the heap lock, read anywhere. */
-	_Atomic uint32_t lease;
-	/* The kernel's lookups (ino shard lock).  Four billion lookups
-	 * without a forget pin the node until unmount (NLOOKUP_PINNED)
-	 * rather than wrap. */
-	uint32_t nlookup;
-	/* A state: the snapshot it was last frozen for, the low 32 bits of
-	 * the epoch (its stripe; see "Snapshot"); directories: unused. */
-	uint32_t epoch;
-	uint8_t kind;                  /* enum store_kind, immutable */
-	atomic_bool dead;
-	uint16_t mode;                 /* permission bits (see struct meta) */
-	uint32_t nlink;                /* a state: the links that reach it
-					* (its stripe); directories: unused */
-};
-
-#define NLOOKUP_PINNED UINT32_MAX
-
-/*
- * A node's lease: its deadline (0: none), written under the owner's lock
- * and the heap lock, read anywhere; its ttl under the owner's lock; its
- * place in the heap under the heap lock.  Records live in chunks that
- * never move (s->lease_dir), so a reader holding only the node can read
- * the deadline; a record goes back to the free list when its node is
- * freed.
- */
-struct lease {
-	atomic_uint_fast64_t deadline;
-	uint64_t ttl_ms;
-	uint32_t heap_idx;
-	uint32_t next_free;            /* heap lock: the free list */
-};
-
-#define NOT_IN_HEAP UINT32_MAX
-#define LEASE_CHUNK_BITS 14
-#define LEASE_CHUNK (1u << LEASE_CHUNK_BITS)
-#define LEASE_CHUNKS (1u << (32 - LEASE_CHUNK_BITS))
-
-/* A special file: a node inside its directory's record. */
-struct special {
-	struct store_node node;        /* kind STORE_SPECIAL */
-	struct store_node *owner;      /* counts go here */
-	int slot;
-};
-
-/*
- * Attributes a directory or a state shows, with node->mode; guarded by
- * the node's lock.  Times are nanoseconds since the epoch.
- */
-struct meta {
-	int64_t atime, mtime, ctime;
-	uid_t uid;
-	gid_t gid;
-};
-
-/* Immutable, counted content.  NULL stands for empty. */
-struct blob {
-	atomic_uint refs;
-	uint32_t len;                  /* max_payload is far below 4 GiB */
-	char data[];
-};
-
-struct tomb {
-	UT_hash_handle hh;             /* tenant->tombs */
-	struct tomb *prev, *next;      /* store->tomb_fifo (tomb_lock) */
-	struct tenant *tenant;         /* the tenant whose table holds it */
-	uint64_t generation;
-	uint64_t deadline_ms;
-	char name[];
-};
-
-struct tenant {
-	struct store_node node;        /* kind STORE_TENANT */
-	struct special special[STORE_NSPECIAL];
-	char *name;                    /* immutable */
-	UT_hash_handle hh;             /* store->tenants (store->lock) */
-	pthread_mutex_t lock;
-	struct parent *parents;        /* lock */
-	struct tomb *tombs;            /* lock */
-	struct meta meta;              /* lock; uid, gid and mode are
-					* written under acl_lock as well */
-	/* A leaf: lets emit() read meta's uid, gid and mode from a
-	 * transition that holds only a bucket or a stripe. */
-	pthread_mutex_t acl_lock;
-	uint64_t snap_epoch;           /* lock: see "Snapshot" */
-	/* Gauges of this tenant, updated with the store-wide ones; all but
-	 * links_n are also its shares (reserved like the ceilings). */
-	atomic_uint_fast64_t parents_n, children_n, links_n, tombs_n, bytes_n;
-	/* This tenant's own drain (enum store_state) and its deadline;
-	 * changed under lock, read anywhere. */
-	atomic_int drain_state;
-	atomic_uint_fast64_t drain_deadline;
-};
-
-struct parent {
-	struct store_node node;        /* kind STORE_PARENT */
-	char *name;                    /* immutable */
-	struct tenant *tenant;         /* immutable, counted */
-	uint64_t generation;           /* immutable */
-	UT_hash_handle hh;             /* tenant->parents (tenant->lock) */
-	pthread_mutex_t lock;          /* the bucket */
-	struct ptab links;             /* lock: name -> struct link */
-	uint64_t nlinks;               /* lock: entries, for parent_quota */
-	struct meta meta;              /* lock */
-	uint64_t child_ttl_ms;         /* lock: what new children start with */
-	/* Written under lock; the snapshot walker also peeks at it under
-	 * tenant->lock to skip copied buckets. */
-	atomic_uint_fast64_t snap_epoch;
-};
-
-/*
- * A state.  Its tenant is its links' parents' (links never cross
- * tenants): child_tenant() while it has a link.
- */
-struct child {
-	struct store_node node;        /* kind STORE_CHILD */
-	/* Guarded by the state's stripe lock. */
-	struct blob *content;
-	uint64_t version;
-	struct link *slinks;           /* the links that reach this state */
-	struct meta meta;              /* and node.nlink, node.mode */
-};
-
-_Static_assert(sizeof(void *) != 8 || sizeof(struct child) <= 88,
-	       "a child fits one 96-byte allocation with malloc's header");
-
-struct link {
-	struct child *child;           /* counted; changes under both the
-					* bucket lock and the state stripe */
-	struct parent *parent;         /* the bucket that holds it */
-	struct link *snext;            /* child->slinks (stripe) */
-	uint32_t hash;                 /* ptab_hash_name(name) */
-	char name[];
-};
-
-/* The tenant of state @c, which has a link (its stripe held). */
-static struct tenant *child_tenant(const struct child *c)
-{
-	return c->slinks->parent->tenant;
-}
-
-struct ino_shard {
-	pthread_mutex_t lock;
-	struct ptab tab;               /* ino -> node the kernel knows */
-};
-
-struct store {
-	struct store_limits lim;       /* immutable */
-	struct store_clock clock;      /* immutable */
-	uint64_t instance;             /* immutable */
-	uint64_t born_ms;              /* immutable */
-	atomic_int state;              /* enum store_state, under lock */
-	atomic_uint_fast64_t drain_deadline;
-	atomic_int tenants_draining;   /* tenants whose drain runs */
-	atomic_uint_fast64_t next_ino;
-
-	/*
-	 * The world lock, outermost of all but the snapshot taker: every
-	 * transition holds it shared; a drain's clear and the recount hold
-	 * it exclusive, and a snapshot only for the two moments that start
-	 * and end it ("Snapshot"), so each sees the store between
-	 * transitions.  Writers are preferred so none is starved.
-	 */
-	pthread_rwlock_t world;
-	pthread_mutex_t lock;          /* the tenant table and the root */
-	struct tenant *tenants;        /* lock */
-	struct store_node root;
-	struct special root_special[STORE_NSPECIAL];
-	struct meta root_meta;         /* lock */
-
-	/* Every tombstone, oldest deadline first (all share one TTL, so
-	 * insertion order is deadline order).  A leaf lock, taken under a
-	 * tenant lock. */
-	pthread_mutex_t tomb_lock;
-	struct tomb *tomb_fifo;        /* tomb_lock */
-
-	/*
-	 * Leases: a binary min-heap of nodes by deadline, each entry a
-	 * counted reference; the heap's capacity is the ceilings
-	 * (max_parents + max_children), allocated once, so an insert never
-	 * fails.  The authority for a deadline is the node (its owner's
-	 * lock); the heap is a secondary index updated in the same critical
-	 * section by the same owner.  A leaf lock.
-	 */
-	pthread_mutex_t heap_lock;
-	struct store_node **heap;      /* heap_lock */
-	size_t heap_n, heap_cap;       /* heap_lock */
-	/* Lease records: LEASE_CHUNKS pointers to chunks of LEASE_CHUNK,
-	 * filled in under heap_lock and never moved until store_free();
-	 * record 0 is never used. */
-	struct lease **lease_dir;
-	uint32_t lease_top;            /* heap_lock: records handed out */
-	uint32_t lease_free;           /* heap_lock: free list (0: empty) */
-
-	/* The snapshot being taken (see "Snapshot"): changed only under the
-	 * exclusive world lock, so a transition sees one value throughout. */
-	pthread_mutex_t snap_taker;
-	uint64_t snap_epochs;
-	struct snap_run *_Atomic snap;
-#ifdef STORE_FAULTS
-	void (*snap_step_fn)(void *arg, unsigned step);
-	void *snap_step_arg;
-	void (*cascade_step_fn)(void *arg);
-	void *cascade_step_arg;
-#endif
-
-	/* The memory open snapshots hold (store_snapshot_hold), in all
-	 * and per uid (an entry while it holds some).  A leaf lock. */
-	pthread_mutex_t hold_lock;
-	uint64_t held;                 /* hold_lock */
-	struct snap_hold *holds;       /* hold_lock: uid -> bytes */
-
-	struct evlog *events;
-	void (*event_hook)(void *arg, bool internal);
-	void *event_arg;
-	void (*attr_hook)(void *arg, const uint64_t *ino, size_t n);
-	void *attr_arg;
-
-	pthread_mutex_t stripes[STRIPES];
-	struct ino_shard shards[INO_SHARDS];
-
-	/* Gauges. */
-	atomic_uint_fast64_t tenants_n, parents_n, children_n, links_n,
-		tombs_n, bytes_n;
-	/* Event counters. */
-	atomic_uint_fast64_t admissions, removals, expiries, joins, leaves;
-	atomic_uint_fast64_t refused[STORE_NREFUSAL];
-};
+__thread int hash_oom;
 
 struct store_stage {
 	struct store *s;
@@ -396,50 +122,6 @@ static void snap_state_cow(struct store *s, struct child *c);
 
 /* Helpers ---------------------------------------------------------------- */
 
-static void lock(pthread_mutex_t *m)
-{
-	if (pthread_mutex_lock(m) != 0)
-		abort();
-}
-
-static void unlock(pthread_mutex_t *m)
-{
-	if (pthread_mutex_unlock(m) != 0)
-		abort();
-}
-
-/* Take @n from counter @c; going below zero is a bug that must be loud. */
-static void gauge_sub(atomic_uint_fast64_t *c, uint64_t n, const char *what)
-{
-	uint64_t old = atomic_fetch_sub(c, n);
-
-	if (old < n) {
-		fprintf(stderr, "statefs: store counter %s underflow (%llu - %llu)\n",
-			what, (unsigned long long)old, (unsigned long long)n);
-		abort();
-	}
-}
-
-static void gauge_add(atomic_uint_fast64_t *c, uint64_t n)
-{
-	atomic_fetch_add(c, n);
-}
-
-/*
- * Reserve @n units of @c below @limit (0 = unlimited): all or nothing,
- * never above the limit even under concurrency.
- */
-static bool reserve(atomic_uint_fast64_t *c, uint64_t n, uint64_t limit)
-{
-	uint64_t cur = atomic_load(c);
-
-	do {
-		if (limit && (cur + n > limit || cur + n < cur))
-			return false;
-	} while (!atomic_compare_exchange_weak(c, &cur, cur + n));
-	return true;
-}
-
 static int refuse(struct store *s, int rc)
 {
 	int r = -1;
@@ -459,13 +141,6 @@ static int refuse(struct store *s, int rc)
 	return rc;
 }
 
-#define NS_PER_S 1000000000LL
-
-static int64_t ns_of(struct timespec ts)
-{
-	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
-}
-
 static struct timespec timespec_of(int64_t ns)
 {
 	struct timespec ts = { ns / NS_PER_S, ns % NS_PER_S };
@@ -475,14 +150,6 @@ static struct timespec timespec_of(int64_t ns)
 		ts.tv_nsec += NS_PER_S;
 	}
 	return ts;
-}
-
-static int64_t wall_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ns_of(ts);
 }
 
 /* Node @n with attributes @m starts owned as @o says, stamped now. */
@@ -512,16 +179,6 @@ static void meta_inherit(struct store_node *n, struct meta *m,
 		n->mode |= S_ISGID;
 }
 
-static void touch_dir(struct meta *m)
-{
-	m->mtime = m->ctime = wall_now();
-}
-
-static uint64_t ino_alloc(struct store *s, uint64_t n)
-{
-	return atomic_fetch_add(&s->next_ino, n);
-}
-
 static void node_init(struct store_node *n, uint64_t ino, enum store_kind k)
 {
 	memset(n, 0, sizeof(*n));
@@ -532,66 +189,7 @@ static void node_init(struct store_node *n, uint64_t ino, enum store_kind k)
 	atomic_init(&n->lease, 0);
 }
 
-static pthread_mutex_t *stripe(struct store *s, struct child *c)
-{
-	return &s->stripes[c->node.ino % STRIPES];
-}
-
-static struct special *as_special(const struct store_node *n)
-{
-	return n->kind == STORE_SPECIAL ? (struct special *)n : NULL;
-}
-
-/* The node whose reference counts @n's: a special file's directory. */
-static struct store_node *counted(struct store_node *n)
-{
-	return n->kind == STORE_SPECIAL ? as_special(n)->owner : n;
-}
-
-static bool is_dead(const struct store_node *n)
-{
-	const struct store_node *o = counted((struct store_node *)n);
-
-	return atomic_load(&n->dead) || atomic_load(&o->dead);
-}
-
-/* Does the store, or tenant @t, refuse new things (a drain)? */
-static bool draining(struct store *s, struct tenant *t)
-{
-	return atomic_load(&s->state) != STORE_READY ||
-	       (t && atomic_load(&t->drain_state) != STORE_READY);
-}
-
 /* Leases ---------------------------------------------------------------------- */
-
-static struct lease *lease_at(const struct store *s, uint32_t i)
-{
-	return &s->lease_dir[i >> LEASE_CHUNK_BITS][i & (LEASE_CHUNK - 1)];
-}
-
-/* @n's lease record, or NULL when it never had one. */
-static struct lease *lease_of(const struct store *s, const struct store_node *n)
-{
-	uint32_t i = atomic_load_explicit(&n->lease, memory_order_acquire);
-
-	return i ? lease_at(s, i) : NULL;
-}
-
-/* @n's deadline (0: none). */
-static uint64_t deadline_of(const struct store *s, const struct store_node *n)
-{
-	const struct lease *l = lease_of(s, n);
-
-	return l ? atomic_load(&l->deadline) : 0;
-}
-
-/* @n's ttl (0: none); its owner's lock held. */
-static uint64_t ttl_of(const struct store *s, const struct store_node *n)
-{
-	const struct lease *l = lease_of(s, n);
-
-	return l ? l->ttl_ms : 0;
-}
 
 /*
  * Give @n a lease record unless it has one (its owner's lock held): the
@@ -646,22 +244,6 @@ static void lease_release(struct store *s, struct store_node *n)
 	lease_at(s, i)->next_free = s->lease_free;
 	s->lease_free = i;
 	unlock(&s->heap_lock);
-}
-
-/* Past its deadline at @now: as good as gone, reaped or not. */
-static bool is_expired(const struct store *s, const struct store_node *n,
-		       uint64_t now)
-{
-	uint64_t d = deadline_of(s, n);
-
-	return d && d <= now;
-}
-
-/* Dead, or expired at @now: no operation may use it. */
-static bool gone(const struct store *s, const struct store_node *n,
-		 uint64_t now)
-{
-	return is_dead(n) || is_expired(s, n, now);
 }
 
 /* The lease heap (heap_lock held) ----------------------------------------- */
@@ -758,9 +340,6 @@ static void lease_clear(struct store *s, struct store_node *n)
 }
 
 /* Events ----------------------------------------------------------------------- */
-
-/* No event: a removal that is part of a larger transition (a leave). */
-#define NO_EVENT ((enum store_op)-1)
 
 /* Set when this thread appended an event; the transition wrapper calls
  * the hook once its locks are released. */
@@ -925,11 +504,6 @@ static void blob_unref(struct blob *b)
 		free(b);
 }
 
-static size_t blob_len(const struct blob *b)
-{
-	return b ? b->len : 0;
-}
-
 /* Is @b longer than @prefix and begins with it (an append to it)? */
 static bool blob_extends(const struct blob *b, const struct blob *prefix)
 {
@@ -972,21 +546,6 @@ static void bucket_del(struct parent *p, struct link *l)
 }
 
 /* Node lifetime ------------------------------------------------------------ */
-
-static struct tenant *as_tenant(struct store_node *n)
-{
-	return n && n->kind == STORE_TENANT ? (struct tenant *)n : NULL;
-}
-
-static struct parent *as_parent(struct store_node *n)
-{
-	return n && n->kind == STORE_PARENT ? (struct parent *)n : NULL;
-}
-
-static struct child *as_child(struct store_node *n)
-{
-	return n && n->kind == STORE_CHILD ? (struct child *)n : NULL;
-}
 
 void store_node_ref(struct store_node *n)
 {
@@ -3761,30 +3320,6 @@ void store_stage_close(struct store_stage *st)
 
 /* Transitions and scans --------------------------------------------------------- */
 
-static void world_enter(struct store *s)
-{
-	if (pthread_rwlock_rdlock(&s->world) != 0)
-		abort();
-}
-
-static void world_exit(struct store *s)
-{
-	if (pthread_rwlock_unlock(&s->world) != 0)
-		abort();
-}
-
-/* Run one transition under the shared world lock, then wake event
- * readers (no lock held any more). */
-#define TRANSITION(s, call)                                           \
-	({                                                            \
-		int rc_;                                              \
-		world_enter(s);                                       \
-		rc_ = (call);                                         \
-		world_exit(s);                                        \
-		event_hook_run(s);                                    \
-		rc_;                                                  \
-	})
-
 int store_setattr(struct store *s, struct store_node *n, unsigned mask,
 		  const struct store_attr *in, struct store_attr *out)
 {
@@ -4059,21 +3594,6 @@ void store_set_event_hook(struct store *s, void (*hook)(void *arg, bool internal
 {
 	s->event_hook = hook;
 	s->event_arg = arg;
-}
-
-/*
- * Hold the whole store still for an explicit full scan: no transition
- * runs until scan_end().  Lookups and reads go on; they change nothing.
- */
-static void scan_begin(struct store *s)
-{
-	if (pthread_rwlock_wrlock(&s->world) != 0)
-		abort();
-}
-
-static void scan_end(struct store *s)
-{
-	world_exit(s);
 }
 
 /* Observability ------------------------------------------------------------------------ */
