@@ -48,6 +48,44 @@ extern __thread int hash_oom;
 #include "store/evlog.h"
 #include "store/ptab.h"
 
+/*
+ * Lock levels, outermost first.  A thread takes a lock only at a level
+ * above every level it holds, with two kinds of exception written as
+ * rules: buckets (LOCK_PARENT) held together are taken in ascending inode
+ * order, and stripes (LOCK_STRIPE) in ascending address order (two at
+ * once only when links exchange states).  The leaves take nothing while
+ * held; the transport's locks are held alone.  Test builds check this on
+ * every acquisition (see "Locks" below).
+ */
+enum store_lock_level {
+	LOCK_NONE = 0,
+	LOCK_SNAP_TAKER,  /*  1 s->snap_taker: one snapshot at a time */
+	LOCK_WORLD,       /*  2 s->world: shared by transitions, exclusive
+			   *    for a full scan */
+	LOCK_STORE,       /*  3 s->lock: the tenant table and the root */
+	LOCK_TENANT,      /*  4 tenant->lock */
+	LOCK_PARENT,      /*  5 parent->lock, the bucket (ascending inode) */
+	LOCK_SNAP_ROWS,   /*  6 snap_run->lock: rows copied by transitions */
+	LOCK_STAGE,       /*  7 store_stage->lock */
+	LOCK_STRIPE,      /*  8 s->stripes[]: a state (ascending address) */
+	/* Leaves. */
+	LOCK_FROZEN,      /*  9 snap_run->frozen_lock: states frozen */
+	LOCK_HEAP,        /* 10 s->heap_lock: the lease heap and records */
+	LOCK_ACL,         /* 11 tenant->acl_lock: its owner and mode */
+	LOCK_EVLOG,       /* 12 the event log's mutex (store/evlog.c) */
+	LOCK_TOMBQ,       /* 13 s->tomb_lock: the tombstone queue */
+	LOCK_INO_SHARD,   /* 14 ino_shard->lock: the inode table */
+	LOCK_SNAP_HOLD,   /* 15 s->hold_lock: what open snapshots hold */
+	/* Held alone: no store lock is held while calling into the shared
+	 * store's transport (it waits on the network). */
+	LOCK_RCONN_POOL,  /* 16 rconn_pool->lock (store/rconn.c) */
+	LOCK_RCONN_CONN,  /* 17 rconn->lock (store/rconn.c) */
+	LOCK_NLEVELS
+};
+
+#define LOCK_FIRST_LEAF LOCK_FROZEN
+#define LOCK_FIRST_ALONE LOCK_RCONN_POOL
+
 #define INO_SHARDS 64
 #define STRIPES 256
 
@@ -294,17 +332,104 @@ struct store {
 
 /* Helpers ---------------------------------------------------------------- */
 
-static inline void lock(pthread_mutex_t *m)
+/* Locks ------------------------------------------------------------------- */
+
+/*
+ * Every acquisition of a store lock names its level (enum
+ * store_lock_level, at the top of this file).  Builds with
+ * -DSTORE_LOCKCHECK (the unit, stress and fuzz builds) record, per
+ * thread, the levels held and abort with both places named when a thread
+ * takes a lock out of order (store/lockcheck.c); other builds compile to
+ * the bare pthread calls.  The check runs before the thread waits, so an
+ * order that could deadlock is reported on the first run that takes it,
+ * not on the unlucky one.
+ */
+#ifdef STORE_LOCKCHECK
+void store_lockcheck_take(enum store_lock_level level, uint64_t key,
+			  const char *file, int line);
+void store_lockcheck_drop(enum store_lock_level level, const char *file,
+			  int line);
+void store_lockcheck_held(enum store_lock_level level, const char *file,
+			  int line);
+#define LOCKCHECK_TAKE(level, key) \
+	store_lockcheck_take((level), (key), __FILE__, __LINE__)
+#define LOCKCHECK_DROP(level) store_lockcheck_drop((level), __FILE__, __LINE__)
+/* The caller holds a lock of @level (at the top of a _locked function). */
+#define store_assert_held(level) \
+	store_lockcheck_held((level), __FILE__, __LINE__)
+#else
+#define LOCKCHECK_TAKE(level, key) ((void)0)
+#define LOCKCHECK_DROP(level) ((void)0)
+#define store_assert_held(level) ((void)0)
+#endif
+
+static inline void mutex_lock(pthread_mutex_t *m)
 {
 	if (pthread_mutex_lock(m) != 0)
 		abort();
 }
 
-static inline void unlock(pthread_mutex_t *m)
+static inline void mutex_unlock(pthread_mutex_t *m)
 {
 	if (pthread_mutex_unlock(m) != 0)
 		abort();
 }
+
+/*
+ * Take mutex @m of level @level; @key orders two locks of one level that
+ * may be held together (a bucket's inode number, a stripe's address).
+ */
+#define lock_keyed(m, level, key)                                     \
+	do {                                                          \
+		LOCKCHECK_TAKE((level), (key));                       \
+		mutex_lock(m);                                        \
+	} while (0)
+/* Take mutex @m of level @level (a stripe is ordered by its address). */
+#define lock(m, level) lock_keyed((m), (level), (uintptr_t)(m))
+#define unlock(m, level)                                              \
+	do {                                                          \
+		mutex_unlock(m);                                      \
+		LOCKCHECK_DROP(level);                                \
+	} while (0)
+
+/* A bucket's lock: buckets held together are taken by ascending inode. */
+#define bucket_lock(p) lock_keyed(&(p)->lock, LOCK_PARENT, (p)->node.ino)
+#define bucket_unlock(p) unlock(&(p)->lock, LOCK_PARENT)
+
+/*
+ * A call into code that takes a lock of its own we cannot wrap (the event
+ * log's mutex, store/evlog.c): checked as if the call took it.
+ */
+#define lock_call_begin(level) LOCKCHECK_TAKE((level), 0)
+#define lock_call_end(level) LOCKCHECK_DROP(level)
+
+/* The world lock, shared: one transition runs. */
+#define world_enter(s)                                                \
+	do {                                                          \
+		LOCKCHECK_TAKE(LOCK_WORLD, 0);                        \
+		if (pthread_rwlock_rdlock(&(s)->world) != 0)          \
+			abort();                                      \
+	} while (0)
+
+#define world_exit(s)                                                 \
+	do {                                                          \
+		if (pthread_rwlock_unlock(&(s)->world) != 0)          \
+			abort();                                      \
+		LOCKCHECK_DROP(LOCK_WORLD);                           \
+	} while (0)
+
+/*
+ * Hold the whole store still for an explicit full scan: no transition
+ * runs until scan_end().  Lookups and reads go on; they change nothing.
+ */
+#define scan_begin(s)                                                 \
+	do {                                                          \
+		LOCKCHECK_TAKE(LOCK_WORLD, 0);                        \
+		if (pthread_rwlock_wrlock(&(s)->world) != 0)          \
+			abort();                                      \
+	} while (0)
+
+#define scan_end(s) world_exit(s)
 
 /* Take @n from counter @c; going below zero is a bug that must be loud. */
 static inline void gauge_sub(atomic_uint_fast64_t *c, uint64_t n, const char *what)
@@ -437,6 +562,33 @@ static inline uint64_t ttl_of(const struct store *s, const struct store_node *n)
 	return l ? l->ttl_ms : 0;
 }
 
+/*
+ * The lock of directory or state @n (the store's for the root, the
+ * tenant's, the bucket's, the state's stripe): the one that guards its
+ * attributes, and its lease (a parent's or a state's "owner lock").
+ */
+static inline void node_lock(struct store *s, struct store_node *n)
+{
+	switch (n->kind) {
+	case STORE_ROOT: lock(&s->lock, LOCK_STORE); break;
+	case STORE_TENANT: lock(&as_tenant(n)->lock, LOCK_TENANT); break;
+	case STORE_PARENT: bucket_lock(as_parent(n)); break;
+	case STORE_CHILD: lock(stripe(s, as_child(n)), LOCK_STRIPE); break;
+	default: abort(); /* a special file has no lock of its own */
+	}
+}
+
+static inline void node_unlock(struct store *s, struct store_node *n)
+{
+	switch (n->kind) {
+	case STORE_ROOT: unlock(&s->lock, LOCK_STORE); break;
+	case STORE_TENANT: unlock(&as_tenant(n)->lock, LOCK_TENANT); break;
+	case STORE_PARENT: bucket_unlock(as_parent(n)); break;
+	case STORE_CHILD: unlock(stripe(s, as_child(n)), LOCK_STRIPE); break;
+	default: abort();
+	}
+}
+
 /* Past its deadline at @now: as good as gone, reaped or not. */
 static inline bool is_expired(const struct store *s, const struct store_node *n,
 		       uint64_t now)
@@ -460,33 +612,6 @@ static inline size_t blob_len(const struct blob *b)
 
 /* No event: a removal that is part of a larger transition (a leave). */
 #define NO_EVENT ((enum store_op)-1)
-
-static inline void world_enter(struct store *s)
-{
-	if (pthread_rwlock_rdlock(&s->world) != 0)
-		abort();
-}
-
-static inline void world_exit(struct store *s)
-{
-	if (pthread_rwlock_unlock(&s->world) != 0)
-		abort();
-}
-
-/*
- * Hold the whole store still for an explicit full scan: no transition
- * runs until scan_end().  Lookups and reads go on; they change nothing.
- */
-static inline void scan_begin(struct store *s)
-{
-	if (pthread_rwlock_wrlock(&s->world) != 0)
-		abort();
-}
-
-static inline void scan_end(struct store *s)
-{
-	world_exit(s);
-}
 
 /* Run one transition under the shared world lock, then wake event
  * readers (no lock held any more). */

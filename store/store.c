@@ -204,7 +204,7 @@ static int lease_ensure(struct store *s, struct store_node *n)
 
 	if (atomic_load(&n->lease))
 		return 0;
-	lock(&s->heap_lock);
+	lock(&s->heap_lock, LOCK_HEAP);
 	i = s->lease_free;
 	if (i) {
 		s->lease_free = lease_at(s, i)->next_free;
@@ -229,7 +229,7 @@ static int lease_ensure(struct store *s, struct store_node *n)
 		l->next_free = 0;
 		atomic_store_explicit(&n->lease, i, memory_order_release);
 	}
-	unlock(&s->heap_lock);
+	unlock(&s->heap_lock, LOCK_HEAP);
 	return rc;
 }
 
@@ -240,10 +240,10 @@ static void lease_release(struct store *s, struct store_node *n)
 
 	if (!i)
 		return;
-	lock(&s->heap_lock);
+	lock(&s->heap_lock, LOCK_HEAP);
 	lease_at(s, i)->next_free = s->lease_free;
 	s->lease_free = i;
-	unlock(&s->heap_lock);
+	unlock(&s->heap_lock, LOCK_HEAP);
 }
 
 /* The lease heap (heap_lock held) ----------------------------------------- */
@@ -305,7 +305,7 @@ static void lease_set(struct store *s, struct store_node *n, uint64_t deadline)
 	if (!le)
 		return; /* never leased: nothing to clear (a deadline needs
 			 * lease_ensure() first) */
-	lock(&s->heap_lock);
+	lock(&s->heap_lock, LOCK_HEAP);
 	atomic_store(&le->deadline, deadline);
 	if (deadline && le->heap_idx == NOT_IN_HEAP) {
 		if (s->heap_n < s->heap_cap) {
@@ -328,7 +328,7 @@ static void lease_set(struct store *s, struct store_node *n, uint64_t deadline)
 		}
 		drop = true;
 	}
-	unlock(&s->heap_lock);
+	unlock(&s->heap_lock, LOCK_HEAP);
 	if (drop)
 		atomic_fetch_sub(&n->refs, 1);
 }
@@ -348,15 +348,20 @@ static __thread bool event_appended, event_internal;
 /* Append entry @e of tenant @t (NULL: of no tenant). */
 static void emit_entry(struct store *s, struct tenant *t, struct evlog_entry *e)
 {
+	uint64_t seq;
+
 	/* Who may read the line: the tenant's owner and mode now. */
 	if (t) {
-		lock(&t->acl_lock);
+		lock(&t->acl_lock, LOCK_ACL);
 		e->tenant_uid = t->meta.uid;
 		e->tenant_gid = t->meta.gid;
 		e->tenant_mode = t->node.mode;
-		unlock(&t->acl_lock);
+		unlock(&t->acl_lock, LOCK_ACL);
 	}
-	if (evlog_append(s->events, e)) {
+	lock_call_begin(LOCK_EVLOG);
+	seq = evlog_append(s->events, e);
+	lock_call_end(LOCK_EVLOG);
+	if (seq) {
 		event_appended = true;
 		event_internal |= e->internal;
 	}
@@ -413,6 +418,7 @@ static void emit_from_locked(struct store *s, enum store_op op,
 		.from_child = from->name,
 	};
 
+	store_assert_held(LOCK_STRIPE);
 	emit_entry(s, p->tenant, &e);
 }
 
@@ -899,6 +905,7 @@ static struct store_node *ino_find_locked(struct ino_shard *sh, uint64_t ino)
 	const struct ptab *t = &sh->tab;
 	struct store_node *n;
 
+	store_assert_held(LOCK_INO_SHARD);
 	if (!t->cap)
 		return NULL;
 	for (uint32_t i = ptab_home(t, ino_hash(ino)); (n = t->slot[i]);
@@ -918,11 +925,11 @@ struct store_node *store_ino_get(struct store *s, uint64_t ino)
 		return &s->root;
 	}
 	sh = shard(s, ino);
-	lock(&sh->lock);
+	lock(&sh->lock, LOCK_INO_SHARD);
 	n = ino_find_locked(sh, ino);
 	if (n)
 		store_node_ref(n);
-	unlock(&sh->lock);
+	unlock(&sh->lock, LOCK_INO_SHARD);
 	return n;
 }
 
@@ -934,7 +941,7 @@ int store_ino_remember(struct store *s, struct store_node *n)
 	if (n->kind == STORE_ROOT)
 		return 0;
 	sh = shard(s, n->ino);
-	lock(&sh->lock);
+	lock(&sh->lock, LOCK_INO_SHARD);
 	if (n->nlookup == 0) {
 		rc = ptab_add(&sh->tab, n, ino_hash(n->ino), node_ino_hash);
 		if (rc == 0)
@@ -942,7 +949,7 @@ int store_ino_remember(struct store *s, struct store_node *n)
 	}
 	if (rc == 0 && n->nlookup != NLOOKUP_PINNED)
 		n->nlookup++;
-	unlock(&sh->lock);
+	unlock(&sh->lock, LOCK_INO_SHARD);
 	return rc;
 }
 
@@ -955,7 +962,7 @@ void store_ino_forget(struct store *s, uint64_t ino, uint64_t nlookup)
 	if (ino == STORE_ROOT_INO)
 		return;
 	sh = shard(s, ino);
-	lock(&sh->lock);
+	lock(&sh->lock, LOCK_INO_SHARD);
 	n = ino_find_locked(sh, ino);
 	if (n && n->nlookup != NLOOKUP_PINNED) {
 		n->nlookup = nlookup >= n->nlookup ? 0 :
@@ -965,7 +972,7 @@ void store_ino_forget(struct store *s, uint64_t ino, uint64_t nlookup)
 			drop = true;
 		}
 	}
-	unlock(&sh->lock);
+	unlock(&sh->lock, LOCK_INO_SHARD);
 	if (drop)
 		store_node_unref(s, n);
 }
@@ -1018,30 +1025,33 @@ int store_special(struct store *s, struct store_node *dir, int slot,
 /* Queue @tb as the newest tombstone (its tenant's lock held). */
 static void tomb_enqueue_locked(struct store *s, struct tomb *tb, uint64_t now)
 {
+	store_assert_held(LOCK_TENANT);
 	tb->deadline_ms = now + s->lim.tombstone_ttl_ms;
-	lock(&s->tomb_lock);
+	lock(&s->tomb_lock, LOCK_TOMBQ);
 	DL_APPEND(s->tomb_fifo, tb);
-	unlock(&s->tomb_lock);
+	unlock(&s->tomb_lock, LOCK_TOMBQ);
 }
 
 /* A departed-again parent's tombstone starts its age over. */
 static void tomb_refresh_locked(struct store *s, struct tomb *tb, uint64_t now)
 {
+	store_assert_held(LOCK_TENANT);
 	snap_tenant_cow(s, tb->tenant);
-	lock(&s->tomb_lock);
+	lock(&s->tomb_lock, LOCK_TOMBQ);
 	DL_DELETE(s->tomb_fifo, tb);
-	unlock(&s->tomb_lock);
+	unlock(&s->tomb_lock, LOCK_TOMBQ);
 	tomb_enqueue_locked(s, tb, now);
 }
 
 /* Remove and free tombstone @tb of tenant @t (t->lock held). */
 static void tomb_drop_locked(struct store *s, struct tenant *t, struct tomb *tb)
 {
+	store_assert_held(LOCK_TENANT);
 	snap_tenant_cow(s, t);
 	HASH_DEL(t->tombs, tb);
-	lock(&s->tomb_lock);
+	lock(&s->tomb_lock, LOCK_TOMBQ);
 	DL_DELETE(s->tomb_fifo, tb);
-	unlock(&s->tomb_lock);
+	unlock(&s->tomb_lock, LOCK_TOMBQ);
 	gauge_sub(&t->tombs_n, 1, "tenant tombstones");
 	gauge_sub(&s->tombs_n, 1, "tombstones");
 	free(tb);
@@ -1053,6 +1063,7 @@ static struct tomb *tomb_find_locked(struct store *s, struct tenant *t,
 {
 	struct tomb *tb;
 
+	store_assert_held(LOCK_TENANT);
 	HASH_FIND_STR(t->tombs, name, tb);
 	if (tb && tb->deadline_ms <= now) {
 		tomb_drop_locked(s, t, tb);
@@ -1066,6 +1077,7 @@ static void tombs_drop_all_locked(struct store *s, struct tenant *t)
 {
 	struct tomb *tb, *tmp;
 
+	store_assert_held(LOCK_TENANT);
 	HASH_ITER(hh, t->tombs, tb, tmp)
 		tomb_drop_locked(s, t, tb);
 }
@@ -1097,28 +1109,28 @@ static unsigned tombs_reap(struct store *s, uint64_t now, unsigned budget)
 		struct tenant *t;
 		bool due;
 
-		lock(&s->tomb_lock);
+		lock(&s->tomb_lock, LOCK_TOMBQ);
 		tb = s->tomb_fifo;
 		if (!tb || tb->deadline_ms > now) {
-			unlock(&s->tomb_lock);
+			unlock(&s->tomb_lock, LOCK_TOMBQ);
 			break;
 		}
 		/* A queued tombstone's tenant is alive: cleanup empties
 		 * the queue of its tombstones before it lets go. */
 		t = tb->tenant;
 		store_node_ref(&t->node);
-		unlock(&s->tomb_lock);
+		unlock(&s->tomb_lock, LOCK_TOMBQ);
 
-		lock(&t->lock);
-		lock(&s->tomb_lock);
+		lock(&t->lock, LOCK_TENANT);
+		lock(&s->tomb_lock, LOCK_TOMBQ);
 		tb = s->tomb_fifo;
 		due = tb && tb->tenant == t && tb->deadline_ms <= now;
-		unlock(&s->tomb_lock);
+		unlock(&s->tomb_lock, LOCK_TOMBQ);
 		if (due) {
 			tomb_drop_locked(s, t, tb);
 			done++;
 		}
-		unlock(&t->lock);
+		unlock(&t->lock, LOCK_TENANT);
 		store_node_unref(s, &t->node);
 	}
 	return done;
@@ -1183,17 +1195,13 @@ static void attr_locked(struct store *s, struct store_node *n,
 static int getattr_dir(struct store *s, struct store_node *n,
 		       struct store_attr *a)
 {
-	pthread_mutex_t *l;
-
 	switch (n->kind) {
-	case STORE_ROOT: l = &s->lock; break;
-	case STORE_TENANT: l = &as_tenant(n)->lock; break;
-	case STORE_PARENT: l = &as_parent(n)->lock; break;
+	case STORE_ROOT: case STORE_TENANT: case STORE_PARENT: break;
 	default: return -EINVAL;
 	}
-	lock(l);
+	node_lock(s, n);
 	attr_locked(s, n, a);
-	unlock(l);
+	node_unlock(s, n);
 	return 0;
 }
 
@@ -1209,9 +1217,9 @@ int store_getattr(struct store *s, struct store_node *n, struct store_attr *a)
 	switch (n->kind) {
 	case STORE_CHILD:
 		c = as_child(n);
-		lock(stripe(s, c));
+		lock(stripe(s, c), LOCK_STRIPE);
 		attr_locked(s, n, a);
-		unlock(stripe(s, c));
+		unlock(stripe(s, c), LOCK_STRIPE);
 		/* Removed between the check and the lock: still stale. */
 		return a->nlink ? 0 : -ESTALE;
 	case STORE_SPECIAL:
@@ -1287,7 +1295,6 @@ static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 {
 	struct child *c;
 	struct meta *m;
-	pthread_mutex_t *l;
 	uint64_t now = store_now_ms(s), ttl = 0;
 	bool renew;
 	int rc = 0;
@@ -1295,13 +1302,12 @@ static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 	if (gone(s, n, now))
 		return -ESTALE;
 	switch (n->kind) {
-	case STORE_ROOT: m = &s->root_meta; l = &s->lock; break;
-	case STORE_TENANT: m = &as_tenant(n)->meta; l = &as_tenant(n)->lock; break;
-	case STORE_PARENT: m = &as_parent(n)->meta; l = &as_parent(n)->lock; break;
+	case STORE_ROOT: m = &s->root_meta; break;
+	case STORE_TENANT: m = &as_tenant(n)->meta; break;
+	case STORE_PARENT: m = &as_parent(n)->meta; break;
 	case STORE_CHILD:
 		c = as_child(n);
 		m = &c->meta;
-		l = stripe(s, c);
 		break;
 	default:
 		return -EPERM; /* special files have fixed attributes */
@@ -1310,7 +1316,7 @@ static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 		return -EISDIR;
 	renew = (mask & STORE_SET_RENEW) &&
 		(n->kind == STORE_PARENT || n->kind == STORE_CHILD);
-	lock(l);
+	node_lock(s, n);
 	if (n->kind == STORE_TENANT)
 		snap_tenant_cow(s, as_tenant(n)); /* its owner and mode */
 	/* Every refusal before the first change: the resize is the last
@@ -1324,16 +1330,16 @@ static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 		rc = content_resize_locked(s, as_child(n), in->size);
 	if (rc == 0 && (mask & ~(STORE_SET_SIZE | STORE_SET_RENEW))) {
 		if (n->kind == STORE_TENANT)
-			lock(&as_tenant(n)->acl_lock);
+			lock(&as_tenant(n)->acl_lock, LOCK_ACL);
 		meta_apply(n, m, mask, in);
 		if (n->kind == STORE_TENANT)
-			unlock(&as_tenant(n)->acl_lock);
+			unlock(&as_tenant(n)->acl_lock, LOCK_ACL);
 	}
 	if (rc == 0 && renew)
 		renew_locked(s, n, ttl, now);
 	if (rc == 0 && out)
 		attr_locked(s, n, out);
-	unlock(l);
+	node_unlock(s, n);
 	return rc ? refuse(s, rc) : 0;
 }
 
@@ -1356,11 +1362,11 @@ int store_child_version(struct store *s, struct store_node *n, uint64_t *version
 
 	if (!c)
 		return -EINVAL;
-	lock(stripe(s, c));
+	lock(stripe(s, c), LOCK_STRIPE);
 	if (c->node.nlink == 0 || is_expired(s, n, store_now_ms(s)))
 		rc = -ESTALE;
 	*version = c->version;
-	unlock(stripe(s, c));
+	unlock(stripe(s, c), LOCK_STRIPE);
 	return rc;
 }
 
@@ -1377,19 +1383,19 @@ int store_lookup(struct store *s, struct store_node *dir, const char *name,
 
 	switch (dir->kind) {
 	case STORE_ROOT:
-		lock(&s->lock);
+		lock(&s->lock, LOCK_STORE);
 		HASH_FIND_STR(s->tenants, name, t);
 		if (t) {
 			n = &t->node;
 			store_node_ref(n);
 		}
-		unlock(&s->lock);
+		unlock(&s->lock, LOCK_STORE);
 		break;
 	case STORE_TENANT:
 		t = as_tenant(dir);
-		lock(&t->lock);
+		lock(&t->lock, LOCK_TENANT);
 		if (is_dead(dir)) {
-			unlock(&t->lock);
+			unlock(&t->lock, LOCK_TENANT);
 			return -ESTALE;
 		}
 		HASH_FIND_STR(t->parents, name, p);
@@ -1399,13 +1405,13 @@ int store_lookup(struct store *s, struct store_node *dir, const char *name,
 			n = &p->node;
 			store_node_ref(n);
 		}
-		unlock(&t->lock);
+		unlock(&t->lock, LOCK_TENANT);
 		break;
 	case STORE_PARENT:
 		p = as_parent(dir);
-		lock(&p->lock);
+		bucket_lock(p);
 		if (gone(s, dir, now)) {
-			unlock(&p->lock);
+			bucket_unlock(p);
 			return -ESTALE;
 		}
 		l = bucket_find(p, name);
@@ -1415,7 +1421,7 @@ int store_lookup(struct store *s, struct store_node *dir, const char *name,
 			n = &l->child->node;
 			store_node_ref(n);
 		}
-		unlock(&p->lock);
+		bucket_unlock(p);
 		break;
 	default:
 		return -ENOTDIR;
@@ -1460,25 +1466,25 @@ int store_list(struct store *s, struct store_node *dir, struct store_dirlist *ou
 	memset(out, 0, sizeof(*out));
 	switch (dir->kind) {
 	case STORE_ROOT:
-		lock(&s->lock);
+		lock(&s->lock, LOCK_STORE);
 		for (t = s->tenants; t && !rc; t = t->hh.next)
 			rc = dirlist_add(out, &cap, t->node.ino, STORE_TENANT, t->name);
-		unlock(&s->lock);
+		unlock(&s->lock, LOCK_STORE);
 		break;
 	case STORE_TENANT:
 		t = as_tenant(dir);
-		lock(&t->lock);
+		lock(&t->lock, LOCK_TENANT);
 		if (is_dead(dir))
 			rc = -ESTALE;
 		for (p = t->parents; p && !rc; p = p->hh.next)
 			if (!is_expired(s, &p->node, now))
 				rc = dirlist_add(out, &cap, p->node.ino,
 						 STORE_PARENT, p->name);
-		unlock(&t->lock);
+		unlock(&t->lock, LOCK_TENANT);
 		break;
 	case STORE_PARENT:
 		p = as_parent(dir);
-		lock(&p->lock);
+		bucket_lock(p);
 		if (gone(s, dir, now))
 			rc = -ESTALE;
 		ptab_for_each(&p->links, i, l) {
@@ -1488,7 +1494,7 @@ int store_list(struct store *s, struct store_node *dir, struct store_dirlist *ou
 				rc = dirlist_add(out, &cap, l->child->node.ino,
 						 STORE_CHILD, l->name);
 		}
-		unlock(&p->lock);
+		bucket_unlock(p);
 		break;
 	default:
 		rc = -ENOTDIR;
@@ -1528,7 +1534,7 @@ static int tenant_create(struct store *s, const char *name,
 	meta_init(&t->node, &t->meta, owner);
 	t->snap_epoch = s->snap_epochs; /* not in a snapshot being taken */
 
-	lock(&s->lock);
+	lock(&s->lock, LOCK_STORE);
 	HASH_FIND_STR(s->tenants, name, old);
 	if (draining(s, NULL))
 		rc = -EROFS;
@@ -1561,7 +1567,7 @@ static int tenant_create(struct store *s, const char *name,
 			     -1, -1);
 		}
 	}
-	unlock(&s->lock);
+	unlock(&s->lock, LOCK_STORE);
 	if (rc) {
 		store_node_unref(s, &t->node);
 		return refuse(s, rc);
@@ -1579,6 +1585,7 @@ static void state_end_locked(struct store *s, struct tenant *t,
 {
 	size_t bytes = blob_len(c->content);
 
+	store_assert_held(LOCK_STRIPE);
 	atomic_store(&c->node.dead, true);
 	lease_clear(s, &c->node);
 	blob_unref(c->content);
@@ -1603,7 +1610,8 @@ static bool state_unlink_locked(struct store *s, struct link *l, enum store_op o
 	bool expired = op == STORE_OP_EXPIRE;
 	bool ended;
 
-	lock(stripe(s, c));
+	store_assert_held(LOCK_PARENT);
+	lock(stripe(s, c), LOCK_STRIPE);
 	snap_state_cow(s, c);
 	if (op != NO_EVENT)
 		emit(s, op, expired, &c->node, l->parent->tenant, l->parent->name,
@@ -1614,7 +1622,7 @@ static bool state_unlink_locked(struct store *s, struct link *l, enum store_op o
 	if (ended)
 		state_end_locked(s, l->parent->tenant, c, expired);
 	c->meta.ctime = wall_now();
-	unlock(stripe(s, c));
+	unlock(stripe(s, c), LOCK_STRIPE);
 	return ended;
 }
 
@@ -1646,6 +1654,7 @@ static struct ptab bucket_clear_locked(struct store *s, struct parent *p)
 	struct link *l;
 	uint32_t i;
 
+	store_assert_held(LOCK_PARENT);
 	ptab_for_each(&links, i, l) {
 		cascade_step(s);
 		if (!state_unlink_locked(s, l, NO_EVENT))
@@ -1684,13 +1693,15 @@ static struct ptab parent_unhook_locked(struct store *s, struct tenant *t,
 {
 	struct ptab links;
 
+	store_assert_held(LOCK_TENANT);
+	store_assert_held(LOCK_PARENT);
 	snap_parent_cow(s, p);
 	atomic_store(&p->node.dead, true);
 	links = bucket_clear_locked(s, p);
 	/* After its links went: a state frozen for a snapshot meanwhile
 	 * still tells an expired parent's link by its deadline. */
 	lease_clear(s, &p->node);
-	unlock(&p->lock);
+	bucket_unlock(p);
 	HASH_DEL(t->parents, p);
 	gauge_sub(&t->parents_n, 1, "tenant parents");
 	gauge_sub(&s->parents_n, 1, "parents");
@@ -1702,7 +1713,8 @@ static struct ptab parent_unhook_locked(struct store *s, struct tenant *t,
 static struct ptab parent_remove_locked(struct store *s, struct tenant *t,
 					struct parent *p)
 {
-	lock(&p->lock);
+	store_assert_held(LOCK_TENANT);
+	bucket_lock(p);
 	return parent_unhook_locked(s, t, p);
 }
 
@@ -1723,6 +1735,8 @@ static bool may_remove_parent_locked(struct store *s, struct tenant *t,
 	uint32_t i;
 	bool wx, sticky;
 
+	store_assert_held(LOCK_TENANT);
+	store_assert_held(LOCK_PARENT);
 	if (!cred || cred->uid == 0)
 		return true;
 	if (!store_cred_sticky_ok(cred, t->meta.uid, t->node.mode, pm->uid))
@@ -1740,9 +1754,9 @@ static bool may_remove_parent_locked(struct store *s, struct tenant *t,
 			continue; /* gone already, reaped or not */
 		if (!wx)
 			return false; /* not empty */
-		lock(stripe(s, c));
+		lock(stripe(s, c), LOCK_STRIPE);
 		owner = c->meta.uid;
-		unlock(stripe(s, c));
+		unlock(stripe(s, c), LOCK_STRIPE);
 		if (owner != cred->uid)
 			return false; /* sticky: only its own children */
 	}
@@ -1761,6 +1775,7 @@ static void tenant_clear_locked(struct store *s, struct tenant *t,
 {
 	struct parent *p, *tmp;
 
+	store_assert_held(LOCK_TENANT);
 	HASH_ITER(hh, t->parents, p, tmp) {
 		struct ptab links;
 
@@ -1803,7 +1818,7 @@ static int tenant_lock_for_cascade(struct store *s, struct tenant *t,
 		ps[i++] = p;
 	qsort(ps, n, sizeof(*ps), parent_cmp);
 	for (i = 0; i < n; i++)
-		lock(&ps[i]->lock);
+		bucket_lock(ps[i]);
 	for (i = 0; i < n && ok; i++) {
 		if (is_expired(s, &ps[i]->node, now))
 			continue; /* gone already, reaped or not */
@@ -1815,7 +1830,7 @@ static int tenant_lock_for_cascade(struct store *s, struct tenant *t,
 				    STORE_MAY_WRITE | STORE_MAY_EXEC);
 	if (!ok)
 		for (i = n; i > 0; i--)
-			unlock(&ps[i - 1]->lock);
+			bucket_unlock(ps[i - 1]);
 	free(ps);
 	return ok ? 0 : -EACCES;
 }
@@ -1827,17 +1842,17 @@ static int tenant_cleanup(struct store *s, const char *name,
 	struct tenant *t;
 	int rc;
 
-	lock(&s->lock);
+	lock(&s->lock, LOCK_STORE);
 	HASH_FIND_STR(s->tenants, name, t);
 	if (!t) {
-		unlock(&s->lock);
+		unlock(&s->lock, LOCK_STORE);
 		return -ENOENT;
 	}
-	lock(&t->lock);
+	lock(&t->lock, LOCK_TENANT);
 	rc = check ? tenant_lock_for_cascade(s, t, cred) : 0;
 	if (rc) {
-		unlock(&t->lock);
-		unlock(&s->lock);
+		unlock(&t->lock, LOCK_TENANT);
+		unlock(&s->lock, LOCK_STORE);
 		return rc;
 	}
 	atomic_store(&t->node.dead, true);
@@ -1851,8 +1866,8 @@ static int tenant_cleanup(struct store *s, const char *name,
 	 * new tenant of the name joins after it ("Event order"). */
 	tenant_clear_locked(s, t, NO_EVENT, check);
 	emit(s, STORE_OP_CLEANUP, false, &t->node, t, NULL, NULL, -1, -1);
-	unlock(&t->lock);
-	unlock(&s->lock);
+	unlock(&t->lock, LOCK_TENANT);
+	unlock(&s->lock, LOCK_STORE);
 	store_node_unref(s, &t->node); /* the table's reference */
 	return 0;
 }
@@ -1883,6 +1898,7 @@ static struct tomb *tomb_new(const char *name)
 static int tomb_insert_locked(struct store *s, struct tenant *t,
 			      struct tomb *tb, uint64_t gen, uint64_t now)
 {
+	store_assert_held(LOCK_TENANT);
 	snap_tenant_cow(s, t);
 	tb->generation = gen;
 	tb->tenant = t;
@@ -1901,6 +1917,7 @@ static int tomb_insert_locked(struct store *s, struct tenant *t,
  * held).  0, -ENOSPC or -EDQUOT (nothing reserved). */
 static int tomb_reserve_locked(struct store *s, struct tenant *t)
 {
+	store_assert_held(LOCK_TENANT);
 	if (!reserve(&s->tombs_n, 1, s->lim.max_tombstones))
 		return -ENOSPC;
 	if (!reserve(&t->tombs_n, 1, s->lim.tenant_max_tombstones)) {
@@ -1924,6 +1941,7 @@ static struct ptab parent_expire_locked(struct store *s, struct tenant *t,
 	struct tomb *tb = tomb_new(p->name);
 	struct ptab links;
 
+	store_assert_held(LOCK_TENANT);
 	if (tb) {
 		atomic_fetch_add(&s->tombs_n, 1);
 		atomic_fetch_add(&t->tombs_n, 1);
@@ -1950,6 +1968,7 @@ static struct parent *parent_find_locked(struct store *s, struct tenant *t,
 {
 	struct parent *p;
 
+	store_assert_held(LOCK_TENANT);
 	HASH_FIND_STR(t->parents, name, p);
 	if (p && is_expired(s, &p->node, now)) {
 		*links = parent_expire_locked(s, t, p, now);
@@ -1988,7 +2007,7 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 	atomic_init(&p->snap_epoch, s->snap_epochs);
 	p->tenant = t;
 
-	lock(&t->lock);
+	lock(&t->lock, LOCK_TENANT);
 	old = parent_find_locked(s, t, name, now, &reaped, &rlinks);
 	if (is_dead(&t->node))
 		rc = -ESTALE;
@@ -2034,7 +2053,7 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 			     (int64_t)p->generation, -1);
 		}
 	}
-	unlock(&t->lock);
+	unlock(&t->lock, LOCK_TENANT);
 	reaped_free(s, reaped, &rlinks);
 	if (rc) {
 		p->tenant = NULL;
@@ -2067,7 +2086,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 	if (!newtb)
 		return -ENOMEM;
 	for (int attempt = 0;; attempt++) {
-		lock(&t->lock);
+		lock(&t->lock, LOCK_TENANT);
 		if (is_dead(&t->node)) {
 			rc = -ESTALE;
 			break;
@@ -2088,7 +2107,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 		full = tomb_reserve_locked(s, t);
 		if (full == 0)
 			break;
-		unlock(&t->lock);
+		unlock(&t->lock, LOCK_TENANT);
 		reaped_free(s, reaped, &rlinks);
 		reaped = NULL;
 		/* Due tombstones (the tenant's among them) make room. */
@@ -2099,16 +2118,16 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 		}
 	}
 	if (rc || (!p && tb)) {
-		unlock(&t->lock);
+		unlock(&t->lock, LOCK_TENANT);
 		reaped_free(s, reaped, &rlinks);
 		free(newtb);
 		return rc ? refuse(s, rc) : 0;
 	}
 	/* The bucket stays locked from the check to its removal. */
 	if (p) {
-		lock(&p->lock);
+		bucket_lock(p);
 		if (!may_remove_parent_locked(s, t, p, cred, now)) {
-			unlock(&p->lock);
+			bucket_unlock(p);
 			gauge_sub(&t->tombs_n, 1, "tenant tombstones");
 			gauge_sub(&s->tombs_n, 1, "tombstones");
 			rc = -EACCES;
@@ -2117,10 +2136,10 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 	if (rc == 0) {
 		rc = tomb_insert_locked(s, t, newtb, p ? p->generation : 0, now);
 		if (rc && p)
-			unlock(&p->lock);
+			bucket_unlock(p);
 	}
 	if (rc) {
-		unlock(&t->lock);
+		unlock(&t->lock, LOCK_TENANT);
 		reaped_free(s, reaped, &rlinks);
 		free(newtb);
 		return rc;
@@ -2133,7 +2152,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 	 * first is reported before this line (see "Event order"). */
 	emit(s, op, op == STORE_OP_DEPART, p ? &p->node : NULL, t, name, NULL,
 	     p ? (int64_t)p->generation : 0, -1);
-	unlock(&t->lock);
+	unlock(&t->lock, LOCK_TENANT);
 	reaped_free(s, reaped, &rlinks);
 	reaped_free(s, p, &links);
 	return 0;
@@ -2150,13 +2169,13 @@ static int parent_expire(struct store *s, struct parent *p, uint64_t now)
 	struct ptab links = { 0 };
 	int done = 0;
 
-	lock(&t->lock);
+	lock(&t->lock, LOCK_TENANT);
 	HASH_FIND_STR(t->parents, p->name, cur);
 	if (cur == p && !is_dead(&p->node) && is_expired(s, &p->node, now)) {
 		links = parent_expire_locked(s, t, p, now);
 		done = 1;
 	}
-	unlock(&t->lock);
+	unlock(&t->lock, LOCK_TENANT);
 	if (done)
 		reaped_free(s, p, &links);
 	return done;
@@ -2250,29 +2269,29 @@ static int child_expire(struct store *s, struct child *c, uint64_t now)
 		uint32_t n = 0, k = 0;
 		bool same = true;
 
-		lock(stripe(s, c));
+		lock(stripe(s, c), LOCK_STRIPE);
 		if (c->node.nlink == 0 || !is_expired(s, &c->node, now)) {
-			unlock(stripe(s, c));
+			unlock(stripe(s, c), LOCK_STRIPE);
 			return 0;
 		}
 		ps = st_malloc(c->node.nlink * sizeof(*ps));
 		if (!ps) {
-			unlock(stripe(s, c));
+			unlock(stripe(s, c), LOCK_STRIPE);
 			return 0;
 		}
 		LL_FOREACH2(c->slinks, l, snext) {
 			store_node_ref(&l->parent->node);
 			ps[n++] = l->parent;
 		}
-		unlock(stripe(s, c));
+		unlock(stripe(s, c), LOCK_STRIPE);
 		qsort(ps, n, sizeof(*ps), parent_cmp);
 		for (uint32_t i = 0; i < n; i++)
 			if (i == 0 || ps[i] != ps[i - 1]) {
-				lock(&ps[i]->lock);
+				bucket_lock(ps[i]);
 				snap_parent_cow(s, ps[i]);
 			}
 
-		lock(stripe(s, c));
+		lock(stripe(s, c), LOCK_STRIPE);
 		LL_FOREACH2(c->slinks, l, snext) {
 			k++;
 			if (!bsearch(&l->parent, ps, n, sizeof(*ps), parent_cmp))
@@ -2280,7 +2299,7 @@ static int child_expire(struct store *s, struct child *c, uint64_t now)
 		}
 		same = same && k == n && c->node.nlink == n && n > 0 &&
 			is_expired(s, &c->node, now);
-		unlock(stripe(s, c));
+		unlock(stripe(s, c), LOCK_STRIPE);
 		if (same) {
 			/* Every link goes; the last one ends the state. */
 			while ((l = c->slinks)) {
@@ -2298,7 +2317,7 @@ static int child_expire(struct store *s, struct child *c, uint64_t now)
 		}
 		for (uint32_t i = n; i > 0; i--)
 			if (i == 1 || ps[i - 1] != ps[i - 2])
-				unlock(&ps[i - 1]->lock);
+				bucket_unlock(ps[i - 1]);
 		for (uint32_t i = 0; i < n; i++)
 			store_node_unref(s, &ps[i]->node);
 		free(ps);
@@ -2326,6 +2345,7 @@ static int admit_locked(struct store *s, struct parent *p, bool new_state,
 {
 	struct tenant *t = p->tenant;
 
+	store_assert_held(LOCK_PARENT);
 	if (draining(s, t))
 		return -EROFS;
 	if (gone(s, &p->node, now))
@@ -2362,6 +2382,7 @@ static void admit_undo(struct store *s, struct parent *p, bool new_state)
 static int link_reserve_locked(struct store *s, struct parent *p,
 			       bool new_state)
 {
+	store_assert_held(LOCK_PARENT);
 	if (ptab_reserve(&p->links, link_hash)) {
 		admit_undo(s, p, new_state);
 		return -ENOMEM;
@@ -2376,6 +2397,7 @@ static int link_reserve_locked(struct store *s, struct parent *p,
  */
 static void link_attach_locked(struct parent *p, struct link *l)
 {
+	store_assert_held(LOCK_STRIPE);
 	l->parent = p;
 	LL_PREPEND2(l->child->slinks, l, snext);
 	l->child->node.nlink++;
@@ -2386,6 +2408,7 @@ static void link_attach_locked(struct parent *p, struct link *l)
 static void link_insert_locked(struct store *s, struct parent *p, struct link *l,
 			       bool new_state)
 {
+	store_assert_held(LOCK_PARENT);
 	(void)new_state; /* its state was counted by admit_locked() */
 	ptab_insert(&p->links, l, l->hash);
 	p->nlinks++;
@@ -2404,6 +2427,7 @@ static struct link *link_find_locked(struct store *s, struct parent *p,
 {
 	struct link *l = bucket_find(p, name);
 
+	store_assert_held(LOCK_PARENT);
 	if (l && is_expired(s, &l->child->node, now)) {
 		*expired = l->child;
 		store_node_ref(&l->child->node);
@@ -2443,14 +2467,14 @@ static int do_create(struct store *s, struct store_node *parent, const char *nam
 	c->node.epoch = (uint32_t)s->snap_epochs; /* not in a snapshot being taken */
 	meta_init(&c->node, &c->meta, owner);
 retry:
-	lock(&p->lock);
+	bucket_lock(p);
 	snap_parent_cow(s, p);
 	/* Through a departed or expired parent nothing happens, not even
 	 * the reaping of what it held. */
 	old = gone(s, &p->node, now) ? NULL :
 		link_find_locked(s, p, name, now, &expired);
 	if (expired) {
-		unlock(&p->lock);
+		bucket_unlock(p);
 		expired_reap(s, &expired, now);
 		goto retry;
 	}
@@ -2463,12 +2487,12 @@ retry:
 			store_node_ref(*out);
 			*created = false;
 			if (attr) {
-				lock(stripe(s, old->child));
+				lock(stripe(s, old->child), LOCK_STRIPE);
 				attr_locked(s, *out, attr);
-				unlock(stripe(s, old->child));
+				unlock(stripe(s, old->child), LOCK_STRIPE);
 			}
 		}
-		unlock(&p->lock);
+		bucket_unlock(p);
 		free(l);
 		free(c);
 		return rc ? refuse(s, rc) : 0;
@@ -2486,9 +2510,9 @@ retry:
 		admit_undo(s, p, true);
 	if (rc == 0) {
 		meta_inherit(&c->node, &c->meta, &p->node, &p->meta, false);
-		lock(stripe(s, c));
+		lock(stripe(s, c), LOCK_STRIPE);
 		link_attach_locked(p, l);
-		unlock(stripe(s, c));
+		unlock(stripe(s, c), LOCK_STRIPE);
 		link_insert_locked(s, p, l, true);
 	}
 	if (rc == 0) {
@@ -2500,12 +2524,12 @@ retry:
 		}
 		emit_link(s, STORE_OP_CREATE, false, p, name, c, 0);
 		if (attr) {
-			lock(stripe(s, c));
+			lock(stripe(s, c), LOCK_STRIPE);
 			attr_locked(s, &c->node, attr);
-			unlock(stripe(s, c));
+			unlock(stripe(s, c), LOCK_STRIPE);
 		}
 	}
-	unlock(&p->lock);
+	bucket_unlock(p);
 	if (rc) {
 		lease_release(s, &c->node);
 		free(l);
@@ -2520,6 +2544,7 @@ retry:
 /* Unhook link @l from bucket @p (p->lock held); the caller frees it. */
 static void link_remove_locked(struct store *s, struct parent *p, struct link *l)
 {
+	store_assert_held(LOCK_PARENT);
 	bucket_del(p, l);
 	p->nlinks--;
 	gauge_sub(&s->links_n, 1, "links");
@@ -2546,7 +2571,7 @@ static int do_unlink(struct store *s, struct store_node *parent, const char *nam
 
 	if (!p)
 		return parent->kind == STORE_CHILD ? -ENOTDIR : -EPERM;
-	lock(&p->lock);
+	bucket_lock(p);
 	snap_parent_cow(s, p);
 	if (gone(s, parent, now))
 		rc = -ESTALE;
@@ -2556,7 +2581,7 @@ static int do_unlink(struct store *s, struct store_node *parent, const char *nam
 		rc = -ENOENT; /* an expired child is gone already */
 	if (!rc)
 		link_remove_locked(s, p, l);
-	unlock(&p->lock);
+	bucket_unlock(p);
 	if (expired)
 		expired_reap(s, &expired, now);
 	if (rc)
@@ -2580,9 +2605,9 @@ static int do_link(struct store *s, struct store_node *child,
 		return -EPERM;
 	if (gone(s, child, now) || gone(s, parent, now))
 		return refuse(s, -ESTALE);
-	lock(stripe(s, c));
+	lock(stripe(s, c), LOCK_STRIPE);
 	t = c->node.nlink ? child_tenant(c) : NULL;
-	unlock(stripe(s, c));
+	unlock(stripe(s, c), LOCK_STRIPE);
 	if (!t)
 		return refuse(s, -ESTALE);
 	if (t != p->tenant)
@@ -2591,11 +2616,11 @@ static int do_link(struct store *s, struct store_node *child,
 	if (!l)
 		return -ENOMEM;
 retry:
-	lock(&p->lock);
+	bucket_lock(p);
 	snap_parent_cow(s, p);
 	old = link_find_locked(s, p, name, now, &expired);
 	if (expired) {
-		unlock(&p->lock);
+		bucket_unlock(p);
 		expired_reap(s, &expired, now);
 		goto retry;
 	}
@@ -2611,7 +2636,7 @@ retry:
 		/* The state must still live, checked under its stripe: a
 		 * concurrent last unlink either ran first (stale) or will
 		 * see this link. */
-		lock(stripe(s, c));
+		lock(stripe(s, c), LOCK_STRIPE);
 		if (c->node.nlink == 0 || is_expired(s, &c->node, now))
 			rc = -ESTALE;
 		else
@@ -2625,7 +2650,7 @@ retry:
 			if (attr)
 				attr_locked(s, &c->node, attr);
 		}
-		unlock(stripe(s, c));
+		unlock(stripe(s, c), LOCK_STRIPE);
 		if (rc)
 			admit_undo(s, p, false);
 	}
@@ -2634,7 +2659,7 @@ retry:
 		store_node_ref(&c->node); /* the link's */
 		atomic_fetch_add(&s->admissions, 1);
 	}
-	unlock(&p->lock);
+	bucket_unlock(p);
 	if (rc) {
 		free(l);
 		return refuse(s, rc);
@@ -2646,21 +2671,21 @@ retry:
 static void lock_pair(struct parent *a, struct parent *b)
 {
 	if (a == b) {
-		lock(&a->lock);
+		bucket_lock(a);
 	} else if (a->node.ino < b->node.ino) {
-		lock(&a->lock);
-		lock(&b->lock);
+		bucket_lock(a);
+		bucket_lock(b);
 	} else {
-		lock(&b->lock);
-		lock(&a->lock);
+		bucket_lock(b);
+		bucket_lock(a);
 	}
 }
 
 static void unlock_pair(struct parent *a, struct parent *b)
 {
-	unlock(&a->lock);
+	bucket_unlock(a);
 	if (a != b)
-		unlock(&b->lock);
+		bucket_unlock(b);
 }
 
 /*
@@ -2675,9 +2700,10 @@ static void links_exchange_locked(struct store *s, struct link *x,
 	struct child *cx = x->child, *cy = y->child;
 	pthread_mutex_t *mx = stripe(s, cx), *my = stripe(s, cy);
 
-	lock(mx < my ? mx : my);
+	store_assert_held(LOCK_PARENT);
+	lock(mx < my ? mx : my, LOCK_STRIPE);
 	if (mx != my)
-		lock(mx < my ? my : mx);
+		lock(mx < my ? my : mx, LOCK_STRIPE);
 	if (x != y) { /* else a name exchanged with itself */
 		LL_DELETE2(cx->slinks, x, snext);
 		LL_DELETE2(cy->slinks, y, snext);
@@ -2688,8 +2714,8 @@ static void links_exchange_locked(struct store *s, struct link *x,
 	}
 	emit_from_locked(s, STORE_OP_EXCHANGE, y->child, y, x);
 	if (mx != my)
-		unlock(mx < my ? my : mx);
-	unlock(mx < my ? mx : my);
+		unlock(mx < my ? my : mx, LOCK_STRIPE);
+	unlock(mx < my ? mx : my, LOCK_STRIPE);
 }
 
 static int do_rename(struct store *s, struct store_node *from, const char *name,
@@ -2758,12 +2784,12 @@ retry:
 		state_unlink_locked(s, dst, STORE_OP_UNLINK);
 		dst->child = c;
 		bucket_del(a, src);
-		lock(stripe(s, c));
+		lock(stripe(s, c), LOCK_STRIPE);
 		LL_PREPEND2(c->slinks, dst, snext);
 		LL_DELETE2(c->slinks, src, snext);
 		c->meta.ctime = wall_now();
 		emit_from_locked(s, STORE_OP_RENAME, c, dst, src);
-		unlock(stripe(s, c));
+		unlock(stripe(s, c), LOCK_STRIPE);
 		a->nlinks--;
 		gauge_sub(&s->links_n, 1, "links");
 		gauge_sub(&a->tenant->links_n, 1, "tenant links");
@@ -2783,12 +2809,12 @@ retry:
 		b->nlinks++;
 		bucket_del(a, src);
 		a->nlinks--;
-		lock(stripe(s, c));
+		lock(stripe(s, c), LOCK_STRIPE);
 		LL_DELETE2(c->slinks, src, snext);
 		LL_PREPEND2(c->slinks, moved, snext);
 		c->meta.ctime = wall_now();
 		emit_from_locked(s, STORE_OP_RENAME, c, moved, src);
-		unlock(stripe(s, c));
+		unlock(stripe(s, c), LOCK_STRIPE);
 		moved = NULL;
 	}
 	touch_dir(&a->meta);
@@ -2812,6 +2838,7 @@ out:
 static int bytes_charge_locked(struct store *s, struct child *c,
 			       size_t oldlen, size_t newlen)
 {
+	store_assert_held(LOCK_STRIPE);
 	if (newlen > s->lim.max_payload)
 		return -EFBIG;
 	if (newlen > oldlen) {
@@ -2837,6 +2864,7 @@ static void publish_locked(struct store *s, struct child *c, struct blob *b)
 	struct blob *old = c->content;
 	struct link *l;
 
+	store_assert_held(LOCK_STRIPE);
 	snap_state_cow(s, c);
 	note_attrs_changed(c->node.ino);
 	c->content = b;
@@ -2855,6 +2883,7 @@ static int content_resize_locked(struct store *s, struct child *c, uint64_t size
 	struct blob *b;
 	int rc;
 
+	store_assert_held(LOCK_STRIPE);
 	if (size > s->lim.max_payload)
 		return -EFBIG;
 	b = blob_new(NULL, size);
@@ -2898,6 +2927,7 @@ int store_stage_new(struct store *s, enum store_stage_mode mode,
  * current. */
 static void stage_attach_locked(struct store_stage *st, struct child *c)
 {
+	store_assert_held(LOCK_STRIPE);
 	st->pin = blob_ref(c->content);
 	st->base_version = c->version;
 	st->seen_version = c->version;
@@ -2910,9 +2940,9 @@ void store_stage_attach(struct store_stage *st, struct store_node *child)
 {
 	struct child *c = as_child(child);
 
-	lock(stripe(st->s, c));
+	lock(stripe(st->s, c), LOCK_STRIPE);
 	stage_attach_locked(st, c);
-	unlock(stripe(st->s, c));
+	unlock(stripe(st->s, c), LOCK_STRIPE);
 }
 
 int store_stage_open(struct store *s, struct store_node *child,
@@ -2926,12 +2956,12 @@ int store_stage_open(struct store *s, struct store_node *child,
 		return child->kind == STORE_SPECIAL ? -EINVAL : -EISDIR;
 	if (store_stage_new(s, mode, &st))
 		return -ENOMEM;
-	lock(stripe(s, c));
+	lock(stripe(s, c), LOCK_STRIPE);
 	if (c->node.nlink == 0 || is_expired(s, child, store_now_ms(s)))
 		rc = -ESTALE;
 	else
 		stage_attach_locked(st, c);
-	unlock(stripe(s, c));
+	unlock(stripe(s, c), LOCK_STRIPE);
 	if (rc) {
 		store_stage_close(st);
 		return refuse(s, rc);
@@ -2942,6 +2972,7 @@ int store_stage_open(struct store *s, struct store_node *child,
 
 static void stage_reset_locked(struct store_stage *st)
 {
+	store_assert_held(LOCK_STAGE);
 	free(st->buf);
 	st->buf = NULL;
 	st->len = st->cap = 0;
@@ -2980,7 +3011,8 @@ static int stage_current(struct store_stage *st, size_t *len,
 	struct store *s = st->s;
 	int rc = 0;
 
-	lock(stripe(s, st->c));
+	store_assert_held(LOCK_STAGE);
+	lock(stripe(s, st->c), LOCK_STRIPE);
 	if (st->c->node.nlink == 0 || is_expired(s, &st->c->node, store_now_ms(s)))
 		rc = -ESTALE;
 	if (len)
@@ -2990,7 +3022,7 @@ static int stage_current(struct store_stage *st, size_t *len,
 			atomic_load(&child_tenant(st->c)->bytes_n) : 0;
 	st->seen_version = st->c->version;
 	st->seen_mtime = st->c->meta.mtime;
-	unlock(stripe(s, st->c));
+	unlock(stripe(s, st->c), LOCK_STRIPE);
 	return rc;
 }
 
@@ -3004,9 +3036,9 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 
 	/* The mode is read under the lock: a truncation running in another
 	 * thread on the same open file may change it. */
-	lock(&st->lock);
+	lock(&st->lock, LOCK_STAGE);
 	if (st->mode == STORE_STAGE_READ) {
-		unlock(&st->lock);
+		unlock(&st->lock, LOCK_STAGE);
 		return -EBADF;
 	}
 	rc = st->failed;
@@ -3068,10 +3100,10 @@ out:
 		stage_reset_locked(st);
 		st->failed = rc;
 	} else if (rc) {
-		unlock(&st->lock);
+		unlock(&st->lock, LOCK_STAGE);
 		return rc;
 	}
-	unlock(&st->lock);
+	unlock(&st->lock, LOCK_STAGE);
 	return rc ? refuse(s, rc) : (ssize_t)len;
 }
 
@@ -3085,8 +3117,8 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 	bool fresh = false;
 	int rc = 0;
 
-	lock(&st->lock);
-	lock(stripe(s, st->c));
+	lock(&st->lock, LOCK_STAGE);
+	lock(stripe(s, st->c), LOCK_STRIPE);
 	if (st->c->node.nlink == 0 || is_expired(s, &st->c->node, store_now_ms(s))) {
 		rc = -ESTALE;
 	} else if (st->mode == STORE_STAGE_READ &&
@@ -3096,7 +3128,7 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 		cur = blob_ref(st->c->content);
 		fresh = true;
 	}
-	unlock(stripe(s, st->c));
+	unlock(stripe(s, st->c), LOCK_STRIPE);
 	/*
 	 * A new pass from the start sees the newest publication.  So does a
 	 * read at or past the end of the state this open file has seen, when
@@ -3122,7 +3154,7 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 			memcpy(buf, src + off, n);
 		}
 	}
-	unlock(&st->lock);
+	unlock(&st->lock, LOCK_STAGE);
 	blob_unref(old);
 	blob_unref(cur);
 	return rc ? refuse(s, rc) : (ssize_t)n;
@@ -3133,6 +3165,7 @@ static size_t stage_truncate_need(struct store_stage *st, uint64_t size)
 {
 	size_t need = (size_t)size;
 
+	store_assert_held(LOCK_STAGE);
 	if (st->mode == STORE_STAGE_APPEND) {
 		size_t base = blob_len(st->pin) + (st->staged ? st->len : 0);
 
@@ -3150,14 +3183,14 @@ int store_stage_truncate_reserve(struct store_stage *st, uint64_t size)
 
 	/* The mode under the lock: a truncation in another thread on the
 	 * same open file may change it. */
-	lock(&st->lock);
+	lock(&st->lock, LOCK_STAGE);
 	if (st->mode == STORE_STAGE_READ)
 		rc = -EBADF;
 	else if (size > s->lim.max_payload)
 		rc = -EFBIG;
 	else
 		rc = stage_reserve(st, stage_truncate_need(st, size));
-	unlock(&st->lock);
+	unlock(&st->lock, LOCK_STAGE);
 	return rc == -EFBIG ? refuse(s, rc) : rc;
 }
 
@@ -3166,13 +3199,13 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 	struct store *s = st->s;
 	int rc = 0;
 
-	lock(&st->lock);
+	lock(&st->lock, LOCK_STAGE);
 	if (st->mode == STORE_STAGE_READ) {
-		unlock(&st->lock);
+		unlock(&st->lock, LOCK_STAGE);
 		return -EBADF;
 	}
 	if (size > s->lim.max_payload) {
-		unlock(&st->lock);
+		unlock(&st->lock, LOCK_STAGE);
 		return refuse(s, -EFBIG);
 	}
 	if (st->mode == STORE_STAGE_APPEND) {
@@ -3213,7 +3246,7 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 		st->dirty = true;
 		st->written = true;
 	}
-	unlock(&st->lock);
+	unlock(&st->lock, LOCK_STAGE);
 	return rc;
 }
 
@@ -3225,11 +3258,11 @@ static int do_stage_publish(struct store_stage *st)
 	size_t cur;
 	int rc = 0;
 
-	lock(&st->lock);
+	lock(&st->lock, LOCK_STAGE);
 	if (st->failed) {
 		/* Refused (and counted) at write time already. */
 		rc = st->failed;
-		unlock(&st->lock);
+		unlock(&st->lock, LOCK_STAGE);
 		return rc;
 	}
 	if (!st->dirty)
@@ -3241,7 +3274,7 @@ static int do_stage_publish(struct store_stage *st)
 			goto out;
 		}
 	}
-	lock(stripe(s, c));
+	lock(stripe(s, c), LOCK_STRIPE);
 	cur = blob_len(c->content);
 	if (c->node.nlink == 0 || is_expired(s, &c->node, store_now_ms(s)))
 		rc = -ESTALE;
@@ -3278,11 +3311,11 @@ static int do_stage_publish(struct store_stage *st)
 		st->pin = b;
 		b = NULL;
 	}
-	unlock(stripe(s, c));
+	unlock(stripe(s, c), LOCK_STRIPE);
 	/* Published or refused, the staged bytes are spent. */
 	stage_reset_locked(st);
 out:
-	unlock(&st->lock);
+	unlock(&st->lock, LOCK_STAGE);
 	blob_unref(b);
 	blob_unref(pin);
 	return rc ? refuse(s, rc) : 0;
@@ -3293,10 +3326,10 @@ int store_stage_flush(struct store_stage *st)
 	bool written;
 	int failed;
 
-	lock(&st->lock);
+	lock(&st->lock, LOCK_STAGE);
 	written = st->written;
 	failed = st->failed;
-	unlock(&st->lock);
+	unlock(&st->lock, LOCK_STAGE);
 	/* A refused write abandoned the stage (it is no longer "written"):
 	 * the close must still say that nothing was published. */
 	if (failed)
@@ -3410,13 +3443,13 @@ int store_lease_get(struct store *s, struct store_node *n, struct store_lease *o
 		return -EINVAL;
 	if (gone(s, n, store_now_ms(s)))
 		return -ESTALE;
-	lock(p ? &p->lock : stripe(s, c));
+	node_lock(s, n);
 	out->ttl_ms = ttl_of(s, n);
 	out->child_ttl_ms = p ? p->child_ttl_ms : 0;
 	out->deadline_ms = deadline_of(s, n);
 	/* Removed since the check: its lease was cleared with it. */
 	rc = is_dead(n) ? -ESTALE : 0;
-	unlock(p ? &p->lock : stripe(s, c));
+	node_unlock(s, n);
 	if (rc)
 		memset(out, 0, sizeof(*out));
 	return rc;
@@ -3432,7 +3465,6 @@ static int do_lease(struct store *s, struct store_node *n, bool set,
 {
 	struct parent *p = as_parent(n);
 	struct child *c = as_child(n);
-	pthread_mutex_t *l;
 	uint64_t now = store_now_ms(s), ttl;
 	int rc = 0;
 
@@ -3441,8 +3473,7 @@ static int do_lease(struct store *s, struct store_node *n, bool set,
 	/* A deadline must not wrap: see STORE_DURATION_MAX_MS. */
 	if (set && ttl_ms > STORE_DURATION_MAX_MS)
 		return -EINVAL;
-	l = p ? &p->lock : stripe(s, c);
-	lock(l);
+	node_lock(s, n);
 	ttl = set ? ttl_ms : ttl_of(s, n);
 	if (gone(s, n, now) || (c && c->node.nlink == 0))
 		rc = -ESTALE;
@@ -3465,7 +3496,7 @@ static int do_lease(struct store *s, struct store_node *n, bool set,
 			le->ttl_ms = ttl;
 		lease_set(s, n, ttl ? now + ttl : 0);
 	}
-	unlock(l);
+	node_unlock(s, n);
 	return rc ? refuse(s, rc) : 0;
 }
 
@@ -3486,12 +3517,12 @@ int store_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
 
 	if (!p || ttl_ms > STORE_DURATION_MAX_MS)
 		return -EINVAL;
-	lock(&p->lock);
+	bucket_lock(p);
 	if (gone(s, n, store_now_ms(s)))
 		rc = -ESTALE;
 	else
 		p->child_ttl_ms = ttl_ms;
-	unlock(&p->lock);
+	bucket_unlock(p);
 	return rc;
 }
 
@@ -3515,12 +3546,12 @@ unsigned store_expire(struct store *s, unsigned budget)
 	     tries++) {
 		struct store_node *n = NULL;
 
-		lock(&s->heap_lock);
+		lock(&s->heap_lock, LOCK_HEAP);
 		if (s->heap_n && deadline_of(s, s->heap[0]) <= now) {
 			n = s->heap[0];
 			store_node_ref(n);
 		}
-		unlock(&s->heap_lock);
+		unlock(&s->heap_lock, LOCK_HEAP);
 		if (!n)
 			break;
 		done += (unsigned)expire_one(s, n, now);
@@ -3537,24 +3568,24 @@ uint64_t store_next_deadline(struct store *s)
 {
 	uint64_t next = UINT64_MAX;
 
-	lock(&s->heap_lock);
+	lock(&s->heap_lock, LOCK_HEAP);
 	if (s->heap_n)
 		next = deadline_of(s, s->heap[0]);
-	unlock(&s->heap_lock);
-	lock(&s->tomb_lock);
+	unlock(&s->heap_lock, LOCK_HEAP);
+	lock(&s->tomb_lock, LOCK_TOMBQ);
 	if (s->tomb_fifo && s->tomb_fifo->deadline_ms < next)
 		next = s->tomb_fifo->deadline_ms;
-	unlock(&s->tomb_lock);
+	unlock(&s->tomb_lock, LOCK_TOMBQ);
 	if (atomic_load(&s->state) == STORE_DRAINING &&
 	    atomic_load(&s->drain_deadline) < next)
 		next = atomic_load(&s->drain_deadline);
 	if (atomic_load(&s->tenants_draining) > 0) {
-		lock(&s->lock);
+		lock(&s->lock, LOCK_STORE);
 		for (struct tenant *t = s->tenants; t; t = t->hh.next)
 			if (atomic_load(&t->drain_state) == STORE_DRAINING &&
 			    atomic_load(&t->drain_deadline) < next)
 				next = atomic_load(&t->drain_deadline);
-		unlock(&s->lock);
+		unlock(&s->lock, LOCK_STORE);
 	}
 	return next;
 }
@@ -3564,7 +3595,9 @@ uint64_t store_next_deadline(struct store *s)
 void store_events_open(struct store *s, struct store_node *tenant,
 		       struct store_event_reader *r)
 {
+	lock_call_begin(LOCK_EVLOG);
 	evlog_open(s->events, r);
+	lock_call_end(LOCK_EVLOG);
 	r->tenant_ino = tenant ? tenant->ino : 0;
 	r->window = STORE_EVENT_WINDOW;
 	r->until = 0;
@@ -3575,18 +3608,33 @@ void store_events_open(struct store *s, struct store_node *tenant,
 size_t store_events_read(struct store *s, struct store_event_reader *r,
 			 char *buf, size_t len)
 {
-	return evlog_read(s->events, r, buf, len);
+	size_t n;
+
+	lock_call_begin(LOCK_EVLOG);
+	n = evlog_read(s->events, r, buf, len);
+	lock_call_end(LOCK_EVLOG);
+	return n;
 }
 
 bool store_events_pending(struct store *s, struct store_event_reader *r)
 {
-	return evlog_pending(s->events, r);
+	bool pending;
+
+	lock_call_begin(LOCK_EVLOG);
+	pending = evlog_pending(s->events, r);
+	lock_call_end(LOCK_EVLOG);
+	return pending;
 }
 
 int store_events_next(struct store *s, struct store_event_reader *r,
 		      struct store_event *ev)
 {
-	return evlog_next(s->events, r, ev);
+	int rc;
+
+	lock_call_begin(LOCK_EVLOG);
+	rc = evlog_next(s->events, r, ev);
+	lock_call_end(LOCK_EVLOG);
+	return rc;
 }
 
 void store_set_event_hook(struct store *s, void (*hook)(void *arg, bool internal),
@@ -3628,9 +3676,9 @@ int store_stats(struct store *s, struct store_node *tenant, struct store_stats *
 		o->tombstones = atomic_load(&s->tombs_n);
 		o->bytes = atomic_load(&s->bytes_n);
 	}
-	lock(&s->hold_lock);
+	lock(&s->hold_lock, LOCK_SNAP_HOLD);
 	o->snapshot_bytes = s->held;
-	unlock(&s->hold_lock);
+	unlock(&s->hold_lock, LOCK_SNAP_HOLD);
 	o->admissions = atomic_load(&s->admissions);
 	o->removals = atomic_load(&s->removals);
 	o->expiries = atomic_load(&s->expiries);
@@ -3801,7 +3849,7 @@ static int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
 	int rc = 0;
 
 	if (t) {
-		lock(&t->lock);
+		lock(&t->lock, LOCK_TENANT);
 		if (is_dead(&t->node))
 			rc = -ESTALE;
 		else if (atomic_load(&t->drain_state) != STORE_READY)
@@ -3813,7 +3861,7 @@ static int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
 			rc = tenant_lock_for_cascade(s, t, cred);
 			for (struct parent *p = t->parents; p && rc == 0;
 			     p = p->hh.next)
-				unlock(&p->lock);
+				bucket_unlock(p);
 		}
 		if (rc == 0 && atomic_load(&t->drain_state) == STORE_READY) {
 			atomic_store(&t->drain_deadline, now + s->lim.drain_window_ms);
@@ -3821,15 +3869,15 @@ static int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
 			atomic_fetch_add(&s->tenants_draining, 1);
 			emit(s, STORE_OP_DRAIN, false, NULL, t, NULL, NULL, -1, -1);
 		}
-		unlock(&t->lock);
+		unlock(&t->lock, LOCK_TENANT);
 	} else {
-		lock(&s->lock);
+		lock(&s->lock, LOCK_STORE);
 		if (atomic_load(&s->state) == STORE_READY) {
 			atomic_store(&s->drain_deadline, now + s->lim.drain_window_ms);
 			atomic_store(&s->state, STORE_DRAINING);
 			emit(s, STORE_OP_DRAIN, false, NULL, NULL, NULL, NULL, -1, -1);
 		}
-		unlock(&s->lock);
+		unlock(&s->lock, LOCK_STORE);
 	}
 	return rc;
 }
@@ -3844,11 +3892,11 @@ static void drain_clear(struct store *s, struct tenant *only)
 {
 	struct tenant *t, *tt;
 
-	lock(&s->lock);
+	lock(&s->lock, LOCK_STORE);
 	HASH_ITER(hh, s->tenants, t, tt) {
 		if (only && t != only)
 			continue;
-		lock(&t->lock);
+		lock(&t->lock, LOCK_TENANT);
 		tenant_clear_locked(s, t, STORE_OP_DRAIN, false);
 		if (atomic_load(&t->drain_state) == STORE_DRAINING)
 			atomic_fetch_sub(&s->tenants_draining, 1);
@@ -3860,13 +3908,13 @@ static void drain_clear(struct store *s, struct tenant *only)
 			touch_dir(&s->root_meta);
 			emit(s, STORE_OP_DRAIN, true, &t->node, t, NULL, NULL, -1, -1);
 		}
-		unlock(&t->lock);
+		unlock(&t->lock, LOCK_TENANT);
 		if (!only)
 			store_node_unref(s, &t->node);
 	}
 	if (!only)
 		atomic_store(&s->state, STORE_DRAINED);
-	unlock(&s->lock);
+	unlock(&s->lock, LOCK_STORE);
 }
 
 /* Is a drain of the store (@t NULL) or of @t due to be cleared? */
@@ -3919,13 +3967,13 @@ static void drains_settle_all(struct store *s)
 	while (atomic_load(&s->tenants_draining) > 0) {
 		struct tenant *t, *due_t = NULL;
 
-		lock(&s->lock);
+		lock(&s->lock, LOCK_STORE);
 		for (t = s->tenants; t && !due_t; t = t->hh.next)
 			if (drain_due(s, t, now)) {
 				due_t = t;
 				store_node_ref(&t->node);
 			}
-		unlock(&s->lock);
+		unlock(&s->lock, LOCK_STORE);
 		if (!due_t)
 			break;
 		drain_settle(s, due_t, false);
@@ -4014,10 +4062,10 @@ uint64_t store_node_horizon(struct store *s, struct store_node *n)
 
 	if (!c)
 		return h;
-	lock(stripe(s, c));
+	lock(stripe(s, c), LOCK_STRIPE);
 	LL_FOREACH2(c->slinks, l, snext)
 		h = earlier(h, deadline_of(s, &l->parent->node));
-	unlock(stripe(s, c));
+	unlock(stripe(s, c), LOCK_STRIPE);
 	return h;
 }
 
@@ -4031,10 +4079,10 @@ void store_node_names(struct store *s, struct store_node *n,
 	struct link *l;
 
 	if (c) {
-		lock(stripe(s, c));
+		lock(stripe(s, c), LOCK_STRIPE);
 		LL_FOREACH2(c->slinks, l, snext)
 			fn(arg, l->parent->node.ino, l->name);
-		unlock(stripe(s, c));
+		unlock(stripe(s, c), LOCK_STRIPE);
 	} else if (p) {
 		fn(arg, p->tenant->node.ino, p->name);
 	} else if (t) {
@@ -4249,6 +4297,7 @@ static int64_t snap_nlink_locked(const struct store *s, const struct child *c,
 	const struct link *l;
 	int64_t n = 0;
 
+	store_assert_held(LOCK_STRIPE);
 	if (c->node.nlink <= 1)
 		return c->node.nlink; /* shown only if its parent is */
 	LL_FOREACH2(c->slinks, l, snext)
@@ -4261,15 +4310,15 @@ static int64_t snap_nlink_locked(const struct store *s, const struct child *c,
 static void snap_state_at(struct store *s, struct snap_run *r,
 			  struct child *c, struct snap_state *v)
 {
-	lock(stripe(s, c));
+	lock(stripe(s, c), LOCK_STRIPE);
 	if (c->node.epoch == (uint32_t)r->epoch) {
 		struct snap_state *f;
 
-		lock(&r->frozen_lock);
+		lock(&r->frozen_lock, LOCK_FROZEN);
 		HASH_FIND(hh, r->frozen, &c->node.ino, sizeof(uint64_t), f);
 		if (f)
 			*v = *f;
-		unlock(&r->frozen_lock);
+		unlock(&r->frozen_lock, LOCK_FROZEN);
 		if (!f && !atomic_load(&r->rc)) {
 			/* Linked from a bucket not yet copied, so it was
 			 * there at E: it must have been frozen. */
@@ -4283,7 +4332,7 @@ static void snap_state_at(struct store *s, struct snap_run *r,
 		v->nlink = snap_nlink_locked(s, c, r->now);
 		v->deadline = deadline_of(s, &c->node);
 	}
-	unlock(stripe(s, c));
+	unlock(stripe(s, c), LOCK_STRIPE);
 }
 
 /* Parent @p's row and its child rows (p->lock held). */
@@ -4347,14 +4396,15 @@ static void snap_tenant_unit(struct store *s, struct tenant *t, bool taker)
 	if (taker) {
 		snap_copy_tenant(r, &r->taken, t);
 	} else {
-		lock(&r->lock);
+		lock(&r->lock, LOCK_SNAP_ROWS);
 		snap_copy_tenant(r, &r->hooked, t);
-		unlock(&r->lock);
+		unlock(&r->lock, LOCK_SNAP_ROWS);
 	}
 }
 
 static void snap_tenant_cow(struct store *s, struct tenant *t)
 {
+	store_assert_held(LOCK_TENANT);
 	snap_tenant_unit(s, t, false);
 }
 
@@ -4374,14 +4424,15 @@ static void snap_parent_unit(struct store *s, struct parent *p, bool taker)
 	if (taker) {
 		snap_copy_parent(s, r, &r->taken, p);
 	} else {
-		lock(&r->lock);
+		lock(&r->lock, LOCK_SNAP_ROWS);
 		snap_copy_parent(s, r, &r->hooked, p);
-		unlock(&r->lock);
+		unlock(&r->lock, LOCK_SNAP_ROWS);
 	}
 }
 
 static void snap_parent_cow(struct store *s, struct parent *p)
 {
+	store_assert_held(LOCK_PARENT);
 	snap_parent_unit(s, p, false);
 }
 
@@ -4393,6 +4444,7 @@ static void snap_state_cow(struct store *s, struct child *c)
 		snap_run_for(s, child_tenant(c)) : NULL;
 	struct snap_state *f;
 
+	store_assert_held(LOCK_STRIPE);
 	if (!r || c->node.epoch == (uint32_t)r->epoch)
 		return;
 	c->node.epoch = (uint32_t)r->epoch;
@@ -4406,10 +4458,10 @@ static void snap_state_cow(struct store *s, struct child *c)
 	f->size = (int64_t)blob_len(c->content);
 	f->nlink = snap_nlink_locked(s, c, r->now);
 	f->deadline = deadline_of(s, &c->node);
-	lock(&r->frozen_lock);
+	lock(&r->frozen_lock, LOCK_FROZEN);
 	hash_oom = 0;
 	HASH_ADD(hh, r->frozen, ino, sizeof(uint64_t), f);
-	unlock(&r->frozen_lock);
+	unlock(&r->frozen_lock, LOCK_FROZEN);
 	if (hash_oom) {
 		atomic_store(&r->rc, -ENOMEM); /* the snapshot fails, not this */
 		free(f);
@@ -4426,11 +4478,11 @@ void store_snapshot_step_hook(struct store *s,
 
 void store_snapshot_epochs(struct store *s, uint64_t epochs)
 {
-	lock(&s->snap_taker);
+	lock(&s->snap_taker, LOCK_SNAP_TAKER);
 	scan_begin(s);
 	s->snap_epochs = epochs;
 	scan_end(s);
-	unlock(&s->snap_taker);
+	unlock(&s->snap_taker, LOCK_SNAP_TAKER);
 }
 
 static void snap_step(struct store *s, unsigned *step)
@@ -4462,7 +4514,7 @@ static void snap_walk_buckets(struct store *s, struct snap_run *r,
 		struct parent *p;
 
 		world_enter(s);
-		lock(&t->lock);
+		lock(&t->lock, LOCK_TENANT);
 		p = t->parents;
 		for (size_t i = n; !first && i-- > 0;)
 			if (!is_dead(&batch[i]->node)) {
@@ -4474,7 +4526,7 @@ static void snap_walk_buckets(struct store *s, struct snap_run *r,
 				store_node_ref(&p->node);
 				next[m++] = p;
 			}
-		unlock(&t->lock);
+		unlock(&t->lock, LOCK_TENANT);
 		world_exit(s);
 		for (size_t i = 0; i < n; i++)
 			store_node_unref(s, &batch[i]->node);
@@ -4484,9 +4536,9 @@ static void snap_walk_buckets(struct store *s, struct snap_run *r,
 			break;
 		for (size_t i = 0; i < n && !atomic_load(&r->rc); i++) {
 			world_enter(s);
-			lock(&batch[i]->lock);
+			bucket_lock(batch[i]);
 			snap_parent_unit(s, batch[i], true);
-			unlock(&batch[i]->lock);
+			bucket_unlock(batch[i]);
 			world_exit(s);
 			snap_step(s, step);
 		}
@@ -4615,7 +4667,7 @@ static int snap_pin_tenants(struct store *s, struct tenant *only,
 	int rc = 0;
 
 	*n = 0;
-	lock(&s->lock);
+	lock(&s->lock, LOCK_STORE);
 	ts = st_malloc((only ? 1 : HASH_COUNT(s->tenants) + 1) * sizeof(*ts));
 	if (!ts)
 		rc = -ENOMEM;
@@ -4628,7 +4680,7 @@ static int snap_pin_tenants(struct store *s, struct tenant *only,
 			ts[(*n)++] = t;
 	for (size_t i = 0; i < *n; i++)
 		store_node_ref(&ts[i]->node);
-	unlock(&s->lock);
+	unlock(&s->lock, LOCK_STORE);
 	*out = ts;
 	return rc;
 }
@@ -4668,7 +4720,7 @@ int store_snapshot_take(struct store *s, struct store_node *tenant,
 	pthread_mutex_init(&r.lock, NULL);
 	pthread_mutex_init(&r.frozen_lock, NULL);
 
-	lock(&s->snap_taker);
+	lock(&s->snap_taker, LOCK_SNAP_TAKER);
 	t0 = usec_now();
 	scan_begin(s);
 	r.now = store_now_ms(s);
@@ -4691,9 +4743,9 @@ int store_snapshot_take(struct store *s, struct store_node *tenant,
 		snap_step(s, &step);
 		for (size_t i = 0; i < nt && !atomic_load(&r.rc); i++) {
 			world_enter(s);
-			lock(&ts[i]->lock);
+			lock(&ts[i]->lock, LOCK_TENANT);
 			snap_tenant_unit(s, ts[i], true);
-			unlock(&ts[i]->lock);
+			unlock(&ts[i]->lock, LOCK_TENANT);
 			world_exit(s);
 			snap_step(s, &step);
 			snap_walk_buckets(s, &r, ts[i], &step);
@@ -4705,7 +4757,7 @@ int store_snapshot_take(struct store *s, struct store_node *tenant,
 		pause += usec_now() - t0;
 		rc = atomic_load(&r.rc);
 	}
-	unlock(&s->snap_taker);
+	unlock(&s->snap_taker, LOCK_SNAP_TAKER);
 
 	for (size_t i = 0; i < nt; i++)
 		store_node_unref(s, &ts[i]->node);
@@ -4762,7 +4814,7 @@ int store_snapshot_hold(struct store *s, uid_t uid, uint64_t bytes)
 		if (!fresh)
 			return -ENOMEM;
 	}
-	lock(&s->hold_lock);
+	lock(&s->hold_lock, LOCK_SNAP_HOLD);
 	HASH_FIND(hh, s->holds, &uid, sizeof(uid), h);
 	if (bytes > s->lim.max_snapshot_bytes ||
 	    s->held > s->lim.max_snapshot_bytes - bytes) {
@@ -4786,7 +4838,7 @@ int store_snapshot_hold(struct store *s, uid_t uid, uint64_t bytes)
 		if (h)
 			h->bytes += bytes;
 	}
-	unlock(&s->hold_lock);
+	unlock(&s->hold_lock, LOCK_SNAP_HOLD);
 	free(fresh);
 	return rc;
 }
@@ -4795,7 +4847,7 @@ void store_snapshot_release(struct store *s, uid_t uid, uint64_t bytes)
 {
 	struct snap_hold *h;
 
-	lock(&s->hold_lock);
+	lock(&s->hold_lock, LOCK_SNAP_HOLD);
 	if (s->held < bytes)
 		abort(); /* released more than was held: a bug */
 	s->held -= bytes;
@@ -4809,5 +4861,5 @@ void store_snapshot_release(struct store *s, uid_t uid, uint64_t bytes)
 			free(h);
 		}
 	}
-	unlock(&s->hold_lock);
+	unlock(&s->hold_lock, LOCK_SNAP_HOLD);
 }
