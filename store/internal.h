@@ -625,4 +625,22 @@ static inline size_t blob_len(const struct blob *b)
 		rc_;                                                  \
 	})
 
+/* Shared between the files of store/ ------------------------------------- */
+
+/* store/lease.c */
+int lease_ensure(struct store *s, struct store_node *n);
+void lease_release(struct store *s, struct store_node *n);
+void lease_set(struct store *s, struct store_node *n, uint64_t deadline);
+void lease_clear(struct store *s, struct store_node *n);
+
+/* store/store.c */
+int refuse(struct store *s, int rc);
+void event_hook_run(struct store *s);
+unsigned tombs_reap(struct store *s, uint64_t now, unsigned budget);
+int parent_expire(struct store *s, struct parent *p, uint64_t now);
+int child_expire(struct store *s, struct child *c, uint64_t now);
+void drains_settle_all(struct store *s);
+void snap_parent_cow(struct store *s, struct parent *p);
+void snap_state_cow(struct store *s, struct child *c);
+
 #endif /* STATEFS_STORE_INTERNAL_H */
