@@ -627,6 +627,16 @@ static inline size_t blob_len(const struct blob *b)
 
 /* Shared between the files of store/ ------------------------------------- */
 
+/* store/events.c */
+void emit(struct store *s, enum store_op op, bool internal,
+	  struct store_node *n, struct tenant *t, const char *parent,
+	  const char *child, int64_t gen, int64_t version);
+void emit_from_locked(struct store *s, enum store_op op,
+		      struct child *c, const struct link *to,
+		      const struct link *from);
+void note_attrs_changed(uint64_t ino);
+void event_hook_run(struct store *s);
+
 /* store/lease.c */
 int lease_ensure(struct store *s, struct store_node *n);
 void lease_release(struct store *s, struct store_node *n);
@@ -635,7 +645,6 @@ void lease_clear(struct store *s, struct store_node *n);
 
 /* store/store.c */
 int refuse(struct store *s, int rc);
-void event_hook_run(struct store *s);
 unsigned tombs_reap(struct store *s, uint64_t now, unsigned budget);
 int parent_expire(struct store *s, struct parent *p, uint64_t now);
 int child_expire(struct store *s, struct child *c, uint64_t now);
