@@ -645,11 +645,24 @@ void lease_clear(struct store *s, struct store_node *n);
 
 /* store/store.c */
 int refuse(struct store *s, int rc);
-unsigned tombs_reap(struct store *s, uint64_t now, unsigned budget);
 int parent_expire(struct store *s, struct parent *p, uint64_t now);
 int child_expire(struct store *s, struct child *c, uint64_t now);
 void drains_settle_all(struct store *s);
+void snap_tenant_cow(struct store *s, struct tenant *t);
 void snap_parent_cow(struct store *s, struct parent *p);
 void snap_state_cow(struct store *s, struct child *c);
+
+/* store/tomb.c */
+void tomb_refresh_locked(struct store *s, struct tomb *tb, uint64_t now);
+void tomb_drop_locked(struct store *s, struct tenant *t, struct tomb *tb);
+struct tomb *tomb_find_locked(struct store *s, struct tenant *t,
+			      const char *name, uint64_t now);
+void tombs_drop_all_locked(struct store *s, struct tenant *t);
+void tombs_free(struct tenant *t);
+unsigned tombs_reap(struct store *s, uint64_t now, unsigned budget);
+struct tomb *tomb_new(const char *name);
+int tomb_insert_locked(struct store *s, struct tenant *t,
+		       struct tomb *tb, uint64_t gen, uint64_t now);
+int tomb_reserve_locked(struct store *s, struct tenant *t);
 
 #endif /* STATEFS_STORE_INTERNAL_H */

@@ -91,9 +91,6 @@ struct store_stage {
 					* is abandoned with this errno */
 };
 
-/* Copy-before-write for a snapshot being taken (see "Snapshot"). */
-static void snap_tenant_cow(struct store *s, struct tenant *t);
-
 /* Helpers ---------------------------------------------------------------- */
 
 int refuse(struct store *s, int rc)
@@ -475,7 +472,6 @@ int store_new(const struct store_limits *limits,
 }
 
 static void links_free(struct store *s, struct ptab *links);
-static void tombs_free(struct tenant *t);
 
 /* What one uid's open snapshots hold (see store_snapshot_hold). */
 struct snap_hold {
@@ -702,122 +698,6 @@ int store_special(struct store *s, struct store_node *dir, int slot,
 	store_node_ref(sp);
 	*out = sp;
 	return 0;
-}
-
-/* Tombstones ------------------------------------------------------------------ */
-
-/* Queue @tb as the newest tombstone (its tenant's lock held). */
-static void tomb_enqueue_locked(struct store *s, struct tomb *tb, uint64_t now)
-{
-	store_assert_held(LOCK_TENANT);
-	tb->deadline_ms = now + s->lim.tombstone_ttl_ms;
-	lock(&s->tomb_lock, LOCK_TOMBQ);
-	DL_APPEND(s->tomb_fifo, tb);
-	unlock(&s->tomb_lock, LOCK_TOMBQ);
-}
-
-/* A departed-again parent's tombstone starts its age over. */
-static void tomb_refresh_locked(struct store *s, struct tomb *tb, uint64_t now)
-{
-	store_assert_held(LOCK_TENANT);
-	snap_tenant_cow(s, tb->tenant);
-	lock(&s->tomb_lock, LOCK_TOMBQ);
-	DL_DELETE(s->tomb_fifo, tb);
-	unlock(&s->tomb_lock, LOCK_TOMBQ);
-	tomb_enqueue_locked(s, tb, now);
-}
-
-/* Remove and free tombstone @tb of tenant @t (t->lock held). */
-static void tomb_drop_locked(struct store *s, struct tenant *t, struct tomb *tb)
-{
-	store_assert_held(LOCK_TENANT);
-	snap_tenant_cow(s, t);
-	HASH_DEL(t->tombs, tb);
-	lock(&s->tomb_lock, LOCK_TOMBQ);
-	DL_DELETE(s->tomb_fifo, tb);
-	unlock(&s->tomb_lock, LOCK_TOMBQ);
-	gauge_sub(&t->tombs_n, 1, "tenant tombstones");
-	gauge_sub(&s->tombs_n, 1, "tombstones");
-	free(tb);
-}
-
-/* The live tombstone of @name in @t, aging it out if due (t->lock held). */
-static struct tomb *tomb_find_locked(struct store *s, struct tenant *t,
-				     const char *name, uint64_t now)
-{
-	struct tomb *tb;
-
-	store_assert_held(LOCK_TENANT);
-	HASH_FIND_STR(t->tombs, name, tb);
-	if (tb && tb->deadline_ms <= now) {
-		tomb_drop_locked(s, t, tb);
-		tb = NULL;
-	}
-	return tb;
-}
-
-/* Drop every tombstone of @t (tenant cleanup; t->lock held). */
-static void tombs_drop_all_locked(struct store *s, struct tenant *t)
-{
-	struct tomb *tb, *tmp;
-
-	store_assert_held(LOCK_TENANT);
-	HASH_ITER(hh, t->tombs, tb, tmp)
-		tomb_drop_locked(s, t, tb);
-}
-
-/* Free a dead tenant's tombstones without accounting (store_free). */
-static void tombs_free(struct tenant *t)
-{
-	struct tomb *tb, *tmp;
-
-	HASH_ITER(hh, t->tombs, tb, tmp) {
-		HASH_DEL(t->tombs, tb);
-		free(tb);
-	}
-}
-
-/*
- * Age out due tombstones store-wide, oldest first, at most @budget of
- * them.  Work is proportional to what expires (the queue is in deadline
- * order), never a scan.  The caller holds no lock (a transition).
- * Returns how many were removed.
- */
-unsigned tombs_reap(struct store *s, uint64_t now, unsigned budget)
-{
-	unsigned done = 0;
-
-	for (uint64_t tries = 0; done < budget && tries < 2 * (uint64_t)budget;
-	     tries++) {
-		struct tomb *tb;
-		struct tenant *t;
-		bool due;
-
-		lock(&s->tomb_lock, LOCK_TOMBQ);
-		tb = s->tomb_fifo;
-		if (!tb || tb->deadline_ms > now) {
-			unlock(&s->tomb_lock, LOCK_TOMBQ);
-			break;
-		}
-		/* A queued tombstone's tenant is alive: cleanup empties
-		 * the queue of its tombstones before it lets go. */
-		t = tb->tenant;
-		store_node_ref(&t->node);
-		unlock(&s->tomb_lock, LOCK_TOMBQ);
-
-		lock(&t->lock, LOCK_TENANT);
-		lock(&s->tomb_lock, LOCK_TOMBQ);
-		tb = s->tomb_fifo;
-		due = tb && tb->tenant == t && tb->deadline_ms <= now;
-		unlock(&s->tomb_lock, LOCK_TOMBQ);
-		if (due) {
-			tomb_drop_locked(s, t, tb);
-			done++;
-		}
-		unlock(&t->lock, LOCK_TENANT);
-		store_node_unref(s, &t->node);
-	}
-	return done;
 }
 
 /* Attributes ------------------------------------------------------------------ */
@@ -1564,50 +1444,6 @@ static int parent_cmp(const void *a, const void *b)
 	const struct parent *y = *(struct parent *const *)b;
 
 	return x->node.ino < y->node.ino ? -1 : x->node.ino > y->node.ino;
-}
-
-static struct tomb *tomb_new(const char *name)
-{
-	size_t nlen = strlen(name);
-	struct tomb *tb = st_calloc(1, sizeof(*tb) + nlen + 1);
-
-	if (tb)
-		memcpy(tb->name, name, nlen + 1);
-	return tb;
-}
-
-/* File tombstone @tb for @t, reserved in the pool and the tenant's
- * share (t->lock held).  -ENOMEM releases the reservations. */
-static int tomb_insert_locked(struct store *s, struct tenant *t,
-			      struct tomb *tb, uint64_t gen, uint64_t now)
-{
-	store_assert_held(LOCK_TENANT);
-	snap_tenant_cow(s, t);
-	tb->generation = gen;
-	tb->tenant = t;
-	hash_oom = 0;
-	HASH_ADD_KEYPTR(hh, t->tombs, tb->name, strlen(tb->name), tb);
-	if (hash_oom) {
-		gauge_sub(&t->tombs_n, 1, "tenant tombstones");
-		gauge_sub(&s->tombs_n, 1, "tombstones");
-		return -ENOMEM;
-	}
-	tomb_enqueue_locked(s, tb, now);
-	return 0;
-}
-
-/* Reserve one tombstone for @t in the pool, then in its share (t->lock
- * held).  0, -ENOSPC or -EDQUOT (nothing reserved). */
-static int tomb_reserve_locked(struct store *s, struct tenant *t)
-{
-	store_assert_held(LOCK_TENANT);
-	if (!reserve(&s->tombs_n, 1, s->lim.max_tombstones))
-		return -ENOSPC;
-	if (!reserve(&t->tombs_n, 1, s->lim.tenant_max_tombstones)) {
-		gauge_sub(&s->tombs_n, 1, "tombstones");
-		return -EDQUOT;
-	}
-	return 0;
 }
 
 /*
@@ -3871,7 +3707,7 @@ static void snap_tenant_unit(struct store *s, struct tenant *t, bool taker)
 	}
 }
 
-static void snap_tenant_cow(struct store *s, struct tenant *t)
+void snap_tenant_cow(struct store *s, struct tenant *t)
 {
 	store_assert_held(LOCK_TENANT);
 	snap_tenant_unit(s, t, false);
