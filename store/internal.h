@@ -637,6 +637,12 @@ void emit_from_locked(struct store *s, enum store_op op,
 void note_attrs_changed(uint64_t ino);
 void event_hook_run(struct store *s);
 
+/* store/ino.c */
+int entry_remember(struct store *s, struct store_node *n,
+		   struct store_attr *attr);
+void entry_undo(struct store *s, struct store_node *n,
+		struct store_attr *attr);
+
 /* store/lease.c */
 int lease_ensure(struct store *s, struct store_node *n);
 void lease_release(struct store *s, struct store_node *n);
