@@ -649,10 +649,23 @@ void lease_release(struct store *s, struct store_node *n);
 void lease_set(struct store *s, struct store_node *n, uint64_t deadline);
 void lease_clear(struct store *s, struct store_node *n);
 
+/* store/node.c */
+void node_init(struct store_node *n, uint64_t ino, enum store_kind k);
+void specials_init(struct special *sp, struct store_node *owner);
+void meta_init(struct store_node *n, struct meta *m,
+	       const struct store_owner *o);
+void meta_inherit(struct store_node *n, struct meta *m,
+		  const struct store_node *dir, const struct meta *dm,
+		  bool is_dir);
+void attr_locked(struct store *s, struct store_node *n,
+		 struct store_attr *a);
+
 /* store/store.c */
 int refuse(struct store *s, int rc);
+void blob_unref(struct blob *b);
 int parent_expire(struct store *s, struct parent *p, uint64_t now);
 int child_expire(struct store *s, struct child *c, uint64_t now);
+int content_resize_locked(struct store *s, struct child *c, uint64_t size);
 void drains_settle_all(struct store *s);
 void snap_tenant_cow(struct store *s, struct tenant *t);
 void snap_parent_cow(struct store *s, struct parent *p);

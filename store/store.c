@@ -85,54 +85,6 @@ int refuse(struct store *s, int rc)
 	return rc;
 }
 
-static struct timespec timespec_of(int64_t ns)
-{
-	struct timespec ts = { ns / NS_PER_S, ns % NS_PER_S };
-
-	if (ts.tv_nsec < 0) { /* before 1970 */
-		ts.tv_sec--;
-		ts.tv_nsec += NS_PER_S;
-	}
-	return ts;
-}
-
-/* Node @n with attributes @m starts owned as @o says, stamped now. */
-static void meta_init(struct store_node *n, struct meta *m,
-		      const struct store_owner *o)
-{
-	m->uid = o->uid;
-	m->gid = o->gid;
-	n->mode = o->mode & 07777;
-	m->atime = m->mtime = m->ctime = wall_now();
-}
-
-/*
- * A node @n made in directory @dir (whose lock the caller holds) takes
- * @dir's group when @dir is setgid, and a new directory (@is_dir) takes
- * the setgid bit too, as on Linux.  (The kernel has already cleared the
- * bit from a new file's mode when the caller is not in the group.)
- */
-static void meta_inherit(struct store_node *n, struct meta *m,
-			 const struct store_node *dir, const struct meta *dm,
-			 bool is_dir)
-{
-	if (!(dir->mode & S_ISGID))
-		return;
-	m->gid = dm->gid;
-	if (is_dir)
-		n->mode |= S_ISGID;
-}
-
-static void node_init(struct store_node *n, uint64_t ino, enum store_kind k)
-{
-	memset(n, 0, sizeof(*n));
-	n->ino = ino;
-	n->kind = (uint8_t)k;
-	atomic_init(&n->refs, 1);
-	atomic_init(&n->dead, false);
-	atomic_init(&n->lease, 0);
-}
-
 /* Blobs ------------------------------------------------------------------ */
 
 static struct blob *blob_new(const void *data, size_t len)
@@ -158,7 +110,7 @@ static struct blob *blob_ref(struct blob *b)
 	return b;
 }
 
-static void blob_unref(struct blob *b)
+void blob_unref(struct blob *b)
 {
 	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
 		free(b);
@@ -205,118 +157,6 @@ static void bucket_del(struct parent *p, struct link *l)
 	ptab_remove(&p->links, l, l->hash, link_hash);
 }
 
-/* Node lifetime ------------------------------------------------------------ */
-
-void store_node_ref(struct store_node *n)
-{
-	n = counted(n);
-	atomic_fetch_add(&n->refs, 1);
-}
-
-static void node_free(struct store *s, struct store_node *n)
-{
-	struct tenant *t;
-	struct parent *p;
-	struct child *c;
-
-	switch (n->kind) {
-	case STORE_TENANT:
-		t = as_tenant(n);
-		pthread_mutex_destroy(&t->lock);
-		pthread_mutex_destroy(&t->acl_lock);
-		free(t->name);
-		free(t);
-		break;
-	case STORE_PARENT:
-		p = as_parent(n);
-		lease_release(s, n);
-		pthread_mutex_destroy(&p->lock);
-		free(p->name);
-		store_node_unref(s, &p->tenant->node);
-		free(p);
-		break;
-	case STORE_CHILD:
-		c = as_child(n);
-		lease_release(s, n);
-		blob_unref(c->content);
-		free(c);
-		break;
-	default:
-		/* The root and special files live inside the store/tenant. */
-		break;
-	}
-}
-
-void store_node_unref(struct store *s, struct store_node *n)
-{
-	n = counted(n);
-	unsigned old = atomic_fetch_sub(&n->refs, 1);
-
-	if (old == 0) {
-		fprintf(stderr, "statefs: node %llu reference underflow\n",
-			(unsigned long long)n->ino);
-		abort();
-	}
-	if (old == 1)
-		node_free(s, n);
-}
-
-enum store_kind store_node_kind(const struct store_node *n)
-{
-	return n->kind;
-}
-
-uint64_t store_node_ino(const struct store_node *n)
-{
-	return n->ino;
-}
-
-int store_node_slot(const struct store_node *n)
-{
-	return n->kind == STORE_SPECIAL ? as_special(n)->slot : -1;
-}
-
-int store_node_depth(const struct store_node *n)
-{
-	switch (n->kind) {
-	case STORE_ROOT: return 0;
-	case STORE_TENANT: return 1;
-	case STORE_PARENT: return 2;
-	case STORE_CHILD: return 3;
-	case STORE_SPECIAL: return store_node_depth(as_special(n)->owner) + 1;
-	}
-	return -1;
-}
-
-struct store_node *store_node_tenant(struct store_node *n)
-{
-	n = counted(n);
-	switch (n->kind) {
-	case STORE_TENANT: return n;
-	case STORE_PARENT: return &as_parent(n)->tenant->node;
-	default: return NULL; /* a state's tenant is its parents' */
-	}
-}
-
-const char *store_node_name(const struct store_node *n)
-{
-	if (n->kind == STORE_TENANT)
-		return ((const struct tenant *)n)->name;
-	if (n->kind == STORE_PARENT)
-		return ((const struct parent *)n)->name;
-	return "";
-}
-
-bool store_node_live(const struct store_node *n)
-{
-	return !is_dead(n);
-}
-
-struct store_node *store_root(struct store *s)
-{
-	return &s->root;
-}
-
 /* Lifecycle ------------------------------------------------------------------ */
 
 void store_limits_default(struct store_limits *l)
@@ -358,16 +198,6 @@ static uint64_t monotonic_ms(void *arg)
 	(void)arg;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void specials_init(struct special *sp, struct store_node *owner)
-{
-	for (int i = 0; i < STORE_NSPECIAL; i++) {
-		node_init(&sp[i].node, owner->ino + 1 + (uint64_t)i,
-			  STORE_SPECIAL);
-		sp[i].slot = i;
-		sp[i].owner = owner;
-	}
 }
 
 int store_new(const struct store_limits *limits,
@@ -532,262 +362,6 @@ uint64_t store_uptime_ms(const struct store *s)
 enum store_state store_state(const struct store *s)
 {
 	return (enum store_state)atomic_load(&s->state);
-}
-
-/* The inode table -------------------------------------------------------- */
-
-int store_special(struct store *s, struct store_node *dir, int slot,
-		  struct store_node **out)
-{
-	struct store_node *sp;
-
-	if (slot < 0 || slot >= STORE_NSPECIAL)
-		return -EINVAL;
-	if (dir->kind == STORE_ROOT)
-		sp = &s->root_special[slot].node;
-	else if (dir->kind == STORE_TENANT)
-		sp = &as_tenant(dir)->special[slot].node;
-	else
-		return -ENOTDIR;
-	if (is_dead(dir))
-		return -ESTALE;
-	store_node_ref(sp);
-	*out = sp;
-	return 0;
-}
-
-/* Attributes ------------------------------------------------------------------ */
-
-static void attr_from_meta(struct store_attr *a, const struct meta *m)
-{
-	a->uid = m->uid;
-	a->gid = m->gid;
-	a->atime = timespec_of(m->atime);
-	a->mtime = timespec_of(m->mtime);
-	a->ctime = timespec_of(m->ctime);
-}
-
-/*
- * The attributes of directory or state @n, its own lock held (the store's
- * for the root, the tenant's, the bucket's, the state's stripe): so a
- * transition reports them as of itself.
- */
-static void attr_locked(struct store *s, struct store_node *n,
-			struct store_attr *a)
-{
-	struct tenant *t;
-	struct parent *p;
-	struct child *c;
-
-	memset(a, 0, sizeof(*a));
-	a->ino = n->ino;
-	switch (n->kind) {
-	case STORE_ROOT:
-		attr_from_meta(a, &s->root_meta);
-		a->mode = S_IFDIR | s->root.mode;
-		a->nlink = 2 + HASH_COUNT(s->tenants);
-		break;
-	case STORE_TENANT:
-		t = as_tenant(n);
-		attr_from_meta(a, &t->meta);
-		a->mode = S_IFDIR | t->node.mode;
-		a->nlink = 2 + HASH_COUNT(t->parents);
-		break;
-	case STORE_PARENT:
-		p = as_parent(n);
-		attr_from_meta(a, &p->meta);
-		a->mode = S_IFDIR | p->node.mode;
-		a->nlink = 2;
-		a->size = p->nlinks;
-		break;
-	case STORE_CHILD:
-		c = as_child(n);
-		attr_from_meta(a, &c->meta);
-		a->mode = S_IFREG | c->node.mode;
-		a->nlink = c->node.nlink;
-		a->size = blob_len(c->content);
-		break;
-	default:
-		break;
-	}
-}
-
-static int getattr_dir(struct store *s, struct store_node *n,
-		       struct store_attr *a)
-{
-	switch (n->kind) {
-	case STORE_ROOT: case STORE_TENANT: case STORE_PARENT: break;
-	default: return -EINVAL;
-	}
-	node_lock(s, n);
-	attr_locked(s, n, a);
-	node_unlock(s, n);
-	return 0;
-}
-
-int store_getattr(struct store *s, struct store_node *n, struct store_attr *a)
-{
-	struct child *c;
-	int rc;
-
-	memset(a, 0, sizeof(*a));
-	if (gone(s, n, store_now_ms(s)))
-		return -ESTALE;
-	a->ino = n->ino;
-	switch (n->kind) {
-	case STORE_CHILD:
-		c = as_child(n);
-		lock(stripe(s, c), LOCK_STRIPE);
-		attr_locked(s, n, a);
-		unlock(stripe(s, c), LOCK_STRIPE);
-		/* Removed between the check and the lock: still stale. */
-		return a->nlink ? 0 : -ESTALE;
-	case STORE_SPECIAL:
-		/* Special files show their directory's owner; layout/ gives
-		 * the mode. */
-		rc = getattr_dir(s, as_special(n)->owner, a);
-		a->ino = n->ino;
-		a->mode = S_IFREG | 0444;
-		a->nlink = 1;
-		a->size = 0;
-		return rc;
-	default:
-		return getattr_dir(s, n, a);
-	}
-}
-
-static void meta_apply(struct store_node *n, struct meta *m, unsigned mask,
-		       const struct store_attr *in)
-{
-	if (mask & STORE_SET_MODE)
-		n->mode = in->mode & 07777;
-	if (mask & STORE_SET_KILL_SUID)
-		n->mode &= (uint16_t)~S_ISUID;
-	if (mask & STORE_SET_KILL_SGID)
-		n->mode &= (uint16_t)~S_ISGID;
-	if (mask & STORE_SET_UID)
-		m->uid = in->uid;
-	if (mask & STORE_SET_GID)
-		m->gid = in->gid;
-	if (mask & STORE_SET_ATIME)
-		m->atime = ns_of(in->atime);
-	if (mask & STORE_SET_MTIME)
-		m->mtime = ns_of(in->mtime);
-	m->ctime = wall_now();
-}
-
-static int content_resize_locked(struct store *s, struct child *c,
-				 uint64_t size);
-
-/*
- * The lease renewal of a setattr (STORE_SET_RENEW), the owner's lock held
- * (bucket or stripe, as do_lease takes): renew_check_locked() takes every
- * refusal first, renew_locked() then cannot fail.  *@ttl 0: no lease, a
- * plain touch.
- */
-static int renew_check_locked(struct store *s, struct store_node *n,
-			      uint64_t *ttl)
-{
-	struct parent *p = as_parent(n);
-
-	*ttl = ttl_of(s, n);
-	if (*ttl == 0)
-		return 0;
-	if (draining(s, p ? p->tenant : child_tenant(as_child(n))))
-		return -EROFS;
-	return lease_ensure(s, n) ? -ENOMEM : 0;
-}
-
-static void renew_locked(struct store *s, struct store_node *n, uint64_t ttl,
-			 uint64_t now)
-{
-	if (!ttl)
-		return;
-	if (n->kind == STORE_PARENT)
-		snap_parent_cow(s, as_parent(n));
-	else
-		snap_state_cow(s, as_child(n));
-	lease_set(s, n, now + ttl);
-}
-
-static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
-		  const struct store_attr *in, struct store_attr *out)
-{
-	struct child *c;
-	struct meta *m;
-	uint64_t now = store_now_ms(s), ttl = 0;
-	bool renew;
-	int rc = 0;
-
-	if (gone(s, n, now))
-		return -ESTALE;
-	switch (n->kind) {
-	case STORE_ROOT: m = &s->root_meta; break;
-	case STORE_TENANT: m = &as_tenant(n)->meta; break;
-	case STORE_PARENT: m = &as_parent(n)->meta; break;
-	case STORE_CHILD:
-		c = as_child(n);
-		m = &c->meta;
-		break;
-	default:
-		return -EPERM; /* special files have fixed attributes */
-	}
-	if ((mask & STORE_SET_SIZE) && n->kind != STORE_CHILD)
-		return -EISDIR;
-	renew = (mask & STORE_SET_RENEW) &&
-		(n->kind == STORE_PARENT || n->kind == STORE_CHILD);
-	node_lock(s, n);
-	if (n->kind == STORE_TENANT)
-		snap_tenant_cow(s, as_tenant(n)); /* its owner and mode */
-	/* Every refusal before the first change: the resize is the last
-	 * step that can fail, and it is the first that changes anything. */
-	if (gone(s, n, now) ||
-	    (n->kind == STORE_CHILD && as_child(n)->node.nlink == 0))
-		rc = -ESTALE;
-	else if (renew)
-		rc = renew_check_locked(s, n, &ttl);
-	if (rc == 0 && (mask & STORE_SET_SIZE))
-		rc = content_resize_locked(s, as_child(n), in->size);
-	if (rc == 0 && (mask & ~(STORE_SET_SIZE | STORE_SET_RENEW))) {
-		if (n->kind == STORE_TENANT)
-			lock(&as_tenant(n)->acl_lock, LOCK_ACL);
-		meta_apply(n, m, mask, in);
-		if (n->kind == STORE_TENANT)
-			unlock(&as_tenant(n)->acl_lock, LOCK_ACL);
-	}
-	if (rc == 0 && renew)
-		renew_locked(s, n, ttl, now);
-	if (rc == 0 && out)
-		attr_locked(s, n, out);
-	node_unlock(s, n);
-	return rc ? refuse(s, rc) : 0;
-}
-
-int store_parent_generation(struct store *s, struct store_node *n, uint64_t *gen)
-{
-	struct parent *p = as_parent(n);
-
-	if (!p)
-		return -EINVAL;
-	if (gone(s, n, store_now_ms(s)))
-		return -ESTALE;
-	*gen = p->generation;
-	return 0;
-}
-
-int store_child_version(struct store *s, struct store_node *n, uint64_t *version)
-{
-	struct child *c = as_child(n);
-	int rc = 0;
-
-	if (!c)
-		return -EINVAL;
-	lock(stripe(s, c), LOCK_STRIPE);
-	if (c->node.nlink == 0 || is_expired(s, n, store_now_ms(s)))
-		rc = -ESTALE;
-	*version = c->version;
-	unlock(stripe(s, c), LOCK_STRIPE);
-	return rc;
 }
 
 /* Lookup and listing ---------------------------------------------------------- */
@@ -2252,7 +1826,7 @@ static void publish_locked(struct store *s, struct child *c, struct blob *b)
 		     (int64_t)c->version);
 }
 
-static int content_resize_locked(struct store *s, struct child *c, uint64_t size)
+int content_resize_locked(struct store *s, struct child *c, uint64_t size)
 {
 	size_t oldlen = blob_len(c->content);
 	struct blob *b;
@@ -2728,12 +2302,6 @@ void store_stage_close(struct store_stage *st)
 
 /* Transitions and scans --------------------------------------------------------- */
 
-int store_setattr(struct store *s, struct store_node *n, unsigned mask,
-		  const struct store_attr *in, struct store_attr *out)
-{
-	return TRANSITION(s, do_setattr(s, n, mask, in, out));
-}
-
 int store_depart(struct store *s, struct store_node *tenant, const char *name,
 		 const struct store_cred *cred)
 {
@@ -3206,49 +2774,6 @@ enum store_state store_drain_state(struct store *s, struct store_node *tenant,
 	if (ms_left)
 		*ms_left = st == STORE_DRAINING && deadline > now ? deadline - now : 0;
 	return st;
-}
-
-/* What the kernel may keep ------------------------------------------------------------ */
-
-static uint64_t earlier(uint64_t a, uint64_t b)
-{
-	return !a ? b : !b ? a : a < b ? a : b;
-}
-
-uint64_t store_node_horizon(struct store *s, struct store_node *n)
-{
-	uint64_t h = deadline_of(s, n);
-	struct child *c = as_child(n);
-	struct link *l;
-
-	if (!c)
-		return h;
-	lock(stripe(s, c), LOCK_STRIPE);
-	LL_FOREACH2(c->slinks, l, snext)
-		h = earlier(h, deadline_of(s, &l->parent->node));
-	unlock(stripe(s, c), LOCK_STRIPE);
-	return h;
-}
-
-void store_node_names(struct store *s, struct store_node *n,
-		      void (*fn)(void *arg, uint64_t dir_ino, const char *name),
-		      void *arg)
-{
-	struct child *c = as_child(n);
-	struct parent *p = as_parent(n);
-	struct tenant *t = as_tenant(n);
-	struct link *l;
-
-	if (c) {
-		lock(stripe(s, c), LOCK_STRIPE);
-		LL_FOREACH2(c->slinks, l, snext)
-			fn(arg, l->parent->node.ino, l->name);
-		unlock(stripe(s, c), LOCK_STRIPE);
-	} else if (p) {
-		fn(arg, p->tenant->node.ino, p->name);
-	} else if (t) {
-		fn(arg, STORE_ROOT_INO, t->name);
-	}
 }
 
 /* Snapshot ------------------------------------------------------------------------------ */
