@@ -663,6 +663,7 @@ void attr_locked(struct store *s, struct store_node *n,
 /* store/store.c */
 int refuse(struct store *s, int rc);
 void blob_unref(struct blob *b);
+struct link *bucket_find(const struct parent *p, const char *name);
 int parent_expire(struct store *s, struct parent *p, uint64_t now);
 int child_expire(struct store *s, struct child *c, uint64_t now);
 int content_resize_locked(struct store *s, struct child *c, uint64_t size);
