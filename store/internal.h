@@ -627,6 +627,10 @@ static inline size_t blob_len(const struct blob *b)
 
 /* Shared between the files of store/ ------------------------------------- */
 
+/* store/content.c */
+void blob_unref(struct blob *b);
+int content_resize_locked(struct store *s, struct child *c, uint64_t size);
+
 /* store/events.c */
 void emit(struct store *s, enum store_op op, bool internal,
 	  struct store_node *n, struct tenant *t, const char *parent,
@@ -662,11 +666,9 @@ void attr_locked(struct store *s, struct store_node *n,
 
 /* store/store.c */
 int refuse(struct store *s, int rc);
-void blob_unref(struct blob *b);
 struct link *bucket_find(const struct parent *p, const char *name);
 int parent_expire(struct store *s, struct parent *p, uint64_t now);
 int child_expire(struct store *s, struct child *c, uint64_t now);
-int content_resize_locked(struct store *s, struct child *c, uint64_t size);
 void drains_settle_all(struct store *s);
 void snap_tenant_cow(struct store *s, struct tenant *t);
 void snap_parent_cow(struct store *s, struct parent *p);
