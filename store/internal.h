@@ -330,6 +330,13 @@ struct store {
 	atomic_uint_fast64_t refused[STORE_NREFUSAL];
 };
 
+/* What one uid's open snapshots hold (see store_snapshot_hold). */
+struct snap_hold {
+	UT_hash_handle hh;             /* s->holds (hold_lock) */
+	uid_t uid;
+	uint64_t bytes;
+};
+
 /* Helpers ---------------------------------------------------------------- */
 
 /* Locks ------------------------------------------------------------------- */
@@ -664,15 +671,17 @@ void meta_inherit(struct store_node *n, struct meta *m,
 void attr_locked(struct store *s, struct store_node *n,
 		 struct store_attr *a);
 
+/* store/snapshot.c */
+void snap_tenant_cow(struct store *s, struct tenant *t);
+void snap_parent_cow(struct store *s, struct parent *p);
+void snap_state_cow(struct store *s, struct child *c);
+
 /* store/store.c */
 int refuse(struct store *s, int rc);
 struct link *bucket_find(const struct parent *p, const char *name);
 int parent_expire(struct store *s, struct parent *p, uint64_t now);
 int child_expire(struct store *s, struct child *c, uint64_t now);
 void drains_settle_all(struct store *s);
-void snap_tenant_cow(struct store *s, struct tenant *t);
-void snap_parent_cow(struct store *s, struct parent *p);
-void snap_state_cow(struct store *s, struct child *c);
 
 /* store/tomb.c */
 void tomb_refresh_locked(struct store *s, struct tomb *tb, uint64_t now);
