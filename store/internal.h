@@ -638,6 +638,9 @@ static inline size_t blob_len(const struct blob *b)
 void blob_unref(struct blob *b);
 int content_resize_locked(struct store *s, struct child *c, uint64_t size);
 
+/* store/drain.c */
+void drains_settle_all(struct store *s);
+
 /* store/events.c */
 void emit(struct store *s, enum store_op op, bool internal,
 	  struct store_node *n, struct tenant *t, const char *parent,
@@ -679,9 +682,12 @@ void snap_state_cow(struct store *s, struct child *c);
 /* store/store.c */
 int refuse(struct store *s, int rc);
 struct link *bucket_find(const struct parent *p, const char *name);
+void tenant_clear_locked(struct store *s, struct tenant *t,
+			 enum store_op op, bool plocked);
+int tenant_lock_for_cascade(struct store *s, struct tenant *t,
+			    const struct store_cred *cred);
 int parent_expire(struct store *s, struct parent *p, uint64_t now);
 int child_expire(struct store *s, struct child *c, uint64_t now);
-void drains_settle_all(struct store *s);
 
 /* store/tomb.c */
 void tomb_refresh_locked(struct store *s, struct tomb *tb, uint64_t now);
