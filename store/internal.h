@@ -634,6 +634,25 @@ static inline size_t blob_len(const struct blob *b)
 
 /* Shared between the files of store/ ------------------------------------- */
 
+/* store/bucket.c */
+struct link *bucket_find(const struct parent *p, const char *name);
+int bucket_add(struct parent *p, struct link *l);
+void bucket_del(struct parent *p, struct link *l);
+struct link *link_new(const char *name, struct child *c);
+void link_free(struct store *s, struct link *l);
+void links_free(struct store *s, struct ptab *links);
+int parent_cmp(const void *a, const void *b);
+void lock_pair(struct parent *a, struct parent *b);
+void unlock_pair(struct parent *a, struct parent *b);
+int link_reserve_locked(struct store *s, struct parent *p,
+			bool new_state);
+void link_attach_locked(struct parent *p, struct link *l);
+void link_insert_locked(struct store *s, struct parent *p, struct link *l,
+			bool new_state);
+void link_remove_locked(struct store *s, struct parent *p, struct link *l);
+bool state_unlink_locked(struct store *s, struct link *l, enum store_op op);
+struct ptab bucket_clear_locked(struct store *s, struct parent *p);
+
 /* store/content.c */
 void blob_unref(struct blob *b);
 int content_resize_locked(struct store *s, struct child *c, uint64_t size);
@@ -681,13 +700,13 @@ void snap_state_cow(struct store *s, struct child *c);
 
 /* store/store.c */
 int refuse(struct store *s, int rc);
-struct link *bucket_find(const struct parent *p, const char *name);
 void tenant_clear_locked(struct store *s, struct tenant *t,
 			 enum store_op op, bool plocked);
 int tenant_lock_for_cascade(struct store *s, struct tenant *t,
 			    const struct store_cred *cred);
 int parent_expire(struct store *s, struct parent *p, uint64_t now);
 int child_expire(struct store *s, struct child *c, uint64_t now);
+void admit_undo(struct store *s, struct parent *p, bool new_state);
 
 /* store/tomb.c */
 void tomb_refresh_locked(struct store *s, struct tomb *tb, uint64_t now);

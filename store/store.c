@@ -59,39 +59,6 @@ int refuse(struct store *s, int rc)
 	return rc;
 }
 
-/* Buckets: name -> link ------------------------------------------------------ */
-
-static uint32_t link_hash(const void *l)
-{
-	return ((const struct link *)l)->hash;
-}
-
-/* The entry named @name in bucket @p (p->lock held), expired or not. */
-struct link *bucket_find(const struct parent *p, const char *name)
-{
-	const struct ptab *t = &p->links;
-	uint32_t h;
-	struct link *l;
-
-	if (!t->cap)
-		return NULL;
-	h = ptab_hash_name(name);
-	for (uint32_t i = ptab_home(t, h); (l = t->slot[i]); i = ptab_next(t, i))
-		if (l->hash == h && strcmp(l->name, name) == 0)
-			return l;
-	return NULL;
-}
-
-static int bucket_add(struct parent *p, struct link *l)
-{
-	return ptab_add(&p->links, l, l->hash, link_hash);
-}
-
-static void bucket_del(struct parent *p, struct link *l)
-{
-	ptab_remove(&p->links, l, l->hash, link_hash);
-}
-
 /* Lifecycle ------------------------------------------------------------------ */
 
 void store_limits_default(struct store_limits *l)
@@ -208,8 +175,6 @@ int store_new(const struct store_limits *limits,
 	*out = s;
 	return 0;
 }
-
-static void links_free(struct store *s, struct ptab *links);
 
 void store_free(struct store *s)
 {
@@ -356,110 +321,6 @@ static int tenant_create(struct store *s, const char *name,
 }
 
 /*
- * State @c ends (stripe held): its last link went.  Accounts the removal
- * (@expired: as an expiry) and releases its content.
- */
-static void state_end_locked(struct store *s, struct tenant *t,
-			     struct child *c, bool expired)
-{
-	size_t bytes = blob_len(c->content);
-
-	store_assert_held(LOCK_STRIPE);
-	atomic_store(&c->node.dead, true);
-	lease_clear(s, &c->node);
-	blob_unref(c->content);
-	c->content = NULL;
-	gauge_sub(&s->bytes_n, bytes, "bytes");
-	gauge_sub(&t->bytes_n, bytes, "tenant bytes");
-	gauge_sub(&s->children_n, 1, "children");
-	gauge_sub(&t->children_n, 1, "tenant children");
-	atomic_fetch_add(expired ? &s->expiries : &s->removals, 1);
-}
-
-/*
- * Drop link @l from its state's set (the bucket lock held): the state
- * loses one link and ends when it was the last.  Returns true then.
- * Event @op (unlink, expire) is appended under the state's stripe, so it
- * is ordered with the state's publications.
- */
-static bool state_unlink_locked(struct store *s, struct link *l, enum store_op op)
-{
-	struct child *c = l->child;
-	bool expired = op == STORE_OP_EXPIRE;
-	bool ended;
-
-	store_assert_held(LOCK_PARENT);
-	lock(stripe(s, c), LOCK_STRIPE);
-	snap_state_cow(s, c);
-	if (op != NO_EVENT)
-		emit(s, op, expired, &c->node, l->parent->tenant, l->parent->name,
-		     l->name, (int64_t)l->parent->generation,
-		     (int64_t)c->version);
-	LL_DELETE2(c->slinks, l, snext);
-	ended = --c->node.nlink == 0;
-	if (ended)
-		state_end_locked(s, l->parent->tenant, c, expired);
-	c->meta.ctime = wall_now();
-	unlock(stripe(s, c), LOCK_STRIPE);
-	return ended;
-}
-
-#ifdef STORE_FAULTS
-void store_cascade_step_hook(struct store *s, void (*fn)(void *arg), void *arg)
-{
-	s->cascade_step_fn = fn;
-	s->cascade_step_arg = arg;
-}
-
-static void cascade_step(struct store *s)
-{
-	if (s->cascade_step_fn)
-		s->cascade_step_fn(s->cascade_step_arg);
-}
-#else
-#define cascade_step(s) ((void)(s))
-#endif
-
-/*
- * Take every link out of bucket @p (p->lock held): the state of each link
- * loses one link, and ends when it was the last.  Returns the detached
- * links for links_free() after the lock is dropped.
- */
-static struct ptab bucket_clear_locked(struct store *s, struct parent *p)
-{
-	struct ptab links = p->links;
-	struct tenant *t = p->tenant;
-	struct link *l;
-	uint32_t i;
-
-	store_assert_held(LOCK_PARENT);
-	ptab_for_each(&links, i, l) {
-		cascade_step(s);
-		if (!state_unlink_locked(s, l, NO_EVENT))
-			note_attrs_changed(l->child->node.ino);
-	}
-	gauge_sub(&s->links_n, p->nlinks, "links");
-	gauge_sub(&t->links_n, p->nlinks, "tenant links");
-	memset(&p->links, 0, sizeof(p->links));
-	p->nlinks = 0;
-	return links;
-}
-
-/* Free detached links (no lock held): each drops its state reference.
- * The detached table is private now, so it is walked and freed whole. */
-static void links_free(struct store *s, struct ptab *links)
-{
-	struct link *l;
-	uint32_t i;
-
-	ptab_for_each(links, i, l) {
-		store_node_unref(s, &l->child->node);
-		free(l);
-	}
-	ptab_free(links);
-}
-
-/*
  * Parent @p leaves (t->lock and p->lock held; p->lock is released): one
  * critical section of its bucket marks it departed and clears it; it
  * leaves the tenant's table.  The caller has placed the tombstone and
@@ -570,8 +431,6 @@ void tenant_clear_locked(struct store *s, struct tenant *t,
 	tombs_drop_all_locked(s, t);
 }
 
-static int parent_cmp(const void *a, const void *b);
-
 /*
  * Lock every bucket of @t, in inode order (t->lock held), and decide
  * whether @cred (not root) could empty @t by hand (see store_rmdir).  On
@@ -651,15 +510,6 @@ static int tenant_cleanup(struct store *s, const char *name,
 }
 
 /* Parents: join, leave, depart, expire -------------------------------------------- */
-
-/* Buckets sort by inode number: the canonical lock order. */
-static int parent_cmp(const void *a, const void *b)
-{
-	const struct parent *x = *(struct parent *const *)a;
-	const struct parent *y = *(struct parent *const *)b;
-
-	return x->node.ino < y->node.ino ? -1 : x->node.ino > y->node.ino;
-}
 
 /*
  * Parent @p has passed its deadline (t->lock held): it leaves as by
@@ -966,19 +816,6 @@ static int do_rmdir(struct store *s, struct store_node *dir, const char *name,
 
 /* Children: admission, removal, link, rename, expiry ------------------------------- */
 
-static struct link *link_new(const char *name, struct child *c)
-{
-	size_t len = strlen(name);
-	struct link *l = st_calloc(1, offsetof(struct link, name) + len + 1);
-
-	if (l) {
-		memcpy(l->name, name, len + 1);
-		l->child = c;
-		l->hash = ptab_hash_name(name);
-	}
-	return l;
-}
-
 /* Emit @op for link @l of bucket @p (p->lock held). */
 static void emit_link(struct store *s, enum store_op op, bool internal,
 		      struct parent *p, const char *name, struct child *c,
@@ -1101,53 +938,13 @@ static int admit_locked(struct store *s, struct parent *p, bool new_state,
 	return 0;
 }
 
-static void admit_undo(struct store *s, struct parent *p, bool new_state)
+void admit_undo(struct store *s, struct parent *p, bool new_state)
 {
 	gauge_sub(&p->tenant->links_n, 1, "tenant links");
 	if (new_state) {
 		gauge_sub(&p->tenant->children_n, 1, "tenant children");
 		gauge_sub(&s->children_n, 1, "children");
 	}
-}
-
-/* Room for one more entry in @p, whose admission is reserved (p->lock
- * held): the one step of an insert that can fail.  -ENOMEM undoes the
- * admission. */
-static int link_reserve_locked(struct store *s, struct parent *p,
-			       bool new_state)
-{
-	store_assert_held(LOCK_PARENT);
-	if (ptab_reserve(&p->links, link_hash)) {
-		admit_undo(s, p, new_state);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-/*
- * Link @l of @p joins its state (the state's stripe held): in one
- * critical section the state counts it and can find it, so a state with
- * links always has them in child->slinks.
- */
-static void link_attach_locked(struct parent *p, struct link *l)
-{
-	store_assert_held(LOCK_STRIPE);
-	l->parent = p;
-	LL_PREPEND2(l->child->slinks, l, snext);
-	l->child->node.nlink++;
-}
-
-/* Insert link @l, attached to its state, into @p after
- * link_reserve_locked() (p->lock held).  Cannot fail. */
-static void link_insert_locked(struct store *s, struct parent *p, struct link *l,
-			       bool new_state)
-{
-	store_assert_held(LOCK_PARENT);
-	(void)new_state; /* its state was counted by admit_locked() */
-	ptab_insert(&p->links, l, l->hash);
-	p->nlinks++;
-	gauge_add(&s->links_n, 1);
-	touch_dir(&p->meta);
 }
 
 /*
@@ -1275,26 +1072,6 @@ retry:
 	return 0;
 }
 
-/* Unhook link @l from bucket @p (p->lock held); the caller frees it. */
-static void link_remove_locked(struct store *s, struct parent *p, struct link *l)
-{
-	store_assert_held(LOCK_PARENT);
-	bucket_del(p, l);
-	p->nlinks--;
-	gauge_sub(&s->links_n, 1, "links");
-	gauge_sub(&p->tenant->links_n, 1, "tenant links");
-	touch_dir(&p->meta);
-	state_unlink_locked(s, l, STORE_OP_UNLINK);
-}
-
-static void link_free(struct store *s, struct link *l)
-{
-	if (l) {
-		store_node_unref(s, &l->child->node);
-		free(l);
-	}
-}
-
 static int do_unlink(struct store *s, struct store_node *parent, const char *name)
 {
 	struct parent *p = as_parent(parent);
@@ -1399,27 +1176,6 @@ retry:
 		return refuse(s, rc);
 	}
 	return 0;
-}
-
-/* Lock two buckets in the canonical order (ascending inode number). */
-static void lock_pair(struct parent *a, struct parent *b)
-{
-	if (a == b) {
-		bucket_lock(a);
-	} else if (a->node.ino < b->node.ino) {
-		bucket_lock(a);
-		bucket_lock(b);
-	} else {
-		bucket_lock(b);
-		bucket_lock(a);
-	}
-}
-
-static void unlock_pair(struct parent *a, struct parent *b)
-{
-	bucket_unlock(a);
-	if (a != b)
-		bucket_unlock(b);
 }
 
 /*
