@@ -653,6 +653,10 @@ void link_remove_locked(struct store *s, struct parent *p, struct link *l);
 bool state_unlink_locked(struct store *s, struct link *l, enum store_op op);
 struct ptab bucket_clear_locked(struct store *s, struct parent *p);
 
+/* store/child.c */
+int child_expire(struct store *s, struct child *c, uint64_t now);
+void admit_undo(struct store *s, struct parent *p, bool new_state);
+
 /* store/content.c */
 void blob_unref(struct blob *b);
 int content_resize_locked(struct store *s, struct child *c, uint64_t size);
@@ -705,8 +709,6 @@ void tenant_clear_locked(struct store *s, struct tenant *t,
 int tenant_lock_for_cascade(struct store *s, struct tenant *t,
 			    const struct store_cred *cred);
 int parent_expire(struct store *s, struct parent *p, uint64_t now);
-int child_expire(struct store *s, struct child *c, uint64_t now);
-void admit_undo(struct store *s, struct parent *p, bool new_state);
 
 /* store/tomb.c */
 void tomb_refresh_locked(struct store *s, struct tomb *tb, uint64_t now);
