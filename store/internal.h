@@ -704,11 +704,25 @@ void snap_state_cow(struct store *s, struct child *c);
 
 /* store/store.c */
 int refuse(struct store *s, int rc);
+struct ptab parent_unhook_locked(struct store *s, struct tenant *t,
+				 struct parent *p);
+struct ptab parent_remove_locked(struct store *s, struct tenant *t,
+				 struct parent *p);
+bool may_remove_parent_locked(struct store *s, struct tenant *t,
+			      struct parent *p,
+			      const struct store_cred *cred, uint64_t now);
+int parent_expire(struct store *s, struct parent *p, uint64_t now);
+
+/* store/tenant.c */
+int tenant_create(struct store *s, const char *name,
+		  const struct store_owner *owner,
+		  struct store_node **out, struct store_attr *attr);
 void tenant_clear_locked(struct store *s, struct tenant *t,
 			 enum store_op op, bool plocked);
 int tenant_lock_for_cascade(struct store *s, struct tenant *t,
 			    const struct store_cred *cred);
-int parent_expire(struct store *s, struct parent *p, uint64_t now);
+int tenant_cleanup(struct store *s, const char *name,
+		   const struct store_cred *cred);
 
 /* store/tomb.c */
 void tomb_refresh_locked(struct store *s, struct tomb *tb, uint64_t now);
