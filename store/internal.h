@@ -697,13 +697,7 @@ void meta_inherit(struct store_node *n, struct meta *m,
 void attr_locked(struct store *s, struct store_node *n,
 		 struct store_attr *a);
 
-/* store/snapshot.c */
-void snap_tenant_cow(struct store *s, struct tenant *t);
-void snap_parent_cow(struct store *s, struct parent *p);
-void snap_state_cow(struct store *s, struct child *c);
-
-/* store/store.c */
-int refuse(struct store *s, int rc);
+/* store/parent.c */
 struct ptab parent_unhook_locked(struct store *s, struct tenant *t,
 				 struct parent *p);
 struct ptab parent_remove_locked(struct store *s, struct tenant *t,
@@ -712,6 +706,14 @@ bool may_remove_parent_locked(struct store *s, struct tenant *t,
 			      struct parent *p,
 			      const struct store_cred *cred, uint64_t now);
 int parent_expire(struct store *s, struct parent *p, uint64_t now);
+
+/* store/snapshot.c */
+void snap_tenant_cow(struct store *s, struct tenant *t);
+void snap_parent_cow(struct store *s, struct parent *p);
+void snap_state_cow(struct store *s, struct child *c);
+
+/* store/store.c */
+int refuse(struct store *s, int rc);
 
 /* store/tenant.c */
 int tenant_create(struct store *s, const char *name,
