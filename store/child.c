@@ -10,7 +10,7 @@
  * unlink() takes one away (the state ends with its last), rename() moves
  * a link between two buckets of a tenant, and an exchange makes two links
  * trade their states.  Admission (admit_locked) makes every refusal in
- * the contract's order before anything changes: drain, a parent gone,
+ * this order before anything changes: drain, a parent gone,
  * max_children, the quotas (parent_quota, tenant_quota, the tenant's
  * share of max_children); what can still fail after it (room in the
  * bucket, the kernel's lookup) is reserved next and undone on failure.
@@ -124,7 +124,7 @@ int child_expire(struct store *s, struct child *c, uint64_t now)
 
 /*
  * The admission checks every new entry in bucket @p passes (p->lock
- * held), in the contract's order: store ready, parent alive, global
+ * held), in this order: store ready, parent alive, global
  * ceilings, quotas (the tenant's share of max_children among them).  On
  * success the entry is reserved in the tenant quota (and a state in
  * max_children and the tenant's share when @new_state); the caller

@@ -3,8 +3,10 @@
  *
  * FUSE names nodes by inode number, so the store keeps ino -> node for
  * the nodes the kernel currently knows (64 shards, each an open-addressed
- * table, store/ptab.h, under its own leaf mutex).  Its answers to the
- * five questions of seed 000 s.3:
+ * table, store/ptab.h, under its own leaf mutex).  A secondary index
+ * must say where the authority lives, who updates the index with it, how
+ * a stale entry is told, whether and how it is rebuilt, and which tests
+ * keep the two in step.  For this one:
  *  1. Authority lives in the hierarchy.  The table holds no state, only a
  *     counted reference and the kernel's lookup count.
  *  2. The adapter updates it: store_ino_remember() before it replies with

@@ -5,23 +5,53 @@
  *
  * It holds the layout of every struct more than one file of store/
  * touches, each shared field marked with the lock that guards it; the
- * lock order; small inline helpers; and the functions one file defines
- * for the others, grouped under the file that defines them.
+ * lock order, numbered (enum store_lock_level, below: its one statement);
+ * the lock wrappers that check it in test builds; small inline helpers;
+ * and the functions one file defines for the others, grouped under the
+ * file that defines them, at the end.
  *
- * Lock order (outermost first); every multi-lock path follows it:
+ * Authority
+ * ---------
+ * The hierarchy is the one authority:
  *
- *   snapshot taker (one snapshot at a time)
- *     -> world (shared by transitions, exclusive for full scans)
- *     -> store->lock -> tenant->lock -> parent->lock (ascending ino)
- *     -> snapshot rows -> stage->lock -> state stripe (two at once
- *        only when links exchange states, the lower address first)
- *     -> snapshot frozen states, heap, tenant->acl_lock, event log,
- *        tombstone queue, ino shard, snapshot holds (leaves)
+ *   store->tenants   name -> tenant          guarded by store->lock
+ *   tenant->parents  name -> parent bucket   guarded by tenant->lock
+ *   tenant->tombs    name -> tombstone       guarded by tenant->lock
+ *   parent->links    name -> link -> state   guarded by parent->lock
+ *   state fields     content, version, nlink guarded by the state's stripe
  *
- * The shared store's transport (store/rconn.c) has two leaf locks of its
- * own, its pool's free list and each connection's context, outside this
- * order: it takes no store lock, and no store lock is held while calling
- * into it (it waits on the network).
+ * Every event, cleanup and query that concerns a parent's children
+ * carries the parent, so the children live in their parent's bucket and
+ * are found there by name, never by a scan of a flat table.  A node is
+ * alive exactly while it is reachable from the hierarchy; the transition
+ * that unhooks it sets node->dead inside the same critical section, so
+ * "dead" and "unreachable" are never seen apart.  Two secondary indexes
+ * hold no fact of their own and say how they stay in step: the inode
+ * table (ino.c) and the deadline heap (lease.c).
+ *
+ * Files
+ * -----
+ *   store.c     the store object: lifecycle, clock, limits, counters,
+ *               refusals
+ *   node.c      nodes: identity, references, attributes, special files
+ *   ino.c       the inode table (ino -> node the kernel knows)
+ *   lookup.c    lookup and directory listings
+ *   bucket.c    a bucket's links and their states; the cascade
+ *   tenant.c    tenants: create, cleanup
+ *   parent.c    parents: join, leave, depart, expire; mkdir, rmdir
+ *   tomb.c      departed tombstones and their queue
+ *   child.c     children: create, unlink, link, rename, exchange, expiry
+ *   content.c   content: stages of open files, publication
+ *   lease.c     leases, the deadline heap, the reaper
+ *   events.c    event lines and the hooks run after a transition
+ *   drain.c     drains of the store and of a tenant
+ *   snapshot.c  point-in-time snapshots, copy before write
+ *   check.c     the recount (store_check_all)
+ *   lockcheck.c the lock order, checked in test builds
+ * and, apart: evlog.c (the event log's ring), ptab.c (the open-addressed
+ * tables), cred.c (permissions), fault.c (allocation failures in test
+ * builds), remote.c and rconn.c (the shared store's options and
+ * transport).
  */
 #ifndef STATEFS_STORE_INTERNAL_H
 #define STATEFS_STORE_INTERNAL_H
@@ -37,7 +67,7 @@
 #include <time.h>
 
 /* uthash: running out of memory is an error the caller sees, not an exit.
- * Set by a failed add, on the thread that made it (store.c). */
+ * Set by a failed add, on the thread that made it (defined in store.c). */
 extern __thread int hash_oom;
 #define HASH_NONFATAL_OOM 1
 #define uthash_nonfatal_oom(obj) (hash_oom = 1)
@@ -49,13 +79,25 @@ extern __thread int hash_oom;
 #include "store/ptab.h"
 
 /*
- * Lock levels, outermost first.  A thread takes a lock only at a level
- * above every level it holds, with two kinds of exception written as
- * rules: buckets (LOCK_PARENT) held together are taken in ascending inode
- * order, and stripes (LOCK_STRIPE) in ascending address order (two at
- * once only when links exchange states).  The leaves take nothing while
- * held; the transport's locks are held alone.  Test builds check this on
- * every acquisition (see "Locks" below).
+ * The lock order.  Each lock of the store has a level, numbered outermost
+ * first; a thread takes a lock only at a level above every level it
+ * holds, so every path that holds two locks takes them in one order and
+ * no two paths can wait for each other.  The rules, each checked on every
+ * acquisition in test builds (lockcheck.c):
+ *  - above every level held: never an outer lock after an inner one, nor
+ *    two locks of one level;
+ *  - except buckets (LOCK_PARENT), held together only in ascending inode
+ *    order (a rename's two buckets, an expiry's or a cleanup's buckets),
+ *    and stripes (LOCK_STRIPE), two at once only when links exchange
+ *    states, the lower address first;
+ *  - a leaf (LOCK_FIRST_LEAF and above) takes nothing while held;
+ *  - the shared store's transport (rconn.c) has two locks outside the
+ *    store's: each is held alone, and no store lock is held while
+ *    calling into it at all (every call may wait on the network).
+ * Hooks and callbacks run with no store lock held (the event and
+ * attribute hooks run after the transition let go), but one:
+ * store_node_names() calls its callback under the state's stripe, and
+ * the callback only copies what it is given.
  */
 enum store_lock_level {
 	LOCK_NONE = 0,
@@ -100,7 +142,7 @@ enum store_lock_level {
 struct store_node {
 	uint64_t ino;                  /* immutable */
 	atomic_uint refs;
-	/* Its lease record (0: it never had one; see "Leases"), set once
+	/* Its lease record (0: it never had one; see lease.c), set once
 	 * under the owner's lock and the heap lock, read anywhere. */
 	_Atomic uint32_t lease;
 	/* The kernel's lookups (ino shard lock).  Four billion lookups
@@ -108,7 +150,7 @@ struct store_node {
 	 * rather than wrap. */
 	uint32_t nlookup;
 	/* A state: the snapshot it was last frozen for, the low 32 bits of
-	 * the epoch (its stripe; see "Snapshot"); directories: unused. */
+	 * the epoch (its stripe; see snapshot.c); directories: unused. */
 	uint32_t epoch;
 	uint8_t kind;                  /* enum store_kind, immutable */
 	atomic_bool dead;
@@ -185,7 +227,7 @@ struct tenant {
 	/* A leaf: lets emit() read meta's uid, gid and mode from a
 	 * transition that holds only a bucket or a stripe. */
 	pthread_mutex_t acl_lock;
-	uint64_t snap_epoch;           /* lock: see "Snapshot" */
+	uint64_t snap_epoch;           /* lock: see snapshot.c */
 	/* Gauges of this tenant, updated with the store-wide ones; all but
 	 * links_n are also its shares (reserved like the ceilings). */
 	atomic_uint_fast64_t parents_n, children_n, links_n, tombs_n, bytes_n;
@@ -261,7 +303,7 @@ struct store {
 	 * The world lock, outermost of all but the snapshot taker: every
 	 * transition holds it shared; a drain's clear and the recount hold
 	 * it exclusive, and a snapshot only for the two moments that start
-	 * and end it ("Snapshot"), so each sees the store between
+	 * and end it (snapshot.c), so each sees the store between
 	 * transitions.  Writers are preferred so none is starved.
 	 */
 	pthread_rwlock_t world;
@@ -295,7 +337,7 @@ struct store {
 	uint32_t lease_top;            /* heap_lock: records handed out */
 	uint32_t lease_free;           /* heap_lock: free list (0: empty) */
 
-	/* The snapshot being taken (see "Snapshot"): changed only under the
+	/* The snapshot being taken (see snapshot.c): changed only under the
 	 * exclusive world lock, so a transition sees one value throughout. */
 	pthread_mutex_t snap_taker;
 	uint64_t snap_epochs;

@@ -139,7 +139,7 @@ static struct ptab parent_expire_locked(struct store *s, struct tenant *t,
 	atomic_fetch_add(&s->expiries, 1);
 	atomic_fetch_add(&s->leaves, 1);
 	links = parent_remove_locked(s, t, p);
-	/* After the cascade: see "Event order". */
+	/* After the cascade: see "Event order" in events.c. */
 	emit(s, STORE_OP_EXPIRE, true, &p->node, t, p->name, NULL,
 	     (int64_t)p->generation, -1);
 	return links;
@@ -337,7 +337,7 @@ static int parent_leave(struct store *s, struct tenant *t, const char *name,
 		atomic_fetch_add(&s->leaves, 1);
 	}
 	/* After the cascade: a publication that reached one of P's states
-	 * first is reported before this line (see "Event order"). */
+	 * first is reported before this line ("Event order", events.c). */
 	emit(s, op, op == STORE_OP_DEPART, p ? &p->node : NULL, t, name, NULL,
 	     p ? (int64_t)p->generation : 0, -1);
 	unlock(&t->lock, LOCK_TENANT);

@@ -1,23 +1,15 @@
 /*
- * store.c - the authoritative in-memory store.
+ * store.c - the store object: its lifecycle, clock and limits, the
+ * counters behind .stats and the refusals they count.
  *
- * Authority
- * ---------
- * The hierarchy is the one authority (seed 000):
- *
- *   store->tenants   name -> tenant          guarded by store->lock
- *   tenant->parents  name -> parent bucket   guarded by tenant->lock
- *   tenant->tombs    name -> tombstone       guarded by tenant->lock
- *   parent->links    name -> link -> state   guarded by parent->lock
- *   state fields     content, version, nlink guarded by the state's stripe
- *
- * A node is alive exactly while it is reachable from the hierarchy; the
- * transition that unhooks it sets node->dead inside the same critical
- * section, so "dead" and "unreachable" are never seen apart.
- *
- * No lock is held across a call out of the store.  Counters are atomics
- * updated by the transition that changes the fact they count, inside its
- * critical section; a counter that would go below zero aborts (a bug).
+ * What it owns
+ * ------------
+ * struct store (internal.h): the limits, fixed at store_new() (each
+ * STORE_SHARE_AUTO share made half its ceiling), the injected monotonic
+ * clock, the instance id, the locks and tables every mechanism hangs off,
+ * and the gauges and event counters.  Counters are atomics updated by the
+ * transition that changes the fact they count, inside its critical
+ * section; a gauge that would go below zero aborts (a bug).
  *
  * Ceilings and quotas are reserved (compare-and-swap against the limit)
  * after every other check and before the insert, and released if a later
@@ -26,6 +18,24 @@
  * own gauge, right after the store's: every store-wide resource a tenant
  * can fill (parents, states, bytes, tombstones) is counted per tenant
  * before it is taken, so one tenant cannot take it all from the others.
+ *
+ * Transitions
+ * -----------
+ * Every store.h function that changes a fact runs as one transition
+ * (TRANSITION, internal.h): under the world lock shared, then the locks
+ * of what it changes, then, with every lock released, the hooks that
+ * wake event readers (events.c).  A full scan holds the world lock
+ * exclusive (scan_begin): a drain's clear, the recount, the two instants
+ * of a snapshot; so each sees the store between transitions.  Lookups,
+ * reads and a stage's writes change no shared fact and take no world
+ * lock.
+ *
+ * Locks
+ * -----
+ * store_new() and store_free() run with no other thread using the store.
+ * store_stats() ages out due tombstones as a transition would, then
+ * reads the gauges without a lock and the snapshot memory under
+ * s->hold_lock (LOCK_SNAP_HOLD, a leaf).
  */
 #include "store/internal.h"
 
@@ -36,10 +46,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* uthash ran out of memory in this thread's last add (internal.h). */
 __thread int hash_oom;
 
-/* Helpers ---------------------------------------------------------------- */
+/* Refusals --------------------------------------------------------------- */
 
+/* Count refusal @rc by its kind for .stats, and return it. */
 int refuse(struct store *s, int rc)
 {
 	int r = -1;
@@ -59,7 +71,7 @@ int refuse(struct store *s, int rc)
 	return rc;
 }
 
-/* Lifecycle ------------------------------------------------------------------ */
+/* Lifecycle -------------------------------------------------------------- */
 
 void store_limits_default(struct store_limits *l)
 {
@@ -257,7 +269,7 @@ enum store_state store_state(const struct store *s)
 	return (enum store_state)atomic_load(&s->state);
 }
 
-/* Observability ------------------------------------------------------------------------ */
+/* Observability ---------------------------------------------------------- */
 
 int store_stats(struct store *s, struct store_node *tenant, struct store_stats *o)
 {

@@ -188,7 +188,7 @@ int tenant_cleanup(struct store *s, const char *name,
 		atomic_fetch_sub(&s->tenants_draining, 1);
 
 	/* The table stays locked until the line (as a drain's clear): a
-	 * new tenant of the name joins after it ("Event order"). */
+	 * new tenant of the name joins after it ("Event order", events.c). */
 	tenant_clear_locked(s, t, NO_EVENT, check);
 	emit(s, STORE_OP_CLEANUP, false, &t->node, t, NULL, NULL, -1, -1);
 	unlock(&t->lock, LOCK_TENANT);
