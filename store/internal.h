@@ -205,13 +205,14 @@ struct blob {
 	char data[];
 };
 
+/* A departed tombstone (tomb.c): in its tenant's table and the queue. */
 struct tomb {
-	UT_hash_handle hh;             /* tenant->tombs */
+	UT_hash_handle hh;             /* tenant->tombs (tenant->lock) */
 	struct tomb *prev, *next;      /* store->tomb_fifo (tomb_lock) */
-	struct tenant *tenant;         /* the tenant whose table holds it */
-	uint64_t generation;
-	uint64_t deadline_ms;
-	char name[];
+	struct tenant *tenant;         /* immutable: the table that holds it */
+	uint64_t generation;           /* tenant->lock */
+	uint64_t deadline_ms;          /* tenant->lock; the queue's order */
+	char name[];                   /* immutable */
 };
 
 struct tenant {
@@ -219,13 +220,13 @@ struct tenant {
 	struct special special[STORE_NSPECIAL];
 	char *name;                    /* immutable */
 	UT_hash_handle hh;             /* store->tenants (store->lock) */
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;          /* LOCK_TENANT */
 	struct parent *parents;        /* lock */
 	struct tomb *tombs;            /* lock */
 	struct meta meta;              /* lock; uid, gid and mode are
 					* written under acl_lock as well */
-	/* A leaf: lets emit() read meta's uid, gid and mode from a
-	 * transition that holds only a bucket or a stripe. */
+	/* A leaf (LOCK_ACL): lets emit() read meta's uid, gid and mode from
+	 * a transition that holds only a bucket or a stripe. */
 	pthread_mutex_t acl_lock;
 	uint64_t snap_epoch;           /* lock: see snapshot.c */
 	/* Gauges of this tenant, updated with the store-wide ones; all but
@@ -243,7 +244,7 @@ struct parent {
 	struct tenant *tenant;         /* immutable, counted */
 	uint64_t generation;           /* immutable */
 	UT_hash_handle hh;             /* tenant->parents (tenant->lock) */
-	pthread_mutex_t lock;          /* the bucket */
+	pthread_mutex_t lock;          /* the bucket: LOCK_PARENT */
 	struct ptab links;             /* lock: name -> struct link */
 	uint64_t nlinks;               /* lock: entries, for parent_quota */
 	struct meta meta;              /* lock */
@@ -285,7 +286,7 @@ static inline struct tenant *child_tenant(const struct child *c)
 }
 
 struct ino_shard {
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;          /* LOCK_INO_SHARD */
 	struct ptab tab;               /* ino -> node the kernel knows */
 };
 
@@ -306,16 +307,17 @@ struct store {
 	 * and end it (snapshot.c), so each sees the store between
 	 * transitions.  Writers are preferred so none is starved.
 	 */
-	pthread_rwlock_t world;
-	pthread_mutex_t lock;          /* the tenant table and the root */
+	pthread_rwlock_t world;        /* LOCK_WORLD */
+	pthread_mutex_t lock;          /* LOCK_STORE: the tenant table and
+					* the root */
 	struct tenant *tenants;        /* lock */
 	struct store_node root;
 	struct special root_special[STORE_NSPECIAL];
 	struct meta root_meta;         /* lock */
 
 	/* Every tombstone, oldest deadline first (all share one TTL, so
-	 * insertion order is deadline order).  A leaf lock, taken under a
-	 * tenant lock. */
+	 * insertion order is deadline order).  A leaf lock (LOCK_TOMBQ),
+	 * taken under a tenant lock. */
 	pthread_mutex_t tomb_lock;
 	struct tomb *tomb_fifo;        /* tomb_lock */
 
@@ -325,7 +327,7 @@ struct store {
 	 * (max_parents + max_children), allocated once, so an insert never
 	 * fails.  The authority for a deadline is the node (its owner's
 	 * lock); the heap is a secondary index updated in the same critical
-	 * section by the same owner.  A leaf lock.
+	 * section by the same owner (lease.c).  A leaf lock (LOCK_HEAP).
 	 */
 	pthread_mutex_t heap_lock;
 	struct store_node **heap;      /* heap_lock */
@@ -339,8 +341,8 @@ struct store {
 
 	/* The snapshot being taken (see snapshot.c): changed only under the
 	 * exclusive world lock, so a transition sees one value throughout. */
-	pthread_mutex_t snap_taker;
-	uint64_t snap_epochs;
+	pthread_mutex_t snap_taker;    /* LOCK_SNAP_TAKER */
+	uint64_t snap_epochs;          /* written with the world exclusive */
 	struct snap_run *_Atomic snap;
 #ifdef STORE_FAULTS
 	void (*snap_step_fn)(void *arg, unsigned step);
@@ -350,7 +352,8 @@ struct store {
 #endif
 
 	/* The memory open snapshots hold (store_snapshot_hold), in all
-	 * and per uid (an entry while it holds some).  A leaf lock. */
+	 * and per uid (an entry while it holds some).  A leaf lock
+	 * (LOCK_SNAP_HOLD). */
 	pthread_mutex_t hold_lock;
 	uint64_t held;                 /* hold_lock */
 	struct snap_hold *holds;       /* hold_lock: uid -> bytes */
@@ -361,6 +364,8 @@ struct store {
 	void (*attr_hook)(void *arg, const uint64_t *ino, size_t n);
 	void *attr_arg;
 
+	/* A state's fields are guarded by the stripe its inode number
+	 * picks (LOCK_STRIPE): states share 256 mutexes, not one each. */
 	pthread_mutex_t stripes[STRIPES];
 	struct ino_shard shards[INO_SHARDS];
 
@@ -378,8 +383,6 @@ struct snap_hold {
 	uid_t uid;
 	uint64_t bytes;
 };
-
-/* Helpers ---------------------------------------------------------------- */
 
 /* Locks ------------------------------------------------------------------- */
 
@@ -479,6 +482,8 @@ static inline void mutex_unlock(pthread_mutex_t *m)
 	} while (0)
 
 #define scan_end(s) world_exit(s)
+
+/* Helpers ---------------------------------------------------------------- */
 
 /* Take @n from counter @c; going below zero is a bug that must be loud. */
 static inline void gauge_sub(atomic_uint_fast64_t *c, uint64_t n, const char *what)
