@@ -20,9 +20,9 @@
  * The bucket's lock (LOCK_PARENT) guards its table; buckets held together
  * are taken by ascending inode number (parent_cmp, lock_pair).  The
  * state's stripe (LOCK_STRIPE) guards its list and is taken inside the
- * bucket's.  bucket_find(), link_reserve_locked(), link_insert_locked(),
- * link_remove_locked(), state_unlink_locked() and bucket_clear_locked()
- * expect the bucket's lock held (the recount calls bucket_find() under
+ * bucket's.  bucket_find(), link_insert_locked(), link_remove_locked(),
+ * state_unlink_locked() and bucket_clear_locked() expect the bucket's
+ * lock held (the recount calls bucket_find() under
  * the exclusive world lock instead); link_attach_locked() and
  * state_end_locked() expect the stripe held.  links_free() and
  * link_free() run after the locks are released: a link holds a reference
@@ -34,7 +34,7 @@
 
 /* Names ------------------------------------------------------------------- */
 
-static uint32_t link_hash(const void *l)
+uint32_t link_hash(const void *l)
 {
 	return ((const struct link *)l)->hash;
 }
@@ -133,20 +133,6 @@ void unlock_pair(struct parent *a, struct parent *b)
 }
 
 /* Links in and out of a bucket -------------------------------------------- */
-
-/* Room for one more entry in @p, whose admission is reserved (p->lock
- * held): the one step of an insert that can fail.  -ENOMEM undoes the
- * admission. */
-int link_reserve_locked(struct store *s, struct parent *p,
-			bool new_state)
-{
-	store_assert_held(LOCK_PARENT);
-	if (ptab_reserve(&p->links, link_hash)) {
-		admit_undo(s, p, new_state);
-		return -ENOMEM;
-	}
-	return 0;
-}
 
 /*
  * Link @l of @p joins its state (the state's stripe held): in one

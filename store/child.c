@@ -28,8 +28,8 @@
  * bucket that links the state by ascending inode, then the stripe.  An
  * operation that meets an expired state under a bucket lock lets go,
  * expires it (expired_reap) and starts over.  admit_locked(),
- * link_find_locked() and links_exchange_locked() expect the bucket's lock
- * (both buckets' for an exchange).
+ * link_reserve_locked(), link_find_locked() and links_exchange_locked()
+ * expect the bucket's lock (both buckets' for an exchange).
  */
 #include "store/internal.h"
 
@@ -157,13 +157,27 @@ static int admit_locked(struct store *s, struct parent *p, bool new_state,
 	return 0;
 }
 
-void admit_undo(struct store *s, struct parent *p, bool new_state)
+static void admit_undo(struct store *s, struct parent *p, bool new_state)
 {
 	gauge_sub(&p->tenant->links_n, 1, "tenant links");
 	if (new_state) {
 		gauge_sub(&p->tenant->children_n, 1, "tenant children");
 		gauge_sub(&s->children_n, 1, "children");
 	}
+}
+
+/* Room for one more entry in @p, whose admission is reserved (p->lock
+ * held): the one step of an insert that can fail.  -ENOMEM undoes the
+ * admission. */
+static int link_reserve_locked(struct store *s, struct parent *p,
+			       bool new_state)
+{
+	store_assert_held(LOCK_PARENT);
+	if (ptab_reserve(&p->links, link_hash)) {
+		admit_undo(s, p, new_state);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 /*

@@ -682,6 +682,7 @@ static inline size_t blob_len(const struct blob *b)
 /* Shared between the files of store/ ------------------------------------- */
 
 /* store/bucket.c */
+uint32_t link_hash(const void *l);
 struct link *bucket_find(const struct parent *p, const char *name);
 int bucket_add(struct parent *p, struct link *l);
 void bucket_del(struct parent *p, struct link *l);
@@ -691,8 +692,6 @@ void links_free(struct store *s, struct ptab *links);
 int parent_cmp(const void *a, const void *b);
 void lock_pair(struct parent *a, struct parent *b);
 void unlock_pair(struct parent *a, struct parent *b);
-int link_reserve_locked(struct store *s, struct parent *p,
-			bool new_state);
 void link_attach_locked(struct parent *p, struct link *l);
 void link_insert_locked(struct store *s, struct parent *p, struct link *l,
 			bool new_state);
@@ -702,7 +701,6 @@ struct ptab bucket_clear_locked(struct store *s, struct parent *p);
 
 /* store/child.c */
 int child_expire(struct store *s, struct child *c, uint64_t now);
-void admit_undo(struct store *s, struct parent *p, bool new_state);
 
 /* store/content.c */
 void blob_unref(struct blob *b);
