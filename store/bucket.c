@@ -22,9 +22,9 @@
  * state's stripe (LOCK_STRIPE) guards its list and is taken inside the
  * bucket's.  bucket_find(), link_insert_locked(), link_remove_locked(),
  * state_unlink_locked() and bucket_clear_locked() expect the bucket's
- * lock held (the recount calls bucket_find() under
- * the exclusive world lock instead); link_attach_locked() and
- * state_end_locked() expect the stripe held.  links_free() and
+ * lock held (the recount calls bucket_find() under the exclusive world
+ * lock instead); link_attach_locked() and state_end_locked() expect the
+ * stripe held.  links_free() and
  * link_free() run after the locks are released: a link holds a reference
  * on its state, and the last one frees it.
  */
