@@ -72,19 +72,6 @@ static struct blob *blob_new(const void *data, size_t len)
 	return b;
 }
 
-static struct blob *blob_ref(struct blob *b)
-{
-	if (b)
-		atomic_fetch_add(&b->refs, 1);
-	return b;
-}
-
-void blob_unref(struct blob *b)
-{
-	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
-		free(b);
-}
-
 /* Is @b longer than @prefix and begins with it (an append to it)? */
 static bool blob_extends(const struct blob *b, const struct blob *prefix)
 {

@@ -664,6 +664,19 @@ static inline size_t blob_len(const struct blob *b)
 	return b ? b->len : 0;
 }
 
+static inline struct blob *blob_ref(struct blob *b)
+{
+	if (b)
+		atomic_fetch_add(&b->refs, 1);
+	return b;
+}
+
+static inline void blob_unref(struct blob *b)
+{
+	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+		free(b);
+}
+
 /* No event: a removal that is part of a larger transition (a leave). */
 #define NO_EVENT ((enum store_op)-1)
 
@@ -703,7 +716,6 @@ struct ptab bucket_clear_locked(struct store *s, struct parent *p);
 int child_expire(struct store *s, struct child *c, uint64_t now);
 
 /* store/content.c */
-void blob_unref(struct blob *b);
 int content_resize_locked(struct store *s, struct child *c, uint64_t size);
 
 /* store/drain.c */
