@@ -30,8 +30,6 @@
  */
 #include "store/internal.h"
 
-#include <errno.h>
-
 /* Names ------------------------------------------------------------------- */
 
 uint32_t link_hash(const void *l)

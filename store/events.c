@@ -50,8 +50,6 @@
  */
 #include "store/internal.h"
 
-#include <errno.h>
-
 /* Appending --------------------------------------------------------------- */
 
 /* Set when this thread appended an event; the transition wrapper calls

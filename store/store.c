@@ -40,10 +40,7 @@
 #include "store/internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <stddef.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* uthash ran out of memory in this thread's last add (internal.h). */
