@@ -194,10 +194,11 @@ bench-snapshot: $(B)/bench/snapshot_stall
 # libclang-rt-14-dev runtime, from scripts/deps.sh), each built with ASan,
 # UBSan, the store's test hooks (-DSTORE_FAULTS: fuzz_store runs
 # operations inside a snapshot through store_snapshot_step_hook) and the
-# lock order checks (-DSTORE_LOCKCHECK) into build/fuzz/.  `make fuzz` runs each for FUZZ_SECONDS on a
-# copy of its seed corpus kept in build/fuzz/corpus/ (the committed
-# corpus tests/fuzz/corpus/ stays small); `make fuzz-smoke` runs each for
-# 5 s from the seeds alone, as `make test` does.  tests/fuzz/run.sh says
+# lock order checks (-DSTORE_LOCKCHECK) into build/fuzz/.  `make fuzz`
+# runs each for FUZZ_SECONDS on a copy of its seed corpus kept in
+# build/fuzz/corpus/ (the committed corpus tests/fuzz/corpus/ stays
+# small); `make fuzz-smoke` runs each for 5 s from the seeds alone, as
+# `make test` does.  tests/fuzz/run.sh says
 # how to reproduce a finding.
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 60

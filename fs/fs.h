@@ -2,10 +2,10 @@
  * fs.h - the libfuse3 low-level adapter of statefs.
  *
  * fs/ops.c translates each FUSE request into store/ calls through the
- * layout/ rules and replies exactly once; fs/watch.c runs the four threads
- * that act when nobody calls in (the lease reaper, the .events replies,
- * the inotify echoes, the kernel cache invalidations); fs/main.c parses options, makes the store and runs
- * the session.  Nothing here holds a store lock, and no fs/ lock is held
+ * layout/ rules and replies exactly once; fs/watch.c runs the four
+ * threads that act when nobody calls in (the lease reaper, the .events
+ * replies, the inotify echoes, the kernel cache invalidations);
+ * fs/main.c parses options, makes the store and runs the session.  Nothing here holds a store lock, and no fs/ lock is held
  * across a reply or a notification.
  */
 #ifndef STATEFS_FS_H

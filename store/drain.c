@@ -15,12 +15,12 @@
  * -----
  * Starting a drain is a transition (the world lock shared): the store's
  * under the store lock (LOCK_STORE); a tenant's under its lock
- * (LOCK_TENANT), having locked every bucket of the tenant by ascending
- * inode (LOCK_PARENT) to judge the caller's right to the clear, and let
- * them go.  The clear holds the world lock exclusive (drain_settle, so no
- * transition is half done), then the store lock, each tenant's lock in
- * turn and, through tenant_clear_locked(), each bucket's and each state's
- * stripe.  drains_settle_all() takes the store lock only to find a due
+ * (LOCK_TENANT), having locked, for a caller other than root, every
+ * bucket of the tenant by ascending inode (LOCK_PARENT) to judge its
+ * right to the clear, and let them go.  The clear holds the world lock
+ * exclusive (drain_settle, so no transition is half done), then the
+ * store lock, each tenant's lock in turn and, through
+ * tenant_clear_locked(), each bucket's and each state's stripe.  drains_settle_all() takes the store lock only to find a due
  * tenant, and lets go before it settles it.
  */
 #include "store/internal.h"

@@ -291,7 +291,7 @@ int store_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
 	return rc;
 }
 
-/* The reaper ---------------------------------------------------------------- */
+/* The reaper -------------------------------------------------------------- */
 
 /* Expire one due node (a reference held by the caller). */
 static int expire_one(struct store *s, struct store_node *n, uint64_t now)

@@ -91,9 +91,11 @@ void store_lockcheck_take(enum store_lock_level level, uint64_t key,
 		if (h >= LOCK_FIRST_LEAF)
 			violation(file, line, level, h, "a leaf is held");
 		if (h > (int)level)
-			violation(file, line, level, h, "an outer lock after an inner one");
+			violation(file, line, level, h,
+				  "an outer lock after an inner one");
 		if (h == (int)level && !keyed(level))
-			violation(file, line, level, h, "two locks of one level");
+			violation(file, line, level, h,
+				  "two locks of one level");
 		if (h == (int)level && key <= held.key[h])
 			violation(file, line, level, h,
 				  "not in ascending order of its level");
@@ -121,8 +123,8 @@ void store_lockcheck_held(enum store_lock_level level, const char *file,
 {
 	level_check(level, file, line);
 	if (!held.n[level]) {
-		fprintf(stderr, "statefs: %s:%d expects the %s lock held\n", file,
-			line, level_names[level]);
+		fprintf(stderr, "statefs: %s:%d expects the %s lock held\n",
+			file, line, level_names[level]);
 		abort();
 	}
 }

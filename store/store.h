@@ -928,10 +928,10 @@ int store_stats(struct store *s, struct store_node *tenant,
 
 /*
  * Test and diagnostic full scan (O(everything), holding the world lock
- * exclusive: no transition runs until it ends): recount every gauge and compare with the counters, check that
- * no child sits in a departed bucket, that every state's link count
- * equals the links that reach it, and that every tenant's and parent's
- * quota counters are exact.  Returns 0, or -EUCLEAN with a one-line
+ * exclusive: no transition runs until it ends): recount every gauge and
+ * compare with the counters, check that no child sits in a departed
+ * bucket, that every state's link count equals the links that reach it,
+ * and that every tenant's and parent's quota counters are exact.  Returns 0, or -EUCLEAN with a one-line
  * reason in @why.
  */
 int store_check_all(struct store *s, char *why, size_t whylen);
