@@ -388,7 +388,7 @@ struct snap_hold {
 
 /*
  * Every acquisition of a store lock names its level (enum
- * store_lock_level, at the top of this file).  Builds with
+ * store_lock_level, above).  Builds with
  * -DSTORE_LOCKCHECK (the unit, stress and fuzz builds) record, per
  * thread, the levels held and abort with both places named when a thread
  * takes a lock out of order (store/lockcheck.c); other builds compile to
@@ -436,7 +436,8 @@ static inline void mutex_unlock(pthread_mutex_t *m)
 		LOCKCHECK_TAKE((level), (key));                       \
 		mutex_lock(m);                                        \
 	} while (0)
-/* Take mutex @m of level @level (a stripe is ordered by its address). */
+/* Take mutex @m of level @level; stripes held together are ordered by
+ * their address, buckets by their inode number (bucket_lock()). */
 #define lock(m, level) lock_keyed((m), (level), (uintptr_t)(m))
 #define unlock(m, level)                                              \
 	do {                                                          \
@@ -449,8 +450,9 @@ static inline void mutex_unlock(pthread_mutex_t *m)
 #define bucket_unlock(p) unlock(&(p)->lock, LOCK_PARENT)
 
 /*
- * A call into code that takes a lock of its own we cannot wrap (the event
- * log's mutex, store/evlog.c): checked as if the call took it.
+ * A call into code that takes a lock of its own, which is not taken
+ * through these wrappers (the event log's mutex, store/evlog.c): checked
+ * as if the call took it.
  */
 #define lock_call_begin(level) LOCKCHECK_TAKE((level), 0)
 #define lock_call_end(level) LOCKCHECK_DROP(level)
