@@ -25,12 +25,15 @@ FS_SRC     := $(wildcard fs/*.c)
 # -MMD -MP dependency files, and every binary of that flavour links the
 # same objects:
 #   rel   the daemon and the benchmarks (CFLAGS)
-#   asan  unit tests: ASan/UBSan and the test hooks (-DSTORE_FAULTS,
-#         store/alloc.h's allocation-failure injection)
-#   tsan  the concurrency test under ThreadSanitizer
+#   asan  unit tests: ASan/UBSan, the test hooks (-DSTORE_FAULTS,
+#         store/alloc.h's allocation-failure injection) and the lock
+#         order checked on every acquisition (-DSTORE_LOCKCHECK,
+#         store/lockcheck.c)
+#   tsan  the concurrency test under ThreadSanitizer, hooks and lock
+#         order checks on
 #   fuzz  libFuzzer targets (clang, see below)
-ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -DSTORE_FAULTS
-TSAN := -O1 -g -fsanitize=thread -DSTORE_FAULTS
+ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -DSTORE_FAULTS -DSTORE_LOCKCHECK
+TSAN := -O1 -g -fsanitize=thread -DSTORE_FAULTS -DSTORE_LOCKCHECK
 BASE := -std=gnu11 $(WARN) -pthread -I. -MMD -MP
 
 obj = $(patsubst %.c,$(B)/obj/$(1)/%.o,$(2))
@@ -189,18 +192,19 @@ bench-snapshot: $(B)/bench/snapshot_stall
 
 # Fuzzing: libFuzzer targets tests/fuzz/fuzz_*.c (clang-14 and its
 # libclang-rt-14-dev runtime, from scripts/deps.sh), each built with ASan,
-# UBSan and the store's test hooks (-DSTORE_FAULTS: fuzz_store runs
-# operations inside a snapshot through store_snapshot_step_hook) into
-# build/fuzz/.  `make fuzz` runs each for FUZZ_SECONDS on a
-# copy of its seed corpus kept in build/fuzz/corpus/ (the committed
-# corpus tests/fuzz/corpus/ stays small); `make fuzz-smoke` runs each for
-# 5 s from the seeds alone, as `make test` does.  tests/fuzz/run.sh says
+# UBSan, the store's test hooks (-DSTORE_FAULTS: fuzz_store runs
+# operations inside a snapshot through store_snapshot_step_hook) and the
+# lock order checks (-DSTORE_LOCKCHECK) into build/fuzz/.  `make fuzz`
+# runs each for FUZZ_SECONDS on a copy of its seed corpus kept in
+# build/fuzz/corpus/ (the committed corpus tests/fuzz/corpus/ stays
+# small); `make fuzz-smoke` runs each for 5 s from the seeds alone, as
+# `make test` does.  tests/fuzz/run.sh says
 # how to reproduce a finding.
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 60
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	-fsanitize-coverage-ignorelist=tests/fuzz/coverage-ignore.txt
-FUZZ_FLAGS   := $(BASE) -g -O1 -DSTORE_FAULTS -fsanitize=fuzzer-no-link $(FUZZ_SAN)
+FUZZ_FLAGS   := $(BASE) -g -O1 -DSTORE_FAULTS -DSTORE_LOCKCHECK -fsanitize=fuzzer-no-link $(FUZZ_SAN)
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 
 .PHONY: fuzz fuzz-build fuzz-smoke

@@ -2,10 +2,10 @@
  * fs.h - the libfuse3 low-level adapter of statefs.
  *
  * fs/ops.c translates each FUSE request into store/ calls through the
- * layout/ rules and replies exactly once; fs/watch.c runs the threads
- * that act when nobody calls in (the lease reaper, the .events replies,
- * the inotify echoes); fs/main.c parses options, makes the store and runs
- * the session.  Nothing here holds a store lock, and no fs/ lock is held
+ * layout/ rules and replies exactly once; fs/watch.c runs the four
+ * threads that act when nobody calls in (the lease reaper, the .events
+ * replies, the inotify echoes, the kernel cache invalidations);
+ * fs/main.c parses options, makes the store and runs the session.  Nothing here holds a store lock, and no fs/ lock is held
  * across a reply or a notification.
  */
 #ifndef STATEFS_FS_H
@@ -151,7 +151,7 @@ extern const struct fuse_lowlevel_ops fs_ops;
 
 /* Initialise fs's watch state (before the session exists). */
 void fs_watch_init(struct fs *fs);
-/* Start the reaper, events and echo threads (the mount is up). */
+/* Start the reaper, events, echo and inval threads (the mount is up). */
 int fs_watch_start(struct fs *fs);
 /* Stop the threads; join all but the echo thread (it may be in a syscall
  * on the mount until the session is closed). */

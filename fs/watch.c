@@ -101,8 +101,12 @@
  *  allocated makes the next wait end with inval_everything() instead.
  *
  * Lock order: watch_lock, echo_lock and an open file's text_lock (fs.h)
- * are leaves of fs/ and never held across a reply or a call into the
- * store that may wait long.
+ * are never held across a reply or a call into the store that may wait
+ * long, and never taken under a store lock (the store calls fs/ only
+ * through its hooks, with no lock held).  echo_lock and text_lock are
+ * leaves; watch_lock is not: the .events readers and the inval thread
+ * read the event log under it (store_events_*), so it comes before the
+ * log's own mutex, under which the store takes nothing.
  */
 #define _GNU_SOURCE
 #include <errno.h>

@@ -1,9 +1,9 @@
 /*
  * evlog.h - the store's event log: a bounded ring of transition lines.
  *
- * Internal to store/: store.c appends one entry per transition inside the
- * transition's critical section; readers (store_events_* in store.h) copy
- * lines out with their own cursor.  The ring keeps the newest
+ * Internal to store/: store/events.c appends one entry per transition
+ * inside the transition's critical section; readers (store_events_* in
+ * store.h) copy lines out with their own cursor.  The ring keeps the newest
  * limits.event_log entries; an append overwrites the oldest and never
  * waits for a reader.  One mutex (a leaf lock) guards the ring.
  */

@@ -28,7 +28,10 @@
  * caller's alone while it is off the free list).  In the store's lock
  * order they come after everything, and no store lock may be held while
  * calling in here at all (every call may wait on the network), so they
- * are never held while a store lock is taken.
+ * are never held while a store lock is taken.  Both take their levels
+ * (LOCK_RCONN_POOL, LOCK_RCONN_CONN) from the store's lock order
+ * (store/internal.h), which test builds check: taking either while any
+ * store lock is held is reported there.
  *
  * Finding the primary
  * -------------------
@@ -72,7 +75,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "store/alloc.h"
+#include "store/internal.h"
 #include "store/rconn.h"
 
 /* Longest text of a failure kept for messages. */
@@ -178,9 +181,9 @@ static void addr_text(char *buf, size_t cap, const struct store_remote_addr *a)
 static void note_failure(struct rconn_pool *p, const char *why)
 {
 	atomic_store(&p->connected, false);
-	pthread_mutex_lock(&p->lock);
+	lock(&p->lock, LOCK_RCONN_POOL);
 	snprintf(p->why, sizeof(p->why), "%s", why);
-	pthread_mutex_unlock(&p->lock);
+	unlock(&p->lock, LOCK_RCONN_POOL);
 }
 
 /* Replies -------------------------------------------------------------- */
@@ -485,9 +488,9 @@ static int conn_init(struct rconn *c, struct rconn_pool *p, uint64_t timeout_ms)
 /* Swap @ctx in as @c's context (the owner only). */
 static void conn_set(struct rconn *c, redisContext *ctx)
 {
-	pthread_mutex_lock(&c->lock);
+	lock(&c->lock, LOCK_RCONN_CONN);
 	c->ctx = ctx;
-	pthread_mutex_unlock(&c->lock);
+	unlock(&c->lock, LOCK_RCONN_CONN);
 }
 
 /* Drop @c's context, if any (the owner only). */
@@ -495,10 +498,10 @@ static void conn_drop(struct rconn *c)
 {
 	redisContext *ctx;
 
-	pthread_mutex_lock(&c->lock);
+	lock(&c->lock, LOCK_RCONN_CONN);
 	ctx = c->ctx;
 	c->ctx = NULL;
-	pthread_mutex_unlock(&c->lock);
+	unlock(&c->lock, LOCK_RCONN_CONN);
 	if (ctx)
 		redisFree(ctx);
 }
@@ -592,7 +595,7 @@ static struct rconn *take(struct rconn_pool *p, uint64_t deadline)
 			       (long)(deadline % 1000) * 1000000 };
 	struct rconn *c;
 
-	pthread_mutex_lock(&p->lock);
+	lock(&p->lock, LOCK_RCONN_POOL);
 	while (!p->free)
 		if (pthread_cond_timedwait(&p->freed, &p->lock, &ts) ==
 			    ETIMEDOUT &&
@@ -601,17 +604,17 @@ static struct rconn *take(struct rconn_pool *p, uint64_t deadline)
 	c = p->free;
 	if (c)
 		p->free = c->next_free;
-	pthread_mutex_unlock(&p->lock);
+	unlock(&p->lock, LOCK_RCONN_POOL);
 	return c;
 }
 
 static void give_back(struct rconn_pool *p, struct rconn *c)
 {
-	pthread_mutex_lock(&p->lock);
+	lock(&p->lock, LOCK_RCONN_POOL);
 	c->next_free = p->free;
 	p->free = c;
 	pthread_cond_signal(&p->freed);
-	pthread_mutex_unlock(&p->lock);
+	unlock(&p->lock, LOCK_RCONN_POOL);
 }
 
 /* Contract in rconn.h. */
@@ -731,9 +734,9 @@ void rconn_pool_last_error(struct rconn_pool *p, char *buf, size_t cap)
 {
 	if (cap == 0)
 		return;
-	pthread_mutex_lock(&p->lock);
+	lock(&p->lock, LOCK_RCONN_POOL);
 	snprintf(buf, cap, "%s", p->why);
-	pthread_mutex_unlock(&p->lock);
+	unlock(&p->lock, LOCK_RCONN_POOL);
 }
 
 /* Contract in rconn.h. */
@@ -792,10 +795,10 @@ void rconn_interrupt(struct rconn *c)
 	atomic_store(&c->interrupted, true);
 	/* Under the lock the context cannot be freed, so its descriptor is
 	 * still this connection's. */
-	pthread_mutex_lock(&c->lock);
+	lock(&c->lock, LOCK_RCONN_CONN);
 	if (c->ctx)
 		shutdown(c->ctx->fd, SHUT_RDWR);
-	pthread_mutex_unlock(&c->lock);
+	unlock(&c->lock, LOCK_RCONN_CONN);
 }
 
 void rconn_close(struct rconn *c)

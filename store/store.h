@@ -8,12 +8,14 @@
  * function below; each returns 0 (or a positive result) on success and a
  * negative errno on failure, and a failed transition changes nothing.
  *
- * Shape (seed 000): tenant -> parent bucket -> child link -> state.
+ * Shape: tenant -> parent bucket -> child link -> state.  Each fact is
+ * kept once, in the bucket of the parent every operation on it names.
  *
  *   store      tenant table (name -> tenant)
  *   tenant     parent table (name -> parent), tombstones (name -> gen)
- *   parent     one bucket: lock, generation, departed flag,
- *              child links (name -> state)
+ *   parent     one bucket: lock, generation, child links (name -> state);
+ *              a parent that leaves is taken out of the table with its
+ *              links in one critical section, and a tombstone filed
  *   state      the child's content, version, attributes and link count;
  *              one state may be linked from several parents of a tenant
  *
@@ -22,8 +24,9 @@
  * rejoin or a re-create is a new node, and an operation that reaches the
  * store through an older node fails with -ESTALE.
  *
- * The design essay (authority, lock order, the inode table as a secondary
- * index) opens store.c.
+ * How it is built is told where it is built: each file of store/ opens
+ * with the mechanism it owns and the locks it takes; the shared structs,
+ * the lock order and a map of the files are in store/internal.h.
  */
 #ifndef STATEFS_STORE_H
 #define STATEFS_STORE_H
@@ -634,7 +637,7 @@ uint64_t store_next_deadline(struct store *s);
 /*
  * Every transition appends one line to the store's event log, inside its
  * critical section, so sequence numbers follow the order in which the
- * transitions happened (store.c, "Event order"):
+ * transitions happened (store/events.c, "Event order"):
  *
  *   SEQ \t OP \t TENANT \t PARENT \t CHILD \t GENERATION \t VERSION \n
  *
@@ -838,8 +841,9 @@ uint64_t store_node_horizon(struct store *s, struct store_node *n);
 
 /*
  * Call @fn(@arg, directory inode, name) for every name @n has now: each
- * link of a child, the entry of a parent or a tenant.  @fn runs under a
- * store lock: it must only copy what it is given.
+ * link of a child, the entry of a parent or a tenant.  For a child @fn
+ * runs under the state's stripe: it must only copy what it is given,
+ * and call nothing of the store's.
  */
 void store_node_names(struct store *s, struct store_node *n,
 		      void (*fn)(void *arg, uint64_t dir_ino, const char *name),
@@ -892,7 +896,7 @@ struct store_snapshot {
  * instant, O(tenants); withdrawing the copy machinery), reported in
  * stall_us.  In between, buckets are copied one at a time under their own
  * lock, and a transition that is about to change a bucket not copied yet
- * copies it first (store.c, "Snapshot").  The cost, O(nodes in scope)
+ * copies it first (store/snapshot.c).  The cost, O(nodes in scope)
  * time and memory, falls on the caller, who formats the rows afterwards
  * holding nothing.  One snapshot is taken at a time.  Free with
  * store_snapshot_free().  0, -ENOMEM or -ESTALE.
@@ -923,11 +927,11 @@ int store_stats(struct store *s, struct store_node *tenant,
 		struct store_stats *out);
 
 /*
- * Test and diagnostic full scan (O(everything), takes every lock in
- * order): recount every gauge and compare with the counters, check that
- * no child sits in a departed bucket, that every state's link count
- * equals the links that reach it, and that every tenant's and parent's
- * quota counters are exact.  Returns 0, or -EUCLEAN with a one-line
+ * Test and diagnostic full scan (O(everything), holding the world lock
+ * exclusive: no transition runs until it ends): recount every gauge and
+ * compare with the counters, check that no child sits in a departed
+ * bucket, that every state's link count equals the links that reach it,
+ * and that every tenant's and parent's quota counters are exact.  Returns 0, or -EUCLEAN with a one-line
  * reason in @why.
  */
 int store_check_all(struct store *s, char *why, size_t whylen);

@@ -18,7 +18,8 @@
  *     then take NSNAP root-scope snapshots SPACING_MS apart, each timed
  *     from the call to the end of store_snapshot_free() (wall and thread
  *     CPU time, minor faults of the take), with snap.stall_us as reported
- *     (store.c starts that clock before it asks for the world lock).
+ *     (store/snapshot.c starts that clock before it asks for the world
+ *     lock).
  *  4. Windows.  A snapshot window is [take called, free returned].  The
  *     baseline is the same set of windows shifted back in time into the
  *     undisturbed period (same lengths, same spacing), so both sets cover

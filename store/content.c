@@ -1,0 +1,611 @@
+/*
+ * content.c - a state's content: staged writes, one publication per
+ * close or fsync.
+ *
+ * What it owns
+ * ------------
+ * A state's content is an immutable, counted blob (NULL for empty),
+ * swapped whole by a publication under the state's stripe, with the
+ * state's version; a reader that pinned the old blob keeps reading it.
+ * Each open file has a stage (struct store_stage, below): the bytes it
+ * has written and not yet published, the blob it opened on, the version
+ * a compare-and-swap edit is based on.  Content bytes count in max_bytes
+ * and the tenant's share of it, charged at publication
+ * (bytes_charge_locked) and checked at write time already, so the write
+ * that would pass them is the one refused.
+ *
+ * Locks
+ * -----
+ * A stage's write and read take only stage->lock and a stripe: they
+ * change no shared fact; its publication is a transition.
+ * A stage's lock (LOCK_STAGE) is taken before the state's stripe
+ * (LOCK_STRIPE).  store_stage_write(), store_stage_read() and the
+ * truncations are not transitions (no world lock); store_stage_publish()
+ * is one (the world lock shared, then the stage's lock, then the
+ * stripe).  publish_locked(), bytes_charge_locked() and
+ * content_resize_locked() expect the stripe held (content_resize_locked
+ * is a setattr's size change, under store_setattr's transition).
+ */
+#include "store/internal.h"
+
+#include <errno.h>
+
+struct store_stage {
+	struct store *s;
+	struct child *c;               /* counted */
+	enum store_stage_mode mode;    /* lock; an APPEND stage that is
+					* truncated becomes a REPLACE */
+	pthread_mutex_t lock;
+	struct blob *pin;              /* lock: what reads see when unstaged */
+	uint64_t base_version;         /* lock: CAS compares against this */
+	char *buf;                     /* lock: staged bytes */
+	size_t len, cap;               /* lock */
+	bool staged;                   /* lock: buf holds this stage's bytes */
+	bool dirty;                    /* lock: a publication is owed */
+	bool written;                  /* lock: bytes or a size were staged */
+	/* lock: the state's version and mtime when this stage last wrote
+	 * (or opened): an mtime set since then, with no publication in
+	 * between, is kept by this stage's publication (cp -p, install -p
+	 * and tar set it on the open file before close). */
+	uint64_t seen_version;
+	int64_t seen_mtime;
+	int failed;                    /* lock: a write was refused: the
+					* whole open-write-close transition
+					* is abandoned with this errno */
+};
+
+/* Blobs ------------------------------------------------------------------- */
+
+static struct blob *blob_new(const void *data, size_t len)
+{
+	struct blob *b;
+
+	if (len == 0)
+		return NULL;
+	b = st_malloc(sizeof(*b) + len);
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->len = len;
+	if (data)
+		memcpy(b->data, data, len);
+	return b;
+}
+
+/* Is @b longer than @prefix and begins with it (an append to it)? */
+static bool blob_extends(const struct blob *b, const struct blob *prefix)
+{
+	size_t n = blob_len(prefix);
+
+	return blob_len(b) > n && (n == 0 || memcmp(b->data, prefix->data, n) == 0);
+}
+
+/* Publication (the stripe held) ------------------------------------------- */
+
+/*
+ * Would content of @newlen bytes in @c (now @oldlen) fit?  Checks
+ * max_payload and reserves the growth in max_bytes and the tenant's
+ * share of it (state's stripe held).  Releases on shrink.
+ */
+static int bytes_charge_locked(struct store *s, struct child *c,
+			       size_t oldlen, size_t newlen)
+{
+	store_assert_held(LOCK_STRIPE);
+	if (newlen > s->lim.max_payload)
+		return -EFBIG;
+	if (newlen > oldlen) {
+		if (!reserve(&s->bytes_n, newlen - oldlen, s->lim.max_bytes))
+			return -ENOSPC;
+		if (!reserve(&child_tenant(c)->bytes_n, newlen - oldlen,
+			     s->lim.tenant_max_bytes)) {
+			gauge_sub(&s->bytes_n, newlen - oldlen, "bytes");
+			return -EDQUOT;
+		}
+	} else if (newlen < oldlen) {
+		gauge_sub(&s->bytes_n, oldlen - newlen, "bytes");
+		gauge_sub(&child_tenant(c)->bytes_n, oldlen - newlen,
+			  "tenant bytes");
+	}
+	return 0;
+}
+
+/* Swap in new content (stripe held): one publication, reported under
+ * each name that reaches the state. */
+static void publish_locked(struct store *s, struct child *c, struct blob *b)
+{
+	struct blob *old = c->content;
+	struct link *l;
+
+	store_assert_held(LOCK_STRIPE);
+	snap_state_cow(s, c);
+	note_attrs_changed(c->node.ino);
+	c->content = b;
+	c->version++;
+	c->meta.mtime = c->meta.ctime = wall_now();
+	blob_unref(old);
+	LL_FOREACH2(c->slinks, l, snext)
+		emit(s, STORE_OP_WRITE, false, &c->node, l->parent->tenant,
+		     l->parent->name, l->name, (int64_t)l->parent->generation,
+		     (int64_t)c->version);
+}
+
+int content_resize_locked(struct store *s, struct child *c, uint64_t size)
+{
+	size_t oldlen = blob_len(c->content);
+	struct blob *b;
+	int rc;
+
+	store_assert_held(LOCK_STRIPE);
+	if (size > s->lim.max_payload)
+		return -EFBIG;
+	b = blob_new(NULL, size);
+	if (size && !b)
+		return -ENOMEM;
+	if (b) {
+		size_t keep = oldlen < size ? oldlen : size;
+
+		if (keep)
+			memcpy(b->data, c->content->data, keep);
+		memset(b->data + keep, 0, size - keep);
+	}
+	rc = bytes_charge_locked(s, c, oldlen, size);
+	if (rc) {
+		blob_unref(b);
+		return rc;
+	}
+	publish_locked(s, c, b);
+	return 0;
+}
+
+/* Stages ------------------------------------------------------------------ */
+
+int store_stage_new(struct store *s, enum store_stage_mode mode,
+		    struct store_stage **out)
+{
+	struct store_stage *st = st_calloc(1, sizeof(*st));
+
+	if (!st)
+		return -ENOMEM;
+	st->s = s;
+	st->mode = mode;
+	pthread_mutex_init(&st->lock, NULL);
+	if (mode == STORE_STAGE_REPLACE) {
+		st->staged = true; /* an empty image: O_TRUNC */
+		st->dirty = true;
+	}
+	*out = st;
+	return 0;
+}
+
+/* Bind new stage @st to state @c (c's stripe held): it pins what is
+ * current. */
+static void stage_attach_locked(struct store_stage *st, struct child *c)
+{
+	store_assert_held(LOCK_STRIPE);
+	st->pin = blob_ref(c->content);
+	st->base_version = c->version;
+	st->seen_version = c->version;
+	st->seen_mtime = c->meta.mtime;
+	st->c = c;
+	store_node_ref(&c->node);
+}
+
+void store_stage_attach(struct store_stage *st, struct store_node *child)
+{
+	struct child *c = as_child(child);
+
+	lock(stripe(st->s, c), LOCK_STRIPE);
+	stage_attach_locked(st, c);
+	unlock(stripe(st->s, c), LOCK_STRIPE);
+}
+
+int store_stage_open(struct store *s, struct store_node *child,
+		     enum store_stage_mode mode, struct store_stage **out)
+{
+	struct child *c = as_child(child);
+	struct store_stage *st;
+	int rc = 0;
+
+	if (!c)
+		return child->kind == STORE_SPECIAL ? -EINVAL : -EISDIR;
+	if (store_stage_new(s, mode, &st))
+		return -ENOMEM;
+	lock(stripe(s, c), LOCK_STRIPE);
+	if (c->node.nlink == 0 || is_expired(s, child, store_now_ms(s)))
+		rc = -ESTALE;
+	else
+		stage_attach_locked(st, c);
+	unlock(stripe(s, c), LOCK_STRIPE);
+	if (rc) {
+		store_stage_close(st);
+		return refuse(s, rc);
+	}
+	*out = st;
+	return 0;
+}
+
+static void stage_reset_locked(struct store_stage *st)
+{
+	store_assert_held(LOCK_STAGE);
+	free(st->buf);
+	st->buf = NULL;
+	st->len = st->cap = 0;
+	st->staged = false;
+	st->dirty = false;
+	st->written = false;
+}
+
+static int stage_reserve(struct store_stage *st, size_t len)
+{
+	char *nb;
+	size_t ncap;
+
+	if (len <= st->cap)
+		return 0;
+	ncap = st->cap ? st->cap : 256;
+	while (ncap < len)
+		ncap *= 2;
+	nb = st_realloc(st->buf, ncap);
+	if (!nb)
+		return -ENOMEM;
+	st->buf = nb;
+	st->cap = ncap;
+	return 0;
+}
+
+/*
+ * The state's current length, its tenant's bytes and its liveness, read
+ * under its stripe, for a write or truncate of this stage (st->lock
+ * held), which notes the state's version and mtime as it found them.
+ * @len and @tenant_bytes may be NULL.
+ */
+static int stage_current(struct store_stage *st, size_t *len,
+			 uint64_t *tenant_bytes)
+{
+	struct store *s = st->s;
+	int rc = 0;
+
+	store_assert_held(LOCK_STAGE);
+	lock(stripe(s, st->c), LOCK_STRIPE);
+	if (st->c->node.nlink == 0 || is_expired(s, &st->c->node, store_now_ms(s)))
+		rc = -ESTALE;
+	if (len)
+		*len = blob_len(st->c->content);
+	if (tenant_bytes)
+		*tenant_bytes = st->c->node.nlink ?
+			atomic_load(&child_tenant(st->c)->bytes_n) : 0;
+	st->seen_version = st->c->version;
+	st->seen_mtime = st->c->meta.mtime;
+	unlock(stripe(s, st->c), LOCK_STRIPE);
+	return rc;
+}
+
+ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
+			  uint64_t off)
+{
+	struct store *s = st->s;
+	size_t cur, newlen, projected;
+	uint64_t tbytes = 0;
+	int rc;
+
+	/* The mode is read under the lock: a truncation running in another
+	 * thread on the same open file may change it. */
+	lock(&st->lock, LOCK_STAGE);
+	if (st->mode == STORE_STAGE_READ) {
+		unlock(&st->lock, LOCK_STAGE);
+		return -EBADF;
+	}
+	rc = st->failed;
+	if (rc == 0)
+		rc = stage_current(st, &cur, &tbytes);
+	if (rc)
+		goto out;
+	if (st->mode == STORE_STAGE_APPEND) {
+		off = st->len;
+		newlen = st->len + len;
+		projected = cur + newlen;
+	} else {
+		if (!st->staged) {
+			/* First write of an in-place edit: start from the
+			 * state this stage opened on. */
+			size_t base = blob_len(st->pin);
+
+			rc = stage_reserve(st, base);
+			if (rc)
+				goto out;
+			if (base)
+				memcpy(st->buf, st->pin->data, base);
+			st->len = base;
+			st->staged = true;
+		}
+		newlen = off + len > st->len ? off + len : st->len;
+		projected = newlen;
+		if (off + len < off)
+			projected = SIZE_MAX;
+	}
+	if (projected > s->lim.max_payload) {
+		rc = -EFBIG;
+		goto out;
+	}
+	if (projected > cur &&
+	    atomic_load(&s->bytes_n) + (projected - cur) > s->lim.max_bytes) {
+		rc = -ENOSPC;
+		goto out;
+	}
+	if (projected > cur && s->lim.tenant_max_bytes &&
+	    tbytes + (projected - cur) > s->lim.tenant_max_bytes) {
+		rc = -EDQUOT;
+		goto out;
+	}
+	rc = stage_reserve(st, newlen);
+	if (rc)
+		goto out;
+	if (off > st->len)
+		memset(st->buf + st->len, 0, off - st->len);
+	memcpy(st->buf + off, buf, len);
+	st->len = newlen;
+	st->staged = true;
+	st->dirty = true;
+	st->written = true;
+out:
+	if (rc && rc != st->failed) {
+		/* No failed operation changes anything: drop what was
+		 * staged, and publish nothing on close or release. */
+		stage_reset_locked(st);
+		st->failed = rc;
+	} else if (rc) {
+		unlock(&st->lock, LOCK_STAGE);
+		return rc;
+	}
+	unlock(&st->lock, LOCK_STAGE);
+	return rc ? refuse(s, rc) : (ssize_t)len;
+}
+
+ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
+			 uint64_t off)
+{
+	struct store *s = st->s;
+	const char *src;
+	size_t have, n = 0;
+	struct blob *old = NULL, *cur = NULL;
+	bool fresh = false;
+	int rc = 0;
+
+	lock(&st->lock, LOCK_STAGE);
+	lock(stripe(s, st->c), LOCK_STRIPE);
+	if (st->c->node.nlink == 0 || is_expired(s, &st->c->node, store_now_ms(s))) {
+		rc = -ESTALE;
+	} else if (st->mode == STORE_STAGE_READ &&
+		   (off == 0 || off >= blob_len(st->pin))) {
+		/* Writable stages keep the state they opened on: it is
+		 * what a compare-and-swap edit is based on. */
+		cur = blob_ref(st->c->content);
+		fresh = true;
+	}
+	unlock(stripe(s, st->c), LOCK_STRIPE);
+	/*
+	 * A new pass from the start sees the newest publication.  So does a
+	 * read at or past the end of the state this open file has seen, when
+	 * the newest begins with all of it (an append): the reader has then
+	 * read a prefix of the newest state, never a mix, and tail -f of an
+	 * appended child reads on.  (Compared outside the stripe: blobs are
+	 * immutable.)
+	 */
+	if (fresh && (off == 0 || blob_extends(cur, st->pin))) {
+		old = st->pin;
+		st->pin = cur;
+		cur = NULL;
+	}
+	if (rc == 0) {
+		/* An append stage holds only the tail it will add: it
+		 * reads the state it is based on. */
+		bool own = st->staged && st->mode != STORE_STAGE_APPEND;
+
+		src = own ? st->buf : (st->pin ? st->pin->data : NULL);
+		have = own ? st->len : blob_len(st->pin);
+		if (off < have) {
+			n = have - off < len ? have - off : len;
+			memcpy(buf, src + off, n);
+		}
+	}
+	unlock(&st->lock, LOCK_STAGE);
+	blob_unref(old);
+	blob_unref(cur);
+	return rc ? refuse(s, rc) : (ssize_t)n;
+}
+
+/* The buffer store_stage_truncate() to @size needs (st->lock held). */
+static size_t stage_truncate_need(struct store_stage *st, uint64_t size)
+{
+	size_t need = (size_t)size;
+
+	store_assert_held(LOCK_STAGE);
+	if (st->mode == STORE_STAGE_APPEND) {
+		size_t base = blob_len(st->pin) + (st->staged ? st->len : 0);
+
+		need = base > need ? base : need;
+	} else if (!st->staged) {
+		need = blob_len(st->pin) > need ? blob_len(st->pin) : need;
+	}
+	return need;
+}
+
+int store_stage_truncate_reserve(struct store_stage *st, uint64_t size)
+{
+	struct store *s = st->s;
+	int rc;
+
+	/* The mode under the lock: a truncation in another thread on the
+	 * same open file may change it. */
+	lock(&st->lock, LOCK_STAGE);
+	if (st->mode == STORE_STAGE_READ)
+		rc = -EBADF;
+	else if (size > s->lim.max_payload)
+		rc = -EFBIG;
+	else
+		rc = stage_reserve(st, stage_truncate_need(st, size));
+	unlock(&st->lock, LOCK_STAGE);
+	return rc == -EFBIG ? refuse(s, rc) : rc;
+}
+
+int store_stage_truncate(struct store_stage *st, uint64_t size)
+{
+	struct store *s = st->s;
+	int rc = 0;
+
+	lock(&st->lock, LOCK_STAGE);
+	if (st->mode == STORE_STAGE_READ) {
+		unlock(&st->lock, LOCK_STAGE);
+		return -EBADF;
+	}
+	if (size > s->lim.max_payload) {
+		unlock(&st->lock, LOCK_STAGE);
+		return refuse(s, -EFBIG);
+	}
+	if (st->mode == STORE_STAGE_APPEND) {
+		/* ftruncate on an O_APPEND file cuts the content itself: the
+		 * stage becomes a replacement by the state it opened on plus
+		 * what it appended, then cut to @size. */
+		size_t base = blob_len(st->pin), tail = st->staged ? st->len : 0;
+
+		rc = stage_reserve(st, base + tail);
+		if (rc == 0) {
+			/* Nothing staged and nothing pinned: no buffer yet. */
+			if (tail)
+				memmove(st->buf + base, st->buf, tail);
+			if (base)
+				memcpy(st->buf, st->pin->data, base);
+			st->len = base + tail;
+			st->staged = true;
+			st->mode = STORE_STAGE_REPLACE;
+		}
+	} else if (!st->staged) {
+		size_t base = blob_len(st->pin);
+
+		rc = stage_reserve(st, base);
+		if (rc == 0 && base)
+			memcpy(st->buf, st->pin->data, base);
+		st->len = base;
+	}
+	if (rc == 0)
+		rc = stage_reserve(st, size);
+	if (rc == 0) {
+		/* A cut is a write: it notes the state as it stands (gone or
+		 * not is the publication's to say). */
+		(void)stage_current(st, NULL, NULL);
+		if (size > st->len)
+			memset(st->buf + st->len, 0, size - st->len);
+		st->len = size;
+		st->staged = true;
+		st->dirty = true;
+		st->written = true;
+	}
+	unlock(&st->lock, LOCK_STAGE);
+	return rc;
+}
+
+static int do_stage_publish(struct store_stage *st)
+{
+	struct store *s = st->s;
+	struct child *c = st->c;
+	struct blob *b = NULL, *pin = NULL;
+	size_t cur;
+	int rc = 0;
+
+	lock(&st->lock, LOCK_STAGE);
+	if (st->failed) {
+		/* Refused (and counted) at write time already. */
+		rc = st->failed;
+		unlock(&st->lock, LOCK_STAGE);
+		return rc;
+	}
+	if (!st->dirty)
+		goto out;
+	if (st->mode != STORE_STAGE_APPEND) {
+		b = blob_new(st->buf, st->len);
+		if (st->len && !b) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
+	lock(stripe(s, c), LOCK_STRIPE);
+	cur = blob_len(c->content);
+	if (c->node.nlink == 0 || is_expired(s, &c->node, store_now_ms(s)))
+		rc = -ESTALE;
+	else if (st->mode == STORE_STAGE_CAS && c->version != st->base_version)
+		rc = -EAGAIN;
+	else if (st->mode == STORE_STAGE_APPEND) {
+		b = blob_new(NULL, cur + st->len);
+		if (cur + st->len && !b) {
+			rc = -ENOMEM;
+		} else if (b) {
+			if (cur)
+				memcpy(b->data, c->content->data, cur);
+			memcpy(b->data + cur, st->buf, st->len);
+		}
+	}
+	if (rc == 0)
+		rc = bytes_charge_locked(s, c, cur, blob_len(b));
+	if (rc == 0) {
+		/* An mtime set explicitly after this stage's last write,
+		 * with no publication in between, is what the writer asked
+		 * the content to carry (cp -p): it survives, as on tmpfs
+		 * where the write stamped it first. */
+		bool keep = c->version == st->seen_version &&
+			    c->meta.mtime != st->seen_mtime;
+		int64_t mtime = c->meta.mtime;
+
+		publish_locked(s, c, blob_ref(b));
+		if (keep)
+			c->meta.mtime = mtime;
+		st->base_version = c->version;
+		st->seen_version = c->version;
+		st->seen_mtime = c->meta.mtime;
+		pin = st->pin;
+		st->pin = b;
+		b = NULL;
+	}
+	unlock(stripe(s, c), LOCK_STRIPE);
+	/* Published or refused, the staged bytes are spent. */
+	stage_reset_locked(st);
+out:
+	unlock(&st->lock, LOCK_STAGE);
+	blob_unref(b);
+	blob_unref(pin);
+	return rc ? refuse(s, rc) : 0;
+}
+
+int store_stage_flush(struct store_stage *st)
+{
+	bool written;
+	int failed;
+
+	lock(&st->lock, LOCK_STAGE);
+	written = st->written;
+	failed = st->failed;
+	unlock(&st->lock, LOCK_STAGE);
+	/* A refused write abandoned the stage (it is no longer "written"):
+	 * the close must still say that nothing was published. */
+	if (failed)
+		return failed;
+	/* A racing write between here and the publication is published
+	 * with it: both belong to this open file. */
+	return written ? store_stage_publish(st) : 0;
+}
+
+void store_stage_close(struct store_stage *st)
+{
+	if (!st)
+		return;
+	free(st->buf);
+	blob_unref(st->pin);
+	if (st->c)
+		store_node_unref(st->s, &st->c->node);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+}
+
+int store_stage_publish(struct store_stage *st)
+{
+	return TRANSITION(st->s, do_stage_publish(st));
+}

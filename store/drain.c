@@ -1,0 +1,232 @@
+/*
+ * drain.c - draining the store or one tenant: refuse what is new, let what
+ * is there finish or expire for drain_window, then clear the scope in one
+ * transition.
+ *
+ * What it owns
+ * ------------
+ * The store's state (s->state: ready, draining, drained) and its drain's
+ * deadline, each tenant's own drain state and deadline, and the count of
+ * tenants whose drain runs (s->tenants_draining), so the reaper looks for
+ * due tenant drains only while there are some.  A drain in scope makes
+ * every admission refuse with -EROFS (draining(), internal.h).
+ *
+ * Locks
+ * -----
+ * Starting a drain is a transition (the world lock shared): the store's
+ * under the store lock (LOCK_STORE); a tenant's under its lock
+ * (LOCK_TENANT), having locked, for a caller other than root, every
+ * bucket of the tenant by ascending inode (LOCK_PARENT) to judge its
+ * right to the clear, and let them go.  The clear holds the world lock
+ * exclusive (drain_settle, so no transition is half done), then the
+ * store lock, each tenant's lock in turn and, through
+ * tenant_clear_locked(), each bucket's and each state's stripe.  drains_settle_all() takes the store lock only to find a due
+ * tenant, and lets go before it settles it.
+ */
+#include "store/internal.h"
+
+#include <errno.h>
+
+static int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
+			  const struct store_cred *cred)
+{
+	int rc = 0;
+
+	if (t) {
+		lock(&t->lock, LOCK_TENANT);
+		if (is_dead(&t->node))
+			rc = -ESTALE;
+		else if (atomic_load(&t->drain_state) != STORE_READY)
+			cred = NULL; /* running already: nothing starts */
+		/* The clear will remove what a cleanup of the tenant would:
+		 * it starts only for who could do that by hand.  The buckets
+		 * are locked for the check only. */
+		if (rc == 0 && cred && cred->uid != 0) {
+			rc = tenant_lock_for_cascade(s, t, cred);
+			for (struct parent *p = t->parents; p && rc == 0;
+			     p = p->hh.next)
+				bucket_unlock(p);
+		}
+		if (rc == 0 && atomic_load(&t->drain_state) == STORE_READY) {
+			atomic_store(&t->drain_deadline, now + s->lim.drain_window_ms);
+			atomic_store(&t->drain_state, STORE_DRAINING);
+			atomic_fetch_add(&s->tenants_draining, 1);
+			emit(s, STORE_OP_DRAIN, false, NULL, t, NULL, NULL, -1, -1);
+		}
+		unlock(&t->lock, LOCK_TENANT);
+	} else {
+		lock(&s->lock, LOCK_STORE);
+		if (atomic_load(&s->state) == STORE_READY) {
+			atomic_store(&s->drain_deadline, now + s->lim.drain_window_ms);
+			atomic_store(&s->state, STORE_DRAINING);
+			emit(s, STORE_OP_DRAIN, false, NULL, NULL, NULL, NULL, -1, -1);
+		}
+		unlock(&s->lock, LOCK_STORE);
+	}
+	return rc;
+}
+
+/*
+ * Clear a drain's scope in one transition (the world lock held
+ * exclusively, so no other transition is half done): every parent with
+ * its children, every tombstone and, for the whole store, every tenant.
+ * Each removed parent and tenant is reported as an internal drain event.
+ */
+static void drain_clear(struct store *s, struct tenant *only)
+{
+	struct tenant *t, *tt;
+
+	lock(&s->lock, LOCK_STORE);
+	HASH_ITER(hh, s->tenants, t, tt) {
+		if (only && t != only)
+			continue;
+		lock(&t->lock, LOCK_TENANT);
+		tenant_clear_locked(s, t, STORE_OP_DRAIN, false);
+		if (atomic_load(&t->drain_state) == STORE_DRAINING)
+			atomic_fetch_sub(&s->tenants_draining, 1);
+		atomic_store(&t->drain_state, STORE_DRAINED);
+		if (!only) {
+			atomic_store(&t->node.dead, true);
+			HASH_DEL(s->tenants, t);
+			gauge_sub(&s->tenants_n, 1, "tenants");
+			touch_dir(&s->root_meta);
+			emit(s, STORE_OP_DRAIN, true, &t->node, t, NULL, NULL, -1, -1);
+		}
+		unlock(&t->lock, LOCK_TENANT);
+		if (!only)
+			store_node_unref(s, &t->node);
+	}
+	if (!only)
+		atomic_store(&s->state, STORE_DRAINED);
+	unlock(&s->lock, LOCK_STORE);
+}
+
+/* Is a drain of the store (@t NULL) or of @t due to be cleared? */
+static bool drain_due(struct store *s, struct tenant *t, uint64_t now)
+{
+	if (!t)
+		return atomic_load(&s->state) == STORE_DRAINING &&
+		       (now >= atomic_load(&s->drain_deadline) ||
+			atomic_load(&s->children_n) == 0);
+	return atomic_load(&t->drain_state) == STORE_DRAINING &&
+	       (now >= atomic_load(&t->drain_deadline) ||
+		atomic_load(&t->children_n) == 0);
+}
+
+/*
+ * Clear the store's or @t's drain if it is due (or @now_forced), as one
+ * transition under the exclusive world lock.  Returns true when it did.
+ */
+static bool drain_settle(struct store *s, struct tenant *t, bool force)
+{
+	bool done = false;
+	uint64_t now;
+
+	scan_begin(s);
+	now = store_now_ms(s);
+	if (t && is_dead(&t->node)) {
+		scan_end(s);
+		return false;
+	}
+	if (force || drain_due(s, t, now)) {
+		drain_clear(s, t);
+		done = true;
+	}
+	scan_end(s);
+	event_hook_run(s);
+	return done;
+}
+
+/*
+ * The reaper's part: settle every drain that is due.  Tenants are
+ * visited only while some tenant drain runs (a scan bounded by
+ * max_tenants, on the drain path only).
+ */
+void drains_settle_all(struct store *s)
+{
+	uint64_t now = store_now_ms(s);
+
+	if (drain_due(s, NULL, now))
+		drain_settle(s, NULL, false);
+	while (atomic_load(&s->tenants_draining) > 0) {
+		struct tenant *t, *due_t = NULL;
+
+		lock(&s->lock, LOCK_STORE);
+		for (t = s->tenants; t && !due_t; t = t->hh.next)
+			if (drain_due(s, t, now)) {
+				due_t = t;
+				store_node_ref(&t->node);
+			}
+		unlock(&s->lock, LOCK_STORE);
+		if (!due_t)
+			break;
+		drain_settle(s, due_t, false);
+		store_node_unref(s, &due_t->node);
+	}
+}
+
+int store_drain(struct store *s, struct store_node *tenant)
+{
+	return store_drain_as(s, tenant, NULL);
+}
+
+int store_drain_as(struct store *s, struct store_node *tenant,
+		   const struct store_cred *cred)
+{
+	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
+	int rc;
+
+	if (tenant && !t)
+		return -EINVAL;
+	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s), cred));
+	if (rc == 0)
+		drain_settle(s, t, false); /* nothing to wait for: ends now */
+	return rc;
+}
+
+int store_drain_now(struct store *s, struct store_node *tenant)
+{
+	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
+	int rc;
+
+	if (tenant && !t)
+		return -EINVAL;
+	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s), NULL));
+	if (rc == 0 && store_drain_state(s, tenant, NULL) != STORE_DRAINED)
+		drain_settle(s, t, true);
+	return rc;
+}
+
+enum store_state store_drain_state(struct store *s, struct store_node *tenant,
+				   uint64_t *ms_left)
+{
+	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
+	enum store_state st;
+	uint64_t now = store_now_ms(s), deadline;
+
+	/* Leases past their deadline go first: an expired child no longer
+	 * keeps a drain running. */
+	if (store_next_deadline(s) <= now)
+		store_expire(s, 4096);
+	if (drain_due(s, NULL, now))
+		drain_settle(s, NULL, false);
+	if (t && drain_due(s, t, now))
+		drain_settle(s, t, false);
+	st = (enum store_state)atomic_load(&s->state);
+	deadline = atomic_load(&s->drain_deadline);
+	if (t) {
+		/* A tenant is as far as the further of its own drain and
+		 * the store's; two running drains end at the earlier. */
+		enum store_state ts = (enum store_state)atomic_load(&t->drain_state);
+		uint64_t td = atomic_load(&t->drain_deadline);
+
+		if (ts > st || (ts == STORE_DRAINING && st == STORE_DRAINING &&
+				td < deadline)) {
+			st = ts;
+			deadline = td;
+		}
+	}
+	if (ms_left)
+		*ms_left = st == STORE_DRAINING && deadline > now ? deadline - now : 0;
+	return st;
+}

@@ -1,0 +1,245 @@
+/*
+ * events.c - the store's side of its event log: each transition's line,
+ * appended inside the transition, and the hooks that wake whoever reads
+ * the log once the transition's locks are released.
+ *
+ * What it owns
+ * ------------
+ * The log itself (s->events, store/evlog.c: a bounded ring with its own
+ * leaf mutex) and, per thread, what the transition running on the thread
+ * has appended (event_appended, event_internal) and which states' size,
+ * times or link count changed behind the kernel's back (altered), both
+ * handed to the adapter's hooks by event_hook_run() after the transition
+ * let go of its locks.
+ *
+ * Event order
+ * -----------
+ * A transition appends its line inside the critical section that makes
+ * the change, under the lock that orders it with the changes a replay of
+ * the stream must see before or after it:
+ *  - a state's lines (write, unlink, expire of a child, link, rename,
+ *    exchange) under the state's stripe, in the section that changes its
+ *    content or its set of links, so they follow its publications in the
+ *    order they happened, and the names a line gives (a link's or a
+ *    rename's source) reach the state at that point of the stream;
+ *  - a bucket's lines (join, create) under the locks that admit into it,
+ *    and a removal's line under the lock that frees the name (t->lock
+ *    for a parent, store->lock for a tenant), so a new incarnation's
+ *    join follows it;
+ *  - a cascade (leave, depart, a parent's expiry, a tenant cleanup, a
+ *    drain's clear) takes each link out of the departing bucket under
+ *    that state's stripe and appends the parent's (or tenant's) line
+ *    only after the last one, still holding the tenant's lock.  A
+ *    publication that took a stripe first is reported before that line;
+ *    one that comes after finds the link gone: its lines do not name the
+ *    departed parent, and a state left with no link refuses it (-ESTALE).
+ * So no line of a child ever follows the removal line of its parent's
+ * generation.
+ *
+ * Locks
+ * -----
+ * emit() and emit_from_locked() run inside the transition's critical
+ * section, with whatever it holds (emit_from_locked(): the state's stripe,
+ * LOCK_STRIPE); they take the tenant's acl_lock (LOCK_ACL) to stamp the
+ * line with who may read it, then the log's mutex (LOCK_EVLOG), one after
+ * the other: both are leaves.  The readers (store_events_*) take only the
+ * log's mutex; the adapter calls them with a lock of its own held
+ * (fs/watch.c's watch_lock), which is outside the store's order: the log's
+ * mutex is the innermost of the two.  event_hook_run() runs with no store
+ * lock held, and so do the hooks it calls.
+ */
+#include "store/internal.h"
+
+/* Appending --------------------------------------------------------------- */
+
+/* Set when this thread appended an event; the transition wrapper calls
+ * the hook once its locks are released. */
+static __thread bool event_appended, event_internal;
+
+/* Append entry @e of tenant @t (NULL: of no tenant). */
+static void emit_entry(struct store *s, struct tenant *t, struct evlog_entry *e)
+{
+	uint64_t seq;
+
+	/* Who may read the line: the tenant's owner and mode now. */
+	if (t) {
+		lock(&t->acl_lock, LOCK_ACL);
+		e->tenant_uid = t->meta.uid;
+		e->tenant_gid = t->meta.gid;
+		e->tenant_mode = t->node.mode;
+		unlock(&t->acl_lock, LOCK_ACL);
+	}
+	lock_call_begin(LOCK_EVLOG);
+	seq = evlog_append(s->events, e);
+	lock_call_end(LOCK_EVLOG);
+	if (seq) {
+		event_appended = true;
+		event_internal |= e->internal;
+	}
+}
+
+/*
+ * Append one event line (inside the transition's critical section, so
+ * sequence numbers follow the order of the transitions).
+ */
+void emit(struct store *s, enum store_op op, bool internal,
+	  struct store_node *n, struct tenant *t, const char *parent,
+	  const char *child, int64_t gen, int64_t version)
+{
+	struct evlog_entry e = {
+		.op = op,
+		.internal = internal,
+		.kind = n ? n->kind : child ? STORE_CHILD :
+			parent ? STORE_PARENT : STORE_TENANT,
+		.ino = n ? n->ino : 0,
+		.tenant_ino = t ? t->node.ino : 0,
+		.tenant = t ? t->name : NULL,
+		.parent = parent,
+		.child = child,
+		.generation = gen,
+		.version = version,
+	};
+
+	emit_entry(s, t, &e);
+}
+
+/*
+ * Report (@op link, rename or exchange) that link @to reaches state @c,
+ * which link @from reaches (or reached, for a rename), with @c's stripe
+ * held: inside the section that changed @c's links, so the line is
+ * ordered with @c's publications and @from names the state at that point
+ * of the stream.
+ */
+void emit_from_locked(struct store *s, enum store_op op,
+		      struct child *c, const struct link *to,
+		      const struct link *from)
+{
+	struct parent *p = to->parent;
+	struct evlog_entry e = {
+		.op = op,
+		.kind = STORE_CHILD,
+		.ino = c->node.ino,
+		.tenant_ino = p->tenant->node.ino,
+		.tenant = p->tenant->name,
+		.parent = p->name,
+		.child = to->name,
+		.generation = (int64_t)p->generation,
+		.version = (int64_t)c->version,
+		.from_parent = from->parent->name,
+		.from_child = from->name,
+	};
+
+	store_assert_held(LOCK_STRIPE);
+	emit_entry(s, p->tenant, &e);
+}
+
+/*
+ * States whose attributes changed in a way the kernel cannot have seen:
+ * a publication (size and times, published at close, after the writes
+ * the kernel saw) and a link lost to a cascade (a leave, a .depart, an
+ * expiry or a drain of a parent) by a state that lives on through other
+ * links.  The adapter is told after the transition, before its events
+ * are handed out (store_set_attr_hook).  Per thread, like the event
+ * flags.  A hint: if the list cannot grow, the hint is lost and the
+ * transition stands.
+ */
+static __thread struct {
+	uint64_t *ino;
+	size_t n, cap;
+} altered;
+
+void note_attrs_changed(uint64_t ino)
+{
+	if (altered.n == altered.cap) {
+		size_t ncap = altered.cap ? altered.cap * 2 : 64;
+		uint64_t *v = st_realloc(altered.ino, ncap * sizeof(*v));
+
+		if (!v)
+			return;
+		altered.ino = v;
+		altered.cap = ncap;
+	}
+	altered.ino[altered.n++] = ino;
+}
+
+void event_hook_run(struct store *s)
+{
+	/* Attributes first: whoever reacts to an event must find them. */
+	if (altered.cap) {
+		if (altered.n && s->attr_hook)
+			s->attr_hook(s->attr_arg, altered.ino, altered.n);
+		/* Freed each time: a thread that ends keeps nothing. */
+		free(altered.ino);
+		altered.ino = NULL;
+		altered.n = altered.cap = 0;
+	}
+	if (event_appended) {
+		bool internal = event_internal;
+
+		event_appended = event_internal = false;
+		if (s->event_hook)
+			s->event_hook(s->event_arg, internal);
+	}
+}
+
+void store_set_attr_hook(struct store *s,
+			  void (*hook)(void *arg, const uint64_t *ino, size_t n),
+			  void *arg)
+{
+	s->attr_hook = hook;
+	s->attr_arg = arg;
+}
+
+/* Reading the log ---------------------------------------------------------- */
+
+void store_events_open(struct store *s, struct store_node *tenant,
+		       struct store_event_reader *r)
+{
+	lock_call_begin(LOCK_EVLOG);
+	evlog_open(s->events, r);
+	lock_call_end(LOCK_EVLOG);
+	r->tenant_ino = tenant ? tenant->ino : 0;
+	r->window = STORE_EVENT_WINDOW;
+	r->until = 0;
+	r->cred = NULL;
+	r->internal_only = false;
+}
+
+size_t store_events_read(struct store *s, struct store_event_reader *r,
+			 char *buf, size_t len)
+{
+	size_t n;
+
+	lock_call_begin(LOCK_EVLOG);
+	n = evlog_read(s->events, r, buf, len);
+	lock_call_end(LOCK_EVLOG);
+	return n;
+}
+
+bool store_events_pending(struct store *s, struct store_event_reader *r)
+{
+	bool pending;
+
+	lock_call_begin(LOCK_EVLOG);
+	pending = evlog_pending(s->events, r);
+	lock_call_end(LOCK_EVLOG);
+	return pending;
+}
+
+int store_events_next(struct store *s, struct store_event_reader *r,
+		      struct store_event *ev)
+{
+	int rc;
+
+	lock_call_begin(LOCK_EVLOG);
+	rc = evlog_next(s->events, r, ev);
+	lock_call_end(LOCK_EVLOG);
+	return rc;
+}
+
+void store_set_event_hook(struct store *s, void (*hook)(void *arg, bool internal),
+			  void *arg)
+{
+	s->event_hook = hook;
+	s->event_arg = arg;
+}

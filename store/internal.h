@@ -1,0 +1,801 @@
+/*
+ * internal.h - the inside of store/, shared by its files and seen by no
+ * one else: only the .c files of store/ include it (fs/ and layout/ see
+ * store.h).
+ *
+ * It holds the layout of every struct more than one file of store/
+ * touches, each shared field marked with the lock that guards it; the
+ * lock order, numbered (enum store_lock_level, below: its one statement);
+ * the lock wrappers that check it in test builds; small inline helpers;
+ * and the functions one file defines for the others, grouped under the
+ * file that defines them, at the end.
+ *
+ * Authority
+ * ---------
+ * The hierarchy is the one authority:
+ *
+ *   store->tenants   name -> tenant          guarded by store->lock
+ *   tenant->parents  name -> parent bucket   guarded by tenant->lock
+ *   tenant->tombs    name -> tombstone       guarded by tenant->lock
+ *   parent->links    name -> link -> state   guarded by parent->lock
+ *   state fields     content, version, nlink guarded by the state's stripe
+ *
+ * Every event, cleanup and query that concerns a parent's children
+ * carries the parent, so the children live in their parent's bucket and
+ * are found there by name, never by a scan of a flat table.  A node is
+ * alive exactly while it is reachable from the hierarchy; the transition
+ * that unhooks it sets node->dead inside the same critical section, so
+ * "dead" and "unreachable" are never seen apart.  Two secondary indexes
+ * hold no fact of their own and say how they stay in step: the inode
+ * table (ino.c) and the deadline heap (lease.c).
+ *
+ * Files
+ * -----
+ *   store.c     the store object: lifecycle, clock, limits, counters,
+ *               refusals
+ *   node.c      nodes: identity, references, attributes, special files
+ *   ino.c       the inode table (ino -> node the kernel knows)
+ *   lookup.c    lookup and directory listings
+ *   bucket.c    a bucket's links and their states; the cascade
+ *   tenant.c    tenants: create, cleanup
+ *   parent.c    parents: join, leave, depart, expire; mkdir, rmdir
+ *   tomb.c      departed tombstones and their queue
+ *   child.c     children: create, unlink, link, rename, exchange, expiry
+ *   content.c   content: stages of open files, publication
+ *   lease.c     leases, the deadline heap, the reaper
+ *   events.c    event lines and the hooks run after a transition
+ *   drain.c     drains of the store and of a tenant
+ *   snapshot.c  point-in-time snapshots, copy before write
+ *   check.c     the recount (store_check_all)
+ *   lockcheck.c the lock order, checked in test builds
+ * and, apart: evlog.c (the event log's ring), ptab.c (the open-addressed
+ * tables), cred.c (permissions), fault.c (allocation failures in test
+ * builds), remote.c and rconn.c (the shared store's options and
+ * transport).
+ */
+#ifndef STATEFS_STORE_INTERNAL_H
+#define STATEFS_STORE_INTERNAL_H
+
+#include "store/store.h"
+#include "store/alloc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* uthash: running out of memory is an error the caller sees, not an exit.
+ * Set by a failed add, on the thread that made it (defined in store.c). */
+extern __thread int hash_oom;
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (hash_oom = 1)
+#define uthash_malloc(sz) st_malloc(sz)
+#include <uthash.h>
+#include <utlist.h>
+
+#include "store/evlog.h"
+#include "store/ptab.h"
+
+/*
+ * The lock order.  Each lock of the store has a level, numbered outermost
+ * first; a thread takes a lock only at a level above every level it
+ * holds, so every path that holds two locks takes them in one order and
+ * no two paths can wait for each other.  The rules, each checked on every
+ * acquisition in test builds (lockcheck.c):
+ *  - above every level held: never an outer lock after an inner one, nor
+ *    two locks of one level;
+ *  - except buckets (LOCK_PARENT), held together only in ascending inode
+ *    order (a rename's two buckets, an expiry's or a cleanup's buckets),
+ *    and stripes (LOCK_STRIPE), two at once only when links exchange
+ *    states, the lower address first;
+ *  - a leaf (LOCK_FIRST_LEAF and above) takes nothing while held;
+ *  - the shared store's transport (rconn.c) has two locks outside the
+ *    store's: each is held alone, and no store lock is held while
+ *    calling into it at all (every call may wait on the network).
+ * Hooks and callbacks run with no store lock held (the event and
+ * attribute hooks run after the transition let go), but one:
+ * store_node_names() calls its callback under the state's stripe, and
+ * the callback only copies what it is given.
+ */
+enum store_lock_level {
+	LOCK_NONE = 0,
+	LOCK_SNAP_TAKER,  /*  1 s->snap_taker: one snapshot at a time */
+	LOCK_WORLD,       /*  2 s->world: shared by transitions, exclusive
+			   *    for a full scan */
+	LOCK_STORE,       /*  3 s->lock: the tenant table and the root */
+	LOCK_TENANT,      /*  4 tenant->lock */
+	LOCK_PARENT,      /*  5 parent->lock, the bucket (ascending inode) */
+	LOCK_SNAP_ROWS,   /*  6 snap_run->lock: rows copied by transitions */
+	LOCK_STAGE,       /*  7 store_stage->lock */
+	LOCK_STRIPE,      /*  8 s->stripes[]: a state (ascending address) */
+	/* Leaves. */
+	LOCK_FROZEN,      /*  9 snap_run->frozen_lock: states frozen */
+	LOCK_HEAP,        /* 10 s->heap_lock: the lease heap and records */
+	LOCK_ACL,         /* 11 tenant->acl_lock: its owner and mode */
+	LOCK_EVLOG,       /* 12 the event log's mutex (store/evlog.c) */
+	LOCK_TOMBQ,       /* 13 s->tomb_lock: the tombstone queue */
+	LOCK_INO_SHARD,   /* 14 ino_shard->lock: the inode table */
+	LOCK_SNAP_HOLD,   /* 15 s->hold_lock: what open snapshots hold */
+	/* Held alone: no store lock is held while calling into the shared
+	 * store's transport (it waits on the network). */
+	LOCK_RCONN_POOL,  /* 16 rconn_pool->lock (store/rconn.c) */
+	LOCK_RCONN_CONN,  /* 17 rconn->lock (store/rconn.c) */
+	LOCK_NLEVELS
+};
+
+#define LOCK_FIRST_LEAF LOCK_FROZEN
+#define LOCK_FIRST_ALONE LOCK_RCONN_POOL
+
+#define INO_SHARDS 64
+#define STRIPES 256
+
+/* Node ----------------------------------------------------------------- */
+
+/*
+ * Every node starts with this.  A child is the bulk of the store's
+ * memory, so the fields are packed to leave no padding and what only
+ * some nodes need (a lease) lives elsewhere: a child is 88 bytes, one
+ * 96-byte allocation (checked below struct child).
+ */
+struct store_node {
+	uint64_t ino;                  /* immutable */
+	atomic_uint refs;
+	/* Its lease record (0: it never had one; see lease.c), set once
+	 * under the owner's lock and the heap lock, read anywhere. */
+	_Atomic uint32_t lease;
+	/* The kernel's lookups (ino shard lock).  Four billion lookups
+	 * without a forget pin the node until unmount (NLOOKUP_PINNED)
+	 * rather than wrap. */
+	uint32_t nlookup;
+	/* A state: the snapshot it was last frozen for, the low 32 bits of
+	 * the epoch (its stripe; see snapshot.c); directories: unused. */
+	uint32_t epoch;
+	uint8_t kind;                  /* enum store_kind, immutable */
+	atomic_bool dead;
+	uint16_t mode;                 /* permission bits (see struct meta) */
+	uint32_t nlink;                /* a state: the links that reach it
+					* (its stripe); directories: unused */
+};
+
+#define NLOOKUP_PINNED UINT32_MAX
+
+/*
+ * A node's lease: its deadline (0: none), written under the owner's lock
+ * and the heap lock, read anywhere; its ttl under the owner's lock; its
+ * place in the heap under the heap lock.  Records live in chunks that
+ * never move (s->lease_dir), so a reader holding only the node can read
+ * the deadline; a record goes back to the free list when its node is
+ * freed.
+ */
+struct lease {
+	atomic_uint_fast64_t deadline;
+	uint64_t ttl_ms;
+	uint32_t heap_idx;
+	uint32_t next_free;            /* heap lock: the free list */
+};
+
+#define NOT_IN_HEAP UINT32_MAX
+#define LEASE_CHUNK_BITS 14
+#define LEASE_CHUNK (1u << LEASE_CHUNK_BITS)
+#define LEASE_CHUNKS (1u << (32 - LEASE_CHUNK_BITS))
+
+/* A special file: a node inside its directory's record. */
+struct special {
+	struct store_node node;        /* kind STORE_SPECIAL */
+	struct store_node *owner;      /* counts go here */
+	int slot;
+};
+
+/*
+ * Attributes a directory or a state shows, with node->mode; guarded by
+ * the node's lock.  Times are nanoseconds since the epoch.
+ */
+struct meta {
+	int64_t atime, mtime, ctime;
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Immutable, counted content.  NULL stands for empty. */
+struct blob {
+	atomic_uint refs;
+	uint32_t len;                  /* max_payload is far below 4 GiB */
+	char data[];
+};
+
+/* A departed tombstone (tomb.c): in its tenant's table and the queue. */
+struct tomb {
+	UT_hash_handle hh;             /* tenant->tombs (tenant->lock) */
+	struct tomb *prev, *next;      /* store->tomb_fifo (tomb_lock) */
+	struct tenant *tenant;         /* immutable: the table that holds it */
+	uint64_t generation;           /* tenant->lock */
+	uint64_t deadline_ms;          /* tenant->lock; the queue's order */
+	char name[];                   /* immutable */
+};
+
+struct tenant {
+	struct store_node node;        /* kind STORE_TENANT */
+	struct special special[STORE_NSPECIAL];
+	char *name;                    /* immutable */
+	UT_hash_handle hh;             /* store->tenants (store->lock) */
+	pthread_mutex_t lock;          /* LOCK_TENANT */
+	struct parent *parents;        /* lock */
+	struct tomb *tombs;            /* lock */
+	struct meta meta;              /* lock; uid, gid and mode are
+					* written under acl_lock as well */
+	/* A leaf (LOCK_ACL): lets emit() read meta's uid, gid and mode from
+	 * a transition that holds only a bucket or a stripe. */
+	pthread_mutex_t acl_lock;
+	uint64_t snap_epoch;           /* lock: see snapshot.c */
+	/* Gauges of this tenant, updated with the store-wide ones; all but
+	 * links_n are also its shares (reserved like the ceilings). */
+	atomic_uint_fast64_t parents_n, children_n, links_n, tombs_n, bytes_n;
+	/* This tenant's own drain (enum store_state) and its deadline;
+	 * changed under lock, read anywhere. */
+	atomic_int drain_state;
+	atomic_uint_fast64_t drain_deadline;
+};
+
+struct parent {
+	struct store_node node;        /* kind STORE_PARENT */
+	char *name;                    /* immutable */
+	struct tenant *tenant;         /* immutable, counted */
+	uint64_t generation;           /* immutable */
+	UT_hash_handle hh;             /* tenant->parents (tenant->lock) */
+	pthread_mutex_t lock;          /* the bucket: LOCK_PARENT */
+	struct ptab links;             /* lock: name -> struct link */
+	uint64_t nlinks;               /* lock: entries, for parent_quota */
+	struct meta meta;              /* lock */
+	uint64_t child_ttl_ms;         /* lock: what new children start with */
+	/* Written under lock; the snapshot walker also peeks at it under
+	 * tenant->lock to skip copied buckets. */
+	atomic_uint_fast64_t snap_epoch;
+};
+
+/*
+ * A state.  Its tenant is its links' parents' (links never cross
+ * tenants): child_tenant() while it has a link.
+ */
+struct child {
+	struct store_node node;        /* kind STORE_CHILD */
+	/* Guarded by the state's stripe lock. */
+	struct blob *content;
+	uint64_t version;
+	struct link *slinks;           /* the links that reach this state */
+	struct meta meta;              /* and node.nlink, node.mode */
+};
+
+_Static_assert(sizeof(void *) != 8 || sizeof(struct child) <= 88,
+	       "a child fits one 96-byte allocation with malloc's header");
+
+struct link {
+	struct child *child;           /* counted; changes under both the
+					* bucket lock and the state stripe */
+	struct parent *parent;         /* the bucket that holds it */
+	struct link *snext;            /* child->slinks (stripe) */
+	uint32_t hash;                 /* ptab_hash_name(name) */
+	char name[];
+};
+
+/* The tenant of state @c, which has a link (its stripe held). */
+static inline struct tenant *child_tenant(const struct child *c)
+{
+	return c->slinks->parent->tenant;
+}
+
+struct ino_shard {
+	pthread_mutex_t lock;          /* LOCK_INO_SHARD */
+	struct ptab tab;               /* ino -> node the kernel knows */
+};
+
+struct store {
+	struct store_limits lim;       /* immutable */
+	struct store_clock clock;      /* immutable */
+	uint64_t instance;             /* immutable */
+	uint64_t born_ms;              /* immutable */
+	atomic_int state;              /* enum store_state, under lock */
+	atomic_uint_fast64_t drain_deadline;
+	atomic_int tenants_draining;   /* tenants whose drain runs */
+	atomic_uint_fast64_t next_ino;
+
+	/*
+	 * The world lock, outermost of all but the snapshot taker: every
+	 * transition holds it shared; a drain's clear and the recount hold
+	 * it exclusive, and a snapshot only for the two moments that start
+	 * and end it (snapshot.c), so each sees the store between
+	 * transitions.  Writers are preferred so none is starved.
+	 */
+	pthread_rwlock_t world;        /* LOCK_WORLD */
+	pthread_mutex_t lock;          /* LOCK_STORE: the tenant table and
+					* the root */
+	struct tenant *tenants;        /* lock */
+	struct store_node root;
+	struct special root_special[STORE_NSPECIAL];
+	struct meta root_meta;         /* lock */
+
+	/* Every tombstone, oldest deadline first (all share one TTL, so
+	 * insertion order is deadline order).  A leaf lock (LOCK_TOMBQ),
+	 * taken under a tenant lock. */
+	pthread_mutex_t tomb_lock;
+	struct tomb *tomb_fifo;        /* tomb_lock */
+
+	/*
+	 * Leases: a binary min-heap of nodes by deadline, each entry a
+	 * counted reference; the heap's capacity is the ceilings
+	 * (max_parents + max_children), allocated once, so an insert never
+	 * fails.  The authority for a deadline is the node (its owner's
+	 * lock); the heap is a secondary index updated in the same critical
+	 * section by the same owner (lease.c).  A leaf lock (LOCK_HEAP).
+	 */
+	pthread_mutex_t heap_lock;
+	struct store_node **heap;      /* heap_lock */
+	size_t heap_n, heap_cap;       /* heap_lock */
+	/* Lease records: LEASE_CHUNKS pointers to chunks of LEASE_CHUNK,
+	 * filled in under heap_lock and never moved until store_free();
+	 * record 0 is never used. */
+	struct lease **lease_dir;
+	uint32_t lease_top;            /* heap_lock: records handed out */
+	uint32_t lease_free;           /* heap_lock: free list (0: empty) */
+
+	/* The snapshot being taken (see snapshot.c): changed only under the
+	 * exclusive world lock, so a transition sees one value throughout. */
+	pthread_mutex_t snap_taker;    /* LOCK_SNAP_TAKER */
+	uint64_t snap_epochs;          /* written with the world exclusive */
+	struct snap_run *_Atomic snap;
+#ifdef STORE_FAULTS
+	void (*snap_step_fn)(void *arg, unsigned step);
+	void *snap_step_arg;
+	void (*cascade_step_fn)(void *arg);
+	void *cascade_step_arg;
+#endif
+
+	/* The memory open snapshots hold (store_snapshot_hold), in all
+	 * and per uid (an entry while it holds some).  A leaf lock
+	 * (LOCK_SNAP_HOLD). */
+	pthread_mutex_t hold_lock;
+	uint64_t held;                 /* hold_lock */
+	struct snap_hold *holds;       /* hold_lock: uid -> bytes */
+
+	struct evlog *events;
+	void (*event_hook)(void *arg, bool internal);
+	void *event_arg;
+	void (*attr_hook)(void *arg, const uint64_t *ino, size_t n);
+	void *attr_arg;
+
+	/* A state's fields are guarded by the stripe its inode number
+	 * picks (LOCK_STRIPE): states share 256 mutexes, not one each. */
+	pthread_mutex_t stripes[STRIPES];
+	struct ino_shard shards[INO_SHARDS];
+
+	/* Gauges. */
+	atomic_uint_fast64_t tenants_n, parents_n, children_n, links_n,
+		tombs_n, bytes_n;
+	/* Event counters. */
+	atomic_uint_fast64_t admissions, removals, expiries, joins, leaves;
+	atomic_uint_fast64_t refused[STORE_NREFUSAL];
+};
+
+/* What one uid's open snapshots hold (see store_snapshot_hold). */
+struct snap_hold {
+	UT_hash_handle hh;             /* s->holds (hold_lock) */
+	uid_t uid;
+	uint64_t bytes;
+};
+
+/* Locks ------------------------------------------------------------------- */
+
+/*
+ * Every acquisition of a store lock names its level (enum
+ * store_lock_level, above).  Builds with
+ * -DSTORE_LOCKCHECK (the unit, stress and fuzz builds) record, per
+ * thread, the levels held and abort with both places named when a thread
+ * takes a lock out of order (store/lockcheck.c); other builds compile to
+ * the bare pthread calls.  The check runs before the thread waits, so an
+ * order that could deadlock is reported on the first run that takes it,
+ * not on the unlucky one.
+ */
+#ifdef STORE_LOCKCHECK
+void store_lockcheck_take(enum store_lock_level level, uint64_t key,
+			  const char *file, int line);
+void store_lockcheck_drop(enum store_lock_level level, const char *file,
+			  int line);
+void store_lockcheck_held(enum store_lock_level level, const char *file,
+			  int line);
+#define LOCKCHECK_TAKE(level, key) \
+	store_lockcheck_take((level), (key), __FILE__, __LINE__)
+#define LOCKCHECK_DROP(level) store_lockcheck_drop((level), __FILE__, __LINE__)
+/* The caller holds a lock of @level (at the top of a _locked function). */
+#define store_assert_held(level) \
+	store_lockcheck_held((level), __FILE__, __LINE__)
+#else
+#define LOCKCHECK_TAKE(level, key) ((void)0)
+#define LOCKCHECK_DROP(level) ((void)0)
+#define store_assert_held(level) ((void)0)
+#endif
+
+static inline void mutex_lock(pthread_mutex_t *m)
+{
+	if (pthread_mutex_lock(m) != 0)
+		abort();
+}
+
+static inline void mutex_unlock(pthread_mutex_t *m)
+{
+	if (pthread_mutex_unlock(m) != 0)
+		abort();
+}
+
+/*
+ * Take mutex @m of level @level; @key orders two locks of one level that
+ * may be held together (a bucket's inode number, a stripe's address).
+ */
+#define lock_keyed(m, level, key)                                     \
+	do {                                                          \
+		LOCKCHECK_TAKE((level), (key));                       \
+		mutex_lock(m);                                        \
+	} while (0)
+/* Take mutex @m of level @level; stripes held together are ordered by
+ * their address, buckets by their inode number (bucket_lock()). */
+#define lock(m, level) lock_keyed((m), (level), (uintptr_t)(m))
+#define unlock(m, level)                                              \
+	do {                                                          \
+		mutex_unlock(m);                                      \
+		LOCKCHECK_DROP(level);                                \
+	} while (0)
+
+/* A bucket's lock: buckets held together are taken by ascending inode. */
+#define bucket_lock(p) lock_keyed(&(p)->lock, LOCK_PARENT, (p)->node.ino)
+#define bucket_unlock(p) unlock(&(p)->lock, LOCK_PARENT)
+
+/*
+ * A call into code that takes a lock of its own, which is not taken
+ * through these wrappers (the event log's mutex, store/evlog.c): checked
+ * as if the call took it.
+ */
+#define lock_call_begin(level) LOCKCHECK_TAKE((level), 0)
+#define lock_call_end(level) LOCKCHECK_DROP(level)
+
+/* The world lock, shared: one transition runs. */
+#define world_enter(s)                                                \
+	do {                                                          \
+		LOCKCHECK_TAKE(LOCK_WORLD, 0);                        \
+		if (pthread_rwlock_rdlock(&(s)->world) != 0)          \
+			abort();                                      \
+	} while (0)
+
+#define world_exit(s)                                                 \
+	do {                                                          \
+		if (pthread_rwlock_unlock(&(s)->world) != 0)          \
+			abort();                                      \
+		LOCKCHECK_DROP(LOCK_WORLD);                           \
+	} while (0)
+
+/*
+ * Hold the whole store still for an explicit full scan: no transition
+ * runs until scan_end().  Lookups and reads go on; they change nothing.
+ */
+#define scan_begin(s)                                                 \
+	do {                                                          \
+		LOCKCHECK_TAKE(LOCK_WORLD, 0);                        \
+		if (pthread_rwlock_wrlock(&(s)->world) != 0)          \
+			abort();                                      \
+	} while (0)
+
+#define scan_end(s) world_exit(s)
+
+/* Helpers ---------------------------------------------------------------- */
+
+/* Take @n from counter @c; going below zero is a bug that must be loud. */
+static inline void gauge_sub(atomic_uint_fast64_t *c, uint64_t n, const char *what)
+{
+	uint64_t old = atomic_fetch_sub(c, n);
+
+	if (old < n) {
+		fprintf(stderr, "statefs: store counter %s underflow (%llu - %llu)\n",
+			what, (unsigned long long)old, (unsigned long long)n);
+		abort();
+	}
+}
+
+static inline void gauge_add(atomic_uint_fast64_t *c, uint64_t n)
+{
+	atomic_fetch_add(c, n);
+}
+
+/*
+ * Reserve @n units of @c below @limit (0 = unlimited): all or nothing,
+ * never above the limit even under concurrency.
+ */
+static inline bool reserve(atomic_uint_fast64_t *c, uint64_t n, uint64_t limit)
+{
+	uint64_t cur = atomic_load(c);
+
+	do {
+		if (limit && (cur + n > limit || cur + n < cur))
+			return false;
+	} while (!atomic_compare_exchange_weak(c, &cur, cur + n));
+	return true;
+}
+
+#define NS_PER_S 1000000000LL
+
+static inline int64_t ns_of(struct timespec ts)
+{
+	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+static inline int64_t wall_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ns_of(ts);
+}
+
+static inline void touch_dir(struct meta *m)
+{
+	m->mtime = m->ctime = wall_now();
+}
+
+static inline uint64_t ino_alloc(struct store *s, uint64_t n)
+{
+	return atomic_fetch_add(&s->next_ino, n);
+}
+
+static inline pthread_mutex_t *stripe(struct store *s, struct child *c)
+{
+	return &s->stripes[c->node.ino % STRIPES];
+}
+
+static inline struct special *as_special(const struct store_node *n)
+{
+	return n->kind == STORE_SPECIAL ? (struct special *)n : NULL;
+}
+
+/* The node whose reference counts @n's: a special file's directory. */
+static inline struct store_node *counted(struct store_node *n)
+{
+	return n->kind == STORE_SPECIAL ? as_special(n)->owner : n;
+}
+
+static inline bool is_dead(const struct store_node *n)
+{
+	const struct store_node *o = counted((struct store_node *)n);
+
+	return atomic_load(&n->dead) || atomic_load(&o->dead);
+}
+
+/* Does the store, or tenant @t, refuse new things (a drain)? */
+static inline bool draining(struct store *s, struct tenant *t)
+{
+	return atomic_load(&s->state) != STORE_READY ||
+	       (t && atomic_load(&t->drain_state) != STORE_READY);
+}
+
+static inline struct tenant *as_tenant(struct store_node *n)
+{
+	return n && n->kind == STORE_TENANT ? (struct tenant *)n : NULL;
+}
+
+static inline struct parent *as_parent(struct store_node *n)
+{
+	return n && n->kind == STORE_PARENT ? (struct parent *)n : NULL;
+}
+
+static inline struct child *as_child(struct store_node *n)
+{
+	return n && n->kind == STORE_CHILD ? (struct child *)n : NULL;
+}
+
+static inline struct lease *lease_at(const struct store *s, uint32_t i)
+{
+	return &s->lease_dir[i >> LEASE_CHUNK_BITS][i & (LEASE_CHUNK - 1)];
+}
+
+/* @n's lease record, or NULL when it never had one. */
+static inline struct lease *lease_of(const struct store *s, const struct store_node *n)
+{
+	uint32_t i = atomic_load_explicit(&n->lease, memory_order_acquire);
+
+	return i ? lease_at(s, i) : NULL;
+}
+
+/* @n's deadline (0: none). */
+static inline uint64_t deadline_of(const struct store *s, const struct store_node *n)
+{
+	const struct lease *l = lease_of(s, n);
+
+	return l ? atomic_load(&l->deadline) : 0;
+}
+
+/* @n's ttl (0: none); its owner's lock held. */
+static inline uint64_t ttl_of(const struct store *s, const struct store_node *n)
+{
+	const struct lease *l = lease_of(s, n);
+
+	return l ? l->ttl_ms : 0;
+}
+
+/*
+ * The lock of directory or state @n (the store's for the root, the
+ * tenant's, the bucket's, the state's stripe): the one that guards its
+ * attributes, and its lease (a parent's or a state's "owner lock").
+ */
+static inline void node_lock(struct store *s, struct store_node *n)
+{
+	switch (n->kind) {
+	case STORE_ROOT: lock(&s->lock, LOCK_STORE); break;
+	case STORE_TENANT: lock(&as_tenant(n)->lock, LOCK_TENANT); break;
+	case STORE_PARENT: bucket_lock(as_parent(n)); break;
+	case STORE_CHILD: lock(stripe(s, as_child(n)), LOCK_STRIPE); break;
+	default: abort(); /* a special file has no lock of its own */
+	}
+}
+
+static inline void node_unlock(struct store *s, struct store_node *n)
+{
+	switch (n->kind) {
+	case STORE_ROOT: unlock(&s->lock, LOCK_STORE); break;
+	case STORE_TENANT: unlock(&as_tenant(n)->lock, LOCK_TENANT); break;
+	case STORE_PARENT: bucket_unlock(as_parent(n)); break;
+	case STORE_CHILD: unlock(stripe(s, as_child(n)), LOCK_STRIPE); break;
+	default: abort();
+	}
+}
+
+/* Past its deadline at @now: as good as gone, reaped or not. */
+static inline bool is_expired(const struct store *s, const struct store_node *n,
+		       uint64_t now)
+{
+	uint64_t d = deadline_of(s, n);
+
+	return d && d <= now;
+}
+
+/* Dead, or expired at @now: no operation may use it. */
+static inline bool gone(const struct store *s, const struct store_node *n,
+		 uint64_t now)
+{
+	return is_dead(n) || is_expired(s, n, now);
+}
+
+static inline size_t blob_len(const struct blob *b)
+{
+	return b ? b->len : 0;
+}
+
+static inline struct blob *blob_ref(struct blob *b)
+{
+	if (b)
+		atomic_fetch_add(&b->refs, 1);
+	return b;
+}
+
+static inline void blob_unref(struct blob *b)
+{
+	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+		free(b);
+}
+
+/* No event: a removal that is part of a larger transition (a leave). */
+#define NO_EVENT ((enum store_op)-1)
+
+/* Run one transition under the shared world lock, then wake event
+ * readers (no lock held any more). */
+#define TRANSITION(s, call)                                           \
+	({                                                            \
+		int rc_;                                              \
+		world_enter(s);                                       \
+		rc_ = (call);                                         \
+		world_exit(s);                                        \
+		event_hook_run(s);                                    \
+		rc_;                                                  \
+	})
+
+/* Shared between the files of store/ ------------------------------------- */
+
+/* store/bucket.c */
+uint32_t link_hash(const void *l);
+struct link *bucket_find(const struct parent *p, const char *name);
+int bucket_add(struct parent *p, struct link *l);
+void bucket_del(struct parent *p, struct link *l);
+struct link *link_new(const char *name, struct child *c);
+void link_free(struct store *s, struct link *l);
+void links_free(struct store *s, struct ptab *links);
+int parent_cmp(const void *a, const void *b);
+void lock_pair(struct parent *a, struct parent *b);
+void unlock_pair(struct parent *a, struct parent *b);
+void link_attach_locked(struct parent *p, struct link *l);
+void link_insert_locked(struct store *s, struct parent *p, struct link *l,
+			bool new_state);
+void link_remove_locked(struct store *s, struct parent *p, struct link *l);
+bool state_unlink_locked(struct store *s, struct link *l, enum store_op op);
+struct ptab bucket_clear_locked(struct store *s, struct parent *p);
+
+/* store/child.c */
+int child_expire(struct store *s, struct child *c, uint64_t now);
+
+/* store/content.c */
+int content_resize_locked(struct store *s, struct child *c, uint64_t size);
+
+/* store/drain.c */
+void drains_settle_all(struct store *s);
+
+/* store/events.c */
+void emit(struct store *s, enum store_op op, bool internal,
+	  struct store_node *n, struct tenant *t, const char *parent,
+	  const char *child, int64_t gen, int64_t version);
+void emit_from_locked(struct store *s, enum store_op op,
+		      struct child *c, const struct link *to,
+		      const struct link *from);
+void note_attrs_changed(uint64_t ino);
+void event_hook_run(struct store *s);
+
+/* store/ino.c */
+int entry_remember(struct store *s, struct store_node *n,
+		   struct store_attr *attr);
+void entry_undo(struct store *s, struct store_node *n,
+		struct store_attr *attr);
+
+/* store/lease.c */
+int lease_ensure(struct store *s, struct store_node *n);
+void lease_release(struct store *s, struct store_node *n);
+void lease_set(struct store *s, struct store_node *n, uint64_t deadline);
+void lease_clear(struct store *s, struct store_node *n);
+
+/* store/node.c */
+void node_init(struct store_node *n, uint64_t ino, enum store_kind k);
+void specials_init(struct special *sp, struct store_node *owner);
+void meta_init(struct store_node *n, struct meta *m,
+	       const struct store_owner *o);
+void meta_inherit(struct store_node *n, struct meta *m,
+		  const struct store_node *dir, const struct meta *dm,
+		  bool is_dir);
+void attr_locked(struct store *s, struct store_node *n,
+		 struct store_attr *a);
+
+/* store/parent.c */
+struct ptab parent_unhook_locked(struct store *s, struct tenant *t,
+				 struct parent *p);
+struct ptab parent_remove_locked(struct store *s, struct tenant *t,
+				 struct parent *p);
+bool may_remove_parent_locked(struct store *s, struct tenant *t,
+			      struct parent *p,
+			      const struct store_cred *cred, uint64_t now);
+int parent_expire(struct store *s, struct parent *p, uint64_t now);
+
+/* store/snapshot.c */
+void snap_tenant_cow(struct store *s, struct tenant *t);
+void snap_parent_cow(struct store *s, struct parent *p);
+void snap_state_cow(struct store *s, struct child *c);
+
+/* store/store.c */
+int refuse(struct store *s, int rc);
+
+/* store/tenant.c */
+int tenant_create(struct store *s, const char *name,
+		  const struct store_owner *owner,
+		  struct store_node **out, struct store_attr *attr);
+void tenant_clear_locked(struct store *s, struct tenant *t,
+			 enum store_op op, bool plocked);
+int tenant_lock_for_cascade(struct store *s, struct tenant *t,
+			    const struct store_cred *cred);
+int tenant_cleanup(struct store *s, const char *name,
+		   const struct store_cred *cred);
+
+/* store/tomb.c */
+void tomb_refresh_locked(struct store *s, struct tomb *tb, uint64_t now);
+void tomb_drop_locked(struct store *s, struct tenant *t, struct tomb *tb);
+struct tomb *tomb_find_locked(struct store *s, struct tenant *t,
+			      const char *name, uint64_t now);
+void tombs_drop_all_locked(struct store *s, struct tenant *t);
+void tombs_free(struct tenant *t);
+unsigned tombs_reap(struct store *s, uint64_t now, unsigned budget);
+struct tomb *tomb_new(const char *name);
+int tomb_insert_locked(struct store *s, struct tenant *t,
+		       struct tomb *tb, uint64_t gen, uint64_t now);
+int tomb_reserve_locked(struct store *s, struct tenant *t);
+
+#endif /* STATEFS_STORE_INTERNAL_H */

@@ -1,0 +1,356 @@
+/*
+ * lease.c - leases and the deadline heap: when a parent or a state ends
+ * on its own, and the reaper that ends it.
+ *
+ * What it owns
+ * ------------
+ * Each parent's and state's lease record (struct lease: its ttl and
+ * deadline, its place in the heap), in chunks that never move
+ * (s->lease_dir, handed out and taken back under s->heap_lock), and the
+ * heap itself: a binary min-heap of nodes by deadline, each entry a
+ * counted reference, its capacity the ceilings (max_parents +
+ * max_children), allocated once, so an insert never fails.
+ *
+ * The heap is a secondary index of the deadlines:
+ *  1. Authority: a node's deadline is its own (its lease record, written
+ *     under its owner's lock: the bucket for a parent, the stripe for a
+ *     state).  A reader holding only the node reads it (atomic).
+ *  2. The owner updates the heap in the same critical section
+ *     (lease_set, under the owner's lock and then the heap lock), so a
+ *     deadline and its heap entry never disagree once the owner's lock
+ *     is released.
+ *  3. A node leaving the hierarchy leaves the heap with it (lease_clear
+ *     in the transition that unhooks it); the reaper re-checks every
+ *     entry it takes under the owner's locks (parent_expire,
+ *     child_expire), so one renewed or removed meanwhile is left alone.
+ *  4. It is not rebuilt: it changes only with the deadlines.
+ *  5. Tests: tests/unit/test_leases.c (deadline order, budgets,
+ *     renewals, removed nodes leaving the heap, a random model against
+ *     the reaper) and tests/bats/leases.bats, lease_stress.bats.
+ * A node past its deadline is gone whether or not the reaper has run
+ * (is_expired, gone: internal.h), so the reaper's pace is never seen.
+ *
+ * Locks
+ * -----
+ * Takes s->heap_lock (LOCK_HEAP, a leaf) for the heap and the records.
+ * lease_ensure(), lease_set() and lease_clear() expect the node's owner
+ * lock held (LOCK_PARENT or LOCK_STRIPE).  store_lease_get() and
+ * store_set_child_ttl() take the owner lock; store_set_ttl() and
+ * store_renew() take it inside a transition (the world lock shared).
+ * store_expire() holds the world lock shared and expires each due node
+ * with the locks its removal takes (parent_expire: tenant, then bucket;
+ * child_expire: the buckets that link the state, then its stripe);
+ * store_next_deadline() takes the heap lock, the tombstone queue's and
+ * the store lock one after the other, never two at once.
+ */
+#include "store/internal.h"
+
+#include <errno.h>
+
+/*
+ * Give @n a lease record unless it has one (its owner's lock held): the
+ * only step of a lease that can fail, so a transition takes it before
+ * it changes anything.  0 or -ENOMEM.
+ */
+int lease_ensure(struct store *s, struct store_node *n)
+{
+	struct lease *l;
+	uint32_t i;
+	int rc = 0;
+
+	if (atomic_load(&n->lease))
+		return 0;
+	lock(&s->heap_lock, LOCK_HEAP);
+	i = s->lease_free;
+	if (i) {
+		s->lease_free = lease_at(s, i)->next_free;
+	} else if (s->lease_top == UINT32_MAX) {
+		rc = -ENOMEM;
+	} else {
+		i = s->lease_top + 1;
+		if (!s->lease_dir[i >> LEASE_CHUNK_BITS]) {
+			s->lease_dir[i >> LEASE_CHUNK_BITS] =
+				st_calloc(LEASE_CHUNK, sizeof(struct lease));
+			if (!s->lease_dir[i >> LEASE_CHUNK_BITS])
+				rc = -ENOMEM;
+		}
+		if (rc == 0)
+			s->lease_top = i;
+	}
+	if (rc == 0) {
+		l = lease_at(s, i);
+		atomic_init(&l->deadline, 0);
+		l->ttl_ms = 0;
+		l->heap_idx = NOT_IN_HEAP;
+		l->next_free = 0;
+		atomic_store_explicit(&n->lease, i, memory_order_release);
+	}
+	unlock(&s->heap_lock, LOCK_HEAP);
+	return rc;
+}
+
+/* @n is being freed: its record goes back to the free list. */
+void lease_release(struct store *s, struct store_node *n)
+{
+	uint32_t i = atomic_load(&n->lease);
+
+	if (!i)
+		return;
+	lock(&s->heap_lock, LOCK_HEAP);
+	lease_at(s, i)->next_free = s->lease_free;
+	s->lease_free = i;
+	unlock(&s->heap_lock, LOCK_HEAP);
+}
+
+/* The lease heap (heap_lock held) ----------------------------------------- */
+
+static void heap_place(struct store *s, size_t i, struct store_node *n)
+{
+	s->heap[i] = n;
+	lease_of(s, n)->heap_idx = (uint32_t)i;
+}
+
+static void heap_up(struct store *s, size_t i)
+{
+	struct store_node *n = s->heap[i];
+
+	while (i > 0) {
+		size_t up = (i - 1) / 2;
+
+		if (deadline_of(s, s->heap[up]) <= deadline_of(s, n))
+			break;
+		heap_place(s, i, s->heap[up]);
+		i = up;
+	}
+	heap_place(s, i, n);
+}
+
+static void heap_down(struct store *s, size_t i)
+{
+	struct store_node *n = s->heap[i];
+
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		uint64_t best = deadline_of(s, n);
+
+		if (l < s->heap_n && deadline_of(s, s->heap[l]) < best) {
+			m = l;
+			best = deadline_of(s, s->heap[l]);
+		}
+		if (l + 1 < s->heap_n && deadline_of(s, s->heap[l + 1]) < best)
+			m = l + 1;
+		if (m == i)
+			break;
+		heap_place(s, i, s->heap[m]);
+		i = m;
+	}
+	heap_place(s, i, n);
+}
+
+/*
+ * Set node @n's deadline to @deadline (0: no lease) and keep the heap in
+ * step; the caller holds @n's owner lock.  The heap holds a reference
+ * while @n is in it; leaving the heap drops it at once, never the last
+ * one (the caller's hierarchy or reference still holds @n).
+ */
+void lease_set(struct store *s, struct store_node *n, uint64_t deadline)
+{
+	struct lease *le = lease_of(s, n);
+	bool drop = false;
+
+	if (!le)
+		return; /* never leased: nothing to clear (a deadline needs
+			 * lease_ensure() first) */
+	lock(&s->heap_lock, LOCK_HEAP);
+	atomic_store(&le->deadline, deadline);
+	if (deadline && le->heap_idx == NOT_IN_HEAP) {
+		if (s->heap_n < s->heap_cap) {
+			store_node_ref(n);
+			heap_place(s, s->heap_n++, n);
+			heap_up(s, le->heap_idx);
+		}
+	} else if (deadline) {
+		heap_up(s, le->heap_idx);
+		heap_down(s, le->heap_idx);
+	} else if (le->heap_idx != NOT_IN_HEAP) {
+		size_t i = le->heap_idx;
+		struct store_node *last = s->heap[--s->heap_n];
+
+		le->heap_idx = NOT_IN_HEAP;
+		if (last != n) {
+			heap_place(s, i, last);
+			heap_up(s, i);
+			heap_down(s, lease_of(s, last)->heap_idx);
+		}
+		drop = true;
+	}
+	unlock(&s->heap_lock, LOCK_HEAP);
+	if (drop)
+		atomic_fetch_sub(&n->refs, 1);
+}
+
+/* A node leaving the hierarchy leaves the heap (its owner lock held). */
+void lease_clear(struct store *s, struct store_node *n)
+{
+	lease_set(s, n, 0);
+}
+
+/* Reading, setting and renewing a lease ------------------------------------ */
+
+int store_lease_get(struct store *s, struct store_node *n, struct store_lease *out)
+{
+	struct parent *p = as_parent(n);
+	struct child *c = as_child(n);
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!p && !c)
+		return -EINVAL;
+	if (gone(s, n, store_now_ms(s)))
+		return -ESTALE;
+	node_lock(s, n);
+	out->ttl_ms = ttl_of(s, n);
+	out->child_ttl_ms = p ? p->child_ttl_ms : 0;
+	out->deadline_ms = deadline_of(s, n);
+	/* Removed since the check: its lease was cleared with it. */
+	rc = is_dead(n) ? -ESTALE : 0;
+	node_unlock(s, n);
+	if (rc)
+		memset(out, 0, sizeof(*out));
+	return rc;
+}
+
+/*
+ * Set (@set) or renew the lease of @n under its owner's lock: deadline =
+ * now + ttl.  The node must be live at @now; renewals are refused while
+ * draining.
+ */
+static int do_lease(struct store *s, struct store_node *n, bool set,
+		    uint64_t ttl_ms)
+{
+	struct parent *p = as_parent(n);
+	struct child *c = as_child(n);
+	uint64_t now = store_now_ms(s), ttl;
+	int rc = 0;
+
+	if (!p && !c)
+		return -EINVAL;
+	/* A deadline must not wrap: see STORE_DURATION_MAX_MS. */
+	if (set && ttl_ms > STORE_DURATION_MAX_MS)
+		return -EINVAL;
+	node_lock(s, n);
+	ttl = set ? ttl_ms : ttl_of(s, n);
+	if (gone(s, n, now) || (c && c->node.nlink == 0))
+		rc = -ESTALE;
+	else if (!set && ttl == 0)
+		rc = 0; /* no lease to renew: a plain touch */
+	else if (ttl && now > STORE_CLOCK_MAX_MS)
+		rc = -EINVAL;
+	else if (draining(s, p ? p->tenant : child_tenant(c)))
+		rc = -EROFS;
+	else if (ttl && lease_ensure(s, n))
+		rc = -ENOMEM;
+	else {
+		if (p)
+			snap_parent_cow(s, p);
+		else
+			snap_state_cow(s, c);
+		struct lease *le = lease_of(s, n);
+
+		if (set && le)
+			le->ttl_ms = ttl;
+		lease_set(s, n, ttl ? now + ttl : 0);
+	}
+	node_unlock(s, n);
+	return rc ? refuse(s, rc) : 0;
+}
+
+int store_set_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
+{
+	return TRANSITION(s, do_lease(s, n, true, ttl_ms));
+}
+
+int store_renew(struct store *s, struct store_node *n)
+{
+	return TRANSITION(s, do_lease(s, n, false, 0));
+}
+
+int store_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
+{
+	struct parent *p = as_parent(n);
+	int rc = 0;
+
+	if (!p || ttl_ms > STORE_DURATION_MAX_MS)
+		return -EINVAL;
+	bucket_lock(p);
+	if (gone(s, n, store_now_ms(s)))
+		rc = -ESTALE;
+	else
+		p->child_ttl_ms = ttl_ms;
+	bucket_unlock(p);
+	return rc;
+}
+
+/* The reaper -------------------------------------------------------------- */
+
+/* Expire one due node (a reference held by the caller). */
+static int expire_one(struct store *s, struct store_node *n, uint64_t now)
+{
+	if (n->kind == STORE_PARENT)
+		return parent_expire(s, as_parent(n), now);
+	return child_expire(s, as_child(n), now);
+}
+
+unsigned store_expire(struct store *s, unsigned budget)
+{
+	uint64_t now = store_now_ms(s);
+	unsigned done = 0;
+
+	world_enter(s);
+	for (uint64_t tries = 0; done < budget && tries < 2 * (uint64_t)budget;
+	     tries++) {
+		struct store_node *n = NULL;
+
+		lock(&s->heap_lock, LOCK_HEAP);
+		if (s->heap_n && deadline_of(s, s->heap[0]) <= now) {
+			n = s->heap[0];
+			store_node_ref(n);
+		}
+		unlock(&s->heap_lock, LOCK_HEAP);
+		if (!n)
+			break;
+		done += (unsigned)expire_one(s, n, now);
+		store_node_unref(s, n);
+	}
+	tombs_reap(s, now, budget);
+	world_exit(s);
+	event_hook_run(s);
+	drains_settle_all(s);
+	return done;
+}
+
+uint64_t store_next_deadline(struct store *s)
+{
+	uint64_t next = UINT64_MAX;
+
+	lock(&s->heap_lock, LOCK_HEAP);
+	if (s->heap_n)
+		next = deadline_of(s, s->heap[0]);
+	unlock(&s->heap_lock, LOCK_HEAP);
+	lock(&s->tomb_lock, LOCK_TOMBQ);
+	if (s->tomb_fifo && s->tomb_fifo->deadline_ms < next)
+		next = s->tomb_fifo->deadline_ms;
+	unlock(&s->tomb_lock, LOCK_TOMBQ);
+	if (atomic_load(&s->state) == STORE_DRAINING &&
+	    atomic_load(&s->drain_deadline) < next)
+		next = atomic_load(&s->drain_deadline);
+	if (atomic_load(&s->tenants_draining) > 0) {
+		lock(&s->lock, LOCK_STORE);
+		for (struct tenant *t = s->tenants; t; t = t->hh.next)
+			if (atomic_load(&t->drain_state) == STORE_DRAINING &&
+			    atomic_load(&t->drain_deadline) < next)
+				next = atomic_load(&t->drain_deadline);
+		unlock(&s->lock, LOCK_STORE);
+	}
+	return next;
+}
