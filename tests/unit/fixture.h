@@ -1,8 +1,9 @@
 /*
- * fixture.h - the store fixture the store unit tests share (test_store.c,
- * test_leases.c, test_drain.c): a struct ctx holding a store on a fake
- * clock, cmocka setup/teardown, and small wrappers around store.h that
- * fail the test when a call that must succeed does not.
+ * fixture.h - the store fixture the store unit tests share (one file per
+ * mechanism of store/, test_<file>.c for store/<file>.c): a struct ctx
+ * holding a store on a fake clock, cmocka setup/teardown, small wrappers
+ * around store.h that fail the test when a call that must succeed does
+ * not, and the helpers more than one of those files uses.
  *
  * Include it after tests/unit/unit.h.  Every test gets a fresh store from
  * setup() (or setup_hooked(), which also counts the store's event hook
@@ -122,6 +123,27 @@ static inline int teardown(void **state)
 	free(c);
 	return rc == 0 ? 0 : -1;
 }
+
+/* A test on a fresh store (setup), or on one whose event hook calls are
+ * counted (setup_hooked). */
+#define TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define TEST_HOOKED(f) \
+	cmocka_unit_test_setup_teardown(f, setup_hooked, teardown)
+
+/* TEST_FILTER / TEST_SKIP: glob patterns of test names to run / skip. */
+static inline void test_filters_from_env(void)
+{
+	if (getenv("TEST_FILTER"))
+		cmocka_set_test_filter(getenv("TEST_FILTER"));
+	if (getenv("TEST_SKIP"))
+		cmocka_set_skip_filter(getenv("TEST_SKIP"));
+}
+
+/* Run the array @tests as the group @name, filtered as the environment
+ * says. */
+#define run_store_tests(name, tests) \
+	(test_filters_from_env(), \
+	 cmocka_run_group_tests_name(name, tests, NULL, NULL))
 
 /* Replace the test's store with one made from @l (after checking it). */
 static inline void reopen(struct ctx *c, const struct store_limits *l)
@@ -285,6 +307,49 @@ static inline void publish(struct ctx *c, struct store_node *child,
 	assert_int_equal(publish_rc(c, child, mode, data), 0);
 }
 
+/* Read everything a stage sees from offset 0 into @buf (NUL-terminated). */
+static inline size_t stage_slurp(struct store_stage *st, char *buf,
+				 size_t cap)
+{
+	size_t got = 0;
+
+	for (;;) {
+		ssize_t r = store_stage_read(st, buf + got, cap - 1 - got, got);
+
+		assert_true(r >= 0);
+		if (r == 0)
+			break;
+		got += (size_t)r;
+		assert_true(got < cap - 1);
+	}
+	buf[got] = '\0';
+	return got;
+}
+
+/* The current content of @child, as a new read stage sees it. */
+static inline size_t content(struct ctx *c, struct store_node *child,
+			     char *buf, size_t cap)
+{
+	struct store_stage *st = NULL;
+	size_t n;
+
+	assert_int_equal(store_stage_open(c->s, child, STORE_STAGE_READ, &st),
+			 0);
+	n = stage_slurp(st, buf, cap);
+	store_stage_close(st);
+	return n;
+}
+
+static inline void assert_content(struct ctx *c, struct store_node *child,
+				  const char *want)
+{
+	char buf[4096];
+	size_t n = content(c, child, buf, sizeof buf);
+
+	assert_int_equal(n, strlen(want));
+	assert_memory_equal(buf, want, n);
+}
+
 static inline uint64_t gen(struct ctx *c, struct store_node *parent)
 {
 	uint64_t g = 0;
@@ -311,6 +376,40 @@ static inline struct store_stats stats(struct ctx *c,
 	return st;
 }
 
+static inline void assert_gauges_eq(const struct store_stats *a,
+				    const struct store_stats *b)
+{
+	assert_int_equal(a->tenants, b->tenants);
+	assert_int_equal(a->parents, b->parents);
+	assert_int_equal(a->children, b->children);
+	assert_int_equal(a->links, b->links);
+	assert_int_equal(a->tombstones, b->tombstones);
+	assert_int_equal(a->bytes, b->bytes);
+}
+
+static inline void assert_gauges(struct ctx *c, struct store_node *tenant,
+				 uint64_t tenants, uint64_t parents,
+				 uint64_t children, uint64_t links,
+				 uint64_t tombstones, uint64_t bytes)
+{
+	struct store_stats st = stats(c, tenant);
+
+	assert_int_equal(st.tenants, tenants);
+	assert_int_equal(st.parents, parents);
+	assert_int_equal(st.children, children);
+	assert_int_equal(st.links, links);
+	assert_int_equal(st.tombstones, tombstones);
+	assert_int_equal(st.bytes, bytes);
+}
+
+static inline uint32_t nlink(struct ctx *c, struct store_node *n)
+{
+	struct store_attr a;
+
+	assert_int_equal(store_getattr(c->s, n, &a), 0);
+	return a.nlink;
+}
+
 static inline struct store_lease lease(struct ctx *c, struct store_node *n)
 {
 	struct store_lease l;
@@ -318,6 +417,15 @@ static inline struct store_lease lease(struct ctx *c, struct store_node *n)
 	memset(&l, 0xa5, sizeof l);
 	assert_int_equal(store_lease_get(c->s, n, &l), 0);
 	return l;
+}
+
+static inline void assert_lease(struct ctx *c, struct store_node *n,
+				uint64_t ttl, uint64_t deadline)
+{
+	struct store_lease l = lease(c, n);
+
+	assert_int_equal(l.ttl_ms, ttl);
+	assert_int_equal(l.deadline_ms, deadline);
 }
 
 static inline void set_ttl(struct ctx *c, struct store_node *n, uint64_t ttl)
@@ -360,6 +468,50 @@ static inline void assert_list(struct ctx *c, struct store_node *dir,
 
 	list_names(c, dir, buf, sizeof buf);
 	assert_string_equal(buf, want);
+}
+
+/* Other callers -------------------------------------------------------- */
+
+static const struct store_cred U1 = { 1001, 1001, NULL, 0 };
+static const struct store_cred U2 = { 1002, 1002, NULL, 0 };
+static const struct store_cred U3 = { 1003, 1003, NULL, 0 };
+static const struct store_cred ROOTC = { 0, 0, NULL, 0 };
+
+/* A directory or child of @uid with @mode in @dir. */
+static inline struct store_node *mk_as(struct ctx *c,
+				       struct store_node *dir,
+				       const char *name, uid_t uid,
+				       mode_t mode)
+{
+	const struct store_owner o = { uid, uid, mode };
+	struct store_node *n = NULL;
+
+	assert_int_equal(store_mkdir(c->s, dir, name, &o, &n), 0);
+	return n;
+}
+
+static inline void cr_as(struct ctx *c, struct store_node *p,
+			 const char *name, uid_t uid)
+{
+	const struct store_owner o = { uid, uid, 0644 };
+	struct store_node *n = NULL;
+	bool created = false;
+
+	assert_int_equal(store_create(c->s, p, name, &o, true, &n, &created), 0);
+	put(c, n);
+}
+
+/* The gauges of the whole store, for "nothing changed". */
+static inline void assert_same_gauges(struct ctx *c,
+				      const struct store_stats *was)
+{
+	struct store_stats now = stats(c, NULL);
+
+	assert_int_equal(now.tenants, was->tenants);
+	assert_int_equal(now.parents, was->parents);
+	assert_int_equal(now.children, was->children);
+	assert_int_equal(now.links, was->links);
+	assert_int_equal(now.tombstones, was->tombstones);
 }
 
 /* Event readers ---------------------------------------------------------- */
@@ -495,6 +647,27 @@ static inline void next_ev(struct ctx *c, struct store_event_reader *r,
 	assert_non_null(ev->tenant);
 	assert_non_null(ev->parent);
 	assert_non_null(ev->child);
+}
+
+static inline size_t count_lines(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* Skip events until one of @op; fails if there is none. */
+static inline void next_op(struct ctx *c, struct store_event_reader *r,
+			   enum store_op op, struct store_event *ev)
+{
+	for (;;) {
+		next_ev(c, r, ev);
+		if (ev->op == op)
+			return;
+		store_event_free(ev);
+	}
 }
 
 #endif /* STATEFS_UNIT_FIXTURE_H */
