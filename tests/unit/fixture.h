@@ -9,7 +9,12 @@
  * setup() (or setup_hooked(), which also counts the store's event hook
  * calls in c->hooks / c->hooks_internal), and teardown() asserts
  * store_check_all() == 0 before freeing it.  Every node pointer the store
- * hands out carries a reference that the test drops with put().
+ * hands out carries a reference.  The fixture holds those mk(), cr(),
+ * lk() and mk_as() hand out, and any the test gives it with keep(), and
+ * teardown() (or reopen()) releases them, the latest first: a test
+ * releases no node by hand, and one that fails leaks none.  drop()
+ * releases one of them now, for a test about what a release does; put()
+ * releases a reference the test has from a store call of its own.
  */
 #ifndef STATEFS_UNIT_FIXTURE_H
 #define STATEFS_UNIT_FIXTURE_H
@@ -30,6 +35,8 @@ struct ctx {
 	bool count_hooks;             /* setup_hooked(): install hook_count */
 	unsigned long hooks;          /* event hook calls on this store */
 	unsigned long hooks_internal; /* ... with internal = true */
+	struct store_node **held;     /* references the fixture holds */
+	size_t nheld, held_cap;
 };
 
 static const struct store_owner DOWN = { 1000, 1000, 0755 }; /* dirs */
@@ -40,6 +47,62 @@ static const struct store_owner FOWN = { 1000, 1000, 0644 }; /* files */
 /* A link, rename or exchange line: with its source parent and child. */
 #define EVF(op, t, p, c, g, v, fp, fc) \
 	op "\t" t "\t" p "\t" c "\t" g "\t" v "\t" fp "\t" fc "\n"
+
+/* Nodes the fixture holds ---------------------------------------------- */
+
+/*
+ * The fixture takes over the reference @n carries, until teardown() or
+ * reopen(); returns @n.
+ */
+static inline struct store_node *keep(struct ctx *c, struct store_node *n)
+{
+	if (c->nheld == c->held_cap) {
+		size_t cap = c->held_cap ? 2 * c->held_cap : 64;
+		struct store_node **h = realloc(c->held, cap * sizeof(*h));
+
+		if (!h)
+			fail_msg("keep: out of memory");
+		c->held = h;
+		c->held_cap = cap;
+	}
+	c->held[c->nheld++] = n;
+	return n;
+}
+
+/*
+ * Release now a reference the fixture holds on @n (the latest it took),
+ * for a test about what a release does; fails the test if it holds none.
+ */
+static inline void drop(struct ctx *c, struct store_node *n)
+{
+	for (size_t i = c->nheld; i-- > 0;) {
+		if (c->held[i] == n) {
+			memmove(&c->held[i], &c->held[i + 1],
+				(c->nheld - i - 1) * sizeof(*c->held));
+			c->nheld--;
+			store_node_unref(c->s, n);
+			return;
+		}
+	}
+	fail_msg("drop: the fixture holds no reference to this node");
+}
+
+/*
+ * Release a reference the test has from a store call of its own, not one
+ * the fixture holds (the same node may be both: a lookup of a node made
+ * with mk() gives one more reference to it).
+ */
+static inline void put(struct ctx *c, struct store_node *n)
+{
+	store_node_unref(c->s, n);
+}
+
+/* Release every reference the fixture holds, the latest first. */
+static inline void release_held(struct ctx *c)
+{
+	while (c->nheld > 0)
+		store_node_unref(c->s, c->held[--c->nheld]);
+}
 
 /* Setup, teardown, reopen ---------------------------------------------- */
 
@@ -114,12 +177,14 @@ static inline int teardown(void **state)
 	int rc = 0;
 
 	if (c->s) {
+		release_held(c);
 		rc = store_check_all(c->s, why, sizeof why);
 		if (rc != 0)
 			print_error("teardown: store_check_all: %d (%s)\n", rc,
 				    why);
 		store_free(c->s);
 	}
+	free(c->held);
 	free(c);
 	return rc == 0 ? 0 : -1;
 }
@@ -145,9 +210,11 @@ static inline void test_filters_from_env(void)
 	(test_filters_from_env(), \
 	 cmocka_run_group_tests_name(name, tests, NULL, NULL))
 
-/* Replace the test's store with one made from @l (after checking it). */
+/* Replace the test's store with one made from @l (after releasing what
+ * the fixture holds of it, and checking it). */
 static inline void reopen(struct ctx *c, const struct store_limits *l)
 {
+	release_held(c);
 	check_ok(c);
 	store_free(c->s);
 	c->s = NULL;
@@ -171,6 +238,7 @@ static inline struct store_node *root(struct ctx *c)
 	return store_root(c->s);
 }
 
+/* A new directory @name in @dir (held by the fixture). */
 static inline struct store_node *mk(struct ctx *c, struct store_node *dir,
 				    const char *name)
 {
@@ -180,9 +248,10 @@ static inline struct store_node *mk(struct ctx *c, struct store_node *dir,
 	if (rc != 0)
 		fail_msg("store_mkdir(%s): %d", name, rc);
 	assert_non_null(n);
-	return n;
+	return keep(c, n);
 }
 
+/* A new child @name in @parent (held by the fixture). */
 static inline struct store_node *cr(struct ctx *c, struct store_node *parent,
 				    const char *name)
 {
@@ -194,15 +263,11 @@ static inline struct store_node *cr(struct ctx *c, struct store_node *parent,
 		fail_msg("store_create(%s): %d", name, rc);
 	assert_non_null(n);
 	assert_true(created);
-	return n;
+	return keep(c, n);
 }
 
-static inline void put(struct ctx *c, struct store_node *n)
-{
-	store_node_unref(c->s, n);
-}
-
-/* The node @name in @dir (new reference), failing the test if absent. */
+/* The node @name in @dir (held by the fixture), failing the test if
+ * absent. */
 static inline struct store_node *lk(struct ctx *c, struct store_node *dir,
 				    const char *name)
 {
@@ -212,7 +277,7 @@ static inline struct store_node *lk(struct ctx *c, struct store_node *dir,
 	if (rc != 0)
 		fail_msg("store_lookup(%s): %d", name, rc);
 	assert_non_null(n);
-	return n;
+	return keep(c, n);
 }
 
 /* @rc, after dropping @n when @rc is 0 (when the call gave a node). */
@@ -220,7 +285,7 @@ static inline int put_if_ok(struct ctx *c, int rc, struct store_node *n)
 {
 	if (rc == 0) {
 		assert_non_null(n);
-		put(c, n);
+		store_node_unref(c->s, n);
 	}
 	return rc;
 }
@@ -242,7 +307,7 @@ static inline uint64_t ino_of(struct ctx *c, struct store_node *dir,
 	struct store_node *n = lk(c, dir, name);
 	uint64_t ino = store_node_ino(n);
 
-	put(c, n);
+	drop(c, n);
 	return ino;
 }
 
@@ -477,7 +542,7 @@ static const struct store_cred U2 = { 1002, 1002, NULL, 0 };
 static const struct store_cred U3 = { 1003, 1003, NULL, 0 };
 static const struct store_cred ROOTC = { 0, 0, NULL, 0 };
 
-/* A directory or child of @uid with @mode in @dir. */
+/* A directory of @uid with @mode in @dir (held by the fixture). */
 static inline struct store_node *mk_as(struct ctx *c,
 				       struct store_node *dir,
 				       const char *name, uid_t uid,
@@ -487,7 +552,7 @@ static inline struct store_node *mk_as(struct ctx *c,
 	struct store_node *n = NULL;
 
 	assert_int_equal(store_mkdir(c->s, dir, name, &o, &n), 0);
-	return n;
+	return keep(c, n);
 }
 
 static inline void cr_as(struct ctx *c, struct store_node *p,

@@ -8,7 +8,8 @@
  * or not, and its names are free for every kind of admission.
  *
  * The fixture (fixture.h) gives each test a fresh store on a manual
- * clock and recounts it (store_check_all) in its teardown.
+ * clock and holds the nodes the test is handed; its teardown releases
+ * them and recounts the store (store_check_all).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -96,11 +97,6 @@ static void test_child_create_excl_idempotent(void **state)
 	/* A child is not a directory. */
 	n = lk(c, p, "b");
 	assert_int_equal(lookup_rc(c, n, "x"), -ENOTDIR);
-	put(c, n);
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -144,12 +140,6 @@ static void test_child_old_incarnation_stale(void **state)
 	assert_content(c, neu, "");
 	assert_list(c, q, "");
 	assert_gauges(c, t, 1, 2, 1, 1, 0, 0);
-
-	put(c, neu);
-	put(c, old);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -194,11 +184,6 @@ static void test_rename_between_parents(void **state)
 	assert_list(c, p, "a");
 	assert_list(c, q, "");
 	assert_gauges(c, t, 1, 2, 1, 1, 0, 1);
-
-	put(c, a);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -249,14 +234,6 @@ static void test_rename_noreplace_and_replace(void **state)
 	assert_int_equal(ino_of(c, r, "d"), store_node_ino(d));
 	assert_list(c, q, "d");
 	assert_gauges(c, t, 1, 3, 2, 2, 0, 4);
-
-	put(c, d);
-	put(c, b);
-	put(c, a);
-	put(c, r);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -303,25 +280,19 @@ static void test_rename_exchange(void **state)
 	assert_int_equal(ino_of(c, p, "a"), store_node_ino(b));
 	assert_int_equal(ino_of(c, q, "b2"), store_node_ino(b));
 	check_ok(c);
-
-	put(c, b);
-	put(c, a);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
 static void test_rename_eperm_exdev(void **state)
 {
 	struct ctx *c = *state;
-	struct store_node *t, *u, *p, *q, *r;
+	struct store_node *t, *u, *p, *r;
 	struct store_stats s0, s1;
 
 	t = mk(c, root(c), "t");
 	u = mk(c, root(c), "u");
 	p = mk(c, t, "p");
-	q = mk(c, t, "q");
+	mk(c, t, "q");
 	r = mk(c, u, "r");
 	assert_int_equal(create_rc(c, p, "a", true), 0);
 
@@ -343,12 +314,6 @@ static void test_rename_eperm_exdev(void **state)
 	assert_list(c, t, "p,q");
 	assert_list(c, p, "a");
 	assert_list(c, r, "");
-
-	put(c, r);
-	put(c, q);
-	put(c, p);
-	put(c, u);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -408,12 +373,6 @@ static void test_shared_state_expiry_ends_all_links(void **state)
 	/* Both names are free. */
 	assert_int_equal(create_rc(c, p1, "c", true), 0);
 	assert_int_equal(create_rc(c, p2, "d", true), 0);
-
-	put(c, a);
-	put(c, d);
-	put(c, p1);
-	put(c, p2);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -422,14 +381,14 @@ static void test_shared_state_expiry_ends_all_links(void **state)
 static void test_child_invisible_at_deadline_before_reap(void **state)
 {
 	struct ctx *c = *state;
-	struct store_node *t, *p, *a, *sib, *a2;
+	struct store_node *t, *p, *a, *a2;
 	struct store_stage *st = NULL, *st2 = NULL;
 	struct store_stats s0, s;
 	uint64_t t0;
 
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
-	sib = cr(c, p, "sib");
+	cr(c, p, "sib");
 	a = cr(c, p, "a");
 	publish(c, a, STORE_STAGE_REPLACE, "old");
 	t0 = now(c);
@@ -466,7 +425,7 @@ static void test_child_invisible_at_deadline_before_reap(void **state)
 		assert_int_equal(store_create(c->s, p, "a", &FOWN, true, &n,
 					      &created), 0);
 		assert_true(created);
-		a2 = n;
+		a2 = keep(c, n);
 	}
 	assert_true(store_node_ino(a2) != store_node_ino(a));
 	assert_int_equal(getattr_rc(c, a2), 0);
@@ -480,12 +439,6 @@ static void test_child_invisible_at_deadline_before_reap(void **state)
 	assert_int_equal(store_expire(c->s, 16), 0);
 	assert_int_equal(stats(c, NULL).expiries, s0.expiries + 1);
 	assert_int_equal(lookup_rc(c, p, "a"), 0);
-
-	put(c, a2);
-	put(c, a);
-	put(c, sib);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -532,15 +485,6 @@ static void test_admissions_onto_expired_names(void **state)
 	assert_int_equal(getattr_rc(c, y), -ESTALE);
 	assert_int_equal(getattr_rc(c, z), -ESTALE);
 	assert_int_equal(store_expire(c->s, 16), 0);
-
-	put(c, n);
-	put(c, x);
-	put(c, y);
-	put(c, z);
-	put(c, a);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 

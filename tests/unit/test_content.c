@@ -10,7 +10,8 @@
  * removed child is stale.
  *
  * The fixture (fixture.h) gives each test a fresh store on a manual
- * clock and recounts it (store_check_all) in its teardown.
+ * clock and holds the nodes the test is handed; its teardown releases
+ * them and recounts the store (store_check_all).
  */
 #include <errno.h>
 #include <string.h>
@@ -68,10 +69,6 @@ static void test_stage_replace_publishes(void **state)
 	store_stage_close(st);
 	assert_content(c, a, "new!");
 	assert_int_equal(version(c, a), v0 + 1);
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -98,10 +95,6 @@ static void test_stage_replace_dirty_at_open(void **state)
 	assert_int_equal(store_getattr(c->s, a, &at), 0);
 	assert_int_equal(at.size, 0);
 	assert_gauges(c, t, 1, 1, 1, 1, 0, 0);
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -150,10 +143,6 @@ static void test_stage_flush(void **state)
 	assert_int_equal(version(c, a), v0 + 1);
 	assert_content(c, a, "he");
 	store_stage_close(st);
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -193,10 +182,6 @@ static void test_stage_append(void **state)
 	assert_int_equal(store_stage_publish(ap), 0);
 	store_stage_close(ap);
 	assert_int_equal(version(c, a), v0 + 2);
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -246,10 +231,6 @@ static void test_stage_cas(void **state)
 	store_stage_close(cas);
 	assert_int_equal(version(c, a), v0);
 	assert_content(c, a, "other");
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -284,10 +265,6 @@ static void test_stage_cas_base_is_open_version(void **state)
 	store_stage_close(cas);
 	assert_int_equal(version(c, a), v);
 	assert_content(c, a, "two");
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -326,10 +303,6 @@ static void test_stage_reader_pinned(void **state)
 	assert_memory_equal(buf, "third!!!", 8);
 	store_stage_close(rd2);
 	store_stage_close(rd);
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -378,10 +351,6 @@ static void test_stage_reader_reads_on(void **state)
 	assert_memory_equal(buf, "more\n", 5);
 	store_stage_close(empty);
 	store_stage_close(rd);
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -455,10 +424,6 @@ static void test_stage_keeps_mtime_set_before_close(void **state)
 	assert_true(mtime_of(c, a) > then + 1);
 	assert_content(c, a, "dfe");
 	store_stage_close(st);
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -512,10 +477,6 @@ static void test_stage_payload_limit(void **state)
 	assert_int_equal(store_setattr(c->s, a, STORE_SET_SIZE, &in, &out),
 			 -EFBIG);
 	assert_gauges(c, t, 1, 1, 1, 1, 0, 16);
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -567,11 +528,6 @@ static void test_stage_bytes_ceiling(void **state)
 	assert_int_equal(store_stage_publish(st), 0);
 	store_stage_close(st);
 	assert_gauges(c, t, 1, 1, 2, 2, 0, 20);
-
-	put(c, b);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -627,10 +583,6 @@ static void test_stage_refused_write_changes_nothing(void **state)
 		assert_int_equal(s1.refused[STORE_REFUSED_PAYLOAD],
 				 s0.refused[STORE_REFUSED_PAYLOAD] + 1);
 	}
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -676,11 +628,6 @@ static void test_stage_on_removed_child_stale(void **state)
 	assert_int_equal(store_stage_publish(st), -ESTALE);
 	store_stage_close(st);
 	assert_gauges(c, t, 1, 0, 0, 0, 1, 0);
-
-	put(c, a2);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -750,10 +697,6 @@ static void test_setattr_size_is_publication(void **state)
 	assert_int_equal(store_setattr(c->s, p, STORE_SET_MODE, &in, &out), 0);
 	assert_int_equal(out.mode & 07777, 0700);
 	assert_true(S_ISDIR(out.mode));
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -779,9 +722,6 @@ static void test_stage_truncate_append(void **state)
 	assert_int_equal(store_stage_publish(st), 0);
 	store_stage_close(st);
 	assert_content(c, a, "hell");
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -819,9 +759,6 @@ static void test_stage_truncate_append_empty(void **state)
 		assert_int_equal(n, 2);
 		assert_memory_equal(buf, "x\0", 2);
 	}
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 

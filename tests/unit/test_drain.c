@@ -19,7 +19,8 @@
  * tenant by hand.
  *
  * The fixture (fixture.h) gives each test a fresh store on a manual
- * clock and recounts it (store_check_all) in its teardown.
+ * clock and holds the nodes the test is handed; its teardown releases
+ * them and recounts the store (store_check_all).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -159,7 +160,6 @@ static void test_drain_state_ready(void **state)
 	t = mk(c, root(c), "t");
 	assert_dstate(c, t, STORE_READY);
 	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -226,10 +226,6 @@ static void test_drain_window_counts_down(void **state)
 	assert_dstate(c, NULL, STORE_DRAINED);
 	assert_int_equal(mkdir_rc(c, root(c), "t"), -EROFS);
 	assert_empty_gauges(c, NULL);
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -318,13 +314,6 @@ static void test_drain_refusals(void **state)
 	assert_int_equal(refused_draining(c), r0 + 12);
 	assert_draining(c, NULL, WINDOW - 10);
 	check_ok(c);
-
-	put(c, l);
-	put(c, b);
-	put(c, a);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -332,7 +321,7 @@ static void test_drain_refusals(void **state)
 static void test_drain_deadline_via_expire(void **state)
 {
 	struct ctx *c = *state;
-	struct store_node *t, *u, *p, *q, *r, *a, *b, *k;
+	struct store_node *t, *u, *p, *q, *r, *a, *b;
 
 	t = mk(c, root(c), "t");
 	u = mk(c, root(c), "u");
@@ -345,7 +334,7 @@ static void test_drain_deadline_via_expire(void **state)
 	publish(c, b, STORE_STAGE_REPLACE, "56");
 	assert_int_equal(store_link(c->s, a, q, "a2"), 0);
 	assert_int_equal(store_depart(c->s, t, "ghost", NULL), 0);
-	k = mk(c, t, "k");
+	mk(c, t, "k");
 	assert_int_equal(store_rmdir(c->s, t, "k", NULL), 0);   /* a tombstone */
 	assert_int_equal(stats(c, NULL).tombstones, 2);
 
@@ -362,15 +351,6 @@ static void test_drain_deadline_via_expire(void **state)
 	assert_int_equal(getattr_rc(c, b), -ESTALE);
 	assert_int_equal(store_unlink(c->s, p, "a"), -ESTALE);
 	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
-
-	put(c, k);
-	put(c, b);
-	put(c, a);
-	put(c, r);
-	put(c, q);
-	put(c, p);
-	put(c, u);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -393,9 +373,6 @@ static void test_drain_clear_ends_open_stages(void **state)
 	assert_int_equal(store_stage_publish(st), -ESTALE);
 	store_stage_close(st);
 	assert_empty_gauges(c, NULL);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -404,7 +381,7 @@ static void test_drain_clear_ends_open_stages(void **state)
 static void test_drain_ends_when_last_child_goes(void **state)
 {
 	struct ctx *c = *state;
-	struct store_node *t, *p, *q, *a, *b;
+	struct store_node *t, *p, *q, *a;
 	struct rd d;
 	uint64_t left = 0;
 
@@ -412,7 +389,7 @@ static void test_drain_ends_when_last_child_goes(void **state)
 	p = mk(c, t, "p");
 	q = mk(c, t, "q");
 	a = cr(c, p, "a");
-	b = cr(c, p, "b");
+	cr(c, p, "b");
 	assert_int_equal(store_link(c->s, a, q, "a2"), 0); /* shared state */
 	rd_open_strict(c, &d, NULL);
 
@@ -444,12 +421,6 @@ static void test_drain_ends_when_last_child_goes(void **state)
 				EV("drain", "t", "-", "-", "-", "-"));
 	assert_int_equal(mkdir_rc(c, root(c), "t"), -EROFS);
 	check_ok(c);
-
-	put(c, b);
-	put(c, a);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -474,9 +445,6 @@ static void test_drain_ends_when_last_child_expires(void **state)
 	assert_empty_gauges(c, NULL);
 	assert_int_equal(getattr_rc(c, a), -ESTALE);
 	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -498,8 +466,6 @@ static void test_drain_without_children_ends_at_once(void **state)
 				EV("drain", "-", "-", "-", "-", "-")
 				EV("drain", "t", "p", "-", "1", "-")
 				EV("drain", "t", "-", "-", "-", "-"));
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -508,20 +474,17 @@ static void test_drain_window_zero(void **state)
 {
 	struct ctx *c = *state;
 	struct store_limits l;
-	struct store_node *t, *p, *a;
+	struct store_node *t, *p;
 
 	store_limits_default(&l);
 	l.drain_window_ms = 0;
 	reopen(c, &l);
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
-	a = cr(c, p, "a");
+	cr(c, p, "a");
 	assert_int_equal(store_drain(c->s, NULL), 0);
 	assert_dstate(c, NULL, STORE_DRAINED);
 	assert_empty_gauges(c, NULL);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -557,9 +520,6 @@ static void test_drain_now_ends_the_window(void **state)
 	advance(c, WINDOW);
 	assert_dstate(c, NULL, STORE_DRAINED);
 	expect_events(c, &d, "");
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -627,12 +587,6 @@ static void test_drain_now_without_drain(void **state)
 		free(rest);
 		free(want);
 	}
-	put(c, b);
-	put(c, a);
-	put(c, r);
-	put(c, p);
-	put(c, u);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -650,7 +604,6 @@ static void test_drain_stale_tenant(void **state)
 	assert_dstate(c, NULL, STORE_READY);
 	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
 	assert_int_equal(mkdir_rc(c, root(c), "t"), 0);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -659,7 +612,7 @@ static void test_drain_stale_tenant(void **state)
 static void test_tenant_drain(void **state)
 {
 	struct ctx *c = *state;
-	struct store_node *t, *u, *p, *q, *r, *a, *b, *x, *tt = NULL;
+	struct store_node *t, *u, *p, *q, *r, *a, *x, *tt = NULL;
 	struct store_stats su;
 	struct rd d, dt, du;
 	uint64_t t0, r0;
@@ -670,7 +623,7 @@ static void test_tenant_drain(void **state)
 	q = mk(c, t, "q");
 	r = mk(c, u, "r");
 	a = cr(c, p, "a");
-	b = cr(c, q, "b");
+	cr(c, q, "b");
 	x = cr(c, r, "x");
 	publish(c, a, STORE_STAGE_REPLACE, "aaaa");
 	publish(c, x, STORE_STAGE_REPLACE, "xx");
@@ -773,28 +726,19 @@ static void test_tenant_drain(void **state)
 	assert_dstate(c, NULL, STORE_DRAINED);
 	assert_empty_gauges(c, NULL);
 	assert_int_equal(getattr_rc(c, t), -ESTALE);
-
-	put(c, x);
-	put(c, b);
-	put(c, a);
-	put(c, r);
-	put(c, q);
-	put(c, p);
-	put(c, u);
-	put(c, t);
 	check_ok(c);
 }
 
 static void test_tenant_drain_ends_early(void **state)
 {
 	struct ctx *c = *state;
-	struct store_node *t, *u, *p, *r, *a, *x;
+	struct store_node *t, *u, *p, *r, *x;
 
 	t = mk(c, root(c), "t");
 	u = mk(c, root(c), "u");
 	p = mk(c, t, "p");
 	r = mk(c, u, "r");
-	a = cr(c, p, "a");
+	cr(c, p, "a");
 	x = cr(c, r, "x");
 	assert_int_equal(store_drain(c->s, t), 0);
 	assert_int_equal(store_unlink(c->s, p, "a"), 0);
@@ -804,12 +748,6 @@ static void test_tenant_drain_ends_early(void **state)
 	assert_int_equal(getattr_rc(c, x), 0);
 	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
 	assert_int_equal(mkdir_rc(c, t, "p"), -EROFS);
-	put(c, x);
-	put(c, a);
-	put(c, r);
-	put(c, p);
-	put(c, u);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -830,9 +768,6 @@ static void test_tenant_drain_via_expire(void **state)
 	assert_int_equal(stats(c, NULL).bytes, 0);
 	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
 	assert_dstate(c, t, STORE_DRAINED);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -840,13 +775,13 @@ static void test_tenant_drain_via_expire(void **state)
 static void test_tenant_drain_then_store_drain(void **state)
 {
 	struct ctx *c = *state;
-	struct store_node *t, *u, *p, *r, *a, *x;
+	struct store_node *t, *u, *p, *r, *x;
 
 	t = mk(c, root(c), "t");
 	u = mk(c, root(c), "u");
 	p = mk(c, t, "p");
 	r = mk(c, u, "r");
-	a = cr(c, p, "a");
+	cr(c, p, "a");
 	x = cr(c, r, "x");
 	assert_int_equal(store_drain(c->s, t), 0);        /* ends at +30 s */
 	advance(c, 10000);
@@ -866,12 +801,6 @@ static void test_tenant_drain_then_store_drain(void **state)
 	advance(c, 10000);
 	assert_dstate(c, NULL, STORE_DRAINED);
 	assert_empty_gauges(c, NULL);
-	put(c, x);
-	put(c, a);
-	put(c, r);
-	put(c, p);
-	put(c, u);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -879,14 +808,14 @@ static void test_tenant_drain_then_store_drain(void **state)
 static void test_drained_tenant_in_draining_store(void **state)
 {
 	struct ctx *c = *state;
-	struct store_node *t, *u, *p, *r, *a, *x;
+	struct store_node *t, *u, *p, *r;
 
 	t = mk(c, root(c), "t");
 	u = mk(c, root(c), "u");
 	p = mk(c, t, "p");
 	r = mk(c, u, "r");
-	a = cr(c, p, "a");
-	x = cr(c, r, "x");
+	cr(c, p, "a");
+	cr(c, r, "x");
 	assert_int_equal(store_drain_now(c->s, t), 0);
 	assert_dstate(c, t, STORE_DRAINED);
 	assert_int_equal(store_drain(c->s, NULL), 0);
@@ -895,12 +824,6 @@ static void test_drained_tenant_in_draining_store(void **state)
 	assert_dstate(c, t, STORE_DRAINED);
 	assert_int_equal(store_drain_now(c->s, NULL), 0);
 	assert_dstate(c, NULL, STORE_DRAINED);
-	put(c, x);
-	put(c, a);
-	put(c, r);
-	put(c, p);
-	put(c, u);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -928,12 +851,6 @@ static void test_tenant_drain_ends_on_reap(void **state)
 	assert_dstate(c, NULL, STORE_READY);
 	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
 	assert_int_equal(getattr_rc(c, x), 0);
-	put(c, x);
-	put(c, a);
-	put(c, r);
-	put(c, p);
-	put(c, u);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -955,9 +872,6 @@ static void test_drain_ends_when_last_child_is_past_deadline(void **state)
 	/* No store_expire(): the drain state alone settles it. */
 	assert_dstate(c, NULL, STORE_DRAINED);
 	assert_empty_gauges(c, NULL);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -965,11 +879,11 @@ static void test_drain_ends_when_last_child_is_past_deadline(void **state)
 static void test_cleanup_of_draining_tenant(void **state)
 {
 	struct ctx *c = *state;
-	struct store_node *t, *p, *a, *t2;
+	struct store_node *t, *p, *t2;
 
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
-	a = cr(c, p, "a");
+	cr(c, p, "a");
 	assert_int_equal(store_drain(c->s, t), 0);
 	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
@@ -982,10 +896,6 @@ static void test_cleanup_of_draining_tenant(void **state)
 	(void)store_expire(c->s, 100);
 	assert_int_equal(lookup_rc(c, t2, "p"), 0);
 	assert_dstate(c, t2, STORE_READY);
-	put(c, t2);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -1006,7 +916,6 @@ static void test_drain_cascade_permissions(void **state)
 	t = mk_as(c, root(c), "shared", 1001, 01777);
 	p = mk_as(c, t, "q", 1002, 0755);
 	cr_as(c, p, "job", 1002);
-	put(c, p);
 	was = stats(c, NULL);
 	assert_int_equal(store_drain_as(c->s, t, &U1), -EACCES);
 	assert_int_equal(store_drain_as(c->s, t, &U3), -EACCES);
@@ -1023,7 +932,6 @@ static void test_drain_cascade_permissions(void **state)
 		assert_int_equal(store_setattr(c->s, p, STORE_SET_MODE, &in,
 					       NULL), 0);
 	}
-	put(c, p);
 	assert_int_equal(store_drain_as(c->s, t, &U1), 0);
 	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_DRAINING);
 	/* A running drain is not judged again: nothing starts. */
@@ -1031,25 +939,20 @@ static void test_drain_cascade_permissions(void **state)
 	advance(c, c->lim.drain_window_ms);
 	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_DRAINED);
 	assert_list(c, t, "");
-	put(c, t);
 
 	/* A 0755 tenant of 1001: 1002 could not remove its parents; root
 	 * and a call without credentials may. */
 	t = mk_as(c, root(c), "t", 1001, 0755);
 	p = mk_as(c, t, "p", 1001, 0777);
-	put(c, p);
 	assert_int_equal(store_drain_as(c->s, t, &U2), -EACCES);
 	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_READY);
 	assert_int_equal(store_drain_as(c->s, t, &ROOTC), 0);
 	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_DRAINED);
-	put(c, t);
 	t = mk_as(c, root(c), "u", 1001, 0755);
 	p = mk_as(c, t, "p", 1002, 0700);
 	cr_as(c, p, "c", 1002);
-	put(c, p);
 	assert_int_equal(store_drain_as(c->s, t, NULL), 0);
 	assert_int_equal(store_drain_state(c->s, t, NULL), STORE_DRAINING);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -1070,7 +973,6 @@ static void test_drain_events_internal(void **state)
 	p = mk(c, t, "p");
 	q = mk(c, t, "q");
 	assert_int_equal(store_rmdir(c->s, t, "q", NULL), 0);
-	put(c, q);
 	q = mk(c, t, "q");                               /* generation 2 */
 	assert_int_equal(gen(c, q), 2);
 	r = mk(c, u, "r");
@@ -1136,26 +1038,19 @@ static void test_drain_events_internal(void **state)
 	assert_int_equal(store_events_next(c->s, &re, &ev), 0);
 	assert_true(seen_t == 1 && seen_u == 1 && seen_p == 1 && seen_q == 1 &&
 		    seen_r == 1);
-
-	put(c, a);
-	put(c, r);
-	put(c, q);
-	put(c, p);
-	put(c, u);
-	put(c, t);
 	check_ok(c);
 }
 
 static void test_tenant_drain_events_internal(void **state)
 {
 	struct ctx *c = *state;
-	struct store_node *t, *p, *a;
+	struct store_node *t, *p;
 	struct store_event_reader re;
 	struct store_event ev;
 
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
-	a = cr(c, p, "a");
+	cr(c, p, "a");
 	store_events_open(c->s, NULL, &re);
 	assert_int_equal(store_drain(c->s, t), 0);
 	next_ev(c, &re, &ev);
@@ -1175,9 +1070,6 @@ static void test_tenant_drain_events_internal(void **state)
 	store_event_free(&ev);
 	/* A drained tenant is not removed: no tenant line. */
 	assert_int_equal(store_events_next(c->s, &re, &ev), 0);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -1187,14 +1079,14 @@ static void test_tenant_drain_events_internal(void **state)
 static void test_layout_drain_of_store(void **state)
 {
 	struct ctx *c = *state;
-	struct store_node *t, *p, *a;
+	struct store_node *t, *p;
 	char buf[64];
 	uint64_t left = 0;
 	enum store_state st;
 
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
-	a = cr(c, p, "a");
+	cr(c, p, "a");
 	st = store_drain_state(c->s, NULL, &left);
 	layout_format_drain(buf, sizeof buf, st, left);
 	assert_string_equal(buf, "ready\n");
@@ -1207,9 +1099,6 @@ static void test_layout_drain_of_store(void **state)
 	st = store_drain_state(c->s, NULL, &left);
 	layout_format_drain(buf, sizeof buf, st, left);
 	assert_string_equal(buf, "drained\n");
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 

@@ -9,7 +9,8 @@
  * while a cascade takes its parent's links out is ordered by the stream.
  *
  * The fixture (fixture.h) gives each test a fresh store on a manual
- * clock and recounts it (store_check_all) in its teardown.
+ * clock and holds the nodes the test is handed; its teardown releases
+ * them and recounts the store (store_check_all).
  */
 #define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <errno.h>
@@ -28,7 +29,7 @@
 static void test_events_lines(void **state)
 {
 	struct ctx *c = *state;
-	struct store_node *t, *p, *q, *a, *k, *g, *n = NULL;
+	struct store_node *t, *p, *q, *a, *n = NULL;
 	struct store_stage *st = NULL;
 	struct store_attr in, out;
 	struct rd d;
@@ -85,7 +86,7 @@ static void test_events_lines(void **state)
 
 	/* Links and renames name their destination, then their source. */
 	assert_int_equal(store_link(c->s, a, q, "a2"), 0);
-	k = cr(c, p, "k");
+	cr(c, p, "k");
 	assert_int_equal(store_rename(c->s, p, "k", q, "k2", 0), 0);
 	assert_int_equal(store_unlink(c->s, q, "a2"), 0);
 	expect_events(c, &d,
@@ -96,11 +97,10 @@ static void test_events_lines(void **state)
 
 	/* Leave (with a child: one line), rejoin, departs. */
 	assert_int_equal(store_rmdir(c->s, t, "q", NULL), 0);
-	put(c, q);
 	q = mk(c, t, "q");
 	assert_int_equal(store_depart(c->s, t, "ghost", NULL), 0);
 	assert_int_equal(store_depart(c->s, t, "q", NULL), 0);
-	g = mk(c, t, "ghost");
+	mk(c, t, "ghost");
 	assert_int_equal(store_unlink(c->s, p, "a"), 0);
 	expect_events(c, &d,
 		      EV("leave", "t", "q", "-", "1", "-")
@@ -114,13 +114,6 @@ static void test_events_lines(void **state)
 	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	expect_events(c, &d, EV("cleanup", "t", "-", "-", "-", "-"));
 	assert_false(store_events_pending(c->s, &d.r));
-
-	put(c, g);
-	put(c, k);
-	put(c, a);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -134,14 +127,13 @@ static void test_events_lines(void **state)
 static void test_events_rename_lines(void **state)
 {
 	struct ctx *c = *state;
-	struct store_node *t, *a, *b, *gone, *x, *y, *z;
+	struct store_node *t, *a, *b, *x, *y, *z;
 	struct rd d;
 
 	t = mk(c, root(c), "t");
 	a = mk(c, t, "A");
-	gone = mk(c, t, "B");
+	mk(c, t, "B");
 	assert_int_equal(store_rmdir(c->s, t, "B", NULL), 0);
-	put(c, gone);
 	b = mk(c, t, "B");                           /* generation 2 */
 	x = cr(c, a, "x");
 	y = cr(c, a, "y");
@@ -184,13 +176,6 @@ static void test_events_rename_lines(void **state)
 		      EVF("exchange", "t", "B", "z", "2", "2", "B", "x2"));
 	assert_int_equal(ino_of(c, b, "z"), store_node_ino(x));
 	assert_int_equal(ino_of(c, b, "x2"), store_node_ino(x));
-
-	put(c, z);
-	put(c, y);
-	put(c, x);
-	put(c, b);
-	put(c, a);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -202,7 +187,6 @@ static void test_events_expire_lines(void **state)
 
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
-	put(c, p);
 	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
 	p = mk(c, t, "p");                   /* generation 2 */
 	q = mk(c, t, "q");
@@ -240,13 +224,6 @@ static void test_events_expire_lines(void **state)
 	assert_int_equal(store_expire(c->s, 10), 0);
 	expect_events(c, &d, "");
 	assert_int_equal(stats(c, NULL).expiries, 4);
-
-	put(c, b);
-	put(c, a);
-	put(c, r);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -312,13 +289,6 @@ static void test_events_tenant_scope(void **state)
 	assert_int_equal(store_rmdir(c->s, root(c), "t1", NULL), 0);
 	expect_events(c, &r1, EV("cleanup", "t1", "-", "-", "-", "-"));
 	expect_events(c, &r2, "");
-
-	put(c, a1);
-	put(c, a2);
-	put(c, p1);
-	put(c, p2);
-	put(c, t1);
-	put(c, t2);
 	check_ok(c);
 }
 
@@ -358,10 +328,6 @@ static void test_events_open_at_present_and_pending(void **state)
 	assert_false(store_events_pending(c->s, &dt.r));
 	assert_int_equal(store_events_read(c->s, &dt.r, buf, sizeof buf), 0);
 	expect_events(c, &d, EV("join", "u", "q", "-", "1", "-"));
-
-	put(c, p);
-	put(c, u);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -401,9 +367,6 @@ static void test_events_read_whole_lines(void **state)
 	assert_non_null(strstr(all, "\tjoin\tt\t-\t-\t-\t-\n"));
 	assert_non_null(strstr(all, "\tjoin\tt\tp\t-\t1\t-\n"));
 	assert_non_null(strstr(all, "\tcreate\tt\tp\tabc\t1\t0\n"));
-
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -474,9 +437,6 @@ static void test_events_overflow(void **state)
 	assert_false(store_events_pending(c->s, &slow.r));
 
 	free(truth);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -521,10 +481,6 @@ static void test_events_next_overflow(void **state)
 	next_ev(c, &re, &ev);
 	assert_true(ev.seq > newest);
 	store_event_free(&ev);
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -535,7 +491,7 @@ static struct store_node *mk_owned(struct ctx *c, const char *name,
 	struct store_node *n = NULL;
 
 	assert_int_equal(store_mkdir(c->s, root(c), name, o, &n), 0);
-	return n;
+	return keep(c, n);
 }
 
 static void chmod_node(struct ctx *c, struct store_node *n, mode_t mode)
@@ -595,7 +551,6 @@ static void test_events_filtered_by_reader(void **state)
 	open = mk_owned(c, "open", &open_o);
 	p = mk(c, closed, "p");
 	assert_int_equal(create_rc(c, p, "a", true), 0);
-	put(c, p);
 	assert_int_equal(mkdir_rc(c, group, "p"), 0);
 	assert_int_equal(mkdir_rc(c, open, "p"), 0);
 	/* Opened up: from now on others see it; and closed again. */
@@ -635,7 +590,6 @@ static void test_events_filtered_by_reader(void **state)
 	rd_open(c, &all, NULL);
 	r = lk(c, closed, "r");
 	assert_int_equal(create_rc(c, r, "x", true), 0);
-	put(c, r);
 	assert_int_equal(mkdir_rc(c, open, "z"), 0);
 	raw = rd_raw(c, &all, NULL);
 	seqs_of(raw, seq_all, sizeof seq_all);
@@ -650,10 +604,6 @@ static void test_events_filtered_by_reader(void **state)
 	/* A line of no tenant is everyone's. */
 	assert_int_equal(store_drain(c->s, NULL), 0);
 	expect_events(c, &rx, EV("drain", "-", "-", "-", "-", "-"));
-
-	put(c, closed);
-	put(c, group);
-	put(c, open);
 	check_ok(c);
 }
 
@@ -706,11 +656,6 @@ static void test_events_filtered_no_overflow(void **state)
 	assert_int_equal(polled.overflows, 0);
 	expect_events(c, &wrapped,
 		      "overflow\n" EV("join", "open", "r", "-", "1", "-"));
-
-	put(c, a);
-	put(c, p);
-	put(c, open);
-	put(c, closed);
 	check_ok(c);
 }
 
@@ -744,9 +689,6 @@ static void test_events_small_log(void **state)
 	free(got);
 	publish(c, a, STORE_STAGE_REPLACE, "y");
 	expect_events(c, &d, EV("write", "t", "p", "a", "1", "21"));
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -845,13 +787,6 @@ static void test_events_next_internal(void **state)
 	store_event_free(&ev);
 
 	assert_int_equal(store_events_next(c->s, &re, &ev), 0);
-
-	put(c, a);
-	put(c, b);
-	put(c, r);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -930,12 +865,6 @@ static void test_event_hook(void **state)
 							 unlink, cleanup */
 		free(ev);
 	}
-
-	put(c, b);
-	put(c, a);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -1164,11 +1093,6 @@ static void test_cascade_orders_publications(void **state)
 					 (uint64_t)published[1]);
 			assert_list(c, q, "sh2");
 		}
-		for (int i = 0; i < 3; i++)
-			put(c, m.n[i]);
-		put(c, q);
-		put(c, p);
-		put(c, t);
 		check_ok(c);
 	}
 }

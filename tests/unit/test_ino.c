@@ -6,7 +6,8 @@
  * store never handed out names nothing.
  *
  * The fixture (fixture.h) gives each test a fresh store on a manual
- * clock and recounts it (store_check_all) in its teardown.
+ * clock and holds the nodes the test is handed; its teardown releases
+ * them and recounts the store (store_check_all).
  */
 #include <errno.h>
 
@@ -48,7 +49,7 @@ static void test_ino_table_remember_forget(void **state)
 	assert_int_equal(store_ino_remember(c->s, a), 0);
 	assert_int_equal(store_ino_remember(c->s, a), 0);
 	assert_int_equal(store_unlink(c->s, p, "a"), 0);
-	put(c, a);
+	drop(c, a);
 	a = NULL;
 	n = store_ino_get(c->s, ia);
 	assert_non_null(n);
@@ -67,7 +68,7 @@ static void test_ino_table_remember_forget(void **state)
 	/* A removed parent the kernel remembers. */
 	assert_int_equal(store_ino_remember(c->s, p), 0);
 	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
-	put(c, p);
+	drop(c, p);
 	n = store_ino_get(c->s, ip);
 	assert_non_null(n);
 	assert_int_equal(store_node_kind(n), STORE_PARENT);
@@ -84,14 +85,12 @@ static void test_ino_table_remember_forget(void **state)
 	put(c, n);
 	store_ino_forget(c->s, ib, 1);
 	assert_null(store_ino_get(c->s, ib));
-	put(c, b);
+	drop(c, b);
 
 	/* Numbers never handed out, and forgetting unknown numbers. */
 	assert_null(store_ino_get(c->s, 1u << 30));
 	store_ino_forget(c->s, 1u << 30, 1);
 
-
-	put(c, t);
 	check_ok(c);
 }
 

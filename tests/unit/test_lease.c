@@ -12,7 +12,8 @@
  * of operations agrees with a model of all this.
  *
  * The fixture (fixture.h) gives each test a fresh store on a manual
- * clock and recounts it (store_check_all) in its teardown.
+ * clock and holds the nodes the test is handed; its teardown releases
+ * them and recounts the store (store_check_all).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -37,6 +38,7 @@ static void test_lease_get_set_kinds(void **state)
 	p = mk(c, t, "p");
 	a = cr(c, p, "a");
 	assert_int_equal(store_special(c->s, t, 0, &sp), 0);
+	keep(c, sp);
 
 	/* Only children and parents have leases. */
 	assert_int_equal(store_lease_get(c->s, root(c), &l), -EINVAL);
@@ -69,11 +71,6 @@ static void test_lease_get_set_kinds(void **state)
 	assert_int_equal(store_next_deadline(c->s), t0 + 800);
 	set_ttl(c, a, 5000);
 	assert_int_equal(store_next_deadline(c->s), t0 + 2000);
-
-	put(c, sp);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -146,11 +143,6 @@ static void test_durations_bounded(void **state)
 	l.cache_timeout_ms = UINT64_MAX;
 	assert_int_equal(store_new(&l, NULL, &s2), -EINVAL);
 	assert_null(s2);
-
-	put(c, b);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -209,12 +201,8 @@ static void test_expire_deadline_order(void **state)
 	assert_int_equal(stats(c, NULL).expiries, 5);
 	assert_int_equal(stats(c, NULL).children, 0);
 	assert_list(c, p, "");
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < 5; i++)
 		assert_int_equal(getattr_rc(c, n[i]), -ESTALE);
-		put(c, n[i]);
-	}
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -235,7 +223,6 @@ static void test_expire_budget(void **state)
 		snprintf(name, sizeof name, "c%02d", i);
 		n = cr(c, p, name);
 		set_ttl(c, n, i < 10 ? 100 + (uint64_t)i : 100000);
-		put(c, n);
 	}
 	advance(c, 200);
 	/* Ten due, two not: the budget bounds the work of each call. */
@@ -251,9 +238,6 @@ static void test_expire_budget(void **state)
 	assert_int_equal(s.links, 2);
 	assert_list(c, p, "c10,c11");
 	assert_int_equal(store_next_deadline(c->s), t0 + 100000);
-
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -319,12 +303,6 @@ static void test_next_deadline(void **state)
 	store_expire(c->s, 10);
 	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
 	assert_int_equal(stats(c, NULL).tombstones, 0);
-
-	put(c, a);
-	put(c, b);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -355,12 +333,6 @@ static void test_next_deadline_forgets_removed_leases(void **state)
 	advance(c, 1000);
 	assert_int_equal(store_expire(c->s, 10), 0);
 	assert_int_equal(stats(c, NULL).expiries, 0);
-
-	put(c, a);
-	put(c, b);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -414,12 +386,6 @@ static void test_renew(void **state)
 	assert_int_equal(store_expire(c->s, 10), 0);
 	assert_list(c, p, "b");
 	assert_list(c, t, "p");
-
-	put(c, a);
-	put(c, b);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -478,18 +444,8 @@ static void test_renew_stale(void **state)
 	assert_int_equal(store_rmdir(c->s, t, "q", NULL), 0);
 	assert_int_equal(store_renew(c->s, q), -ESTALE);
 	assert_int_equal(store_set_ttl(c->s, q, 1000), -ESTALE);
-	put(c, q);
 	q = mk(c, t, "q");
 	assert_lease(c, q, 0, 0);
-
-	put(c, q);
-	put(c, x);
-	put(c, x2);
-	put(c, r);
-	put(c, b);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -517,9 +473,6 @@ static void test_set_ttl_zero_removes_lease(void **state)
 	assert_int_equal(lookup_rc(c, t, "p"), 0);
 	assert_int_equal(lookup_rc(c, p, "a"), 0);
 	assert_int_equal(stats(c, NULL).expiries, 0);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 
 	/* Also a lease a child started with from default_ttl. */
 	store_limits_default(&l);
@@ -534,9 +487,6 @@ static void test_set_ttl_zero_removes_lease(void **state)
 	advance(c, 5000);
 	assert_int_equal(store_expire(c->s, 10), 0);
 	assert_int_equal(lookup_rc(c, p, "a"), 0);
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -562,10 +512,6 @@ static void test_child_ttl_and_default_ttl(void **state)
 	b = cr(c, p, "b");
 	assert_lease(c, b, 250, now(c) + 250);
 	assert_lease(c, a, 0, 0);            /* only future children */
-	put(c, a);
-	put(c, b);
-	put(c, p);
-	put(c, t);
 
 	store_limits_default(&l);
 	l.default_ttl_ms = 1000;
@@ -596,13 +542,6 @@ static void test_child_ttl_and_default_ttl(void **state)
 	store_expire(c->s, 10);
 	assert_int_equal(stats(c, NULL).expiries, 3);
 	assert_int_equal(stats(c, NULL).children, 0);
-
-	put(c, x);
-	put(c, y);
-	put(c, z);
-	put(c, p1);
-	put(c, p2);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -636,10 +575,6 @@ static void test_default_ttl_expires_child(void **state)
 	assert_int_equal(s.expiries, 1);
 	assert_int_equal(s.children, 1);
 	assert_int_equal(s.links, 1);
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -684,10 +619,6 @@ static void test_deadlines_follow_injected_clock(void **state)
 	assert_int_equal(stats(c, NULL).expiries >= 1, 1);
 	assert_int_equal(stats(c, NULL).parents, 0);
 	assert_int_equal(stats(c, NULL).children, 0);
-
-	put(c, a);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -715,11 +646,8 @@ static void test_expire_large_budgets(void **state)
 			fail_msg("store_expire(budget %u) with one due node "
 				 "did not expire it", budgets[i]);
 		assert_int_equal(getattr_rc(c, n), -ESTALE);
-		put(c, n);
 	}
 	assert_int_equal(stats(c, NULL).expiries, 4);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -750,12 +678,6 @@ static void test_removed_parent_leases_not_pending(void **state)
 	assert_int_equal(store_expire(c->s, 16), 0);
 	assert_int_equal(stats(c, NULL).expiries, 0);
 	assert_int_equal(stats(c, NULL).leaves, 3);
-
-	put(c, w);
-	put(c, r);
-	put(c, q);
-	put(c, u);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -910,8 +832,8 @@ static void m_step(struct model *m, unsigned *seed)
 		if (rc == 0) {
 			assert_true(x->present);
 			if (x->h)
-				put(c, x->h);
-			x->h = n;
+				drop(c, x->h);
+			x->h = keep(c, n);
 			x->live = true;
 			x->ttl = m->ptl[pi];
 			x->deadline = x->ttl ? now(c) + x->ttl : 0;
@@ -1081,14 +1003,6 @@ static void test_lease_model_random(void **state)
 	}
 	print_message("# model: %d steps, %llu expiries (seed %#x)\n", steps,
 		      (unsigned long long)m->expiries, seed0);
-
-	for (int i = 0; i < MP; i++) {
-		for (int k = 0; k < MN; k++)
-			if (m->m[i][k].h)
-				put(c, m->m[i][k].h);
-		put(c, m->p[i]);
-	}
-	put(c, t);
 	free(m);
 	check_ok(c);
 }

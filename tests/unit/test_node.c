@@ -8,7 +8,8 @@
  * the bit), elsewhere the caller's.
  *
  * The fixture (fixture.h) gives each test a fresh store on a manual
- * clock and recounts it (store_check_all) in its teardown.
+ * clock and holds the nodes the test is handed; its teardown releases
+ * them and recounts the store (store_check_all).
  */
 #include <errno.h>
 #include <string.h>
@@ -32,19 +33,19 @@ static void test_inode_numbers_monotone(void **state)
 	for (int round = 0; round < 4; round++) {
 		x = cr(c, p, "c");
 		seen[n++] = store_node_ino(x);
-		put(c, x);
+		drop(c, x);
 		assert_int_equal(store_unlink(c->s, p, "c"), 0);
 		x = mk(c, t, "q");
 		seen[n++] = store_node_ino(x);
-		put(c, x);
+		drop(c, x);
 		assert_int_equal(store_rmdir(c->s, t, "q", NULL), 0);
 	}
 	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
-	put(c, p);
-	put(c, t);
+	drop(c, p);
+	drop(c, t);
 	t = mk(c, root(c), "t");
 	seen[n++] = store_node_ino(t);
-	put(c, t);
+	drop(c, t);
 
 	/* Strictly increasing in creation order, hence never reused. */
 	for (size_t i = 1; i < n; i++)
@@ -64,17 +65,21 @@ static void test_special_nodes(void **state)
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
 	assert_int_equal(store_special(c->s, root(c), 0, &s0), 0);
+	keep(c, s0);
 	assert_int_equal(store_node_kind(s0), STORE_SPECIAL);
 	assert_int_equal(store_node_slot(s0), 0);
 	assert_int_equal(store_node_depth(s0), 1);
 	assert_null(store_node_tenant(s0));
 	assert_int_equal(store_special(c->s, root(c), 1, &s1), 0);
+	keep(c, s1);
 	assert_int_equal(store_special(c->s, root(c), 0, &s0b), 0);
+	keep(c, s0b);
 	assert_int_equal(store_node_ino(s0), store_node_ino(s0b));
 	assert_true(store_node_ino(s0) != store_node_ino(s1));
 	assert_true(store_node_ino(s0) != STORE_ROOT_INO);
 
 	assert_int_equal(store_special(c->s, t, 0, &ts), 0);
+	keep(c, ts);
 	assert_int_equal(store_node_depth(ts), 2);
 	assert_true(store_node_tenant(ts) == t);
 	assert_true(store_node_ino(ts) != store_node_ino(s0));
@@ -90,13 +95,6 @@ static void test_special_nodes(void **state)
 
 	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	assert_int_equal(store_special(c->s, t, 0, &n), -ESTALE);
-
-	put(c, ts);
-	put(c, s0b);
-	put(c, s1);
-	put(c, s0);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -143,9 +141,11 @@ static void test_setgid_directories(void **state)
 	/* The root is setgid: a new tenant takes its group and the bit. */
 	chmod_chgrp(c, root(c), 3000, 02755);
 	assert_int_equal(store_mkdir(c->s, root(c), "t", &u2d, &t), 0);
+	keep(c, t);
 	assert_owner(c, t, 1002, 3000, 02755);
 	/* So its parents, then their children (files: no bit added). */
 	assert_int_equal(store_mkdir(c->s, t, "p", &u2d, &p), 0);
+	keep(c, p);
 	assert_owner(c, p, 1002, 3000, 02755);
 	assert_int_equal(store_create(c->s, p, "c", &u2f, true, &ch, &created),
 			 0);
@@ -160,6 +160,7 @@ static void test_setgid_directories(void **state)
 	/* The bit removed: the caller's group again. */
 	chmod_chgrp(c, t, 3000, 0755);
 	assert_int_equal(store_mkdir(c->s, t, "q", &u2d, &q), 0);
+	keep(c, q);
 	assert_owner(c, q, 1002, 1002, 0755);
 	assert_int_equal(store_create(c->s, q, "c", &u2f, true, &ch, &created),
 			 0);
@@ -168,10 +169,6 @@ static void test_setgid_directories(void **state)
 	/* Existing nodes keep theirs. */
 	assert_owner(c, plain, 1002, 1002, 0755);
 
-	put(c, q);
-	put(c, p);
-	put(c, t);
-	put(c, plain);
 	check_ok(c);
 }
 

@@ -19,7 +19,8 @@
  * and a node without a lease has ttl_ms_left -1.
  *
  * The fixture (fixture.h) gives each test a fresh store on a manual
- * clock and recounts it (store_check_all) in its teardown.
+ * clock and holds the nodes the test is handed; its teardown releases
+ * them and recounts the store (store_check_all).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -232,15 +233,12 @@ struct world {
 
 static void build_world(struct ctx *c, struct world *w)
 {
-	struct store_node *gone;
-
 	w->t0 = now(c);
 	w->t = mk(c, root(c), "t");
 	w->u = mk(c, root(c), "u");
 	w->p = mk(c, w->t, "p");
-	gone = mk(c, w->t, "q");
+	mk(c, w->t, "q");
 	assert_int_equal(store_rmdir(c->s, w->t, "q", NULL), 0); /* tombstone g1 */
-	put(c, gone);
 	w->q = mk(c, w->t, "q");                       /* generation 2 */
 	w->r = mk(c, w->u, "r");
 	assert_int_equal(store_depart(c->s, w->t, "ghost", NULL), 0); /* g0 */
@@ -254,18 +252,6 @@ static void build_world(struct ctx *c, struct world *w)
 	set_ttl(c, w->l, 5000);
 	set_ttl(c, w->q, 9000);
 	advance(c, 1200);
-}
-
-static void drop_world(struct ctx *c, struct world *w)
-{
-	put(c, w->l);
-	put(c, w->b);
-	put(c, w->a);
-	put(c, w->r);
-	put(c, w->q);
-	put(c, w->p);
-	put(c, w->u);
-	put(c, w->t);
 }
 
 static void test_snapshot_root_rows(void **state)
@@ -312,7 +298,6 @@ static void test_snapshot_root_rows(void **state)
 	}
 	store_snapshot_free(&sn);
 
-	drop_world(c, &w);
 	check_ok(c);
 }
 
@@ -352,7 +337,6 @@ static void test_snapshot_tenant_scope(void **state)
 		assert_snap(&sn, want, sizeof want / sizeof want[0]);
 	}
 	store_snapshot_free(&sn);
-	drop_world(c, &w);
 	check_ok(c);
 }
 
@@ -361,7 +345,7 @@ static void test_snapshot_leaves_out_expired(void **state)
 	struct ctx *c = *state;
 	struct store_limits l;
 	struct store_snapshot sn;
-	struct store_node *t, *p, *q, *a, *b, *e, *f;
+	struct store_node *t, *p, *q, *a, *b;
 
 	store_limits_default(&l);
 	l.tombstone_ttl_ms = 3000;
@@ -371,8 +355,8 @@ static void test_snapshot_leaves_out_expired(void **state)
 	q = mk(c, t, "q");
 	a = cr(c, p, "a");
 	b = cr(c, p, "b");
-	e = cr(c, q, "e");
-	f = cr(c, q, "f");
+	cr(c, q, "e");
+	cr(c, q, "f");
 	assert_int_equal(store_depart(c->s, t, "old", NULL), 0);
 	advance(c, 1000);
 	assert_int_equal(store_depart(c->s, t, "new", NULL), 0);
@@ -415,14 +399,6 @@ static void test_snapshot_leaves_out_expired(void **state)
 		assert_snap(&sn, want, sizeof want / sizeof want[0]);
 	}
 	store_snapshot_free(&sn);
-
-	put(c, f);
-	put(c, e);
-	put(c, b);
-	put(c, a);
-	put(c, q);
-	put(c, p);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -497,11 +473,6 @@ static void test_snapshot_nlink_leaves_out_expired_parents(void **state)
 		}
 		store_snapshot_free(&sn);
 
-		put(c, x);
-		put(c, d);
-		put(c, b);
-		put(c, a);
-		put(c, t);
 		check_ok(c);
 	}
 }
@@ -549,7 +520,6 @@ static void test_snapshot_unaffected_by_later_changes(void **state)
 	assert_string_equal(s1.rows[0].tenant, "t");
 	store_snapshot_free(&s1);
 
-	drop_world(c, &w);
 	check_ok(c);
 }
 
@@ -569,7 +539,6 @@ static void test_snapshot_and_drain(void **state)
 	take(c, NULL, &sn);
 	assert_int_equal(sn.n, 0);
 	store_snapshot_free(&sn);
-	drop_world(c, &w);
 	check_ok(c);
 }
 
@@ -593,7 +562,6 @@ static void test_snapshot_drained_tenant(void **state)
 	assert_int_equal(snap_count(&sn, STORE_SNAP_TENANT, "t", "", ""), 1);
 	assert_int_equal(snap_count(&sn, STORE_SNAP_CHILD, "u", "r", "l"), 1);
 	store_snapshot_free(&sn);
-	drop_world(c, &w);
 	check_ok(c);
 }
 
@@ -855,7 +823,6 @@ static void check_midway(struct ctx *c, struct midway *m, bool tenant_scope)
 	free(sd);
 	store_snapshot_free(&before);
 	store_snapshot_free(&during);
-	drop_world(c, &w);
 	check_ok(c);
 }
 
@@ -1073,11 +1040,6 @@ static void test_snapshot_consistent_under_renames(void **state)
 		      m[0].moves, m[1].moves, in_a, in_b);
 	assert_true(m[0].moves + m[1].moves > 0);
 	assert_int_equal(stats(c, NULL).children, 1);
-
-	put(c, x);
-	put(c, b);
-	put(c, a);
-	put(c, t);
 	check_ok(c);
 }
 
@@ -1172,7 +1134,6 @@ static void test_layout_rows_of_a_snapshot(void **state)
 			assert_true(strcmp(buf + n - 3, "\t-\n") == 0);
 	}
 	store_snapshot_free(&sn);
-	drop_world(c, &w);
 	check_ok(c);
 }
 
