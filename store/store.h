@@ -926,47 +926,4 @@ void store_snapshot_release(struct store *s, uid_t uid, uint64_t bytes);
 int store_stats(struct store *s, struct store_node *tenant,
 		struct store_stats *out);
 
-/*
- * Test and diagnostic full scan (O(everything), holding the world lock
- * exclusive: no transition runs until it ends): recount every gauge and
- * compare with the counters, check that no child sits in a departed
- * bucket, that every state's link count equals the links that reach it,
- * and that every tenant's and parent's quota counters are exact.  Returns 0, or -EUCLEAN with a one-line
- * reason in @why.
- */
-int store_check_all(struct store *s, char *why, size_t whylen);
-
-#ifdef STORE_FAULTS
-/*
- * Test builds only (alloc.h): make the @n-th allocation from now fail
- * (n >= 1; 0 disarms), and tell whether that allocation is still ahead.
- */
-void store_fault_fail_nth(unsigned long n);
-bool store_fault_armed(void);
-
-/*
- * Test builds only: the snapshot taker calls @fn(@arg, step) once after it
- * has fixed the snapshot's point in time (step 0) and once after each unit
- * it copies (steps 1, 2, ...), holding no lock, so a test can run
- * transitions in the middle of a snapshot.  @fn NULL removes it.
- */
-void store_snapshot_step_hook(struct store *s,
-			      void (*fn)(void *arg, unsigned step), void *arg);
-
-/*
- * Test builds only: a cascade (a leave, a .depart, a parent's expiry, a
- * tenant cleanup, a drain's clear) calls @fn(@arg) before it takes each
- * link out of the departing bucket, holding that bucket's lock, its
- * tenant's and the world lock (exclusively for a drain's clear), but no
- * state's stripe: a test can make another thread publish on a state in
- * the middle of a cascade and wait for it.  @fn NULL removes it.
- */
-void store_cascade_step_hook(struct store *s, void (*fn)(void *arg),
-			     void *arg);
-
-/* Test builds only: the snapshots taken so far, as if @epochs had been
- * (so a test can reach the epoch's 32-bit wrap). */
-void store_snapshot_epochs(struct store *s, uint64_t epochs);
-#endif
-
 #endif /* STATEFS_STORE_H */

@@ -79,6 +79,7 @@
 #include <string.h>
 
 #include "store/store.h"
+#include "store/store_test.h"
 
 #define NT 2           /* tenants t0 t1 */
 #define NP 3           /* parents p0 p1 p2 */
