@@ -1226,7 +1226,7 @@ static bool dir_entry(struct fs_dir *d, size_t i, const char **name,
 	if (i < d->nspecial) {
 		sp = d->special[i];
 		*name = sp->name;
-		*ino = store_node_ino(d->node) + 1 + (uint64_t)sp->slot;
+		*ino = store_special_ino(store_node_ino(d->node), sp->slot);
 		*mode = sp->mode;
 		*slot = sp->slot;
 		return true;

@@ -46,10 +46,15 @@ void node_init(struct store_node *n, uint64_t ino, enum store_kind k)
 	atomic_init(&n->lease, 0);
 }
 
+uint64_t store_special_ino(uint64_t dir_ino, int slot)
+{
+	return dir_ino + 1 + (uint64_t)slot;
+}
+
 void specials_init(struct special *sp, struct store_node *owner)
 {
 	for (int i = 0; i < STORE_NSPECIAL; i++) {
-		node_init(&sp[i].node, owner->ino + 1 + (uint64_t)i,
+		node_init(&sp[i].node, store_special_ino(owner->ino, i),
 			  STORE_SPECIAL);
 		sp[i].slot = i;
 		sp[i].owner = owner;

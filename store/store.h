@@ -298,6 +298,14 @@ int store_ino_remember(struct store *s, struct store_node *n);
 void store_ino_forget(struct store *s, uint64_t ino, uint64_t nlookup);
 
 /*
+ * The inode number of the special file in slot @slot (0..STORE_NSPECIAL-1)
+ * of the root or tenant numbered @dir_ino: the numbers right after the
+ * directory's own, which a tenant takes as one block.  The one place
+ * that arithmetic is written; store_special() gives the node.
+ */
+uint64_t store_special_ino(uint64_t dir_ino, int slot);
+
+/*
  * The special-file node in slot @slot of @dir (the root or a tenant),
  * with a new reference.  -ENOTDIR for other kinds, -ESTALE when @dir is
  * dead, -EINVAL for a bad slot.
