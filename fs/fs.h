@@ -94,7 +94,9 @@ struct fs {
 	 * the event it reads next; inval_asked/inval_done count queued
 	 * requests.  All under watch_lock.
 	 */
-	double cache_s;                 /* -o cache_timeout, in seconds */
+	double cache_s;                 /* -o cache_timeout, in seconds: set
+					 * by whoever makes the fs, before
+					 * fs_watch_start() */
 	pthread_t inval_thread;
 	bool inval_started;
 	pthread_cond_t inval_cond;      /* kicks the inval thread */

@@ -1282,7 +1282,6 @@ int fs_watch_start(struct fs *fs)
 {
 	struct store_event_reader head;
 
-	fs->cache_s = (double)store_limits(fs->store)->cache_timeout_ms / 1000.0;
 	store_events_open(fs->store, NULL, &head);
 	fs->inval_seq = fs->echo_seq = head.next;
 	fs->watch_from = head;

@@ -92,7 +92,6 @@ void store_limits_default(struct store_limits *l)
 	l->max_snapshot_bytes = 512u << 20;
 	l->user_max_snapshot_bytes = STORE_SHARE_AUTO;
 	l->testclock = false;
-	l->cache_timeout_ms = 3600 * 1000;
 	l->event_log = STORE_EVENT_LOG;
 }
 
@@ -122,8 +121,7 @@ int store_new(const struct store_limits *limits,
 	/* Deadlines are now + these: bounded, they cannot wrap. */
 	if (limits->tombstone_ttl_ms > STORE_DURATION_MAX_MS ||
 	    limits->default_ttl_ms > STORE_DURATION_MAX_MS ||
-	    limits->drain_window_ms > STORE_DURATION_MAX_MS ||
-	    limits->cache_timeout_ms > STORE_DURATION_MAX_MS)
+	    limits->drain_window_ms > STORE_DURATION_MAX_MS)
 		return -EINVAL;
 	s = st_calloc(1, sizeof(*s));
 	if (!s)

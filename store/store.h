@@ -94,9 +94,6 @@ struct store_limits {
 	uint64_t default_ttl_ms; /* TTL a new child starts with; 0 = none */
 	uint64_t drain_window_ms;
 	bool testclock;          /* manual clock advanced through .clock */
-	/* Not the store's: how long fs/ lets the kernel keep entries and
-	 * attributes (bounded by leases; 0 = ask every time). */
-	uint64_t cache_timeout_ms;
 	/* Lines the event log keeps (STORE_EVENT_LOG, >= 1).  Not a mount
 	 * option: tests that make many stores use a small one. */
 	uint64_t event_log;
@@ -108,7 +105,7 @@ void store_limits_default(struct store_limits *l);
 
 /*
  * Time bounds.  Every duration the store takes (a lease, a child_ttl,
- * tombstone_ttl, default_ttl, drain_window, cache_timeout) and every
+ * tombstone_ttl, default_ttl, drain_window) and every
  * advance of the manual clock is at most STORE_DURATION_MAX_MS (10^9 s,
  * about 31.7 years), and a clock the store reads stays at or below
  * STORE_CLOCK_MAX_MS (8 * 10^12 ms, about 253 years: CLOCK_MONOTONIC

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "layout/layout.h"
 #include "store/store.h"
 #include "tests/unit/unit.h"
 
@@ -463,6 +464,7 @@ static struct fs *fs_up(const struct store_limits *l)
 {
 	struct fs *fs = calloc(1, sizeof(*fs));
 	struct store_limits def;
+	struct layout_mount m;
 
 	assert_non_null(fs);
 	if (!l) {
@@ -471,6 +473,8 @@ static struct fs *fs_up(const struct store_limits *l)
 	}
 	assert_int_equal(store_new(l, NULL, &fs->store), 0);
 	fs_watch_init(fs);
+	layout_mount_default(&m);
+	fs->cache_s = (double)m.cache_timeout_ms / 1000.0;
 	/* The echo thread finds no mount here and echoes nothing. */
 	fs->mountpoint = strdup("/nonexistent/statefs-test_fs");
 	fs->se = (struct fuse_session *)&fake_session;
