@@ -53,8 +53,7 @@ struct fs_file {
 	uint64_t held;
 	uid_t held_uid;
 	/* FS_EVENTS; guarded by fs->watch_lock. */
-	struct store_event_reader reader;
-	struct fs_cred cred;            /* who opened it */
+	struct store_event_reader *reader; /* with its opener's eyes */
 	fuse_req_t waiting;             /* a parked read, or NULL */
 	fuse_req_t interrupted;         /* interrupted before it was parked */
 	size_t want;                    /* its size */
@@ -103,7 +102,10 @@ struct fs {
 	pthread_cond_t inval_progress;  /* the inval thread moved on */
 	uint64_t inval_seq;
 	uint64_t echo_seq;              /* watch_lock: the echo reads next */
-	struct store_event_reader watch_from; /* where both start reading */
+	/* The inval and echo threads' readers of the log, each the
+	 * thread's own (opened at start, at one position, closed after the
+	 * thread is joined). */
+	struct store_event_reader *inval_reader, *echo_reader;
 	uint64_t inval_asked, inval_done;
 	struct fs_inval *inval_queue;
 	bool inval_quit;                /* watch_lock: the inval thread ends
@@ -210,10 +212,11 @@ void fs_reply_end(struct fs *fs, unsigned token);
  * is over STORE_DURATION_MAX_MS): the clock does not move. */
 int fs_clock_advance(struct fs *fs, uint64_t ms);
 
-/* .events open files.  f->cred holds who opened it (fs_cred_get): the
- * reader sees only the lines of tenants it may list, each judged as the
- * tenant was when the line was appended. */
-void fs_events_open(struct fs *fs, struct store_node *dir, struct fs_file *f);
+/* .events open files.  @cred is who opened it (fs_cred_get): the reader
+ * sees only the lines of tenants it may list, each judged as the tenant
+ * was when the line was appended.  0 or -ENOMEM. */
+int fs_events_open(struct fs *fs, struct store_node *dir,
+		   const struct store_cred *cred, struct fs_file *f);
 void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 		    size_t size, bool nonblock);
 void fs_events_poll(fuse_req_t req, struct fs *fs, struct fs_file *f,

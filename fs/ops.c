@@ -539,7 +539,7 @@ static void file_free(struct fs *fs, struct fs_file *f)
 	if (f->held)
 		store_snapshot_release(fs->store, f->held_uid, f->held);
 	free(f->text);
-	fs_cred_free(&f->cred);
+	store_events_close(f->reader);
 	if (f->node)
 		store_node_unref(fs->store, f->node);
 	pthread_mutex_destroy(&f->text_lock);
@@ -935,6 +935,7 @@ static int file_open_special(fuse_req_t req, struct fs *fs, struct store_node *n
 	bool wr = (flags & O_ACCMODE) != O_RDONLY;
 	bool rd = (flags & O_ACCMODE) != O_WRONLY;
 	struct fs_file *f;
+	struct fs_cred fc = { 0 };
 	int rc = 0;
 
 	if (!sp)
@@ -958,11 +959,12 @@ static int file_open_special(fuse_req_t req, struct fs *fs, struct store_node *n
 		/* A stream shows the reader only the lines of tenants it may
 		 * list, with the credentials it opened the file with; a
 		 * tenant's is not opened at all by who may not list it. */
-		rc = fs_cred_get(req, &f->cred);
+		rc = fs_cred_get(req, &fc);
 		if (rc == 0 && store_node_kind(dir) == STORE_TENANT)
-			rc = tenant_may_list(fs, dir, &f->cred);
+			rc = tenant_may_list(fs, dir, &fc);
 		if (rc == 0)
-			fs_events_open(fs, dir, f);
+			rc = fs_events_open(fs, dir, &fc.c, f);
+		fs_cred_free(&fc);
 		break;
 	case LAYOUT_SLOT_SNAPSHOT:
 		f->kind = FS_TEXT;

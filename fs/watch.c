@@ -272,18 +272,22 @@ static void *reaper_main(void *arg)
 
 /* .events ----------------------------------------------------------------- */
 
-void fs_events_open(struct fs *fs, struct store_node *dir, struct fs_file *f)
+int fs_events_open(struct fs *fs, struct store_node *dir,
+		   const struct store_cred *cred, struct fs_file *f)
 {
 	bool tenant = store_node_kind(dir) == STORE_TENANT;
+	int rc;
 
 	f->kind = FS_EVENTS;
 	pthread_mutex_lock(&fs->watch_lock);
-	store_events_open(fs->store, tenant ? dir : NULL, &f->reader);
 	/* Each line is judged by the tenant's owner and mode when it was
-	 * appended, so a tenant closed after the open stops showing; root
-	 * sees every line: no filter to run. */
-	if (f->cred.c.uid != 0)
-		f->reader.cred = &f->cred.c;
+	 * appended, so a tenant closed after the open stops showing. */
+	rc = store_events_open(fs->store, tenant ? dir : NULL, cred, 0,
+			       &f->reader);
+	if (rc) {
+		pthread_mutex_unlock(&fs->watch_lock);
+		return rc;
+	}
 	f->wnext = fs->watchers;
 	f->wprev = NULL;
 	if (fs->watchers)
@@ -291,14 +295,15 @@ void fs_events_open(struct fs *fs, struct store_node *dir, struct fs_file *f)
 	fs->watchers = f;
 	atomic_fetch_add(&fs->nwatchers, 1);
 	pthread_mutex_unlock(&fs->watch_lock);
+	return 0;
 }
 
 /* Has @f something to read (watch_lock held)?  Only what the inval
  * thread has passed: see the file comment. */
 static bool events_ready(struct fs *fs, struct fs_file *f)
 {
-	f->reader.until = fs->cache_s > 0 ? fs->inval_seq : 0;
-	return f->len > 0 || store_events_pending(fs->store, &f->reader);
+	store_events_gate(f->reader, fs->cache_s > 0 ? fs->inval_seq : 0);
+	return f->len > 0 || store_events_pending(fs->store, f->reader);
 }
 
 /*
@@ -316,7 +321,7 @@ static size_t events_take(struct fs *fs, struct fs_file *f, size_t size,
 		if (!f->text)
 			f->text = malloc(EVENTS_CHUNK);
 		if (f->text)
-			f->len = store_events_read(fs->store, &f->reader,
+			f->len = store_events_read(fs->store, f->reader,
 						   f->text, EVENTS_CHUNK);
 	}
 	if (f->len == 0 || size == 0)
@@ -713,14 +718,13 @@ void fs_inval_names(struct fs *fs, struct store_node *n)
  */
 static void wait_caught_up(struct fs *fs, long ms, bool echo)
 {
-	struct store_event_reader head;
 	struct timespec dl;
-	uint64_t asked;
+	uint64_t asked, head;
 	bool inval = fs->cache_s > 0;
 
 	if (!fs->threads)
 		return;
-	store_events_open(fs->store, NULL, &head);
+	head = store_events_end(fs->store);
 	clock_gettime(CLOCK_MONOTONIC, &dl);
 	dl.tv_nsec += ms * 1000000L;
 	dl.tv_sec += dl.tv_nsec / 1000000000L;
@@ -732,8 +736,8 @@ static void wait_caught_up(struct fs *fs, long ms, bool echo)
 		pthread_cond_signal(&fs->echo_cond);
 	while (!fs->stopping &&
 	       ((inval && !fs->inval_quit &&
-		 (fs->inval_seq < head.next || fs->inval_done < asked)) ||
-		(echo && fs->echo_seq < head.next)))
+		 (fs->inval_seq < head || fs->inval_done < asked)) ||
+		(echo && fs->echo_seq < head)))
 		if (pthread_cond_timedwait(&fs->inval_progress, &fs->watch_lock,
 					   &dl) == ETIMEDOUT)
 			break;
@@ -877,19 +881,17 @@ static void resend_after_grace(struct fs *fs)
 static void *inval_main(void *arg)
 {
 	struct fs *fs = arg;
-	struct store_event_reader r;
+	/* Opened where the handlers were told it stands (inval_seq).  It
+	 * reads internal lines only, and the others never make it fall
+	 * behind: it sleeps until there is work, however far the log moves
+	 * on meanwhile. */
+	struct store_event_reader *r = fs->inval_reader;
 	struct timespec retry = { 0 };
 	unsigned backoff = 0;   /* ms; 0: memory is fine */
 	bool lost = false;      /* an inval_everything is owed */
 
 	pthread_setname_np(pthread_self(), "statefs-inval");
 	pthread_mutex_lock(&fs->watch_lock);
-	/* Where the handlers were told it stands.  It acts on internal lines
-	 * only, and the others never make it fall behind: it sleeps until
-	 * there is work, however far the log moves on meanwhile. */
-	r = fs->watch_from;
-	r.internal_only = true;
-	r.window = STORE_EVENT_LOG;
 	for (;;) {
 		struct fs_inval *q;
 		struct store_event ev;
@@ -908,9 +910,10 @@ static void *inval_main(void *arg)
 		 */
 		for (;;) {
 			events = backoff ? deadline_passed(&retry) :
-				 store_events_pending(fs->store, &r);
+				 store_events_pending(fs->store, r);
 			if (inval_ending(fs) || fs->inval_queue || events ||
-			    (!backoff && !lost && r.next != fs->inval_seq) ||
+			    (!backoff && !lost &&
+			     store_events_position(r) != fs->inval_seq) ||
 			    atomic_load(&fs->resend) ||
 			    atomic_load(&fs->resend_all))
 				break;
@@ -938,7 +941,7 @@ static void *inval_main(void *arg)
 			q = next;
 		}
 		while (events && batch++ < INVAL_BATCH &&
-		       (rc = store_events_next(fs->store, &r, &ev)) != 0) {
+		       (rc = store_events_next(fs->store, r, &ev)) != 0) {
 			if (rc == -ENOMEM)
 				break;
 			if (rc == 1) {
@@ -966,7 +969,7 @@ static void *inval_main(void *arg)
 		pthread_mutex_lock(&fs->watch_lock);
 		fs->inval_done = asked;
 		if (!lost)
-			fs->inval_seq = r.next;
+			fs->inval_seq = store_events_position(r);
 		/* The events thread may now hand out what this passed. */
 		fs->kicked = true;
 		pthread_cond_signal(&fs->watch_cond);
@@ -1215,15 +1218,13 @@ void fs_watch_quiesce(struct fs *fs)
 static void *echo_main(void *arg)
 {
 	struct fs *fs = arg;
-	struct store_event_reader r = fs->watch_from;
+	/* Internal lines only, as the inval thread reads them. */
+	struct store_event_reader *r = fs->echo_reader;
 	struct timespec retry = { 0 };
 	unsigned backoff = 0;   /* ms; 0: memory is fine */
 	dev_t dev = 0;
 
 	pthread_setname_np(pthread_self(), "statefs-echo");
-	/* Internal lines only, as the inval thread reads them. */
-	r.internal_only = true;
-	r.window = STORE_EVENT_LOG;
 	atomic_store(&fs->echo_tid, gettid());
 	for (;;) {
 		struct store_event ev;
@@ -1236,8 +1237,8 @@ static void *echo_main(void *arg)
 		pthread_mutex_lock(&fs->watch_lock);
 		for (;;) {
 			bool ready = backoff ? deadline_passed(&retry) :
-				     store_events_pending(fs->store, &r) ||
-				     r.next != fs->echo_seq;
+				     store_events_pending(fs->store, r) ||
+				     store_events_position(r) != fs->echo_seq;
 
 			if (fs->stopping || ready)
 				break;
@@ -1253,7 +1254,7 @@ static void *echo_main(void *arg)
 			break;
 		}
 		pthread_mutex_unlock(&fs->watch_lock);
-		rc = store_events_next(fs->store, &r, &ev);
+		rc = store_events_next(fs->store, r, &ev);
 		if (rc == -ENOMEM) {
 			backoff = backoff_next(backoff);
 			retry = deadline_in(backoff);
@@ -1261,7 +1262,7 @@ static void *echo_main(void *arg)
 		}
 		backoff = 0;
 		if (rc != 1) {
-			echo_passed(fs, r.next);
+			echo_passed(fs, store_events_position(r));
 			continue;
 		}
 		if (ev.internal && ev.ino) {
@@ -1273,18 +1274,28 @@ static void *echo_main(void *arg)
 			}
 		}
 		store_event_free(&ev);
-		echo_passed(fs, r.next);
+		echo_passed(fs, store_events_position(r));
 	}
 	return NULL;
 }
 
 int fs_watch_start(struct fs *fs)
 {
-	struct store_event_reader head;
+	const unsigned flags = STORE_EVENTS_INTERNAL | STORE_EVENTS_WHOLE_LOG;
 
-	store_events_open(fs->store, NULL, &head);
-	fs->inval_seq = fs->echo_seq = head.next;
-	fs->watch_from = head;
+	/* Both threads start where the handlers are told they stand.  No
+	 * request is served yet and no hook is set: nothing appends between
+	 * the two opens. */
+	if (store_events_open(fs->store, NULL, NULL, flags,
+			      &fs->inval_reader) != 0 ||
+	    store_events_open(fs->store, NULL, NULL, flags,
+			      &fs->echo_reader) != 0) {
+		store_events_close(fs->inval_reader);
+		fs->inval_reader = NULL;
+		return -ENOMEM;
+	}
+	fs->inval_seq = store_events_position(fs->inval_reader);
+	fs->echo_seq = store_events_position(fs->echo_reader);
 	store_set_event_hook(fs->store, fs_watch_hook, fs);
 	store_set_attr_hook(fs->store, attrs_changed, fs);
 	if (pthread_create(&fs->reaper_thread, NULL, reaper_main, fs))
@@ -1337,6 +1348,8 @@ void fs_watch_join(struct fs *fs)
 	 * has closed the session, which ends that syscall. */
 	if (fs->threads)
 		pthread_join(fs->echo_thread, NULL);
+	store_events_close(fs->echo_reader);
+	fs->echo_reader = NULL;
 	fs_inval_join(fs);
 	fs->threads = false;
 }
@@ -1349,6 +1362,8 @@ void fs_inval_join(struct fs *fs)
 	if (fs->inval_started)
 		pthread_join(fs->inval_thread, NULL);
 	fs->inval_started = false;
+	store_events_close(fs->inval_reader);
+	fs->inval_reader = NULL;
 	/* What was remembered after it stopped will not be sent. */
 	for (struct fs_inval *q = atomic_exchange(&fs->resend, NULL), *next;
 	     q; q = next) {

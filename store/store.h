@@ -137,8 +137,8 @@ struct store_owner {
 /*
  * Who asks: a caller's uid, gid and supplementary groups, as the kernel
  * judges permissions (fs/ fills it from the FUSE request).  The store
- * never keeps one beyond the call it is passed to, except an event
- * reader's (store_event_reader), which its owner keeps alive.
+ * never keeps one beyond the call it is passed to (an event reader keeps
+ * a copy of its own).
  */
 struct store_cred {
 	uid_t uid;
@@ -670,7 +670,7 @@ uint64_t store_next_deadline(struct store *s);
  * limits.event_log lines (STORE_EVENT_LOG unless a test chose fewer);
  * each reader may fall at most STORE_EVENT_WINDOW (or the whole log)
  * lines behind its end (the newest line, or the last the watch machinery
- * has acted on when it gates readers, see store_event_reader), and lose
+ * has acted on when it gates readers, see store_events_gate), and lose
  * no line it had not reached to the ring wrapping, before it gets one
  * "overflow" line and continues within its window (lines it does not
  * see excepted).  Appending never waits for a reader.
@@ -694,41 +694,55 @@ enum store_op {
 };
 
 /*
- * A reader's position in the log, its scope and, optionally, whose eyes
- * it reads with.  With @cred it sees only the lines of tenants @cred may
- * list (store_cred_may_list), judged by the tenant's owner, group and
- * mode when each line was appended; lines of no tenant are everyone's.
- * Lines it does not see keep their numbers (the reader sees gaps) and,
- * while they are in the log, never make it fall behind.
- *
- * With @internal_only it sees only the internal lines (an expiry, a
- * .depart, a drain's clear: what the watcher machinery acts on), and the
- * others never make it fall behind, not even once they have left the
- * log: it falls behind only when an internal line it had not reached
- * was overwritten.  So a reader that acts on internal lines alone may
- * sleep while the log moves on and catch up cheaply when one comes.
+ * A reader of the log (opaque): its position, its scope and, optionally,
+ * whose eyes it reads with.  Its owner calls the store_events_* functions
+ * on it from one thread at a time (they move it), and nothing else
+ * touches it.
  */
-struct store_event_reader {
-	uint64_t next;         /* sequence number it reads next */
-	uint64_t tenant_ino;   /* 0: the whole store; else one tenant */
-	uint64_t window;       /* how far it may fall behind */
-	uint64_t until;        /* 0, or: read and report as pending only
-				* lines before this sequence number */
-	const struct store_cred *cred; /* NULL: every line in scope; else
-					* kept alive by the reader's owner */
-	bool internal_only;    /* sees internal lines only */
-	uint64_t internal_seen; /* the log's: internal lines before next */
-};
+struct store_event_reader;
 
 /*
- * Start a reader at the present (the next line appended is its first).
- * @tenant NULL for the whole store.  r->cred starts NULL and
- * r->internal_only false; the caller may set them before the first read.
- * A reader is moved only by the store_events_* calls (a copy of a reader
- * is a reader at the same place).
+ * A reader that sees only the internal lines (an expiry, a .depart, a
+ * drain's clear: what the watcher machinery acts on): the others never
+ * make it fall behind, not even once they have left the log; it falls
+ * behind only when an internal line it had not reached was overwritten.
+ * So a reader that acts on internal lines alone may sleep while the log
+ * moves on and catch up cheaply when one comes.
  */
-void store_events_open(struct store *s, struct store_node *tenant,
-		       struct store_event_reader *r);
+#define STORE_EVENTS_INTERNAL  (1u << 0)
+/* A reader whose window is the whole log, not STORE_EVENT_WINDOW. */
+#define STORE_EVENTS_WHOLE_LOG (1u << 1)
+
+/*
+ * Open a reader at the present (the next line appended is its first), of
+ * the whole store (@tenant NULL) or of one tenant, with @flags
+ * (STORE_EVENTS_*).  With @cred (NULL: every line in scope) it sees only
+ * the lines of tenants @cred may list (store_cred_may_list), judged by
+ * the tenant's owner, group and mode when each line was appended; lines
+ * of no tenant are everyone's, and uid 0 sees every line.  Lines it does
+ * not see keep their numbers (the reader sees gaps) and, while they are
+ * in the log, never make it fall behind.  The reader keeps its own copy
+ * of @cred.  Returns 0 and the reader in *@out, or -ENOMEM.  Close it
+ * with store_events_close().
+ */
+int store_events_open(struct store *s, struct store_node *tenant,
+		      const struct store_cred *cred, unsigned flags,
+		      struct store_event_reader **out);
+void store_events_close(struct store_event_reader *r);
+
+/*
+ * Gate @r: from now on it reads, and reports as pending, only lines
+ * before sequence number @until (0: no gate).  The watch machinery holds
+ * .events readers back until it has acted on a line (fs/'s inval thread).
+ */
+void store_events_gate(struct store_event_reader *r, uint64_t until);
+
+/* The sequence number @r reads next. */
+uint64_t store_events_position(const struct store_event_reader *r);
+
+/* The sequence number the next line appended will get: where a reader
+ * opened now starts. */
+uint64_t store_events_end(struct store *s);
 
 /*
  * Copy whole lines for @r into @buf (at most @len bytes), advancing it.
@@ -758,13 +772,13 @@ struct store_event {
 };
 
 /*
- * Fetch the event with sequence number >= r->next (scope ignored, but an
- * internal_only reader gets only internal events), for the watcher
- * machinery.  Returns 1 and fills @ev (free with
- * store_event_free), 0 when none pending, -EOVERFLOW (r->next moved to
- * the oldest) when it fell behind, -ENODATA for a line the log had no
- * memory to keep (skipped), -ENOMEM when @ev could not be filled (r->next
- * unchanged: try again).
+ * Fetch the event with sequence number >= @r's position (scope ignored,
+ * but a STORE_EVENTS_INTERNAL reader gets only internal events), for the
+ * watcher machinery.  Returns 1 and fills @ev (free with
+ * store_event_free), 0 when none pending, -EOVERFLOW (@r moved to the
+ * oldest) when it fell behind, -ENODATA for a line the log had no memory
+ * to keep (skipped), -ENOMEM when @ev could not be filled (@r unchanged:
+ * try again).
  */
 int store_events_next(struct store *s, struct store_event_reader *r,
 		      struct store_event *ev);

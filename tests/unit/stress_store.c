@@ -1740,7 +1740,7 @@ struct lrun {
 	int iters;
 	int stop_expirer, stop_reader;   /* atomics */
 	unsigned long reaped;            /* by the reaper thread */
-	struct store_event_reader r;     /* the reader thread's */
+	struct store_event_reader *r;    /* the reader thread's */
 	char *ev;                        /* what it read */
 	size_t evlen, evcap;
 };
@@ -1934,7 +1934,7 @@ static size_t lease_read(struct lrun *r)
 				return total;
 			}
 		}
-		got = store_events_read(r->s, &r->r, r->ev + r->evlen,
+		got = store_events_read(r->s, r->r, r->ev + r->evlen,
 					r->evcap - r->evlen - 1);
 		r->evlen += got;
 		total += got;
@@ -2082,8 +2082,9 @@ static void test_leases_and_events(void **state)
 			assert_int_equal(store_set_child_ttl(r.s, r.p[i],
 							     LTTL[i]), 0);
 	}
-	store_events_open(r.s, NULL, &r.r);
-	r.r.window = STORE_EVENT_LOG;   /* read everything, or overflow */
+	/* Read everything, or overflow. */
+	assert_int_equal(store_events_open(r.s, NULL, NULL,
+					   STORE_EVENTS_WHOLE_LOG, &r.r), 0);
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	assert_int_equal(pthread_create(&rd_th, NULL, lease_reader, &r), 0);
@@ -2154,6 +2155,7 @@ static void test_leases_and_events(void **state)
 	for (int i = 0; i < LPN; i++)
 		store_node_unref(r.s, r.p[i]);
 	store_node_unref(r.s, r.t);
+	store_events_close(r.r);
 	store_free(r.s);
 }
 
@@ -2187,7 +2189,7 @@ struct rrun {
 	uint64_t clk;
 	int iters;
 	int stop_reaper, stop_reader;    /* atomics */
-	struct store_event_reader r;     /* the reader thread's */
+	struct store_event_reader *r;    /* the reader thread's */
 	char *ev;                        /* what it read */
 	size_t evlen, evcap;
 	long ops[8];                     /* successful calls, by kind */
@@ -2387,7 +2389,7 @@ static size_t replay_read(struct rrun *r)
 				return total;
 			}
 		}
-		got = store_events_read(r->s, &r->r, r->ev + r->evlen,
+		got = store_events_read(r->s, r->r, r->ev + r->evlen,
 					r->evcap - r->evlen - 1);
 		r->evlen += got;
 		total += got;
@@ -2645,8 +2647,9 @@ static void test_events_replay(void **state)
 	r.clk = 5000;
 	r.iters = mixed_iters() / 2;
 	r.s = new_store(&l, &r.clk);
-	store_events_open(r.s, NULL, &r.r);
-	r.r.window = STORE_EVENT_LOG;   /* read everything, or overflow */
+	/* Read everything, or overflow. */
+	assert_int_equal(store_events_open(r.s, NULL, NULL,
+					   STORE_EVENTS_WHOLE_LOG, &r.r), 0);
 	t = mkdir_or_fail(r.s, store_root(r.s), "rt");
 	store_node_unref(r.s, t);
 
@@ -2682,6 +2685,7 @@ static void test_events_replay(void **state)
 
 	free(md.version);
 	free(r.ev);
+	store_events_close(r.r);
 	store_free(r.s);
 }
 

@@ -414,20 +414,20 @@ FAULT_TEST(link_entry)
 static void test_lost_event_line(void **state)
 {
 	struct fx f;
-	struct store_event_reader r;
+	struct store_event_reader *r;
 	char buf[256];
 	size_t n;
 	unsigned long seq;
 
 	(void)state;
 	fx_open(&f);
-	store_events_open(f.s, NULL, &r);
-	seq = (unsigned long)r.next;
+	assert_int_equal(store_events_open(f.s, NULL, NULL, 0, &r), 0);
+	seq = (unsigned long)store_events_position(r);
 	store_fault_fail_nth(1); /* unlink allocates only its line */
 	assert_int_equal(store_unlink(f.s, f.p, "a"), 0);
 	store_fault_fail_nth(0);
 	assert_int_equal(store_unlink(f.s, f.p, "a"), -ENOENT);
-	n = store_events_read(f.s, &r, buf, sizeof(buf) - 1);
+	n = store_events_read(f.s, r, buf, sizeof(buf) - 1);
 	buf[n] = '\0';
 	{
 		char want[64];
@@ -435,6 +435,7 @@ static void test_lost_event_line(void **state)
 		snprintf(want, sizeof(want), "%lu\tlost\t-\t-\t-\t-\t-\n", seq);
 		assert_string_equal(buf, want);
 	}
+	store_events_close(r);
 	fx_close(&f);
 }
 
