@@ -77,13 +77,12 @@ struct fs {
 	/* The watch threads (fs/watch.c). */
 	pthread_mutex_t watch_lock;
 	pthread_cond_t watch_cond;      /* kicks the events thread */
-	pthread_cond_t reap_cond;       /* kicks the reaper */
 	pthread_cond_t echo_cond;       /* kicks the echo thread */
 	atomic_int nwatchers;           /* open .events files */
 	bool kicked;                    /* watch_lock: events appended */
 	bool stopping;                  /* watch_lock */
 	struct fs_file *watchers;       /* watch_lock: open .events files */
-	pthread_t events_thread, reaper_thread, echo_thread;
+	pthread_t events_thread, echo_thread;
 	bool threads;
 
 	/*
@@ -155,10 +154,12 @@ extern const struct fuse_lowlevel_ops fs_ops;
 
 /* Initialise fs's watch state (before the session exists). */
 void fs_watch_init(struct fs *fs);
-/* Start the reaper, events, echo and inval threads (the mount is up). */
+/* Start the events, echo and inval threads and the store's reaper (the
+ * mount is up). */
 int fs_watch_start(struct fs *fs);
-/* Stop the threads; join all but the echo thread (it may be in a syscall
- * on the mount until the session is closed). */
+/* Stop the threads; stop the store's reaper and join the events thread
+ * (the echo thread may be in a syscall on the mount until the session is
+ * closed: fs_watch_join; the inval thread: fs_inval_join). */
 void fs_watch_stop(struct fs *fs);
 /* Join the echo thread, after fuse_session_destroy(). */
 void fs_watch_join(struct fs *fs);

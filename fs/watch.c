@@ -1,13 +1,12 @@
 /*
  * watch.c - what statefs does when nobody calls in.
  *
- * Four threads, none of them a request handler, none holding a store
- * lock when they call into the kernel:
- *
- *  - the reaper sleeps until the store's next deadline (at most
- *    REAP_TICK_MS) and runs store_expire() in bounded passes, so leases
- *    end on time with nobody touching the mount.  Under -o testclock the
- *    clock only moves through .clock, which runs the expiries itself.
+ * Three threads, none of them a request handler, none holding a store
+ * lock when they call into the kernel (and the store's own reaper, which
+ * fs_watch_start() starts with them: it ends leases on time, and its
+ * expiries reach these threads as any transition's do; under
+ * -o testclock the clock only moves through .clock, which runs the
+ * expiries itself, store_reap_due()):
  *
  *  - the events thread answers parked .events reads and polls.  A read
  *    with nothing pending is parked (no worker thread waits for it); the
@@ -123,8 +122,6 @@
 #include "fs/fs.h"
 
 #define FUSE_SUPER_MAGIC 0x65735546
-#define REAP_TICK_MS 250
-#define REAP_BUDGET 512
 #define EVENTS_CHUNK 65536
 #define INVAL_WAIT_MS 200
 /* Events the inval thread handles before it says how far it got: an
@@ -154,7 +151,6 @@ void fs_watch_init(struct fs *fs)
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&fs->watch_cond, &ca);
-	pthread_cond_init(&fs->reap_cond, &ca);
 	pthread_cond_init(&fs->echo_cond, &ca);
 	pthread_cond_init(&fs->inval_cond, &ca);
 	pthread_cond_init(&fs->inval_progress, &ca);
@@ -214,13 +210,7 @@ void fs_watch_hook(void *arg, bool internal)
 	pthread_mutex_unlock(&fs->watch_lock);
 }
 
-/* Reaper ---------------------------------------------------------------- */
-
-static void reap_all(struct fs *fs)
-{
-	while (store_expire(fs->store, REAP_BUDGET) == REAP_BUDGET)
-		;
-}
+/* The manual clock ---------------------------------------------------------- */
 
 int fs_clock_advance(struct fs *fs, uint64_t ms)
 {
@@ -232,42 +222,10 @@ int fs_clock_advance(struct fs *fs, uint64_t ms)
 		if (ms > STORE_DURATION_MAX_MS || now > STORE_CLOCK_MAX_MS - ms)
 			return -EINVAL;
 	} while (!atomic_compare_exchange_weak(&fs->clock_ms, &now, now + ms));
-	reap_all(fs);
+	/* The store starts no reaper on a manual clock: what the move made
+	 * due ends here, before the write returns. */
+	store_reap_due(fs->store);
 	return 0;
-}
-
-static void *reaper_main(void *arg)
-{
-	struct fs *fs = arg;
-
-	pthread_setname_np(pthread_self(), "statefs-reaper");
-	pthread_mutex_lock(&fs->watch_lock);
-	while (!fs->stopping) {
-		struct timespec ts;
-		uint64_t now, next, wait_ms = REAP_TICK_MS;
-
-		pthread_mutex_unlock(&fs->watch_lock);
-		if (!fs->testclock) {
-			reap_all(fs);
-			now = store_now_ms(fs->store);
-			next = store_next_deadline(fs->store);
-			if (next > now && next - now < wait_ms)
-				wait_ms = next - now;
-		}
-		pthread_mutex_lock(&fs->watch_lock);
-		if (fs->stopping)
-			break;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += (time_t)(wait_ms / 1000);
-		ts.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&fs->reap_cond, &fs->watch_lock, &ts);
-	}
-	pthread_mutex_unlock(&fs->watch_lock);
-	return NULL;
 }
 
 /* .events ----------------------------------------------------------------- */
@@ -1298,14 +1256,10 @@ int fs_watch_start(struct fs *fs)
 	fs->echo_seq = store_events_position(fs->echo_reader);
 	store_set_event_hook(fs->store, fs_watch_hook, fs);
 	store_set_attr_hook(fs->store, attrs_changed, fs);
-	if (pthread_create(&fs->reaper_thread, NULL, reaper_main, fs))
+	if (store_reaper_start(fs->store) != 0)
 		return -EAGAIN;
 	if (pthread_create(&fs->events_thread, NULL, events_main, fs)) {
-		pthread_mutex_lock(&fs->watch_lock);
-		fs->stopping = true;
-		pthread_cond_broadcast(&fs->reap_cond);
-		pthread_mutex_unlock(&fs->watch_lock);
-		pthread_join(fs->reaper_thread, NULL);
+		store_reaper_stop(fs->store);
 		return -EAGAIN;
 	}
 	if (pthread_create(&fs->echo_thread, NULL, echo_main, fs)) {
@@ -1330,15 +1284,15 @@ void fs_watch_stop(struct fs *fs)
 	pthread_mutex_lock(&fs->watch_lock);
 	fs->stopping = true;
 	pthread_cond_broadcast(&fs->watch_cond);
-	pthread_cond_broadcast(&fs->reap_cond);
 	pthread_cond_broadcast(&fs->echo_cond);
 	pthread_cond_broadcast(&fs->inval_cond);
 	pthread_mutex_unlock(&fs->watch_lock);
 	if (!fs->threads)
 		return;
-	/* These answer parked reads, so they go while the session can
-	 * still carry replies. */
-	pthread_join(fs->reaper_thread, NULL);
+	/* The store's reaper calls the hooks, which notify the kernel
+	 * through the session; the events thread answers parked reads: both
+	 * go while the session can still carry them. */
+	store_reaper_stop(fs->store);
 	pthread_join(fs->events_thread, NULL);
 }
 

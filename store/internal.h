@@ -42,7 +42,8 @@
  *   tomb.c      departed tombstones and their queue
  *   child.c     children: create, unlink, link, rename, exchange, expiry
  *   content.c   content: stages of open files, publication
- *   lease.c     leases, the deadline heap, the reaper
+ *   lease.c     leases, the deadline heap
+ *   reaper.c    the reaper: its thread, its passes, when it wakes
  *   events.c    event lines and the hooks run after a transition
  *   drain.c     drains of the store and of a tenant
  *   snapshot.c  point-in-time snapshots, copy before write
@@ -118,10 +119,11 @@ enum store_lock_level {
 	LOCK_TOMBQ,       /* 13 s->tomb_lock: the tombstone queue */
 	LOCK_INO_SHARD,   /* 14 ino_shard->lock: the inode table */
 	LOCK_SNAP_HOLD,   /* 15 s->hold_lock: what open snapshots hold */
+	LOCK_REAPER,      /* 16 s->reap_lock: the reaper's wake-ups */
 	/* Held alone: no store lock is held while calling into the shared
 	 * store's transport (it waits on the network). */
-	LOCK_RCONN_POOL,  /* 16 rconn_pool->lock (store/rconn.c) */
-	LOCK_RCONN_CONN,  /* 17 rconn->lock (store/rconn.c) */
+	LOCK_RCONN_POOL,  /* 17 rconn_pool->lock (store/rconn.c) */
+	LOCK_RCONN_CONN,  /* 18 rconn->lock (store/rconn.c) */
 	LOCK_NLEVELS
 };
 
@@ -363,6 +365,20 @@ struct store {
 	void *event_arg;
 	void (*attr_hook)(void *arg, const uint64_t *ino, size_t n);
 	void *attr_arg;
+
+	/*
+	 * The reaper thread (reaper.c).  reap_at is the deadline it sleeps
+	 * until (UINT64_MAX: none), 0 while it runs or when it is not
+	 * started; whoever sets an earlier deadline wakes it (reaper_note).
+	 * A leaf lock (LOCK_REAPER).
+	 */
+	pthread_mutex_t reap_lock;
+	pthread_cond_t reap_cond;      /* reap_lock */
+	bool reap_kicked;              /* reap_lock: an earlier deadline */
+	bool reap_stop;                /* reap_lock */
+	bool reap_started;             /* the starter's */
+	pthread_t reap_thread;
+	atomic_uint_fast64_t reap_at;
 
 	/* A state's fields are guarded by the stripe its inode number
 	 * picks (LOCK_STRIPE): states share 256 mutexes, not one each. */
@@ -765,6 +781,9 @@ bool may_remove_parent_locked(struct store *s, struct tenant *t,
 			      struct parent *p,
 			      const struct store_cred *cred, uint64_t now);
 int parent_expire(struct store *s, struct parent *p, uint64_t now);
+
+/* store/reaper.c */
+void reaper_note(struct store *s, uint64_t deadline);
 
 /* store/snapshot.c */
 void snap_tenant_cow(struct store *s, struct tenant *t);

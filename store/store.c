@@ -32,7 +32,8 @@
  *
  * Locks
  * -----
- * store_new() and store_free() run with no other thread using the store.
+ * store_new() and store_free() run with no other thread using the store
+ * (store_free() stops the reaper first, if it runs).
  * store_stats() ages out due tombstones as a transition would, then
  * reads the gauges without a lock and the snapshot memory under
  * s->hold_lock (LOCK_SNAP_HOLD, a leaf).
@@ -157,6 +158,16 @@ int store_new(const struct store_limits *limits,
 	pthread_mutex_init(&s->heap_lock, NULL);
 	pthread_mutex_init(&s->snap_taker, NULL);
 	pthread_mutex_init(&s->hold_lock, NULL);
+	pthread_mutex_init(&s->reap_lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		/* The reaper sleeps on the monotonic clock, as deadlines run. */
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&s->reap_cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	/* Address space for the ceilings; pages are touched only as the
 	 * heap grows. */
 	s->heap_cap = s->lim.max_parents + s->lim.max_children;
@@ -190,6 +201,7 @@ void store_free(struct store *s)
 
 	if (!s)
 		return;
+	store_reaper_stop(s);
 	/* Drop the heap's references, then what the kernel still held. */
 	for (size_t i = 0; i < s->heap_n; i++) {
 		lease_of(s, s->heap[i])->heap_idx = NOT_IN_HEAP;
@@ -232,6 +244,8 @@ void store_free(struct store *s)
 		}
 	}
 	pthread_mutex_destroy(&s->hold_lock);
+	pthread_mutex_destroy(&s->reap_lock);
+	pthread_cond_destroy(&s->reap_cond);
 	pthread_rwlock_destroy(&s->world);
 	for (uint32_t i = 0; i < LEASE_CHUNKS && s->lease_dir[i]; i++)
 		free(s->lease_dir[i]);

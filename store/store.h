@@ -624,12 +624,35 @@ int store_set_child_ttl(struct store *s, struct store_node *n,
 int store_renew(struct store *s, struct store_node *n);
 
 /*
- * The reaper: remove nodes whose deadline has passed (a child as by
- * unlink, a parent as by rmdir) and age out due tombstones, at most
- * @budget removals, oldest deadline first.  Finds them in a deadline heap
- * (no scan).  Returns how many nodes expired.
+ * One pass of the reaper: remove nodes whose deadline has passed (a child
+ * as by unlink, a parent as by rmdir), age out due tombstones and end the
+ * drains whose window is over, at most @budget removals, oldest deadline
+ * first.  Finds them in a deadline heap (no scan).  Returns how many
+ * nodes expired.
  */
 unsigned store_expire(struct store *s, unsigned budget);
+
+/*
+ * Run passes until nothing is due (bounded passes, so transitions get the
+ * locks between them).  For a manual clock (limits.testclock) that was
+ * just moved: it runs every expiry the move made due before returning.
+ * Returns how many nodes expired.
+ */
+unsigned store_reap_due(struct store *s);
+
+/*
+ * The reaper: a thread of the store's that runs store_reap_due() when the
+ * earliest deadline (store_next_deadline) comes, so leases, tombstones
+ * and drain windows end on time with nobody calling in.  It sleeps until
+ * then, and a transition that sets an earlier deadline wakes it; with
+ * nothing due it never wakes.  Under limits.testclock no thread starts
+ * (the clock moves only by hand: see store_reap_due).  Start it once the
+ * hooks are set (the expiries it runs call them); 0 or -EAGAIN.
+ * store_reaper_stop() ends and joins it, when it runs; store_free() does
+ * too.
+ */
+int store_reaper_start(struct store *s);
+void store_reaper_stop(struct store *s);
 
 /*
  * The earliest deadline still pending (leases and tombstones), or
