@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "fs/inode.h"
 #include "store/store.h"
 
 /* A caller's credentials (store_cred) and the groups they point to. */
@@ -64,6 +65,7 @@ struct fs_file {
 /* The filesystem's state: one per mount, the session's userdata. */
 struct fs {
 	struct store *store;
+	struct fs_inodes inodes;        /* what the kernel knows (inode.c) */
 	uid_t mount_uid;
 	bool testclock;
 	/* -o default_permissions: the kernel checks permissions, and

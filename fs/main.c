@@ -284,6 +284,7 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "statefs: cannot make the store\n");
 		goto out;
 	}
+	fs_inodes_init(&fs.inodes);
 	fs_watch_init(&fs);
 	/* The echo thread reaches the mount by its absolute path. */
 	fs.mountpoint = realpath(opts.mountpoint, NULL);
@@ -390,6 +391,9 @@ out:
 	fs_watch_join(&fs);
 	if (loop)
 		fuse_loop_cfg_destroy(loop);
+	/* The kernel's handles go before the store they name. */
+	if (fs.store)
+		fs_inodes_clear(&fs.inodes, fs.store);
 	store_free(fs.store);
 	free(fs.mountpoint);
 	free(opts.mountpoint);

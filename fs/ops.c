@@ -71,7 +71,9 @@ static void reply_err(fuse_req_t req, int rc)
 /* The node behind kernel inode @ino, with a reference; NULL = stale. */
 static struct store_node *node_get(fuse_req_t req, fuse_ino_t ino)
 {
-	return store_ino_get(fs_of(req)->store, ino);
+	struct fs *fs = fs_of(req);
+
+	return fs_inode_get(&fs->inodes, fs->store, ino);
 }
 
 /* Drop a node reference.  Takes @fs, not the request: a request is gone
@@ -127,7 +129,7 @@ static int entry_fill(struct fs *fs, struct store_node *n,
 	rc = node_stat(fs, n, &e->attr);
 	if (rc)
 		return rc;
-	rc = store_ino_remember(fs->store, n);
+	rc = fs_inode_remember(&fs->inodes, n);
 	if (rc)
 		return rc;
 	e->ino = store_node_ino(n);
@@ -136,11 +138,15 @@ static int entry_fill(struct fs *fs, struct store_node *n,
 	return 0;
 }
 
-/* The entry of @n whose attributes @a a transition reported
- * (store_*_entry: the kernel's lookup is counted already).  Cannot fail. */
+/*
+ * The entry of @n whose attributes @a a transition reported
+ * (store_*_entry), counting the kernel's lookup in the room reserved
+ * before that transition (fs_inode_reserve).  Cannot fail.
+ */
 static void entry_made(struct fs *fs, struct store_node *n,
 		       const struct store_attr *a, struct fuse_entry_param *e)
 {
+	fs_inode_remember_reserved(&fs->inodes, n);
 	memset(e, 0, sizeof(*e));
 	stat_from(&e->attr, a);
 	e->ino = store_node_ino(n);
@@ -217,16 +223,20 @@ static void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	store_ino_forget(fs_of(req)->store, ino, nlookup);
+	struct fs *fs = fs_of(req);
+
+	fs_inode_forget(&fs->inodes, fs->store, ino, nlookup);
 	fuse_reply_none(req);
 }
 
 static void fs_forget_multi(fuse_req_t req, size_t count,
 			    struct fuse_forget_data *forgets)
 {
+	struct fs *fs = fs_of(req);
+
 	for (size_t i = 0; i < count; i++)
-		store_ino_forget(fs_of(req)->store, forgets[i].ino,
-				 forgets[i].nlookup);
+		fs_inode_forget(&fs->inodes, fs->store, forgets[i].ino,
+				forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -407,9 +417,15 @@ static void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	/* A directory inside a parent is meaningless at that depth. */
 	if (dir && store_node_kind(dir) == STORE_PARENT)
 		rc = -EPERM;
+	/* Room for the kernel's lookup first: nothing fails after the
+	 * transition. */
+	if (rc == 0)
+		rc = fs_inode_reserve(&fs->inodes);
 	if (rc == 0) {
 		owner_of(req, mode, &o);
 		rc = store_mkdir_entry(fs->store, dir, name, &o, &n, &a);
+		if (rc)
+			fs_inode_unreserve(&fs->inodes);
 	}
 	reply_new_entry(req, n, &a, rc, tok);
 	node_put(fs, n);
@@ -625,11 +641,15 @@ static void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = f ? store_stage_new(fs->store, stage_mode(fi->flags),
 					 &f->stage) : -ENOMEM;
 	}
+	if (rc == 0)
+		rc = fs_inode_reserve(&fs->inodes);
 	if (rc == 0) {
 		owner_of(req, mode, &o);
 		rc = store_create_entry(fs->store, dir, name, &o,
 					(fi->flags & O_EXCL) != 0, &n, &created,
 					&a);
+		if (rc)
+			fs_inode_unreserve(&fs->inodes);
 	}
 	if (rc) {
 		file_free(fs, f);
@@ -663,10 +683,14 @@ static void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	(void)rdev;
 	if (rc == 0 && (!S_ISREG(mode) || store_node_kind(dir) != STORE_PARENT))
 		rc = -EPERM; /* devices, FIFOs, sockets; files outside parents */
+	if (rc == 0)
+		rc = fs_inode_reserve(&fs->inodes);
 	if (rc == 0) {
 		owner_of(req, mode, &o);
 		rc = store_create_entry(fs->store, dir, name, &o, true, &n,
 					&created, &a);
+		if (rc)
+			fs_inode_unreserve(&fs->inodes);
 	}
 	reply_new_entry(req, n, &a, rc, tok);
 	node_put(fs, n);
@@ -694,7 +718,12 @@ static void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	if (!n)
 		rc = -ESTALE;
 	else if (rc == 0)
+		rc = fs_inode_reserve(&fs->inodes);
+	if (n && rc == 0) {
 		rc = store_link_entry(fs->store, n, dir, newname, &a);
+		if (rc)
+			fs_inode_unreserve(&fs->inodes);
+	}
 	reply_new_entry(req, n, &a, rc, tok);
 	node_put(fs, n);
 	node_put(fs, dir);

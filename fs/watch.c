@@ -994,7 +994,8 @@ bool fs_echo_lookup(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 /* Does a live node own @name in kernel directory @dir now? */
 static bool live_in(struct fs *fs, fuse_ino_t dir, const char *name)
 {
-	struct store_node *d = store_ino_get(fs->store, dir), *n = NULL;
+	struct store_node *d = fs_inode_get(&fs->inodes, fs->store, dir);
+	struct store_node *n = NULL;
 	bool live = d && store_lookup(fs->store, d, name, &n) == 0;
 
 	if (n)

@@ -25,16 +25,17 @@
  * are found there by name, never by a scan of a flat table.  A node is
  * alive exactly while it is reachable from the hierarchy; the transition
  * that unhooks it sets node->dead inside the same critical section, so
- * "dead" and "unreachable" are never seen apart.  Two secondary indexes
- * hold no fact of their own and say how they stay in step: the inode
- * table (ino.c) and the deadline heap (lease.c).
+ * "dead" and "unreachable" are never seen apart.  One secondary index
+ * holds no fact of its own and says how it stays in step: the deadline
+ * heap (lease.c).  Which nodes the kernel knows is not the store's
+ * business: the adapter keeps its own table of them (fs/inode.c), each
+ * entry a counted reference.
  *
  * Files
  * -----
  *   store.c     the store object: lifecycle, clock, limits, counters,
  *               refusals
  *   node.c      nodes: identity, references, attributes, special files
- *   ino.c       the inode table (ino -> node the kernel knows)
  *   lookup.c    lookup and directory listings
  *   bucket.c    a bucket's links and their states; the cascade
  *   tenant.c    tenants: create, cleanup
@@ -117,29 +118,27 @@ enum store_lock_level {
 	LOCK_ACL,         /* 11 tenant->acl_lock: its owner and mode */
 	LOCK_EVLOG,       /* 12 the event log's mutex (store/evlog.c) */
 	LOCK_TOMBQ,       /* 13 s->tomb_lock: the tombstone queue */
-	LOCK_INO_SHARD,   /* 14 ino_shard->lock: the inode table */
-	LOCK_SNAP_HOLD,   /* 15 s->hold_lock: what open snapshots hold */
-	LOCK_REAPER,      /* 16 s->reap_lock: the reaper's wake-ups */
+	LOCK_SNAP_HOLD,   /* 14 s->hold_lock: what open snapshots hold */
+	LOCK_REAPER,      /* 15 s->reap_lock: the reaper's wake-ups */
 	/* Held alone: no store lock is held while calling into the shared
 	 * store's transport (it waits on the network). */
-	LOCK_RCONN_POOL,  /* 17 rconn_pool->lock (store/rconn.c) */
-	LOCK_RCONN_CONN,  /* 18 rconn->lock (store/rconn.c) */
+	LOCK_RCONN_POOL,  /* 16 rconn_pool->lock (store/rconn.c) */
+	LOCK_RCONN_CONN,  /* 17 rconn->lock (store/rconn.c) */
 	LOCK_NLEVELS
 };
 
 #define LOCK_FIRST_LEAF LOCK_FROZEN
 #define LOCK_FIRST_ALONE LOCK_RCONN_POOL
 
-#define INO_SHARDS 64
 #define STRIPES 256
 
 /* Node ----------------------------------------------------------------- */
 
 /*
  * Every node starts with this.  A child is the bulk of the store's
- * memory, so the fields are packed to leave no padding and what only
- * some nodes need (a lease) lives elsewhere: a child is 88 bytes, one
- * 96-byte allocation (checked below struct child).
+ * memory, so the fields are packed (four bytes to spare at the end) and
+ * what only some nodes need (a lease) lives elsewhere: a child is 88
+ * bytes, one 96-byte allocation (checked below struct child).
  */
 struct store_node {
 	uint64_t ino;                  /* immutable */
@@ -147,10 +146,6 @@ struct store_node {
 	/* Its lease record (0: it never had one; see lease.c), set once
 	 * under the owner's lock and the heap lock, read anywhere. */
 	_Atomic uint32_t lease;
-	/* The kernel's lookups (ino shard lock).  Four billion lookups
-	 * without a forget pin the node until unmount (NLOOKUP_PINNED)
-	 * rather than wrap. */
-	uint32_t nlookup;
 	/* A state: the snapshot it was last frozen for, the low 32 bits of
 	 * the epoch (its stripe; see snapshot.c); directories: unused. */
 	uint32_t epoch;
@@ -160,8 +155,6 @@ struct store_node {
 	uint32_t nlink;                /* a state: the links that reach it
 					* (its stripe); directories: unused */
 };
-
-#define NLOOKUP_PINNED UINT32_MAX
 
 /*
  * A node's lease: its deadline (0: none), written under the owner's lock
@@ -287,11 +280,6 @@ static inline struct tenant *child_tenant(const struct child *c)
 	return c->slinks->parent->tenant;
 }
 
-struct ino_shard {
-	pthread_mutex_t lock;          /* LOCK_INO_SHARD */
-	struct ptab tab;               /* ino -> node the kernel knows */
-};
-
 struct store {
 	struct store_limits lim;       /* immutable */
 	struct store_clock clock;      /* immutable */
@@ -383,7 +371,6 @@ struct store {
 	/* A state's fields are guarded by the stripe its inode number
 	 * picks (LOCK_STRIPE): states share 256 mutexes, not one each. */
 	pthread_mutex_t stripes[STRIPES];
-	struct ino_shard shards[INO_SHARDS];
 
 	/* Gauges. */
 	atomic_uint_fast64_t tenants_n, parents_n, children_n, links_n,
@@ -748,12 +735,6 @@ void emit_from_locked(struct store *s, enum store_op op,
 		      const struct link *from);
 void note_attrs_changed(uint64_t ino);
 void event_hook_run(struct store *s);
-
-/* store/ino.c */
-int entry_remember(struct store *s, struct store_node *n,
-		   struct store_attr *attr);
-void entry_undo(struct store *s, struct store_node *n,
-		struct store_attr *attr);
 
 /* store/lease.c */
 int lease_ensure(struct store *s, struct store_node *n);

@@ -188,8 +188,6 @@ int store_new(const struct store_limits *limits,
 	specials_init(s->root_special, &s->root);
 	meta_init(&s->root, &s->root_meta, &root_owner);
 	atomic_init(&s->next_ino, STORE_ROOT_INO + 1 + STORE_NSPECIAL);
-	for (int i = 0; i < INO_SHARDS; i++)
-		pthread_mutex_init(&s->shards[i].lock, NULL);
 	*out = s;
 	return 0;
 }
@@ -202,23 +200,13 @@ void store_free(struct store *s)
 	if (!s)
 		return;
 	store_reaper_stop(s);
-	/* Drop the heap's references, then what the kernel still held. */
+	/* Drop the heap's references first. */
 	for (size_t i = 0; i < s->heap_n; i++) {
 		lease_of(s, s->heap[i])->heap_idx = NOT_IN_HEAP;
 		store_node_unref(s, s->heap[i]);
 	}
 	free(s->heap);
 	evlog_free(s->events);
-	for (int i = 0; i < INO_SHARDS; i++) {
-		struct ptab *tab = &s->shards[i].tab;
-		struct store_node *n;
-		uint32_t k;
-
-		ptab_for_each(tab, k, n)
-			store_node_unref(s, n);
-		ptab_free(tab);
-		pthread_mutex_destroy(&s->shards[i].lock);
-	}
 	HASH_ITER(hh, s->tenants, t, tt) {
 		HASH_DEL(s->tenants, t);
 		HASH_ITER(hh, t->parents, p, pp) {

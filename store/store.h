@@ -276,25 +276,6 @@ bool store_node_live(const struct store_node *n);
 struct store_node *store_root(struct store *s);
 
 /*
- * The node a kernel inode number names, with a new reference, or NULL
- * when the kernel does not know that number (never looked up, or
- * forgotten).  The node may be dead (removed): operations on it give
- * -ESTALE.
- */
-struct store_node *store_ino_get(struct store *s, uint64_t ino);
-
-/*
- * The kernel learned @n (a lookup, create, mkdir, link or readdirplus
- * reply is about to be sent): count one lookup.  Call before replying.
- * Returns 0, or -ENOMEM when the table could not grow (then the kernel
- * must not be told about @n).
- */
-int store_ino_remember(struct store *s, struct store_node *n);
-
-/* The kernel forgot @nlookup lookups of @ino (FUSE forget). */
-void store_ino_forget(struct store *s, uint64_t ino, uint64_t nlookup);
-
-/*
  * The inode number of the special file in slot @slot (0..STORE_NSPECIAL-1)
  * of the root or tenant numbered @dir_ino: the numbers right after the
  * directory's own, which a tenant takes as one block.  The one place
@@ -432,12 +413,12 @@ int store_link(struct store *s, struct store_node *child,
 /*
  * The transitions that give the kernel an entry (mkdir, create, link)
  * come in a second form for the adapter, store_*_entry(): the same
- * transition, which also counts the kernel's lookup of the node (as
- * store_ino_remember()) and fills @attr with the node's attributes as of
- * the transition.  Both happen inside it, the remember before anything
- * changes (-ENOMEM: nothing changed), so once the store has changed the
- * reply has nothing left that can fail.  See store_mkdir(),
- * store_create() and store_link() for the rest.
+ * transition, which also fills @attr with the node's attributes as of
+ * the transition, so the reply needs no second call that could find the
+ * node changed or gone.  The adapter makes room for the kernel's lookup
+ * before it calls (fs/inode.c), so once the store has changed the reply
+ * has nothing left that can fail.  See store_mkdir(), store_create() and
+ * store_link() for the rest.
  */
 int store_mkdir_entry(struct store *s, struct store_node *dir, const char *name,
 		      const struct store_owner *owner, struct store_node **out,

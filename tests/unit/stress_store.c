@@ -15,7 +15,8 @@
  *  - A mixed random workload: N threads for a bounded number of
  *    operations doing admissions, unlinks, links, renames, leaves,
  *    rejoins, departs, tenant cleanups, stage publications (REPLACE,
- *    APPEND, CAS), truncations, reads, listings, inode-table traffic and
+ *    APPEND, CAS), truncations, reads, listings, the kernel's inode
+ *    table's traffic (fs/inode.c, as the adapter drives it) and
  *    clock ticks, on a few overlapping names in two tenants with small
  *    ceilings and quotas, so that links and renames collide and refusals
  *    happen.  Every return code is checked against the set the operation
@@ -46,6 +47,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fs/inode.h"
 #include "store/store.h"
 #include "tests/unit/unit.h"
 
@@ -819,6 +821,7 @@ static void test_race_one_stage_shared(void **state)
 
 struct mixed {
 	struct store *s;
+	struct fs_inodes inodes;  /* what the kernel would know */
 	uint64_t clk;
 	int iters;
 	bool leases;
@@ -1055,22 +1058,23 @@ static void do_read(struct worker *w, int ti)
 static void do_remember(struct worker *w, int ti)
 {
 	struct store *s = w->m->s;
+	struct fs_inodes *t = &w->m->inodes;
 	int slot = rnd(w, NREM);
 	struct store_node *n;
 
 	if (w->rem[slot].n && rnd(w, 2)) {
 		/* The kernel still knows it: the table must too. */
-		n = store_ino_get(s, w->rem[slot].ino);
+		n = fs_inode_get(t, s, w->rem[slot].ino);
 		if (!n) {
-			failf("store_ino_get(%llu) NULL with %llu lookups",
+			failf("fs_inode_get(%llu) NULL with %llu lookups",
 			      (unsigned long long)w->rem[slot].ino,
 			      (unsigned long long)w->rem[slot].n);
 			return;
 		}
 		if (store_node_ino(n) != w->rem[slot].ino)
-			failf("store_ino_get gave another inode");
+			failf("fs_inode_get gave another inode");
 		put(w, n);
-		store_ino_forget(s, w->rem[slot].ino, w->rem[slot].n);
+		fs_inode_forget(t, s, w->rem[slot].ino, w->rem[slot].n);
 		w->rem[slot].n = 0;
 		return;
 	}
@@ -1078,10 +1082,14 @@ static void do_remember(struct worker *w, int ti)
 	if (!n)
 		return;
 	if (w->rem[slot].n && w->rem[slot].ino != store_node_ino(n)) {
-		store_ino_forget(s, w->rem[slot].ino, w->rem[slot].n);
+		fs_inode_forget(t, s, w->rem[slot].ino, w->rem[slot].n);
 		w->rem[slot].n = 0;
 	}
-	store_ino_remember(s, n);
+	if (fs_inode_remember(t, n) != 0) {
+		failf("fs_inode_remember: out of memory");
+		put(w, n);
+		return;
+	}
 	w->rem[slot].ino = store_node_ino(n);
 	w->rem[slot].n++;
 	put(w, n);
@@ -1404,7 +1412,8 @@ static void *mixed_thread(void *arg)
 	}
 	for (int i = 0; i < NREM; i++)
 		if (w->rem[i].n)
-			store_ino_forget(w->m->s, w->rem[i].ino, w->rem[i].n);
+			fs_inode_forget(&w->m->inodes, w->m->s, w->rem[i].ino,
+					w->rem[i].n);
 	for (int i = 0; i < NTEN; i++)
 		for (int k = 0; k < NPAR; k++)
 			put(w, w->pcache[i][k]);
@@ -1535,6 +1544,7 @@ static void run_mixed(const struct store_limits *l, int iters, bool leases,
 	m.snap_every = snap_every;
 	atomic_init(&m.snaps, 0);
 	m.s = new_store(l, &m.clk);
+	fs_inodes_init(&m.inodes);
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < NTHREADS; i++) {
@@ -1640,6 +1650,9 @@ static void run_mixed(const struct store_limits *l, int iters, bool leases,
 	/* Every state admitted was removed or is still here. */
 	assert_true(st.admissions >= st.children);
 
+	/* Every lookup was forgotten: the table is empty. */
+	assert_int_equal(m.inodes.n, 0);
+	fs_inodes_clear(&m.inodes, m.s);
 	store_free(m.s);
 }
 
