@@ -8,9 +8,11 @@
  * call any of them with or without store locks held, and the unit test
  * drives them directly.
  *
- * Adding a special file is one row in specials[] plus its slot in
- * layout.h; adding an option is one row in options[] (parsing, range
- * check, layout_limits_check and --help all read the same row).
+ * Adding a special file is one row in specials[] and its slot in
+ * layout.h here, and, in fs/special.c, a case for what its open file
+ * does (its text, or what a write to it starts); adding an option is one
+ * row in options[] (parsing, range check, layout_limits_check and --help
+ * all read the same row, and fs/main.c hands an adapter's option to fs/).
  */
 #include <assert.h>
 #include <errno.h>

@@ -8,7 +8,7 @@
  * The tree has a fixed depth: root (0) / tenant (1) / parent (2) /
  * child (3).  In the root and the tenants, names that begin with '.' are
  * reserved for the special files listed in layout.c; each special file
- * has a slot number (its inode slot in the store, see STORE_NSPECIAL) and
+ * has a slot number (its inode slot in the store: store_special_ino()) and
  * a scope (root, tenant or both).  A parent has none.
  */
 #ifndef STATEFS_LAYOUT_H
