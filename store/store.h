@@ -1,12 +1,12 @@
 /*
- * store.h - the authoritative in-memory store of statefs.
+ * store.h - the authority of statefs, as the adapter sees it.
  *
  * The store owns every fact statefs knows: tenants, parents (members that
  * own a bucket), children (items) and their states, departed tombstones,
- * the counters behind .stats, and the inode numbers the kernel knows nodes
- * by.  It is pure C: no FUSE, no file formats.  Every transition is one
- * function below; each returns 0 (or a positive result) on success and a
- * negative errno on failure, and a failed transition changes nothing.
+ * the counters behind .stats, and each node's inode number.  It is pure
+ * C: no FUSE, no file formats.  Every transition is one function below;
+ * each returns 0 (or a positive result) on success and a negative errno
+ * on failure, and a failed transition changes nothing.
  *
  * Shape: tenant -> parent bucket -> child link -> state.  Each fact is
  * kept once, in the bucket of the parent every operation on it names.
@@ -24,6 +24,40 @@
  * rejoin or a re-create is a new node, and an operation that reaches the
  * store through an older node fails with -ESTALE.
  *
+ * The seam
+ * --------
+ * This header is the authority's interface: all fs/ and layout/ see of
+ * the store, and what a second authority (a shared store) implements.
+ * It has the transitions, the reads (lookup, listings, attributes,
+ * leases, .stats, snapshots, special files and their inode numbers,
+ * store_special_ino), the drains, the event log and the hooks that run
+ * after a transition, and the reaper (store_reaper_start, store_reap_due:
+ * when things end on their own is the authority's policy).  Callers hold
+ * opaque handles (nodes, counted with store_node_ref/unref; stages; event
+ * readers) and touch no field of them; the only structs whose fields
+ * they see are the plain values they fill or are given: store_limits,
+ * store_clock, store_owner, store_cred (store/cred.h, with the permission
+ * rules), store_attr, store_stats, store_lease, store_dirlist and
+ * store_dirent, store_event, store_snapshot and store_snap_row.
+ * scripts/check-seam.sh, run by `make test`, keeps it so.
+ *
+ * Not here: what the kernel holds (its inode table and lookup counts,
+ * fs/inode.c; how long it may cache, layout/'s struct layout_mount), and
+ * the embedded store's own mechanics (the world lock, buckets and
+ * stripes, the deadline heap, the event ring, a snapshot's copy-before-
+ * write epochs: store/internal.h and the file of each), nor what tests
+ * use to look inside it or steer it (store/store_test.h).
+ *
+ * For an implementation, what drawing the seam changed here: the inode
+ * table left (store_ino_get/remember/forget), and store_*_entry() no
+ * longer count a lookup; a reader of the log is opaque (store_events_open
+ * makes it, with its scope, flags and a copy of the opener's
+ * credentials; store_events_gate/position/end/close); the reaper is the
+ * store's (store_reaper_start/stop, store_reap_due); cache_timeout_ms
+ * left store_limits; store_special_ino() came; the recount and the test
+ * hooks moved to store/store_test.h.  Every transition kept its
+ * signature.
+ *
  * How it is built is told where it is built: each file of store/ opens
  * with the mechanism it owns and the locks it takes; the shared structs,
  * the lock order and a map of the files are in store/internal.h.
@@ -36,6 +70,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
+
+#include "store/cred.h"
 
 struct store;
 struct store_node;
@@ -133,62 +169,6 @@ struct store_owner {
 	gid_t gid;
 	mode_t mode; /* permission bits only */
 };
-
-/*
- * Who asks: a caller's uid, gid and supplementary groups, as the kernel
- * judges permissions (fs/ fills it from the FUSE request).  The store
- * never keeps one beyond the call it is passed to (an event reader keeps
- * a copy of its own).
- */
-struct store_cred {
-	uid_t uid;
-	gid_t gid;
-	const gid_t *groups;   /* may be NULL when ngroups is 0 */
-	size_t ngroups;
-};
-
-#define STORE_MAY_READ  4u
-#define STORE_MAY_WRITE 2u
-#define STORE_MAY_EXEC  1u
-
-/*
- * Does @c have every permission in @want (STORE_MAY_* bits) on a
- * directory owned by @uid:@gid with permission bits @mode?  The class is
- * the one Linux picks: owner when the uid matches, else group when the
- * gid or a supplementary group matches, else other.  uid 0 may do
- * anything to a directory.  Pure: no lock, no state (store/cred.c).
- */
-bool store_cred_may(const struct store_cred *c, uid_t uid, gid_t gid,
-		    mode_t mode, unsigned want);
-
-/*
- * May @c list such a directory (read and search permission, as ls
- * needs)?  The rule of the .snapshot and .events filters.
- */
-bool store_cred_may_list(const struct store_cred *c, uid_t uid, gid_t gid,
-			 mode_t mode);
-
-/*
- * May @c remove an entry owned by @uid from a directory owned by
- * @dir_uid with permission bits @dir_mode, as far as the sticky bit goes?
- * True unless the directory is sticky and @c is neither the entry's
- * owner, the directory's owner nor uid 0.
- */
-bool store_cred_sticky_ok(const struct store_cred *c, uid_t dir_uid,
-			  mode_t dir_mode, uid_t uid);
-
-/*
- * The set-user-ID and set-group-ID bits a write or a truncation by @c
- * clears from a regular file of group @gid with mode @mode, as Linux
- * clears them for a caller without CAP_FSETID (@fsetid false; with it,
- * none): set-user-ID always, set-group-ID when the file is
- * group-executable or @c is not in its group (without group execute it
- * marks mandatory locking, not a privilege, for the group's members).
- * Returns the bits to clear (STORE_SET_KILL_SUID/SGID, for
- * store_setattr), 0 for none.
- */
-unsigned store_cred_kill_suidgid(const struct store_cred *c, bool fsetid,
-				 gid_t gid, mode_t mode);
 
 /* What stat(2) shows of a node. */
 struct store_attr {
