@@ -44,7 +44,7 @@
  * line with who may read it, then the log's mutex (LOCK_EVLOG), one after
  * the other: both are leaves.  The readers (store_events_*) take only the
  * log's mutex; the adapter calls them with a lock of its own held
- * (fs/watch.c's watch_lock), which is outside the store's order: the log's
+ * (fs/'s watch_lock), which is outside the store's order: the log's
  * mutex is the innermost of the two.  event_hook_run() runs with no store
  * lock held, and so do the hooks it calls.
  */

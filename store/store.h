@@ -224,7 +224,7 @@ uint64_t store_now_ms(const struct store *s);
 uint64_t store_uptime_ms(const struct store *s);
 enum store_state store_state(const struct store *s);
 
-/* Nodes and the inode table ------------------------------------------- */
+/* Nodes ---------------------------------------------------------------- */
 
 /*
  * Take or drop a reference.  Every node pointer a caller holds is

@@ -994,7 +994,7 @@ static pid_t echo_pid(struct fs *fs)
 }
 
 /* What the echo thread sets up before it replays a parent's departure
- * through the mount (watch.c, echo_one). */
+ * through the mount (echo.c, echo_one). */
 static void echo_arm_parent(struct fs *fs, uint64_t t_ino, const char *name,
 			    uint64_t ino)
 {

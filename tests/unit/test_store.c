@@ -7,7 +7,7 @@
  * generations, departed tombstones and their pool and TTL), children
  * (admission, idempotency, terminal removal, incarnations), links,
  * renames, staged writes and their publication modes, quotas and
- * ceilings, listings, counters and the inode table.
+ * ceilings, listings and counters.
  *
  * Every test gets a fresh store (setup) and its teardown asserts
  * store_check_all() == 0 before freeing it, so each test also checks that
