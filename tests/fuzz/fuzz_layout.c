@@ -2,8 +2,8 @@
  * fuzz_layout.c - libFuzzer target for every parser in layout/.
  *
  * Each input drives all of them (they are cheap), and each result is
- * compared with a small reference written here from the contract
- * (CONTRACT.md s.1 names, s.7 options; statefs(8) OPTIONS and LEASES),
+ * compared with a small reference written here from statefs(8) (THE
+ * TREE for names, OPTIONS and LEASES),
  * not from layout.c:
  *
  *   layout_name_check        name rules; an accepted name has 1..max_name

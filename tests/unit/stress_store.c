@@ -10,7 +10,8 @@
  *    racing admissions through the old handle leaves no child behind, a
  *    shared state removed from one bucket while a link or rename adds it
  *    elsewhere lives exactly as long as a link reaches it, concurrent
- *    registrations in one parent are never lost (seed 003).
+ *    registrations in one parent are never lost (each is an entry of
+ *    its own, never a shared list read, changed and written back).
  *
  *  - A mixed random workload: N threads for a bounded number of
  *    operations doing admissions, unlinks, links, renames, leaves,
@@ -512,7 +513,9 @@ static void test_race_leave_vs_admission(void **state)
 
 /*
  * A shared state removed from one bucket while another operation adds or
- * moves a link to it (seed 000: one transition owner, identity checks):
+ * moves a link to it (each change is made by one transition, which
+ * checks under the state's lock that the state is still the one it
+ * found):
  *   mode 0: unlink p/c  vs  link c -> q/c
  *   mode 1: unlink p/c  vs  rename p/c -> q/d
  *   mode 2: leave p     vs  link c -> q/c  vs  rename p/c -> q/e
@@ -650,7 +653,7 @@ static void test_race_shared_state_removal(void **state)
 	store_free(s);
 }
 
-/* Concurrent registrations into one parent are never lost (seed 003). */
+/* Concurrent registrations into one parent are never lost. */
 static void race_register_fn(struct race *r, int tid)
 {
 	for (int k = 0; k < 16; k++) {

@@ -2,8 +2,8 @@
  * test_drain.c - unit tests of the store's drain and snapshot, and of the
  * .snapshot and .drain formats of layout/, with a fake monotonic clock.
  *
- * What is checked is what CONTRACT.md s.5 (.snapshot, .drain), seed 001
- * ("Restart and graceful drain") and store.h / layout.h promise:
+ * What is checked is what statefs(8) (SPECIAL FILES: .snapshot, .drain),
+ * store.h and layout.h promise:
  *
  *  - a drain (of the whole store or of one tenant) starts with a deadline
  *    of now + drain_window that a second call does not move; while it runs
@@ -1136,7 +1136,7 @@ static void test_tenant_drain_ends_on_reap(void **state)
 
 /*
  * A child past its deadline is gone whether or not the reaper has run
- * (CONTRACT s.4), so it does not keep a drain running either.
+ * (statefs(8), LEASES), so it does not keep a drain running either.
  */
 static void test_drain_ends_when_last_child_is_past_deadline(void **state)
 {

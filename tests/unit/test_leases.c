@@ -2,8 +2,8 @@
  * test_leases.c - unit tests of the store's leases (TTL), its reaper and
  * its event log, single-threaded, with a fake monotonic clock.
  *
- * What is checked is what CONTRACT.md (s.4 Leases, s.6 Watching), seed
- * 001 ("Time and cleanup") and store.h promise:
+ * What is checked is what statefs(8) (LEASES, WATCHING) and store.h
+ * promise:
  *
  *  - a lease gives a deadline = now + ttl on the injected clock; renewal
  *    moves it, ttl 0 removes it; child_ttl of a parent (else default_ttl)

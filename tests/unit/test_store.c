@@ -2,9 +2,8 @@
  * test_store.c - unit tests of store/: every transition of store.h driven
  * directly, single-threaded, with a fake monotonic clock.
  *
- * What is checked is behaviour the contract (CONTRACT.md) and store.h
- * promise, never an implementation detail: tenants, parents (join, leave,
- * generations, departed tombstones and their pool and TTL), children
+ * What is checked is behaviour statefs(8) and store.h promise, never an
+ * implementation detail: tenants, parents (join, leave, generations, departed tombstones and their pool and TTL), children
  * (admission, idempotency, terminal removal, incarnations), links,
  * renames, staged writes and their publication modes, quotas and
  * ceilings, listings and counters.
@@ -1357,8 +1356,8 @@ static void test_stage_cas(void **state)
 }
 
 /*
- * CAS compares against the version current at open (CONTRACT.md s.3,
- * store.h: "in-place edit against the open version"), even when the
+ * CAS compares against the version current at open (statefs(8),
+ * CHILDREN; store.h: "in-place edit against the open version"), even when the
  * stage read the newer state before writing: a read pass re-pins what
  * the stage reads, not what its publication is conditional on.
  */
