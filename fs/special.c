@@ -68,6 +68,15 @@ static int tenant_may_list(struct fs *fs, struct store_node *dir,
 	return store_cred_may_list(&fc->c, a.uid, a.gid, a.mode) ? 0 : -EACCES;
 }
 
+/* May @fc list the tenant of @row (the root's .snapshot shows only those:
+ * the rows are read as the store gave them, never changed)? */
+static bool row_listed(const struct fs_cred *fc,
+		       const struct store_snap_row *row)
+{
+	return store_cred_may_list(&fc->c, row->tenant_uid, row->tenant_gid,
+				   row->tenant_mode);
+}
+
 /*
  * Format a .snapshot of @dir (root or tenant) into @f: the store copies
  * the scope as of one instant (store_snapshot_take, which holds the other
@@ -97,40 +106,32 @@ static int snapshot_text(fuse_req_t req, struct fs *fs, struct store_node *dir,
 		fs_cred_free(&fc);
 		return rc;
 	}
-	if (!tenant) {
-		size_t k = 0;
-
-		for (size_t i = 0; i < snap.n; i++)
-			if (store_cred_may_list(&fc.c, snap.rows[i].tenant_uid,
-						snap.rows[i].tenant_gid,
-						snap.rows[i].tenant_mode))
-				snap.rows[k++] = snap.rows[i];
-		snap.n = k;
-	}
-	fs_cred_free(&fc);
 	for (size_t i = 0; i < snap.n; i++)
-		need += layout_format_snapshot_row(NULL, 0, &snap.rows[i]);
+		if (tenant || row_listed(&fc, &snap.rows[i]))
+			need += layout_format_snapshot_row(NULL, 0, &snap.rows[i]);
 	rc = store_snapshot_hold(fs->store, uid, need + 1);
-	if (rc) {
-		store_snapshot_free(&snap);
-		return rc;
-	}
+	if (rc)
+		goto out;
 	f->text = malloc(need + 1);
 	if (!f->text) {
 		store_snapshot_release(fs->store, uid, need + 1);
-		store_snapshot_free(&snap);
-		return -ENOMEM;
+		rc = -ENOMEM;
+		goto out;
 	}
 	f->held = need + 1;
 	f->held_uid = uid;
 	memcpy(f->text, layout_snapshot_header, hlen + 1);
 	used = hlen;
 	for (size_t i = 0; i < snap.n; i++)
-		used += layout_format_snapshot_row(f->text + used, need + 1 - used,
-						   &snap.rows[i]);
+		if (tenant || row_listed(&fc, &snap.rows[i]))
+			used += layout_format_snapshot_row(f->text + used,
+							   need + 1 - used,
+							   &snap.rows[i]);
 	f->len = used;
+out:
 	store_snapshot_free(&snap);
-	return 0;
+	fs_cred_free(&fc);
+	return rc;
 }
 
 /* Room for what .drain reads: "draining " and a 64-bit number. */
