@@ -1730,9 +1730,10 @@ static void test_snapshots_concurrent(void **state)
 /*
  * Children with short TTLs in three parents (child_ttl 8 ms, 25 ms and the
  * default 15 ms) while LW threads create, renew, unlink, look up, publish
- * and list them and tick the shared atomic clock, one thread runs the
- * reaper (store_expire with a small budget) and one reads the event log
- * with a window as large as the log.  Workers check what they may: a
+ * and list them and tick the shared atomic clock, one thread runs reaper
+ * passes (store_expire with a small budget) beside the store's own reaper
+ * thread (store_reaper_start: the deadlines the workers set keep waking
+ * it), and one reads the event log with a window as large as the log.  Workers check what they may: a
  * renewal sets deadline = now + ttl for a now between their clock reads
  * before and after, a child a lookup found was not past its deadline.
  * Afterwards: store_check_all() passes; replaying the event lines per
@@ -2101,6 +2102,7 @@ static void test_leases_and_events(void **state)
 	/* Read everything, or overflow. */
 	assert_int_equal(store_events_open(r.s, NULL, NULL,
 					   STORE_EVENTS_WHOLE_LOG, &r.r), 0);
+	assert_int_equal(store_reaper_start(r.s), 0);
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	assert_int_equal(pthread_create(&rd_th, NULL, lease_reader, &r), 0);
@@ -2122,6 +2124,7 @@ static void test_leases_and_events(void **state)
 		stale += w[i].stale_renews;
 		seen += w[i].expired_seen;
 	}
+	store_reaper_stop(r.s);
 	__atomic_store_n(&r.stop_expirer, 1, __ATOMIC_RELEASE);
 	pthread_join(exp_th, NULL);
 	__atomic_store_n(&r.stop_reader, 1, __ATOMIC_RELEASE);
