@@ -209,34 +209,49 @@ void fs_inode_unreserve(struct fs_inodes *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
+/* Count one lookup of @n, whose room is made (t->lock held). */
+static void remember_locked(struct fs_inodes *t, struct store_node *n,
+			    struct fs_inode *e)
+{
+	if (e) {
+		e->nlookup++;
+	} else {
+		struct fs_inode ne = { store_node_ino(n), n, 1 };
+
+		store_node_ref(n); /* the kernel's */
+		insert_locked(t, &ne);
+	}
+}
+
 void fs_inode_remember_reserved(struct fs_inodes *t, struct store_node *n)
 {
 	uint64_t ino = store_node_ino(n);
-	struct fs_inode *e;
 
 	pthread_mutex_lock(&t->lock);
 	t->reserved--;
 	/* The root is known for good: it is never forgotten. */
-	if (ino != STORE_ROOT_INO) {
-		e = find_locked(t, ino);
-		if (e) {
-			e->nlookup++;
-		} else {
-			struct fs_inode ne = { ino, n, 1 };
-
-			store_node_ref(n); /* the kernel's */
-			insert_locked(t, &ne);
-		}
-	}
+	if (ino != STORE_ROOT_INO)
+		remember_locked(t, n, find_locked(t, ino));
 	pthread_mutex_unlock(&t->lock);
 }
 
 int fs_inode_remember(struct fs_inodes *t, struct store_node *n)
 {
-	int rc = fs_inode_reserve(t);
+	uint64_t ino = store_node_ino(n);
+	struct fs_inode *e;
+	int rc = 0;
 
+	if (ino == STORE_ROOT_INO)
+		return 0;
+	/* One critical section: a node the kernel knows already (the
+	 * common lookup) needs no room. */
+	pthread_mutex_lock(&t->lock);
+	e = find_locked(t, ino);
+	if (!e)
+		rc = room_locked(t);
 	if (rc == 0)
-		fs_inode_remember_reserved(t, n);
+		remember_locked(t, n, e);
+	pthread_mutex_unlock(&t->lock);
 	return rc;
 }
 

@@ -67,8 +67,8 @@ void fs_inode_unreserve(struct fs_inodes *t);
  */
 void fs_inode_remember_reserved(struct fs_inodes *t, struct store_node *n);
 
-/* fs_inode_reserve() and fs_inode_remember_reserved(): 0 or -ENOMEM
- * (then the kernel must not be told about @n). */
+/* fs_inode_reserve() and fs_inode_remember_reserved() in one: 0 or
+ * -ENOMEM (then the kernel must not be told about @n). */
 int fs_inode_remember(struct fs_inodes *t, struct store_node *n);
 
 /* The kernel forgot @nlookup lookups of @ino (FUSE forget): at 0 the
