@@ -13,7 +13,7 @@
  * this order before anything changes: drain, a parent gone,
  * max_children, the quotas (parent_quota, tenant_quota, the tenant's
  * share of max_children); what can still fail after it (room in the
- * bucket, the kernel's lookup) is reserved next and undone on failure.
+ * bucket) is reserved next and undone on failure.
  * A state past its deadline is expired as by unlink from every bucket
  * that links it (child_expire), by the reaper or by the operation that
  * finds it: its name is free at once.
