@@ -10,7 +10,8 @@
  * the reply in flight (fs_reply_begin).
  *
  * Owns the open directory (struct fs_dir, fi->fh), used by one request
- * at a time (the kernel serializes a directory stream's reads); no lock.
+ * at a time (the kernel's FUSE client sends one read of an open
+ * directory at a time); no lock.
  */
 #define _GNU_SOURCE
 #include <errno.h>
