@@ -116,10 +116,16 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/statefs $(DESTDIR)$(MANDIR)/man8/statefs.8
 	for u in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$u; done
 
-# The fs/ adapter's unit test runs fs/ops.c and fs/watch.c against the
-# stand-in for libfuse in tests/unit/test_fs.c (it defines every libfuse
-# function they call: not linked with libfuse).
-$(B)/unit/test_fs: $(call obj,asan,tests/unit/test_fs.c fs/ops.c fs/watch.c $(LIB_SRC))
+# The fs/ adapter's unit test runs every file of fs/ but main.c against
+# the stand-in for libfuse in tests/unit/test_fs.c (it defines every
+# libfuse function they call: not linked with libfuse).
+$(B)/unit/test_fs: $(call obj,asan,tests/unit/test_fs.c $(filter-out fs/main.c,$(FS_SRC)) $(LIB_SRC))
+	@mkdir -p $(@D)
+	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
+
+# The store's stress test races the kernel's inode table (fs/inode.c,
+# which needs no libfuse) against the removals of the nodes it holds.
+$(B)/unit/stress_store: $(call obj,asan,tests/unit/stress_store.c fs/inode.c $(LIB_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
 
@@ -139,7 +145,7 @@ $(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call obj,asan,$(LIB_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
 
-$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress_store.c $(STORE_SRC))
+$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress_store.c fs/inode.c $(STORE_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka
 

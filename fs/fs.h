@@ -1,12 +1,42 @@
 /*
- * fs.h - the libfuse3 low-level adapter of statefs.
+ * fs.h - the libfuse3 low-level adapter of statefs: its shared state and
+ * what its files call of each other, file by file.
  *
- * fs/ops.c translates each FUSE request into store/ calls through the
- * layout/ rules and replies exactly once; fs/watch.c runs the four
- * threads that act when nobody calls in (the lease reaper, the .events
- * replies, the inotify echoes, the kernel cache invalidations);
- * fs/main.c parses options, makes the store and runs the session.  Nothing here holds a store lock, and no fs/ lock is held
- * across a reply or a notification.
+ * fs/ talks to the store only through store/store.h (the authority's
+ * interface: opaque handles, readers and stages, and the plain value
+ * structs it fills) and to the names and formats only through
+ * layout/layout.h.  What the kernel holds is fs/'s own bookkeeping: the
+ * inode table (fs/inode.c) and, per request, the counted handles it
+ * gives out.
+ *
+ *   ops.c      the operations table and the helpers every handler uses
+ *   entry.c    lookup, forget, mkdir, mknod, create, link, rename,
+ *              unlink, rmdir
+ *   attr.c     getattr, setattr, the extended attributes, statfs
+ *   file.c     open files: a child's open, read, write, flush, fsync,
+ *              release; poll
+ *   special.c  the special files' open, read and write
+ *   dir.c      opendir, readdir, readdirplus, releasedir
+ *   inode.c    the kernel's inode table
+ *   watch.c    the threads that act when nobody calls in: start, stop,
+ *              the store's hook, the manual clock
+ *   events.c   .events readers and the events thread
+ *   inval.c    the kernel's caches: timeouts, the inval thread, replies
+ *              in flight
+ *   echo.c     the echo thread
+ *   main.c     options, the store, signals, the session
+ *
+ * Threads: the session's workers run the handlers; fs_watch_start()
+ * starts the events, echo and inval threads and the store's reaper.
+ * fs_watch_stop() stops the reaper and joins the events thread, while
+ * the session can still carry replies; the inval thread is joined by
+ * fs_inval_join() (after a drain, fs_watch_quiesce() ends it first,
+ * while workers still answer), the echo thread by fs_watch_join(), after
+ * the session is gone (it may be in a syscall on the mount until then).
+ *
+ * Locks, and their order, are in fs/watch.c's opening comment.  Nothing
+ * here holds a store lock, and no fs/ lock is held across a reply or a
+ * notification.
  */
 #ifndef STATEFS_FS_H
 #define STATEFS_FS_H
@@ -17,9 +47,14 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 
+#include "fs/inode.h"
 #include "store/store.h"
+
+struct layout_special;
 
 /* A caller's credentials (store_cred) and the groups they point to. */
 struct fs_cred {
@@ -53,8 +88,7 @@ struct fs_file {
 	uint64_t held;
 	uid_t held_uid;
 	/* FS_EVENTS; guarded by fs->watch_lock. */
-	struct store_event_reader reader;
-	struct fs_cred cred;            /* who opened it */
+	struct store_event_reader *reader; /* with its opener's eyes */
 	fuse_req_t waiting;             /* a parked read, or NULL */
 	fuse_req_t interrupted;         /* interrupted before it was parked */
 	size_t want;                    /* its size */
@@ -65,6 +99,7 @@ struct fs_file {
 /* The filesystem's state: one per mount, the session's userdata. */
 struct fs {
 	struct store *store;
+	struct fs_inodes inodes;        /* what the kernel knows (inode.c) */
 	uid_t mount_uid;
 	bool testclock;
 	/* -o default_permissions: the kernel checks permissions, and
@@ -75,33 +110,37 @@ struct fs {
 	struct fuse_session *se;
 	char *mountpoint;               /* absolute */
 
-	/* The watch threads (fs/watch.c). */
+	/* The watch threads (fs/watch.c, events.c, echo.c). */
 	pthread_mutex_t watch_lock;
 	pthread_cond_t watch_cond;      /* kicks the events thread */
-	pthread_cond_t reap_cond;       /* kicks the reaper */
 	pthread_cond_t echo_cond;       /* kicks the echo thread */
 	atomic_int nwatchers;           /* open .events files */
 	bool kicked;                    /* watch_lock: events appended */
 	bool stopping;                  /* watch_lock */
 	struct fs_file *watchers;       /* watch_lock: open .events files */
-	pthread_t events_thread, reaper_thread, echo_thread;
+	pthread_t events_thread, echo_thread;
 	bool threads;
 
 	/*
-	 * Kernel cache invalidation (fs/watch.c): the inval thread follows
+	 * Kernel cache invalidation (fs/inval.c): the inval thread follows
 	 * the event log and a queue of names and inodes, and tells the
 	 * kernel to drop what it may have cached about them.  inval_seq is
 	 * the event it reads next; inval_asked/inval_done count queued
 	 * requests.  All under watch_lock.
 	 */
-	double cache_s;                 /* -o cache_timeout, in seconds */
+	double cache_s;                 /* -o cache_timeout, in seconds: set
+					 * by whoever makes the fs, before
+					 * fs_watch_start() */
 	pthread_t inval_thread;
 	bool inval_started;
 	pthread_cond_t inval_cond;      /* kicks the inval thread */
 	pthread_cond_t inval_progress;  /* the inval thread moved on */
 	uint64_t inval_seq;
 	uint64_t echo_seq;              /* watch_lock: the echo reads next */
-	struct store_event_reader watch_from; /* where both start reading */
+	/* The inval and echo threads' readers of the log, each the
+	 * thread's own (opened at start, at one position, closed after the
+	 * thread is joined). */
+	struct store_event_reader *inval_reader, *echo_reader;
 	uint64_t inval_asked, inval_done;
 	struct fs_inval *inval_queue;
 	bool inval_quit;                /* watch_lock: the inval thread ends
@@ -109,7 +148,7 @@ struct fs {
 
 	/*
 	 * Entry and attribute replies in flight, and the invalidations
-	 * they may have overtaken (fs/watch.c, "Replies in flight").  No
+	 * they may have overtaken (fs/inval.c, "Replies in flight").  No
 	 * lock: replies[e & 1] counts the replies that began in epoch e;
 	 * the inval thread alone moves reply_epoch on.  resend is a stack
 	 * of invalidations sent while replies were in flight (pushed by any
@@ -140,23 +179,167 @@ struct fs {
 	bool echo_armed;
 };
 
-/* Fill @fc from the caller of @req (fs/ops.c).  0 or -ENOMEM. */
-int fs_cred_get(fuse_req_t req, struct fs_cred *fc);
-void fs_cred_free(struct fs_cred *fc);
+/* The handlers' shorthands ------------------------------------------------ */
+
+static inline struct fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static inline void reply_err(fuse_req_t req, int rc)
+{
+	fuse_reply_err(req, rc < 0 ? -rc : rc);
+}
+
+/* The node behind kernel inode @ino, with a reference; NULL = stale. */
+static inline struct store_node *node_get(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fs *fs = fs_of(req);
+
+	return fs_inode_get(&fs->inodes, fs->store, ino);
+}
+
+/* Drop a node reference.  Takes @fs, not the request: a request is gone
+ * once it has been replied to. */
+static inline void node_put(struct fs *fs, struct store_node *n)
+{
+	if (n)
+		store_node_unref(fs->store, n);
+}
+
+static inline struct fs_file *file_of(struct fuse_file_info *fi)
+{
+	return (struct fs_file *)(uintptr_t)fi->fh;
+}
+
+/* fs/ops.c ---------------------------------------------------------------- */
 
 /* The low-level operations table. */
 extern const struct fuse_lowlevel_ops fs_ops;
 
-/* fs/watch.c ----------------------------------------------------------- */
+/* @a as stat(2) shows it. */
+void fs_stat_from(struct stat *st, const struct store_attr *a);
+/* Attributes of @n as stat(2) shows them (special files take their mode
+ * from the layout).  0 or the store's -ESTALE. */
+int fs_node_stat(struct fs *fs, struct store_node *n, struct stat *st);
+/* Tell the kernel about @n in an entry reply: attributes, one lookup
+ * counted in the inode table.  0, -ESTALE or -ENOMEM (the kernel must not
+ * be told). */
+int fs_entry_fill(struct fs *fs, struct store_node *n,
+		  struct fuse_entry_param *e);
+/* Does this mount have special file @sp?  (.clock: only a test clock.) */
+bool fs_special_here(struct fs *fs, const struct layout_special *sp);
+/* A special file named @name in directory @dir, or NULL. */
+const struct layout_special *fs_special_in(struct fs *fs,
+					   struct store_node *dir,
+					   const char *name);
+/* Fill @fc from the caller of @req.  0 or -ENOMEM. */
+int fs_cred_get(fuse_req_t req, struct fs_cred *fc);
+void fs_cred_free(struct fs_cred *fc);
+/* The credentials a cascade (rmdir of a tenant or parent, .depart, a
+ * tenant's .drain) is checked with: the caller's under
+ * default_permissions, else none (*@use NULL).  Free with
+ * fs_cred_free().  0 or -ENOMEM. */
+int fs_cascade_cred(fuse_req_t req, struct fs *fs, struct fs_cred *fc,
+		    const struct store_cred **use);
+void fs_init(void *userdata, struct fuse_conn_info *conn);
+
+/* fs/entry.c -------------------------------------------------------------- */
+
+void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void fs_forget_multi(fuse_req_t req, size_t count,
+		     struct fuse_forget_data *forgets);
+void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
+	      mode_t mode);
+void fs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
+void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
+	       mode_t mode, struct fuse_file_info *fi);
+void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
+	      mode_t mode, dev_t rdev);
+void fs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent,
+		const char *name);
+void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
+	     const char *newname);
+void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+	       fuse_ino_t newparent, const char *newname, unsigned int flags);
+
+/* fs/attr.c --------------------------------------------------------------- */
+
+void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
+		int to_set, struct fuse_file_info *fi);
+void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		 size_t size);
+void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
+		 const char *value, size_t size, int flags);
+void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+void fs_statfs(fuse_req_t req, fuse_ino_t ino);
+
+/* fs/file.c --------------------------------------------------------------- */
+
+/* The stage mode open(2) flags ask for. */
+enum store_stage_mode fs_stage_mode(int flags);
+/* A new open file, empty; free it with fs_file_free(). */
+struct fs_file *fs_file_new(void);
+/* Make @f, whose stage is open on child @n, the open file of @fi.
+ * Cannot fail. */
+void fs_file_init_child(struct fs_file *f, struct store_node *n,
+			int flags, struct fuse_file_info *fi);
+void fs_file_free(struct fs *fs, struct fs_file *f);
+/* A write to child @n, or an O_TRUNC open of it, by the caller of @req:
+ * clear the set-user-ID and set-group-ID bits as Linux does. */
+void fs_kill_suidgid(fuse_req_t req, struct fs *fs, struct store_node *n);
+void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+	     struct fuse_file_info *fi);
+void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
+	      size_t size, off_t off, struct fuse_file_info *fi);
+void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
+	      struct fuse_file_info *fi);
+void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+	     struct fuse_pollhandle *ph);
+
+/* fs/special.c ------------------------------------------------------------ */
+
+/* Open special file @n with open(2) @flags into @fi.  0 or -errno. */
+int fs_special_open(fuse_req_t req, struct fs *fs, struct store_node *n,
+		    int flags, struct fuse_file_info *fi);
+/* Read @size bytes at @off from special open file @f: replies. */
+void fs_special_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
+		     size_t size, off_t off, struct fuse_file_info *fi);
+/* Write @size bytes to special open file @f: @size or -errno (the caller
+ * replies). */
+ssize_t fs_special_write(fuse_req_t req, struct fs *fs, struct fs_file *f,
+			 const char *buf, size_t size);
+
+/* fs/dir.c ---------------------------------------------------------------- */
+
+void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		struct fuse_file_info *fi);
+void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
+		    off_t off, struct fuse_file_info *fi);
+void fs_releasedir(fuse_req_t req, fuse_ino_t ino,
+		   struct fuse_file_info *fi);
+
+/* fs/watch.c -------------------------------------------------------------- */
 
 /* Initialise fs's watch state (before the session exists). */
 void fs_watch_init(struct fs *fs);
-/* Start the reaper, events, echo and inval threads (the mount is up). */
+/* Start the events, echo and inval threads and the store's reaper (the
+ * mount is up).  0, -ENOMEM or -EAGAIN (nothing left running). */
 int fs_watch_start(struct fs *fs);
-/* Stop the threads; join all but the echo thread (it may be in a syscall
- * on the mount until the session is closed). */
+/* Stop the threads: stop the store's reaper and join the events thread
+ * (the echo and inval threads are joined apart: fs_watch_join,
+ * fs_inval_join). */
 void fs_watch_stop(struct fs *fs);
-/* Join the echo thread, after fuse_session_destroy(). */
+/* Join the echo thread, after fuse_session_destroy(); then the inval
+ * thread, if still there. */
 void fs_watch_join(struct fs *fs);
 /* The store's event hook: wakes the events thread (and the echo thread
  * after an internal transition). */
@@ -168,11 +351,27 @@ void fs_watch_hook(void *arg, bool internal);
  * complete.  Call before fuse_session_exit().
  */
 void fs_watch_quiesce(struct fs *fs);
-/* After the unmount, before the session goes: end the inval thread. */
-void fs_inval_join(struct fs *fs);
+/*
+ * Wait at most @ms until the inval thread (when caching is on) and, with
+ * @echo, the echo thread have handled every event logged so far and
+ * every invalidation queued so far.  Takes watch_lock.
+ */
+void fs_watch_caught_up(struct fs *fs, long ms, bool echo);
+/* CLOCK_MONOTONIC @ms from now (the clock of every condition of fs/), and
+ * whether it has passed. */
+struct timespec fs_deadline_in(unsigned ms);
+bool fs_deadline_passed(const struct timespec *dl);
+/* The wait after one more failure to allocate, after waiting @ms. */
+unsigned fs_backoff_next(unsigned ms);
 
 /* The manual clock of -o testclock (store_clock callback). */
 uint64_t fs_manual_clock(void *arg);
+/* .clock written: advance by @ms and run every due expiry.  0, or
+ * -EINVAL when that would take the clock past STORE_CLOCK_MAX_MS (or @ms
+ * is over STORE_DURATION_MAX_MS): the clock does not move. */
+int fs_clock_advance(struct fs *fs, uint64_t ms);
+
+/* fs/inval.c -------------------------------------------------------------- */
 
 /* How long the kernel may keep @n's entry and attributes (seconds). */
 double fs_cache_timeout(struct fs *fs, struct store_node *n);
@@ -189,13 +388,15 @@ void fs_inval_sync(struct fs *fs);
 /* Drop @ino's cached attributes now (safe in any handler, not under
  * watch_lock). */
 void fs_inval_attr(struct fs *fs, uint64_t ino);
-
+/* The store's attribute hook: states whose attributes changed behind the
+ * kernel's back (a publication, a link lost to a cascade). */
+void fs_inval_attrs_changed(void *arg, const uint64_t *ino, size_t n);
 /*
  * Bracket every reply that gives the kernel an entry or attributes it
  * may cache: fs_reply_begin() before the reply is computed from the
  * store, fs_reply_end() with its token once fuse_reply_* has returned.
  * An invalidation sent in between is sent again after the reply (see
- * "Replies in flight" in fs/watch.c).  Cheap: an atomic increment and
+ * "Replies in flight" in fs/inval.c).  Cheap: an atomic increment and
  * two loads to begin, a decrement and a load to end, no lock (the end
  * takes watch_lock only to wake an inval thread waiting for it).  A
  * handler in between must not wait for the inval thread (fs_inval_sync):
@@ -203,20 +404,28 @@ void fs_inval_attr(struct fs *fs, uint64_t ino);
  */
 unsigned fs_reply_begin(struct fs *fs);
 void fs_reply_end(struct fs *fs, unsigned token);
-/* .clock written: advance by @ms and run every due expiry.  0, or
- * -EINVAL when that would take the clock past STORE_CLOCK_MAX_MS (or @ms
- * is over STORE_DURATION_MAX_MS): the clock does not move. */
-int fs_clock_advance(struct fs *fs, uint64_t ms);
+/* The inval thread (started by fs_watch_start). */
+void *fs_inval_main(void *arg);
+/* After the unmount, before the session goes: end the inval thread, and
+ * drop what it would have sent again. */
+void fs_inval_join(struct fs *fs);
 
-/* .events open files.  f->cred holds who opened it (fs_cred_get): the
- * reader sees only the lines of tenants it may list, each judged as the
- * tenant was when the line was appended. */
-void fs_events_open(struct fs *fs, struct store_node *dir, struct fs_file *f);
+/* fs/events.c ------------------------------------------------------------- */
+
+/* .events open files.  @cred is who opened it (fs_cred_get): the reader
+ * sees only the lines of tenants it may list, each judged as the tenant
+ * was when the line was appended.  0 or -ENOMEM. */
+int fs_events_open(struct fs *fs, struct store_node *dir,
+		   const struct store_cred *cred, struct fs_file *f);
 void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 		    size_t size, bool nonblock);
 void fs_events_poll(fuse_req_t req, struct fs *fs, struct fs_file *f,
 		    struct fuse_pollhandle *ph);
 void fs_events_release(struct fs *fs, struct fs_file *f);
+/* The events thread (started by fs_watch_start). */
+void *fs_events_main(void *arg);
+
+/* fs/echo.c --------------------------------------------------------------- */
 
 /*
  * Echoes: the echo thread removes, through the mount, a node the store
@@ -232,5 +441,7 @@ bool fs_echo_lookup(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 		    const char *name);
 bool fs_echo_remove(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 		    const char *name, bool isdir);
+/* The echo thread (started by fs_watch_start). */
+void *fs_echo_main(void *arg);
 
 #endif /* STATEFS_FS_H */

@@ -32,7 +32,8 @@
 #include "layout/layout.h"
 
 struct parse {
-	struct store_limits limits;
+	struct store_limits limits;     /* the store's options */
+	struct layout_mount mount;      /* the adapter's (cache_timeout) */
 	struct store_remote remote;     /* -o store=URL and store_* */
 	bool default_permissions;       /* -o default_permissions */
 	char *arg[2];                   /* [SOURCE] MNT, as given */
@@ -72,6 +73,8 @@ static int opt_proc(void *data, const char *arg, int key,
 	}
 	/* First: the rest of a sentinel:// list split at a comma is its. */
 	rc = layout_remote_option(&p->remote, arg, err, sizeof(err));
+	if (rc == 0)
+		rc = layout_mount_option(&p->mount, arg, err, sizeof(err));
 	if (rc == 0)
 		rc = layout_option(&p->limits, arg, err, sizeof(err));
 	if (rc < 0) {
@@ -224,6 +227,7 @@ int main(int argc, char *argv[])
 	int rc = 1;
 
 	store_limits_default(&p.limits);
+	layout_mount_default(&p.mount);
 	store_remote_default(&p.remote);
 	if (fuse_opt_parse(&args, &p, NULL, opt_proc) != 0) {
 		if (!p.bad)
@@ -273,12 +277,14 @@ int main(int argc, char *argv[])
 	/* -o testclock: the store's clock moves only through .clock. */
 	fs.testclock = p.limits.testclock;
 	fs.default_permissions = p.default_permissions;
+	fs.cache_s = (double)p.mount.cache_timeout_ms / 1000.0;
 	clock.now_ms = fs.testclock ? fs_manual_clock : NULL;
 	clock.arg = &fs;
 	if (store_new(&p.limits, &clock, &fs.store) != 0) {
 		fprintf(stderr, "statefs: cannot make the store\n");
 		goto out;
 	}
+	fs_inodes_init(&fs.inodes);
 	fs_watch_init(&fs);
 	/* The echo thread reaches the mount by its absolute path. */
 	fs.mountpoint = realpath(opts.mountpoint, NULL);
@@ -385,6 +391,9 @@ out:
 	fs_watch_join(&fs);
 	if (loop)
 		fuse_loop_cfg_destroy(loop);
+	/* The kernel's handles go before the store they name. */
+	if (fs.store)
+		fs_inodes_clear(&fs.inodes, fs.store);
 	store_free(fs.store);
 	free(fs.mountpoint);
 	free(opts.mountpoint);

@@ -8,9 +8,11 @@
  * call any of them with or without store locks held, and the unit test
  * drives them directly.
  *
- * Adding a special file is one row in specials[] plus its slot in
- * layout.h; adding an option is one row in options[] (parsing, range
- * check, layout_limits_check and --help all read the same row).
+ * Adding a special file is one row in specials[] and its slot in
+ * layout.h here, and, in fs/special.c, a case for what its open file
+ * does (its text, or what a write to it starts); adding an option is one
+ * row in options[] (parsing, range check, layout_limits_check and --help
+ * all read the same row, and fs/main.c hands an adapter's option to fs/).
  */
 #include <assert.h>
 #include <errno.h>
@@ -450,13 +452,17 @@ enum opt_type {
 struct option_def {
 	const char *key;
 	enum opt_type type;
-	size_t off;          /* of the field in struct store_limits */
+	size_t off;          /* of the field in struct store_limits, or in
+			      * struct layout_mount when mount is set */
+	bool mount;          /* the adapter's option, not the store's */
 	uint64_t min, max;   /* accepted range, in the stored unit */
 	const char *expect;  /* what a good value is, for messages */
 	const char *meaning; /* for --help */
 };
 
-#define LIM(f) offsetof(struct store_limits, f)
+/* A row's field: off and mount. */
+#define LIM(f) offsetof(struct store_limits, f), false
+#define MNT(f) offsetof(struct layout_mount, f), true
 /* STORE_DURATION_MAX_MS in seconds, as messages and --help write it. */
 #define MAX_SECONDS "1000000000"
 _Static_assert(STORE_DURATION_MAX_MS == 1000000000ULL * 1000,
@@ -520,7 +526,7 @@ static const struct option_def options[] = {
 	  STORE_DURATION_MAX_MS, "seconds from 0 to " MAX_SECONDS
 	  ", at most 3 decimals",
 	  "seconds existing children stay writable in a drain" },
-	{ "cache_timeout", OPT_SECONDS, LIM(cache_timeout_ms), 0,
+	{ "cache_timeout", OPT_SECONDS, MNT(cache_timeout_ms), 0,
 	  STORE_DURATION_MAX_MS, "seconds from 0 to " MAX_SECONDS
 	  ", at most 3 decimals, 0 = none",
 	  "seconds the kernel may cache names and attributes" },
@@ -531,10 +537,11 @@ static const struct option_def options[] = {
 
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
-static uint64_t field_get(const struct store_limits *l,
-			  const struct option_def *o)
+/* The value of @o in @base: a struct store_limits, or a struct
+ * layout_mount for an adapter's option. */
+static uint64_t field_get(const void *base, const struct option_def *o)
 {
-	return *(const uint64_t *)((const char *)l + o->off);
+	return *(const uint64_t *)((const char *)base + o->off);
 }
 
 static const struct option_def *option_named(const char *key, size_t klen)
@@ -583,7 +590,7 @@ static void fmt_seconds(char *b, size_t n, uint64_t ms)
 }
 
 /* The stored value of @o in @l as the user would write it. */
-static void fmt_value(char *b, size_t n, const struct store_limits *l,
+static void fmt_value(char *b, size_t n, const void *l,
 		      const struct option_def *o)
 {
 	if (o->type == OPT_SECONDS)
@@ -611,11 +618,13 @@ static int bad_value(char *err, size_t errlen, const char *key,
 }
 
 /*
- * Contract in layout.h.  Also: @l is written only on success, so a
- * refused option leaves it as it was; @err may be NULL when @errlen is 0.
+ * Apply @opt to @l (the store's options, @mount false) or to a struct
+ * layout_mount (the adapter's, @mount true): layout_option() and
+ * layout_mount_option().  @l is written only on success, so a refused
+ * option leaves it as it was; @err may be NULL when @errlen is 0.
  */
-int layout_option(struct store_limits *l, const char *opt, char *err,
-		  size_t errlen)
+static int option_apply(void *l, bool mount, const char *opt, char *err,
+			size_t errlen)
 {
 	const char *eq = strchr(opt, '=');
 	size_t klen = eq ? (size_t)(eq - opt) : strlen(opt);
@@ -623,8 +632,9 @@ int layout_option(struct store_limits *l, const char *opt, char *err,
 	uint64_t v;
 	int rc;
 
-	if (!o)
-		return 0; /* FUSE's, or unknown: not ours to judge */
+	/* FUSE's, the other struct's, or unknown: not ours to judge. */
+	if (!o || o->mount != mount)
+		return 0;
 
 	if (o->type == OPT_FLAG) {
 		if (eq)
@@ -650,6 +660,24 @@ int layout_option(struct store_limits *l, const char *opt, char *err,
 	return 1;
 }
 
+int layout_option(struct store_limits *l, const char *opt, char *err,
+		  size_t errlen)
+{
+	return option_apply(l, false, opt, err, errlen);
+}
+
+void layout_mount_default(struct layout_mount *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->cache_timeout_ms = 3600 * 1000;
+}
+
+int layout_mount_option(struct layout_mount *m, const char *opt, char *err,
+			size_t errlen)
+{
+	return option_apply(m, true, opt, err, errlen);
+}
+
 int layout_limits_check(const struct store_limits *l, char *err,
 			size_t errlen)
 {
@@ -660,7 +688,7 @@ int layout_limits_check(const struct store_limits *l, char *err,
 		const struct option_def *o = &options[i], *ceiling;
 		uint64_t v;
 
-		if (o->type == OPT_FLAG)
+		if (o->type == OPT_FLAG || o->mount)
 			continue;
 		v = field_get(l, o);
 		ceiling = share_ceiling(o);
@@ -693,11 +721,12 @@ int layout_limits_check(const struct store_limits *l, char *err,
 /*
  * How @o is written on a command line ("max_tenants=N") into @spec, and
  * its default as the user would write it into @value: what --help and
- * the man page both show.
+ * the man page both show.  @def holds the defaults: a struct
+ * store_limits, or a struct layout_mount for the adapter's options.
  */
-static void option_doc(const struct option_def *o,
-		       const struct store_limits *def, char *spec,
-		       size_t speccap, char *value, size_t valuecap)
+static void option_doc(const struct option_def *o, const void *def,
+		       char *spec, size_t speccap, char *value,
+		       size_t valuecap)
 {
 	switch (o->type) {
 	case OPT_FLAG:
@@ -730,14 +759,17 @@ static const char seconds_note[] =
 void layout_help(FILE *out)
 {
 	struct store_limits def;
+	struct layout_mount mdef;
 	char spec[40], value[32];
 
 	store_limits_default(&def);
+	layout_mount_default(&mdef);
 	fprintf(out, "statefs options:\n");
 	for (size_t i = 0; i < NOPTIONS; i++) {
 		const struct option_def *o = &options[i];
 
-		option_doc(o, &def, spec, sizeof(spec), value, sizeof(value));
+		option_doc(o, o->mount ? (const void *)&mdef : &def, spec,
+			   sizeof(spec), value, sizeof(value));
 		fprintf(out, "    -o %-25s %s (default: %s)\n", spec,
 			o->meaning, value);
 	}
@@ -795,13 +827,16 @@ static void scdoc_row(void *arg, const char *spec, const char *meaning,
 void layout_help_scdoc(FILE *out)
 {
 	struct store_limits def;
+	struct layout_mount mdef;
 	char spec[40], value[32];
 
 	store_limits_default(&def);
+	layout_mount_default(&mdef);
 	for (size_t i = 0; i < NOPTIONS; i++) {
 		const struct option_def *o = &options[i];
 
-		option_doc(o, &def, spec, sizeof(spec), value, sizeof(value));
+		option_doc(o, o->mount ? (const void *)&mdef : &def, spec,
+			   sizeof(spec), value, sizeof(value));
 		scdoc_row(out, spec, o->meaning, value);
 	}
 	scdoc_text(out, seconds_note);

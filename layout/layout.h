@@ -8,7 +8,7 @@
  * The tree has a fixed depth: root (0) / tenant (1) / parent (2) /
  * child (3).  In the root and the tenants, names that begin with '.' are
  * reserved for the special files listed in layout.c; each special file
- * has a slot number (its inode slot in the store, see STORE_NSPECIAL) and
+ * has a slot number (its inode slot in the store: store_special_ino()) and
  * a scope (root, tenant or both).  A parent has none.
  */
 #ifndef STATEFS_LAYOUT_H
@@ -156,10 +156,11 @@ const char *layout_state_name(enum store_state st);
 
 /*
  * Apply one statefs mount option "key=value" (or a bare flag such as
- * "testclock") to @l.  Returns 1 when the key is a statefs option and was
- * applied, 0 when the key is not a statefs option (it belongs to FUSE),
- * and -EINVAL for a bad value, with a one-line message naming the option
- * in @err.
+ * "testclock") to @l.  Returns 1 when the key is one of the store's
+ * options and was applied, 0 when it is not (it belongs to FUSE, or it
+ * is the adapter's: layout_mount_option), and -EINVAL for a bad value,
+ * with a one-line message naming the option in @err.  @l is written only
+ * on success; @err may be NULL when @errlen is 0.
  */
 int layout_option(struct store_limits *l, const char *opt, char *err,
 		  size_t errlen);
@@ -170,6 +171,30 @@ int layout_option(struct store_limits *l, const char *opt, char *err,
  * message in @err.
  */
 int layout_limits_check(const struct store_limits *l, char *err,
+			size_t errlen);
+
+/*
+ * The statefs options that are not the store's but the adapter's (fs/):
+ * they say how the mount talks to the kernel, and a second authority
+ * behind store.h takes the same ones.  Parsed from the same table as the
+ * store's (--help lists them together).
+ */
+struct layout_mount {
+	/* -o cache_timeout: how long the kernel may keep names and
+	 * attributes (bounded by leases; 0 = ask every time). */
+	uint64_t cache_timeout_ms;
+};
+
+/* Fill @m with the documented defaults. */
+void layout_mount_default(struct layout_mount *m);
+
+/*
+ * Apply one statefs mount option to @m, as layout_option() does to the
+ * store's limits: 1 when the key is one of the adapter's options and was
+ * applied, 0 when it is not, -EINVAL for a bad value with a one-line
+ * message naming the option in @err.  @m is written only on success.
+ */
+int layout_mount_option(struct layout_mount *m, const char *opt, char *err,
 			size_t errlen);
 
 /* Print the statefs options, each with its default, to @out. */

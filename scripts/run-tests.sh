@@ -7,6 +7,8 @@
 #      seed corpus (tests/fuzz/run.sh --smoke); each target is one test,
 #      passed when libFuzzer exits 0
 #   3. the end-to-end suites: bats --tap tests/bats
+#   4. the seam between fs/ and the store (scripts/check-seam.sh): one
+#      test, passed when it exits 0
 #
 # Each suite's output is shown as it runs.  The last line is always
 # "N passed, N failed"; the exit status is non-zero on any failure,
@@ -116,6 +118,17 @@ else
 	echo "--- bats: $ok passed, $f failed"
 	passed=$((passed + ok))
 	failed=$((failed + f))
+fi
+
+# --- the seam --------------------------------------------------------------------
+
+echo "=== scripts/check-seam.sh"
+if scripts/check-seam.sh; then
+	echo "--- seam: 1 passed, 0 failed"
+	passed=$((passed + 1))
+else
+	echo "--- seam: 0 passed, 1 failed"
+	failed=$((failed + 1))
 fi
 
 # --- verdict ---------------------------------------------------------------------

@@ -14,10 +14,7 @@
 #include <string.h>
 
 #ifdef STORE_FAULTS
-void *store_fault_malloc(size_t n);
-void *store_fault_calloc(size_t k, size_t n);
-void *store_fault_realloc(void *p, size_t n);
-char *store_fault_strdup(const char *s);
+#include "store/store_test.h" /* store_fault_malloc() and the rest */
 #define st_malloc store_fault_malloc
 #define st_calloc store_fault_calloc
 #define st_realloc store_fault_realloc

@@ -20,6 +20,7 @@
  * lookup or a read changes nothing it counts).
  */
 #include "store/internal.h"
+#include "store/store_test.h"
 
 #include <errno.h>
 

@@ -13,7 +13,7 @@
  * this order before anything changes: drain, a parent gone,
  * max_children, the quotas (parent_quota, tenant_quota, the tenant's
  * share of max_children); what can still fail after it (room in the
- * bucket, the kernel's lookup) is reserved next and undone on failure.
+ * bucket) is reserved next and undone on failure.
  * A state past its deadline is expired as by unlink from every bucket
  * that links it (child_expire), by the reaper or by the operation that
  * finds it: its name is free at once.
@@ -244,8 +244,6 @@ retry:
 	}
 	if (old) {
 		rc = excl ? -EEXIST : 0;
-		if (rc == 0)
-			rc = entry_remember(s, &old->child->node, attr);
 		if (rc == 0) {
 			*out = &old->child->node;
 			store_node_ref(*out);
@@ -267,11 +265,9 @@ retry:
 		admit_undo(s, p, true);
 		rc = -ENOMEM;
 	}
+	/* The last step that can fail: nothing else is undone after it. */
 	if (rc == 0)
 		rc = link_reserve_locked(s, p, true);
-	/* The last step that can fail: nothing else is undone after it. */
-	if (rc == 0 && (rc = entry_remember(s, &c->node, attr)) != 0)
-		admit_undo(s, p, true);
 	if (rc == 0) {
 		meta_inherit(&c->node, &c->meta, &p->node, &p->meta, false);
 		lock(stripe(s, c), LOCK_STRIPE);
@@ -405,8 +401,6 @@ retry:
 		lock(stripe(s, c), LOCK_STRIPE);
 		if (c->node.nlink == 0 || is_expired(s, &c->node, now))
 			rc = -ESTALE;
-		else
-			rc = entry_remember(s, &c->node, attr);
 		if (rc == 0) {
 			snap_state_cow(s, c);
 			link_attach_locked(p, l);

@@ -1,6 +1,6 @@
 /*
- * cred.c - permission predicates on a caller's credentials (store.h,
- * "store_cred").
+ * cred.c - permission predicates on a caller's credentials
+ * (store/cred.h).
  *
  * Pure functions of their arguments: no lock, no store.  They decide as
  * the kernel's generic_permission() and sticky check do for a directory,

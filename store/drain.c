@@ -17,7 +17,8 @@
  * under the store lock (LOCK_STORE); a tenant's under its lock
  * (LOCK_TENANT), having locked, for a caller other than root, every
  * bucket of the tenant by ascending inode (LOCK_PARENT) to judge its
- * right to the clear, and let them go.  The clear holds the world lock
+ * right to the clear, and let them go; either wakes the reaper for the
+ * deadline it set (reaper_note: LOCK_REAPER, a leaf).  The clear holds the world lock
  * exclusive (drain_settle, so no transition is half done), then the
  * store lock, each tenant's lock in turn and, through
  * tenant_clear_locked(), each bucket's and each state's stripe.  drains_settle_all() takes the store lock only to find a due
@@ -51,6 +52,7 @@ static int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
 			atomic_store(&t->drain_deadline, now + s->lim.drain_window_ms);
 			atomic_store(&t->drain_state, STORE_DRAINING);
 			atomic_fetch_add(&s->tenants_draining, 1);
+			reaper_note(s, now + s->lim.drain_window_ms);
 			emit(s, STORE_OP_DRAIN, false, NULL, t, NULL, NULL, -1, -1);
 		}
 		unlock(&t->lock, LOCK_TENANT);
@@ -59,6 +61,7 @@ static int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
 		if (atomic_load(&s->state) == STORE_READY) {
 			atomic_store(&s->drain_deadline, now + s->lim.drain_window_ms);
 			atomic_store(&s->state, STORE_DRAINING);
+			reaper_note(s, now + s->lim.drain_window_ms);
 			emit(s, STORE_OP_DRAIN, false, NULL, NULL, NULL, NULL, -1, -1);
 		}
 		unlock(&s->lock, LOCK_STORE);

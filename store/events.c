@@ -44,11 +44,13 @@
  * line with who may read it, then the log's mutex (LOCK_EVLOG), one after
  * the other: both are leaves.  The readers (store_events_*) take only the
  * log's mutex; the adapter calls them with a lock of its own held
- * (fs/watch.c's watch_lock), which is outside the store's order: the log's
+ * (fs/'s watch_lock), which is outside the store's order: the log's
  * mutex is the innermost of the two.  event_hook_run() runs with no store
  * lock held, and so do the hooks it calls.
  */
 #include "store/internal.h"
+
+#include <errno.h>
 
 /* Appending --------------------------------------------------------------- */
 
@@ -192,17 +194,69 @@ void store_set_attr_hook(struct store *s,
 
 /* Reading the log ---------------------------------------------------------- */
 
-void store_events_open(struct store *s, struct store_node *tenant,
-		       struct store_event_reader *r)
+int store_events_open(struct store *s, struct store_node *tenant,
+		      const struct store_cred *cred, unsigned flags,
+		      struct store_event_reader **out)
 {
+	struct store_event_reader *r = st_calloc(1, sizeof(*r));
+	gid_t *groups = NULL;
+
+	*out = NULL;
+	if (!r)
+		return -ENOMEM;
+	/* Root sees every line: no filter to run. */
+	if (cred && cred->uid != 0) {
+		if (cred->ngroups) {
+			groups = st_calloc(cred->ngroups, sizeof(*groups));
+			if (!groups) {
+				free(r);
+				return -ENOMEM;
+			}
+			memcpy(groups, cred->groups,
+			       cred->ngroups * sizeof(*groups));
+		}
+		r->own = *cred;
+		r->own.groups = groups;
+		r->cred = &r->own;
+	}
+	r->tenant_ino = tenant ? tenant->ino : 0;
+	/* The log caps a window at its length. */
+	r->window = flags & STORE_EVENTS_WHOLE_LOG ? UINT64_MAX :
+		    STORE_EVENT_WINDOW;
+	r->internal_only = (flags & STORE_EVENTS_INTERNAL) != 0;
 	lock_call_begin(LOCK_EVLOG);
 	evlog_open(s->events, r);
 	lock_call_end(LOCK_EVLOG);
-	r->tenant_ino = tenant ? tenant->ino : 0;
-	r->window = STORE_EVENT_WINDOW;
-	r->until = 0;
-	r->cred = NULL;
-	r->internal_only = false;
+	*out = r;
+	return 0;
+}
+
+void store_events_close(struct store_event_reader *r)
+{
+	if (!r)
+		return;
+	free((gid_t *)r->own.groups);
+	free(r);
+}
+
+void store_events_gate(struct store_event_reader *r, uint64_t until)
+{
+	r->until = until;
+}
+
+uint64_t store_events_position(const struct store_event_reader *r)
+{
+	return r->next;
+}
+
+uint64_t store_events_end(struct store *s)
+{
+	uint64_t seq;
+
+	lock_call_begin(LOCK_EVLOG);
+	seq = evlog_next_seq(s->events);
+	lock_call_end(LOCK_EVLOG);
+	return seq;
 }
 
 size_t store_events_read(struct store *s, struct store_event_reader *r,

@@ -14,6 +14,24 @@
 
 struct evlog;
 
+/*
+ * A reader (opaque in store.h; store_events_open makes one): its
+ * position in the log, its scope and whose eyes it reads with.  Moved
+ * only by the evlog_* calls, which its owner serializes.
+ */
+struct store_event_reader {
+	uint64_t next;         /* sequence number it reads next */
+	uint64_t tenant_ino;   /* 0: the whole store; else one tenant */
+	uint64_t window;       /* how far it may fall behind */
+	uint64_t until;        /* 0, or: read and report as pending only
+				* lines before this sequence number */
+	const struct store_cred *cred; /* NULL: every line in scope; else
+					* the reader's own (&own) */
+	bool internal_only;    /* sees internal lines only */
+	uint64_t internal_seen; /* the log's: internal lines before next */
+	struct store_cred own; /* the copy of the opener's credentials */
+};
+
 /* Make an empty log of @cap entries.  NULL when out of memory. */
 struct evlog *evlog_new(size_t cap);
 void evlog_free(struct evlog *l);

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "store/alloc.h"
-#include "store/store.h"
+#include "store/store_test.h"
 
 static atomic_ulong countdown; /* 0: disarmed */
 

@@ -25,16 +25,17 @@
  * are found there by name, never by a scan of a flat table.  A node is
  * alive exactly while it is reachable from the hierarchy; the transition
  * that unhooks it sets node->dead inside the same critical section, so
- * "dead" and "unreachable" are never seen apart.  Two secondary indexes
- * hold no fact of their own and say how they stay in step: the inode
- * table (ino.c) and the deadline heap (lease.c).
+ * "dead" and "unreachable" are never seen apart.  One secondary index
+ * holds no fact of its own and says how it stays in step: the deadline
+ * heap (lease.c).  Which nodes the kernel knows is not the store's
+ * business: the adapter keeps its own table of them (fs/inode.c), each
+ * entry a counted reference.
  *
  * Files
  * -----
  *   store.c     the store object: lifecycle, clock, limits, counters,
  *               refusals
  *   node.c      nodes: identity, references, attributes, special files
- *   ino.c       the inode table (ino -> node the kernel knows)
  *   lookup.c    lookup and directory listings
  *   bucket.c    a bucket's links and their states; the cascade
  *   tenant.c    tenants: create, cleanup
@@ -42,7 +43,8 @@
  *   tomb.c      departed tombstones and their queue
  *   child.c     children: create, unlink, link, rename, exchange, expiry
  *   content.c   content: stages of open files, publication
- *   lease.c     leases, the deadline heap, the reaper
+ *   lease.c     leases, the deadline heap
+ *   reaper.c    the reaper: its thread, its passes, when it wakes
  *   events.c    event lines and the hooks run after a transition
  *   drain.c     drains of the store and of a tenant
  *   snapshot.c  point-in-time snapshots, copy before write
@@ -116,8 +118,8 @@ enum store_lock_level {
 	LOCK_ACL,         /* 11 tenant->acl_lock: its owner and mode */
 	LOCK_EVLOG,       /* 12 the event log's mutex (store/evlog.c) */
 	LOCK_TOMBQ,       /* 13 s->tomb_lock: the tombstone queue */
-	LOCK_INO_SHARD,   /* 14 ino_shard->lock: the inode table */
-	LOCK_SNAP_HOLD,   /* 15 s->hold_lock: what open snapshots hold */
+	LOCK_SNAP_HOLD,   /* 14 s->hold_lock: what open snapshots hold */
+	LOCK_REAPER,      /* 15 s->reap_lock: the reaper's wake-ups */
 	/* Held alone: no store lock is held while calling into the shared
 	 * store's transport (it waits on the network). */
 	LOCK_RCONN_POOL,  /* 16 rconn_pool->lock (store/rconn.c) */
@@ -128,16 +130,15 @@ enum store_lock_level {
 #define LOCK_FIRST_LEAF LOCK_FROZEN
 #define LOCK_FIRST_ALONE LOCK_RCONN_POOL
 
-#define INO_SHARDS 64
 #define STRIPES 256
 
 /* Node ----------------------------------------------------------------- */
 
 /*
  * Every node starts with this.  A child is the bulk of the store's
- * memory, so the fields are packed to leave no padding and what only
- * some nodes need (a lease) lives elsewhere: a child is 88 bytes, one
- * 96-byte allocation (checked below struct child).
+ * memory, so the fields are packed (four bytes to spare at the end) and
+ * what only some nodes need (a lease) lives elsewhere: a child is 88
+ * bytes, one 96-byte allocation (checked below struct child).
  */
 struct store_node {
 	uint64_t ino;                  /* immutable */
@@ -145,10 +146,6 @@ struct store_node {
 	/* Its lease record (0: it never had one; see lease.c), set once
 	 * under the owner's lock and the heap lock, read anywhere. */
 	_Atomic uint32_t lease;
-	/* The kernel's lookups (ino shard lock).  Four billion lookups
-	 * without a forget pin the node until unmount (NLOOKUP_PINNED)
-	 * rather than wrap. */
-	uint32_t nlookup;
 	/* A state: the snapshot it was last frozen for, the low 32 bits of
 	 * the epoch (its stripe; see snapshot.c); directories: unused. */
 	uint32_t epoch;
@@ -158,8 +155,6 @@ struct store_node {
 	uint32_t nlink;                /* a state: the links that reach it
 					* (its stripe); directories: unused */
 };
-
-#define NLOOKUP_PINNED UINT32_MAX
 
 /*
  * A node's lease: its deadline (0: none), written under the owner's lock
@@ -285,11 +280,6 @@ static inline struct tenant *child_tenant(const struct child *c)
 	return c->slinks->parent->tenant;
 }
 
-struct ino_shard {
-	pthread_mutex_t lock;          /* LOCK_INO_SHARD */
-	struct ptab tab;               /* ino -> node the kernel knows */
-};
-
 struct store {
 	struct store_limits lim;       /* immutable */
 	struct store_clock clock;      /* immutable */
@@ -364,10 +354,23 @@ struct store {
 	void (*attr_hook)(void *arg, const uint64_t *ino, size_t n);
 	void *attr_arg;
 
+	/*
+	 * The reaper thread (reaper.c).  reap_at is the deadline it sleeps
+	 * until (UINT64_MAX: none), 0 while it runs or when it is not
+	 * started; whoever sets an earlier deadline wakes it (reaper_note).
+	 * A leaf lock (LOCK_REAPER).
+	 */
+	pthread_mutex_t reap_lock;
+	pthread_cond_t reap_cond;      /* reap_lock */
+	bool reap_kicked;              /* reap_lock: an earlier deadline */
+	bool reap_stop;                /* reap_lock */
+	bool reap_started;             /* the starter's */
+	pthread_t reap_thread;
+	atomic_uint_fast64_t reap_at;
+
 	/* A state's fields are guarded by the stripe its inode number
 	 * picks (LOCK_STRIPE): states share 256 mutexes, not one each. */
 	pthread_mutex_t stripes[STRIPES];
-	struct ino_shard shards[INO_SHARDS];
 
 	/* Gauges. */
 	atomic_uint_fast64_t tenants_n, parents_n, children_n, links_n,
@@ -733,12 +736,6 @@ void emit_from_locked(struct store *s, enum store_op op,
 void note_attrs_changed(uint64_t ino);
 void event_hook_run(struct store *s);
 
-/* store/ino.c */
-int entry_remember(struct store *s, struct store_node *n,
-		   struct store_attr *attr);
-void entry_undo(struct store *s, struct store_node *n,
-		struct store_attr *attr);
-
 /* store/lease.c */
 int lease_ensure(struct store *s, struct store_node *n);
 void lease_release(struct store *s, struct store_node *n);
@@ -765,6 +762,9 @@ bool may_remove_parent_locked(struct store *s, struct tenant *t,
 			      struct parent *p,
 			      const struct store_cred *cred, uint64_t now);
 int parent_expire(struct store *s, struct parent *p, uint64_t now);
+
+/* store/reaper.c */
+void reaper_note(struct store *s, uint64_t deadline);
 
 /* store/snapshot.c */
 void snap_tenant_cow(struct store *s, struct tenant *t);

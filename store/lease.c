@@ -1,6 +1,6 @@
 /*
  * lease.c - leases and the deadline heap: when a parent or a state ends
- * on its own, and the reaper that ends it.
+ * on its own (the reaper that ends it is store/reaper.c).
  *
  * What it owns
  * ------------
@@ -20,9 +20,10 @@
  *     deadline and its heap entry never disagree once the owner's lock
  *     is released.
  *  3. A node leaving the hierarchy leaves the heap with it (lease_clear
- *     in the transition that unhooks it); the reaper re-checks every
- *     entry it takes under the owner's locks (parent_expire,
- *     child_expire), so one renewed or removed meanwhile is left alone.
+ *     in the transition that unhooks it); the reaper (reaper.c)
+ *     re-checks every entry it takes under the owner's locks
+ *     (parent_expire, child_expire), so one renewed or removed meanwhile
+ *     is left alone.
  *  4. It is not rebuilt: it changes only with the deadlines.
  *  5. Tests: tests/unit/test_lease.c (deadline order, budgets,
  *     renewals, removed nodes leaving the heap, a random model against
@@ -34,14 +35,12 @@
  * -----
  * Takes s->heap_lock (LOCK_HEAP, a leaf) for the heap and the records.
  * lease_ensure(), lease_set() and lease_clear() expect the node's owner
- * lock held (LOCK_PARENT or LOCK_STRIPE).  store_lease_get() and
- * store_set_child_ttl() take the owner lock; store_set_ttl() and
- * store_renew() take it inside a transition (the world lock shared).
- * store_expire() holds the world lock shared and expires each due node
- * with the locks its removal takes (parent_expire: tenant, then bucket;
- * child_expire: the buckets that link the state, then its stripe);
- * store_next_deadline() takes the heap lock, the tombstone queue's and
- * the store lock one after the other, never two at once.
+ * lock held (LOCK_PARENT or LOCK_STRIPE); lease_set() wakes the reaper
+ * after it let go of the heap lock, when the deadline it set is earlier
+ * than the one the reaper sleeps until (reaper_note: LOCK_REAPER, a
+ * leaf).  store_lease_get() and store_set_child_ttl() take the owner
+ * lock; store_set_ttl() and store_renew() take it inside a transition
+ * (the world lock shared).
  */
 #include "store/internal.h"
 
@@ -187,6 +186,7 @@ void lease_set(struct store *s, struct store_node *n, uint64_t deadline)
 	unlock(&s->heap_lock, LOCK_HEAP);
 	if (drop)
 		atomic_fetch_sub(&n->refs, 1);
+	reaper_note(s, deadline);
 }
 
 /* A node leaving the hierarchy leaves the heap (its owner lock held). */
@@ -289,68 +289,4 @@ int store_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
 		p->child_ttl_ms = ttl_ms;
 	bucket_unlock(p);
 	return rc;
-}
-
-/* The reaper -------------------------------------------------------------- */
-
-/* Expire one due node (a reference held by the caller). */
-static int expire_one(struct store *s, struct store_node *n, uint64_t now)
-{
-	if (n->kind == STORE_PARENT)
-		return parent_expire(s, as_parent(n), now);
-	return child_expire(s, as_child(n), now);
-}
-
-unsigned store_expire(struct store *s, unsigned budget)
-{
-	uint64_t now = store_now_ms(s);
-	unsigned done = 0;
-
-	world_enter(s);
-	for (uint64_t tries = 0; done < budget && tries < 2 * (uint64_t)budget;
-	     tries++) {
-		struct store_node *n = NULL;
-
-		lock(&s->heap_lock, LOCK_HEAP);
-		if (s->heap_n && deadline_of(s, s->heap[0]) <= now) {
-			n = s->heap[0];
-			store_node_ref(n);
-		}
-		unlock(&s->heap_lock, LOCK_HEAP);
-		if (!n)
-			break;
-		done += (unsigned)expire_one(s, n, now);
-		store_node_unref(s, n);
-	}
-	tombs_reap(s, now, budget);
-	world_exit(s);
-	event_hook_run(s);
-	drains_settle_all(s);
-	return done;
-}
-
-uint64_t store_next_deadline(struct store *s)
-{
-	uint64_t next = UINT64_MAX;
-
-	lock(&s->heap_lock, LOCK_HEAP);
-	if (s->heap_n)
-		next = deadline_of(s, s->heap[0]);
-	unlock(&s->heap_lock, LOCK_HEAP);
-	lock(&s->tomb_lock, LOCK_TOMBQ);
-	if (s->tomb_fifo && s->tomb_fifo->deadline_ms < next)
-		next = s->tomb_fifo->deadline_ms;
-	unlock(&s->tomb_lock, LOCK_TOMBQ);
-	if (atomic_load(&s->state) == STORE_DRAINING &&
-	    atomic_load(&s->drain_deadline) < next)
-		next = atomic_load(&s->drain_deadline);
-	if (atomic_load(&s->tenants_draining) > 0) {
-		lock(&s->lock, LOCK_STORE);
-		for (struct tenant *t = s->tenants; t; t = t->hh.next)
-			if (atomic_load(&t->drain_state) == STORE_DRAINING &&
-			    atomic_load(&t->drain_deadline) < next)
-				next = atomic_load(&t->drain_deadline);
-		unlock(&s->lock, LOCK_STORE);
-	}
-	return next;
 }

@@ -41,8 +41,8 @@ static const char *const level_names[LOCK_NLEVELS] = {
 	[LOCK_ACL] = "tenant acl",
 	[LOCK_EVLOG] = "event log",
 	[LOCK_TOMBQ] = "tombstone queue",
-	[LOCK_INO_SHARD] = "ino shard",
 	[LOCK_SNAP_HOLD] = "snapshot holds",
+	[LOCK_REAPER] = "reaper",
 	[LOCK_RCONN_POOL] = "rconn pool",
 	[LOCK_RCONN_CONN] = "rconn connection",
 };

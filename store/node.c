@@ -8,8 +8,9 @@
  * count and its "dead" flag (set by the transition that takes it out of
  * the hierarchy, in the same critical section), and the attributes a
  * directory or a state shows (struct meta and node->mode).  A node is
- * freed by its last reference (store_node_unref): the hierarchy's, the
- * kernel's (the inode table), a caller's, the lease heap's; so a node
+ * freed by its last reference (store_node_unref): the hierarchy's, a
+ * caller's (the adapter's for what the kernel knows), the lease heap's;
+ * so a node
  * removed while something still points at it stays readable, dead, and
  * every operation through it answers -ESTALE.  A special file is a slot
  * inside its directory's record and counts on its directory.
@@ -46,10 +47,15 @@ void node_init(struct store_node *n, uint64_t ino, enum store_kind k)
 	atomic_init(&n->lease, 0);
 }
 
+uint64_t store_special_ino(uint64_t dir_ino, int slot)
+{
+	return dir_ino + 1 + (uint64_t)slot;
+}
+
 void specials_init(struct special *sp, struct store_node *owner)
 {
 	for (int i = 0; i < STORE_NSPECIAL; i++) {
-		node_init(&sp[i].node, owner->ino + 1 + (uint64_t)i,
+		node_init(&sp[i].node, store_special_ino(owner->ino, i),
 			  STORE_SPECIAL);
 		sp[i].slot = i;
 		sp[i].owner = owner;

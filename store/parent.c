@@ -213,16 +213,10 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
 		tb = tomb_find_locked(s, t, name, now);
 		p->generation = tb ? tb->generation + 1 : 1;
 		meta_inherit(&p->node, &p->meta, &t->node, &t->meta, true);
-		rc = entry_remember(s, &p->node, attr);
-		if (rc == 0) {
-			hash_oom = 0;
-			HASH_ADD_KEYPTR(hh, t->parents, p->name,
-					strlen(p->name), p);
-			if (hash_oom) {
-				entry_undo(s, &p->node, attr);
-				rc = -ENOMEM;
-			}
-		}
+		hash_oom = 0;
+		HASH_ADD_KEYPTR(hh, t->parents, p->name, strlen(p->name), p);
+		if (hash_oom)
+			rc = -ENOMEM;
 		if (rc) {
 			gauge_sub(&t->parents_n, 1, "tenant parents");
 			gauge_sub(&s->parents_n, 1, "parents");

@@ -1,11 +1,15 @@
 /*
  * ptab.h - an open-addressed table of pointers.
  *
- * The store's indexes (inode number -> node, name -> link) keep one
- * pointer per entry and nothing else: 8 bytes a slot, the table at most
- * 3/4 full, where a chained hash costs a 56-byte handle in every entry
- * plus its buckets.  With a million children that difference is most of
- * a child's overhead.
+ * The store's index of a bucket's links (name -> link) keeps one pointer
+ * per entry and nothing else: 8 bytes a slot, the table at most 3/4
+ * full, where a chained hash costs a 56-byte handle in every entry plus
+ * its buckets.  With a million children that difference is most of a
+ * child's overhead.  Not private to the store: it includes nothing of
+ * it (its one allocation goes through store/alloc.h's names), so any
+ * part of statefs may use it.  (fs/inode.c keeps its entries in the
+ * slots instead: an inode number, a handle and a count, more than a
+ * pointer.)
  *
  * Linear probing over a power-of-two array.  The caller supplies each
  * entry's 32-bit hash, well mixed, and a function that gives it back for

@@ -32,7 +32,8 @@
  *
  * Locks
  * -----
- * store_new() and store_free() run with no other thread using the store.
+ * store_new() and store_free() run with no other thread using the store
+ * (store_free() stops the reaper first, if it runs).
  * store_stats() ages out due tombstones as a transition would, then
  * reads the gauges without a lock and the snapshot memory under
  * s->hold_lock (LOCK_SNAP_HOLD, a leaf).
@@ -92,7 +93,6 @@ void store_limits_default(struct store_limits *l)
 	l->max_snapshot_bytes = 512u << 20;
 	l->user_max_snapshot_bytes = STORE_SHARE_AUTO;
 	l->testclock = false;
-	l->cache_timeout_ms = 3600 * 1000;
 	l->event_log = STORE_EVENT_LOG;
 }
 
@@ -122,8 +122,7 @@ int store_new(const struct store_limits *limits,
 	/* Deadlines are now + these: bounded, they cannot wrap. */
 	if (limits->tombstone_ttl_ms > STORE_DURATION_MAX_MS ||
 	    limits->default_ttl_ms > STORE_DURATION_MAX_MS ||
-	    limits->drain_window_ms > STORE_DURATION_MAX_MS ||
-	    limits->cache_timeout_ms > STORE_DURATION_MAX_MS)
+	    limits->drain_window_ms > STORE_DURATION_MAX_MS)
 		return -EINVAL;
 	s = st_calloc(1, sizeof(*s));
 	if (!s)
@@ -159,6 +158,16 @@ int store_new(const struct store_limits *limits,
 	pthread_mutex_init(&s->heap_lock, NULL);
 	pthread_mutex_init(&s->snap_taker, NULL);
 	pthread_mutex_init(&s->hold_lock, NULL);
+	pthread_mutex_init(&s->reap_lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		/* The reaper sleeps on the monotonic clock, as deadlines run. */
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&s->reap_cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	/* Address space for the ceilings; pages are touched only as the
 	 * heap grows. */
 	s->heap_cap = s->lim.max_parents + s->lim.max_children;
@@ -179,8 +188,6 @@ int store_new(const struct store_limits *limits,
 	specials_init(s->root_special, &s->root);
 	meta_init(&s->root, &s->root_meta, &root_owner);
 	atomic_init(&s->next_ino, STORE_ROOT_INO + 1 + STORE_NSPECIAL);
-	for (int i = 0; i < INO_SHARDS; i++)
-		pthread_mutex_init(&s->shards[i].lock, NULL);
 	*out = s;
 	return 0;
 }
@@ -192,23 +199,14 @@ void store_free(struct store *s)
 
 	if (!s)
 		return;
-	/* Drop the heap's references, then what the kernel still held. */
+	store_reaper_stop(s);
+	/* Drop the heap's references first. */
 	for (size_t i = 0; i < s->heap_n; i++) {
 		lease_of(s, s->heap[i])->heap_idx = NOT_IN_HEAP;
 		store_node_unref(s, s->heap[i]);
 	}
 	free(s->heap);
 	evlog_free(s->events);
-	for (int i = 0; i < INO_SHARDS; i++) {
-		struct ptab *tab = &s->shards[i].tab;
-		struct store_node *n;
-		uint32_t k;
-
-		ptab_for_each(tab, k, n)
-			store_node_unref(s, n);
-		ptab_free(tab);
-		pthread_mutex_destroy(&s->shards[i].lock);
-	}
 	HASH_ITER(hh, s->tenants, t, tt) {
 		HASH_DEL(s->tenants, t);
 		HASH_ITER(hh, t->parents, p, pp) {
@@ -234,6 +232,8 @@ void store_free(struct store *s)
 		}
 	}
 	pthread_mutex_destroy(&s->hold_lock);
+	pthread_mutex_destroy(&s->reap_lock);
+	pthread_cond_destroy(&s->reap_cond);
 	pthread_rwlock_destroy(&s->world);
 	for (uint32_t i = 0; i < LEASE_CHUNKS && s->lease_dir[i]; i++)
 		free(s->lease_dir[i]);

@@ -1,12 +1,12 @@
 /*
- * store.h - the authoritative in-memory store of statefs.
+ * store.h - the authority of statefs, as the adapter sees it.
  *
  * The store owns every fact statefs knows: tenants, parents (members that
  * own a bucket), children (items) and their states, departed tombstones,
- * the counters behind .stats, and the inode numbers the kernel knows nodes
- * by.  It is pure C: no FUSE, no file formats.  Every transition is one
- * function below; each returns 0 (or a positive result) on success and a
- * negative errno on failure, and a failed transition changes nothing.
+ * the counters behind .stats, and each node's inode number.  It is pure
+ * C: no FUSE, no file formats.  Every transition is one function below;
+ * each returns 0 (or a positive result) on success and a negative errno
+ * on failure, and a failed transition changes nothing.
  *
  * Shape: tenant -> parent bucket -> child link -> state.  Each fact is
  * kept once, in the bucket of the parent every operation on it names.
@@ -24,6 +24,40 @@
  * rejoin or a re-create is a new node, and an operation that reaches the
  * store through an older node fails with -ESTALE.
  *
+ * The seam
+ * --------
+ * This header is the authority's interface: all fs/ and layout/ see of
+ * the store, and what a second authority (a shared store) implements.
+ * It has the transitions, the reads (lookup, listings, attributes,
+ * leases, .stats, snapshots, special files and their inode numbers,
+ * store_special_ino), the drains, the event log and the hooks that run
+ * after a transition, and the reaper (store_reaper_start, store_reap_due:
+ * when things end on their own is the authority's policy).  Callers hold
+ * opaque handles (nodes, counted with store_node_ref/unref; stages; event
+ * readers) and touch no field of them; the only structs whose fields
+ * they see are the plain values they fill or are given: store_limits,
+ * store_clock, store_owner, store_cred (store/cred.h, with the permission
+ * rules), store_attr, store_stats, store_lease, store_dirlist and
+ * store_dirent, store_event, store_snapshot and store_snap_row.
+ * scripts/check-seam.sh, run by `make test`, keeps it so.
+ *
+ * Not here: what the kernel holds (its inode table and lookup counts,
+ * fs/inode.c; how long it may cache, layout/'s struct layout_mount), and
+ * the embedded store's own mechanics (the world lock, buckets and
+ * stripes, the deadline heap, the event ring, a snapshot's copy-before-
+ * write epochs: store/internal.h and the file of each), nor what tests
+ * use to look inside it or steer it (store/store_test.h).
+ *
+ * For an implementation, what drawing the seam changed here: the inode
+ * table left (store_ino_get/remember/forget), and store_*_entry() no
+ * longer count a lookup; a reader of the log is opaque (store_events_open
+ * makes it, with its scope, flags and a copy of the opener's
+ * credentials; store_events_gate/position/end/close); the reaper is the
+ * store's (store_reaper_start/stop, store_reap_due); cache_timeout_ms
+ * left store_limits; store_special_ino() came; the recount and the test
+ * hooks moved to store/store_test.h.  Every transition kept its
+ * signature.
+ *
  * How it is built is told where it is built: each file of store/ opens
  * with the mechanism it owns and the locks it takes; the shared structs,
  * the lock order and a map of the files are in store/internal.h.
@@ -36,6 +70,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <time.h>
+
+#include "store/cred.h"
 
 struct store;
 struct store_node;
@@ -94,9 +130,6 @@ struct store_limits {
 	uint64_t default_ttl_ms; /* TTL a new child starts with; 0 = none */
 	uint64_t drain_window_ms;
 	bool testclock;          /* manual clock advanced through .clock */
-	/* Not the store's: how long fs/ lets the kernel keep entries and
-	 * attributes (bounded by leases; 0 = ask every time). */
-	uint64_t cache_timeout_ms;
 	/* Lines the event log keeps (STORE_EVENT_LOG, >= 1).  Not a mount
 	 * option: tests that make many stores use a small one. */
 	uint64_t event_log;
@@ -108,7 +141,7 @@ void store_limits_default(struct store_limits *l);
 
 /*
  * Time bounds.  Every duration the store takes (a lease, a child_ttl,
- * tombstone_ttl, default_ttl, drain_window, cache_timeout) and every
+ * tombstone_ttl, default_ttl, drain_window) and every
  * advance of the manual clock is at most STORE_DURATION_MAX_MS (10^9 s,
  * about 31.7 years), and a clock the store reads stays at or below
  * STORE_CLOCK_MAX_MS (8 * 10^12 ms, about 253 years: CLOCK_MONOTONIC
@@ -136,62 +169,6 @@ struct store_owner {
 	gid_t gid;
 	mode_t mode; /* permission bits only */
 };
-
-/*
- * Who asks: a caller's uid, gid and supplementary groups, as the kernel
- * judges permissions (fs/ fills it from the FUSE request).  The store
- * never keeps one beyond the call it is passed to, except an event
- * reader's (store_event_reader), which its owner keeps alive.
- */
-struct store_cred {
-	uid_t uid;
-	gid_t gid;
-	const gid_t *groups;   /* may be NULL when ngroups is 0 */
-	size_t ngroups;
-};
-
-#define STORE_MAY_READ  4u
-#define STORE_MAY_WRITE 2u
-#define STORE_MAY_EXEC  1u
-
-/*
- * Does @c have every permission in @want (STORE_MAY_* bits) on a
- * directory owned by @uid:@gid with permission bits @mode?  The class is
- * the one Linux picks: owner when the uid matches, else group when the
- * gid or a supplementary group matches, else other.  uid 0 may do
- * anything to a directory.  Pure: no lock, no state (store/cred.c).
- */
-bool store_cred_may(const struct store_cred *c, uid_t uid, gid_t gid,
-		    mode_t mode, unsigned want);
-
-/*
- * May @c list such a directory (read and search permission, as ls
- * needs)?  The rule of the .snapshot and .events filters.
- */
-bool store_cred_may_list(const struct store_cred *c, uid_t uid, gid_t gid,
-			 mode_t mode);
-
-/*
- * May @c remove an entry owned by @uid from a directory owned by
- * @dir_uid with permission bits @dir_mode, as far as the sticky bit goes?
- * True unless the directory is sticky and @c is neither the entry's
- * owner, the directory's owner nor uid 0.
- */
-bool store_cred_sticky_ok(const struct store_cred *c, uid_t dir_uid,
-			  mode_t dir_mode, uid_t uid);
-
-/*
- * The set-user-ID and set-group-ID bits a write or a truncation by @c
- * clears from a regular file of group @gid with mode @mode, as Linux
- * clears them for a caller without CAP_FSETID (@fsetid false; with it,
- * none): set-user-ID always, set-group-ID when the file is
- * group-executable or @c is not in its group (without group execute it
- * marks mandatory locking, not a privilege, for the group's members).
- * Returns the bits to clear (STORE_SET_KILL_SUID/SGID, for
- * store_setattr), 0 for none.
- */
-unsigned store_cred_kill_suidgid(const struct store_cred *c, bool fsetid,
-				 gid_t gid, mode_t mode);
 
 /* What stat(2) shows of a node. */
 struct store_attr {
@@ -247,7 +224,7 @@ uint64_t store_now_ms(const struct store *s);
 uint64_t store_uptime_ms(const struct store *s);
 enum store_state store_state(const struct store *s);
 
-/* Nodes and the inode table ------------------------------------------- */
+/* Nodes ---------------------------------------------------------------- */
 
 /*
  * Take or drop a reference.  Every node pointer a caller holds is
@@ -279,23 +256,12 @@ bool store_node_live(const struct store_node *n);
 struct store_node *store_root(struct store *s);
 
 /*
- * The node a kernel inode number names, with a new reference, or NULL
- * when the kernel does not know that number (never looked up, or
- * forgotten).  The node may be dead (removed): operations on it give
- * -ESTALE.
+ * The inode number of the special file in slot @slot (0..STORE_NSPECIAL-1)
+ * of the root or tenant numbered @dir_ino: the numbers right after the
+ * directory's own, which a tenant takes as one block.  The one place
+ * that arithmetic is written; store_special() gives the node.
  */
-struct store_node *store_ino_get(struct store *s, uint64_t ino);
-
-/*
- * The kernel learned @n (a lookup, create, mkdir, link or readdirplus
- * reply is about to be sent): count one lookup.  Call before replying.
- * Returns 0, or -ENOMEM when the table could not grow (then the kernel
- * must not be told about @n).
- */
-int store_ino_remember(struct store *s, struct store_node *n);
-
-/* The kernel forgot @nlookup lookups of @ino (FUSE forget). */
-void store_ino_forget(struct store *s, uint64_t ino, uint64_t nlookup);
+uint64_t store_special_ino(uint64_t dir_ino, int slot);
 
 /*
  * The special-file node in slot @slot of @dir (the root or a tenant),
@@ -427,12 +393,12 @@ int store_link(struct store *s, struct store_node *child,
 /*
  * The transitions that give the kernel an entry (mkdir, create, link)
  * come in a second form for the adapter, store_*_entry(): the same
- * transition, which also counts the kernel's lookup of the node (as
- * store_ino_remember()) and fills @attr with the node's attributes as of
- * the transition.  Both happen inside it, the remember before anything
- * changes (-ENOMEM: nothing changed), so once the store has changed the
- * reply has nothing left that can fail.  See store_mkdir(),
- * store_create() and store_link() for the rest.
+ * transition, which also fills @attr with the node's attributes as of
+ * the transition, so the reply needs no second call that could find the
+ * node changed or gone.  The adapter makes room for the kernel's lookup
+ * before it calls (fs/inode.c), so once the store has changed the reply
+ * has nothing left that can fail.  See store_mkdir(), store_create() and
+ * store_link() for the rest.
  */
 int store_mkdir_entry(struct store *s, struct store_node *dir, const char *name,
 		      const struct store_owner *owner, struct store_node **out,
@@ -619,12 +585,35 @@ int store_set_child_ttl(struct store *s, struct store_node *n,
 int store_renew(struct store *s, struct store_node *n);
 
 /*
- * The reaper: remove nodes whose deadline has passed (a child as by
- * unlink, a parent as by rmdir) and age out due tombstones, at most
- * @budget removals, oldest deadline first.  Finds them in a deadline heap
- * (no scan).  Returns how many nodes expired.
+ * One pass of the reaper: remove nodes whose deadline has passed (a child
+ * as by unlink, a parent as by rmdir), age out due tombstones and end the
+ * drains whose window is over, at most @budget removals, oldest deadline
+ * first.  Finds them in a deadline heap (no scan).  Returns how many
+ * nodes expired.
  */
 unsigned store_expire(struct store *s, unsigned budget);
+
+/*
+ * Run passes until nothing is due (bounded passes, so transitions get the
+ * locks between them).  For a manual clock (limits.testclock) that was
+ * just moved: it runs every expiry the move made due before returning.
+ * Returns how many nodes expired.
+ */
+unsigned store_reap_due(struct store *s);
+
+/*
+ * The reaper: a thread of the store's that runs store_reap_due() when the
+ * earliest deadline (store_next_deadline) comes, so leases, tombstones
+ * and drain windows end on time with nobody calling in.  It sleeps until
+ * then, and a transition that sets an earlier deadline wakes it; with
+ * nothing due it never wakes.  Under limits.testclock no thread starts
+ * (the clock moves only by hand: see store_reap_due).  Start it once the
+ * hooks are set (the expiries it runs call them); 0 or -EAGAIN.
+ * store_reaper_stop() ends and joins it, when it runs; store_free() does
+ * too.
+ */
+int store_reaper_start(struct store *s);
+void store_reaper_stop(struct store *s);
 
 /*
  * The earliest deadline still pending (leases and tombstones), or
@@ -665,7 +654,7 @@ uint64_t store_next_deadline(struct store *s);
  * limits.event_log lines (STORE_EVENT_LOG unless a test chose fewer);
  * each reader may fall at most STORE_EVENT_WINDOW (or the whole log)
  * lines behind its end (the newest line, or the last the watch machinery
- * has acted on when it gates readers, see store_event_reader), and lose
+ * has acted on when it gates readers, see store_events_gate), and lose
  * no line it had not reached to the ring wrapping, before it gets one
  * "overflow" line and continues within its window (lines it does not
  * see excepted).  Appending never waits for a reader.
@@ -689,41 +678,55 @@ enum store_op {
 };
 
 /*
- * A reader's position in the log, its scope and, optionally, whose eyes
- * it reads with.  With @cred it sees only the lines of tenants @cred may
- * list (store_cred_may_list), judged by the tenant's owner, group and
- * mode when each line was appended; lines of no tenant are everyone's.
- * Lines it does not see keep their numbers (the reader sees gaps) and,
- * while they are in the log, never make it fall behind.
- *
- * With @internal_only it sees only the internal lines (an expiry, a
- * .depart, a drain's clear: what the watcher machinery acts on), and the
- * others never make it fall behind, not even once they have left the
- * log: it falls behind only when an internal line it had not reached
- * was overwritten.  So a reader that acts on internal lines alone may
- * sleep while the log moves on and catch up cheaply when one comes.
+ * A reader of the log (opaque): its position, its scope and, optionally,
+ * whose eyes it reads with.  Its owner calls the store_events_* functions
+ * on it from one thread at a time (they move it), and nothing else
+ * touches it.
  */
-struct store_event_reader {
-	uint64_t next;         /* sequence number it reads next */
-	uint64_t tenant_ino;   /* 0: the whole store; else one tenant */
-	uint64_t window;       /* how far it may fall behind */
-	uint64_t until;        /* 0, or: read and report as pending only
-				* lines before this sequence number */
-	const struct store_cred *cred; /* NULL: every line in scope; else
-					* kept alive by the reader's owner */
-	bool internal_only;    /* sees internal lines only */
-	uint64_t internal_seen; /* the log's: internal lines before next */
-};
+struct store_event_reader;
 
 /*
- * Start a reader at the present (the next line appended is its first).
- * @tenant NULL for the whole store.  r->cred starts NULL and
- * r->internal_only false; the caller may set them before the first read.
- * A reader is moved only by the store_events_* calls (a copy of a reader
- * is a reader at the same place).
+ * A reader that sees only the internal lines (an expiry, a .depart, a
+ * drain's clear: what the watcher machinery acts on): the others never
+ * make it fall behind, not even once they have left the log; it falls
+ * behind only when an internal line it had not reached was overwritten.
+ * So a reader that acts on internal lines alone may sleep while the log
+ * moves on and catch up cheaply when one comes.
  */
-void store_events_open(struct store *s, struct store_node *tenant,
-		       struct store_event_reader *r);
+#define STORE_EVENTS_INTERNAL  (1u << 0)
+/* A reader whose window is the whole log, not STORE_EVENT_WINDOW. */
+#define STORE_EVENTS_WHOLE_LOG (1u << 1)
+
+/*
+ * Open a reader at the present (the next line appended is its first), of
+ * the whole store (@tenant NULL) or of one tenant, with @flags
+ * (STORE_EVENTS_*).  With @cred (NULL: every line in scope) it sees only
+ * the lines of tenants @cred may list (store_cred_may_list), judged by
+ * the tenant's owner, group and mode when each line was appended; lines
+ * of no tenant are everyone's, and uid 0 sees every line.  Lines it does
+ * not see keep their numbers (the reader sees gaps) and, while they are
+ * in the log, never make it fall behind.  The reader keeps its own copy
+ * of @cred.  Returns 0 and the reader in *@out, or -ENOMEM.  Close it
+ * with store_events_close().
+ */
+int store_events_open(struct store *s, struct store_node *tenant,
+		      const struct store_cred *cred, unsigned flags,
+		      struct store_event_reader **out);
+void store_events_close(struct store_event_reader *r);
+
+/*
+ * Gate @r: from now on it reads, and reports as pending, only lines
+ * before sequence number @until (0: no gate).  The watch machinery holds
+ * .events readers back until it has acted on a line (fs/'s inval thread).
+ */
+void store_events_gate(struct store_event_reader *r, uint64_t until);
+
+/* The sequence number @r reads next. */
+uint64_t store_events_position(const struct store_event_reader *r);
+
+/* The sequence number the next line appended will get: where a reader
+ * opened now starts. */
+uint64_t store_events_end(struct store *s);
 
 /*
  * Copy whole lines for @r into @buf (at most @len bytes), advancing it.
@@ -753,13 +756,13 @@ struct store_event {
 };
 
 /*
- * Fetch the event with sequence number >= r->next (scope ignored, but an
- * internal_only reader gets only internal events), for the watcher
- * machinery.  Returns 1 and fills @ev (free with
- * store_event_free), 0 when none pending, -EOVERFLOW (r->next moved to
- * the oldest) when it fell behind, -ENODATA for a line the log had no
- * memory to keep (skipped), -ENOMEM when @ev could not be filled (r->next
- * unchanged: try again).
+ * Fetch the event with sequence number >= @r's position (scope ignored,
+ * but a STORE_EVENTS_INTERNAL reader gets only internal events), for the
+ * watcher machinery.  Returns 1 and fills @ev (free with
+ * store_event_free), 0 when none pending, -EOVERFLOW (@r moved to the
+ * oldest) when it fell behind, -ENODATA for a line the log had no memory
+ * to keep (skipped), -ENOMEM when @ev could not be filled (@r unchanged:
+ * try again).
  */
 int store_events_next(struct store *s, struct store_event_reader *r,
 		      struct store_event *ev);
@@ -925,48 +928,5 @@ void store_snapshot_release(struct store *s, uid_t uid, uint64_t bytes);
  * per tenant: tenants=1, parents, children, links, tombstones, bytes). */
 int store_stats(struct store *s, struct store_node *tenant,
 		struct store_stats *out);
-
-/*
- * Test and diagnostic full scan (O(everything), holding the world lock
- * exclusive: no transition runs until it ends): recount every gauge and
- * compare with the counters, check that no child sits in a departed
- * bucket, that every state's link count equals the links that reach it,
- * and that every tenant's and parent's quota counters are exact.  Returns 0, or -EUCLEAN with a one-line
- * reason in @why.
- */
-int store_check_all(struct store *s, char *why, size_t whylen);
-
-#ifdef STORE_FAULTS
-/*
- * Test builds only (alloc.h): make the @n-th allocation from now fail
- * (n >= 1; 0 disarms), and tell whether that allocation is still ahead.
- */
-void store_fault_fail_nth(unsigned long n);
-bool store_fault_armed(void);
-
-/*
- * Test builds only: the snapshot taker calls @fn(@arg, step) once after it
- * has fixed the snapshot's point in time (step 0) and once after each unit
- * it copies (steps 1, 2, ...), holding no lock, so a test can run
- * transitions in the middle of a snapshot.  @fn NULL removes it.
- */
-void store_snapshot_step_hook(struct store *s,
-			      void (*fn)(void *arg, unsigned step), void *arg);
-
-/*
- * Test builds only: a cascade (a leave, a .depart, a parent's expiry, a
- * tenant cleanup, a drain's clear) calls @fn(@arg) before it takes each
- * link out of the departing bucket, holding that bucket's lock, its
- * tenant's and the world lock (exclusively for a drain's clear), but no
- * state's stripe: a test can make another thread publish on a state in
- * the middle of a cascade and wait for it.  @fn NULL removes it.
- */
-void store_cascade_step_hook(struct store *s, void (*fn)(void *arg),
-			     void *arg);
-
-/* Test builds only: the snapshots taken so far, as if @epochs had been
- * (so a test can reach the epoch's 32-bit wrap). */
-void store_snapshot_epochs(struct store *s, uint64_t epochs);
-#endif
 
 #endif /* STATEFS_STORE_H */

@@ -59,16 +59,10 @@ int tenant_create(struct store *s, const char *name,
 	if (rc == 0) {
 		/* Not reachable yet: its owner is still only ours to set. */
 		meta_inherit(&t->node, &t->meta, &s->root, &s->root_meta, true);
-		rc = entry_remember(s, &t->node, attr);
-		if (rc == 0) {
-			hash_oom = 0;
-			HASH_ADD_KEYPTR(hh, s->tenants, t->name,
-					strlen(t->name), t);
-			if (hash_oom) {
-				entry_undo(s, &t->node, attr);
-				rc = -ENOMEM;
-			}
-		}
+		hash_oom = 0;
+		HASH_ADD_KEYPTR(hh, s->tenants, t->name, strlen(t->name), t);
+		if (hash_oom)
+			rc = -ENOMEM;
 		if (rc) {
 			gauge_sub(&s->tenants_n, 1, "tenants");
 		} else {

@@ -17,7 +17,9 @@
  * -----
  * Every function but tombs_reap() and tombs_free() expects its tenant's
  * lock held (LOCK_TENANT), and takes the queue's lock (LOCK_TOMBQ, a
- * leaf) only to link or unlink; one that changes the tenant's table copies
+ * leaf) only to link or unlink; filing one wakes the reaper, after the
+ * queue's lock is let go, if it is the earliest deadline (reaper_note:
+ * LOCK_REAPER, a leaf); one that changes the tenant's table copies
  * the tenant for a snapshot being taken first (snap_tenant_cow, which
  * takes LOCK_SNAP_ROWS).  tombs_reap() runs inside a transition (the
  * world lock shared) holding nothing else: it peeks at the queue's head
@@ -37,6 +39,7 @@ static void tomb_enqueue_locked(struct store *s, struct tomb *tb, uint64_t now)
 	lock(&s->tomb_lock, LOCK_TOMBQ);
 	DL_APPEND(s->tomb_fifo, tb);
 	unlock(&s->tomb_lock, LOCK_TOMBQ);
+	reaper_note(s, tb->deadline_ms);
 }
 
 /* A departed-again parent's tombstone starts its age over. */

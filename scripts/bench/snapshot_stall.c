@@ -246,7 +246,7 @@ static struct latstats window_stats(const struct win *w, int nw, int op,
 
 static double us(uint64_t ns) { return (double)ns / 1000.0; }
 
-/* --expiry: the manual clock, and the reaper's pass size (fs/watch.c). */
+/* --expiry: the manual clock, and the reaper's pass size (store/reaper.c). */
 #define REAP_BUDGET 512
 #define LEASE_MS 600000
 static atomic_uint_fast64_t manual_ms = 1000000;

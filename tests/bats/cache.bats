@@ -212,3 +212,25 @@ switches() {
 	wait_line "$BATS_TEST_TMPDIR/w" 'DELETE,ISDIR p'
 	bg_stop || true
 }
+
+@test "with no deadline the reaper sleeps, and a nearer lease set later still ends on time" {
+	statefs_mount
+	mkdir -p "$MNT/t/p"
+	echo x >"$MNT/t/p/c"
+	local reap0 reap1
+	reap0=$(switches statefs-reaper)
+	# Idle: no lease, no tombstone, no drain.
+	sleep 4
+	reap1=$(switches statefs-reaper)
+	[ $((reap1 - reap0)) -le 1 ] ||
+		fail "the reaper woke $((reap1 - reap0)) times in 4 idle seconds"
+	# A far deadline: the reaper sleeps until it.  A nearer one set
+	# afterwards wakes it, and the child ends with nobody touching the
+	# mount: the echo of its expiry is the watcher's DELETE.
+	set_ttl 3600 "$MNT/t/p"
+	sleep 0.5
+	watch_start "$BATS_TEST_TMPDIR/w" "$MNT/t/p" -e delete
+	set_ttl 1 "$MNT/t/p/c"
+	wait_line "$BATS_TEST_TMPDIR/w" 'DELETE c' 15
+	bg_stop || true
+}

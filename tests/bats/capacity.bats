@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
-# CONTRACT sections 3 and 7: store-wide ceilings (ENOSPC) and per-parent /
-# per-tenant quotas (EDQUOT).  Every refusal is all or nothing: the
+# statefs(8), CHILDREN and OPTIONS: store-wide ceilings (ENOSPC) and
+# per-parent / per-tenant quotas (EDQUOT).  Every refusal is all or nothing: the
 # listing and the .stats gauges are exactly what they were before.
 
 load helpers

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# CONTRACT section 3: children: admission, state (content, versions,
+# statefs(8), CHILDREN: children: admission, state (content, versions,
 # publications, compare-and-swap), removal.
 
 load helpers

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
-# CONTRACT section 5, .drain (and sections 4 and 6 for leases and
-# watchers during a drain), and the signals that drain the whole store.
+# statefs(8), SPECIAL FILES, .drain (and LEASES and WATCHING for leases
+# and watchers during a drain), and the signals that drain the whole
+# store.
 #
 # MNT/.drain and MNT/T/.drain read "ready", "draining MS_LEFT" or
 # "drained".  A write starts a drain of that scope (a second write changes

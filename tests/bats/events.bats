@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# CONTRACT section 6, the event stream: MNT/.events and MNT/T/.events read
+# statefs(8), WATCHING, the event stream: MNT/.events and MNT/T/.events read
 # like a pipe that never ends; each open starts at the present; each
 # transition in scope adds one line
 #   SEQ \t OP \t TENANT \t PARENT \t CHILD \t GENERATION \t VERSION

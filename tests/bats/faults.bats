@@ -5,7 +5,7 @@
 # that were waiting in the daemon end with ECONNABORTED ("Software caused
 # connection abort"), nothing hangs; `fusermount3 -u` (or -uz when a
 # process still sits in the mount) detaches it, and a new mount at the same
-# path is a new, empty store instance (CONTRACT section 5).
+# path is a new, empty store instance (statefs(8), DESCRIPTION).
 #
 # Every command that touches the mount runs under `timeout 5`: a hang is a
 # failure (status 124), never a stuck test run.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# CONTRACT sections 4 and 6 under load: leases that expire on the manual
+# statefs(8), LEASES and WATCHING under load: leases that expire on the manual
 # clock (-o testclock) while shells create, rewrite, renew, remove and
 # re-lease children, all at once, with a root .events reader that records
 # every line from before the first transition to after the last.

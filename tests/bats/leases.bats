@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# CONTRACT section 4: leases (TTL) on children and parents, renewal by
+# statefs(8), LEASES: leases (TTL) on children and parents, renewal by
 # touch, expiry as unlink / rmdir, the manual clock of -o testclock.
 #
 # Most tests run on a manual clock: deadline = now + ttl, and a node is gone

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# CONTRACT section 3: ln shares one state between parents of a tenant; mv
+# statefs(8), CHILDREN: ln shares one state between parents of a tenant; mv
 # hands a child from one parent to another.
 
 load helpers

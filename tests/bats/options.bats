@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# CONTRACT section 7: mount options, --help, refusal of bad options.
+# statefs(8), OPTIONS and ERRORS: mount options, --help, refusal of bad options.
 
 load helpers
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# CONTRACT section 1: ownership and modes are real.
+# statefs(8), PERMISSIONS: ownership and modes are real.
 
 load helpers
 

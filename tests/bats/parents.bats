@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# CONTRACT section 2: parents join, leave, generations and tombstones;
+# statefs(8), PARENTS: parents join, leave, generations and tombstones;
 # tenant cleanup.
 
 load helpers

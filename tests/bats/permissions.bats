@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
-# CONTRACT sections 1, 5 and 7: with -o allow_other,default_permissions the
-# kernel enforces ownership and modes as on any Linux filesystem, so one
+# statefs(8), PERMISSIONS, SPECIAL FILES and OPTIONS: with -o
+# allow_other,default_permissions the kernel enforces ownership and modes as on any Linux filesystem, so one
 # tenant's owner can keep other users out; special files follow their
-# directory's owner; every refusal is the contract's errno (EACCES for
+# directory's owner; every refusal is statefs(8)'s errno (EACCES for
 # permissions, EPERM where Linux says so for chmod/chown by a non-owner and
 # the sticky bit), never EIO.
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # Saturation: many concurrent shells at every ceiling and quota at once
-# (CONTRACT sections 3, 5 and 7).  Every refusal is the contract's errno for
-# what was tried, never EIO; every accepted operation is there afterwards;
+# (statefs(8), CHILDREN, SPECIAL FILES, OPTIONS and ERRORS).  Every
+# refusal is the errno statefs(8) gives for what was tried, never EIO; every accepted operation is there afterwards;
 # the .stats gauges equal a recount of the tree and of .snapshot.
 #
 # Limits: 3 tenants, 6 parents, 30 children, 1500 bytes, 8 entries per

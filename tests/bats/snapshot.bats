@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# CONTRACT section 5, .snapshot: MNT/.snapshot and MNT/T/.snapshot are a
+# statefs(8), SPECIAL FILES, .snapshot: MNT/.snapshot and MNT/T/.snapshot are a
 # consistent point-in-time listing taken when the file is opened, served
 # from the open handle.  A header line, then one tab-separated line per
 # node in scope:

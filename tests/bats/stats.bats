@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# CONTRACT section 5, .stats: key value lines at the root and in each
+# statefs(8), SPECIAL FILES, .stats: key value lines at the root and in each
 # tenant; special files are listed by ls -a.
 
 load helpers

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# CONTRACT section 1: the fixed-depth tree, name rules, node identity.
+# statefs(8), THE TREE: the fixed-depth tree, name rules, node identity.
 
 load helpers
 

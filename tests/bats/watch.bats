@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# CONTRACT section 6, inotify: a watcher of MNT/T/P sees its children come,
+# statefs(8), WATCHING, inotify: a watcher of MNT/T/P sees its children come,
 # change and go, a watcher of MNT/T sees parents come and go, whatever
 # caused the change: a shell through the mount, a .depart, or a lease
 # expiry (which the daemon echoes through its own mount from a thread, so

@@ -2,8 +2,8 @@
  * fuzz_layout.c - libFuzzer target for every parser in layout/.
  *
  * Each input drives all of them (they are cheap), and each result is
- * compared with a small reference written here from the contract
- * (CONTRACT.md s.1 names, s.7 options; statefs(8) OPTIONS and LEASES),
+ * compared with a small reference written here from statefs(8) (THE
+ * TREE for names, OPTIONS and LEASES),
  * not from layout.c:
  *
  *   layout_name_check        name rules; an accepted name has 1..max_name
@@ -203,10 +203,18 @@ struct ropt {
 	const char *key;
 	enum rkind kind;
 	uint64_t min, max;
-	size_t off;
+	size_t off;  /* in struct store_limits, or struct layout_mount for
+		      * the adapter's option (ref_mount) */
 };
 
 #define FIELD(f) offsetof(struct store_limits, f)
+#define MFIELD(f) offsetof(struct layout_mount, f)
+
+/* The adapter's option (statefs(8): not the store's): cache_timeout. */
+static bool ref_mount(const struct ropt *o)
+{
+	return strcmp(o->key, "cache_timeout") == 0;
+}
 
 static const struct ropt ropts[] = {
 	{ "max_tenants", R_NUM, 1, UINT64_MAX, FIELD(max_tenants) },
@@ -224,7 +232,7 @@ static const struct ropt ropts[] = {
 	{ "drain_window", R_SEC, 0, STORE_DURATION_MAX_MS,
 	  FIELD(drain_window_ms) },
 	{ "cache_timeout", R_SEC, 0, STORE_DURATION_MAX_MS,
-	  FIELD(cache_timeout_ms) },
+	  MFIELD(cache_timeout_ms) },
 	{ "testclock", R_FLAG, 0, 0, FIELD(testclock) },
 	/* Appended, so the seeds' selectors keep their keys. */
 	{ "tenant_max_parents", R_NUM, 0, UINT64_MAX - 1,
@@ -488,7 +496,7 @@ static void check_option(const uint8_t *text, size_t tlen,
 	memcpy(&l, base, sizeof(l));
 	memset(err, 0, sizeof(err));
 	rc = layout_option(&l, opt, err, sizeof(err));
-	if (!o) {
+	if (!o || ref_mount(o)) {
 		CHECK(rc == 0, "layout_option claims an unknown key");
 	} else if (o->kind == R_FLAG) {
 		ok = eq == NULL;
@@ -537,7 +545,8 @@ static void check_option(const uint8_t *text, size_t tlen,
 	/* The set as a whole. */
 	ok = l.max_payload <= l.max_bytes;
 	for (size_t i = 0; i < NROPTS; i++)
-		if (ropts[i].kind != R_FLAG && !share_auto(&l, ropts[i].off) &&
+		if (ropts[i].kind != R_FLAG && !ref_mount(&ropts[i]) &&
+		    !share_auto(&l, ropts[i].off) &&
 		    (field(&l, &ropts[i]) < ropts[i].min ||
 		     field(&l, &ropts[i]) > ropts[i].max))
 			ok = false;
@@ -553,6 +562,48 @@ static void check_option(const uint8_t *text, size_t tlen,
 			      strncmp(lerr, "statefs: ", 9) == 0 &&
 			      !strchr(lerr, '\n'),
 		      "layout_limits_check message");
+}
+
+/* layout_mount_option on @opt: only the adapter's options, by the same
+ * rules as layout_option; exactly its field changes, or nothing. */
+static void check_mount_option(const uint8_t *text, size_t tlen,
+			       const char *opt)
+{
+	struct layout_mount m, base;
+	const char *eq = strchr(opt, '=');
+	size_t klen = eq ? (size_t)(eq - opt) : strlen(opt);
+	const struct ropt *o = ref_option_key(opt, klen);
+	char err[160];
+	uint64_t want = 0;
+	bool ok = false;
+	int rc;
+
+	layout_mount_default(&base);
+	memcpy(&m, &base, sizeof(m));
+	memset(err, 0, sizeof(err));
+	rc = layout_mount_option(&m, opt, err, sizeof(err));
+	if (!o || !ref_mount(o)) {
+		CHECK(rc == 0, "layout_mount_option claims a key not its own");
+	} else if (eq) {
+		ok = ref_seconds((const uint8_t *)eq + 1, strlen(eq + 1), &want) &&
+		     want >= o->min && want <= o->max;
+		CHECK(rc == (ok ? 1 : -EINVAL),
+		      "layout_mount_option value disagrees");
+	} else {
+		CHECK(rc == -EINVAL,
+		      "layout_mount_option took a key without a value");
+	}
+	if (rc == 1) {
+		memcpy((char *)&base + o->off, &want, sizeof(want));
+		CHECK(memcmp(&m, &base, sizeof(m)) == 0,
+		      "layout_mount_option changed more than its field");
+	} else {
+		CHECK(memcmp(&m, &base, sizeof(m)) == 0,
+		      "a refused or foreign option changed the mount options");
+	}
+	if (rc < 0)
+		CHECK(good_message(err, sizeof(err), o->key),
+		      "refusal message is not one line naming the option");
 }
 
 static void check_options(const uint8_t *text, size_t tlen, uint8_t sel)
@@ -579,9 +630,12 @@ static void check_options(const uint8_t *text, size_t tlen, uint8_t sel)
 
 	/* The text as the whole option, then behind a real key. */
 	check_option(text, tlen, &base, s);
+	check_mount_option(text, tlen, s);
 	snprintf(opt, sizeof(opt), "%s=%s", o->key, s);
 	check_option(text, tlen, &base, opt);
+	check_mount_option(text, tlen, opt);
 	check_option(text, tlen, &base, o->key);
+	check_mount_option(text, tlen, o->key);
 }
 
 static void check_formats(const uint8_t *text, size_t tlen, size_t cap)

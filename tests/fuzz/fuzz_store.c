@@ -5,8 +5,8 @@
  * t0 t1, parents p0 p1 p2, children c0 c1 c2 c3 (one name more than
  * parent_quota, or a full parent could never be asked for a new name).
  * Each operation is applied to the real store, on a fake clock, and to a
- * deliberately simple reference model written below from CONTRACT.md and
- * statefs(8) (arrays and linear scans: clarity over speed).  After every
+ * deliberately simple reference model written below from statefs(8) and
+ * store.h (arrays and linear scans: clarity over speed).  After every
  * step the harness compares:
  *
  *   - each store call's return code: 0 or an errno the model allows.
@@ -79,6 +79,7 @@
 #include <string.h>
 
 #include "store/store.h"
+#include "store/store_test.h"
 
 #define NT 2           /* tenants t0 t1 */
 #define NP 3           /* parents p0 p1 p2 */
@@ -673,7 +674,7 @@ static unsigned m_leave(struct model *m, int ti, int pi, bool must_exist,
 }
 
 /* The admission of a new entry into parent (@ti, @pi): draining, then
- * ceilings, then quotas (CONTRACT s.3). */
+ * ceilings, then quotas (statefs(8), CHILDREN). */
 static unsigned m_admit(const struct model *m, int ti, int pi, bool new_state)
 {
 	if (m_draining(m, ti))
@@ -881,8 +882,8 @@ static void m_stage_reset(struct mstage *g)
 }
 
 /* A write of @n bytes at @off.  Limits are checked against what the
- * publication would make of it (CONTRACT s.3: "checked at write time as
- * well"); a refused write abandons the stage. */
+ * publication would make of it: a write that would pass a limit is
+ * refused there, not at close; a refused write abandons the stage. */
 static unsigned m_stage_write(struct model *m, struct mstage *g,
 			      const uint8_t *b, size_t n, uint64_t off, int rc)
 {

@@ -37,6 +37,10 @@ struct ctx {
 	unsigned long hooks_internal; /* ... with internal = true */
 	struct store_node **held;     /* references the fixture holds */
 	size_t nheld, held_cap;
+	/* The event readers the test opened (ev_open, rd_open): teardown
+	 * closes them. */
+	struct store_event_reader *readers[32];
+	int nreaders;
 };
 
 static const struct store_owner DOWN = { 1000, 1000, 0755 }; /* dirs */
@@ -184,6 +188,8 @@ static inline int teardown(void **state)
 				    why);
 		store_free(c->s);
 	}
+	for (int i = 0; i < c->nreaders; i++)
+		store_events_close(c->readers[i]);
 	free(c->held);
 	free(c);
 	return rc == 0 ? 0 : -1;
@@ -581,19 +587,48 @@ static inline void assert_same_gauges(struct ctx *c,
 
 /* Event readers ---------------------------------------------------------- */
 
+/* A reader of @tenant's events (NULL: all) as @cred (NULL: every line),
+ * with @flags (STORE_EVENTS_*), closed by teardown. */
+static inline struct store_event_reader *
+ev_open_as(struct ctx *c, struct store_node *tenant,
+	   const struct store_cred *cred, unsigned flags)
+{
+	struct store_event_reader *r = NULL;
+
+	if (c->nreaders == (int)(sizeof c->readers / sizeof c->readers[0]))
+		fail_msg("more event readers than the fixture keeps");
+	assert_int_equal(store_events_open(c->s, tenant, cred, flags, &r), 0);
+	c->readers[c->nreaders++] = r;
+	return r;
+}
+
+static inline struct store_event_reader *ev_open(struct ctx *c,
+						 struct store_node *tenant)
+{
+	return ev_open_as(c, tenant, NULL, 0);
+}
+
 struct rd {
-	struct store_event_reader r;
+	struct store_event_reader *r;
 	uint64_t last;   /* last sequence number seen, 0 for none */
 	int overflows;   /* "overflow" lines seen */
 	bool strict;     /* an "overflow" line fails the test */
 };
 
-/* A reader of @tenant's events (NULL: all); "overflow" lines are counted. */
+/* A reader of @tenant's events (NULL: all) as @cred (NULL: every line);
+ * "overflow" lines are counted. */
+static inline void rd_open_as(struct ctx *c, struct rd *d,
+			      struct store_node *tenant,
+			      const struct store_cred *cred)
+{
+	memset(d, 0, sizeof *d);
+	d->r = ev_open_as(c, tenant, cred, 0);
+}
+
 static inline void rd_open(struct ctx *c, struct rd *d,
 			   struct store_node *tenant)
 {
-	memset(d, 0, sizeof *d);
-	store_events_open(c->s, tenant, &d->r);
+	rd_open_as(c, d, tenant, NULL);
 }
 
 /* As rd_open(), but every line must carry a sequence number. */
@@ -622,7 +657,7 @@ static inline char *rd_raw(struct ctx *c, struct rd *d, size_t *lenp)
 			buf = realloc(buf, cap);
 			assert_non_null(buf);
 		}
-		got = store_events_read(c->s, &d->r, buf + len, cap - len - 1);
+		got = store_events_read(c->s, d->r, buf + len, cap - len - 1);
 		assert_true(got <= cap - len - 1);
 		if (got == 0)
 			break;

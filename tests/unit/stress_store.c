@@ -10,12 +10,14 @@
  *    racing admissions through the old handle leaves no child behind, a
  *    shared state removed from one bucket while a link or rename adds it
  *    elsewhere lives exactly as long as a link reaches it, concurrent
- *    registrations in one parent are never lost (seed 003).
+ *    registrations in one parent are never lost (each is an entry of
+ *    its own, never a shared list read, changed and written back).
  *
  *  - A mixed random workload: N threads for a bounded number of
  *    operations doing admissions, unlinks, links, renames, leaves,
  *    rejoins, departs, tenant cleanups, stage publications (REPLACE,
- *    APPEND, CAS), truncations, reads, listings, inode-table traffic and
+ *    APPEND, CAS), truncations, reads, listings, the kernel's inode
+ *    table's traffic (fs/inode.c, as the adapter drives it) and
  *    clock ticks, on a few overlapping names in two tenants with small
  *    ceilings and quotas, so that links and renames collide and refusals
  *    happen.  Every return code is checked against the set the operation
@@ -46,6 +48,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "fs/inode.h"
 #include "store/store.h"
 #include "tests/unit/unit.h"
 
@@ -510,7 +513,9 @@ static void test_race_leave_vs_admission(void **state)
 
 /*
  * A shared state removed from one bucket while another operation adds or
- * moves a link to it (seed 000: one transition owner, identity checks):
+ * moves a link to it (each change is made by one transition, which
+ * checks under the state's lock that the state is still the one it
+ * found):
  *   mode 0: unlink p/c  vs  link c -> q/c
  *   mode 1: unlink p/c  vs  rename p/c -> q/d
  *   mode 2: leave p     vs  link c -> q/c  vs  rename p/c -> q/e
@@ -648,7 +653,7 @@ static void test_race_shared_state_removal(void **state)
 	store_free(s);
 }
 
-/* Concurrent registrations into one parent are never lost (seed 003). */
+/* Concurrent registrations into one parent are never lost. */
 static void race_register_fn(struct race *r, int tid)
 {
 	for (int k = 0; k < 16; k++) {
@@ -819,6 +824,7 @@ static void test_race_one_stage_shared(void **state)
 
 struct mixed {
 	struct store *s;
+	struct fs_inodes inodes;  /* what the kernel would know */
 	uint64_t clk;
 	int iters;
 	bool leases;
@@ -1055,22 +1061,23 @@ static void do_read(struct worker *w, int ti)
 static void do_remember(struct worker *w, int ti)
 {
 	struct store *s = w->m->s;
+	struct fs_inodes *t = &w->m->inodes;
 	int slot = rnd(w, NREM);
 	struct store_node *n;
 
 	if (w->rem[slot].n && rnd(w, 2)) {
 		/* The kernel still knows it: the table must too. */
-		n = store_ino_get(s, w->rem[slot].ino);
+		n = fs_inode_get(t, s, w->rem[slot].ino);
 		if (!n) {
-			failf("store_ino_get(%llu) NULL with %llu lookups",
+			failf("fs_inode_get(%llu) NULL with %llu lookups",
 			      (unsigned long long)w->rem[slot].ino,
 			      (unsigned long long)w->rem[slot].n);
 			return;
 		}
 		if (store_node_ino(n) != w->rem[slot].ino)
-			failf("store_ino_get gave another inode");
+			failf("fs_inode_get gave another inode");
 		put(w, n);
-		store_ino_forget(s, w->rem[slot].ino, w->rem[slot].n);
+		fs_inode_forget(t, s, w->rem[slot].ino, w->rem[slot].n);
 		w->rem[slot].n = 0;
 		return;
 	}
@@ -1078,10 +1085,14 @@ static void do_remember(struct worker *w, int ti)
 	if (!n)
 		return;
 	if (w->rem[slot].n && w->rem[slot].ino != store_node_ino(n)) {
-		store_ino_forget(s, w->rem[slot].ino, w->rem[slot].n);
+		fs_inode_forget(t, s, w->rem[slot].ino, w->rem[slot].n);
 		w->rem[slot].n = 0;
 	}
-	store_ino_remember(s, n);
+	if (fs_inode_remember(t, n) != 0) {
+		failf("fs_inode_remember: out of memory");
+		put(w, n);
+		return;
+	}
 	w->rem[slot].ino = store_node_ino(n);
 	w->rem[slot].n++;
 	put(w, n);
@@ -1404,7 +1415,8 @@ static void *mixed_thread(void *arg)
 	}
 	for (int i = 0; i < NREM; i++)
 		if (w->rem[i].n)
-			store_ino_forget(w->m->s, w->rem[i].ino, w->rem[i].n);
+			fs_inode_forget(&w->m->inodes, w->m->s, w->rem[i].ino,
+					w->rem[i].n);
 	for (int i = 0; i < NTEN; i++)
 		for (int k = 0; k < NPAR; k++)
 			put(w, w->pcache[i][k]);
@@ -1535,6 +1547,7 @@ static void run_mixed(const struct store_limits *l, int iters, bool leases,
 	m.snap_every = snap_every;
 	atomic_init(&m.snaps, 0);
 	m.s = new_store(l, &m.clk);
+	fs_inodes_init(&m.inodes);
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < NTHREADS; i++) {
@@ -1640,6 +1653,9 @@ static void run_mixed(const struct store_limits *l, int iters, bool leases,
 	/* Every state admitted was removed or is still here. */
 	assert_true(st.admissions >= st.children);
 
+	/* Every lookup was forgotten: the table is empty. */
+	assert_int_equal(m.inodes.n, 0);
+	fs_inodes_clear(&m.inodes, m.s);
 	store_free(m.s);
 }
 
@@ -1714,9 +1730,10 @@ static void test_snapshots_concurrent(void **state)
 /*
  * Children with short TTLs in three parents (child_ttl 8 ms, 25 ms and the
  * default 15 ms) while LW threads create, renew, unlink, look up, publish
- * and list them and tick the shared atomic clock, one thread runs the
- * reaper (store_expire with a small budget) and one reads the event log
- * with a window as large as the log.  Workers check what they may: a
+ * and list them and tick the shared atomic clock, one thread runs reaper
+ * passes (store_expire with a small budget) beside the store's own reaper
+ * thread (store_reaper_start: the deadlines the workers set keep waking
+ * it), and one reads the event log with a window as large as the log.  Workers check what they may: a
  * renewal sets deadline = now + ttl for a now between their clock reads
  * before and after, a child a lookup found was not past its deadline.
  * Afterwards: store_check_all() passes; replaying the event lines per
@@ -1740,7 +1757,7 @@ struct lrun {
 	int iters;
 	int stop_expirer, stop_reader;   /* atomics */
 	unsigned long reaped;            /* by the reaper thread */
-	struct store_event_reader r;     /* the reader thread's */
+	struct store_event_reader *r;    /* the reader thread's */
 	char *ev;                        /* what it read */
 	size_t evlen, evcap;
 };
@@ -1934,7 +1951,7 @@ static size_t lease_read(struct lrun *r)
 				return total;
 			}
 		}
-		got = store_events_read(r->s, &r->r, r->ev + r->evlen,
+		got = store_events_read(r->s, r->r, r->ev + r->evlen,
 					r->evcap - r->evlen - 1);
 		r->evlen += got;
 		total += got;
@@ -2082,8 +2099,10 @@ static void test_leases_and_events(void **state)
 			assert_int_equal(store_set_child_ttl(r.s, r.p[i],
 							     LTTL[i]), 0);
 	}
-	store_events_open(r.s, NULL, &r.r);
-	r.r.window = STORE_EVENT_LOG;   /* read everything, or overflow */
+	/* Read everything, or overflow. */
+	assert_int_equal(store_events_open(r.s, NULL, NULL,
+					   STORE_EVENTS_WHOLE_LOG, &r.r), 0);
+	assert_int_equal(store_reaper_start(r.s), 0);
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	assert_int_equal(pthread_create(&rd_th, NULL, lease_reader, &r), 0);
@@ -2105,6 +2124,7 @@ static void test_leases_and_events(void **state)
 		stale += w[i].stale_renews;
 		seen += w[i].expired_seen;
 	}
+	store_reaper_stop(r.s);
 	__atomic_store_n(&r.stop_expirer, 1, __ATOMIC_RELEASE);
 	pthread_join(exp_th, NULL);
 	__atomic_store_n(&r.stop_reader, 1, __ATOMIC_RELEASE);
@@ -2154,6 +2174,7 @@ static void test_leases_and_events(void **state)
 	for (int i = 0; i < LPN; i++)
 		store_node_unref(r.s, r.p[i]);
 	store_node_unref(r.s, r.t);
+	store_events_close(r.r);
 	store_free(r.s);
 }
 
@@ -2187,7 +2208,7 @@ struct rrun {
 	uint64_t clk;
 	int iters;
 	int stop_reaper, stop_reader;    /* atomics */
-	struct store_event_reader r;     /* the reader thread's */
+	struct store_event_reader *r;    /* the reader thread's */
 	char *ev;                        /* what it read */
 	size_t evlen, evcap;
 	long ops[8];                     /* successful calls, by kind */
@@ -2387,7 +2408,7 @@ static size_t replay_read(struct rrun *r)
 				return total;
 			}
 		}
-		got = store_events_read(r->s, &r->r, r->ev + r->evlen,
+		got = store_events_read(r->s, r->r, r->ev + r->evlen,
 					r->evcap - r->evlen - 1);
 		r->evlen += got;
 		total += got;
@@ -2645,8 +2666,9 @@ static void test_events_replay(void **state)
 	r.clk = 5000;
 	r.iters = mixed_iters() / 2;
 	r.s = new_store(&l, &r.clk);
-	store_events_open(r.s, NULL, &r.r);
-	r.r.window = STORE_EVENT_LOG;   /* read everything, or overflow */
+	/* Read everything, or overflow. */
+	assert_int_equal(store_events_open(r.s, NULL, NULL,
+					   STORE_EVENTS_WHOLE_LOG, &r.r), 0);
 	t = mkdir_or_fail(r.s, store_root(r.s), "rt");
 	store_node_unref(r.s, t);
 
@@ -2682,6 +2704,7 @@ static void test_events_replay(void **state)
 
 	free(md.version);
 	free(r.ev);
+	store_events_close(r.r);
 	store_free(r.s);
 }
 

@@ -962,7 +962,7 @@ static void test_drain_events_internal(void **state)
 {
 	struct ctx *c = *state;
 	struct store_node *t, *u, *p, *q, *r, *a;
-	struct store_event_reader re;
+	struct store_event_reader *re;
 	struct store_event ev;
 	unsigned long hi;
 	int seen_t = 0, seen_u = 0, seen_p = 0, seen_q = 0, seen_r = 0;
@@ -978,17 +978,17 @@ static void test_drain_events_internal(void **state)
 	r = mk(c, u, "r");
 	a = cr(c, p, "a");
 	assert_int_equal(store_link(c->s, a, r, "a"), -EXDEV);
-	store_events_open(c->s, NULL, &re);
+	re = ev_open(c, NULL);
 	rd_open_strict(c, &d, NULL);
 
 	assert_int_equal(store_drain(c->s, NULL), 0);
-	next_ev(c, &re, &ev);
+	next_ev(c, re, &ev);
 	assert_int_equal(ev.op, STORE_OP_DRAIN);
 	assert_string_equal(ev.tenant, "");
 	assert_string_equal(ev.parent, "");
 	assert_string_equal(ev.child, "");
 	store_event_free(&ev);
-	assert_int_equal(store_events_next(c->s, &re, &ev), 0);
+	assert_int_equal(store_events_next(c->s, re, &ev), 0);
 	expect_events(c, &d, EV("drain", "-", "-", "-", "-", "-"));
 
 	hi = c->hooks_internal;
@@ -1002,7 +1002,7 @@ static void test_drain_events_internal(void **state)
 				EV("drain", "u", "r", "-", "1", "-")
 				EV("drain", "u", "-", "-", "-", "-"));
 	for (int i = 0; i < 5; i++) {
-		next_ev(c, &re, &ev);
+		next_ev(c, re, &ev);
 		assert_int_equal(ev.op, STORE_OP_DRAIN);
 		assert_true(ev.internal);
 		assert_string_equal(ev.child, "");
@@ -1035,7 +1035,7 @@ static void test_drain_events_internal(void **state)
 		}
 		store_event_free(&ev);
 	}
-	assert_int_equal(store_events_next(c->s, &re, &ev), 0);
+	assert_int_equal(store_events_next(c->s, re, &ev), 0);
 	assert_true(seen_t == 1 && seen_u == 1 && seen_p == 1 && seen_q == 1 &&
 		    seen_r == 1);
 	check_ok(c);
@@ -1045,21 +1045,21 @@ static void test_tenant_drain_events_internal(void **state)
 {
 	struct ctx *c = *state;
 	struct store_node *t, *p;
-	struct store_event_reader re;
+	struct store_event_reader *re;
 	struct store_event ev;
 
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
 	cr(c, p, "a");
-	store_events_open(c->s, NULL, &re);
+	re = ev_open(c, NULL);
 	assert_int_equal(store_drain(c->s, t), 0);
-	next_ev(c, &re, &ev);
+	next_ev(c, re, &ev);
 	assert_int_equal(ev.op, STORE_OP_DRAIN);
 	assert_string_equal(ev.tenant, "t");
 	assert_string_equal(ev.parent, "");
 	store_event_free(&ev);
 	assert_int_equal(store_drain_now(c->s, t), 0);
-	next_ev(c, &re, &ev);
+	next_ev(c, re, &ev);
 	assert_int_equal(ev.op, STORE_OP_DRAIN);
 	assert_true(ev.internal);
 	assert_int_equal(ev.kind, STORE_PARENT);
@@ -1069,7 +1069,7 @@ static void test_tenant_drain_events_internal(void **state)
 	assert_string_equal(ev.child, "");
 	store_event_free(&ev);
 	/* A drained tenant is not removed: no tenant line. */
-	assert_int_equal(store_events_next(c->s, &re, &ev), 0);
+	assert_int_equal(store_events_next(c->s, re, &ev), 0);
 	check_ok(c);
 }
 

@@ -36,7 +36,7 @@ static void test_events_lines(void **state)
 	bool created = true;
 
 	rd_open(c, &d, NULL);
-	assert_false(store_events_pending(c->s, &d.r));
+	assert_false(store_events_pending(c->s, d.r));
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
 	q = mk(c, t, "q");
@@ -60,7 +60,7 @@ static void test_events_lines(void **state)
 	assert_int_equal(store_rmdir(c->s, root(c), "zz", NULL), -ENOENT);
 	assert_int_equal(store_link(c->s, a, p, "a"), -EEXIST);
 	assert_int_equal(store_rename(c->s, p, "zz", q, "zz", 0), -ENOENT);
-	assert_false(store_events_pending(c->s, &d.r));
+	assert_false(store_events_pending(c->s, d.r));
 	expect_events(c, &d, "");
 
 	/* Publications. */
@@ -113,7 +113,7 @@ static void test_events_lines(void **state)
 	/* Tenant cleanup: one line for everything. */
 	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	expect_events(c, &d, EV("cleanup", "t", "-", "-", "-", "-"));
-	assert_false(store_events_pending(c->s, &d.r));
+	assert_false(store_events_pending(c->s, d.r));
 	check_ok(c);
 }
 
@@ -166,7 +166,7 @@ static void test_events_rename_lines(void **state)
 	assert_int_equal(store_rename(c->s, b, "x2", b, "z", 0), 0);
 	assert_int_equal(store_rename(c->s, a, "none", b, "z",
 				      STORE_RENAME_EXCHANGE), -ENOENT);
-	assert_false(store_events_pending(c->s, &d.r));
+	assert_false(store_events_pending(c->s, d.r));
 	expect_events(c, &d, "");
 
 	/* Two names of one state trade it: the line, and nothing moves. */
@@ -304,29 +304,29 @@ static void test_events_open_at_present_and_pending(void **state)
 	p = mk(c, t, "p");
 	/* A reader starts at the present: nothing of the past. */
 	rd_open(c, &d, NULL);
-	assert_false(store_events_pending(c->s, &d.r));
-	assert_int_equal(store_events_read(c->s, &d.r, buf, sizeof buf), 0);
+	assert_false(store_events_pending(c->s, d.r));
+	assert_int_equal(store_events_read(c->s, d.r, buf, sizeof buf), 0);
 	assert_int_equal(create_rc(c, p, "a", true), 0);
-	assert_true(store_events_pending(c->s, &d.r));
+	assert_true(store_events_pending(c->s, d.r));
 	expect_events(c, &d, EV("create", "t", "p", "a", "1", "0"));
-	assert_false(store_events_pending(c->s, &d.r));
-	assert_int_equal(store_events_read(c->s, &d.r, buf, sizeof buf), 0);
+	assert_false(store_events_pending(c->s, d.r));
+	assert_int_equal(store_events_read(c->s, d.r, buf, sizeof buf), 0);
 
 	/* Two readers are independent. */
 	rd_open(c, &dt, t);
 	assert_int_equal(store_unlink(c->s, p, "a"), 0);
-	assert_true(store_events_pending(c->s, &d.r));
-	assert_true(store_events_pending(c->s, &dt.r));
+	assert_true(store_events_pending(c->s, d.r));
+	assert_true(store_events_pending(c->s, dt.r));
 	expect_events(c, &dt, EV("unlink", "t", "p", "a", "1", "0"));
-	assert_true(store_events_pending(c->s, &d.r));
+	assert_true(store_events_pending(c->s, d.r));
 	expect_events(c, &d, EV("unlink", "t", "p", "a", "1", "0"));
 
 	/* A tenant's reader has nothing to read after another tenant's
 	 * transition. */
 	assert_int_equal(mkdir_rc(c, u, "q"), 0);
-	assert_true(store_events_pending(c->s, &d.r));
-	assert_false(store_events_pending(c->s, &dt.r));
-	assert_int_equal(store_events_read(c->s, &dt.r, buf, sizeof buf), 0);
+	assert_true(store_events_pending(c->s, d.r));
+	assert_false(store_events_pending(c->s, dt.r));
+	assert_int_equal(store_events_read(c->s, dt.r, buf, sizeof buf), 0);
 	expect_events(c, &d, EV("join", "u", "q", "-", "1", "-"));
 	check_ok(c);
 }
@@ -345,7 +345,7 @@ static void test_events_read_whole_lines(void **state)
 	p = mk(c, t, "p");
 	assert_int_equal(create_rc(c, p, "abc", true), 0);
 	for (int i = 0; i < 2; i++) {
-		got = store_events_read(c->s, &d.r, small, sizeof small - 1);
+		got = store_events_read(c->s, d.r, small, sizeof small - 1);
 		assert_true(got <= sizeof small - 1);
 		assert_true(got > 0);
 		assert_int_equal(small[got - 1], '\n');
@@ -353,7 +353,7 @@ static void test_events_read_whole_lines(void **state)
 		strcat(all, small);
 	}
 	/* 5 bytes hold no line: nothing copied, nothing lost. */
-	got = store_events_read(c->s, &d.r, small, 5);
+	got = store_events_read(c->s, d.r, small, 5);
 	if (got) {
 		assert_true(got <= 5);
 		assert_int_equal(small[got - 1], '\n');
@@ -406,7 +406,7 @@ static void test_events_overflow(void **state)
 		}
 	}
 	assert_int_equal(count_lines(truth), n);
-	assert_true(store_events_pending(c->s, &slow.r));
+	assert_true(store_events_pending(c->s, slow.r));
 
 	got = rd_raw(c, &slow, &glen);
 	if (strncmp(got, "overflow\n", 9) != 0)
@@ -434,7 +434,7 @@ static void test_events_overflow(void **state)
 	assert_int_equal(count_lines(got), 1);
 	free(got);
 	free(chunk);
-	assert_false(store_events_pending(c->s, &slow.r));
+	assert_false(store_events_pending(c->s, slow.r));
 
 	free(truth);
 	check_ok(c);
@@ -445,7 +445,7 @@ static void test_events_next_overflow(void **state)
 {
 	struct ctx *c = *state;
 	struct store_node *t, *p, *a;
-	struct store_event_reader re;
+	struct store_event_reader *re;
 	struct store_event ev;
 	struct rd fast;
 	uint64_t newest = 0, prev = 0;
@@ -454,7 +454,7 @@ static void test_events_next_overflow(void **state)
 	t = mk(c, root(c), "t");
 	p = mk(c, t, "p");
 	a = cr(c, p, "a");
-	store_events_open(c->s, NULL, &re);
+	re = ev_open(c, NULL);
 	rd_open(c, &fast, NULL);
 	for (int i = 0; i < STORE_EVENT_LOG + 100; i++) {
 		publish(c, a, STORE_STAGE_REPLACE, "x");
@@ -465,8 +465,8 @@ static void test_events_next_overflow(void **state)
 	newest = fast.last;
 
 	memset(&ev, 0, sizeof ev);
-	assert_int_equal(store_events_next(c->s, &re, &ev), -EOVERFLOW);
-	while ((rc = store_events_next(c->s, &re, &ev)) == 1) {
+	assert_int_equal(store_events_next(c->s, re, &ev), -EOVERFLOW);
+	while ((rc = store_events_next(c->s, re, &ev)) == 1) {
 		assert_true(ev.seq > prev);
 		assert_int_equal(ev.op, STORE_OP_WRITE);
 		prev = ev.seq;
@@ -478,7 +478,7 @@ static void test_events_next_overflow(void **state)
 	assert_true(n >= 1);
 	assert_int_equal(prev, newest);
 	publish(c, a, STORE_STAGE_REPLACE, "y");
-	next_ev(c, &re, &ev);
+	next_ev(c, re, &ev);
 	assert_true(ev.seq > newest);
 	store_event_free(&ev);
 	check_ok(c);
@@ -537,14 +537,10 @@ static void test_events_filtered_by_reader(void **state)
 	char *raw, seq_all[256], seq_x[256], want[256];
 
 	rd_open(c, &all, NULL);
-	rd_open(c, &ro, NULL);
-	ro.r.cred = &owner;
-	rd_open(c, &rm, NULL);
-	rm.r.cred = &member;
-	rd_open(c, &rx, NULL);
-	rx.r.cred = &other;
-	rd_open(c, &rr, NULL);
-	rr.r.cred = &rootc;
+	rd_open_as(c, &ro, NULL, &owner);
+	rd_open_as(c, &rm, NULL, &member);
+	rd_open_as(c, &rx, NULL, &other);
+	rd_open_as(c, &rr, NULL, &rootc);
 
 	closed = mk_owned(c, "closed", &closed_o);
 	group = mk_owned(c, "group", &group_o);
@@ -585,8 +581,7 @@ static void test_events_filtered_by_reader(void **state)
 
 	/* The filtered reader's numbers are the store's: a gap, not a
 	 * renumbering. */
-	rd_open(c, &rx, NULL);
-	rx.r.cred = &other;
+	rd_open_as(c, &rx, NULL, &other);
 	rd_open(c, &all, NULL);
 	r = lk(c, closed, "r");
 	assert_int_equal(create_rc(c, r, "x", true), 0);
@@ -628,28 +623,25 @@ static void test_events_filtered_no_overflow(void **state)
 	open = mk(c, root(c), "open");
 	p = mk(c, closed, "p");
 	a = cr(c, p, "a");
-	rd_open(c, &idle, NULL);
-	idle.r.cred = &other;
+	rd_open_as(c, &idle, NULL, &other);
 	rd_open(c, &all, NULL);
 	for (int i = 0; i < n; i++)
 		publish(c, a, STORE_STAGE_REPLACE, "x");
-	assert_false(store_events_pending(c->s, &idle.r));
+	assert_false(store_events_pending(c->s, idle.r));
 	assert_int_equal(mkdir_rc(c, open, "q"), 0);
-	assert_true(store_events_pending(c->s, &idle.r));
+	assert_true(store_events_pending(c->s, idle.r));
 	expect_events(c, &idle, EV("join", "open", "q", "-", "1", "-"));
 	assert_int_equal(idle.overflows, 0);
 	/* The same distance in lines it sees is an overflow, as before. */
 	free(rd_take(c, &all));
 	assert_int_equal(all.overflows, 1);
 
-	rd_open(c, &polled, NULL);
-	polled.r.cred = &other;
-	rd_open(c, &wrapped, NULL);
-	wrapped.r.cred = &other;
+	rd_open_as(c, &polled, NULL, &other);
+	rd_open_as(c, &wrapped, NULL, &other);
 	for (int i = 0; i < STORE_EVENT_LOG + 100; i++) {
 		publish(c, a, STORE_STAGE_REPLACE, "x");
 		if (i % 1000 == 999)
-			assert_false(store_events_pending(c->s, &polled.r));
+			assert_false(store_events_pending(c->s, polled.r));
 	}
 	assert_int_equal(mkdir_rc(c, open, "r"), 0);
 	expect_events(c, &polled, EV("join", "open", "r", "-", "1", "-"));
@@ -698,7 +690,7 @@ static void test_events_next_internal(void **state)
 {
 	struct ctx *c = *state;
 	struct store_node *t, *p, *q, *r, *a, *b;
-	struct store_event_reader re;
+	struct store_event_reader *re;
 	struct store_event ev;
 	struct rd d;
 	uint64_t seq;
@@ -707,11 +699,11 @@ static void test_events_next_internal(void **state)
 	p = mk(c, t, "p");
 	q = mk(c, t, "q");
 	r = mk(c, t, "r");
-	store_events_open(c->s, NULL, &re);
+	re = ev_open(c, NULL);
 	rd_open(c, &d, NULL);
 
 	a = cr(c, p, "a");
-	next_ev(c, &re, &ev);
+	next_ev(c, re, &ev);
 	assert_int_equal(ev.op, STORE_OP_CREATE);
 	assert_false(ev.internal);
 	assert_string_equal(ev.tenant, "t");
@@ -723,7 +715,7 @@ static void test_events_next_internal(void **state)
 	assert_int_equal(d.last, seq);        /* the same numbers */
 
 	assert_int_equal(store_unlink(c->s, p, "a"), 0);
-	next_ev(c, &re, &ev);
+	next_ev(c, re, &ev);
 	assert_int_equal(ev.op, STORE_OP_UNLINK);
 	assert_false(ev.internal);
 	assert_int_equal(ev.kind, STORE_CHILD);
@@ -739,7 +731,7 @@ static void test_events_next_internal(void **state)
 	set_ttl(c, q, 200);
 	advance(c, 200);
 	assert_int_equal(store_expire(c->s, 10), 2);
-	next_op(c, &re, STORE_OP_EXPIRE, &ev);
+	next_op(c, re, STORE_OP_EXPIRE, &ev);
 	assert_true(ev.internal);
 	assert_int_equal(ev.kind, STORE_CHILD);
 	assert_int_equal(ev.ino, store_node_ino(b));
@@ -749,7 +741,7 @@ static void test_events_next_internal(void **state)
 	assert_true(ev.seq > seq);
 	seq = ev.seq;
 	store_event_free(&ev);
-	next_ev(c, &re, &ev);
+	next_ev(c, re, &ev);
 	assert_int_equal(ev.op, STORE_OP_EXPIRE);
 	assert_true(ev.internal);
 	assert_int_equal(ev.kind, STORE_PARENT);
@@ -761,7 +753,7 @@ static void test_events_next_internal(void **state)
 	store_event_free(&ev);
 
 	assert_int_equal(store_depart(c->s, t, "r", NULL), 0);
-	next_ev(c, &re, &ev);
+	next_ev(c, re, &ev);
 	assert_int_equal(ev.op, STORE_OP_DEPART);
 	assert_true(ev.internal);
 	assert_int_equal(ev.kind, STORE_PARENT);
@@ -771,7 +763,7 @@ static void test_events_next_internal(void **state)
 	store_event_free(&ev);
 
 	assert_int_equal(store_depart(c->s, t, "ghost", NULL), 0);
-	next_ev(c, &re, &ev);
+	next_ev(c, re, &ev);
 	assert_int_equal(ev.op, STORE_OP_DEPART);
 	assert_true(ev.internal);
 	assert_string_equal(ev.parent, "ghost");
@@ -779,14 +771,14 @@ static void test_events_next_internal(void **state)
 
 	/* rmdir of P is a request on P's own path. */
 	assert_int_equal(store_rmdir(c->s, t, "p", NULL), 0);
-	next_ev(c, &re, &ev);
+	next_ev(c, re, &ev);
 	assert_int_equal(ev.op, STORE_OP_LEAVE);
 	assert_false(ev.internal);
 	assert_int_equal(ev.kind, STORE_PARENT);
 	assert_int_equal(ev.ino, store_node_ino(p));
 	store_event_free(&ev);
 
-	assert_int_equal(store_events_next(c->s, &re, &ev), 0);
+	assert_int_equal(store_events_next(c->s, re, &ev), 0);
 	check_ok(c);
 }
 
@@ -831,7 +823,7 @@ static void test_event_hook(void **state)
 	assert_int_equal(store_renew(c->s, a), 0);
 	assert_int_equal(store_expire(c->s, 10), 0);
 	assert_int_equal(c->hooks, h0);
-	assert_false(store_events_pending(c->s, &d.r));
+	assert_false(store_events_pending(c->s, d.r));
 
 	/* One call for a transition of several lines: a's state, linked
 	 * twice, and b expire in one reaper run (three lines). */

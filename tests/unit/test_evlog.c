@@ -1,8 +1,8 @@
 /*
  * test_evlog.c - unit tests of the event log itself (store/evlog.c): how
  * a reader whose end is r->until falls behind.  The daemon's .events
- * readers read only what its inval thread has passed (fs/watch.c sets
- * until to the inval thread's progress), so the log may run far ahead of
+ * readers read only what its inval thread has passed (fs/events.c gates
+ * them at the inval thread's progress), so the log may run far ahead of
  * what such a reader may read.  Only what it could have read and lost
  * makes it fall behind: entries overwritten before it got to them, or
  * more than its window of entries before its end.

@@ -1,6 +1,6 @@
 /*
- * test_fs.c - unit tests of the FUSE adapter (fs/ops.c, fs/watch.c) with
- * the kernel replaced by a recorder.
+ * test_fs.c - unit tests of the FUSE adapter (every file of fs/ but main.c) with the
+ * kernel replaced by a recorder.
  *
  * This file defines every libfuse function the adapter calls (the binary
  * is not linked with libfuse): requests are struct fuse_req values made
@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "layout/layout.h"
 #include "store/store.h"
 #include "tests/unit/unit.h"
 
@@ -463,6 +464,7 @@ static struct fs *fs_up(const struct store_limits *l)
 {
 	struct fs *fs = calloc(1, sizeof(*fs));
 	struct store_limits def;
+	struct layout_mount m;
 
 	assert_non_null(fs);
 	if (!l) {
@@ -470,7 +472,10 @@ static struct fs *fs_up(const struct store_limits *l)
 		l = &def;
 	}
 	assert_int_equal(store_new(l, NULL, &fs->store), 0);
+	fs_inodes_init(&fs->inodes);
 	fs_watch_init(fs);
+	layout_mount_default(&m);
+	fs->cache_s = (double)m.cache_timeout_ms / 1000.0;
 	/* The echo thread finds no mount here and echoes nothing. */
 	fs->mountpoint = strdup("/nonexistent/statefs-test_fs");
 	fs->se = (struct fuse_session *)&fake_session;
@@ -485,6 +490,7 @@ static void fs_down(struct fs *fs)
 	fs_watch_stop(fs);
 	fs_watch_join(fs);
 	watched = NULL;
+	fs_inodes_clear(&fs->inodes, fs->store);
 	store_free(fs->store);
 	free(fs->mountpoint);
 	free(fs);
@@ -521,12 +527,11 @@ static void sleep_ms(long ms)
 /* Has the inval thread passed every event so far? */
 static bool inval_caught_up(struct fs *fs)
 {
-	struct store_event_reader head;
+	uint64_t head = store_events_end(fs->store);
 	bool done;
 
-	store_events_open(fs->store, NULL, &head);
 	pthread_mutex_lock(&fs->watch_lock);
-	done = fs->inval_seq == head.next;
+	done = fs->inval_seq == head;
 	pthread_mutex_unlock(&fs->watch_lock);
 	return done;
 }
@@ -989,7 +994,7 @@ static pid_t echo_pid(struct fs *fs)
 }
 
 /* What the echo thread sets up before it replays a parent's departure
- * through the mount (watch.c, echo_one). */
+ * through the mount (echo.c, echo_one). */
 static void echo_arm_parent(struct fs *fs, uint64_t t_ino, const char *name,
 			    uint64_t ino)
 {
@@ -1109,6 +1114,7 @@ static struct fs *fs_bare(void)
 	store_limits_default(&l);
 	l.max_payload = 16;
 	assert_int_equal(store_new(&l, &clock, &fs->store), 0);
+	fs_inodes_init(&fs->inodes);
 	fs_watch_init(fs);
 	fs->se = (struct fuse_session *)&fake_session;
 	return fs;
@@ -1116,6 +1122,7 @@ static struct fs *fs_bare(void)
 
 static void fs_bare_down(struct fs *fs)
 {
+	fs_inodes_clear(&fs->inodes, fs->store);
 	store_free(fs->store);
 	free(fs);
 }
@@ -1165,6 +1172,37 @@ static int make_entry(struct fs *fs, enum made_by by, uint64_t t_ino,
 	return req.err;
 }
 
+/*
+ * Make the kernel know more children of @p until the inode table is full
+ * to the point where one more entry needs it to grow: a handler's
+ * reservation is then an allocation of its own, which the failure hook
+ * can fail like the store's.  Found by trying: a reservation that
+ * allocates nothing leaves the hook armed.
+ */
+static void inode_table_at_edge(struct fs *fs, struct store_node *p)
+{
+	const struct store_owner fown = { 0, 0, 0644 };
+
+	for (int i = 0;; i++) {
+		struct store_node *c = NULL;
+		char name[16];
+		bool created, edge;
+
+		/* Armed, a reservation that must grow the table fails. */
+		store_fault_fail_nth(1);
+		edge = fs_inode_reserve(&fs->inodes) != 0;
+		store_fault_fail_nth(0);
+		if (edge)
+			return;
+		fs_inode_unreserve(&fs->inodes);
+		snprintf(name, sizeof(name), "e%d", i);
+		assert_int_equal(store_create(fs->store, p, name, &fown, true,
+					      &c, &created), 0);
+		assert_int_equal(fs_inode_remember(&fs->inodes, c), 0);
+		store_node_unref(fs->store, c);
+	}
+}
+
 /* What a failed call must not have changed: the gauges and counters. */
 static void counters(struct fs *fs, struct store_stats *st)
 {
@@ -1173,11 +1211,12 @@ static void counters(struct fs *fs, struct store_stats *st)
 
 /*
  * Every allocation of mkdir, create, mknod and link fails in turn (the
- * store's, which the fault hook counts): a call that fails has changed
- * nothing, in the store, its counters or its event log.  The ones that
- * allocate after the transition (the inode table, the open file) used to
- * fail with the join or admission standing, or took it back with an
- * unlink line.
+ * store's, and the growth of the kernel's inode table, which the fault
+ * hook counts; the table is made to need one): a call that fails has
+ * changed nothing, in the store, its counters or its event log.  What
+ * can fail is taken before the transition (the room in the inode table,
+ * the open file), so a call never fails with the join or admission
+ * standing, nor takes it back with an unlink line.
  */
 static void test_failed_entry_calls_change_nothing(void **state)
 {
@@ -1189,7 +1228,7 @@ static void test_failed_entry_calls_change_nothing(void **state)
 			struct fs *fs = fs_bare();
 			struct store_node *t, *p, *a = NULL;
 			struct store_stats before, after;
-			struct store_event_reader r;
+			struct store_event_reader *r;
 			const struct store_owner fown = { 0, 0, 0644 };
 			uint64_t t_ino, p_ino, a_ino;
 			bool created, reached;
@@ -1202,8 +1241,10 @@ static void test_failed_entry_calls_change_nothing(void **state)
 			t_ino = kernel_lookup(fs, STORE_ROOT_INO, "t");
 			p_ino = kernel_lookup(fs, t_ino, "p");
 			a_ino = kernel_lookup(fs, p_ino, "a");
+			inode_table_at_edge(fs, p);
 			counters(fs, &before);
-			store_events_open(fs->store, NULL, &r);
+			assert_int_equal(store_events_open(fs->store, NULL,
+							   NULL, 0, &r), 0);
 			store_fault_fail_nth(n);
 			err = make_entry(fs, (enum made_by)by, t_ino, p_ino, a_ino);
 			reached = !store_fault_armed();
@@ -1219,11 +1260,12 @@ static void test_failed_entry_calls_change_nothing(void **state)
 					fail_msg("%s failed (allocation %lu) and "
 						 "the store's counters changed",
 						 made_by_name[by], n);
-				if (store_events_pending(fs->store, &r))
+				if (store_events_pending(fs->store, r))
 					fail_msg("%s failed (allocation %lu) and "
 						 "left a line in .events",
 						 made_by_name[by], n);
 			}
+			store_events_close(r);
 			store_node_unref(fs->store, a);
 			store_node_unref(fs->store, p);
 			store_node_unref(fs->store, t);
@@ -1366,9 +1408,204 @@ static void test_drain_shutdown_does_not_wait_for_a_late_lookup(void **state)
 	watched = NULL;
 	store_node_unref(fs->store, p);
 	store_node_unref(fs->store, t);
+	fs_inodes_clear(&fs->inodes, fs->store);
 	store_free(fs->store);
 	free(fs->mountpoint);
 	free(fs);
+}
+
+/* The kernel's inode table --------------------------------------------------------- */
+
+/* The node the table gives for @ino, its reference dropped: a pointer to
+ * compare, or NULL. */
+static struct store_node *known(struct fs *fs, uint64_t ino)
+{
+	struct store_node *n = fs_inode_get(&fs->inodes, fs->store, ino);
+
+	if (n)
+		store_node_unref(fs->store, n);
+	return n;
+}
+
+/*
+ * The table keeps a node the kernel knows, removed or not, readable until
+ * the kernel has forgotten every lookup of it; then the number names
+ * nothing.
+ */
+static void test_inode_table_remember_forget(void **state)
+{
+	const struct store_owner fown = { 0, 0, 0644 };
+	struct fs *fs = fs_bare();
+	struct fs_inodes *t = &fs->inodes;
+	struct store_node *tn, *p, *a = NULL, *b = NULL, *n;
+	struct store_attr at;
+	uint64_t ia, ib, ip;
+	bool created;
+
+	(void)state;
+	tn = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, tn, "p");
+	assert_int_equal(store_create(fs->store, p, "a", &fown, true, &a,
+				      &created), 0);
+	assert_int_equal(store_create(fs->store, p, "b", &fown, true, &b,
+				      &created), 0);
+	ia = store_node_ino(a);
+	ib = store_node_ino(b);
+	ip = store_node_ino(p);
+
+	/* The root is always known, and never forgotten. */
+	n = fs_inode_get(t, fs->store, STORE_ROOT_INO);
+	assert_non_null(n);
+	assert_int_equal(store_node_kind(n), STORE_ROOT);
+	store_node_unref(fs->store, n);
+	fs_inode_forget(t, fs->store, STORE_ROOT_INO, 1);
+	assert_ptr_equal(known(fs, STORE_ROOT_INO), store_root(fs->store));
+
+	/* A remembered live node. */
+	assert_int_equal(fs_inode_remember(t, b), 0);
+	n = fs_inode_get(t, fs->store, ib);
+	assert_ptr_equal(n, b);
+	assert_true(store_node_live(n));
+	assert_int_equal(store_getattr(fs->store, n, &at), 0);
+	store_node_unref(fs->store, n);
+
+	/* Remembered twice, then removed: reachable, dead, until forgotten
+	 * twice. */
+	assert_int_equal(fs_inode_remember(t, a), 0);
+	assert_int_equal(fs_inode_remember(t, a), 0);
+	assert_int_equal(store_unlink(fs->store, p, "a"), 0);
+	store_node_unref(fs->store, a);
+	n = fs_inode_get(t, fs->store, ia);
+	assert_non_null(n);
+	assert_int_equal(store_node_kind(n), STORE_CHILD);
+	assert_false(store_node_live(n));
+	assert_int_equal(store_getattr(fs->store, n, &at), -ESTALE);
+	store_node_unref(fs->store, n);
+	fs_inode_forget(t, fs->store, ia, 1);
+	assert_non_null(known(fs, ia));
+	fs_inode_forget(t, fs->store, ia, 1);
+	assert_null(known(fs, ia));
+
+	/* A removed parent the kernel remembers. */
+	assert_int_equal(fs_inode_remember(t, p), 0);
+	assert_int_equal(store_rmdir(fs->store, tn, "p", NULL), 0);
+	store_node_unref(fs->store, p);
+	n = fs_inode_get(t, fs->store, ip);
+	assert_non_null(n);
+	assert_int_equal(store_node_kind(n), STORE_PARENT);
+	assert_false(store_node_live(n));
+	assert_int_equal(store_create(fs->store, n, "x", &fown, true, &a,
+				      &created), -ESTALE);
+	store_node_unref(fs->store, n);
+	/* A forget of more lookups than it holds forgets it. */
+	fs_inode_forget(t, fs->store, ip, 7);
+	assert_null(known(fs, ip));
+
+	/* b went with p's leave; the kernel still knows it. */
+	n = fs_inode_get(t, fs->store, ib);
+	assert_ptr_equal(n, b);
+	assert_false(store_node_live(n));
+	store_node_unref(fs->store, n);
+	fs_inode_forget(t, fs->store, ib, 1);
+	assert_null(known(fs, ib));
+	store_node_unref(fs->store, b);
+
+	/* Forgetting numbers it does not know changes nothing. */
+	fs_inode_forget(t, fs->store, 1u << 30, 1);
+	store_node_unref(fs->store, tn);
+	fs_bare_down(fs);
+}
+
+/* No inode number the kernel was never told names a node, whatever its
+ * value (FUSE inode numbers are 64-bit), however full the table. */
+static void test_inode_table_unknown_numbers(void **state)
+{
+	const uint64_t probes[] = { 0, 2, 1000, 1ull << 32, 1ull << 62,
+				    1ull << 63, (1ull << 63) | 1,
+				    (1ull << 63) | 63, UINT64_MAX };
+	struct fs *fs = fs_bare();
+	struct store_node *tn;
+
+	(void)state;
+	tn = mk(fs, store_root(fs->store), "t");
+	for (int round = 0; round < 2; round++) {
+		for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++)
+			if (known(fs, probes[i]))
+				fail_msg("%#llx names a node the kernel never "
+					 "learned",
+					 (unsigned long long)probes[i]);
+		assert_int_equal(fs_inode_remember(&fs->inodes, tn), 0);
+	}
+	fs_inode_forget(&fs->inodes, fs->store, store_node_ino(tn), 2);
+	store_node_unref(fs->store, tn);
+	fs_bare_down(fs);
+}
+
+/*
+ * Many nodes, remembered and forgotten in an order unlike the one they
+ * were made in (the table grows, and removals shift runs back): every
+ * node the kernel still knows is found under its number, every other
+ * number names nothing, and clearing the table drops what is left.
+ */
+static void test_inode_table_churn(void **state)
+{
+	enum { N = 5000 };
+	const struct store_owner fown = { 0, 0, 0644 };
+	struct fs *fs = fs_bare();
+	struct store_node *tn, *p, **c = calloc(N, sizeof(*c));
+	unsigned seed = 12345;
+	uint64_t *held = calloc(N, sizeof(*held));
+	bool created;
+
+	(void)state;
+	assert_non_null(c);
+	assert_non_null(held);
+	tn = mk(fs, store_root(fs->store), "t");
+	p = mk(fs, tn, "p");
+	for (int i = 0; i < N; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "c%d", i);
+		assert_int_equal(store_create(fs->store, p, name, &fown, true,
+					      &c[i], &created), 0);
+	}
+	for (int round = 0; round < 4; round++) {
+		for (int k = 0; k < N; k++) {
+			int i = rand_r(&seed) % N;
+
+			if (held[i] && rand_r(&seed) % 2) {
+				uint64_t give = 1 + (uint64_t)rand_r(&seed) %
+						    held[i];
+
+				fs_inode_forget(&fs->inodes, fs->store,
+						store_node_ino(c[i]), give);
+				held[i] -= give;
+			} else {
+				assert_int_equal(fs_inode_remember(&fs->inodes,
+								   c[i]), 0);
+				held[i]++;
+			}
+		}
+		for (int i = 0; i < N; i++) {
+			struct store_node *n = known(fs, store_node_ino(c[i]));
+
+			if (held[i] ? n != c[i] : n != NULL)
+				fail_msg("round %d: c%d (%llu lookups) is %s", round,
+					 i, (unsigned long long)held[i],
+					 n ? "known" : "unknown");
+		}
+		assert_null(known(fs, store_node_ino(c[N - 1]) + 1000));
+	}
+	/* What the kernel still holds outlives the store's own reference,
+	 * until the table is cleared (ASan: no leak, no use after free). */
+	assert_int_equal(store_rmdir(fs->store, tn, "p", NULL), 0);
+	for (int i = 0; i < N; i++)
+		store_node_unref(fs->store, c[i]);
+	store_node_unref(fs->store, p);
+	store_node_unref(fs->store, tn);
+	fs_bare_down(fs);
+	free(c);
+	free(held);
 }
 
 int main(void)
@@ -1386,6 +1623,9 @@ int main(void)
 		cmocka_unit_test(test_failed_entry_calls_change_nothing),
 		cmocka_unit_test(test_refused_setattr_renews_nothing),
 		cmocka_unit_test(test_drain_shutdown_does_not_wait_for_a_late_lookup),
+		cmocka_unit_test(test_inode_table_remember_forget),
+		cmocka_unit_test(test_inode_table_unknown_numbers),
+		cmocka_unit_test(test_inode_table_churn),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

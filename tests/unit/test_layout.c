@@ -651,7 +651,6 @@ static void test_option_invalid(void **state)
 		/* Over the longest duration (store.h). */
 		"default_ttl=1000000000.001", "default_ttl=18446744073709551.615",
 		"tombstone_ttl=1000000001", "drain_window=18446744073709551",
-		"cache_timeout=9223372036854775.808",
 	};
 
 	(void)state;
@@ -717,6 +716,54 @@ static void test_option_unknown(void **state)
 		assert_true(limits_equal(&l, &before));
 		assert_string_equal(err, "untouched");
 	}
+}
+
+/*
+ * cache_timeout is the adapter's, not the store's: layout_mount_option
+ * takes it (and nothing of the store's), layout_option leaves it to the
+ * caller; a refusal names it and changes nothing.
+ */
+static void test_option_mount(void **state)
+{
+	static const char *const bad[] = {
+		"cache_timeout=9223372036854775.808", "cache_timeout=-1",
+		"cache_timeout=abc", "cache_timeout=", "cache_timeout",
+		"cache_timeout=1000000000.001",
+	};
+	struct layout_mount m, before;
+	struct store_limits l, lbefore;
+	char err[200];
+
+	(void)state;
+	layout_mount_default(&m);
+	assert_int_equal(m.cache_timeout_ms, 3600 * 1000);
+	assert_int_equal(layout_mount_option(&m, "cache_timeout=1.5", err,
+					     sizeof(err)), 1);
+	assert_int_equal(m.cache_timeout_ms, 1500);
+	assert_int_equal(layout_mount_option(&m, "cache_timeout=0", err,
+					     sizeof(err)), 1);
+	assert_int_equal(m.cache_timeout_ms, 0);
+	before = m;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = '\0';
+		if (layout_mount_option(&m, bad[i], err, sizeof(err)) != -EINVAL)
+			fail_msg("'%s' should be refused", bad[i]);
+		assert_memory_equal(&m, &before, sizeof(m));
+		assert_memory_equal(err, "statefs: ", 9);
+		assert_non_null(strstr(err, "-o cache_timeout"));
+		assert_null(strchr(err, '\n'));
+	}
+	/* Each takes only its own. */
+	assert_int_equal(layout_mount_option(&m, "max_tenants=3", err,
+					     sizeof(err)), 0);
+	assert_int_equal(layout_mount_option(&m, "testclock", err,
+					     sizeof(err)), 0);
+	assert_memory_equal(&m, &before, sizeof(m));
+	store_limits_default(&l);
+	lbefore = l;
+	assert_int_equal(layout_option(&l, "cache_timeout=5", err,
+				       sizeof(err)), 0);
+	assert_true(limits_equal(&l, &lbefore));
 }
 
 static void test_option_last_wins(void **state)
@@ -800,7 +847,6 @@ static void test_limits_ranges(void **state)
 	REFUSE(tombstone_ttl_ms, STORE_DURATION_MAX_MS + 1, "tombstone_ttl");
 	REFUSE(default_ttl_ms, UINT64_MAX, "default_ttl");
 	REFUSE(drain_window_ms, STORE_DURATION_MAX_MS + 1, "drain_window");
-	REFUSE(cache_timeout_ms, UINT64_MAX, "cache_timeout");
 	/* A share above its ceiling is a mistake, not a wish. */
 	REFUSE(tenant_max_parents, 65537, "tenant_max_parents");
 	REFUSE(tenant_max_children, 1048577, "tenant_max_children");
@@ -1553,6 +1599,7 @@ int main(void)
 		cmocka_unit_test(test_option_message_format),
 		cmocka_unit_test(test_option_message_truncated),
 		cmocka_unit_test(test_option_unknown),
+		cmocka_unit_test(test_option_mount),
 		cmocka_unit_test(test_option_last_wins),
 		cmocka_unit_test(test_limits_payload_vs_bytes),
 		cmocka_unit_test(test_limits_ranges),

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "store/ptab.h"
-#include "store/store.h" /* store_fault_fail_nth() */
+#include "store/store_test.h" /* store_fault_fail_nth() */
 
 #define N 4000
 

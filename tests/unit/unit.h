@@ -1,6 +1,7 @@
 /*
  * unit.h - what every C unit test of statefs includes: cmocka (which needs
- * its system headers first) and a manual clock for driving the store.
+ * its system headers first), the store's test interface
+ * (store/store_test.h) and a manual clock for driving the store.
  */
 #ifndef STATEFS_UNIT_H
 #define STATEFS_UNIT_H
@@ -10,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "store/store_test.h"
 
 /* A manual monotonic clock: tests move it with fake_clock_advance(). */
 struct fake_clock {

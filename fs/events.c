@@ -1,0 +1,274 @@
+/*
+ * events.c - .events: the open files that stream the event log, and the
+ * events thread that answers the reads they park.
+ *
+ * Each open .events holds a store reader (store_events_open) with its
+ * opener's eyes: it sees only the lines of tenants the opener may list,
+ * each judged as the tenant was when the line was appended.  A read with
+ * nothing pending is parked (no worker thread waits for it); the store's
+ * event hook kicks the events thread after each transition, and it
+ * replies from there.  An interrupted read is answered EINTR.  A line is
+ * handed out only once the inval thread has passed it (the reader is
+ * gated at inval_seq), so whoever learns of a change from the stream
+ * finds the kernel's caches already dropped.
+ *
+ * Locks: fs->watch_lock guards the open .events files (fs->watchers),
+ * each one's reader, parked read, poll handle and unread rest; the store
+ * reader is called under it.  Replies and poll notifications go out with
+ * no lock held.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/fs.h"
+
+#define EVENTS_CHUNK 65536
+
+int fs_events_open(struct fs *fs, struct store_node *dir,
+		   const struct store_cred *cred, struct fs_file *f)
+{
+	bool tenant = store_node_kind(dir) == STORE_TENANT;
+	int rc;
+
+	f->kind = FS_EVENTS;
+	pthread_mutex_lock(&fs->watch_lock);
+	/* Each line is judged by the tenant's owner and mode when it was
+	 * appended, so a tenant closed after the open stops showing. */
+	rc = store_events_open(fs->store, tenant ? dir : NULL, cred, 0,
+			       &f->reader);
+	if (rc) {
+		pthread_mutex_unlock(&fs->watch_lock);
+		return rc;
+	}
+	f->wnext = fs->watchers;
+	f->wprev = NULL;
+	if (fs->watchers)
+		fs->watchers->wprev = f;
+	fs->watchers = f;
+	atomic_fetch_add(&fs->nwatchers, 1);
+	pthread_mutex_unlock(&fs->watch_lock);
+	return 0;
+}
+
+/* Has @f something to read (watch_lock held)?  Only what the inval
+ * thread has passed: see the file comment. */
+static bool events_ready(struct fs *fs, struct fs_file *f)
+{
+	store_events_gate(f->reader, fs->cache_s > 0 ? fs->inval_seq : 0);
+	return f->len > 0 || store_events_pending(fs->store, f->reader);
+}
+
+/*
+ * Move up to @size bytes @f may read now into a new buffer (watch_lock
+ * held).  Lines come from the store whole; what a small read (bash's
+ * `read` takes one byte at a time) leaves of them waits in f->text.
+ */
+static size_t events_take(struct fs *fs, struct fs_file *f, size_t size,
+			  char **out)
+{
+	size_t n;
+
+	*out = NULL;
+	if (f->len == 0 && events_ready(fs, f)) {
+		if (!f->text)
+			f->text = malloc(EVENTS_CHUNK);
+		if (f->text)
+			f->len = store_events_read(fs->store, f->reader,
+						   f->text, EVENTS_CHUNK);
+	}
+	if (f->len == 0 || size == 0)
+		return 0;
+	n = f->len < size ? f->len : size;
+	*out = malloc(n);
+	if (!*out)
+		return 0;
+	memcpy(*out, f->text, n);
+	memmove(f->text, f->text + n, f->len - n);
+	f->len -= n;
+	return n;
+}
+
+/* A parked read was interrupted (the reader got a signal). */
+static void events_interrupted(fuse_req_t req, void *data)
+{
+	struct fs_file *f = data;
+	struct fs *fs = fuse_req_userdata(req);
+	bool mine = false;
+
+	pthread_mutex_lock(&fs->watch_lock);
+	if (f->waiting == req) {
+		f->waiting = NULL;
+		mine = true;
+	} else {
+		f->interrupted = req; /* not parked yet: it will not be */
+	}
+	pthread_mutex_unlock(&fs->watch_lock);
+	if (mine)
+		fuse_reply_err(req, EINTR);
+}
+
+void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
+		    size_t size, bool nonblock)
+{
+	char *buf;
+	size_t n;
+
+	/* A line this reader may see has passed the inval thread before the
+	 * caller's last transition returned: wait for it (bounded). */
+	if (nonblock)
+		fs_inval_sync(fs);
+	pthread_mutex_lock(&fs->watch_lock);
+	n = events_take(fs, f, size, &buf);
+	if (n == 0 && !nonblock && !f->waiting) {
+		pthread_mutex_unlock(&fs->watch_lock);
+		/* Before it is parked: once parked, the events thread may
+		 * answer (and free) it at any moment. */
+		fuse_req_interrupt_func(req, events_interrupted, f);
+		if (fuse_req_interrupted(req)) {
+			fuse_reply_err(req, EINTR);
+			return;
+		}
+		pthread_mutex_lock(&fs->watch_lock);
+		n = events_take(fs, f, size, &buf);
+		if (n == 0 && f->interrupted == req) {
+			f->interrupted = NULL;
+			pthread_mutex_unlock(&fs->watch_lock);
+			fuse_reply_err(req, EINTR);
+			return;
+		}
+		if (n == 0 && !f->waiting) {
+			/* Park it: the events thread replies when a line
+			 * comes. */
+			f->waiting = req;
+			f->want = size;
+			pthread_mutex_unlock(&fs->watch_lock);
+			return;
+		}
+	}
+	pthread_mutex_unlock(&fs->watch_lock);
+	if (n)
+		fuse_reply_buf(req, buf, n);
+	else
+		fuse_reply_err(req, nonblock ? EAGAIN : EBUSY);
+	free(buf);
+}
+
+void fs_events_poll(fuse_req_t req, struct fs *fs, struct fs_file *f,
+		    struct fuse_pollhandle *ph)
+{
+	struct fuse_pollhandle *drop = ph;
+	unsigned revents = 0;
+
+	pthread_mutex_lock(&fs->watch_lock);
+	if (events_ready(fs, f)) {
+		revents = POLLIN | POLLRDNORM;
+	} else if (ph) {
+		/* Keep the newest handle: notified when a line comes. */
+		drop = f->ph;
+		f->ph = ph;
+	}
+	pthread_mutex_unlock(&fs->watch_lock);
+	if (drop)
+		fuse_pollhandle_destroy(drop);
+	fuse_reply_poll(req, revents);
+}
+
+void fs_events_release(struct fs *fs, struct fs_file *f)
+{
+	struct fuse_pollhandle *ph;
+
+	pthread_mutex_lock(&fs->watch_lock);
+	if (f->wprev)
+		f->wprev->wnext = f->wnext;
+	else
+		fs->watchers = f->wnext;
+	if (f->wnext)
+		f->wnext->wprev = f->wprev;
+	ph = f->ph;
+	f->ph = NULL;
+	atomic_fetch_sub(&fs->nwatchers, 1);
+	pthread_mutex_unlock(&fs->watch_lock);
+	if (ph)
+		fuse_pollhandle_destroy(ph);
+}
+
+/* One reply or poll notification the events thread owes. */
+struct owed {
+	fuse_req_t req;
+	char *buf;
+	size_t len;
+	struct fuse_pollhandle *ph;
+};
+
+void *fs_events_main(void *arg)
+{
+	struct fs *fs = arg;
+	struct owed *owed = NULL;
+	size_t cap = 0;
+
+	pthread_setname_np(pthread_self(), "statefs-events");
+	pthread_mutex_lock(&fs->watch_lock);
+	for (;;) {
+		size_t n = 0;
+
+		while (!fs->kicked && !fs->stopping)
+			pthread_cond_wait(&fs->watch_cond, &fs->watch_lock);
+		if (fs->stopping)
+			break;
+		fs->kicked = false;
+		for (struct fs_file *f = fs->watchers; f; f = f->wnext) {
+			struct owed o = { 0 };
+
+			if (f->waiting) {
+				o.len = events_take(fs, f, f->want, &o.buf);
+				if (o.len) {
+					o.req = f->waiting;
+					f->waiting = NULL;
+				}
+			}
+			if (f->ph && events_ready(fs, f)) {
+				o.ph = f->ph;
+				f->ph = NULL;
+			}
+			if (!o.req && !o.ph)
+				continue;
+			if (n == cap) {
+				size_t ncap = cap ? cap * 2 : 16;
+				struct owed *no = realloc(owed, ncap * sizeof(*no));
+
+				if (!no) {
+					free(o.buf);
+					continue;
+				}
+				owed = no;
+				cap = ncap;
+			}
+			owed[n++] = o;
+		}
+		/* Reply with no lock held. */
+		pthread_mutex_unlock(&fs->watch_lock);
+		for (size_t i = 0; i < n; i++) {
+			if (owed[i].req)
+				fuse_reply_buf(owed[i].req, owed[i].buf, owed[i].len);
+			free(owed[i].buf);
+			if (owed[i].ph) {
+				fuse_lowlevel_notify_poll(owed[i].ph);
+				fuse_pollhandle_destroy(owed[i].ph);
+			}
+		}
+		pthread_mutex_lock(&fs->watch_lock);
+	}
+	/* Unmounting: answer what is still parked. */
+	for (struct fs_file *f = fs->watchers; f; f = f->wnext) {
+		if (f->waiting) {
+			fuse_reply_err(f->waiting, EINTR);
+			f->waiting = NULL;
+		}
+	}
+	pthread_mutex_unlock(&fs->watch_lock);
+	free(owed);
+	return NULL;
+}
