@@ -754,7 +754,8 @@ void fs_inval_sync(struct fs *fs)
 static void inval_event(struct fs *fs, const struct store_event *ev)
 {
 	if (!ev->internal ||
-	    (ev->op != STORE_OP_DEPART && ev->op != STORE_OP_DRAIN))
+	    (ev->op != STORE_OP_DEPART && ev->op != STORE_OP_DRAIN &&
+	     ev->op != STORE_OP_CLEANUP))
 		return;
 	if (ev->kind == STORE_TENANT) {
 		inval_name(fs, STORE_ROOT_INO, ev->tenant);
@@ -1106,7 +1107,7 @@ static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
 	if (!ev->internal || ev->ino == 0 || !*name || strlen(name) > NAME_MAX)
 		return;
 	if (ev->op != STORE_OP_EXPIRE && ev->op != STORE_OP_DEPART &&
-	    ev->op != STORE_OP_DRAIN)
+	    ev->op != STORE_OP_DRAIN && ev->op != STORE_OP_CLEANUP)
 		return;
 	if (name_live(fs, ev, depth))
 		return; /* a newer incarnation owns the name: no echo */

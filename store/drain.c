@@ -70,7 +70,8 @@ static int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
  * Clear a drain's scope in one transition (the world lock held
  * exclusively, so no other transition is half done): every parent with
  * its children, every tombstone and, for the whole store, every tenant.
- * Each removed parent and tenant is reported as an internal drain event.
+ * Each removed parent is reported as an internal drain event, each
+ * removed tenant (a drain of the whole store) as an internal cleanup.
  */
 static void drain_clear(struct store *s, struct tenant *only)
 {
@@ -90,7 +91,9 @@ static void drain_clear(struct store *s, struct tenant *only)
 			HASH_DEL(s->tenants, t);
 			gauge_sub(&s->tenants_n, 1, "tenants");
 			touch_dir(&s->root_meta);
-			emit(s, STORE_OP_DRAIN, true, &t->node, t, NULL, NULL, -1, -1);
+			/* The tenant goes: a cleanup, not a drain starting. */
+			emit(s, STORE_OP_CLEANUP, true, &t->node, t, NULL, NULL,
+			     -1, -1);
 		}
 		unlock(&t->lock, LOCK_TENANT);
 		if (!only)

@@ -465,7 +465,7 @@ populate() {
 	assert_output "$(evlines drain t - - - - drain t a - 1 - drain t b - 2 - | LC_ALL=C sort)"
 }
 
-@test ".events: a root drain is 'drain - - - - -', then one line per parent and per tenant cleared" {
+@test ".events: a root drain is 'drain - - - - -', then one drain line per parent and one cleanup line per tenant cleared" {
 	populate
 	events_cat "$OUT"
 	echo 1 >"$MNT/.drain"
@@ -476,10 +476,10 @@ populate() {
 	assert_line --index 0 "$(evlines drain - - - - -)"
 	run bash -c 'cut -f2- "$1" | tail -n +2 | LC_ALL=C sort' _ "$OUT"
 	assert_output "$(evlines \
-		drain t - - - - \
+		cleanup t - - - - \
 		drain t a - 1 - \
 		drain t b - 2 - \
-		drain u - - - - \
+		cleanup u - - - - \
 		drain u p - 1 - | LC_ALL=C sort)"
 }
 
