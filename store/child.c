@@ -208,7 +208,7 @@ static void expired_reap(struct store *s, struct child **c, uint64_t now)
 	*c = NULL;
 }
 
-static int do_create(struct store *s, struct store_node *parent, const char *name,
+int do_create(struct store *s, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
 		 struct store_node **out, bool *created,
 		 struct store_attr *attr)
@@ -322,7 +322,7 @@ int store_create_entry(struct store *s, struct store_node *parent,
 				       created, attr));
 }
 
-static int do_unlink(struct store *s, struct store_node *parent, const char *name)
+int do_unlink(struct store *s, struct store_node *parent, const char *name)
 {
 	struct parent *p = as_parent(parent);
 	struct child *expired = NULL;
@@ -356,7 +356,7 @@ int store_unlink(struct store *s, struct store_node *parent, const char *name)
 	return TRANSITION(s, do_unlink(s, parent, name));
 }
 
-static int do_link(struct store *s, struct store_node *child,
+int do_link(struct store *s, struct store_node *child,
 	       struct store_node *parent, const char *name,
 	       struct store_attr *attr)
 {
@@ -476,7 +476,7 @@ static void links_exchange_locked(struct store *s, struct link *x,
 	unlock(mx < my ? mx : my, LOCK_STRIPE);
 }
 
-static int do_rename(struct store *s, struct store_node *from, const char *name,
+int do_rename(struct store *s, struct store_node *from, const char *name,
 		 struct store_node *to, const char *to_name, unsigned flags)
 {
 	struct parent *a = as_parent(from), *b = as_parent(to);

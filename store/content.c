@@ -129,6 +129,30 @@ static void publish_locked(struct store *s, struct child *c, struct blob *b)
 		     (int64_t)c->version);
 }
 
+int content_publish(struct store *s, struct child *c, const void *data,
+		    size_t len, const int64_t *mtime)
+{
+	struct blob *b = blob_new(data, len);
+	int rc;
+
+	if (len && !b)
+		return -ENOMEM;
+	lock(stripe(s, c), LOCK_STRIPE);
+	if (c->node.nlink == 0)
+		rc = -ESTALE;
+	else
+		rc = bytes_charge_locked(s, c, blob_len(c->content), len);
+	if (rc == 0) {
+		publish_locked(s, c, b);
+		b = NULL;
+		if (mtime)
+			c->meta.mtime = *mtime;
+	}
+	unlock(stripe(s, c), LOCK_STRIPE);
+	blob_unref(b);
+	return rc;
+}
+
 int content_resize_locked(struct store *s, struct child *c, uint64_t size)
 {
 	size_t oldlen = blob_len(c->content);
@@ -327,13 +351,15 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 		rc = -EFBIG;
 		goto out;
 	}
+	/* The store's limits, also for a mirror (which enforces none of
+	 * its own: see struct store). */
 	if (projected > cur &&
-	    atomic_load(&s->bytes_n) + (projected - cur) > s->lim.max_bytes) {
+	    atomic_load(&s->bytes_n) + (projected - cur) > s->shown.max_bytes) {
 		rc = -ENOSPC;
 		goto out;
 	}
-	if (projected > cur && s->lim.tenant_max_bytes &&
-	    tbytes + (projected - cur) > s->lim.tenant_max_bytes) {
+	if (projected > cur && s->shown.tenant_max_bytes &&
+	    tbytes + (projected - cur) > s->shown.tenant_max_bytes) {
 		rc = -EDQUOT;
 		goto out;
 	}

@@ -27,7 +27,7 @@
 
 #include <errno.h>
 
-static int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
+int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
 			  const struct store_cred *cred)
 {
 	int rc = 0;
@@ -73,35 +73,63 @@ static int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
  * Each removed parent is reported as an internal drain event, each
  * removed tenant (a drain of the whole store) as an internal cleanup.
  */
+/*
+ * Clear tenant @t for a drain (the world lock exclusive, the store lock
+ * held); with @dead (a drain of the whole store) the tenant goes too.
+ * Returns the table's reference on a tenant that went, for the caller to
+ * drop once it has let go of the locks (else NULL).
+ */
+static struct tenant *drain_clear_one_locked(struct store *s, struct tenant *t,
+					     bool dead)
+{
+	store_assert_held(LOCK_STORE);
+	lock(&t->lock, LOCK_TENANT);
+	tenant_clear_locked(s, t, STORE_OP_DRAIN, false);
+	if (atomic_load(&t->drain_state) == STORE_DRAINING)
+		atomic_fetch_sub(&s->tenants_draining, 1);
+	atomic_store(&t->drain_state, STORE_DRAINED);
+	if (dead) {
+		atomic_store(&t->node.dead, true);
+		HASH_DEL(s->tenants, t);
+		gauge_sub(&s->tenants_n, 1, "tenants");
+		touch_dir(&s->root_meta);
+		/* The tenant goes: a cleanup, not a drain starting. */
+		emit(s, STORE_OP_CLEANUP, true, &t->node, t, NULL, NULL, -1, -1);
+	}
+	unlock(&t->lock, LOCK_TENANT);
+	return dead ? t : NULL;
+}
+
 static void drain_clear(struct store *s, struct tenant *only)
 {
-	struct tenant *t, *tt;
+	struct tenant *t, *tt, *gone;
 
 	lock(&s->lock, LOCK_STORE);
 	HASH_ITER(hh, s->tenants, t, tt) {
 		if (only && t != only)
 			continue;
-		lock(&t->lock, LOCK_TENANT);
-		tenant_clear_locked(s, t, STORE_OP_DRAIN, false);
-		if (atomic_load(&t->drain_state) == STORE_DRAINING)
-			atomic_fetch_sub(&s->tenants_draining, 1);
-		atomic_store(&t->drain_state, STORE_DRAINED);
-		if (!only) {
-			atomic_store(&t->node.dead, true);
-			HASH_DEL(s->tenants, t);
-			gauge_sub(&s->tenants_n, 1, "tenants");
-			touch_dir(&s->root_meta);
-			/* The tenant goes: a cleanup, not a drain starting. */
-			emit(s, STORE_OP_CLEANUP, true, &t->node, t, NULL, NULL,
-			     -1, -1);
-		}
-		unlock(&t->lock, LOCK_TENANT);
-		if (!only)
-			store_node_unref(s, &t->node);
+		gone = drain_clear_one_locked(s, t, !only);
+		if (gone)
+			store_node_unref(s, &gone->node);
 	}
 	if (!only)
 		atomic_store(&s->state, STORE_DRAINED);
 	unlock(&s->lock, LOCK_STORE);
+}
+
+void drain_clear_tenant(struct store *s, struct tenant *t, bool dead)
+{
+	struct tenant *gone = NULL;
+
+	scan_begin(s);
+	lock(&s->lock, LOCK_STORE);
+	if (!is_dead(&t->node))
+		gone = drain_clear_one_locked(s, t, dead);
+	unlock(&s->lock, LOCK_STORE);
+	scan_end(s);
+	event_hook_run(s);
+	if (gone)
+		store_node_unref(s, &gone->node);
 }
 
 /* Is a drain of the store (@t NULL) or of @t due to be cleared? */

@@ -225,7 +225,7 @@ int store_lease_get(struct store *s, struct store_node *n, struct store_lease *o
  * now + ttl.  The node must be live at @now; renewals are refused while
  * draining.
  */
-static int do_lease(struct store *s, struct store_node *n, bool set,
+int do_lease(struct store *s, struct store_node *n, bool set,
 		    uint64_t ttl_ms)
 {
 	struct parent *p = as_parent(n);

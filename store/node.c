@@ -377,7 +377,7 @@ static void renew_locked(struct store *s, struct store_node *n, uint64_t ttl,
 	lease_set(s, n, now + ttl);
 }
 
-static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
+int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 		  const struct store_attr *in, struct store_attr *out)
 {
 	struct child *c;

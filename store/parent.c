@@ -260,7 +260,7 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
  * @must_exist false a missing parent still gets its tombstone.  With
  * @cred the cascade must be one @cred could do by hand (-EACCES).
  */
-static int parent_leave(struct store *s, struct tenant *t, const char *name,
+int parent_leave(struct store *s, struct tenant *t, const char *name,
 			bool must_exist, const struct store_cred *cred)
 {
 	struct parent *p, *reaped = NULL;
@@ -385,7 +385,7 @@ int store_depart(struct store *s, struct store_node *tenant, const char *name,
 	return TRANSITION(s, do_depart(s, tenant, name, cred));
 }
 
-static int do_mkdir(struct store *s, struct store_node *dir, const char *name,
+int do_mkdir(struct store *s, struct store_node *dir, const char *name,
 		const struct store_owner *owner, struct store_node **out,
 		struct store_attr *attr)
 {

@@ -38,6 +38,7 @@
  * s->hold_lock (LOCK_SNAP_HOLD, a leaf).
  */
 #include "store/internal.h"
+#include "store/mirror.h"
 
 #include <errno.h>
 #include <sys/random.h>
@@ -45,6 +46,9 @@
 
 /* uthash ran out of memory in this thread's last add (internal.h). */
 __thread int hash_oom;
+
+/* The entry this thread's mirror applies (internal.h, mirror.c). */
+__thread struct apply_ctx *applying;
 
 /* Refusals --------------------------------------------------------------- */
 
@@ -140,6 +144,7 @@ int store_new(const struct store_limits *limits,
 	s->lim.user_max_snapshot_bytes =
 		share_of(limits->user_max_snapshot_bytes,
 			 limits->max_snapshot_bytes);
+	s->shown = s->lim;
 	s->clock.now_ms = clock && clock->now_ms ? clock->now_ms : monotonic_ms;
 	s->clock.arg = clock ? clock->arg : NULL;
 	if (getrandom(&s->instance, sizeof(s->instance), 0) !=
@@ -192,6 +197,7 @@ void store_free(struct store *s)
 
 	if (!s)
 		return;
+	mirror_free(s);
 	/* Drop the heap's references, then what the kernel still held. */
 	for (size_t i = 0; i < s->heap_n; i++) {
 		lease_of(s, s->heap[i])->heap_idx = NOT_IN_HEAP;
@@ -243,7 +249,7 @@ void store_free(struct store *s)
 
 const struct store_limits *store_limits(const struct store *s)
 {
-	return &s->lim;
+	return &s->shown;
 }
 
 uint64_t store_instance_id(const struct store *s)
@@ -253,6 +259,8 @@ uint64_t store_instance_id(const struct store *s)
 
 uint64_t store_now_ms(const struct store *s)
 {
+	if (applying)
+		return applying->ms; /* the entry's time (mirror.c) */
 	return s->clock.now_ms(s->clock.arg);
 }
 
