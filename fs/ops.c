@@ -749,6 +749,7 @@ static int stats_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
 	v.uptime_ms = store_uptime_ms(fs->store);
 	v.tenant = tenant ? store_node_name(dir) : NULL;
 	v.limits = store_limits(fs->store);
+	v.link = store_connection(fs->store);
 	need = layout_format_stats(NULL, 0, &v);
 	f->text = malloc(need + 1);
 	if (!f->text)
@@ -980,7 +981,7 @@ static int file_open_special(fuse_req_t req, struct fs *fs, struct store_node *n
 	case LAYOUT_SLOT_CLOCK:
 		f->kind = FS_CLOCK;
 		rc = asprintf(&f->text, "%" PRIu64 "\n",
-			      (uint64_t)atomic_load(&fs->clock_ms)) < 0 ? -ENOMEM : 0;
+			      store_now_ms(fs->store)) < 0 ? -ENOMEM : 0;
 		if (rc)
 			f->text = NULL;
 		else
@@ -1151,6 +1152,20 @@ static void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	(void)ino;
 	(void)datasync;
 	reply_err(req, f->kind == FS_STAGE ? store_stage_publish(f->stage) : 0);
+}
+
+/*
+ * fsync of a directory: the mount's view becomes as fresh as the store
+ * was at the call (store_sync: every transition a shared store committed
+ * before it is applied here; the embedded store has nothing to wait for).
+ */
+static void fs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+			struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	reply_err(req, store_sync(fs_of(req)->store, NULL));
 }
 
 static void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1606,6 +1621,7 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.readdir = fs_readdir,
 	.readdirplus = fs_readdirplus,
 	.releasedir = fs_releasedir,
+	.fsyncdir = fs_fsyncdir,
 	.statfs = fs_statfs,
 	.setxattr = fs_setxattr,
 	.getxattr = fs_getxattr,

@@ -309,6 +309,8 @@ int store_create(struct store *s, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
 		 struct store_node **out, bool *created)
 {
+	if (s->remote)
+		return remote_create(s, parent, name, owner, excl, out, created, NULL);
 	return TRANSITION(s, do_create(s, parent, name, owner, excl, out,
 				       created, NULL));
 }
@@ -318,6 +320,8 @@ int store_create_entry(struct store *s, struct store_node *parent,
 		       bool excl, struct store_node **out, bool *created,
 		       struct store_attr *attr)
 {
+	if (s->remote)
+		return remote_create(s, parent, name, owner, excl, out, created, attr);
 	return TRANSITION(s, do_create(s, parent, name, owner, excl, out,
 				       created, attr));
 }
@@ -353,6 +357,8 @@ int do_unlink(struct store *s, struct store_node *parent, const char *name)
 
 int store_unlink(struct store *s, struct store_node *parent, const char *name)
 {
+	if (s->remote)
+		return remote_unlink(s, parent, name);
 	return TRANSITION(s, do_unlink(s, parent, name));
 }
 
@@ -436,6 +442,8 @@ retry:
 int store_link(struct store *s, struct store_node *child,
 	       struct store_node *parent, const char *name)
 {
+	if (s->remote)
+		return remote_link(s, child, parent, name, NULL);
 	return TRANSITION(s, do_link(s, child, parent, name, NULL));
 }
 
@@ -443,6 +451,8 @@ int store_link_entry(struct store *s, struct store_node *child,
 		     struct store_node *parent, const char *name,
 		     struct store_attr *attr)
 {
+	if (s->remote)
+		return remote_link(s, child, parent, name, attr);
 	return TRANSITION(s, do_link(s, child, parent, name, attr));
 }
 
@@ -589,5 +599,7 @@ out:
 int store_rename(struct store *s, struct store_node *from, const char *name,
 		 struct store_node *to, const char *to_name, unsigned flags)
 {
+	if (s->remote)
+		return remote_rename(s, from, name, to, to_name, flags);
 	return TRANSITION(s, do_rename(s, from, name, to, to_name, flags));
 }

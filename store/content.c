@@ -631,7 +631,66 @@ void store_stage_close(struct store_stage *st)
 	free(st);
 }
 
+/*
+ * The publication of a stage of a mirror: the shared store makes it
+ * (remote_publish), with no store lock held while it waits; then the
+ * stage is based on the version it made, as the mirror shows it.
+ */
+static int stage_publish_remote(struct store_stage *st)
+{
+	struct store *s = st->s;
+	struct child *c = st->c;
+	struct blob *pin = NULL;
+	const char *mode;
+	uint64_t base, seen_version;
+	int64_t seen_mtime;
+	char *data;
+	size_t len;
+	int rc;
+
+	lock(&st->lock, LOCK_STAGE);
+	if (st->failed || !st->dirty) {
+		rc = st->failed;
+		unlock(&st->lock, LOCK_STAGE);
+		return rc;
+	}
+	mode = st->mode == STORE_STAGE_APPEND ? "append" :
+	       st->mode == STORE_STAGE_CAS ? "cas" : "replace";
+	len = st->len;
+	data = st_malloc(len ? len : 1);
+	if (!data) {
+		unlock(&st->lock, LOCK_STAGE);
+		return -ENOMEM;
+	}
+	if (len)
+		memcpy(data, st->buf, len);
+	base = st->base_version;
+	seen_version = st->seen_version;
+	seen_mtime = st->seen_mtime;
+	/* Published or refused, the staged bytes are spent. */
+	stage_reset_locked(st);
+	unlock(&st->lock, LOCK_STAGE);
+	rc = remote_publish(s, &c->node, mode, base, data, len, seen_version,
+			    seen_mtime);
+	free(data);
+	lock(&st->lock, LOCK_STAGE);
+	if (rc == 0) {
+		lock(stripe(s, c), LOCK_STRIPE);
+		pin = st->pin;
+		st->pin = blob_ref(c->content);
+		st->base_version = c->version;
+		st->seen_version = c->version;
+		st->seen_mtime = c->meta.mtime;
+		unlock(stripe(s, c), LOCK_STRIPE);
+	}
+	unlock(&st->lock, LOCK_STAGE);
+	blob_unref(pin);
+	return rc;
+}
+
 int store_stage_publish(struct store_stage *st)
 {
+	if (st->s->remote)
+		return stage_publish_remote(st);
 	return TRANSITION(st->s, do_stage_publish(st));
 }

@@ -207,6 +207,8 @@ int store_drain_as(struct store *s, struct store_node *tenant,
 	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
 	int rc;
 
+	if (s->remote)
+		return remote_drain(s, tenant, cred, false);
 	if (tenant && !t)
 		return -EINVAL;
 	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s), cred));
@@ -220,6 +222,8 @@ int store_drain_now(struct store *s, struct store_node *tenant)
 	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
 	int rc;
 
+	if (s->remote)
+		return remote_drain(s, tenant, NULL, true);
 	if (tenant && !t)
 		return -EINVAL;
 	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s), NULL));
@@ -236,12 +240,14 @@ enum store_state store_drain_state(struct store *s, struct store_node *tenant,
 	uint64_t now = store_now_ms(s), deadline;
 
 	/* Leases past their deadline go first: an expired child no longer
-	 * keeps a drain running. */
-	if (store_next_deadline(s) <= now)
+	 * keeps a drain running.  A mirror asks the shared store to settle
+	 * what is due (store_expire): it settles nothing itself. */
+	if (store_next_deadline(s) <= now ||
+	    (s->remote && (drain_due(s, NULL, now) || (t && drain_due(s, t, now)))))
 		store_expire(s, 4096);
-	if (drain_due(s, NULL, now))
+	if (!s->remote && drain_due(s, NULL, now))
 		drain_settle(s, NULL, false);
-	if (t && drain_due(s, t, now))
+	if (!s->remote && t && drain_due(s, t, now))
 		drain_settle(s, t, false);
 	st = (enum store_state)atomic_load(&s->state);
 	deadline = atomic_load(&s->drain_deadline);

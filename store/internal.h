@@ -850,6 +850,42 @@ int do_mkdir(struct store *s, struct store_node *dir, const char *name,
 	     const struct store_owner *owner, struct store_node **out,
 	     struct store_attr *attr);
 
+/* store/remote_ops.c: the transitions of a store with the shared store
+ * behind it (each store.h transition's first two lines call them) */
+int remote_mkdir(struct store *s, struct store_node *dir, const char *name,
+		 const struct store_owner *owner, struct store_node **out,
+		 struct store_attr *attr);
+int remote_rmdir(struct store *s, struct store_node *dir, const char *name,
+		 const struct store_cred *cred);
+int remote_depart(struct store *s, struct store_node *tenant, const char *name,
+		  const struct store_cred *cred);
+int remote_create(struct store *s, struct store_node *parent, const char *name,
+		  const struct store_owner *owner, bool excl,
+		  struct store_node **out, bool *created,
+		  struct store_attr *attr);
+int remote_unlink(struct store *s, struct store_node *parent, const char *name);
+int remote_link(struct store *s, struct store_node *child,
+		struct store_node *parent, const char *name,
+		struct store_attr *attr);
+int remote_rename(struct store *s, struct store_node *from, const char *name,
+		  struct store_node *to, const char *to_name, unsigned flags);
+int remote_setattr(struct store *s, struct store_node *n, unsigned mask,
+		   const struct store_attr *in, struct store_attr *out);
+int remote_publish(struct store *s, struct store_node *n, const char *mode,
+		   uint64_t base, const void *data, size_t len,
+		   uint64_t seen_version, int64_t seen_mtime);
+int remote_set_ttl(struct store *s, struct store_node *n, uint64_t ttl);
+int remote_renew(struct store *s, struct store_node *n);
+int remote_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl);
+int remote_drain(struct store *s, struct store_node *tenant,
+		 const struct store_cred *cred, bool now);
+unsigned remote_expire(struct store *s, unsigned budget);
+/* store_expire() of a mirror: asks Redis when something is due. */
+unsigned remote_expire_due(struct store *s, unsigned budget);
+int remote_stats(struct store *s, struct store_node *tenant,
+		 struct store_stats *o);
+void remote_free(struct store *s);
+
 /* store/snapshot.c */
 void snap_tenant_cow(struct store *s, struct tenant *t);
 void snap_parent_cow(struct store *s, struct parent *p);

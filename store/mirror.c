@@ -77,7 +77,7 @@ struct mirror {
 	size_t added;                  /* lock: since the last sweep */
 	struct mtenant *tenants;       /* lock: tid -> tenant */
 	uint64_t root_seq;             /* the apply thread's */
-	uint64_t ino_offset;           /* immutable */
+	_Atomic uint64_t ino_offset;   /* changes with a new instance */
 	_Atomic uint64_t testclock_ms;
 	char by[64];                   /* immutable: this mount's id */
 };
@@ -172,6 +172,35 @@ int mirror_attach(struct store *s, const char *by, uint64_t ino_offset)
 	s->lim.tenant_max_bytes = s->lim.tenant_max_tombstones = 0;
 	atomic_store(&s->next_ino, ino_offset + STORE_ROOT_INO + 1 + STORE_NSPECIAL);
 	s->mirror = m;
+	return 0;
+}
+
+int mirror_reset(struct store *s, uint64_t ino_offset)
+{
+	struct mirror *m = s->mirror;
+	struct mnode *x, *xt, *idx;
+	struct mtenant *mt, *mtt, *ts;
+
+	lock(&m->lock, LOCK_MIRROR);
+	idx = m->index;
+	ts = m->tenants;
+	m->index = NULL;
+	m->tenants = NULL;
+	m->added = 0;
+	m->root_seq = 0;
+	atomic_store(&m->ino_offset, ino_offset);
+	unlock(&m->lock, LOCK_MIRROR);
+	HASH_ITER(hh, idx, x, xt) {
+		HASH_DELETE(hh, idx, x);
+		store_node_unref(s, x->n);
+		free(x);
+	}
+	HASH_ITER(hh, ts, mt, mtt) {
+		HASH_DELETE(hh, ts, mt);
+		if (mt->t)
+			store_node_unref(s, &mt->t->node);
+		free(mt);
+	}
 	return 0;
 }
 

@@ -40,6 +40,11 @@ int mentry_parse(const redisReply *fields, struct mentry *e);
  */
 int mirror_attach(struct store *s, const char *by, uint64_t ino_offset);
 
+/* The store is a new instance: forget every tenant and node (the caller
+ * has removed them from the hierarchy), and number the new instance's
+ * nodes past @ino_offset. */
+int mirror_reset(struct store *s, uint64_t ino_offset);
+
 /* store_free()'s part: the mirror's index and tenants. */
 void mirror_free(struct store *s);
 

@@ -433,6 +433,8 @@ int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 int store_setattr(struct store *s, struct store_node *n, unsigned mask,
 		  const struct store_attr *in, struct store_attr *out)
 {
+	if (s->remote)
+		return remote_setattr(s, n, mask, in, out);
 	return TRANSITION(s, do_setattr(s, n, mask, in, out));
 }
 

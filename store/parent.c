@@ -382,6 +382,8 @@ static int do_depart(struct store *s, struct store_node *tenant, const char *nam
 int store_depart(struct store *s, struct store_node *tenant, const char *name,
 		 const struct store_cred *cred)
 {
+	if (s->remote)
+		return remote_depart(s, tenant, name, cred);
 	return TRANSITION(s, do_depart(s, tenant, name, cred));
 }
 
@@ -403,6 +405,8 @@ int do_mkdir(struct store *s, struct store_node *dir, const char *name,
 int store_mkdir(struct store *s, struct store_node *dir, const char *name,
 		const struct store_owner *owner, struct store_node **out)
 {
+	if (s->remote)
+		return remote_mkdir(s, dir, name, owner, out, NULL);
 	return TRANSITION(s, do_mkdir(s, dir, name, owner, out, NULL));
 }
 
@@ -410,6 +414,8 @@ int store_mkdir_entry(struct store *s, struct store_node *dir, const char *name,
 		      const struct store_owner *owner, struct store_node **out,
 		      struct store_attr *attr)
 {
+	if (s->remote)
+		return remote_mkdir(s, dir, name, owner, out, attr);
 	return TRANSITION(s, do_mkdir(s, dir, name, owner, out, attr));
 }
 
@@ -440,5 +446,7 @@ static int do_rmdir(struct store *s, struct store_node *dir, const char *name,
 int store_rmdir(struct store *s, struct store_node *dir, const char *name,
 		const struct store_cred *cred)
 {
+	if (s->remote)
+		return remote_rmdir(s, dir, name, cred);
 	return TRANSITION(s, do_rmdir(s, dir, name, cred));
 }

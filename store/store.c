@@ -197,6 +197,7 @@ void store_free(struct store *s)
 
 	if (!s)
 		return;
+	remote_free(s);
 	mirror_free(s);
 	/* Drop the heap's references, then what the kernel still held. */
 	for (size_t i = 0; i < s->heap_n; i++) {
@@ -280,11 +281,18 @@ int store_stats(struct store *s, struct store_node *tenant, struct store_stats *
 {
 	struct tenant *t;
 
+	/* A mirror's counters are the shared store's; its own gauges when
+	 * Redis does not answer. */
+	if (s->remote && remote_stats(s, tenant, o) == 0)
+		return 0;
+	if (s->remote)
+		goto gauges;
 	/* Gauges count what is alive now: age out due tombstones first
 	 * (bounded; the reaper does the rest). */
 	world_enter(s);
 	tombs_reap(s, store_now_ms(s), 64);
 	world_exit(s);
+gauges:
 	memset(o, 0, sizeof(*o));
 	if (tenant) {
 		t = as_tenant(tenant);
