@@ -52,6 +52,9 @@ struct store_stage {
 	int failed;                    /* lock: a write was refused: the
 					* whole open-write-close transition
 					* is abandoned with this errno */
+	uint64_t writes;               /* lock: writes and truncations so
+					* far (a mirror's publication tells
+					* whether one came meanwhile) */
 };
 
 /* Blobs ------------------------------------------------------------------- */
@@ -373,6 +376,7 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 	st->staged = true;
 	st->dirty = true;
 	st->written = true;
+	st->writes++;
 out:
 	if (rc && rc != st->failed) {
 		/* No failed operation changes anything: drop what was
@@ -525,6 +529,7 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 		st->staged = true;
 		st->dirty = true;
 		st->written = true;
+		st->writes++;
 	}
 	unlock(&st->lock, LOCK_STAGE);
 	return rc;
@@ -633,8 +638,11 @@ void store_stage_close(struct store_stage *st)
 
 /*
  * The publication of a stage of a mirror: the shared store makes it
- * (remote_publish), with no store lock held while it waits; then the
- * stage is based on the version it made, as the mirror shows it.
+ * (remote_publish), with no store lock held while it waits (the stage
+ * keeps its staged bytes meanwhile, so its readers see them); then the
+ * stage is based on the version it made, as the mirror shows it, and
+ * its staged bytes are spent unless another write of the same open
+ * file came meanwhile (they are published next).
  */
 static int stage_publish_remote(struct store_stage *st)
 {
@@ -642,7 +650,7 @@ static int stage_publish_remote(struct store_stage *st)
 	struct child *c = st->c;
 	struct blob *pin = NULL;
 	const char *mode;
-	uint64_t base, seen_version;
+	uint64_t base, seen_version, writes;
 	int64_t seen_mtime;
 	char *data;
 	size_t len;
@@ -667,8 +675,7 @@ static int stage_publish_remote(struct store_stage *st)
 	base = st->base_version;
 	seen_version = st->seen_version;
 	seen_mtime = st->seen_mtime;
-	/* Published or refused, the staged bytes are spent. */
-	stage_reset_locked(st);
+	writes = st->writes;
 	unlock(&st->lock, LOCK_STAGE);
 	rc = remote_publish(s, &c->node, mode, base, data, len, seen_version,
 			    seen_mtime);
@@ -683,6 +690,9 @@ static int stage_publish_remote(struct store_stage *st)
 		st->seen_mtime = c->meta.mtime;
 		unlock(stripe(s, c), LOCK_STRIPE);
 	}
+	/* Published or refused, the staged bytes are spent. */
+	if (st->writes == writes)
+		stage_reset_locked(st);
 	unlock(&st->lock, LOCK_STAGE);
 	blob_unref(pin);
 	return rc;

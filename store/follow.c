@@ -166,6 +166,13 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 		    mentry_parse(ent->element[1], &e) != 0)
 			return -EPROTO;
 		rc = mirror_apply(s, tid, &e);
+		if (rc == -EUCLEAN || rc == -EPROTO)
+			fprintf(stderr, "statefs: shared store: tenant %" PRIu64
+				": entry %" PRIu64 " (%s) does not apply (%s); "
+				"reloading the tenant\n", tid, e.seq, e.op,
+				strerror(-rc));
+		if (rc == -EPROTO)
+			rc = -EUCLEAN;
 		if (rc == -ERANGE || rc == -EUCLEAN) {
 			if (tid == 0) {
 				/* The root log: nothing to reload but the

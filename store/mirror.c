@@ -32,8 +32,9 @@
  *  2. Updated by the apply path only: a node made by an entry (or a
  *     load) is put in at once.
  *  3. A stale entry (its node died in a cascade) is told by node->dead:
- *     a lookup skips it, and a sweep drops dead entries once as many
- *     were added as it holds (amortized O(1) per entry).
+ *     a lookup skips it, and a sweep, once as many entries were added
+ *     as it holds (amortized O(1) per entry), drops those that were dead
+ *     at the sweep before already.
  *  4. A new store instance builds a new mirror: it is not rebuilt.
  *  5. Tests: tests/unit/test_mirror.c (every entry kind against the
  *     embedded store's snapshot).
@@ -61,6 +62,7 @@ struct mnode {
 	UT_hash_handle hh;
 	uint64_t ino;                  /* local */
 	struct store_node *n;          /* counted */
+	bool doomed;                   /* dead at the last sweep */
 };
 
 struct mtenant {
@@ -228,14 +230,21 @@ void mirror_free(struct store *s)
 	s->mirror = NULL;
 }
 
-/* Drop the index's dead entries (no lock held). */
+/*
+ * Drop the index's entries that were dead at the last sweep already (no
+ * lock held): a transition that made a node another mount's change
+ * removed at once still finds it, dead, to answer with
+ * (mirror_node_any).
+ */
 static void index_sweep(struct store *s, struct mirror *m)
 {
 	struct mnode *x, *xt, *dead = NULL;
 
 	lock(&m->lock, LOCK_MIRROR);
 	HASH_ITER(hh, m->index, x, xt) {
-		if (is_dead(x->n)) {
+		if (is_dead(x->n) && !x->doomed) {
+			x->doomed = true;
+		} else if (is_dead(x->n)) {
 			HASH_DEL(m->index, x);
 			x->hh.next = dead;
 			dead = x;
@@ -297,6 +306,23 @@ static struct store_node *index_get(struct mirror *m, uint64_t ino)
 	lock(&m->lock, LOCK_MIRROR);
 	HASH_FIND(hh, m->index, &ino, sizeof(ino), x);
 	if (x && !is_dead(x->n)) {
+		n = x->n;
+		store_node_ref(n);
+	}
+	unlock(&m->lock, LOCK_MIRROR);
+	return n;
+}
+
+struct store_node *mirror_node_any(struct store *s, uint64_t ino)
+{
+	struct mirror *m = s->mirror;
+	uint64_t local = ino + m->ino_offset;
+	struct store_node *n = NULL;
+	struct mnode *x;
+
+	lock(&m->lock, LOCK_MIRROR);
+	HASH_FIND(hh, m->index, &local, sizeof(local), x);
+	if (x) {
 		n = x->n;
 		store_node_ref(n);
 	}

@@ -98,6 +98,10 @@ uint64_t mirror_tid_of(struct store *s, struct store_node *tenant);
 /* The shared store's inode number of local node @n. */
 uint64_t mirror_remote_ino(struct store *s, const struct store_node *n);
 
+/* The node the shared store calls @ino, dead or not (until the index
+ * sweeps it), with a reference, or NULL. */
+struct store_node *mirror_node_any(struct store *s, uint64_t ino);
+
 /* The live node the shared store calls @ino, with a reference, or NULL. */
 struct store_node *mirror_node(struct store *s, uint64_t ino);
 

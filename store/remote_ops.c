@@ -389,15 +389,27 @@ static struct store_node *state_tenant(struct store *s, struct child *c)
 static int answer(struct store *s, uint64_t ino, struct store_node **out,
 		  struct store_attr *attr)
 {
-	struct store_node *n = mirror_node(s, ino);
+	/* Removed since (another mount's change applied right after): the
+	 * node still, dead, as the embedded store returns it in that race. */
+	struct store_node *n = mirror_node_any(s, ino);
 	int rc;
 
 	if (!n)
 		return -EIO;
 	if (attr) {
 		rc = store_ino_remember(s, n);
-		if (rc == 0 && (rc = store_getattr(s, n, attr)) != 0)
+		if (rc == 0 && (rc = store_getattr(s, n, attr)) == -ESTALE) {
+			/* Dead already: its attributes as it was made (the
+			 * kernel's next look finds it gone). */
+			node_lock(s, n);
+			attr_locked(s, n, attr);
+			node_unlock(s, n);
+			if (attr->nlink == 0)
+				attr->nlink = 1;
+			rc = 0;
+		} else if (rc) {
 			store_ino_forget(s, n->ino, 1);
+		}
 		if (rc) {
 			store_node_unref(s, n);
 			return rc;
@@ -1397,7 +1409,14 @@ int store_sync(struct store *s, struct store_node *n)
 
 int store_clock_advance(struct store *s, uint64_t ms)
 {
+	int rc;
+
 	if (!s->remote)
 		return -ENOTSUP;
-	return remote_clock_advance(s, ms);
+	rc = remote_clock_advance(s, ms);
+	/* Then what is due goes, as the embedded store's reaper does when
+	 * the manual clock moves. */
+	if (rc == 0)
+		remote_expire(s, 4096);
+	return rc;
 }

@@ -281,10 +281,18 @@ int store_stats(struct store *s, struct store_node *tenant, struct store_stats *
 {
 	struct tenant *t;
 
-	/* A mirror's counters are the shared store's; its own gauges when
-	 * Redis does not answer. */
-	if (s->remote && remote_stats(s, tenant, o) == 0)
+	/* A mirror's counters are the shared store's, plus the refusals
+	 * this mount made alone (a stage's write over a limit never reaches
+	 * Redis); its own gauges when Redis does not answer.  What open
+	 * snapshots hold is this mount's. */
+	if (s->remote && remote_stats(s, tenant, o) == 0) {
+		for (int i = 0; i < STORE_NREFUSAL; i++)
+			o->refused[i] += atomic_load(&s->refused[i]);
+		lock(&s->hold_lock, LOCK_SNAP_HOLD);
+		o->snapshot_bytes = s->held;
+		unlock(&s->hold_lock, LOCK_SNAP_HOLD);
 		return 0;
+	}
 	if (s->remote)
 		goto gauges;
 	/* Gauges count what is alive now: age out due tombstones first

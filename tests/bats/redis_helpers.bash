@@ -66,7 +66,8 @@ _redis_stop_one() {
 		sleep 0.05
 	done
 	kill -KILL "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
+	# Not this shell's child when it was started in a subshell.
+	wait "$pid" 2>/dev/null || true
 	return 0
 }
 
