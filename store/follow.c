@@ -33,6 +33,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 
 /* How long one XREAD blocks (ms): also how often the follower checks
  * that the store is still its instance. */
@@ -245,36 +246,18 @@ static void *follow_main(void *arg)
 		r->reinit = false;
 		unlock(&r->lock, LOCK_REMOTE);
 		if (reinit) {
-			char inst[17] = "";
-
 			free(av);
-			/* A new instance: init anew, load everything. */
+			/* A new instance: every node of the old one dies, the
+			 * store is initialised anew (if no other mount did)
+			 * and everything is loaded again. */
 			new_instance(s);
-			{
-				redisReply *st = NULL;
-
-				if (rconn_pool_call(r->pool, 0, 4, (const char *[]){
-					"HGET", r->meta, "instance", NULL }, NULL,
-					&st) == 0 && st->type == REDIS_REPLY_STRING)
-					snprintf(inst, sizeof(inst), "%s", st->str);
-				if (st)
-					freeReplyObject(st);
-			}
-			lock(&r->lock, LOCK_REMOTE);
-			if (inst[0]) {
-				memcpy(r->instance, inst, sizeof(inst));
-				r->instance_id = strtoull(inst, NULL, 16);
-				s->instance = r->instance_id;
-			}
-			r->generation++;
-			unlock(&r->lock, LOCK_REMOTE);
 			r->npos = 0;
-			if (!inst[0] || remote_load_all(s) != 0) {
+			if (remote_reinit(s) != 0 || remote_load_all(s) != 0) {
+				struct timespec ts = { 0, 200 * 1000000 };
+
 				lock(&r->lock, LOCK_REMOTE);
 				r->reinit = true;
 				unlock(&r->lock, LOCK_REMOTE);
-				struct timespec ts = { 0, 200 * 1000000 };
-
 				nanosleep(&ts, NULL);
 			}
 			batch_done(r);
@@ -351,6 +334,8 @@ static void *follow_main(void *arg)
 int follow_start(struct store *s)
 {
 	struct remote *r = s->remote;
+	sigset_t all, old;
+	bool made;
 	int rc;
 
 	/* Its reads block BLOCK_MS: each waits a little longer. */
@@ -358,7 +343,13 @@ int follow_start(struct store *s)
 	if (rc)
 		return rc;
 	atomic_store(&r->stop, false);
-	if (pthread_create(&r->thread, NULL, follow_main, s) != 0) {
+	/* Signals are the daemon's signal thread's to take (fs/main.c):
+	 * this thread, made before it, blocks them all. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	made = pthread_create(&r->thread, NULL, follow_main, s) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!made) {
 		rconn_close(r->conn);
 		r->conn = NULL;
 		return -EAGAIN;

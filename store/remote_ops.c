@@ -1208,6 +1208,27 @@ static int init_store(struct remote *r, struct store_limits *l,
 	return 0;
 }
 
+int remote_reinit(struct store *s)
+{
+	struct remote *r = s->remote;
+	struct store_limits l = s->shown;
+	char inst[17], err[512];
+	int rc;
+
+	rc = init_store(r, &l, inst, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "%s\n", err);
+		return rc;
+	}
+	lock(&r->lock, LOCK_REMOTE);
+	memcpy(r->instance, inst, sizeof(inst));
+	r->instance_id = strtoull(inst, NULL, 16);
+	s->instance = r->instance_id;
+	r->generation++;
+	unlock(&r->lock, LOCK_REMOTE);
+	return 0;
+}
+
 int remote_load_all(struct store *s)
 {
 	struct remote *r = s->remote;

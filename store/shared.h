@@ -83,6 +83,10 @@ void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len);
 /* Learn the store's clock from a reply's now_ms. */
 void remote_saw_now(struct store *s, uint64_t now_ms);
 
+/* The store is a new instance: sfs_init it (record this mount's limits
+ * when it is empty) and take its instance.  0 or -errno (logged). */
+int remote_reinit(struct store *s);
+
 /* Load the root's dump and every tenant's into the mirror (start, or a
  * new instance).  0 or -errno. */
 int remote_load_all(struct store *s);
