@@ -21,9 +21,9 @@
  *     reference keeps the memory valid until forget.
  *  4. It is not rebuilt: it mirrors what the kernel holds, and the kernel
  *     tells us every change (lookup replies, forgets).
- *  5. Tests: tests/unit/test_store.c (remember/forget of removed nodes,
- *     stale operations on old incarnations) and the stale-handle suites
- *     in tests/bats.
+ *  5. Tests: tests/unit/test_ino.c (remember/forget of removed nodes),
+ *     test_child.c, test_parent.c and test_tenant.c (stale operations on
+ *     old incarnations) and the stale-handle suites in tests/bats.
  * Inode numbers come from one atomic counter and are never reused; a
  * tenant takes a block of 1 + STORE_NSPECIAL numbers (itself and its
  * special files).

@@ -1,14 +1,20 @@
 /*
- * fixture.h - the store fixture the store unit tests share (test_store.c,
- * test_leases.c, test_drain.c): a struct ctx holding a store on a fake
- * clock, cmocka setup/teardown, and small wrappers around store.h that
- * fail the test when a call that must succeed does not.
+ * fixture.h - the store fixture the store unit tests share (one file per
+ * mechanism of store/, test_<file>.c for store/<file>.c): a struct ctx
+ * holding a store on a fake clock, cmocka setup/teardown, small wrappers
+ * around store.h that fail the test when a call that must succeed does
+ * not, and the helpers more than one of those files uses.
  *
  * Include it after tests/unit/unit.h.  Every test gets a fresh store from
  * setup() (or setup_hooked(), which also counts the store's event hook
  * calls in c->hooks / c->hooks_internal), and teardown() asserts
  * store_check_all() == 0 before freeing it.  Every node pointer the store
- * hands out carries a reference that the test drops with put().
+ * hands out carries a reference.  The fixture holds those mk(), cr(),
+ * lk() and mk_as() hand out, and any the test gives it with keep(), and
+ * teardown() (or reopen()) releases them, the latest first: a test
+ * releases no node by hand, and one that fails leaks none.  drop()
+ * releases one of them now, for a test about what a release does; put()
+ * releases a reference the test has from a store call of its own.
  */
 #ifndef STATEFS_UNIT_FIXTURE_H
 #define STATEFS_UNIT_FIXTURE_H
@@ -29,6 +35,8 @@ struct ctx {
 	bool count_hooks;             /* setup_hooked(): install hook_count */
 	unsigned long hooks;          /* event hook calls on this store */
 	unsigned long hooks_internal; /* ... with internal = true */
+	struct store_node **held;     /* references the fixture holds */
+	size_t nheld, held_cap;
 };
 
 static const struct store_owner DOWN = { 1000, 1000, 0755 }; /* dirs */
@@ -39,6 +47,62 @@ static const struct store_owner FOWN = { 1000, 1000, 0644 }; /* files */
 /* A link, rename or exchange line: with its source parent and child. */
 #define EVF(op, t, p, c, g, v, fp, fc) \
 	op "\t" t "\t" p "\t" c "\t" g "\t" v "\t" fp "\t" fc "\n"
+
+/* Nodes the fixture holds ---------------------------------------------- */
+
+/*
+ * The fixture takes over the reference @n carries, until teardown() or
+ * reopen(); returns @n.
+ */
+static inline struct store_node *keep(struct ctx *c, struct store_node *n)
+{
+	if (c->nheld == c->held_cap) {
+		size_t cap = c->held_cap ? 2 * c->held_cap : 64;
+		struct store_node **h = realloc(c->held, cap * sizeof(*h));
+
+		if (!h)
+			fail_msg("keep: out of memory");
+		c->held = h;
+		c->held_cap = cap;
+	}
+	c->held[c->nheld++] = n;
+	return n;
+}
+
+/*
+ * Release now a reference the fixture holds on @n (the latest it took),
+ * for a test about what a release does; fails the test if it holds none.
+ */
+static inline void drop(struct ctx *c, struct store_node *n)
+{
+	for (size_t i = c->nheld; i-- > 0;) {
+		if (c->held[i] == n) {
+			memmove(&c->held[i], &c->held[i + 1],
+				(c->nheld - i - 1) * sizeof(*c->held));
+			c->nheld--;
+			store_node_unref(c->s, n);
+			return;
+		}
+	}
+	fail_msg("drop: the fixture holds no reference to this node");
+}
+
+/*
+ * Release a reference the test has from a store call of its own, not one
+ * the fixture holds (the same node may be both: a lookup of a node made
+ * with mk() gives one more reference to it).
+ */
+static inline void put(struct ctx *c, struct store_node *n)
+{
+	store_node_unref(c->s, n);
+}
+
+/* Release every reference the fixture holds, the latest first. */
+static inline void release_held(struct ctx *c)
+{
+	while (c->nheld > 0)
+		store_node_unref(c->s, c->held[--c->nheld]);
+}
 
 /* Setup, teardown, reopen ---------------------------------------------- */
 
@@ -113,19 +177,44 @@ static inline int teardown(void **state)
 	int rc = 0;
 
 	if (c->s) {
+		release_held(c);
 		rc = store_check_all(c->s, why, sizeof why);
 		if (rc != 0)
 			print_error("teardown: store_check_all: %d (%s)\n", rc,
 				    why);
 		store_free(c->s);
 	}
+	free(c->held);
 	free(c);
 	return rc == 0 ? 0 : -1;
 }
 
-/* Replace the test's store with one made from @l (after checking it). */
+/* A test on a fresh store (setup), or on one whose event hook calls are
+ * counted (setup_hooked). */
+#define TEST(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define TEST_HOOKED(f) \
+	cmocka_unit_test_setup_teardown(f, setup_hooked, teardown)
+
+/* TEST_FILTER / TEST_SKIP: glob patterns of test names to run / skip. */
+static inline void test_filters_from_env(void)
+{
+	if (getenv("TEST_FILTER"))
+		cmocka_set_test_filter(getenv("TEST_FILTER"));
+	if (getenv("TEST_SKIP"))
+		cmocka_set_skip_filter(getenv("TEST_SKIP"));
+}
+
+/* Run the array @tests as the group @name, filtered as the environment
+ * says. */
+#define run_store_tests(name, tests) \
+	(test_filters_from_env(), \
+	 cmocka_run_group_tests_name(name, tests, NULL, NULL))
+
+/* Replace the test's store with one made from @l (after releasing what
+ * the fixture holds of it, and checking it). */
 static inline void reopen(struct ctx *c, const struct store_limits *l)
 {
+	release_held(c);
 	check_ok(c);
 	store_free(c->s);
 	c->s = NULL;
@@ -149,6 +238,7 @@ static inline struct store_node *root(struct ctx *c)
 	return store_root(c->s);
 }
 
+/* A new directory @name in @dir (held by the fixture). */
 static inline struct store_node *mk(struct ctx *c, struct store_node *dir,
 				    const char *name)
 {
@@ -158,9 +248,10 @@ static inline struct store_node *mk(struct ctx *c, struct store_node *dir,
 	if (rc != 0)
 		fail_msg("store_mkdir(%s): %d", name, rc);
 	assert_non_null(n);
-	return n;
+	return keep(c, n);
 }
 
+/* A new child @name in @parent (held by the fixture). */
 static inline struct store_node *cr(struct ctx *c, struct store_node *parent,
 				    const char *name)
 {
@@ -172,15 +263,11 @@ static inline struct store_node *cr(struct ctx *c, struct store_node *parent,
 		fail_msg("store_create(%s): %d", name, rc);
 	assert_non_null(n);
 	assert_true(created);
-	return n;
+	return keep(c, n);
 }
 
-static inline void put(struct ctx *c, struct store_node *n)
-{
-	store_node_unref(c->s, n);
-}
-
-/* The node @name in @dir (new reference), failing the test if absent. */
+/* The node @name in @dir (held by the fixture), failing the test if
+ * absent. */
 static inline struct store_node *lk(struct ctx *c, struct store_node *dir,
 				    const char *name)
 {
@@ -190,7 +277,7 @@ static inline struct store_node *lk(struct ctx *c, struct store_node *dir,
 	if (rc != 0)
 		fail_msg("store_lookup(%s): %d", name, rc);
 	assert_non_null(n);
-	return n;
+	return keep(c, n);
 }
 
 /* @rc, after dropping @n when @rc is 0 (when the call gave a node). */
@@ -198,7 +285,7 @@ static inline int put_if_ok(struct ctx *c, int rc, struct store_node *n)
 {
 	if (rc == 0) {
 		assert_non_null(n);
-		put(c, n);
+		store_node_unref(c->s, n);
 	}
 	return rc;
 }
@@ -220,7 +307,7 @@ static inline uint64_t ino_of(struct ctx *c, struct store_node *dir,
 	struct store_node *n = lk(c, dir, name);
 	uint64_t ino = store_node_ino(n);
 
-	put(c, n);
+	drop(c, n);
 	return ino;
 }
 
@@ -285,6 +372,49 @@ static inline void publish(struct ctx *c, struct store_node *child,
 	assert_int_equal(publish_rc(c, child, mode, data), 0);
 }
 
+/* Read everything a stage sees from offset 0 into @buf (NUL-terminated). */
+static inline size_t stage_slurp(struct store_stage *st, char *buf,
+				 size_t cap)
+{
+	size_t got = 0;
+
+	for (;;) {
+		ssize_t r = store_stage_read(st, buf + got, cap - 1 - got, got);
+
+		assert_true(r >= 0);
+		if (r == 0)
+			break;
+		got += (size_t)r;
+		assert_true(got < cap - 1);
+	}
+	buf[got] = '\0';
+	return got;
+}
+
+/* The current content of @child, as a new read stage sees it. */
+static inline size_t content(struct ctx *c, struct store_node *child,
+			     char *buf, size_t cap)
+{
+	struct store_stage *st = NULL;
+	size_t n;
+
+	assert_int_equal(store_stage_open(c->s, child, STORE_STAGE_READ, &st),
+			 0);
+	n = stage_slurp(st, buf, cap);
+	store_stage_close(st);
+	return n;
+}
+
+static inline void assert_content(struct ctx *c, struct store_node *child,
+				  const char *want)
+{
+	char buf[4096];
+	size_t n = content(c, child, buf, sizeof buf);
+
+	assert_int_equal(n, strlen(want));
+	assert_memory_equal(buf, want, n);
+}
+
 static inline uint64_t gen(struct ctx *c, struct store_node *parent)
 {
 	uint64_t g = 0;
@@ -311,6 +441,40 @@ static inline struct store_stats stats(struct ctx *c,
 	return st;
 }
 
+static inline void assert_gauges_eq(const struct store_stats *a,
+				    const struct store_stats *b)
+{
+	assert_int_equal(a->tenants, b->tenants);
+	assert_int_equal(a->parents, b->parents);
+	assert_int_equal(a->children, b->children);
+	assert_int_equal(a->links, b->links);
+	assert_int_equal(a->tombstones, b->tombstones);
+	assert_int_equal(a->bytes, b->bytes);
+}
+
+static inline void assert_gauges(struct ctx *c, struct store_node *tenant,
+				 uint64_t tenants, uint64_t parents,
+				 uint64_t children, uint64_t links,
+				 uint64_t tombstones, uint64_t bytes)
+{
+	struct store_stats st = stats(c, tenant);
+
+	assert_int_equal(st.tenants, tenants);
+	assert_int_equal(st.parents, parents);
+	assert_int_equal(st.children, children);
+	assert_int_equal(st.links, links);
+	assert_int_equal(st.tombstones, tombstones);
+	assert_int_equal(st.bytes, bytes);
+}
+
+static inline uint32_t nlink(struct ctx *c, struct store_node *n)
+{
+	struct store_attr a;
+
+	assert_int_equal(store_getattr(c->s, n, &a), 0);
+	return a.nlink;
+}
+
 static inline struct store_lease lease(struct ctx *c, struct store_node *n)
 {
 	struct store_lease l;
@@ -318,6 +482,15 @@ static inline struct store_lease lease(struct ctx *c, struct store_node *n)
 	memset(&l, 0xa5, sizeof l);
 	assert_int_equal(store_lease_get(c->s, n, &l), 0);
 	return l;
+}
+
+static inline void assert_lease(struct ctx *c, struct store_node *n,
+				uint64_t ttl, uint64_t deadline)
+{
+	struct store_lease l = lease(c, n);
+
+	assert_int_equal(l.ttl_ms, ttl);
+	assert_int_equal(l.deadline_ms, deadline);
 }
 
 static inline void set_ttl(struct ctx *c, struct store_node *n, uint64_t ttl)
@@ -360,6 +533,50 @@ static inline void assert_list(struct ctx *c, struct store_node *dir,
 
 	list_names(c, dir, buf, sizeof buf);
 	assert_string_equal(buf, want);
+}
+
+/* Other callers -------------------------------------------------------- */
+
+static const struct store_cred U1 = { 1001, 1001, NULL, 0 };
+static const struct store_cred U2 = { 1002, 1002, NULL, 0 };
+static const struct store_cred U3 = { 1003, 1003, NULL, 0 };
+static const struct store_cred ROOTC = { 0, 0, NULL, 0 };
+
+/* A directory of @uid with @mode in @dir (held by the fixture). */
+static inline struct store_node *mk_as(struct ctx *c,
+				       struct store_node *dir,
+				       const char *name, uid_t uid,
+				       mode_t mode)
+{
+	const struct store_owner o = { uid, uid, mode };
+	struct store_node *n = NULL;
+
+	assert_int_equal(store_mkdir(c->s, dir, name, &o, &n), 0);
+	return keep(c, n);
+}
+
+static inline void cr_as(struct ctx *c, struct store_node *p,
+			 const char *name, uid_t uid)
+{
+	const struct store_owner o = { uid, uid, 0644 };
+	struct store_node *n = NULL;
+	bool created = false;
+
+	assert_int_equal(store_create(c->s, p, name, &o, true, &n, &created), 0);
+	put(c, n);
+}
+
+/* The gauges of the whole store, for "nothing changed". */
+static inline void assert_same_gauges(struct ctx *c,
+				      const struct store_stats *was)
+{
+	struct store_stats now = stats(c, NULL);
+
+	assert_int_equal(now.tenants, was->tenants);
+	assert_int_equal(now.parents, was->parents);
+	assert_int_equal(now.children, was->children);
+	assert_int_equal(now.links, was->links);
+	assert_int_equal(now.tombstones, was->tombstones);
 }
 
 /* Event readers ---------------------------------------------------------- */
@@ -495,6 +712,27 @@ static inline void next_ev(struct ctx *c, struct store_event_reader *r,
 	assert_non_null(ev->tenant);
 	assert_non_null(ev->parent);
 	assert_non_null(ev->child);
+}
+
+static inline size_t count_lines(const char *s)
+{
+	size_t n = 0;
+
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* Skip events until one of @op; fails if there is none. */
+static inline void next_op(struct ctx *c, struct store_event_reader *r,
+			   enum store_op op, struct store_event *ev)
+{
+	for (;;) {
+		next_ev(c, r, ev);
+		if (ev->op == op)
+			return;
+		store_event_free(ev);
+	}
 }
 
 #endif /* STATEFS_UNIT_FIXTURE_H */

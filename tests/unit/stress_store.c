@@ -1091,7 +1091,7 @@ static void do_remember(struct worker *w, int ti)
  * -EXDEV between two nodes of one tenant name: allowed only when they
  * belong to different incarnations of the tenant (a cached handle from
  * before a cleanup), where the contract would rather say -ESTALE
- * (test_store.c checks that single-threaded); counted apart, then
+ * (test_tenant.c checks that single-threaded); counted apart, then
  * treated as -ESTALE.  Within one tenant incarnation it is a bug.
  * Success across tenant names is always a bug.
  */

@@ -1,6 +1,7 @@
 /*
  * test_layout.c - unit tests of layout/: names, special files, .depart,
- * numbers and durations, mount options, limits and the .stats text.
+ * numbers and durations, mount options, limits, and the text of .stats,
+ * of .snapshot rows and of .drain.
  *
  * layout/ is pure, so every test calls it directly; the only store
  * function used is store_limits_default(), for the documented defaults.
@@ -1385,6 +1386,144 @@ static uint64_t stats_value(const struct store_limits *l, const char *key)
 	return value;
 }
 
+/* .snapshot and .drain ---------------------------------------------------- */
+
+static void test_layout_snapshot_header(void **state)
+{
+	(void)state;
+	assert_string_equal(layout_snapshot_header,
+			    "kind\ttenant\tparent\tchild\tgeneration\tversion"
+			    "\tsize\tnlink\tttl_ms_left\tinode\n");
+}
+
+/* layout_format_snapshot_row(@r) is @want, and snprintf-like. */
+static void assert_row_format(const struct store_snap_row *r,
+			      const char *want)
+{
+	char buf[512], small[64];
+	size_t need = layout_format_snapshot_row(NULL, 0, r);
+	size_t wl = strlen(want);
+
+	assert_int_equal(need, wl);
+	memset(buf, 'Z', sizeof buf);
+	assert_int_equal(layout_format_snapshot_row(buf, sizeof buf, r), wl);
+	assert_string_equal(buf, want);
+
+	/* Exactly big enough, and one byte short. */
+	memset(buf, 'Z', sizeof buf);
+	assert_int_equal(layout_format_snapshot_row(buf, wl + 1, r), wl);
+	assert_string_equal(buf, want);
+	assert_int_equal(buf[wl + 1], 'Z');
+	memset(buf, 'Z', sizeof buf);
+	assert_int_equal(layout_format_snapshot_row(buf, wl, r), wl);
+	assert_int_equal(buf[wl - 1], '\0');
+	assert_memory_equal(buf, want, wl - 1);
+	assert_int_equal(buf[wl], 'Z');
+
+	/* Small capacities: never past @cap, always terminated. */
+	for (size_t cap = 1; cap < sizeof small && cap <= wl; cap++) {
+		memset(small, 'Z', sizeof small);
+		assert_int_equal(layout_format_snapshot_row(small, cap, r), wl);
+		assert_int_equal(small[cap - 1], '\0');
+		assert_memory_equal(small, want, cap - 1);
+		if (cap < sizeof small)
+			assert_int_equal(small[cap], 'Z');
+	}
+	/* cap 0 writes nothing. */
+	memset(small, 'Z', sizeof small);
+	assert_int_equal(layout_format_snapshot_row(small, 0, r), wl);
+	assert_int_equal(small[0], 'Z');
+}
+
+static void test_layout_snapshot_rows(void **state)
+{
+	const struct store_snap_row tenant = {
+		STORE_SNAP_TENANT, "acme", "", "", -1, -1, -1, -1, -1, 17, 0, 0, 0
+	};
+	const struct store_snap_row parent = {
+		STORE_SNAP_PARENT, "acme", "w1", "", 3, -1, -1, -1, 4500, 42, 0, 0, 0
+	};
+	const struct store_snap_row parent_nolease = {
+		STORE_SNAP_PARENT, "acme", "w1", "", 1, -1, -1, -1, -1, 43, 0, 0, 0
+	};
+	const struct store_snap_row child = {
+		STORE_SNAP_CHILD, "acme", "w1", "job-7", 3, 12, 65536, 2, 0,
+		99, 0, 0, 0
+	};
+	const struct store_snap_row child_nolease = {
+		STORE_SNAP_CHILD, "acme", "w1", "j", 1, 0, 0, 1, -1, 100, 0, 0, 0
+	};
+	const struct store_snap_row tomb = {
+		STORE_SNAP_TOMBSTONE, "acme", "w2", "", 0, -1, -1, -1, 599900,
+		-1, 0, 0, 0
+	};
+	const struct store_snap_row big = {
+		STORE_SNAP_CHILD, "t", "p", "c", INT64_MAX, INT64_MAX,
+		INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX, 0, 0, 0
+	};
+	const struct store_snap_row utf8 = {
+		STORE_SNAP_CHILD, "caf\xc3\xa9", "p", "\xe5\x90\x8d", 1, 1, 1,
+		1, -1, 5, 0, 0, 0
+	};
+
+	(void)state;
+	assert_row_format(&tenant,
+			  "tenant\tacme\t-\t-\t-\t-\t-\t-\t-\t17\n");
+	assert_row_format(&parent,
+			  "parent\tacme\tw1\t-\t3\t-\t-\t-\t4500\t42\n");
+	assert_row_format(&parent_nolease,
+			  "parent\tacme\tw1\t-\t1\t-\t-\t-\t-\t43\n");
+	assert_row_format(&child,
+			  "child\tacme\tw1\tjob-7\t3\t12\t65536\t2\t0\t99\n");
+	assert_row_format(&child_nolease,
+			  "child\tacme\tw1\tj\t1\t0\t0\t1\t-\t100\n");
+	assert_row_format(&tomb,
+			  "tombstone\tacme\tw2\t-\t0\t-\t-\t-\t599900\t-\n");
+	assert_row_format(&big,
+			  "child\tt\tp\tc\t9223372036854775807"
+			  "\t9223372036854775807\t9223372036854775807"
+			  "\t9223372036854775807\t9223372036854775807"
+			  "\t9223372036854775807\n");
+	assert_row_format(&utf8,
+			  "child\tcaf\xc3\xa9\tp\t\xe5\x90\x8d\t1\t1\t1\t1\t-\t5\n");
+}
+
+static void assert_drain_format(enum store_state st, uint64_t ms,
+				const char *want)
+{
+	char buf[64], small[32];
+	size_t wl = strlen(want);
+
+	assert_int_equal(layout_format_drain(NULL, 0, st, ms), wl);
+	memset(buf, 'Z', sizeof buf);
+	assert_int_equal(layout_format_drain(buf, sizeof buf, st, ms), wl);
+	assert_string_equal(buf, want);
+	for (size_t cap = 1; cap <= wl; cap++) {
+		memset(small, 'Z', sizeof small);
+		assert_int_equal(layout_format_drain(small, cap, st, ms), wl);
+		assert_int_equal(small[cap - 1], '\0');
+		assert_memory_equal(small, want, cap - 1);
+		assert_int_equal(small[cap], 'Z');
+	}
+	memset(small, 'Z', sizeof small);
+	assert_int_equal(layout_format_drain(small, 0, st, ms), wl);
+	assert_int_equal(small[0], 'Z');
+}
+
+static void test_layout_drain(void **state)
+{
+	(void)state;
+	assert_drain_format(STORE_READY, 0, "ready\n");
+	assert_drain_format(STORE_READY, 1234, "ready\n");
+	assert_drain_format(STORE_DRAINING, 1234, "draining 1234\n");
+	assert_drain_format(STORE_DRAINING, 30000, "draining 30000\n");
+	assert_drain_format(STORE_DRAINING, 0, "draining 0\n");
+	assert_drain_format(STORE_DRAINING, UINT64_MAX,
+			    "draining 18446744073709551615\n");
+	assert_drain_format(STORE_DRAINED, 0, "drained\n");
+	assert_drain_format(STORE_DRAINED, 77, "drained\n");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1429,6 +1568,9 @@ int main(void)
 		cmocka_unit_test(test_stats_states),
 		cmocka_unit_test(test_stats_extremes),
 		cmocka_unit_test(test_stats_truncation),
+		cmocka_unit_test(test_layout_snapshot_header),
+		cmocka_unit_test(test_layout_snapshot_rows),
+		cmocka_unit_test(test_layout_drain),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
