@@ -92,8 +92,10 @@ extern __thread int hash_oom;
  *    states, the lower address first;
  *  - a leaf (LOCK_FIRST_LEAF and above) takes nothing while held;
  *  - the shared store's transport (rconn.c) has two locks outside the
- *    store's: each is held alone, and no store lock is held while
- *    calling into it at all (every call may wait on the network).
+ *    store's, and a mirror's remote state (follow.c) one: each is held
+ *    alone, and no store lock is held while calling into the transport
+ *    or waiting for the follower at all (every call may wait on the
+ *    network).
  * Hooks and callbacks run with no store lock held (the event and
  * attribute hooks run after the transition let go), but one:
  * store_node_names() calls its callback under the state's stripe, and

@@ -62,9 +62,11 @@ int mirror_apply(struct store *s, uint64_t tid, const struct mentry *e);
 /*
  * Load tenant @tid from @dump, the reply of sfs_dump for it (OK now seq
  * lastid T PARENTS STATES TOMBS), silently (no .events line).  A tenant
- * the mirror holds already is replaced: nodes whose inode number is in
- * the dump are kept and take its values, the others die, new ones are
- * made, and its .events readers get one "overflow" line.  Copies the
+ * the mirror holds already is replaced whole: its .events readers get
+ * one "overflow" line, every node of the old copy dies (a handle of it
+ * gets ESTALE) and the dump's nodes are made with the store's inode
+ * numbers.  (Keeping the nodes whose inode number is in the dump, so
+ * that open handles survive a reload, is not done yet.)  Copies the
  * log's last id into @lastid (at least 32 bytes).  0, -EPROTO,
  * -ENOMEM.
  */

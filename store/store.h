@@ -800,7 +800,12 @@ bool store_events_pending(struct store *s, struct store_event_reader *r);
 struct store_event {
 	uint64_t seq;
 	enum store_op op;
-	bool internal;          /* not caused by a request on this path */
+	/* Not caused by a request on this mount's path, so the kernel has
+	 * not raised inotify for it: an expiry, a .depart, a drain's clear,
+	 * a tenant's removal by a store drain; on a shared store also every
+	 * change another mount made (the watch machinery replays it through
+	 * the mount). */
+	bool internal;
 	enum store_kind kind;   /* what went: STORE_PARENT or STORE_CHILD */
 	uint64_t ino;           /* its inode */
 	uint64_t tenant_ino;    /* the inode of its tenant */
