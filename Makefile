@@ -14,10 +14,11 @@ CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 $(WARN) -pthread -I.
 B       := build
 
-# store/ sources that talk to Redis (hiredis) are linked only into the
-# binaries that use them; the rest of store/ needs no Redis client.
-REDIS_SRC  := store/rconn.c
-STORE_SRC  := $(filter-out $(REDIS_SRC),$(wildcard store/*.c))
+# store/ is one library: the embedded store and the shared store's
+# mirror, transport and Functions library (store/statefs.lua as C data,
+# build/gen/statefs_lua.c, below), so every binary that links store/
+# links hiredis.
+STORE_SRC  := $(wildcard store/*.c) $(B)/gen/statefs_lua.c
 LAYOUT_SRC := $(wildcard layout/*.c)
 FS_SRC     := $(wildcard fs/*.c)
 
@@ -47,7 +48,7 @@ $(B)/obj/asan/%.o: %.c
 	$(CC) $(BASE) $(ASAN) $(FUSE_CFLAGS) $(HIREDIS_CFLAGS) -c -o $@ $<
 $(B)/obj/tsan/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(BASE) $(TSAN) -c -o $@ $<
+	$(CC) $(BASE) $(TSAN) $(HIREDIS_CFLAGS) -c -o $@ $<
 
 -include $(shell find $(B)/obj -name '*.d' 2>/dev/null)
 # Objects are kept between builds, not removed as intermediates.
@@ -76,13 +77,13 @@ STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan
 all: $(B)/statefs $(B)/statefs.8
 
 $(B)/statefs: $(call obj,rel,$(LIB_SRC) $(FS_SRC))
-	$(CC) $(CFLAGS) -o $@ $^ $(FUSE_LIBS) $(SYSTEMD_LIBS)
+	$(CC) $(CFLAGS) -o $@ $^ $(FUSE_LIBS) $(SYSTEMD_LIBS) $(HIREDIS_LIBS)
 
 # The man page: docs/statefs.8.scd with its @OPTIONS@ line replaced by
 # the option table --help prints (layout_help_scdoc, through
 # scripts/mangen.c), then scdoc(1).
 $(B)/mangen: $(call obj,rel,scripts/mangen.c $(LIB_SRC))
-	$(CC) $(CFLAGS) -o $@ $^
+	$(CC) $(CFLAGS) -o $@ $^ $(HIREDIS_LIBS)
 
 $(B)/statefs.8: docs/statefs.8.scd $(B)/mangen
 	$(B)/mangen < $< > $(B)/statefs.8.scd
@@ -121,33 +122,21 @@ uninstall:
 # libfuse function they call: not linked with libfuse).
 $(B)/unit/test_fs: $(call obj,asan,tests/unit/test_fs.c $(filter-out fs/main.c,$(FS_SRC)) $(LIB_SRC))
 	@mkdir -p $(@D)
-	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
+	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
 # The store's stress test races the kernel's inode table (fs/inode.c,
 # which needs no libfuse) against the removals of the nodes it holds.
 $(B)/unit/stress_store: $(call obj,asan,tests/unit/stress_store.c fs/inode.c $(LIB_SRC))
 	@mkdir -p $(@D)
-	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
-
-# The Redis transport's test drives real redis-server processes through
-# store/rconn.c, so it links hiredis.
-$(B)/unit/test_rconn: $(call obj,asan,tests/unit/test_rconn.c $(REDIS_SRC) $(LIB_SRC))
-	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
-
-# The embedded library against its source and the store's defaults.
-$(B)/unit/test_statefs_lua: $(call obj,asan,tests/unit/test_statefs_lua.c \
-		$(B)/gen/statefs_lua.c $(LIB_SRC))
-	@mkdir -p $(@D)
-	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
 
 $(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call obj,asan,$(LIB_SRC))
 	@mkdir -p $(@D)
-	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
+	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
 $(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress_store.c fs/inode.c $(STORE_SRC))
 	@mkdir -p $(@D)
-	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka
+	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
 unit: $(UNIT_TESTS) $(STRESS)
 
@@ -169,7 +158,7 @@ clean:
 # store_snapshot_take() runs (scripts/bench/snapshot_stall.c).
 $(B)/bench/snapshot_stall: $(call obj,rel,scripts/bench/snapshot_stall.c $(STORE_SRC))
 	@mkdir -p $(B)/bench
-	$(CC) $(CFLAGS) -o $@ $^
+	$(CC) $(CFLAGS) -o $@ $^ $(HIREDIS_LIBS)
 
 # The benchmark suite (scripts/bench/run.sh): statefs against tmpfs and
 # a minimal FUSE filesystem (the floor), then the store-level stall
@@ -217,12 +206,12 @@ FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/fuzz
 
 $(B)/obj/fuzz/%.o: %.c tests/fuzz/coverage-ignore.txt
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_FLAGS) -c -o $@ $<
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(HIREDIS_CFLAGS) -c -o $@ $<
 
 # layout/ needs store_limits_default() from store/.
 $(B)/fuzz/%: $(B)/obj/fuzz/tests/fuzz/%.o $(call obj,fuzz,$(LIB_SRC))
 	@mkdir -p $(@D)
-	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -pthread -o $@ $^
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -pthread -o $@ $^ $(HIREDIS_LIBS)
 
 fuzz-build: $(FUZZ_TARGETS)
 

@@ -152,7 +152,7 @@ static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
 	if (!ev->internal || ev->ino == 0 || !*name || strlen(name) > NAME_MAX)
 		return;
 	if (ev->op != STORE_OP_EXPIRE && ev->op != STORE_OP_DEPART &&
-	    ev->op != STORE_OP_DRAIN)
+	    ev->op != STORE_OP_DRAIN && ev->op != STORE_OP_CLEANUP)
 		return;
 	if (name_live(fs, ev, depth))
 		return; /* a newer incarnation owns the name: no echo */

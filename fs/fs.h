@@ -326,6 +326,8 @@ void fs_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size,
 		    off_t off, struct fuse_file_info *fi);
 void fs_releasedir(fuse_req_t req, fuse_ino_t ino,
 		   struct fuse_file_info *fi);
+void fs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
+		 struct fuse_file_info *fi);
 
 /* fs/watch.c -------------------------------------------------------------- */
 

@@ -298,7 +298,8 @@ void fs_inval_sync(struct fs *fs)
 static void inval_event(struct fs *fs, const struct store_event *ev)
 {
 	if (!ev->internal ||
-	    (ev->op != STORE_OP_DEPART && ev->op != STORE_OP_DRAIN))
+	    (ev->op != STORE_OP_DEPART && ev->op != STORE_OP_DRAIN &&
+	     ev->op != STORE_OP_CLEANUP))
 		return;
 	if (ev->kind == STORE_TENANT) {
 		inval_name(fs, STORE_ROOT_INO, ev->tenant);

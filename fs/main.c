@@ -5,10 +5,10 @@
  * message before anything is mounted, makes a fresh store instance and
  * runs the multi-threaded FUSE session until unmount or a signal.
  *
- * The shared store options (-o store=URL and its companions) are parsed
- * and checked, password file included, but this daemon mounts only the
- * embedded store: a good store=URL is refused at start rather than
- * silently ignored.
+ * With -o store=URL (or a SOURCE with ':'), the mount is a mirror of a
+ * shared store (store_new_remote): several mounts, on several hosts,
+ * share its state.  A limit that differs from the store's refuses the
+ * mount with one line naming the option.
  *
  * SOURCE is what mount(8) and mount.fuse3 pass before the mountpoint
  * (an fstab line's first field): it names the store (layout_source) and
@@ -87,7 +87,10 @@ static int opt_proc(void *data, const char *arg, int key,
 
 /*
  * SIGTERM, SIGINT and SIGHUP: drain the whole store, then end the
- * session.  A second signal ends the drain window at once.  The signals
+ * session.  A second signal ends the drain window at once.  A shared
+ * store is not drained: it is the other mounts' too.  The mount ends its
+ * session at once and unmounts, and leaves the state to them (a file
+ * still open loses what it has not published).  The signals
  * are blocked in every thread and taken here with sigwait, so no handler
  * runs in a request thread.
  *
@@ -127,6 +130,12 @@ static void *signal_main(void *arg)
 	while (!atomic_load(&sc->stop)) {
 		int sig = sigtimedwait(&sc->set, NULL, &tick);
 
+		if (sig > 0 && store_is_shared(sc->fs->store)) {
+			sd_notifyf(0, "STOPPING=1\nSTATUS=leaving the shared "
+				   "store (signal %d): %s unmounts", sig,
+				   sc->fs->mountpoint);
+			goto leave;
+		}
 		if (sig > 0 && ++signals == 1) {
 			store_drain(sc->fs->store, NULL);
 			sd_notifyf(0, "STOPPING=1\nSTATUS=draining (signal %d): "
@@ -140,6 +149,7 @@ static void *signal_main(void *arg)
 		/* Drained: end the loop.  A wake-up sent before the loop
 		 * thread waits is lost, so it is sent again until the loop
 		 * has returned. */
+leave:
 		fs_watch_quiesce(sc->fs);
 		atomic_store(&sc->drained, true);
 		fuse_session_exit(sc->fs->se);
@@ -265,24 +275,28 @@ int main(int argc, char *argv[])
 		fprintf(stderr, "%s\n", err);
 		goto out;
 	}
-	if (p.remote.kind != STORE_REMOTE_NONE) {
-		/* Room for 16 Sentinels with the longest host names. */
-		char where[8192];
-
-		store_remote_describe(where, sizeof(where), &p.remote);
-		fprintf(stderr, "statefs: -o store=%s: this statefs mounts "
-			"only its embedded store\n", where);
-		goto out;
-	}
-	/* -o testclock: the store's clock moves only through .clock. */
-	fs.testclock = p.limits.testclock;
 	fs.default_permissions = p.default_permissions;
 	fs.cache_s = (double)p.mount.cache_timeout_ms / 1000.0;
-	clock.now_ms = fs.testclock ? fs_manual_clock : NULL;
-	clock.arg = &fs;
-	if (store_new(&p.limits, &clock, &fs.store) != 0) {
-		fprintf(stderr, "statefs: cannot make the store\n");
-		goto out;
+	if (p.remote.kind != STORE_REMOTE_NONE) {
+		/* A mirror of the shared store: its limits are the store's
+		 * (testclock included). */
+		char serr[1024];
+
+		if (store_new_remote(&p.limits, &p.remote, &fs.store, serr,
+				     sizeof(serr)) != 0) {
+			fprintf(stderr, "%s\n", serr);
+			goto out;
+		}
+		fs.testclock = store_limits(fs.store)->testclock;
+	} else {
+		/* -o testclock: the store's clock moves only through .clock. */
+		fs.testclock = p.limits.testclock;
+		clock.now_ms = fs.testclock ? fs_manual_clock : NULL;
+		clock.arg = &fs;
+		if (store_new(&p.limits, &clock, &fs.store) != 0) {
+			fprintf(stderr, "statefs: cannot make the store\n");
+			goto out;
+		}
 	}
 	fs_inodes_init(&fs.inodes);
 	fs_watch_init(&fs);

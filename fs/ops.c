@@ -219,6 +219,7 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.readdir = fs_readdir,
 	.readdirplus = fs_readdirplus,
 	.releasedir = fs_releasedir,
+	.fsyncdir = fs_fsyncdir,
 	.statfs = fs_statfs,
 	.setxattr = fs_setxattr,
 	.getxattr = fs_getxattr,

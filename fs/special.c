@@ -43,6 +43,7 @@ static int stats_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
 	v.uptime_ms = store_uptime_ms(fs->store);
 	v.tenant = tenant ? store_node_name(dir) : NULL;
 	v.limits = store_limits(fs->store);
+	v.link = store_connection(fs->store);
 	need = layout_format_stats(NULL, 0, &v);
 	f->text = malloc(need + 1);
 	if (!f->text)
@@ -239,7 +240,7 @@ int fs_special_open(fuse_req_t req, struct fs *fs, struct store_node *n,
 	case LAYOUT_SLOT_CLOCK:
 		f->kind = FS_CLOCK;
 		rc = asprintf(&f->text, "%" PRIu64 "\n",
-			      (uint64_t)atomic_load(&fs->clock_ms)) < 0 ? -ENOMEM : 0;
+			      store_now_ms(fs->store)) < 0 ? -ENOMEM : 0;
 		if (rc)
 			f->text = NULL;
 		else

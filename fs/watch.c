@@ -122,6 +122,9 @@ int fs_clock_advance(struct fs *fs, uint64_t ms)
 {
 	uint_fast64_t now = atomic_load(&fs->clock_ms);
 
+	/* A shared store's clock is the store's: every mount's moves. */
+	if (store_is_shared(fs->store))
+		return store_clock_advance(fs->store, ms);
 	/* Bounded, so now + any duration stays a valid deadline (store.h);
 	 * writers racing each other each see the clock they move. */
 	do {

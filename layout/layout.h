@@ -139,6 +139,7 @@ struct layout_stats_view {
 	const char *tenant;           /* NULL for the root's .stats */
 	struct store_stats stats;     /* store-wide, or the tenant's gauges */
 	const struct store_limits *limits;
+	enum store_link link;         /* store_connection() */
 };
 
 /*

@@ -6,7 +6,11 @@
 #   2. a 5 s smoke run of each libFuzzer target build/fuzz/fuzz_* from its
 #      seed corpus (tests/fuzz/run.sh --smoke); each target is one test,
 #      passed when libFuzzer exits 0
-#   3. the end-to-end suites: bats --tap tests/bats
+#   3. the end-to-end suites, twice: bats --tap tests/bats on the
+#      embedded store, then every suite that mounts (those that load
+#      helpers.bash) on a shared store (STATEFS_STORE=redis: each mount
+#      its own redis-server), leaving out the tests tagged embedded-only
+#      (# bats test_tags=embedded-only; tests/README.md says why each)
 #   4. the seam between fs/ and the store (scripts/check-seam.sh): one
 #      test, passed when it exits 0
 #
@@ -88,7 +92,58 @@ fi
 
 # --- end-to-end suites -----------------------------------------------------------
 
-echo "=== bats tests/bats"
+# run_bats NAME ARGS...: one bats run, its verdict added to the totals.
+run_bats() {
+	local name=$1 rc plan ok skipped notok f
+	shift
+	echo "=== bats $name"
+	TMPDIR="$run_tmp" "$@" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | head -n 1)
+	ok=$(grep -E '^ok [0-9]+' "$log" | grep -vcE '^ok [0-9]+.*# skip')
+	skipped=$(grep -cE '^ok [0-9]+.*# skip' "$log")
+	notok=$(grep -cE '^not ok [0-9]+' "$log")
+	f=$((notok + skipped))
+	if [ "$skipped" -gt 0 ]; then
+		echo "*** bats $name: $skipped skipped test(s) count as failed"
+	fi
+	if [ -n "$plan" ] && [ $((ok + notok + skipped)) -lt "$plan" ]; then
+		echo "*** bats $name: $((plan - ok - notok - skipped)) planned test(s) never reported"
+		f=$((f + plan - ok - notok - skipped))
+	fi
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		echo "*** bats $name: exit status $rc without a failed test"
+		f=1
+	fi
+	echo "--- bats $name: $ok passed, $f failed"
+	passed=$((passed + ok))
+	failed=$((failed + f))
+}
+
+# The suites that mount, for the shared store's run, less the tests
+# tagged embedded-only: bats' own --filter-tags when it has it, else a
+# copy of the suites without those tests in build/bats-redis (at the
+# same depth as tests/bats, so their paths to the binary hold).
+redis_suites() {
+	local f out=build/bats-redis
+	if bats --help 2>&1 | grep -q -- '--filter-tags'; then
+		echo "--filter-tags !embedded-only"
+		grep -l '^load helpers' tests/bats/*.bats
+		return
+	fi
+	rm -rf "$out"
+	mkdir -p "$out"
+	cp tests/bats/*.bash tests/bats/*.py "$out"/
+	for f in $(grep -l '^load helpers' tests/bats/*.bats); do
+		awk '
+			/^# bats test_tags=.*embedded-only/ { drop = 1; next }
+			drop && /^}/ { drop = 0; next }
+			!drop { print }
+		' "$f" >"$out/$(basename "$f")"
+		echo "$out/$(basename "$f")"
+	done
+}
+
 if ! command -v bats >/dev/null 2>&1; then
 	echo "*** bats is not installed (scripts/deps.sh installs it)"
 	failed=$((failed + 1))
@@ -97,27 +152,10 @@ else
 	# mounts left behind sees only this run's.
 	run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/statefs-test.XXXXXX")
 	chmod 0755 "$run_tmp"
-	TMPDIR="$run_tmp" bats --tap tests/bats 2>&1 | tee "$log"
-	rc=${PIPESTATUS[0]}
-	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | head -n 1)
-	ok=$(grep -E '^ok [0-9]+' "$log" | grep -vcE '^ok [0-9]+.*# skip')
-	skipped=$(grep -cE '^ok [0-9]+.*# skip' "$log")
-	notok=$(grep -cE '^not ok [0-9]+' "$log")
-	f=$((notok + skipped))
-	if [ "$skipped" -gt 0 ]; then
-		echo "*** bats: $skipped skipped test(s) count as failed"
-	fi
-	if [ -n "$plan" ] && [ $((ok + notok + skipped)) -lt "$plan" ]; then
-		echo "*** bats: $((plan - ok - notok - skipped)) planned test(s) never reported"
-		f=$((f + plan - ok - notok - skipped))
-	fi
-	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-		echo "*** bats: exit status $rc without a failed test"
-		f=1
-	fi
-	echo "--- bats: $ok passed, $f failed"
-	passed=$((passed + ok))
-	failed=$((failed + f))
+	run_bats "tests/bats (embedded store)" bats --tap tests/bats
+	# shellcheck disable=SC2046
+	STATEFS_STORE=redis run_bats "tests/bats (shared store, redis)" \
+		bats --tap $(redis_suites)
 fi
 
 # --- the seam --------------------------------------------------------------------

@@ -208,7 +208,7 @@ static void expired_reap(struct store *s, struct child **c, uint64_t now)
 	*c = NULL;
 }
 
-static int do_create(struct store *s, struct store_node *parent, const char *name,
+int do_create(struct store *s, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
 		 struct store_node **out, bool *created,
 		 struct store_attr *attr)
@@ -305,6 +305,8 @@ int store_create(struct store *s, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
 		 struct store_node **out, bool *created)
 {
+	if (s->remote)
+		return remote_create(s, parent, name, owner, excl, out, created, NULL);
 	return TRANSITION(s, do_create(s, parent, name, owner, excl, out,
 				       created, NULL));
 }
@@ -314,11 +316,13 @@ int store_create_entry(struct store *s, struct store_node *parent,
 		       bool excl, struct store_node **out, bool *created,
 		       struct store_attr *attr)
 {
+	if (s->remote)
+		return remote_create(s, parent, name, owner, excl, out, created, attr);
 	return TRANSITION(s, do_create(s, parent, name, owner, excl, out,
 				       created, attr));
 }
 
-static int do_unlink(struct store *s, struct store_node *parent, const char *name)
+int do_unlink(struct store *s, struct store_node *parent, const char *name)
 {
 	struct parent *p = as_parent(parent);
 	struct child *expired = NULL;
@@ -349,10 +353,12 @@ static int do_unlink(struct store *s, struct store_node *parent, const char *nam
 
 int store_unlink(struct store *s, struct store_node *parent, const char *name)
 {
+	if (s->remote)
+		return remote_unlink(s, parent, name);
 	return TRANSITION(s, do_unlink(s, parent, name));
 }
 
-static int do_link(struct store *s, struct store_node *child,
+int do_link(struct store *s, struct store_node *child,
 	       struct store_node *parent, const char *name,
 	       struct store_attr *attr)
 {
@@ -430,6 +436,8 @@ retry:
 int store_link(struct store *s, struct store_node *child,
 	       struct store_node *parent, const char *name)
 {
+	if (s->remote)
+		return remote_link(s, child, parent, name, NULL);
 	return TRANSITION(s, do_link(s, child, parent, name, NULL));
 }
 
@@ -437,6 +445,8 @@ int store_link_entry(struct store *s, struct store_node *child,
 		     struct store_node *parent, const char *name,
 		     struct store_attr *attr)
 {
+	if (s->remote)
+		return remote_link(s, child, parent, name, attr);
 	return TRANSITION(s, do_link(s, child, parent, name, attr));
 }
 
@@ -470,7 +480,7 @@ static void links_exchange_locked(struct store *s, struct link *x,
 	unlock(mx < my ? mx : my, LOCK_STRIPE);
 }
 
-static int do_rename(struct store *s, struct store_node *from, const char *name,
+int do_rename(struct store *s, struct store_node *from, const char *name,
 		 struct store_node *to, const char *to_name, unsigned flags)
 {
 	struct parent *a = as_parent(from), *b = as_parent(to);
@@ -583,5 +593,7 @@ out:
 int store_rename(struct store *s, struct store_node *from, const char *name,
 		 struct store_node *to, const char *to_name, unsigned flags)
 {
+	if (s->remote)
+		return remote_rename(s, from, name, to, to_name, flags);
 	return TRANSITION(s, do_rename(s, from, name, to, to_name, flags));
 }

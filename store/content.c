@@ -52,6 +52,9 @@ struct store_stage {
 	int failed;                    /* lock: a write was refused: the
 					* whole open-write-close transition
 					* is abandoned with this errno */
+	uint64_t writes;               /* lock: writes and truncations so
+					* far (a mirror's publication tells
+					* whether one came meanwhile) */
 };
 
 /* Blobs ------------------------------------------------------------------- */
@@ -127,6 +130,30 @@ static void publish_locked(struct store *s, struct child *c, struct blob *b)
 		emit(s, STORE_OP_WRITE, false, &c->node, l->parent->tenant,
 		     l->parent->name, l->name, (int64_t)l->parent->generation,
 		     (int64_t)c->version);
+}
+
+int content_publish(struct store *s, struct child *c, const void *data,
+		    size_t len, const int64_t *mtime)
+{
+	struct blob *b = blob_new(data, len);
+	int rc;
+
+	if (len && !b)
+		return -ENOMEM;
+	lock(stripe(s, c), LOCK_STRIPE);
+	if (c->node.nlink == 0)
+		rc = -ESTALE;
+	else
+		rc = bytes_charge_locked(s, c, blob_len(c->content), len);
+	if (rc == 0) {
+		publish_locked(s, c, b);
+		b = NULL;
+		if (mtime)
+			c->meta.mtime = *mtime;
+	}
+	unlock(stripe(s, c), LOCK_STRIPE);
+	blob_unref(b);
+	return rc;
 }
 
 int content_resize_locked(struct store *s, struct child *c, uint64_t size)
@@ -327,13 +354,15 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 		rc = -EFBIG;
 		goto out;
 	}
+	/* The store's limits, also for a mirror (which enforces none of
+	 * its own: see struct store). */
 	if (projected > cur &&
-	    atomic_load(&s->bytes_n) + (projected - cur) > s->lim.max_bytes) {
+	    atomic_load(&s->bytes_n) + (projected - cur) > s->shown.max_bytes) {
 		rc = -ENOSPC;
 		goto out;
 	}
-	if (projected > cur && s->lim.tenant_max_bytes &&
-	    tbytes + (projected - cur) > s->lim.tenant_max_bytes) {
+	if (projected > cur && s->shown.tenant_max_bytes &&
+	    tbytes + (projected - cur) > s->shown.tenant_max_bytes) {
 		rc = -EDQUOT;
 		goto out;
 	}
@@ -347,6 +376,7 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 	st->staged = true;
 	st->dirty = true;
 	st->written = true;
+	st->writes++;
 out:
 	if (rc && rc != st->failed) {
 		/* No failed operation changes anything: drop what was
@@ -499,6 +529,7 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 		st->staged = true;
 		st->dirty = true;
 		st->written = true;
+		st->writes++;
 	}
 	unlock(&st->lock, LOCK_STAGE);
 	return rc;
@@ -605,7 +636,71 @@ void store_stage_close(struct store_stage *st)
 	free(st);
 }
 
+/*
+ * The publication of a stage of a mirror: the shared store makes it
+ * (remote_publish), with no store lock held while it waits (the stage
+ * keeps its staged bytes meanwhile, so its readers see them); then the
+ * stage is based on the version it made, as the mirror shows it, and
+ * its staged bytes are spent unless another write of the same open
+ * file came meanwhile (they are published next).
+ */
+static int stage_publish_remote(struct store_stage *st)
+{
+	struct store *s = st->s;
+	struct child *c = st->c;
+	struct blob *pin = NULL;
+	const char *mode;
+	uint64_t base, seen_version, writes;
+	int64_t seen_mtime;
+	char *data;
+	size_t len;
+	int rc;
+
+	lock(&st->lock, LOCK_STAGE);
+	if (st->failed || !st->dirty) {
+		rc = st->failed;
+		unlock(&st->lock, LOCK_STAGE);
+		return rc;
+	}
+	mode = st->mode == STORE_STAGE_APPEND ? "append" :
+	       st->mode == STORE_STAGE_CAS ? "cas" : "replace";
+	len = st->len;
+	data = st_malloc(len ? len : 1);
+	if (!data) {
+		unlock(&st->lock, LOCK_STAGE);
+		return -ENOMEM;
+	}
+	if (len)
+		memcpy(data, st->buf, len);
+	base = st->base_version;
+	seen_version = st->seen_version;
+	seen_mtime = st->seen_mtime;
+	writes = st->writes;
+	unlock(&st->lock, LOCK_STAGE);
+	rc = remote_publish(s, &c->node, mode, base, data, len, seen_version,
+			    seen_mtime);
+	free(data);
+	lock(&st->lock, LOCK_STAGE);
+	if (rc == 0) {
+		lock(stripe(s, c), LOCK_STRIPE);
+		pin = st->pin;
+		st->pin = blob_ref(c->content);
+		st->base_version = c->version;
+		st->seen_version = c->version;
+		st->seen_mtime = c->meta.mtime;
+		unlock(stripe(s, c), LOCK_STRIPE);
+	}
+	/* Published or refused, the staged bytes are spent. */
+	if (st->writes == writes)
+		stage_reset_locked(st);
+	unlock(&st->lock, LOCK_STAGE);
+	blob_unref(pin);
+	return rc;
+}
+
 int store_stage_publish(struct store_stage *st)
 {
+	if (st->s->remote)
+		return stage_publish_remote(st);
 	return TRANSITION(st->s, do_stage_publish(st));
 }

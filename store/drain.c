@@ -28,7 +28,7 @@
 
 #include <errno.h>
 
-static int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
+int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
 			  const struct store_cred *cred)
 {
 	int rc = 0;
@@ -73,35 +73,66 @@ static int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
  * Clear a drain's scope in one transition (the world lock held
  * exclusively, so no other transition is half done): every parent with
  * its children, every tombstone and, for the whole store, every tenant.
- * Each removed parent and tenant is reported as an internal drain event.
+ * Each removed parent is reported as an internal drain event, each
+ * removed tenant (a drain of the whole store) as an internal cleanup.
  */
+/*
+ * Clear tenant @t for a drain (the world lock exclusive, the store lock
+ * held); with @dead (a drain of the whole store) the tenant goes too.
+ * Returns the table's reference on a tenant that went, for the caller to
+ * drop once it has let go of the locks (else NULL).
+ */
+static struct tenant *drain_clear_one_locked(struct store *s, struct tenant *t,
+					     bool dead)
+{
+	store_assert_held(LOCK_STORE);
+	lock(&t->lock, LOCK_TENANT);
+	tenant_clear_locked(s, t, STORE_OP_DRAIN, false);
+	if (atomic_load(&t->drain_state) == STORE_DRAINING)
+		atomic_fetch_sub(&s->tenants_draining, 1);
+	atomic_store(&t->drain_state, STORE_DRAINED);
+	if (dead) {
+		atomic_store(&t->node.dead, true);
+		HASH_DEL(s->tenants, t);
+		gauge_sub(&s->tenants_n, 1, "tenants");
+		touch_dir(&s->root_meta);
+		/* The tenant goes: a cleanup, not a drain starting. */
+		emit(s, STORE_OP_CLEANUP, true, &t->node, t, NULL, NULL, -1, -1);
+	}
+	unlock(&t->lock, LOCK_TENANT);
+	return dead ? t : NULL;
+}
+
 static void drain_clear(struct store *s, struct tenant *only)
 {
-	struct tenant *t, *tt;
+	struct tenant *t, *tt, *gone;
 
 	lock(&s->lock, LOCK_STORE);
 	HASH_ITER(hh, s->tenants, t, tt) {
 		if (only && t != only)
 			continue;
-		lock(&t->lock, LOCK_TENANT);
-		tenant_clear_locked(s, t, STORE_OP_DRAIN, false);
-		if (atomic_load(&t->drain_state) == STORE_DRAINING)
-			atomic_fetch_sub(&s->tenants_draining, 1);
-		atomic_store(&t->drain_state, STORE_DRAINED);
-		if (!only) {
-			atomic_store(&t->node.dead, true);
-			HASH_DEL(s->tenants, t);
-			gauge_sub(&s->tenants_n, 1, "tenants");
-			touch_dir(&s->root_meta);
-			emit(s, STORE_OP_DRAIN, true, &t->node, t, NULL, NULL, -1, -1);
-		}
-		unlock(&t->lock, LOCK_TENANT);
-		if (!only)
-			store_node_unref(s, &t->node);
+		gone = drain_clear_one_locked(s, t, !only);
+		if (gone)
+			store_node_unref(s, &gone->node);
 	}
 	if (!only)
 		atomic_store(&s->state, STORE_DRAINED);
 	unlock(&s->lock, LOCK_STORE);
+}
+
+void drain_clear_tenant(struct store *s, struct tenant *t, bool dead)
+{
+	struct tenant *gone = NULL;
+
+	scan_begin(s);
+	lock(&s->lock, LOCK_STORE);
+	if (!is_dead(&t->node))
+		gone = drain_clear_one_locked(s, t, dead);
+	unlock(&s->lock, LOCK_STORE);
+	scan_end(s);
+	event_hook_run(s);
+	if (gone)
+		store_node_unref(s, &gone->node);
 }
 
 /* Is a drain of the store (@t NULL) or of @t due to be cleared? */
@@ -179,6 +210,8 @@ int store_drain_as(struct store *s, struct store_node *tenant,
 	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
 	int rc;
 
+	if (s->remote)
+		return remote_drain(s, tenant, cred, false);
 	if (tenant && !t)
 		return -EINVAL;
 	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s), cred));
@@ -192,6 +225,8 @@ int store_drain_now(struct store *s, struct store_node *tenant)
 	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
 	int rc;
 
+	if (s->remote)
+		return remote_drain(s, tenant, NULL, true);
 	if (tenant && !t)
 		return -EINVAL;
 	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s), NULL));
@@ -208,12 +243,14 @@ enum store_state store_drain_state(struct store *s, struct store_node *tenant,
 	uint64_t now = store_now_ms(s), deadline;
 
 	/* Leases past their deadline go first: an expired child no longer
-	 * keeps a drain running. */
-	if (store_next_deadline(s) <= now)
+	 * keeps a drain running.  A mirror asks the shared store to settle
+	 * what is due (store_expire): it settles nothing itself. */
+	if (store_next_deadline(s) <= now ||
+	    (s->remote && (drain_due(s, NULL, now) || (t && drain_due(s, t, now)))))
 		store_expire(s, 4096);
-	if (drain_due(s, NULL, now))
+	if (!s->remote && drain_due(s, NULL, now))
 		drain_settle(s, NULL, false);
-	if (t && drain_due(s, t, now))
+	if (!s->remote && t && drain_due(s, t, now))
 		drain_settle(s, t, false);
 	st = (enum store_state)atomic_load(&s->state);
 	deadline = atomic_load(&s->drain_deadline);

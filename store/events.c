@@ -63,6 +63,14 @@ static void emit_entry(struct store *s, struct tenant *t, struct evlog_entry *e)
 {
 	uint64_t seq;
 
+	/* A mirror's line shows the shared store's number, and another
+	 * mount's change is internal here (mirror.c). */
+	if (applying) {
+		if (applying->quiet)
+			return;
+		e->shown = applying->seq++;
+		e->internal = e->internal || applying->others;
+	}
 	/* Who may read the line: the tenant's owner and mode now. */
 	if (t) {
 		lock(&t->acl_lock, LOCK_ACL);
@@ -103,6 +111,28 @@ void emit(struct store *s, enum store_op op, bool internal,
 	};
 
 	emit_entry(s, t, &e);
+}
+
+void emit_overflow(struct store *s, struct tenant *t)
+{
+	struct evlog_entry e = {
+		.op = STORE_OP_CLEANUP,
+		.internal = true,
+		.kind = STORE_TENANT,
+		.ino = t ? t->node.ino : 0,
+		.tenant_ino = t ? t->node.ino : 0,
+		.tenant = t ? t->name : NULL,
+		.generation = -1,
+		.version = -1,
+		.overflow = true,
+	};
+	bool was = applying != NULL;
+	struct apply_ctx *a = applying;
+
+	/* No number of the shared store: it stands for lost ones. */
+	applying = NULL;
+	emit_entry(s, t, &e);
+	applying = was ? a : NULL;
 }
 
 /*

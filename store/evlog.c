@@ -295,9 +295,17 @@ size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 
 		if (!visible(sl, r))
 			continue;
+		if (sl->e.overflow) {
+			if (used + sizeof(overflow) - 1 > len)
+				break;
+			memcpy(buf + used, overflow, sizeof(overflow) - 1);
+			used += sizeof(overflow) - 1;
+			continue;
+		}
 		text = sl->text ? sl->text : lost;
 		tlen = sl->text ? sl->len : sizeof(lost) - 1;
-		sn = snprintf(seq, sizeof(seq), "%" PRIu64 "\t", sl->seq);
+		sn = snprintf(seq, sizeof(seq), "%" PRIu64 "\t",
+			      sl->e.shown ? sl->e.shown : sl->seq);
 		if (used + (size_t)sn + tlen > len)
 			break;
 		memcpy(buf + used, seq, (size_t)sn);
@@ -334,13 +342,17 @@ int evlog_next(struct evlog *l, struct store_event_reader *r,
 	if (r->internal_only ? catch_up_locked(l, r) : r->next < oldest) {
 		reader_to(l, r, oldest_locked(l, r));
 		rc = -EOVERFLOW;
+	} else if (r->next < l->next && l->ring[r->next % l->cap].e.overflow) {
+		/* A mirror's reload: what the lines said is lost. */
+		reader_to(l, r, r->next + 1);
+		rc = -EOVERFLOW;
 	} else if (r->next < l->next && !l->ring[r->next % l->cap].text) {
 		/* A lost line: nothing to act on. */
 		reader_to(l, r, r->next + 1);
 		rc = -ENODATA;
 	} else if (r->next < l->next) {
 		sl = &l->ring[r->next % l->cap];
-		ev->seq = sl->seq;
+		ev->seq = sl->e.shown ? sl->e.shown : sl->seq;
 		ev->op = sl->e.op;
 		ev->internal = sl->e.internal;
 		ev->kind = sl->e.kind;

@@ -53,6 +53,13 @@ struct evlog_entry {
 	uid_t tenant_uid;
 	gid_t tenant_gid;
 	mode_t tenant_mode;
+	/* The number the line shows; 0: its place in the log.  A mirror's
+	 * lines show the shared store's numbers (per tenant). */
+	uint64_t shown;
+	/* Not a line: readers in its scope get "overflow" there (a mirror
+	 * reloaded the tenant and lost its lines in between); the watch
+	 * machinery gets -EOVERFLOW. */
+	bool overflow;
 };
 
 /*

@@ -94,8 +94,10 @@ extern __thread int hash_oom;
  *    states, the lower address first;
  *  - a leaf (LOCK_FIRST_LEAF and above) takes nothing while held;
  *  - the shared store's transport (rconn.c) has two locks outside the
- *    store's: each is held alone, and no store lock is held while
- *    calling into it at all (every call may wait on the network).
+ *    store's, and a mirror's remote state (follow.c) one: each is held
+ *    alone, and no store lock is held while calling into the transport
+ *    or waiting for the follower at all (every call may wait on the
+ *    network).
  * Hooks and callbacks run with no store lock held (the event and
  * attribute hooks run after the transition let go), but one:
  * store_node_names() calls its callback under the state's stripe, and
@@ -120,10 +122,14 @@ enum store_lock_level {
 	LOCK_TOMBQ,       /* 13 s->tomb_lock: the tombstone queue */
 	LOCK_SNAP_HOLD,   /* 14 s->hold_lock: what open snapshots hold */
 	LOCK_REAPER,      /* 15 s->reap_lock: the reaper's wake-ups */
+	LOCK_MIRROR,      /* 16 mirror->lock: a mirror's inode index and
+			   *    tenants (store/mirror.c) */
 	/* Held alone: no store lock is held while calling into the shared
 	 * store's transport (it waits on the network). */
-	LOCK_RCONN_POOL,  /* 16 rconn_pool->lock (store/rconn.c) */
-	LOCK_RCONN_CONN,  /* 17 rconn->lock (store/rconn.c) */
+	LOCK_RCONN_POOL,  /* 17 rconn_pool->lock (store/rconn.c) */
+	LOCK_RCONN_CONN,  /* 18 rconn->lock (store/rconn.c) */
+	LOCK_REMOTE,      /* 19 remote->lock: what the follower applied and
+			   *    the connection's state (store/follow.c) */
 	LOCK_NLEVELS
 };
 
@@ -281,7 +287,19 @@ static inline struct tenant *child_tenant(const struct child *c)
 }
 
 struct store {
-	struct store_limits lim;       /* immutable */
+	/* The limits the transitions enforce (immutable).  A mirror's
+	 * store-wide ceilings, quotas and shares are 0 (none): the shared
+	 * store enforces them, and a mirror applies entries of several
+	 * tenants' logs in an order of its own. */
+	struct store_limits lim;
+	/* The store's limits as store_limits() shows them and a stage's
+	 * write checks them (immutable): lim, for the embedded store. */
+	struct store_limits shown;
+	/* A mirror's own structures (store/mirror.c) and the shared store
+	 * behind it (store/remote_ops.c); NULL for the embedded store.  Set
+	 * once, before the store is used. */
+	struct mirror *mirror;
+	struct remote *remote;
 	struct store_clock clock;      /* immutable */
 	uint64_t instance;             /* immutable */
 	uint64_t born_ms;              /* immutable */
@@ -529,10 +547,32 @@ static inline int64_t ns_of(struct timespec ts)
 	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
+/*
+ * The entry a mirror applies on this thread (store/mirror.c), or NULL.
+ * While it is set, the embedded transitions that apply it take every
+ * number from it instead of deciding: the wall time they stamp, the store
+ * clock they read, the inode number of the node they make, the sequence
+ * numbers their lines show and whether those lines are internal; and they
+ * refuse nothing for a drain (draining(), below): the shared store has
+ * decided, and the mirror only follows.
+ */
+struct apply_ctx {
+	int64_t ns;                    /* wall time stamped on nodes */
+	uint64_t ms;                   /* the store clock */
+	uint64_t ino;                  /* the next node's inode; 0 once taken */
+	uint64_t seq;                  /* the next line's shown number */
+	bool others;                   /* another mount's or a reaper's change:
+					* every line is internal */
+	bool quiet;                    /* a load, not a change: no line */
+};
+extern __thread struct apply_ctx *applying;
+
 static inline int64_t wall_now(void)
 {
 	struct timespec ts;
 
+	if (applying)
+		return applying->ns;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return ns_of(ts);
 }
@@ -544,7 +584,19 @@ static inline void touch_dir(struct meta *m)
 
 static inline uint64_t ino_alloc(struct store *s, uint64_t n)
 {
-	return atomic_fetch_add(&s->next_ino, n);
+	uint64_t ino, top;
+
+	if (!applying || !applying->ino)
+		return atomic_fetch_add(&s->next_ino, n);
+	/* A mirror's node: the entry's number.  next_ino stays past every
+	 * number handed out (a new instance's numbers start above it). */
+	ino = applying->ino;
+	applying->ino = 0;
+	top = atomic_load(&s->next_ino);
+	while (top < ino + n &&
+	       !atomic_compare_exchange_weak(&s->next_ino, &top, ino + n))
+		;
+	return ino;
 }
 
 static inline pthread_mutex_t *stripe(struct store *s, struct child *c)
@@ -573,6 +625,8 @@ static inline bool is_dead(const struct store_node *n)
 /* Does the store, or tenant @t, refuse new things (a drain)? */
 static inline bool draining(struct store *s, struct tenant *t)
 {
+	if (applying)
+		return false; /* the shared store admitted it */
 	return atomic_load(&s->state) != STORE_READY ||
 	       (t && atomic_load(&t->drain_state) != STORE_READY);
 }
@@ -717,14 +771,34 @@ void link_remove_locked(struct store *s, struct parent *p, struct link *l);
 bool state_unlink_locked(struct store *s, struct link *l, enum store_op op);
 struct ptab bucket_clear_locked(struct store *s, struct parent *p);
 
-/* store/child.c */
+/* store/child.c: the embedded transitions a mirror also applies
+ * entries with (their store.h forms, less TRANSITION) */
 int child_expire(struct store *s, struct child *c, uint64_t now);
+int do_create(struct store *s, struct store_node *parent, const char *name,
+	      const struct store_owner *owner, bool excl,
+	      struct store_node **out, bool *created,
+	      struct store_attr *attr);
+int do_unlink(struct store *s, struct store_node *parent, const char *name);
+int do_link(struct store *s, struct store_node *child,
+	    struct store_node *parent, const char *name,
+	    struct store_attr *attr);
+int do_rename(struct store *s, struct store_node *from, const char *name,
+	      struct store_node *to, const char *to_name, unsigned flags);
 
 /* store/content.c */
 int content_resize_locked(struct store *s, struct child *c, uint64_t size);
+/* Publish @len bytes @data as @c's content (a mirror's write entry), its
+ * mtime @mtime when not NULL; takes the stripe.  0, -ESTALE, -ENOMEM. */
+int content_publish(struct store *s, struct child *c, const void *data,
+		    size_t len, const int64_t *mtime);
 
 /* store/drain.c */
 void drains_settle_all(struct store *s);
+int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
+		   const struct store_cred *cred);
+/* Clear @t's drain scope now, as one transition (a mirror's drain clear
+ * entry); with @dead the tenant goes too. */
+void drain_clear_tenant(struct store *s, struct tenant *t, bool dead);
 
 /* store/events.c */
 void emit(struct store *s, enum store_op op, bool internal,
@@ -734,9 +808,14 @@ void emit_from_locked(struct store *s, enum store_op op,
 		      struct child *c, const struct link *to,
 		      const struct link *from);
 void note_attrs_changed(uint64_t ino);
+/* Readers in @t's scope (NULL: the root's) get one "overflow" line here:
+ * a mirror reloaded and lost the lines in between. */
+void emit_overflow(struct store *s, struct tenant *t);
 void event_hook_run(struct store *s);
 
 /* store/lease.c */
+int do_lease(struct store *s, struct store_node *n, bool set,
+	     uint64_t ttl_ms);
 int lease_ensure(struct store *s, struct store_node *n);
 void lease_release(struct store *s, struct store_node *n);
 void lease_set(struct store *s, struct store_node *n, uint64_t deadline);
@@ -752,6 +831,8 @@ void meta_inherit(struct store_node *n, struct meta *m,
 		  bool is_dir);
 void attr_locked(struct store *s, struct store_node *n,
 		 struct store_attr *a);
+int do_setattr(struct store *s, struct store_node *n, unsigned mask,
+	       const struct store_attr *in, struct store_attr *out);
 
 /* store/parent.c */
 struct ptab parent_unhook_locked(struct store *s, struct tenant *t,
@@ -762,6 +843,47 @@ bool may_remove_parent_locked(struct store *s, struct tenant *t,
 			      struct parent *p,
 			      const struct store_cred *cred, uint64_t now);
 int parent_expire(struct store *s, struct parent *p, uint64_t now);
+int parent_leave(struct store *s, struct tenant *t, const char *name,
+		 bool must_exist, const struct store_cred *cred);
+int do_mkdir(struct store *s, struct store_node *dir, const char *name,
+	     const struct store_owner *owner, struct store_node **out,
+	     struct store_attr *attr);
+
+/* store/remote_ops.c: the transitions of a store with the shared store
+ * behind it (each store.h transition's first two lines call them) */
+int remote_mkdir(struct store *s, struct store_node *dir, const char *name,
+		 const struct store_owner *owner, struct store_node **out,
+		 struct store_attr *attr);
+int remote_rmdir(struct store *s, struct store_node *dir, const char *name,
+		 const struct store_cred *cred);
+int remote_depart(struct store *s, struct store_node *tenant, const char *name,
+		  const struct store_cred *cred);
+int remote_create(struct store *s, struct store_node *parent, const char *name,
+		  const struct store_owner *owner, bool excl,
+		  struct store_node **out, bool *created,
+		  struct store_attr *attr);
+int remote_unlink(struct store *s, struct store_node *parent, const char *name);
+int remote_link(struct store *s, struct store_node *child,
+		struct store_node *parent, const char *name,
+		struct store_attr *attr);
+int remote_rename(struct store *s, struct store_node *from, const char *name,
+		  struct store_node *to, const char *to_name, unsigned flags);
+int remote_setattr(struct store *s, struct store_node *n, unsigned mask,
+		   const struct store_attr *in, struct store_attr *out);
+int remote_publish(struct store *s, struct store_node *n, const char *mode,
+		   uint64_t base, const void *data, size_t len,
+		   uint64_t seen_version, int64_t seen_mtime);
+int remote_set_ttl(struct store *s, struct store_node *n, uint64_t ttl);
+int remote_renew(struct store *s, struct store_node *n);
+int remote_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl);
+int remote_drain(struct store *s, struct store_node *tenant,
+		 const struct store_cred *cred, bool now);
+unsigned remote_expire(struct store *s, unsigned budget);
+/* store_expire() of a mirror: asks Redis when something is due. */
+unsigned remote_expire_due(struct store *s, unsigned budget);
+int remote_stats(struct store *s, struct store_node *tenant,
+		 struct store_stats *o);
+void remote_free(struct store *s);
 
 /* store/reaper.c */
 void reaper_note(struct store *s, uint64_t deadline);

@@ -383,7 +383,7 @@ static void renew_locked(struct store *s, struct store_node *n, uint64_t ttl,
 	lease_set(s, n, now + ttl);
 }
 
-static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
+int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 		  const struct store_attr *in, struct store_attr *out)
 {
 	struct child *c;
@@ -439,6 +439,8 @@ static int do_setattr(struct store *s, struct store_node *n, unsigned mask,
 int store_setattr(struct store *s, struct store_node *n, unsigned mask,
 		  const struct store_attr *in, struct store_attr *out)
 {
+	if (s->remote)
+		return remote_setattr(s, n, mask, in, out);
 	return TRANSITION(s, do_setattr(s, n, mask, in, out));
 }
 

@@ -254,7 +254,7 @@ static int parent_join(struct store *s, struct tenant *t, const char *name,
  * @must_exist false a missing parent still gets its tombstone.  With
  * @cred the cascade must be one @cred could do by hand (-EACCES).
  */
-static int parent_leave(struct store *s, struct tenant *t, const char *name,
+int parent_leave(struct store *s, struct tenant *t, const char *name,
 			bool must_exist, const struct store_cred *cred)
 {
 	struct parent *p, *reaped = NULL;
@@ -376,10 +376,12 @@ static int do_depart(struct store *s, struct store_node *tenant, const char *nam
 int store_depart(struct store *s, struct store_node *tenant, const char *name,
 		 const struct store_cred *cred)
 {
+	if (s->remote)
+		return remote_depart(s, tenant, name, cred);
 	return TRANSITION(s, do_depart(s, tenant, name, cred));
 }
 
-static int do_mkdir(struct store *s, struct store_node *dir, const char *name,
+int do_mkdir(struct store *s, struct store_node *dir, const char *name,
 		const struct store_owner *owner, struct store_node **out,
 		struct store_attr *attr)
 {
@@ -397,6 +399,8 @@ static int do_mkdir(struct store *s, struct store_node *dir, const char *name,
 int store_mkdir(struct store *s, struct store_node *dir, const char *name,
 		const struct store_owner *owner, struct store_node **out)
 {
+	if (s->remote)
+		return remote_mkdir(s, dir, name, owner, out, NULL);
 	return TRANSITION(s, do_mkdir(s, dir, name, owner, out, NULL));
 }
 
@@ -404,6 +408,8 @@ int store_mkdir_entry(struct store *s, struct store_node *dir, const char *name,
 		      const struct store_owner *owner, struct store_node **out,
 		      struct store_attr *attr)
 {
+	if (s->remote)
+		return remote_mkdir(s, dir, name, owner, out, attr);
 	return TRANSITION(s, do_mkdir(s, dir, name, owner, out, attr));
 }
 
@@ -434,5 +440,7 @@ static int do_rmdir(struct store *s, struct store_node *dir, const char *name,
 int store_rmdir(struct store *s, struct store_node *dir, const char *name,
 		const struct store_cred *cred)
 {
+	if (s->remote)
+		return remote_rmdir(s, dir, name, cred);
 	return TRANSITION(s, do_rmdir(s, dir, name, cred));
 }

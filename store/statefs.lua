@@ -90,6 +90,9 @@ later, and op records expire OP_KEEP_MS after they were made.
 
 Numbers and time
 ----------------
+Durations (ttls, tombstone_ttl_ms, default_ttl_ms, drain_window_ms, a
+clock advance) are at most 10^12 ms (STORE_DURATION_MAX_MS), else
+EINVAL, as in the embedded store.
 Every number is a whole decimal below 10^15 (ttls, sizes, inode numbers:
 Lua's numbers are doubles, exact below 2^53, and every sum made here stays
 below it); a larger one is EINVAL.  Times of nodes (atime mtime ctime)
@@ -125,7 +128,10 @@ works on one Redis, not across Redis Cluster slots.
   INSTANCE     the store instance the mount believes in (meta instance).
                A different one, or none (the store was flushed), is
                outcome ESTALEINST: the mount reloads everything.
-  OPID         "" or an id unique per mutation (mount id + counter).  The
+  OPID         "" or an id unique per mutation, "MOUNT:N": the mount's id
+               (no ':') and a counter.  Every entry the call appends
+               names MOUNT (field by), so a mount tells its own changes
+               from the others'.  The
                first run records its outcome under op:OPID for
                OP_KEEP_MS; a run that finds the record returns it and
                does nothing else, so a retry after a lost reply applies
@@ -173,6 +179,8 @@ create).  Every entry has:
           .events reader sees the gap).
   op      what changed (below)
   ms      the store's clock when it changed
+  by      the mount whose call made the change (OPID's MOUNT); "" for
+          a call with no OPID (a reaper's sfs_expire).
   ns      wall time in ns: the atime/mtime/ctime stamped on every node
           the change makes or touches (a join stamps the new parent and
           the tenant's mtime/ctime; a create, link or unlink the
@@ -211,24 +219,31 @@ and, per op (.events line: SEQ OP TENANT PARENT CHILD GENERATION VERSION,
         Line: unlink T PARENT CHILD GEN VER.
   link  parent pino child ino gen ver
         State INO gains the link CHILD in PINO (nlink + 1; the state's
-        ctime).  Line: link T PARENT CHILD GEN VER.
+        ctime).  Line: link T PARENT CHILD GEN VER FP FC, FP/FC the
+        state's newest link before this one (the mirror names it).
   rename parent pino child to_parent to_pino to_child ino gen ver
-         [exchange=INO2 | replaced=INO2 replaced_ver=VER2]
+         [replaced=INO2 replaced_ver=VER2]
         The link CHILD of PINO, to state INO, moves to TO_CHILD in
-        TO_PINO (GEN is TO_PARENT's; INO's ctime).  With exchange, the
-        two entries trade states instead (INO2 was at TO_CHILD, now at
-        CHILD; no ctime).  With replaced, TO_CHILD held state INO2, which
-        loses that link (and ends when it was its last): two lines,
-        unlink T TO_PARENT TO_CHILD GEN VER2, then the rename line.
-        Line: rename T TO_PARENT TO_CHILD GEN VER.
-  write ino ver data lines [kind=child mode uid gid atime mtime ctime]
+        TO_PINO (GEN is TO_PARENT's; INO's ctime).  With replaced,
+        TO_CHILD held state INO2, which loses that link (and ends when
+        it was its last): two lines, unlink T TO_PARENT TO_CHILD GEN
+        VER2, then the rename line.
+        Line: rename T TO_PARENT TO_CHILD GEN VER PARENT CHILD.
+  exchange parent pino child to_parent to_pino to_child ino ino2 gen ver
+        The two entries trade states: INO, at CHILD, goes to TO_CHILD;
+        INO2, at TO_CHILD, to CHILD (no ctime; both parents' mtime and
+        ctime).  VER is INO's.
+        Line: exchange T TO_PARENT TO_CHILD GEN VER PARENT CHILD.
+  write ino ver data lines [mtime] [kind=child mode uid gid atime mtime
+        ctime deadline]
         State INO's content becomes DATA (whole), version VER, mtime and
-        ctime NS.  LINES: its links "PARENT/CHILD", newest first, one line
-        each: write T PARENT CHILD GEN(PARENT) VER.  From sfs_setattr (a
-        size change) it also carries the attributes that call set.
-  attr  kind ino [mode] [uid] [gid] [atime] [mtime] ctime
+        ctime NS (mtime MTIME when given: an mtime kept by sfs_publish).
+        LINES: its links "PARENT/CHILD", newest first, one line each:
+        write T PARENT CHILD GEN(PARENT) VER.  From sfs_setattr (a size
+        change) it also carries what that call set, as attr does.
+  attr  kind ino [mode] [uid] [gid] [atime] [mtime] [ctime] [deadline]
         Node INO of KIND (tenant, parent, child) takes the attributes
-        given.  No line.
+        given; DEADLINE: its lease was renewed (a touch).  No line.
   ttl   kind ino ttl deadline
         Node INO's lease becomes TTL, its deadline DEADLINE (0, 0: none).  No line.
   renew kind ino ttl deadline
@@ -244,7 +259,8 @@ and, per op (.events line: SEQ OP TENANT PARENT CHILD GENERATION VERSION,
         (names in join order) leaves as by leave but files no tombstone,
         every tombstone goes, the tenant is drained.  One line per
         parent: drain T PARENT - GEN -; with dead=1 (a drain of the whole
-        store) the tenant goes too, and one more line: drain T - - - -.
+        store) the tenant goes too, and one more line: cleanup T - - - -
+        (drain T - - - - is only ever a tenant's drain starting).
   cleanup name tid
         The tenant and everything in it go.  Line: cleanup T - - - -.
 
@@ -283,8 +299,8 @@ order; "(counted)" marks refusals that bump refused_*):
       OK [root seq].
   sfs_join 2 META T ... NAME UID GID MODE           (parent_join)
       name rule; dead tenant ESTALE (counted); an expired parent NAME is
-      reaped; draining EROFS, live NAME EEXIST, max_parents ENOSPC (all
-      counted).  The generation is the tombstone's + 1 (a due tombstone
+      reaped; draining EROFS, live NAME EEXIST, max_parents ENOSPC, the
+      tenant's share tenant_max_parents EDQUOT (all counted).  The generation is the tombstone's + 1 (a due tombstone
       ages out first) or 1; a setgid tenant gives its gid and the setgid
       bit.  OK [ino, gen].
   sfs_leave 2 META T ... NAME CRED                  (parent_leave, rmdir)
@@ -292,15 +308,16 @@ order; "(counted)" marks refusals that bump refused_*):
       depart only: name rule.  Dead tenant ESTALE (counted); an expired
       parent NAME is reaped, a due tombstone NAME ages out; leave: no
       parent ENOENT (counted); depart: no parent but a tombstone: the
-      tombstone's age starts over, OK.  A full pool (max_tombstones):
-      due tombstones age out store-wide, once; still full ENOSPC
+      tombstone's age starts over, OK.  A full pool (max_tombstones,
+      ENOSPC) or tenant's share of it (tenant_max_tombstones, EDQUOT):
+      due tombstones age out store-wide, once; still full, that errno
       (counted).  CRED may not empty the parent by hand EACCES.  OK [gen].
   sfs_create 2 META T ... PINO NAME UID GID MODE EXCL   (do_create)
       name rule.  Unless the parent is gone, an expired child NAME is
       reaped; a live child NAME: EEXIST (counted) with EXCL, else OK
       [its ino, 0] and nothing changes.  Admission: draining EROFS, gone
       parent ESTALE, max_children ENOSPC, parent_quota or tenant_quota
-      EDQUOT (all counted).  Lease: the parent's child_ttl, else
+      EDQUOT, tenant_max_children EDQUOT (all counted).  Lease: the parent's child_ttl, else
       default_ttl.  A setgid parent gives its gid.  OK [ino, 1].
   sfs_unlink 2 META T ... PINO NAME                 (do_unlink)
       gone parent ESTALE, no live child NAME ENOENT (both counted; an
@@ -319,23 +336,33 @@ order; "(counted)" marks refusals that bump refused_*):
       (counted); a destination that is a link to the source's state: OK,
       nothing happens (not under exchange); draining EROFS (counted); a
       move to another parent over its parent_quota EDQUOT (counted).  OK.
-  sfs_publish 2 META T ... SINO MODE BASE DATA       (do_stage_publish)
-      MODE replace|append|cas; BASE the version a cas stage opened on.
+  sfs_publish 2 META T ... SINO MODE BASE DATA [SEEN_VERSION SEEN_MTIME]
+                                                     (do_stage_publish)
+      MODE replace|append|cas; BASE the version a cas stage opened on;
+      SEEN_*: the state's version and mtime when the stage last wrote.
       Gone state ESTALE, cas with another version EAGAIN, over
-      max_payload EFBIG, growth over max_bytes ENOSPC (all counted).
-      OK [version].
-  sfs_setattr 2 META T ... KIND INO MODE UID GID ATIME MTIME SIZE   (do_setattr)
-      Each of MODE..SIZE "" when not set.  Gone node ESTALE, SIZE of a
-      directory EISDIR (neither counted); SIZE over max_payload EFBIG,
-      growth over max_bytes ENOSPC (counted).  A size change is a
-      publication (truncate or zero-extend, version + 1).  OK.
+      max_payload EFBIG, growth over max_bytes ENOSPC, over the
+      tenant's share tenant_max_bytes EDQUOT (all counted).  The
+      state's mtime survives when it changed since SEEN_MTIME with the
+      version still SEEN_VERSION (set before close: cp -p).  OK [version].
+  sfs_setattr 2 META T ... KIND INO MODE UID GID ATIME MTIME SIZE [KILL RENEW]
+                                                     (do_setattr)
+      Each of MODE..KILL "" when not set.  KILL: 1 clears set-user-ID, 2
+      set-group-ID, from the mode as it is (after MODE); RENEW "1": the
+      lease of a parent or child is renewed too (touch).  Gone node
+      ESTALE, SIZE of a directory EISDIR (neither counted); RENEW of a
+      node with a lease while draining EROFS; SIZE over max_payload
+      EFBIG, growth over max_bytes ENOSPC, over tenant_max_bytes EDQUOT
+      (counted).  A size change is a publication (truncate or
+      zero-extend, version + 1).  OK.
   sfs_set_ttl 2 META T ... KIND INO TTL             (do_lease, set)
   sfs_renew 2 META T ... KIND INO                   (do_lease, renew)
-      KIND parent|child.  Gone ESTALE (counted); renew of a node without
-      a lease: OK, nothing changes; draining EROFS (counted), a ttl of 0
-      included.  OK [deadline].
+      KIND parent|child.  TTL over 10^12 ms EINVAL; gone ESTALE
+      (counted); renew of a node without a lease: OK, nothing changes;
+      draining EROFS (counted), a ttl of 0 included.  OK [deadline].
   sfs_set_child_ttl 2 META T ... PINO TTL           (store_set_child_ttl)
-      Gone parent ESTALE (not counted; no drain check).  OK.
+      TTL over 10^12 ms EINVAL; gone parent ESTALE (not counted; no
+      drain check).  OK.
   sfs_expire 1|2 META [T] ... BUDGET                (store_expire)
       Due leases of T, oldest first, at most BUDGET (a child as by unlink,
       a parent as by rmdir with its tombstone even over max_tombstones;
@@ -343,14 +370,18 @@ order; "(counted)" marks refusals that bump refused_*):
       at most BUDGET; then a due drain of the store, then of T (due: the
       deadline passed or no child is left).  Idempotent.  OK [leases
       expired, tombstones aged].
-  sfs_drain 1|2 META [T] ...                        (store_drain)
+  sfs_drain 1|2 META [T] ... [CRED]                 (store_drain_as)
   sfs_drain_now 1|2 META [T] ...                    (store_drain_now)
-      Dead tenant ESTALE (not counted).  Starts the drain unless one
+      Dead tenant ESTALE (not counted).  A tenant's drain with CRED
+      starts only when CRED could empty the tenant by hand (the rule of
+      sfs_rmdir_tenant), else EACCES (not counted); a running one is not
+      judged again.  Starts the drain unless one
       runs (a second call does not move its deadline).  sfs_drain clears
       the scope at once when it is due already; sfs_drain_now expires
       due leases first, then clears the scope now.  OK [state].
   sfs_clock_advance 1 META ... MS
-      testclock only (else EPERM): the clock moves MS forward.  OK
+      testclock only (else EPERM): the clock moves MS forward (MS over
+      10^12, or a clock past 8 * 10^12, EINVAL).  OK
       [clock_ms].  The mount then runs sfs_expire where things are due.
 
 Read-only (flag no-writes, FCALL_RO; INSTANCE checked, OPID and
@@ -385,7 +416,7 @@ per-tenant shares of a ceiling belong there), REFUSED (which errno counts
 as which refusal), the entry fields named above (what .events shows).
 ]==]
 
-local LIBVERSION = 1
+local LIBVERSION = 2
 
 -- Numbers, tables and the rules most likely to change ------------------------
 
@@ -393,7 +424,8 @@ local NSPECIAL = 8                -- STORE_NSPECIAL: inode slots of a directory'
 local FIRST_INO = 2 + NSPECIAL    -- root = 1, the root's specials 2..9
 local OP_KEEP_MS = 120000         -- how long an operation's outcome is kept for a retry
 local LOG_KEEP_MS = 600000        -- how long a removed tenant's log stays for its followers
-local MAX_CLOCK_MS = 2000000000000000 -- testclock ceiling: every sum stays below 2^53
+local DURATION_MAX_MS = 1000000000000 -- STORE_DURATION_MAX_MS: a ttl, a window, an advance
+local CLOCK_MAX_MS = 8 * DURATION_MAX_MS -- STORE_CLOCK_MAX_MS: the testclock's ceiling
 local S_ISGID, S_ISVTX = 1024, 512
 local MAY_W, MAY_X = 2, 1
 
@@ -412,6 +444,13 @@ local LIMITS = {
 	{ 'tombstone_ttl_ms', 600000 },
 	{ 'parent_quota', 0 },
 	{ 'tenant_quota', 0 },
+	-- A tenant's shares of the store-wide ceilings (EDQUOT; 0: none).
+	-- The defaults are STORE_SHARE_AUTO as store_new() makes it: half
+	-- the default ceiling, rounded up.  A mount sends its own.
+	{ 'tenant_max_parents', 32768 },
+	{ 'tenant_max_children', 524288 },
+	{ 'tenant_max_bytes', 536870912 },
+	{ 'tenant_max_tombstones', 32768 },
 	{ 'default_ttl_ms', 0 },
 	{ 'drain_window_ms', 30000 },
 	{ 'testclock', 0 },
@@ -426,6 +465,10 @@ local REFUSED = {
 	EAGAIN = 'refused_conflict', ENOENT = 'refused_gone',
 }
 
+-- The limits that are durations: at most DURATION_MAX_MS (EINVAL).
+local DURATIONS = { tombstone_ttl_ms = true, default_ttl_ms = true,
+	drain_window_ms = true }
+
 -- The gauges and counters meta starts with.
 local META_ZERO = {
 	'tenants', 'parents', 'children', 'links', 'tombstones', 'bytes',
@@ -437,15 +480,18 @@ local META_ZERO = {
 
 --[[
   The one name rule (layout_name_check): a tenant (depth 1), parent (2)
-  or child (3) name is 1..max_name bytes, does not begin with '.', and
-  has no control byte (< 0x20, 0x7f), no white space and no '/'.  Returns
-  nil or the errno name.  The depth is here so that a rule for one depth
-  only (such as children names that may begin with '.') is one line.
+  or child (3) name is 1..max_name bytes and has no control byte (< 0x20,
+  0x7f), no white space and no '/'; a tenant or parent name does not
+  begin with '.', a child's may ("." and ".." never).  Returns nil or
+  the errno name.
 ]]
 local function name_check(name, depth, max_name)
 	if #name == 0 then return 'EINVAL' end
 	if #name > max_name then return 'ENAMETOOLONG' end
-	if string.byte(name, 1) == 46 then return 'EINVAL' end
+	if string.byte(name, 1) == 46 and
+		(depth ~= 3 or name == '.' or name == '..') then
+		return 'EINVAL'
+	end
 	if string.find(name, '[%z\1-\32\127/]') then return 'EINVAL' end
 	return nil
 end
@@ -785,6 +831,8 @@ local function begin(keys, args, scope)
 		ctx.T = tenant_rec(ctx, keys[2])
 	end
 	local opid = args[2] or ''
+	-- "MOUNT:N": the mount that asks, which every entry names (by).
+	ctx.by = string.match(opid, '^([^:]*):') or ''
 	if opid ~= '' then
 		ctx.opkey = (scope == 'tenant' and ctx.T.pre or ctx.root) .. ':op:' .. opid
 		local rec = redis.call('GET', ctx.opkey)
@@ -802,12 +850,14 @@ end
 -- Logs ------------------------------------------------------------------------
 
 local function xadd(ctx, key, seq, nseq, op, fields)
+	local by = ctx.by or ''
 	if nseq > 1 then
 		redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max, '*', 'seq', seq,
-			'nseq', nseq, 'op', op, 'ms', ctx.now, 'ns', ctx.ns, unpack(fields))
+			'nseq', nseq, 'op', op, 'ms', ctx.now, 'ns', ctx.ns, 'by', by,
+			unpack(fields))
 	else
 		redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max, '*', 'seq', seq,
-			'op', op, 'ms', ctx.now, 'ns', ctx.ns, unpack(fields))
+			'op', op, 'ms', ctx.now, 'ns', ctx.ns, 'by', by, unpack(fields))
 	end
 end
 
@@ -915,6 +965,15 @@ local function tombs_reap(ctx, budget)
 		end
 	end
 	return n
+end
+
+-- Would one more tombstone of @T pass the pool (ENOSPC) or the tenant's
+-- share of it (EDQUOT)?  nil when it fits (tomb_reserve_locked).
+local function tomb_full(ctx, T)
+	if num(ctx.M, 'tombstones') + 1 > ctx.lim.max_tombstones then return 'ENOSPC' end
+	local share = ctx.lim.tenant_max_tombstones
+	if share > 0 and num(T, 'tombstones') + 1 > share then return 'EDQUOT' end
+	return nil
 end
 
 -- Drop every tombstone of @T (tenant cleanup, drain clear).
@@ -1218,12 +1277,16 @@ end
 
 -- Publication ------------------------------------------------------------------------------
 
--- Would content of @newlen bytes in place of @oldlen fit?  (max_payload,
--- then the growth in max_bytes: bytes_charge_locked.)
-local function bytes_check(ctx, oldlen, newlen)
+-- Would content of @newlen bytes in place of @oldlen in tenant @T fit?
+-- (max_payload, then the growth in max_bytes and in the tenant's share
+-- of it: bytes_charge_locked.)
+local function bytes_check(ctx, T, oldlen, newlen)
 	if newlen > ctx.lim.max_payload then return 'EFBIG' end
-	if newlen > oldlen and num(ctx.M, 'bytes') + (newlen - oldlen) > ctx.lim.max_bytes then
-		return 'ENOSPC'
+	if newlen > oldlen then
+		local grow = newlen - oldlen
+		if num(ctx.M, 'bytes') + grow > ctx.lim.max_bytes then return 'ENOSPC' end
+		local share = ctx.lim.tenant_max_bytes
+		if share > 0 and num(T, 'bytes') + grow > share then return 'EDQUOT' end
 	end
 	return nil
 end
@@ -1265,6 +1328,11 @@ local function fn_init(keys, args)
 		given[name] = v
 	end
 	if given.testclock > 1 then return fail(ctx, 'EINVAL', 'testclock') end
+	for _, l in ipairs(LIMITS) do
+		if DURATIONS[l[1]] and given[l[1]] > DURATION_MAX_MS then
+			return fail(ctx, 'EINVAL', l[1])
+		end
+	end
 	if given.log_max < 1 then return fail(ctx, 'EINVAL', 'log_max') end
 	local created = 0
 	if M.live and str(M, 'instance') ~= '' then
@@ -1389,6 +1457,10 @@ local function fn_join(keys, args)
 	if num(M, 'parents') + 1 > ctx.lim.max_parents then
 		return finish(ctx, refuse(ctx, 'ENOSPC'))
 	end
+	local share = ctx.lim.tenant_max_parents
+	if share > 0 and num(T, 'parents') + 1 > share then
+		return finish(ctx, refuse(ctx, 'EDQUOT'))
+	end
 	local tb = tomb_find(ctx, T, name)
 	local gen = tb and tb.gen + 1 or 1
 	mode = mode % 4096
@@ -1438,12 +1510,15 @@ local function parent_leave(keys, args, must_exist)
 			'refresh', 1 })
 		return finish(ctx, ok(ctx, tb.gen))
 	end
-	if num(M, 'tombstones') + 1 > ctx.lim.max_tombstones then
-		-- The pool is full: age out what is due store-wide, once.
-		if tombs_reap(ctx, ctx.lim.max_tombstones) == 0 or
-			num(M, 'tombstones') + 1 > ctx.lim.max_tombstones then
-			return finish(ctx, refuse(ctx, 'ENOSPC'))
+	local full = tomb_full(ctx, T)
+	if full then
+		-- The pool, or the tenant's share of it, is full: age out what
+		-- is due store-wide, once.
+		if tombs_reap(ctx, ctx.lim.max_tombstones) == 0 then
+			return finish(ctx, refuse(ctx, full))
 		end
+		full = tomb_full(ctx, T)
+		if full then return finish(ctx, refuse(ctx, full)) end
 	end
 	if P and not may_remove_parent(ctx, T, P, cred) then
 		return finish(ctx, fail(ctx, 'EACCES'))
@@ -1479,6 +1554,10 @@ local function admit(ctx, T, P, new_state)
 	local pq, tq = ctx.lim.parent_quota, ctx.lim.tenant_quota
 	if (pq > 0 and num(P, 'links') + 1 > pq) or
 		(tq > 0 and num(T, 'links') + 1 > tq) then
+		return 'EDQUOT'
+	end
+	local share = ctx.lim.tenant_max_children
+	if new_state and share > 0 and num(T, 'children') + 1 > share then
 		return 'EDQUOT'
 	end
 	return nil
@@ -1657,11 +1736,11 @@ local function fn_rename(keys, args)
 		end
 		touch(ctx, A)
 		touch(ctx, B)
-		f[#f + 1] = 'exchange'
+		f[#f + 1] = 'ino2'
 		f[#f + 1] = dst.ino
 		f[#f + 1] = 'ver'
 		f[#f + 1] = num(X, 'version')
-		tlog(ctx, T, 'rename', 1, f)
+		tlog(ctx, T, 'exchange', 1, f)
 		return finish(ctx, ok(ctx))
 	end
 	if dst then
@@ -1709,7 +1788,10 @@ local function fn_publish(keys, args)
 	local T = ctx.T
 	local sino, mode = ino_arg(args[4]), args[5]
 	local base, data = unum(args[6] or ''), args[7]
-	if not sino or data == nil or
+	local g1, seen_version = opt_unum(args[8])
+	local seen_mtime = (args[9] or '') ~= '' and nstime(args[9]) or nil
+	if not sino or data == nil or not g1 or
+		((args[9] or '') ~= '' and not seen_mtime) or
 		(mode ~= 'replace' and mode ~= 'append' and mode ~= 'cas') or
 		(mode == 'cas' and not base) then
 		return finish(ctx, fail(ctx, 'EINVAL'))
@@ -1721,9 +1803,19 @@ local function fn_publish(keys, args)
 	end
 	local cur = redis.call('HSTRLEN', S.key, 'data')
 	if mode == 'append' then data = redis.call('HGET', S.key, 'data') .. data end
-	local e = bytes_check(ctx, cur, #data)
+	local e = bytes_check(ctx, T, cur, #data)
 	if e then return finish(ctx, refuse(ctx, e)) end
+	-- An mtime set after the stage last wrote (SEEN_VERSION and
+	-- SEEN_MTIME: the version and mtime it saw then), with no publication
+	-- in between, survives it (cp -p sets it before close).
+	local keep = seen_version and seen_mtime and num(S, 'version') == seen_version and
+		str(S, 'mtime') ~= seen_mtime and str(S, 'mtime')
 	local ver, f, nlines = publish(ctx, T, S, data, cur)
+	if keep then
+		set(S, 'mtime', keep)
+		f[#f + 1] = 'mtime'
+		f[#f + 1] = keep
+	end
 	tlog(ctx, T, 'write', nlines, f)
 	return finish(ctx, ok(ctx, ver))
 end
@@ -1753,19 +1845,26 @@ local function fn_setattr(keys, args)
 	local atime = (args[9] or '') ~= '' and nstime(args[9]) or nil
 	local mtime = (args[10] or '') ~= '' and nstime(args[10]) or nil
 	local g4, size = opt_unum(args[11])
+	local g5, kill = opt_unum(args[12])
+	if kill == 0 then kill = nil end
+	local renew = args[13] == '1' and (kind == 'parent' or kind == 'child')
 	local R = ino and node_rec(ctx, T, kind, ino)
-	if not (R and g1 and g2 and g3 and g4) or
+	if not (R and g1 and g2 and g3 and g4 and g5) or
 		((args[9] or '') ~= '' and not atime) or
 		((args[10] or '') ~= '' and not mtime) then
 		return finish(ctx, fail(ctx, 'EINVAL'))
 	end
 	if gone(ctx, R) then return finish(ctx, fail(ctx, 'ESTALE')) end
 	if size and kind ~= 'child' then return finish(ctx, fail(ctx, 'EISDIR')) end
+	-- The renewal of a touch (STORE_SET_RENEW): a node with a lease is
+	-- refused while draining; one without is a plain touch.
+	local ttl = renew and num(R, 'ttl') or 0
+	if ttl > 0 and draining(ctx, T) then return finish(ctx, refuse(ctx, 'EROFS')) end
 	local op, f, nlines = 'attr', { 'kind', kind, 'ino', ino }, 1
 	if size then
 		if size > ctx.lim.max_payload then return finish(ctx, refuse(ctx, 'EFBIG')) end
 		local cur = redis.call('HSTRLEN', R.key, 'data')
-		local e = bytes_check(ctx, cur, size)
+		local e = bytes_check(ctx, T, cur, size)
 		if e then return finish(ctx, refuse(ctx, e)) end
 		local data = redis.call('HGET', R.key, 'data')
 		if size <= cur then
@@ -1778,11 +1877,19 @@ local function fn_setattr(keys, args)
 		f[#f + 1] = 'kind'
 		f[#f + 1] = 'child'
 	end
+	if mode or kill then
+		-- The kill bits clear set-user-ID (1) and set-group-ID (2)
+		-- from the mode as it is then, so a concurrent chmod stands.
+		local m = mode and mode % 4096 or num(R, 'mode')
+		if kill and bit.band(kill, 1) ~= 0 then m = bit.band(m, 4095 - 2048) end
+		if kill and bit.band(kill, 2) ~= 0 then m = bit.band(m, 4095 - S_ISGID) end
+		mode = m
+	end
 	if mode or uid or gid or atime or mtime then
 		if mode then
-			set(R, 'mode', mode % 4096)
+			set(R, 'mode', mode)
 			f[#f + 1] = 'mode'
-			f[#f + 1] = mode % 4096
+			f[#f + 1] = mode
 		end
 		if uid then
 			set(R, 'uid', uid)
@@ -1808,6 +1915,14 @@ local function fn_setattr(keys, args)
 		f[#f + 1] = 'ctime'
 		f[#f + 1] = ctx.ns
 	end
+	if ttl > 0 then
+		local deadline = ctx.now + ttl
+		set(R, 'deadline', deadline)
+		redis.call('ZADD', tkey(T, 'due'), deadline,
+			(kind == 'parent' and 'p:' or 's:') .. ino)
+		f[#f + 1] = 'deadline'
+		f[#f + 1] = deadline
+	end
 	tlog(ctx, T, op, nlines, f)
 	return finish(ctx, ok(ctx))
 end
@@ -1820,7 +1935,8 @@ local function lease(keys, args, is_set)
 	local kind, ino = args[4], ino_arg(args[5])
 	local ttl_arg = 0
 	if is_set then ttl_arg = unum(args[6]) end
-	if (kind ~= 'parent' and kind ~= 'child') or not ino or not ttl_arg then
+	if (kind ~= 'parent' and kind ~= 'child') or not ino or not ttl_arg or
+		ttl_arg > DURATION_MAX_MS then
 		return finish(ctx, fail(ctx, 'EINVAL'))
 	end
 	local R = node_rec(ctx, T, kind, ino)
@@ -1829,6 +1945,7 @@ local function lease(keys, args, is_set)
 	if not is_set and ttl == 0 then
 		return finish(ctx, ok(ctx, 0)) -- no lease to renew: a plain touch
 	end
+	if ttl > 0 and ctx.now > CLOCK_MAX_MS then return finish(ctx, fail(ctx, 'EINVAL')) end
 	if draining(ctx, T) then return finish(ctx, refuse(ctx, 'EROFS')) end
 	local deadline = ttl > 0 and ctx.now + ttl or 0
 	local member = (kind == 'parent' and 'p:' or 's:') .. ino
@@ -1853,7 +1970,9 @@ local function fn_set_child_ttl(keys, args)
 	if not ctx then return early end
 	local T = ctx.T
 	local pino, ttl = ino_arg(args[4]), unum(args[5])
-	if not (pino and ttl) then return finish(ctx, fail(ctx, 'EINVAL')) end
+	if not (pino and ttl) or ttl > DURATION_MAX_MS then
+		return finish(ctx, fail(ctx, 'EINVAL'))
+	end
 	local P = parent_rec(ctx, T, pino)
 	if gone(ctx, P) then return finish(ctx, fail(ctx, 'ESTALE')) end
 	set(P, 'child_ttl', ttl)
@@ -1909,7 +2028,17 @@ local function drain(keys, args, now)
 	local ctx, early = begin(keys, args, scope_of(keys))
 	if not ctx then return early end
 	local T = ctx.T
+	local cred, good = nil, true
+	if not now then cred, good = cred_parse(args[4], args[5], args[6]) end
+	if not good then return finish(ctx, fail(ctx, 'EINVAL')) end
 	if T and not T.live then return finish(ctx, fail(ctx, 'ESTALE')) end
+	-- A tenant's clear removes what its cleanup would: the drain starts
+	-- only for who could do that by hand (store_drain_as); one that runs
+	-- already is not judged again.
+	if T and cred and cred.uid ~= 0 and str(T, 'state') == 'ready' and
+		not may_clear_tenant(ctx, T, cred) then
+		return finish(ctx, fail(ctx, 'EACCES'))
+	end
 	drain_start(ctx, T)
 	if now then
 		-- Leases past their deadline go first (store_drain_state), then
@@ -1943,7 +2072,7 @@ local function fn_clock_advance(keys, args)
 	if not ctx then return early end
 	local ms = unum(args[4] or '')
 	if ctx.lim.testclock ~= 1 then return finish(ctx, fail(ctx, 'EPERM')) end
-	if not ms or num(ctx.M, 'clock_ms') + ms > MAX_CLOCK_MS then
+	if not ms or ms > DURATION_MAX_MS or num(ctx.M, 'clock_ms') + ms > CLOCK_MAX_MS then
 		return finish(ctx, fail(ctx, 'EINVAL'))
 	end
 	add(ctx.M, 'clock_ms', ms)

@@ -39,6 +39,7 @@
  * s->hold_lock (LOCK_SNAP_HOLD, a leaf).
  */
 #include "store/internal.h"
+#include "store/mirror.h"
 
 #include <errno.h>
 #include <sys/random.h>
@@ -46,6 +47,9 @@
 
 /* uthash ran out of memory in this thread's last add (internal.h). */
 __thread int hash_oom;
+
+/* The entry this thread's mirror applies (internal.h, mirror.c). */
+__thread struct apply_ctx *applying;
 
 /* Refusals --------------------------------------------------------------- */
 
@@ -139,6 +143,7 @@ int store_new(const struct store_limits *limits,
 	s->lim.user_max_snapshot_bytes =
 		share_of(limits->user_max_snapshot_bytes,
 			 limits->max_snapshot_bytes);
+	s->shown = s->lim;
 	s->clock.now_ms = clock && clock->now_ms ? clock->now_ms : monotonic_ms;
 	s->clock.arg = clock ? clock->arg : NULL;
 	if (getrandom(&s->instance, sizeof(s->instance), 0) !=
@@ -200,6 +205,8 @@ void store_free(struct store *s)
 	if (!s)
 		return;
 	store_reaper_stop(s);
+	remote_free(s);
+	mirror_free(s);
 	/* Drop the heap's references first. */
 	for (size_t i = 0; i < s->heap_n; i++) {
 		lease_of(s, s->heap[i])->heap_idx = NOT_IN_HEAP;
@@ -243,7 +250,7 @@ void store_free(struct store *s)
 
 const struct store_limits *store_limits(const struct store *s)
 {
-	return &s->lim;
+	return &s->shown;
 }
 
 uint64_t store_instance_id(const struct store *s)
@@ -253,6 +260,8 @@ uint64_t store_instance_id(const struct store *s)
 
 uint64_t store_now_ms(const struct store *s)
 {
+	if (applying)
+		return applying->ms; /* the entry's time (mirror.c) */
 	return s->clock.now_ms(s->clock.arg);
 }
 
@@ -272,11 +281,26 @@ int store_stats(struct store *s, struct store_node *tenant, struct store_stats *
 {
 	struct tenant *t;
 
+	/* A mirror's counters are the shared store's, plus the refusals
+	 * this mount made alone (a stage's write over a limit never reaches
+	 * Redis); its own gauges when Redis does not answer.  What open
+	 * snapshots hold is this mount's. */
+	if (s->remote && remote_stats(s, tenant, o) == 0) {
+		for (int i = 0; i < STORE_NREFUSAL; i++)
+			o->refused[i] += atomic_load(&s->refused[i]);
+		lock(&s->hold_lock, LOCK_SNAP_HOLD);
+		o->snapshot_bytes = s->held;
+		unlock(&s->hold_lock, LOCK_SNAP_HOLD);
+		return 0;
+	}
+	if (s->remote)
+		goto gauges;
 	/* Gauges count what is alive now: age out due tombstones first
 	 * (bounded; the reaper does the rest). */
 	world_enter(s);
 	tombs_reap(s, store_now_ms(s), 64);
 	world_exit(s);
+gauges:
 	memset(o, 0, sizeof(*o));
 	if (tenant) {
 		t = as_tenant(tenant);

@@ -218,6 +218,61 @@ int store_new(const struct store_limits *limits,
 /* Free the store and every node.  No other thread may use it. */
 void store_free(struct store *s);
 
+/*
+ * The shared store (SHARED-STORE.md).  A store made by store_new_remote()
+ * is a mirror of the shared store @remote points to (-o store=...): each
+ * transition below is made by the shared store (Redis decides, in one
+ * step, with the embedded store's checks, their order and their errno),
+ * then answered from the mirror once it has applied the outcome (this
+ * mount sees its own transitions at once); reads are the mirror's.
+ * store_new_remote() connects, installs or checks statefs's Functions
+ * library, records @limits in a new store or compares them with the
+ * store's (adopts them with store_limits=adopt), loads the store and
+ * starts following it.  0, or -errno with a one-line message starting
+ * "statefs: " in @err: -EINVAL (limits that differ: the message names the
+ * option), -EACCES (credentials), -EIO (unreachable within
+ * store_timeout), -EPROTO (a newer library), -ENOMEM.
+ *
+ * On a shared store, a transition that got no answer within
+ * store_timeout returns -EIO and did not happen (each call carries a
+ * deadline past which the store does nothing, and an operation id that
+ * makes a retry apply it at most once).  A node of an earlier store
+ * instance (Redis lost its data) answers -ESTALE.
+ */
+struct store_remote;
+int store_new_remote(const struct store_limits *limits,
+		     const struct store_remote *remote, struct store **out,
+		     char *err, size_t errlen);
+
+/* Is @s a mirror of a shared store?  (A daemon's SIGTERM then does not
+ * drain it: other mounts use it.) */
+bool store_is_shared(const struct store *s);
+
+/* The line .stats shows: "store embedded", or whether the latest
+ * exchange with the shared store succeeded. */
+enum store_link {
+	STORE_LINK_EMBEDDED = 0,
+	STORE_LINK_CONNECTED,
+	STORE_LINK_DISCONNECTED,
+};
+enum store_link store_connection(const struct store *s);
+
+/*
+ * fsync of a directory: return once this mount has applied every
+ * transition the shared store committed before the call (as ZooKeeper's
+ * sync).  The embedded store returns 0 at once.  -EIO when the store
+ * could not be reached within store_timeout.
+ */
+int store_sync(struct store *s, struct store_node *n);
+
+/*
+ * -o testclock on a shared store: move the store's clock @ms forward
+ * (the store's, so every mount's clock moves) and expire what is due.
+ * -ENOTSUP for the embedded store (fs/ keeps its manual clock), -EINVAL
+ * past the bounds of STORE_DURATION_MAX_MS, -EIO unreachable.
+ */
+int store_clock_advance(struct store *s, uint64_t ms);
+
 const struct store_limits *store_limits(const struct store *s);
 uint64_t store_instance_id(const struct store *s);
 uint64_t store_now_ms(const struct store *s);
@@ -748,7 +803,12 @@ bool store_events_pending(struct store *s, struct store_event_reader *r);
 struct store_event {
 	uint64_t seq;
 	enum store_op op;
-	bool internal;          /* not caused by a request on this path */
+	/* Not caused by a request on this mount's path, so the kernel has
+	 * not raised inotify for it: an expiry, a .depart, a drain's clear,
+	 * a tenant's removal by a store drain; on a shared store also every
+	 * change another mount made (the watch machinery replays it through
+	 * the mount). */
+	bool internal;
 	enum store_kind kind;   /* what went: STORE_PARENT or STORE_CHILD */
 	uint64_t ino;           /* its inode */
 	uint64_t tenant_ino;    /* the inode of its tenant */

@@ -466,7 +466,7 @@ populate() {
 	assert_output "$(evlines drain t - - - - drain t a - 1 - drain t b - 2 - | LC_ALL=C sort)"
 }
 
-@test ".events: a root drain is 'drain - - - - -', then one line per parent and per tenant cleared" {
+@test ".events: a root drain is 'drain - - - - -', then one drain line per parent and one cleanup line per tenant cleared" {
 	populate
 	events_cat "$OUT"
 	echo 1 >"$MNT/.drain"
@@ -477,10 +477,10 @@ populate() {
 	assert_line --index 0 "$(evlines drain - - - - -)"
 	run bash -c 'cut -f2- "$1" | tail -n +2 | LC_ALL=C sort' _ "$OUT"
 	assert_output "$(evlines \
-		drain t - - - - \
+		cleanup t - - - - \
 		drain t a - 1 - \
 		drain t b - 2 - \
-		drain u - - - - \
+		cleanup u - - - - \
 		drain u p - 1 - | LC_ALL=C sort)"
 }
 
@@ -505,6 +505,8 @@ assert_exited_cleanly() {
 	assert_failure
 }
 
+# Embedded only: SIGTERM of a mount on a shared store does not drain it.
+# bats test_tags=embedded-only
 @test "SIGTERM drains the store: the daemon serves during the window, then unmounts itself and exits 0" {
 	statefs_remount -o drain_window=3
 	populate
@@ -531,6 +533,8 @@ assert_exited_cleanly() {
 	[ "$took" -ge 2500 ] || fail "the daemon exited after $took ms, before the 3 s window"
 }
 
+# Embedded only: SIGTERM of a mount on a shared store does not drain it.
+# bats test_tags=embedded-only
 @test "SIGINT drains the store like SIGTERM" {
 	statefs_remount -o drain_window=3
 	populate
@@ -547,6 +551,8 @@ assert_exited_cleanly() {
 	[ "$took" -ge 2500 ] || fail "the daemon exited after $took ms, before the 3 s window"
 }
 
+# Embedded only: SIGTERM of a mount on a shared store does not drain it.
+# bats test_tags=embedded-only
 @test "a second SIGTERM during the window ends it at once" {
 	statefs_remount -o drain_window=30
 	populate
@@ -563,6 +569,8 @@ assert_exited_cleanly() {
 	[ "$took" -le 1500 ] || fail "the daemon took $took ms after the second SIGTERM"
 }
 
+# Embedded only: SIGTERM of a mount on a shared store does not drain it.
+# bats test_tags=embedded-only
 @test "SIGINT after SIGTERM ends the window at once" {
 	statefs_remount -o drain_window=30
 	populate
@@ -577,6 +585,8 @@ assert_exited_cleanly() {
 	[ "$took" -le 1500 ] || fail "the daemon took $took ms after SIGINT"
 }
 
+# Embedded only: SIGTERM of a mount on a shared store does not drain it.
+# bats test_tags=embedded-only
 @test "SIGTERM on a store with no children exits promptly" {
 	statefs_remount -o drain_window=30
 	mkdir -p "$MNT/t/a" "$MNT/u"
@@ -589,6 +599,8 @@ assert_exited_cleanly() {
 	[ "$took" -le 1500 ] || fail "the daemon took $took ms"
 }
 
+# Embedded only: SIGTERM of a mount on a shared store does not drain it.
+# bats test_tags=embedded-only
 @test "SIGTERM on an empty store exits promptly" {
 	statefs_remount -o drain_window=30
 	local t0
@@ -600,6 +612,8 @@ assert_exited_cleanly() {
 	[ "$took" -le 1500 ] || fail "the daemon took $took ms"
 }
 
+# Embedded only: SIGTERM of a mount on a shared store does not drain it.
+# bats test_tags=embedded-only
 @test "SIGTERM after the root was looked at (its attributes cached) still exits" {
 	statefs_remount -o drain_window=30
 	stat "$MNT" >/dev/null
@@ -609,6 +623,8 @@ assert_exited_cleanly() {
 	assert_exited_cleanly
 }
 
+# Embedded only: SIGTERM of a mount on a shared store does not drain it.
+# bats test_tags=embedded-only
 @test "fusermount3 -u during a signal drain ends it cleanly: the daemon exits 0" {
 	statefs_remount -o drain_window=30
 	populate
@@ -628,6 +644,8 @@ assert_exited_cleanly() {
 	assert_exited_cleanly
 }
 
+# Embedded only: SIGTERM of a mount on a shared store does not drain it.
+# bats test_tags=embedded-only
 @test "SIGTERM during a tenant drain drains the rest of the store too" {
 	statefs_remount -o drain_window=3
 	populate
@@ -646,6 +664,8 @@ assert_exited_cleanly() {
 # notification per lost link through the session.  An unmount racing it
 # ends the session loop at the same moment; the daemon must still end
 # cleanly and promptly, with nothing sent through a session already gone.
+# Embedded only: SIGTERM of a mount on a shared store does not drain it.
+# bats test_tags=embedded-only
 @test "an unmount racing a signal drain's clear of linked states: the daemon exits 0, every time" {
 	local i j
 	for i in 1 2 3 4 5 6; do

@@ -4,6 +4,14 @@
 # statefs_mount and the teardown below unmounts every mount the test made,
 # also when the test failed half way.  Assertions come from bats-assert.
 #
+# One suite, two backends: with STATEFS_STORE=redis every mount is a
+# mount of a shared store, a redis-server of its own started for it
+# (redis_helpers.bash: a unix socket in the test's directory, no
+# persistence), stopped when the mount is unmounted.  Tests that cannot
+# apply to a shared store carry the bats tag embedded-only, and the
+# redis run leaves them out (scripts/run-tests.sh; tests/README.md says
+# which and why).
+#
 #   statefs_mount [-o opts]...  mount; sets MNT, STATEFS_PID, STATEFS_LOG
 #   statefs_unmount             unmount everything this test mounted
 #   statefs_remount [-o opts]   unmount, then mount anew with these options
@@ -27,6 +35,11 @@
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
+
+if [ "${STATEFS_STORE:-embedded}" = redis ]; then
+	# shellcheck source=tests/bats/redis_helpers.bash
+	source "$BATS_TEST_DIRNAME/redis_helpers.bash"
+fi
 
 STATEFS_BIN="${STATEFS_BIN:-$BATS_TEST_DIRNAME/../../build/statefs}"
 
@@ -60,14 +73,21 @@ statefs_mount() {
 	STATEFS_NMOUNTS=$((STATEFS_NMOUNTS + 1))
 	STATEFS_LOG="${BATS_TEST_TMPDIR:-$dir}/statefs.$STATEFS_NMOUNTS.log"
 
+	# A shared store: a redis-server of this mount's own.
+	local store=()
+	if [ "${STATEFS_STORE:-embedded}" = redis ]; then
+		redis_start || return 1
+		store=(-o "store=unix:$REDIS_SOCK")
+	fi
+
 	# fd 3 is bats' output channel: a background child must not keep it.
-	"$STATEFS_BIN" -f "$@" "$MNT" </dev/null >"$STATEFS_LOG" 2>&1 3>&- &
+	"$STATEFS_BIN" -f "${store[@]}" "$@" "$MNT" </dev/null >"$STATEFS_LOG" 2>&1 3>&- &
 	STATEFS_PID=$!
 	STATEFS_MOUNTS+=("$STATEFS_PID $MNT $STATEFS_LOG")
 	export MNT STATEFS_PID STATEFS_LOG
 
 	local i
-	for i in $(seq 100); do
+	for i in $(seq 200); do
 		_statefs_mounted "$MNT" && return 0
 		if ! kill -0 "$STATEFS_PID" 2>/dev/null; then
 			break
@@ -75,7 +95,7 @@ statefs_mount() {
 		sleep 0.05
 	done
 	# The teardown shows the daemon's log.
-	fail "statefs did not mount at $MNT within 5 s (args: $*)"
+	fail "statefs did not mount at $MNT within 10 s (args: ${store[*]} $*)"
 }
 
 # _statefs_unmount_one PID MNT LOG: unmount one mount, wait for its daemon.
@@ -127,6 +147,10 @@ statefs_unmount() {
 		_statefs_unmount_one $entry || rc=1
 	done
 	STATEFS_MOUNTS=()
+	# The shared stores of this test's mounts go with them.
+	if [ "${STATEFS_STORE:-embedded}" = redis ]; then
+		redis_stop_all
+	fi
 	return "$rc"
 }
 
@@ -402,7 +426,12 @@ _statefs_start() {
 	MNT=$mnt
 	STATEFS_NMOUNTS=$((STATEFS_NMOUNTS + 1))
 	STATEFS_LOG="${BATS_TEST_TMPDIR:-$(dirname "$mnt")}/statefs.$STATEFS_NMOUNTS.log"
-	"${wrap[@]}" "$STATEFS_BIN" -f "$@" "$MNT" </dev/null >"$STATEFS_LOG" 2>&1 3>&- &
+	local store=()
+	if [ "${STATEFS_STORE:-embedded}" = redis ]; then
+		redis_start || return 1
+		store=(-o "store=unix:$REDIS_SOCK")
+	fi
+	"${wrap[@]}" "$STATEFS_BIN" -f "${store[@]}" "$@" "$MNT" </dev/null >"$STATEFS_LOG" 2>&1 3>&- &
 	STATEFS_PID=$!
 	STATEFS_MOUNTS+=("$STATEFS_PID $MNT $STATEFS_LOG")
 	export MNT STATEFS_PID STATEFS_LOG

@@ -183,6 +183,8 @@ vg_clean() {
 	refute_line --partial 'uninitialised'
 }
 
+# Embedded only: SIGTERM of a mount on a shared store does not drain it.
+# bats test_tags=embedded-only
 @test "the SIGTERM shutdown under valgrind memcheck: drain, unmount, exit 0, nothing lost" {
 	local vglog="$BATS_TEST_TMPDIR/valgrind.log"
 	statefs_mount_under 30 valgrind --sim-hints=fuse-compatible \

@@ -16,6 +16,8 @@ load redis_helpers
 META='statefs:{statefs}:meta'
 ROOTLOG='statefs:{statefs}:log'
 INST=0123456789abcdef
+# The library's version: what a mount of this statefs sends to sfs_init.
+LIBV=$(sed -n 's/^local LIBVERSION = \([0-9]*\)$/\1/p' "$BATS_TEST_DIRNAME/../../store/statefs.lua")
 
 setup() {
 	redis_start
@@ -52,7 +54,7 @@ ro() { local fn=$1 n=$2; shift 2; rcli FCALL_RO "$fn" "$n" "$@"; }
 
 # store_init [NAME VALUE]...: a new store on the test clock.
 store_init() {
-	run rcli FCALL sfs_init 1 "$META" "" "" "" 1 "$INST" 0 testclock 1 "$@"
+	run rcli FCALL sfs_init 1 "$META" "" "" "" "$LIBV" "$INST" 0 testclock 1 "$@"
 	assert_line -n 0 OK
 }
 
@@ -101,12 +103,12 @@ stat() {
 	fi | awk -v k="$1" 'NR > 3 && NR % 2 == 0 && $0 == k { getline; print; exit }'
 }
 
-# The entries of a log, one line each, "f=v" pairs without ms and ns.
+# The entries of a log, one line each, "f=v" pairs without ms, ns and by (tested on its own).
 ENTRIES='local out = {}
 for _, e in ipairs(redis.call("XRANGE", KEYS[1], "-", "+")) do
 	local f, s = e[2], {}
 	for i = 1, #f, 2 do
-		if f[i] ~= "ms" and f[i] ~= "ns" then s[#s + 1] = f[i] .. "=" .. f[i + 1] end
+		if f[i] ~= "ms" and f[i] ~= "ns" and f[i] ~= "by" then s[#s + 1] = f[i] .. "=" .. f[i + 1] end
 	end
 	out[#out + 1] = table.concat(s, " ")
 end
@@ -174,7 +176,7 @@ acme() {
 }
 
 @test "sfs_init records the instance and the limits; a later mount with the same limits joins it" {
-	run rcli FCALL sfs_init 1 "$META" "" "" "" 1 "$INST" 0 max_tenants 5 testclock 1
+	run rcli FCALL sfs_init 1 "$META" "" "" "" "$LIBV" "$INST" 0 max_tenants 5 testclock 1
 	assert_line -n 0 OK
 	assert_line -n 3 "$INST"
 	assert_line -n 4 1
@@ -185,7 +187,7 @@ acme() {
 	[ "$(meta lim_max_parents)" = 65536 ]
 	[ "$(meta state)" = ready ]
 	# Another mount, another candidate instance: the recorded one stands.
-	run rcli FCALL sfs_init 1 "$META" "" "" "" 1 fedcba9876543210 0 testclock 1 max_tenants 5
+	run rcli FCALL sfs_init 1 "$META" "" "" "" "$LIBV" fedcba9876543210 0 testclock 1 max_tenants 5
 	assert_line -n 0 OK
 	assert_line -n 3 "$INST"
 	assert_line -n 4 0
@@ -194,21 +196,21 @@ acme() {
 @test "sfs_init: other limits are refused naming the first that differs, unless adopted; bad ones are EINVAL" {
 	store_init max_tenants 5 tombstone_ttl_ms 1000
 	before=$(digest)
-	run rcli FCALL sfs_init 1 "$META" "" "" "" 1 "$INST" 0 testclock 1 max_tenants 6 tombstone_ttl_ms 1000
+	run rcli FCALL sfs_init 1 "$META" "" "" "" "$LIBV" "$INST" 0 testclock 1 max_tenants 6 tombstone_ttl_ms 1000
 	assert_output "$(printf 'ELIMITS\n0\n0\nmax_tenants\n5\n6')"
 	# An option not given is its default, which differs too.
-	run rcli FCALL sfs_init 1 "$META" "" "" "" 1 "$INST" 0 testclock 1 max_tenants 5
+	run rcli FCALL sfs_init 1 "$META" "" "" "" "$LIBV" "$INST" 0 testclock 1 max_tenants 5
 	assert_line -n 0 ELIMITS
 	assert_line -n 3 tombstone_ttl_ms
 	assert_line -n 4 1000
 	assert_line -n 5 600000
-	run rcli FCALL sfs_init 1 "$META" "" "" "" 1 "$INST" 0 testclock 1 no_such_limit 1
+	run rcli FCALL sfs_init 1 "$META" "" "" "" "$LIBV" "$INST" 0 testclock 1 no_such_limit 1
 	assert_output "$(printf 'EINVAL\n0\n0\nno_such_limit')"
-	run rcli FCALL sfs_init 1 "$META" "" "" "" 1 "$INST" 0 max_tenants 1x
+	run rcli FCALL sfs_init 1 "$META" "" "" "" "$LIBV" "$INST" 0 max_tenants 1x
 	assert_line -n 0 EINVAL
 	[ "$(digest)" = "$before" ]
 	# store_limits=adopt: the store's limits, whatever this mount asked.
-	run rcli FCALL sfs_init 1 "$META" "" "" "" 1 "$INST" 1 max_tenants 99
+	run rcli FCALL sfs_init 1 "$META" "" "" "" "$LIBV" "$INST" 1 max_tenants 99
 	assert_line -n 0 OK
 	assert_line -n 5 max_tenants
 	assert_line -n 6 5
@@ -624,9 +626,14 @@ acme() {
 	assert_output "$(printf 'OK\n0\n3\n20\n0')"
 	expect EEXIST ten 1 sfs_create 19 c 0 0 420 1
 	[ "$(stat refused_exists)" = 1 ]
-	expect EINVAL ten 1 sfs_create 19 .c 0 0 420 1
+	expect EINVAL ten 1 sfs_create 19 . 0 0 420 1
+	expect EINVAL ten 1 sfs_create 19 .. 0 0 420 1
 	expect EINVAL ten 1 sfs_create 19 "c d" 0 0 420 1
 	[ "$(digest)" = "$before" ]
+	# A child's name may begin with a dot (a tenant's or a parent's not).
+	[ "$(create 1 19 .c)" = 21 ]
+	expect EINVAL ten 1 sfs_join .q 0 0 493
+	expect EINVAL root sfs_mkdir_tenant .t 0 0 493
 }
 
 @test "sfs_create: through a departed parent ESTALE, but a draining tenant is EROFS first" {
@@ -774,7 +781,7 @@ acme() {
 	expect EEXIST two 1 1 sfs_link 20 "$q" taken
 	[ "$(stat refused_exists)" = 1 ]
 	expect EXDEV two "$b" 1 sfs_link 20 "$bp" x
-	expect EINVAL two 1 1 sfs_link 20 "$q" .x
+	expect EINVAL two 1 1 sfs_link 20 "$q" ..
 	expect ENAMETOOLONG two 1 1 sfs_link 20 "$q" abcdefghi
 	[ "$(digest)" = "$before" ]
 	okval 0 ten 1 sfs_unlink 19 c >/dev/null
@@ -838,7 +845,7 @@ acme() {
 	[ "$(stat refused_exists)$(stat refused_gone)" = 12 ]
 	expect EINVAL two 1 1 sfs_rename 19 c "$q" y 3
 	expect EXDEV two 1 "$b" sfs_rename 19 c "$bp" y 0
-	expect EINVAL two 1 1 sfs_rename 19 c "$q" .y 0
+	expect EINVAL two 1 1 sfs_rename 19 c "$q" . 0
 	expect ESTALE two 1 1 sfs_rename 19 c 99 y 0
 	expect ESTALE two 1 1 sfs_rename 98 c "$q" y 0
 	[ "$(stat refused_stale)" = 2 ]
@@ -850,7 +857,7 @@ acme() {
 	[ "$(sget 1 20 links)" = "$q/z" ]
 	[ "$(sget 1 "$z" links)" = 19/c ]
 	run last_entry 1
-	assert_output "seq=6 op=rename parent=p pino=19 child=c to_parent=q to_pino=$q to_child=z ino=20 gen=1 exchange=$z ver=0"
+	assert_output "seq=6 op=exchange parent=p pino=19 child=c to_parent=q to_pino=$q to_child=z ino=20 gen=1 ino2=$z ver=0"
 }
 
 @test "sfs_rename: two links of one state is a no-op; a full destination parent is EDQUOT; draining is EROFS" {
@@ -1083,7 +1090,7 @@ acme() {
 	assert_output 'seq=1 op=clock clock_ms=250'
 	expect EINVAL root sfs_clock_advance -5
 	rcli FLUSHALL >/dev/null
-	run rcli FCALL sfs_init 1 "$META" "" "" "" 1 "$INST" 0
+	run rcli FCALL sfs_init 1 "$META" "" "" "" "$LIBV" "$INST" 0
 	assert_line -n 0 OK
 	expect EPERM root sfs_clock_advance 10
 }
@@ -1274,4 +1281,136 @@ acme() {
 	run ro sfs_dump 2 "$META" "$(tkey 9)" "$INST" "" ""
 	assert_line -n 0 ESTALE
 	[ -n "$b" ]
+}
+
+# --- rules kept in step with the embedded store -------------------------------------------------
+
+@test "every entry names the mount that made it (by, from the op id MOUNT:N); a reaper's is empty" {
+	store_init
+	run rcli FCALL sfs_mkdir_tenant 1 "$META" "$INST" "m1:1" "" acme 0 0 493
+	assert_line -n 0 OK
+	run rcli FCALL sfs_join 2 "$META" "$(tkey 1)" "$INST" "m2:7" "" p 0 0 493
+	assert_line -n 0 OK
+	BY='local out = {}
+for _, e in ipairs(redis.call("XRANGE", KEYS[1], "-", "+")) do
+	local f, op, by = e[2], "", "?"
+	for i = 1, #f, 2 do
+		if f[i] == "op" then op = f[i + 1] elseif f[i] == "by" then by = f[i + 1] end
+	end
+	out[#out + 1] = op .. " " .. by
+end
+return out'
+	run rcli EVAL "$BY" 1 "$(tpre 1):log"
+	assert_output "$(printf 'join m1\njoin m2')"
+	run rcli EVAL "$BY" 1 "$ROOTLOG"
+	assert_output 'tenant m1'
+	okval 0 ten 1 sfs_set_ttl parent 19 5 >/dev/null
+	advance 5
+	run rcli FCALL sfs_expire 2 "$META" "$(tkey 1)" "$INST" "" "" 10
+	assert_line -n 0 OK
+	run rcli EVAL "$BY" 1 "$(tpre 1):log"
+	assert_line -n 3 'expire '
+}
+
+@test "a tenant's shares of the ceilings are EDQUOT (counted), each after its ceiling's ENOSPC, and change nothing" {
+	store_init max_parents 4 tenant_max_parents 2 max_children 10 tenant_max_children 1 \
+		max_bytes 100 tenant_max_bytes 5 max_tombstones 10 tenant_max_tombstones 1
+	mk_tenant a >/dev/null
+	p=$(join 1 p)
+	join 1 q >/dev/null
+	before=$(digest)
+	expect EDQUOT ten 1 sfs_join r 0 0 493
+	c=$(create 1 "$p" c)
+	expect EDQUOT ten 1 sfs_create "$p" d 0 0 420 1
+	expect EDQUOT ten 1 sfs_publish "$c" replace "" 123456
+	expect EDQUOT ten 1 sfs_setattr child "$c" "" "" "" "" "" 6
+	expect OK ten 1 sfs_publish "$c" replace "" 12345
+	expect OK ten 1 sfs_depart gone "" "" ""
+	expect EDQUOT ten 1 sfs_depart gone2 "" "" ""
+	[ "$(stat refused_quota)" = 5 ]
+	# Another tenant has shares of its own.
+	mk_tenant b >/dev/null
+	bp=$(join 2 p)
+	create 2 "$bp" c >/dev/null
+	expect OK ten 2 sfs_depart x "" "" ""
+	# The sfs_init option names the share; 0 is no share.
+	run rcli FCALL sfs_init 1 "$META" "" "" "" "$LIBV" "$INST" 0 testclock 1 max_parents 4 \
+		tenant_max_parents 3 max_children 10 tenant_max_children 1 max_bytes 100 \
+		tenant_max_bytes 5 max_tombstones 10 tenant_max_tombstones 1
+	assert_line -n 0 ELIMITS
+	assert_line -n 3 tenant_max_parents
+}
+
+@test "durations past 10^12 ms are EINVAL: limits, leases, a parent's child_ttl, a clock advance" {
+	run rcli FCALL sfs_init 1 "$META" "" "" "" "$LIBV" "$INST" 0 testclock 1 tombstone_ttl_ms 1000000000001
+	assert_line -n 0 EINVAL
+	assert_line -n 3 tombstone_ttl_ms
+	run rcli FCALL sfs_init 1 "$META" "" "" "" "$LIBV" "$INST" 0 testclock 1 drain_window_ms 1000000000001
+	assert_line -n 3 drain_window_ms
+	acme
+	before=$(digest)
+	expect EINVAL ten 1 sfs_set_ttl child 20 1000000000001
+	expect EINVAL ten 1 sfs_set_ttl parent 19 1000000000001
+	expect EINVAL ten 1 sfs_set_child_ttl 19 1000000000001
+	expect EINVAL root sfs_clock_advance 1000000000001
+	[ "$(digest)" = "$before" ]
+	expect OK ten 1 sfs_set_ttl child 20 1000000000000
+}
+
+@test "sfs_drain of a tenant with a credential starts only for who could empty it by hand (EACCES, not counted)" {
+	acme
+	okval 0 ten 1 sfs_setattr parent 19 $((8#755)) 1000 1000 "" "" "" >/dev/null
+	before=$(digest)
+	expect EACCES ten 1 sfs_drain 2000 2000 ""
+	[ "$(tget 1 state)" = ready ]
+	[ "$(digest)" = "$before" ]
+	run ten 1 sfs_drain 0 0 ""
+	assert_output --partial draining
+	# Running already: not judged again.
+	expect OK ten 1 sfs_drain 2000 2000 ""
+}
+
+@test "sfs_setattr: kill bits clear set-user-ID and set-group-ID from the mode as it is; renew moves a lease (EROFS draining)" {
+	acme
+	okval 0 ten 1 sfs_setattr child 20 $((8#6755)) "" "" "" "" "" >/dev/null
+	okval 0 ten 1 sfs_setattr child 20 "" "" "" "" "" "" 1 >/dev/null
+	[ "$(sget 1 20 mode)" = $((8#2755)) ]
+	okval 0 ten 1 sfs_setattr child 20 "" "" "" "" "" "" 2 >/dev/null
+	[ "$(sget 1 20 mode)" = $((8#755)) ]
+	okval 0 ten 1 sfs_set_ttl child 20 1000 >/dev/null
+	advance 400
+	run ten 1 sfs_setattr child 20 "" "" "" "" 77 "" "" 1
+	assert_line -n 0 OK
+	[ "$(sget 1 20 deadline)" = 1400 ]
+	[ "$(sget 1 20 mtime)" = 77 ]
+	run last_entry 1
+	assert_output --regexp '^seq=[0-9]+ op=attr kind=child ino=20 mtime=77 ctime=[0-9]+ deadline=1400$'
+	# A touch of a node without a lease changes only its times.
+	okval 0 ten 1 sfs_setattr parent 19 "" "" "" "" 5 "" "" 1 >/dev/null
+	[ "$(pget 1 19 deadline)" = 0 ]
+	okval 0 ten 1 sfs_drain >/dev/null
+	before=$(digest)
+	expect EROFS ten 1 sfs_setattr child 20 "" "" "" "" 78 "" "" 1
+	[ "$(digest)" = "$before" ]
+	expect OK ten 1 sfs_setattr parent 19 "" "" "" "" 6 "" "" 1
+}
+
+@test "sfs_publish keeps an mtime set after the stage's last write, with no publication in between" {
+	acme
+	publish 1 20 one >/dev/null
+	v=$(sget 1 20 version)
+	m=$(sget 1 20 mtime)
+	okval 0 ten 1 sfs_setattr child 20 "" "" "" "" 42 "" >/dev/null
+	run ten 1 sfs_publish 20 replace "" two "$v" "$m"
+	assert_line -n 0 OK
+	[ "$(sget 1 20 mtime)" = 42 ]
+	run last_entry 1
+	assert_output --regexp ' mtime=42$'
+	# The stage saw the mtime as it is now: a publication stamps it.
+	run ten 1 sfs_publish 20 replace "" three "$((v + 1))" 42
+	[ "$(sget 1 20 mtime)" != 42 ]
+	# Another publication in between: stamped too.
+	okval 0 ten 1 sfs_setattr child 20 "" "" "" "" 43 "" >/dev/null
+	run ten 1 sfs_publish 20 replace "" four "$v" 1
+	[ "$(sget 1 20 mtime)" != 43 ]
 }

@@ -65,8 +65,9 @@ _redis_stop_one() {
 		kill -0 "$pid" 2>/dev/null || break
 		sleep 0.05
 	done
-	kill -KILL "$pid" 2>/dev/null
-	wait "$pid" 2>/dev/null
+	kill -KILL "$pid" 2>/dev/null || true
+	# Not this shell's child when it was started in a subshell.
+	wait "$pid" 2>/dev/null || true
 	return 0
 }
 

@@ -105,12 +105,12 @@ refused() {
 	refused store_user -o store=redis://127.0.0.1:6379,store_user=app
 }
 
-@test "a good shared store is refused rather than replaced by the embedded one" {
+@test "a shared store that cannot be reached is refused at start, never replaced by the embedded one" {
 	echo secret >"$PWFILE"
-	refused store -o store=redis://127.0.0.1:6379 \
+	# Port 1 on loopback: nothing listens there.
+	refused store -o store=redis://127.0.0.1:1,store_timeout=1 \
 		-o "store_user=app,store_password_file=$PWFILE"
-	assert_output --partial 'embedded'
 	refute_output --partial secret
-	refused store -o 'store=sentinel://127.0.0.1:26379,[::1]:26380/main'
-	assert_output --partial 'sentinel://127.0.0.1:26379,[::1]:26380/main'
+	refused store -o 'store=sentinel://127.0.0.1:1,[::1]:1/main,store_timeout=1'
+	assert_output --partial 'sentinel://127.0.0.1:1,[::1]:1/main'
 }

@@ -1136,7 +1136,7 @@ static size_t parse_stats(const char *text, struct kv *kv, size_t max)
 }
 
 static const char *const root_keys[] = {
-	"instance", "state", "uptime_ms",
+	"instance", "state", "store", "uptime_ms",
 	"tenants", "parents", "children", "links", "tombstones", "bytes",
 	"snapshot_bytes",
 	"max_tenants", "max_parents", "max_children", "max_bytes",
@@ -1152,7 +1152,7 @@ static const char *const root_keys[] = {
 };
 
 static const char *const tenant_keys[] = {
-	"instance", "state", "uptime_ms", "tenant",
+	"instance", "state", "store", "uptime_ms", "tenant",
 	"tenants", "parents", "children", "links", "tombstones", "bytes",
 	"parent_quota", "tenant_quota", "tenant_max_parents",
 	"tenant_max_children", "tenant_max_bytes", "tenant_max_tombstones",
@@ -1182,6 +1182,7 @@ static void sample_view(struct layout_stats_view *v, struct store_limits *l)
 	v->instance = 0xabcdef0123ULL;
 	v->state = STORE_DRAINING;
 	v->uptime_ms = 98765;
+	v->link = STORE_LINK_DISCONNECTED;
 	v->stats.tenants = 101;
 	v->stats.parents = 102;
 	v->stats.children = 103;
@@ -1245,6 +1246,7 @@ static void check_common(const struct kv *kv, size_t n)
 
 	assert_string_equal(value_of(kv, n, "instance"), "000000abcdef0123");
 	assert_string_equal(value_of(kv, n, "state"), "draining");
+	assert_string_equal(value_of(kv, n, "store"), "disconnected");
 	assert_int_equal(u64_of(kv, n, "uptime_ms"), 98765);
 	for (size_t i = 0; i < NKEYS(gauges); i++)
 		assert_int_equal(u64_of(kv, n, gauges[i]), 101 + i);

@@ -131,6 +131,8 @@ static void test_limit_defaults_match_the_store(void **state)
 		{ "parent_quota", 0 }, { "tenant_quota", 0 },
 		{ "default_ttl_ms", 0 }, { "drain_window_ms", 0 },
 		{ "testclock", 0 }, { "log_max", 0 },
+		{ "tenant_max_parents", 0 }, { "tenant_max_children", 0 },
+		{ "tenant_max_bytes", 0 }, { "tenant_max_tombstones", 0 },
 	};
 	uint64_t values[sizeof(want) / sizeof(want[0])];
 	const char *table, *end;
@@ -152,6 +154,15 @@ static void test_limit_defaults_match_the_store(void **state)
 	values[11] = d.drain_window_ms;
 	values[12] = d.testclock ? 1 : 0;
 	values[13] = STORE_EVENT_LOG; /* a log as long as the event log */
+	/* The shares are STORE_SHARE_AUTO: half the ceiling, rounded up. */
+	assert_true(d.tenant_max_parents == STORE_SHARE_AUTO &&
+		    d.tenant_max_children == STORE_SHARE_AUTO &&
+		    d.tenant_max_bytes == STORE_SHARE_AUTO &&
+		    d.tenant_max_tombstones == STORE_SHARE_AUTO);
+	values[14] = d.max_parents / 2 + d.max_parents % 2;
+	values[15] = d.max_children / 2 + d.max_children % 2;
+	values[16] = d.max_bytes / 2 + d.max_bytes % 2;
+	values[17] = d.max_tombstones / 2 + d.max_tombstones % 2;
 
 	table = strstr(store_statefs_lua, "\nlocal LIMITS = {\n");
 	assert_non_null(table);

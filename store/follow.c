@@ -1,0 +1,373 @@
+/*
+ * follow.c - the follower of a mirror: one thread, one dedicated
+ * connection, blocked in XREAD on the store's root log and the log of
+ * every tenant it follows, applying each entry to the mirror in order
+ * (store/mirror.c), then waking the transitions that wait for their
+ * outcome's seq (store/remote_ops.c).
+ *
+ * What it owns
+ * ------------
+ * Its positions: the last entry id of the root log and of each tenant's
+ * log.  It learns tenants from the root log (a tenant entry: follow its
+ * log from its start) and stops following one whose cleanup it applied.
+ * A gap (an entry whose seq is not the next: the position fell off a
+ * trimmed log), an entry the mirror could not apply, or a missing
+ * stream, reloads that tenant from sfs_dump (mirror_load_tenant: kept
+ * nodes, an overflow line for its readers) and continues from the
+ * dump's last id.  An ESTALEINST (the store's instance changed: Redis
+ * lost its data or failed over to another history), seen here or by a
+ * transition, makes the whole mirror a new instance (new_instance()).
+ *
+ * Threads and locks
+ * -----------------
+ * One thread.  It holds no store lock while it waits on the network; it
+ * applies entries through the embedded transitions (their locks, in the
+ * store's order), then takes remote->lock (LOCK_REMOTE, alone) to count
+ * the batch and broadcast.  follow_stop() interrupts its connection
+ * (rconn_interrupt) and joins it.
+ */
+#define _GNU_SOURCE /* pthread_setname_np */
+#include "store/internal.h"
+#include "store/mirror.h"
+#include "store/shared.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+
+/* How long one XREAD blocks (ms): also how often the follower checks
+ * that the store is still its instance. */
+#define BLOCK_MS 1000
+#define BATCH 512
+
+/* Follow tenant @tid's log from @id (when not followed yet). */
+static int pos_add(struct remote *r, uint64_t tid, const char *id)
+{
+	struct follow_pos *np;
+
+	for (size_t i = 0; i < r->npos; i++)
+		if (r->pos[i].tid == tid)
+			return 0;
+	if (r->npos == r->cappos) {
+		size_t cap = r->cappos ? r->cappos * 2 : 16;
+
+		np = st_realloc(r->pos, cap * sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		r->pos = np;
+		r->cappos = cap;
+	}
+	r->pos[r->npos].tid = tid;
+	snprintf(r->pos[r->npos].id, sizeof(r->pos[0].id), "%s", id);
+	r->npos++;
+	return 0;
+}
+
+static void pos_del(struct remote *r, size_t i)
+{
+	r->pos[i] = r->pos[--r->npos];
+}
+
+/* Wake the transitions waiting for the mirror. */
+static void batch_done(struct remote *r)
+{
+	lock(&r->lock, LOCK_REMOTE);
+	r->batches++;
+	pthread_cond_broadcast(&r->applied);
+	unlock(&r->lock, LOCK_REMOTE);
+}
+
+/* Reload tenant @tid (position @i) from its dump. */
+static int reload(struct store *s, size_t i)
+{
+	struct remote *r = s->remote;
+	char key[160], id[48];
+	redisReply *d = NULL;
+	int rc;
+
+	remote_tenant_key(s, r->pos[i].tid, key, sizeof(key));
+	rc = remote_fcall(s, "sfs_dump", false, 1, (const char *[]){ key }, 0,
+			  NULL, NULL, &d);
+	if (rc == 0) {
+		rc = mirror_load_tenant(s, r->pos[i].tid, d, id, sizeof(id));
+		if (rc == 0)
+			snprintf(r->pos[i].id, sizeof(r->pos[i].id), "%s", id);
+	} else if (rc == -ESTALE && d && strcmp(d->element[0]->str, "ESTALE") == 0) {
+		/* The tenant is gone from the store. */
+		pos_del(r, i);
+		rc = 0;
+	}
+	if (d)
+		freeReplyObject(d);
+	return rc;
+}
+
+/*
+ * The store is a new instance: every node of the mirror dies (old
+ * handles get ESTALE), the mirror is made anew with inode numbers past
+ * every one this mount handed out, and everything is loaded again.
+ * The store is made anew in place: fs/ keeps its pointer.
+ */
+static int new_instance(struct store *s)
+{
+	struct tenant *t, *tt;
+	struct apply_ctx q = { .quiet = true };
+
+	/* Every tenant of the old instance goes, silently but for one
+	 * overflow line per reader.  Only this thread changes the tenant
+	 * table (each cleanup takes the store lock to take one out). */
+	emit_overflow(s, NULL);
+	event_hook_run(s);
+	q.ns = wall_now();
+	applying = &q;
+	HASH_ITER(hh, s->tenants, t, tt)
+		TRANSITION(s, tenant_cleanup(s, t->name, NULL));
+	applying = NULL;
+	lock(&s->lock, LOCK_STORE);
+	atomic_store(&s->state, STORE_READY);
+	unlock(&s->lock, LOCK_STORE);
+	/* The new instance's numbers start past every one handed out. */
+	return mirror_reset(s, atomic_load(&s->next_ino) -
+			       (STORE_ROOT_INO + 1 + STORE_NSPECIAL));
+}
+
+/* Apply the entries of one stream of an XREAD reply. */
+static int apply_stream(struct store *s, const redisReply *st, bool *reread)
+{
+	struct remote *r = s->remote;
+	const char *key;
+	const redisReply *es;
+	uint64_t tid = 0;
+	size_t pi = SIZE_MAX;
+	int rc = 0;
+
+	if (st->type != REDIS_REPLY_ARRAY || st->elements != 2 ||
+	    st->element[0]->type != REDIS_REPLY_STRING ||
+	    st->element[1]->type != REDIS_REPLY_ARRAY)
+		return -EPROTO;
+	key = st->element[0]->str;
+	es = st->element[1];
+	if (strcmp(key, r->rootlog) != 0) {
+		const char *t = strstr(key, ".t");
+
+		if (!t)
+			return -EPROTO;
+		tid = strtoull(t + 2, NULL, 10);
+		for (size_t i = 0; i < r->npos; i++)
+			if (r->pos[i].tid == tid)
+				pi = i;
+		if (pi == SIZE_MAX)
+			return 0;
+	}
+	for (size_t k = 0; k < es->elements; k++) {
+		const redisReply *ent = es->element[k];
+		struct mentry e;
+
+		if (ent->type != REDIS_REPLY_ARRAY || ent->elements != 2 ||
+		    mentry_parse(ent->element[1], &e) != 0)
+			return -EPROTO;
+		rc = mirror_apply(s, tid, &e);
+		if (rc == -EUCLEAN || rc == -EPROTO)
+			fprintf(stderr, "statefs: shared store: tenant %" PRIu64
+				": entry %" PRIu64 " (%s) does not apply (%s); "
+				"reloading the tenant\n", tid, e.seq, e.op,
+				strerror(-rc));
+		if (rc == -EPROTO)
+			rc = -EUCLEAN;
+		if (rc == -ERANGE || rc == -EUCLEAN) {
+			if (tid == 0) {
+				/* The root log: nothing to reload but the
+				 * tenants it names, which are read anew. */
+				rc = 0;
+			} else {
+				rc = reload(s, pi);
+				*reread = true;
+				return rc;
+			}
+		}
+		if (rc)
+			return rc;
+		if (tid == 0) {
+			snprintf(r->root_id, sizeof(r->root_id), "%s",
+				 ent->element[0]->str);
+			if (strcmp(e.op, "tenant") == 0) {
+				uint64_t ntid = 0;
+
+				for (size_t f = 0; f + 1 < e.fields->elements; f += 2)
+					if (strcmp(e.fields->element[f]->str, "tid") == 0)
+						ntid = strtoull(e.fields->element[f + 1]->str,
+								NULL, 10);
+				if (ntid && pos_add(r, ntid, "0-0") == 0)
+					*reread = true;
+			}
+		} else {
+			uint64_t seq;
+			bool gone;
+
+			snprintf(r->pos[pi].id, sizeof(r->pos[pi].id), "%s",
+				 ent->element[0]->str);
+			if (mirror_applied(s, tid, &seq, &gone) == 0 && gone) {
+				pos_del(r, pi);
+				*reread = true;
+				return 0;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Is the store still the instance the mirror follows?  -ESTALE if not. */
+static int check_instance(struct store *s)
+{
+	redisReply *rep = NULL;
+	int rc = remote_fcall(s, "sfs_sync", false, 0, NULL, 0, NULL, NULL, &rep);
+
+	if (rep)
+		freeReplyObject(rep);
+	return rc;
+}
+
+static void *follow_main(void *arg)
+{
+	struct store *s = arg;
+	struct remote *r = s->remote;
+
+	pthread_setname_np(pthread_self(), "statefs-follow");
+	while (!atomic_load(&r->stop)) {
+		size_t n = r->npos, argc = 0;
+		const char **av = st_calloc(2 * n + 16, sizeof(*av));
+		char block[16], count[16];
+		redisReply *rep = NULL;
+		bool reread = false, reinit;
+		int rc;
+
+		lock(&r->lock, LOCK_REMOTE);
+		reinit = r->reinit;
+		r->reinit = false;
+		unlock(&r->lock, LOCK_REMOTE);
+		if (reinit) {
+			free(av);
+			/* A new instance: every node of the old one dies, the
+			 * store is initialised anew (if no other mount did)
+			 * and everything is loaded again. */
+			new_instance(s);
+			r->npos = 0;
+			if (remote_reinit(s) != 0 || remote_load_all(s) != 0) {
+				struct timespec ts = { 0, 200 * 1000000 };
+
+				lock(&r->lock, LOCK_REMOTE);
+				r->reinit = true;
+				unlock(&r->lock, LOCK_REMOTE);
+				nanosleep(&ts, NULL);
+			}
+			batch_done(r);
+			continue;
+		}
+		if (!av)
+			continue;
+		snprintf(block, sizeof(block), "%d", BLOCK_MS);
+		snprintf(count, sizeof(count), "%d", BATCH);
+		av[argc++] = "XREAD";
+		av[argc++] = "COUNT";
+		av[argc++] = count;
+		av[argc++] = "BLOCK";
+		av[argc++] = block;
+		av[argc++] = "STREAMS";
+		av[argc++] = r->rootlog;
+		{
+			char (*keys)[160] = st_calloc(n + 1, sizeof(*keys));
+
+			if (!keys) {
+				free(av);
+				continue;
+			}
+			for (size_t i = 0; i < n; i++) {
+				remote_tenant_key(s, r->pos[i].tid, keys[i],
+						  sizeof(keys[i]));
+				/* P:{P.tN}:t -> P:{P.tN}:log */
+				keys[i][strlen(keys[i]) - 1] = '\0';
+				strcat(keys[i], "log");
+				av[argc++] = keys[i];
+			}
+			av[argc++] = r->root_id;
+			for (size_t i = 0; i < n; i++)
+				av[argc++] = r->pos[i].id;
+			rc = rconn_call(r->conn, 0, (int)argc, av, NULL, &rep);
+			free(keys);
+		}
+		free(av);
+		if (rc == -ECANCELED)
+			break;
+		if (rc) {
+			struct timespec ts = { 0, 100 * 1000000 };
+
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		if (rep->type == REDIS_REPLY_NIL) {
+			/* Nothing for a while: is the store still ours? */
+			freeReplyObject(rep);
+			check_instance(s);
+			continue;
+		}
+		if (rep->type == REDIS_REPLY_ARRAY) {
+			/* The root log first: it names new tenants. */
+			for (size_t i = 0; i < rep->elements; i++)
+				if (rep->element[i]->type == REDIS_REPLY_ARRAY &&
+				    rep->element[i]->elements == 2 &&
+				    strcmp(rep->element[i]->element[0]->str,
+					   r->rootlog) == 0)
+					apply_stream(s, rep->element[i], &reread);
+			for (size_t i = 0; i < rep->elements; i++)
+				if (rep->element[i]->type == REDIS_REPLY_ARRAY &&
+				    rep->element[i]->elements == 2 &&
+				    strcmp(rep->element[i]->element[0]->str,
+					   r->rootlog) != 0)
+					apply_stream(s, rep->element[i], &reread);
+		}
+		freeReplyObject(rep);
+		batch_done(r);
+	}
+	return NULL;
+}
+
+int follow_start(struct store *s)
+{
+	struct remote *r = s->remote;
+	sigset_t all, old;
+	bool made;
+	int rc;
+
+	/* Its reads block BLOCK_MS: each waits a little longer. */
+	rc = rconn_open(r->pool, r->cfg.timeout_ms + BLOCK_MS, &r->conn);
+	if (rc)
+		return rc;
+	atomic_store(&r->stop, false);
+	/* Signals are the daemon's signal thread's to take (fs/main.c):
+	 * this thread, made before it, blocks them all. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	made = pthread_create(&r->thread, NULL, follow_main, s) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!made) {
+		rconn_close(r->conn);
+		r->conn = NULL;
+		return -EAGAIN;
+	}
+	r->running = true;
+	return 0;
+}
+
+void follow_stop(struct store *s)
+{
+	struct remote *r = s->remote;
+
+	if (!r->running)
+		return;
+	atomic_store(&r->stop, true);
+	rconn_interrupt(r->conn);
+	pthread_join(r->thread, NULL);
+	rconn_close(r->conn);
+	r->conn = NULL;
+	r->running = false;
+}

@@ -1,0 +1,113 @@
+/*
+ * mirror.h - a mirror: the embedded store's structures changed only by
+ * the shared store's log entries (store/mirror.c).  Private to store/:
+ * the shared store's transitions and follower (store/remote_ops.c,
+ * store/follow.c) and the tests use it; fs/ sees store.h only.
+ *
+ * Entries and dumps come as hiredis replies, as XREAD and sfs_dump give
+ * them (store/statefs.lua's essay says every field).  Every function
+ * returns 0 or -errno; none may be called with a store lock held.
+ */
+#ifndef STATEFS_STORE_MIRROR_H
+#define STATEFS_STORE_MIRROR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include "store/store.h"
+
+/* One log entry, parsed: the common fields and the reply's name/value
+ * array for the rest (borrowed: valid while the reply is). */
+struct mentry {
+	uint64_t seq, nseq, ms;
+	int64_t ns;
+	const char *op, *by;
+	const redisReply *fields;
+};
+
+/* Parse the field array @fields of one stream entry.  -EPROTO when a
+ * common field is missing or malformed. */
+int mentry_parse(const redisReply *fields, struct mentry *e);
+
+/*
+ * Make @s (new, empty, not used yet) a mirror: its transitions enforce no
+ * store-wide ceiling, quota or share of their own (the shared store
+ * does; store_limits() still shows them), an entry whose by is @by is
+ * this mount's own (its lines are not internal), and the shared store's
+ * inode number N is N + @ino_offset here.  0 or -ENOMEM.
+ */
+int mirror_attach(struct store *s, const char *by, uint64_t ino_offset);
+
+/* The store is a new instance: forget every tenant and node (the caller
+ * has removed them from the hierarchy), and number the new instance's
+ * nodes past @ino_offset. */
+int mirror_reset(struct store *s, uint64_t ino_offset);
+
+/* store_free()'s part: the mirror's index and tenants. */
+void mirror_free(struct store *s);
+
+/*
+ * Apply entry @e of tenant @tid's log (0: the root log) in order.  An
+ * entry at or below what was applied already is skipped (0); one that
+ * is not the next (a gap: the position fell off a trimmed log) is
+ * -ERANGE, nothing applied; one the mirror cannot apply as the shared
+ * store did (its structures differ: a bug, or a lost entry) is
+ * -EUCLEAN, and the caller reloads the tenant.  -ENOENT for a tenant
+ * the mirror does not follow.
+ */
+int mirror_apply(struct store *s, uint64_t tid, const struct mentry *e);
+
+/*
+ * Load tenant @tid from @dump, the reply of sfs_dump for it (OK now seq
+ * lastid T PARENTS STATES TOMBS), silently (no .events line).  A tenant
+ * the mirror holds already is replaced whole: its .events readers get
+ * one "overflow" line, every node of the old copy dies (a handle of it
+ * gets ESTALE) and the dump's nodes are made with the store's inode
+ * numbers.  (Keeping the nodes whose inode number is in the dump, so
+ * that open handles survive a reload, is not done yet.)  Copies the
+ * log's last id into @lastid (at least 32 bytes).  0, -EPROTO,
+ * -ENOMEM.
+ */
+int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
+		       char *lastid, size_t idlen);
+
+/*
+ * A tenant of the store appeared (a root tenant entry, or sfs_dump of
+ * the root): follow @tid, named @name, from seq 0 on.  Nothing changes
+ * when it is followed already.
+ */
+int mirror_tenant_add(struct store *s, uint64_t tid, const char *name);
+
+/*
+ * What the mirror has applied of tenant @tid's log (the root's for 0),
+ * and whether the tenant has gone (its cleanup applied, or a drain of
+ * the store removed it).  -ENOENT for a tenant never followed.
+ */
+int mirror_applied(struct store *s, uint64_t tid, uint64_t *seq, bool *gone);
+
+/* Set what the root log was applied up to (after a load of the root). */
+void mirror_root_at(struct store *s, uint64_t seq);
+
+/* The tenants followed and not gone, into @tids (at most @cap); returns
+ * how many there are. */
+size_t mirror_tenants(struct store *s, uint64_t *tids, size_t cap);
+
+/* The tenant id of tenant node @tenant, or 0. */
+uint64_t mirror_tid_of(struct store *s, struct store_node *tenant);
+
+/* The shared store's inode number of local node @n. */
+uint64_t mirror_remote_ino(struct store *s, const struct store_node *n);
+
+/* The node the shared store calls @ino, dead or not (until the index
+ * sweeps it), with a reference, or NULL. */
+struct store_node *mirror_node_any(struct store *s, uint64_t ino);
+
+/* The live node the shared store calls @ino, with a reference, or NULL. */
+struct store_node *mirror_node(struct store *s, uint64_t ino);
+
+/* Under testclock: the store's clock as the root log last told it. */
+uint64_t mirror_testclock(struct store *s);
+
+#endif /* STATEFS_STORE_MIRROR_H */

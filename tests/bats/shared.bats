@@ -1,0 +1,222 @@
+#!/usr/bin/env bats
+# SHARED-STORE.md: several mounts of one shared store.  Each test starts
+# its own redis-server (redis_helpers.bash) and mounts it twice with
+# -o store=unix:SOCK, as two hosts would: one tree, one winner of a race
+# across mounts, read-your-writes, fsync of a directory, the limits
+# recorded by the first mount, SIGTERM leaving the store to the others,
+# and a store that lost its data being a new instance.  The mounts are
+# explicit here, whichever backend the rest of the run uses.
+
+STATEFS_STORE=embedded
+load helpers
+# shellcheck source=tests/bats/redis_helpers.bash
+source "$BATS_TEST_DIRNAME/redis_helpers.bash"
+
+setup() {
+	redis_start
+}
+
+teardown() {
+	exec 5>&- 6>&- 7>&- 8>&- 9>&-
+	statefs_unmount
+	redis_stop_all
+}
+
+# mount2 [OPTS...]: two mounts of this test's store, A and B.
+mount2() {
+	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
+	A=$MNT
+	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
+	B=$MNT
+}
+
+# fsyncdir DIR: fsync(2) of a directory (this mount catches up).
+fsyncdir() {
+	python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$1"
+}
+
+@test "two mounts of one store show one tree; each sees its own change at once, the other's after fsync of a directory" {
+	mount2
+	mkdir "$A/acme" "$A/acme/p"
+	echo hello >"$A/acme/p/c"
+	# Read-your-writes on A, at once.
+	run cat "$A/acme/p/c"
+	assert_output hello
+	fsyncdir "$B"
+	run cat "$B/acme/p/c"
+	assert_output hello
+	[ "$(ver "$B/acme/p/c")" = 1 ]
+	[ "$(gen "$B/acme/p")" = 1 ]
+	[ "$(stat -c %i "$A/acme/p/c")" = "$(stat -c %i "$B/acme/p/c")" ]
+	echo more >>"$B/acme/p/c"
+	fsyncdir "$A"
+	run cat "$A/acme/p/c"
+	assert_output "$(printf 'hello\nmore')"
+	run stat_of children "$A"
+	assert_output 1
+	run stat_of store "$A"
+	assert_output connected
+}
+
+@test "across mounts one create of a name wins (EEXIST), one rm wins (ENOENT), quotas are exact store-wide" {
+	mount2 -o max_children=3,tenant_max_children=3
+	mkdir -p "$A/t/p"
+	fsyncdir "$B"
+	run py_errno 'os.close(os.open(sys.argv[1], os.O_CREAT | os.O_EXCL | os.O_WRONLY))' "$A/t/p/c"
+	assert_output OK
+	run py_errno 'os.close(os.open(sys.argv[1], os.O_CREAT | os.O_EXCL | os.O_WRONLY))' "$B/t/p/c"
+	assert_output EEXIST
+	touch "$B/t/p/d" "$A/t/p/e"
+	run py_errno 'os.close(os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY))' "$B/t/p/f"
+	assert_output ENOSPC
+	run stat_of refused_capacity "$A"
+	assert_output 1
+	rm "$A/t/p/c"
+	run py_errno 'os.unlink(sys.argv[1])' "$B/t/p/c"
+	assert_output ENOENT
+}
+
+@test "an edit whose base another mount replaced gets EAGAIN; a handle of a removed incarnation gets ESTALE" {
+	mount2
+	mkdir -p "$A/t/p"
+	echo one >"$A/t/p/c"
+	fsyncdir "$B"
+	exec 5<>"$B/t/p/c"
+	echo two >"$A/t/p/c"
+	fsyncdir "$B"
+	run py_errno 'os.write(5, b"x"); os.close(5)'
+	assert_output EAGAIN
+	exec 5>&-
+	exec 6<"$B/t/p/c"
+	rm "$A/t/p/c"
+	fsyncdir "$B"
+	run py_errno 'os.read(6, 10)'
+	assert_output ESTALE
+	exec 6<&-
+	run cat "$B/t/p/c"
+	assert_failure
+}
+
+@test "the first mount records the limits; a mount with others is refused naming the option, or adopts them" {
+	statefs_mount -o "store=unix:$REDIS_SOCK" -o max_children=7
+	run timeout 20 "$STATEFS_BIN" -f -o "store=unix:$REDIS_SOCK" -o max_children=8 "$BATS_TEST_TMPDIR"
+	assert_failure
+	assert_equal "${#lines[@]}" 1
+	assert_output --partial '-o max_children'
+	statefs_mount -o "store=unix:$REDIS_SOCK" -o max_children=8,store_limits=adopt
+	run stat_of max_children
+	assert_output 7
+}
+
+@test "SIGTERM of one mount does not drain the shared store: it unmounts and the other mount keeps everything" {
+	mount2
+	mkdir -p "$A/t/p"
+	echo keep >"$A/t/p/c"
+	MNT=$A
+	STATEFS_PID=$(echo "${STATEFS_MOUNTS[0]}" | cut -d' ' -f1)
+	kill -TERM "$STATEFS_PID"
+	statefs_wait_exit 10
+	assert_equal "$STATEFS_STATUS" 0
+	fsyncdir "$B"
+	run cat "$B/t/p/c"
+	assert_output keep
+	run cat "$B/.drain"
+	assert_output ready
+}
+
+@test "a .drain write on one mount drains the shared store for every mount" {
+	mount2 -o testclock,drain_window=1
+	mkdir -p "$A/t/p"
+	echo x >"$A/t/p/c"
+	echo 1 >"$A/.drain"
+	fsyncdir "$B"
+	run py_errno 'os.mkdir(sys.argv[1])' "$B/u"
+	assert_output EROFS
+	echo 1000 >"$B/.clock"
+	fsyncdir "$A"
+	run cat "$A/.drain"
+	assert_output drained
+	run ls "$A"
+	assert_output ''
+}
+
+@test "a lease runs on the store's clock: .clock on one mount expires the child on both" {
+	mount2 -o testclock
+	mkdir -p "$A/t/p"
+	echo x >"$A/t/p/c"
+	set_ttl 1 "$A/t/p/c"
+	fsyncdir "$B"
+	[ -e "$B/t/p/c" ]
+	echo 999 >"$B/.clock"
+	[ -e "$A/t/p/c" ]
+	echo 1 >"$B/.clock"
+	fsyncdir "$A"
+	run ls "$A/t/p"
+	assert_output ''
+	run cat "$A/.clock"
+	assert_output 1000
+}
+
+@test ".events of two mounts show a tenant's lines with the same sequence numbers" {
+	mount2
+	mkdir -p "$A/t/p"
+	fsyncdir "$B"
+	events_bg "$BATS_TEST_TMPDIR/a" 3 "$A/t"
+	events_bg "$BATS_TEST_TMPDIR/b" 3 "$B/t"
+	echo x >"$A/t/p/c"
+	rm "$B/t/p/c"
+	events_wait
+	run cat "$BATS_TEST_TMPDIR/a"
+	assert_output "$(printf '3\tcreate\tt\tp\tc\t1\t0\n4\twrite\tt\tp\tc\t1\t1\n5\tunlink\tt\tp\tc\t1\t1')"
+	run diff "$BATS_TEST_TMPDIR/a" "$BATS_TEST_TMPDIR/b"
+	assert_success
+}
+
+@test "a store that lost its data is a new instance: the instance changes, old handles get ESTALE, nothing is merged" {
+	mount2
+	mkdir -p "$A/t/p"
+	echo x >"$A/t/p/c"
+	fsyncdir "$B"
+	old=$(stat_of instance "$B")
+	exec 5<"$B/t/p/c"
+	rcli FLUSHALL >/dev/null
+	# The next call meets the new instance; the mount follows it.
+	run py_errno 'os.mkdir(sys.argv[1])' "$A/u"
+	for i in $(seq 100); do
+		[ "$(stat_of instance "$B")" != "$old" ] && break
+		sleep 0.1
+	done
+	refute [ "$(stat_of instance "$B")" = "$old" ]
+	run py_errno 'os.read(5, 10)'
+	assert_output ESTALE
+	exec 5<&-
+	fsyncdir "$B"
+	run ls "$B/t/p"
+	assert_failure
+	mkdir -p "$B/t/p"
+	echo new >"$B/t/p/c"
+	fsyncdir "$A"
+	run cat "$A/t/p/c"
+	assert_output new
+}
+
+@test "Redis unreachable: an operation fails within store_timeout with EIO and changes nothing; .stats says disconnected; it recovers" {
+	statefs_mount -o "store=unix:$REDIS_SOCK,store_timeout=1"
+	mkdir -p "$MNT/t/p"
+	pid=${REDIS_PIDS[0]}
+	kill -STOP "$pid"
+	run py_errno 'os.mkdir(sys.argv[1])' "$MNT/t/q"
+	assert_output EIO
+	run stat_of store
+	assert_output disconnected
+	kill -CONT "$pid"
+	for i in $(seq 100); do
+		[ "$(stat_of store)" = connected ] && break
+		sleep 0.1
+	done
+	run stat_of store
+	assert_output connected
+	run ls "$MNT/t"
+	assert_output p
+	mkdir "$MNT/t/q"
+}

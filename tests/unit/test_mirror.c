@@ -1,0 +1,565 @@
+/*
+ * test_mirror.c - a mirror (store/mirror.c) against the embedded store:
+ * the same operations made by the embedded store (store.h) and by the
+ * shared store's Functions library on a real redis-server (FCALL), whose
+ * log entries a mirror applies; the mirror's snapshot must equal the
+ * embedded store's (every tenant, parent, child, tombstone; generations,
+ * versions, sizes, link counts, leases, inode numbers), and so must a
+ * mirror loaded from sfs_dump.  The seed of the differential test of the
+ * two authorities.
+ *
+ * Each test starts its own redis-server on a unix socket in a temporary
+ * directory (no TCP, no persistence); the teardown kills it, and it dies
+ * with this process (PR_SET_PDEATHSIG).  Both stores run on a manual
+ * clock (testclock), moved together, so deadlines are exact.
+ */
+#define _GNU_SOURCE
+#include "tests/unit/unit.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "store/mirror.h"
+#include "store/statefs_lua.h"
+#include "store/store.h"
+
+#define META "statefs:{statefs}:meta"
+#define INST "0123456789abcdef"
+
+struct world {
+	char dir[64], sock[96];
+	pid_t pid;
+	redisContext *rc;
+	struct fake_clock clock;   /* the embedded store's and the mirror's */
+	struct store *emb;         /* the embedded store */
+	struct store *mir;         /* a mirror of the shared store */
+	unsigned opn;
+};
+
+static void nap(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static int setup(void **state)
+{
+	struct world *w = calloc(1, sizeof(*w));
+	pid_t parent = getpid();
+	redisReply *r;
+
+	if (!w)
+		return -1;
+	strcpy(w->dir, "/tmp/statefs-mirror.XXXXXX");
+	if (!mkdtemp(w->dir))
+		return -1;
+	snprintf(w->sock, sizeof(w->sock), "%s/redis.sock", w->dir);
+	w->pid = fork();
+	if (w->pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl("/usr/bin/redis-server", "redis-server", "--port", "0",
+		      "--unixsocket", w->sock, "--save", "", "--appendonly", "no",
+		      "--dir", w->dir, (char *)NULL);
+		_exit(127);
+	}
+	/* Generous: a loaded machine may take a while to start it. */
+	for (int i = 0; i < 1500 && !w->rc; i++) {
+		redisContext *c = redisConnectUnix(w->sock);
+
+		if (c && !c->err) {
+			w->rc = c;
+			break;
+		}
+		if (c)
+			redisFree(c);
+		nap(20);
+	}
+	if (!w->rc)
+		return -1;
+	r = redisCommand(w->rc, "FUNCTION LOAD REPLACE %b", store_statefs_lua,
+			 store_statefs_lua_len);
+	if (!r || r->type == REDIS_REPLY_ERROR)
+		return -1;
+	freeReplyObject(r);
+	*state = w;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct world *w = *state;
+
+	store_free(w->emb);
+	store_free(w->mir);
+	if (w->rc)
+		redisFree(w->rc);
+	if (w->pid > 0) {
+		kill(w->pid, SIGKILL);
+		waitpid(w->pid, NULL, 0);
+	}
+	unlink(w->sock);
+	rmdir(w->dir);
+	free(w);
+	return 0;
+}
+
+/* Redis ------------------------------------------------------------------ */
+
+/* FCALL @fn with @nkeys keys then the common arguments (instance, a new
+ * op id of mount "m", no deadline) and @args (NULL-terminated): the reply,
+ * whose first element must be @want. */
+static redisReply *fcall(struct world *w, const char *want, const char *fn,
+			 int nkeys, ...)
+{
+	const char *argv[64];
+	char nk[8], opid[32];
+	int argc = 0;
+	va_list ap;
+	redisReply *r;
+
+	snprintf(nk, sizeof(nk), "%d", nkeys);
+	snprintf(opid, sizeof(opid), "m:%u", ++w->opn);
+	argv[argc++] = "FCALL";
+	argv[argc++] = fn;
+	argv[argc++] = nk;
+	va_start(ap, nkeys);
+	for (int i = 0; i < nkeys; i++)
+		argv[argc++] = va_arg(ap, const char *);
+	argv[argc++] = INST;
+	argv[argc++] = opid;
+	argv[argc++] = "";
+	for (const char *a; (a = va_arg(ap, const char *)) != NULL;)
+		argv[argc++] = a;
+	va_end(ap);
+	r = redisCommandArgv(w->rc, argc, argv, NULL);
+	assert_non_null(r);
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+	    strcmp(r->element[0]->str, want) != 0)
+		fail_msg("%s: %s, not %s", fn,
+			 r->type == REDIS_REPLY_ERROR ? r->str :
+			 r->type == REDIS_REPLY_ARRAY ? r->element[0]->str : "?",
+			 want);
+	return r;
+}
+
+static void fok(struct world *w, redisReply *r)
+{
+	(void)w;
+	freeReplyObject(r);
+}
+
+static const char *tk(int tid)
+{
+	static char buf[4][64];
+	static int n;
+
+	n = (n + 1) % 4;
+	snprintf(buf[n], sizeof(buf[n]), "statefs:{statefs.t%d}:t", tid);
+	return buf[n];
+}
+
+/* Every entry of tenant @tid's log (0: the root log) from after seq
+ * @from, applied to @s in order; returns the last seq applied. */
+static uint64_t follow(struct world *w, struct store *s, int tid)
+{
+	char key[64];
+	redisReply *r;
+	uint64_t last = 0;
+
+	if (tid)
+		snprintf(key, sizeof(key), "statefs:{statefs.t%d}:log", tid);
+	else
+		snprintf(key, sizeof(key), "statefs:{statefs}:log");
+	r = redisCommand(w->rc, "XRANGE %s - +", key);
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	for (size_t i = 0; i < r->elements; i++) {
+		struct mentry e;
+		int rc;
+
+		assert_int_equal(mentry_parse(r->element[i]->element[1], &e), 0);
+		rc = mirror_apply(s, (uint64_t)tid, &e);
+		if (rc)
+			fail_msg("tenant %d: entry seq %llu op %s: %d", tid,
+				 (unsigned long long)e.seq, e.op, rc);
+		last = e.seq;
+	}
+	freeReplyObject(r);
+	return last;
+}
+
+/* Stores --------------------------------------------------------------------- */
+
+static void limits(struct store_limits *l)
+{
+	store_limits_default(l);
+	l->testclock = true;
+	l->tombstone_ttl_ms = 60000;
+}
+
+static void init(struct world *w)
+{
+	struct store_limits l;
+	struct store_clock c = { fake_clock_now, &w->clock };
+
+	limits(&l);
+	assert_int_equal(store_new(&l, &c, &w->emb), 0);
+	fok(w, fcall(w, "OK", "sfs_init", 1, META, "2", INST, "0", "testclock",
+		     "1", "tombstone_ttl_ms", "60000", NULL));
+}
+
+static struct store *new_mirror(struct world *w)
+{
+	struct store_limits l;
+	struct store_clock c = { fake_clock_now, &w->clock };
+	struct store *s;
+
+	limits(&l);
+	assert_int_equal(store_new(&l, &c, &s), 0);
+	assert_int_equal(mirror_attach(s, "", 0), 0);
+	return s;
+}
+
+/* One snapshot row as text. */
+static void row_text(char *buf, size_t len, const struct store_snap_row *r)
+{
+	snprintf(buf, len, "%d %s/%s/%s gen %lld ver %lld size %lld nlink %lld "
+		 "ttl %lld ino %lld owner %u:%u %o\n", (int)r->kind, r->tenant,
+		 r->parent, r->child, (long long)r->generation,
+		 (long long)r->version, (long long)r->size, (long long)r->nlink,
+		 (long long)r->ttl_ms_left, (long long)r->ino,
+		 (unsigned)r->tenant_uid, (unsigned)r->tenant_gid,
+		 (unsigned)r->tenant_mode);
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The store's snapshot as sorted lines (row order within a tenant
+ * follows table order, which two stores need not share). */
+static char *snap_text(struct store *s)
+{
+	struct store_snapshot snap;
+	char **lines, *out;
+	size_t total = 1;
+
+	assert_int_equal(store_snapshot_take(s, NULL, &snap), 0);
+	lines = calloc(snap.n + 1, sizeof(*lines));
+	assert_non_null(lines);
+	for (size_t i = 0; i < snap.n; i++) {
+		char buf[1024];
+
+		row_text(buf, sizeof(buf), &snap.rows[i]);
+		lines[i] = strdup(buf);
+		total += strlen(buf);
+	}
+	qsort(lines, snap.n, sizeof(*lines), row_cmp);
+	out = calloc(1, total);
+	for (size_t i = 0; i < snap.n; i++) {
+		strcat(out, lines[i]);
+		free(lines[i]);
+	}
+	free(lines);
+	store_snapshot_free(&snap);
+	return out;
+}
+
+static void same_snapshot(struct store *a, struct store *b)
+{
+	char *x = snap_text(a), *y = snap_text(b);
+
+	if (strcmp(x, y) != 0) {
+		print_error("embedded:\n%s\nmirror:\n%s\n", x, y);
+		free(x);
+		free(y);
+		fail_msg("the snapshots differ");
+	}
+	free(x);
+	free(y);
+}
+
+static struct store_node *look(struct store *s, struct store_node *dir,
+			       const char *name)
+{
+	struct store_node *n;
+
+	assert_int_equal(store_lookup(s, dir, name, &n), 0);
+	return n;
+}
+
+static void emb_publish(struct store *s, struct store_node *c,
+			enum store_stage_mode mode, const char *data)
+{
+	struct store_stage *st;
+
+	assert_int_equal(store_stage_open(s, c, mode, &st), 0);
+	assert_int_equal(store_stage_write(st, data, strlen(data), 0),
+			 (ssize_t)strlen(data));
+	assert_int_equal(store_stage_publish(st), 0);
+	store_stage_close(st);
+}
+
+/*
+ * One run of operations on both authorities: tenants, parents, children,
+ * links, renames and an exchange, publications, attributes, leases that
+ * expire, a departure, a leave with its cascade, a rejoin, a child_ttl,
+ * a truncation, a tenant drain and a tenant cleanup.
+ */
+static void run_both(struct world *w)
+{
+	struct store *e = w->emb;
+	struct store_owner own = { 1000, 100, 0755 }, fown = { 1000, 100, 0644 };
+	struct store_node *a, *b, *p, *q, *r, *n, *c, *d, *x, *f;
+	struct store_attr in = { 0 };
+	bool created;
+	char ino[32], ino2[32];
+	redisReply *rep;
+
+	/* Tenants acme (tid 1) and beta (tid 2). */
+	assert_int_equal(store_mkdir(e, store_root(e), "acme", &own, &a), 0);
+	assert_int_equal(store_mkdir(e, store_root(e), "beta", &own, &b), 0);
+	fok(w, fcall(w, "OK", "sfs_mkdir_tenant", 1, META, "acme", "1000", "100",
+		     "493", NULL));
+	fok(w, fcall(w, "OK", "sfs_mkdir_tenant", 1, META, "beta", "1000", "100",
+		     "493", NULL));
+	/* Parents p, q (acme), r (beta). */
+	assert_int_equal(store_mkdir(e, a, "p", &own, &p), 0);
+	assert_int_equal(store_mkdir(e, a, "q", &own, &q), 0);
+	assert_int_equal(store_mkdir(e, b, "r", &own, &r), 0);
+	fok(w, fcall(w, "OK", "sfs_join", 2, META, tk(1), "p", "1000", "100", "493", NULL));
+	fok(w, fcall(w, "OK", "sfs_join", 2, META, tk(1), "q", "1000", "100", "493", NULL));
+	fok(w, fcall(w, "OK", "sfs_join", 2, META, tk(2), "r", "1000", "100", "493", NULL));
+	/* p: 28, q: 29, r: 30; children c 31, d 32 in p; x 33 in q. */
+	assert_int_equal(store_create(e, p, "c", &fown, true, &c, &created), 0);
+	assert_int_equal(store_create(e, p, "d", &fown, true, &d, &created), 0);
+	assert_int_equal(store_create(e, q, "x", &fown, true, &x, &created), 0);
+	assert_int_equal(store_node_ino(x), 33);
+	fok(w, fcall(w, "OK", "sfs_create", 2, META, tk(1), "28", "c", "1000", "100", "420", "1", NULL));
+	fok(w, fcall(w, "OK", "sfs_create", 2, META, tk(1), "28", "d", "1000", "100", "420", "1", NULL));
+	fok(w, fcall(w, "OK", "sfs_create", 2, META, tk(1), "29", "x", "1000", "100", "420", "1", NULL));
+	/* Publications: replace, append, a compare-and-swap. */
+	emb_publish(e, c, STORE_STAGE_REPLACE, "hello");
+	emb_publish(e, d, STORE_STAGE_REPLACE, "x");
+	emb_publish(e, d, STORE_STAGE_APPEND, "yz");
+	emb_publish(e, x, STORE_STAGE_CAS, "cas");
+	fok(w, fcall(w, "OK", "sfs_publish", 2, META, tk(1), "31", "replace", "", "hello", NULL));
+	fok(w, fcall(w, "OK", "sfs_publish", 2, META, tk(1), "32", "replace", "", "x", NULL));
+	fok(w, fcall(w, "OK", "sfs_publish", 2, META, tk(1), "32", "append", "", "yz", NULL));
+	fok(w, fcall(w, "OK", "sfs_publish", 2, META, tk(1), "33", "cas", "0", "cas", NULL));
+	/* A second link, a move, an exchange. */
+	assert_int_equal(store_link(e, c, q, "c2"), 0);
+	fok(w, fcall(w, "OK", "sfs_link", 3, META, tk(1), tk(1), "31", "29", "c2", NULL));
+	assert_int_equal(store_rename(e, p, "d", q, "d2", 0), 0);
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), "28", "d", "29", "d2", "0", NULL));
+	assert_int_equal(store_rename(e, p, "c", q, "x", STORE_RENAME_EXCHANGE), 0);
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), "28", "c", "29", "x", "2", NULL));
+	/* A rename over an existing name replaces it. */
+	assert_int_equal(store_rename(e, q, "d2", q, "c2", 0), 0);
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), "29", "d2", "29", "c2", "0", NULL));
+	/* Attributes. */
+	in.mode = 0600;
+	assert_int_equal(store_setattr(e, x, STORE_SET_MODE, &in, NULL), 0);
+	fok(w, fcall(w, "OK", "sfs_setattr", 2, META, tk(1), "child", "33", "384", "", "", "", "", "", NULL));
+	in.uid = 7;
+	assert_int_equal(store_setattr(e, q, STORE_SET_UID, &in, NULL), 0);
+	fok(w, fcall(w, "OK", "sfs_setattr", 2, META, tk(1), "parent", "29", "", "7", "", "", "", "", NULL));
+	/* A truncation is a publication. */
+	in.size = 2;
+	assert_int_equal(store_setattr(e, c, STORE_SET_SIZE, &in, NULL), 0);
+	fok(w, fcall(w, "OK", "sfs_setattr", 2, META, tk(1), "child", "31", "", "", "", "", "", "2", NULL));
+	/* Leases: a child and a parent that expire, one that is renewed. */
+	assert_int_equal(store_set_ttl(e, d, 5000), 0);
+	assert_int_equal(store_set_ttl(e, r, 3000), 0);
+	assert_int_equal(store_set_ttl(e, x, 2000), 0);
+	fok(w, fcall(w, "OK", "sfs_set_ttl", 2, META, tk(1), "child", "32", "5000", NULL));
+	fok(w, fcall(w, "OK", "sfs_set_ttl", 2, META, tk(2), "parent", "30", "3000", NULL));
+	fok(w, fcall(w, "OK", "sfs_set_ttl", 2, META, tk(1), "child", "33", "2000", NULL));
+	fake_clock_advance(&w->clock, 1500);
+	fok(w, fcall(w, "OK", "sfs_clock_advance", 1, META, "1500", NULL));
+	assert_int_equal(store_renew(e, x), 0);
+	fok(w, fcall(w, "OK", "sfs_renew", 2, META, tk(1), "child", "33", NULL));
+	fake_clock_advance(&w->clock, 1500);
+	fok(w, fcall(w, "OK", "sfs_clock_advance", 1, META, "1500", NULL));
+	store_expire(e, 100);
+	fok(w, fcall(w, "OK", "sfs_expire", 2, META, tk(1), "100", NULL));
+	fok(w, fcall(w, "OK", "sfs_expire", 2, META, tk(2), "100", NULL));
+	/* A departure of a name that never joined; a leave with its
+	 * cascade; a rejoin (generation 2). */
+	assert_int_equal(store_depart(e, a, "ghost", NULL), 0);
+	fok(w, fcall(w, "OK", "sfs_depart", 2, META, tk(1), "ghost", "", "", "", NULL));
+	assert_int_equal(store_mkdir(e, a, "z", &own, &n), 0);
+	fok(w, fcall(w, "OK", "sfs_join", 2, META, tk(1), "z", "1000", "100", "493", NULL));
+	snprintf(ino, sizeof(ino), "%llu", (unsigned long long)store_node_ino(n));
+	assert_int_equal(store_link(e, x, n, "zx"), 0);
+	fok(w, fcall(w, "OK", "sfs_link", 3, META, tk(1), tk(1), "33", ino, "zx", NULL));
+	assert_int_equal(store_create(e, n, "zz", &fown, true, &f, &created), 0);
+	fok(w, fcall(w, "OK", "sfs_create", 2, META, tk(1), ino, "zz", "1000", "100", "420", "1", NULL));
+	store_node_unref(e, f);
+	store_node_unref(e, n);
+	assert_int_equal(store_rmdir(e, a, "z", NULL), 0);
+	fok(w, fcall(w, "OK", "sfs_leave", 2, META, tk(1), "z", "", "", "", NULL));
+	store_node_unref(e, q);
+	assert_int_equal(store_mkdir(e, a, "z", &own, &q), 0);
+	rep = fcall(w, "OK", "sfs_join", 2, META, tk(1), "z", "1000", "100", "493", NULL);
+	assert_int_equal(rep->element[4]->integer, 2); /* generation */
+	snprintf(ino, sizeof(ino), "%lld", rep->element[3]->integer);
+	assert_int_equal(store_node_ino(q), (uint64_t)rep->element[3]->integer);
+	freeReplyObject(rep);
+	/* A child_ttl: the next child starts with that lease. */
+	assert_int_equal(store_set_child_ttl(e, q, 9000), 0);
+	fok(w, fcall(w, "OK", "sfs_set_child_ttl", 2, META, tk(1), ino, "9000", NULL));
+	assert_int_equal(store_create(e, q, "f", &fown, true, &f, &created), 0);
+	rep = fcall(w, "OK", "sfs_create", 2, META, tk(1), ino, "f", "1000", "100", "420", "1", NULL);
+	snprintf(ino2, sizeof(ino2), "%lld", rep->element[3]->integer);
+	assert_int_equal(store_node_ino(f), (uint64_t)rep->element[3]->integer);
+	freeReplyObject(rep);
+	/* An unlink. */
+	assert_int_equal(store_unlink(e, q, "f"), 0);
+	fok(w, fcall(w, "OK", "sfs_unlink", 2, META, tk(1), ino, "f", NULL));
+	/* beta: a drain, cleared at once (no child); then its cleanup. */
+	assert_int_equal(store_drain(e, b), 0);
+	fok(w, fcall(w, "OK", "sfs_drain", 2, META, tk(2), "", "", "", NULL));
+	n = look(e, store_root(e), "acme");
+	store_node_unref(e, n);
+
+	store_node_unref(e, a);
+	store_node_unref(e, b);
+	store_node_unref(e, p);
+	store_node_unref(e, q);
+	store_node_unref(e, r);
+	store_node_unref(e, c);
+	store_node_unref(e, d);
+	store_node_unref(e, x);
+	store_node_unref(e, f);
+}
+
+/* Every log applied in order gives the embedded store's snapshot. */
+static void test_apply_equals_embedded(void **state)
+{
+	struct world *w = *state;
+	char why[256];
+
+	init(w);
+	run_both(w);
+	w->mir = new_mirror(w);
+	follow(w, w->mir, 0);
+	follow(w, w->mir, 1);
+	follow(w, w->mir, 2);
+	same_snapshot(w->emb, w->mir);
+	assert_int_equal(store_check_all(w->mir, why, sizeof(why)), 0);
+	/* Then a cleanup of beta, on both. */
+	assert_int_equal(store_rmdir(w->emb, store_root(w->emb), "beta", NULL), 0);
+	fok(w, fcall(w, "OK", "sfs_rmdir_tenant", 1, META, "beta", "", "", "", NULL));
+	follow(w, w->mir, 2);
+	same_snapshot(w->emb, w->mir);
+	assert_int_equal(store_check_all(w->mir, why, sizeof(why)), 0);
+}
+
+/* A mirror loaded from sfs_dump is the same as one that applied every
+ * entry; entries it has already (at or below the dump's seq) are
+ * skipped, a gap is refused. */
+static void test_load_equals_embedded(void **state)
+{
+	struct world *w = *state;
+	redisReply *r;
+	char id[64], why[256];
+	struct mentry e;
+	uint64_t seq;
+	bool gone;
+
+	init(w);
+	run_both(w);
+	w->mir = new_mirror(w);
+	for (int tid = 1; tid <= 2; tid++) {
+		r = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+				 tk(tid), INST, "", "");
+		assert_non_null(r);
+		assert_int_equal(mirror_load_tenant(w->mir, (uint64_t)tid, r, id,
+						    sizeof(id)), 0);
+		assert_true(strchr(id, '-') != NULL);
+		freeReplyObject(r);
+	}
+	same_snapshot(w->emb, w->mir);
+	assert_int_equal(store_check_all(w->mir, why, sizeof(why)), 0);
+	/* The whole log again: every entry is at or below the dump. */
+	follow(w, w->mir, 1);
+	same_snapshot(w->emb, w->mir);
+	/* An entry past a gap is refused. */
+	assert_int_equal(mirror_applied(w->mir, 1, &seq, &gone), 0);
+	assert_false(gone);
+	r = redisCommand(w->rc, "XRANGE statefs:{statefs.t1}:log - + COUNT 1");
+	assert_int_equal(mentry_parse(r->element[0]->element[1], &e), 0);
+	e.seq = seq + 2;
+	assert_int_equal(mirror_apply(w->mir, 1, &e), -ERANGE);
+	freeReplyObject(r);
+	same_snapshot(w->emb, w->mir);
+}
+
+/* The lines a mirror's .events shows: the shared store's seq numbers,
+ * per tenant, and the embedded store's lines. */
+static void test_events_carry_the_store_seq(void **state)
+{
+	struct world *w = *state;
+	struct store_event_reader *rd = NULL;
+	struct store_node *t;
+	char buf[8192];
+	size_t n;
+
+	init(w);
+	w->mir = new_mirror(w);
+	fok(w, fcall(w, "OK", "sfs_mkdir_tenant", 1, META, "acme", "0", "0", "493", NULL));
+	follow(w, w->mir, 0);
+	follow(w, w->mir, 1);
+	t = look(w->mir, store_root(w->mir), "acme");
+	assert_int_equal(store_events_open(w->mir, t, NULL, 0, &rd), 0);
+	fok(w, fcall(w, "OK", "sfs_join", 2, META, tk(1), "p", "0", "0", "493", NULL));
+	fok(w, fcall(w, "OK", "sfs_create", 2, META, tk(1), "19", "c", "0", "0", "420", "1", NULL));
+	fok(w, fcall(w, "OK", "sfs_set_ttl", 2, META, tk(1), "child", "20", "100", NULL));
+	fok(w, fcall(w, "OK", "sfs_unlink", 2, META, tk(1), "19", "c", NULL));
+	follow(w, w->mir, 1);
+	n = store_events_read(w->mir, rd, buf, sizeof(buf) - 1);
+	buf[n] = '\0';
+	/* seq 1 is the tenant's join; the lease took seq 4 and has no
+	 * line: a reader sees the gap. */
+	assert_string_equal(buf, "2\tjoin\tacme\tp\t-\t1\t-\n"
+				 "3\tcreate\tacme\tp\tc\t1\t0\n"
+				 "5\tunlink\tacme\tp\tc\t1\t0\n");
+	store_events_close(rd);
+	store_node_unref(w->mir, t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_apply_equals_embedded,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_load_equals_embedded,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_events_carry_the_store_seq,
+						setup, teardown),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
