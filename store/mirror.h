@@ -1,8 +1,10 @@
 /*
  * mirror.h - a mirror: the embedded store's structures changed only by
- * the shared store's log entries (store/mirror.c).  Private to store/:
- * the shared store's transitions and follower (store/remote_ops.c,
- * store/follow.c) and the tests use it; fs/ sees store.h only.
+ * the shared store's log entries.  Private to store/: a mirror's files
+ * (store/mirror.c applies entries, store/mirror_index.c keeps the index
+ * and the tenants followed, store/mirror_load.c loads dumps), the shared
+ * store's transitions and follower (store/remote_*.c, store/follow.c)
+ * and the tests use it; fs/ sees store.h only.
  *
  * Entries and dumps come as hiredis replies, as XREAD and sfs_dump give
  * them (store/statefs.lua's essay says every field).  Every function
@@ -16,7 +18,38 @@
 
 #include <hiredis/hiredis.h>
 
+#include "store/internal.h"
 #include "store/store.h"
+
+/* A mirror's own structures (its three files'): the index's entries, the
+ * tenants followed, the mirror. */
+struct mnode {
+	UT_hash_handle hh;
+	uint64_t ino;                  /* local */
+	struct store_node *n;          /* counted */
+	bool doomed;                   /* dead at the last sweep */
+};
+
+struct mtenant {
+	UT_hash_handle hh;
+	uint64_t tid;
+	struct tenant *t;              /* counted; NULL until it is made */
+	uint64_t seq;                  /* the last seq applied */
+	bool gone;
+};
+
+struct mirror {
+	pthread_mutex_t lock;          /* LOCK_MIRROR */
+	struct mnode *index;           /* lock: local ino -> node */
+	size_t added;                  /* lock: since the last sweep */
+	struct mtenant *tenants;       /* lock: tid -> tenant */
+	uint64_t root_seq;             /* the apply thread's */
+	_Atomic uint64_t ino_offset;   /* changes with a new instance */
+	_Atomic uint64_t testclock_ms;
+	char by[64];                   /* immutable: this mount's id */
+};
+
+/* store/mirror.c */
 
 /* One log entry, parsed: the common fields and the reply's name/value
  * array for the rest (borrowed: valid while the reply is). */
@@ -30,6 +63,23 @@ struct mentry {
 /* Parse the field array @fields of one stream entry.  -EPROTO when a
  * common field is missing or malformed. */
 int mentry_parse(const redisReply *fields, struct mentry *e);
+
+/*
+ * Apply entry @e of tenant @tid's log (0: the root log) in order.  An
+ * entry at or below what was applied already is skipped (0); one that
+ * is not the next (a gap: the position fell off a trimmed log) is
+ * -ERANGE, nothing applied; one the mirror cannot apply as the shared
+ * store did (its structures differ: a bug, or a lost entry) is
+ * -EUCLEAN, and the caller reloads the tenant.  -ENOENT for a tenant
+ * the mirror does not follow.
+ */
+int mirror_apply(struct store *s, uint64_t tid, const struct mentry *e);
+
+/* Decimal @s into *@v; false when absent or malformed. */
+bool dec_u64(const char *s, uint64_t *v);
+bool dec_i64(const char *s, int64_t *v);
+
+/* store/mirror_index.c */
 
 /*
  * Make @s (new, empty, not used yet) a mirror: its transitions enforce no
@@ -47,31 +97,6 @@ int mirror_reset(struct store *s, uint64_t ino_offset);
 
 /* store_free()'s part: the mirror's index and tenants. */
 void mirror_free(struct store *s);
-
-/*
- * Apply entry @e of tenant @tid's log (0: the root log) in order.  An
- * entry at or below what was applied already is skipped (0); one that
- * is not the next (a gap: the position fell off a trimmed log) is
- * -ERANGE, nothing applied; one the mirror cannot apply as the shared
- * store did (its structures differ: a bug, or a lost entry) is
- * -EUCLEAN, and the caller reloads the tenant.  -ENOENT for a tenant
- * the mirror does not follow.
- */
-int mirror_apply(struct store *s, uint64_t tid, const struct mentry *e);
-
-/*
- * Load tenant @tid from @dump, the reply of sfs_dump for it (OK now seq
- * lastid T PARENTS STATES TOMBS), silently (no .events line).  A tenant
- * the mirror holds already is replaced whole: its .events readers get
- * one "overflow" line, every node of the old copy dies (a handle of it
- * gets ESTALE) and the dump's nodes are made with the store's inode
- * numbers.  (Keeping the nodes whose inode number is in the dump, so
- * that open handles survive a reload, is not done yet.)  Copies the
- * log's last id into @lastid (at least 32 bytes).  0, -EPROTO,
- * -ENOMEM.
- */
-int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
-		       char *lastid, size_t idlen);
 
 /*
  * A tenant of the store appeared (a root tenant entry, or sfs_dump of
@@ -109,5 +134,28 @@ struct store_node *mirror_node(struct store *s, uint64_t ino);
 
 /* Under testclock: the store's clock as the root log last told it. */
 uint64_t mirror_testclock(struct store *s);
+
+/* Put node @n (its reference handed over) in the index. */
+int index_put(struct store *s, struct mirror *m, struct store_node *n);
+/* The live node with local inode @ino, with a reference, or NULL. */
+struct store_node *index_get(struct mirror *m, uint64_t ino);
+/* The tenant followed as @tid, or NULL (mirror->lock held). */
+struct mtenant *mt_find_locked(struct mirror *m, uint64_t tid);
+
+/* store/mirror_load.c */
+
+/*
+ * Load tenant @tid from @dump, the reply of sfs_dump for it (OK now seq
+ * lastid T PARENTS STATES TOMBS), silently (no .events line).  A tenant
+ * the mirror holds already is replaced whole: its .events readers get
+ * one "overflow" line, every node of the old copy dies (a handle of it
+ * gets ESTALE) and the dump's nodes are made with the store's inode
+ * numbers.  (Keeping the nodes whose inode number is in the dump, so
+ * that open handles survive a reload, is not done yet.)  Copies the
+ * log's last id into @lastid (at least 32 bytes).  0, -EPROTO,
+ * -ENOMEM.
+ */
+int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
+		       char *lastid, size_t idlen);
 
 #endif /* STATEFS_STORE_MIRROR_H */

@@ -1,12 +1,13 @@
 /*
- * test_mirror.c - a mirror (store/mirror.c) against the embedded store:
- * the same operations made by the embedded store (store.h) and by the
- * shared store's Functions library on a real redis-server (FCALL), whose
- * log entries a mirror applies; the mirror's snapshot must equal the
- * embedded store's (every tenant, parent, child, tombstone; generations,
- * versions, sizes, link counts, leases, inode numbers), and so must a
- * mirror loaded from sfs_dump.  The seed of the differential test of the
- * two authorities.
+ * test_mirror.c - a mirror (store/mirror.c, mirror_index.c,
+ * mirror_load.c) against the embedded store: the same operations made
+ * by the embedded store (store.h) and by the shared store's Functions
+ * library on a real redis-server (FCALL), whose log entries a mirror
+ * applies; the mirror's snapshot must equal the embedded store's
+ * (every tenant, parent, child, tombstone; generations, versions,
+ * sizes, link counts, leases, inode numbers), and so must a mirror
+ * loaded from sfs_dump.  The seed of the differential test of the two
+ * authorities.
  *
  * Each test starts its own redis-server on a unix socket in a temporary
  * directory (no TCP, no persistence); the teardown kills it, and it dies

@@ -1,0 +1,324 @@
+/*
+ * mirror_index.c - a mirror's index of nodes by the shared store's inode
+ * number, and the table of the tenants it follows.
+ *
+ * What it owns
+ * ------------
+ * A secondary index, the mirror's only (the embedded store keeps none):
+ * every live node by the shared store's inode number, for entries that
+ * name a node by its number alone.
+ *  1. Authority: the hierarchy.  The index holds a counted reference
+ *     and nothing else.
+ *  2. Updated by the apply path only: a node made by an entry (or a
+ *     load) is put in at once.
+ *  3. A stale entry (its node died in a cascade) is told by node->dead:
+ *     a lookup skips it, and a sweep, once as many entries were added
+ *     as it holds (amortized O(1) per entry), drops those that were dead
+ *     at the sweep before already.
+ *  4. A new store instance builds a new mirror: it is not rebuilt.
+ *  5. Tests: tests/unit/test_mirror.c (every entry kind against the
+ *     embedded store's snapshot).
+ * Tenants are followed by id (struct mtenant): the tenant node, the
+ * last seq applied, whether it has gone.
+ *
+ * The mirror's own state (struct mirror, store/mirror.h) is made here
+ * (mirror_attach), emptied for a new store instance (mirror_reset) and
+ * freed with the store (mirror_free).
+ *
+ * Threads and locks
+ * -----------------
+ * mirror->lock (LOCK_MIRROR, a leaf) guards the index and the tenant
+ * table, held only to look up or change them, never across a
+ * transition; a reference is dropped after it is let go.  The applying
+ * thread (store/mirror.c, store/mirror_load.c) changes them;
+ * transitions, on their callers' threads, look them up (a tenant's id,
+ * a node by the shared store's number, what was applied).
+ */
+#include "store/internal.h"
+#include "store/mirror.h"
+
+#include <errno.h>
+
+/* The index and the tenants ----------------------------------------------- */
+
+int mirror_attach(struct store *s, const char *by, uint64_t ino_offset)
+{
+	struct mirror *m = st_calloc(1, sizeof(*m));
+
+	if (!m)
+		return -ENOMEM;
+	pthread_mutex_init(&m->lock, NULL);
+	m->ino_offset = ino_offset;
+	snprintf(m->by, sizeof(m->by), "%s", by ? by : "");
+	/* Redis enforces these; the mirror follows (see the top). */
+	s->lim.max_tenants = s->lim.max_parents = s->lim.max_children = 0;
+	s->lim.max_bytes = s->lim.max_tombstones = 0;
+	s->lim.parent_quota = s->lim.tenant_quota = 0;
+	s->lim.tenant_max_parents = s->lim.tenant_max_children = 0;
+	s->lim.tenant_max_bytes = s->lim.tenant_max_tombstones = 0;
+	atomic_store(&s->next_ino, ino_offset + STORE_ROOT_INO + 1 + STORE_NSPECIAL);
+	s->mirror = m;
+	return 0;
+}
+
+int mirror_reset(struct store *s, uint64_t ino_offset)
+{
+	struct mirror *m = s->mirror;
+	struct mnode *x, *xt, *idx;
+	struct mtenant *mt, *mtt, *ts;
+
+	lock(&m->lock, LOCK_MIRROR);
+	idx = m->index;
+	ts = m->tenants;
+	m->index = NULL;
+	m->tenants = NULL;
+	m->added = 0;
+	m->root_seq = 0;
+	atomic_store(&m->ino_offset, ino_offset);
+	unlock(&m->lock, LOCK_MIRROR);
+	HASH_ITER(hh, idx, x, xt) {
+		HASH_DELETE(hh, idx, x);
+		store_node_unref(s, x->n);
+		free(x);
+	}
+	HASH_ITER(hh, ts, mt, mtt) {
+		HASH_DELETE(hh, ts, mt);
+		if (mt->t)
+			store_node_unref(s, &mt->t->node);
+		free(mt);
+	}
+	return 0;
+}
+
+void mirror_free(struct store *s)
+{
+	struct mirror *m = s->mirror;
+	struct mnode *x, *xt;
+	struct mtenant *mt, *mtt;
+
+	if (!m)
+		return;
+	HASH_ITER(hh, m->index, x, xt) {
+		HASH_DEL(m->index, x);
+		store_node_unref(s, x->n);
+		free(x);
+	}
+	HASH_ITER(hh, m->tenants, mt, mtt) {
+		HASH_DEL(m->tenants, mt);
+		if (mt->t)
+			store_node_unref(s, &mt->t->node);
+		free(mt);
+	}
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+	s->mirror = NULL;
+}
+
+/*
+ * Drop the index's entries that were dead at the last sweep already (no
+ * lock held): a transition that made a node another mount's change
+ * removed at once still finds it, dead, to answer with
+ * (mirror_node_any).
+ */
+static void index_sweep(struct store *s, struct mirror *m)
+{
+	struct mnode *x, *xt, *dead = NULL;
+
+	lock(&m->lock, LOCK_MIRROR);
+	HASH_ITER(hh, m->index, x, xt) {
+		if (is_dead(x->n) && !x->doomed) {
+			x->doomed = true;
+		} else if (is_dead(x->n)) {
+			HASH_DEL(m->index, x);
+			x->hh.next = dead;
+			dead = x;
+		}
+	}
+	m->added = 0;
+	unlock(&m->lock, LOCK_MIRROR);
+	while ((x = dead)) {
+		dead = x->hh.next;
+		store_node_unref(s, x->n);
+		free(x);
+	}
+}
+
+/* Put node @n (its reference handed over) in the index. */
+int index_put(struct store *s, struct mirror *m, struct store_node *n)
+{
+	struct mnode *x = st_calloc(1, sizeof(*x)), *old;
+	bool sweep;
+
+	if (!x) {
+		store_node_unref(s, n);
+		return -ENOMEM;
+	}
+	x->ino = n->ino;
+	x->n = n;
+	lock(&m->lock, LOCK_MIRROR);
+	HASH_FIND(hh, m->index, &x->ino, sizeof(x->ino), old);
+	if (old)
+		HASH_DEL(m->index, old);
+	hash_oom = 0;
+	HASH_ADD(hh, m->index, ino, sizeof(x->ino), x);
+	if (hash_oom) {
+		unlock(&m->lock, LOCK_MIRROR);
+		store_node_unref(s, n);
+		free(x);
+		x = NULL;
+	} else {
+		sweep = ++m->added > 1024 && m->added > HASH_COUNT(m->index) / 2;
+		unlock(&m->lock, LOCK_MIRROR);
+	}
+	if (old) {
+		store_node_unref(s, old->n);
+		free(old);
+	}
+	if (!x)
+		return -ENOMEM;
+	if (sweep)
+		index_sweep(s, m);
+	return 0;
+}
+
+/* The live node with local inode @ino, with a reference, or NULL. */
+struct store_node *index_get(struct mirror *m, uint64_t ino)
+{
+	struct mnode *x;
+	struct store_node *n = NULL;
+
+	lock(&m->lock, LOCK_MIRROR);
+	HASH_FIND(hh, m->index, &ino, sizeof(ino), x);
+	if (x && !is_dead(x->n)) {
+		n = x->n;
+		store_node_ref(n);
+	}
+	unlock(&m->lock, LOCK_MIRROR);
+	return n;
+}
+
+struct store_node *mirror_node_any(struct store *s, uint64_t ino)
+{
+	struct mirror *m = s->mirror;
+	uint64_t local = ino + m->ino_offset;
+	struct store_node *n = NULL;
+	struct mnode *x;
+
+	lock(&m->lock, LOCK_MIRROR);
+	HASH_FIND(hh, m->index, &local, sizeof(local), x);
+	if (x) {
+		n = x->n;
+		store_node_ref(n);
+	}
+	unlock(&m->lock, LOCK_MIRROR);
+	return n;
+}
+
+struct store_node *mirror_node(struct store *s, uint64_t ino)
+{
+	return index_get(s->mirror, ino + s->mirror->ino_offset);
+}
+
+uint64_t mirror_remote_ino(struct store *s, const struct store_node *n)
+{
+	return n->ino - s->mirror->ino_offset;
+}
+
+struct mtenant *mt_find_locked(struct mirror *m, uint64_t tid)
+{
+	struct mtenant *mt;
+
+	store_assert_held(LOCK_MIRROR);
+	HASH_FIND(hh, m->tenants, &tid, sizeof(tid), mt);
+	return mt;
+}
+
+int mirror_tenant_add(struct store *s, uint64_t tid, const char *name)
+{
+	struct mirror *m = s->mirror;
+	struct mtenant *mt;
+	int rc = 0;
+
+	(void)name;
+	lock(&m->lock, LOCK_MIRROR);
+	if (!mt_find_locked(m, tid)) {
+		mt = st_calloc(1, sizeof(*mt));
+		if (!mt) {
+			rc = -ENOMEM;
+		} else {
+			mt->tid = tid;
+			hash_oom = 0;
+			HASH_ADD(hh, m->tenants, tid, sizeof(mt->tid), mt);
+			if (hash_oom) {
+				free(mt);
+				rc = -ENOMEM;
+			}
+		}
+	}
+	unlock(&m->lock, LOCK_MIRROR);
+	return rc;
+}
+
+int mirror_applied(struct store *s, uint64_t tid, uint64_t *seq, bool *gone)
+{
+	struct mirror *m = s->mirror;
+	struct mtenant *mt;
+	int rc = 0;
+
+	if (tid == 0) {
+		*seq = m->root_seq;
+		*gone = false;
+		return 0;
+	}
+	lock(&m->lock, LOCK_MIRROR);
+	mt = mt_find_locked(m, tid);
+	if (mt) {
+		*seq = mt->seq;
+		*gone = mt->gone;
+	} else {
+		rc = -ENOENT;
+	}
+	unlock(&m->lock, LOCK_MIRROR);
+	return rc;
+}
+
+void mirror_root_at(struct store *s, uint64_t seq)
+{
+	s->mirror->root_seq = seq;
+}
+
+size_t mirror_tenants(struct store *s, uint64_t *tids, size_t cap)
+{
+	struct mirror *m = s->mirror;
+	struct mtenant *mt;
+	size_t n = 0;
+
+	lock(&m->lock, LOCK_MIRROR);
+	for (mt = m->tenants; mt; mt = mt->hh.next)
+		if (!mt->gone) {
+			if (n < cap)
+				tids[n] = mt->tid;
+			n++;
+		}
+	unlock(&m->lock, LOCK_MIRROR);
+	return n;
+}
+
+uint64_t mirror_tid_of(struct store *s, struct store_node *tenant)
+{
+	struct mirror *m = s->mirror;
+	struct mtenant *mt;
+	uint64_t tid = 0;
+
+	lock(&m->lock, LOCK_MIRROR);
+	for (mt = m->tenants; mt && !tid; mt = mt->hh.next)
+		if (mt->t && &mt->t->node == tenant)
+			tid = mt->tid;
+	unlock(&m->lock, LOCK_MIRROR);
+	return tid;
+}
+
+uint64_t mirror_testclock(struct store *s)
+{
+	return atomic_load(&s->mirror->testclock_ms);
+}

@@ -1,0 +1,376 @@
+/*
+ * mirror_load.c - a mirror's tenant loaded from the shared store's dump
+ * (sfs_dump): at start, after a gap or an entry the mirror could not
+ * apply, and for a new store instance (store/follow.c).
+ *
+ * What it owns
+ * ------------
+ * Nothing that lasts.  A load makes the tenant, its parents, its states
+ * and its tombstones with the embedded transitions, silently (an apply
+ * context with quiet set: no .events line), each node with the shared
+ * store's inode number; sets what the dump says of each (owner, mode,
+ * times, lease, generation, version, content); and puts each in the
+ * index (store/mirror_index.c).  A tenant the mirror holds already is
+ * replaced whole: its readers get one "overflow" line and every node of
+ * the old copy dies.  A load that fails leaves the tenant unloaded and
+ * its seq where it was, so the follower's next entry of it reloads it.
+ *
+ * Threads and locks
+ * -----------------
+ * The applying thread only.  No lock of its own: the transitions take
+ * theirs in the store's order, what the dump sets afterwards is set
+ * under the node's own locks (node_lock, a tenant's acl_lock, a state's
+ * stripe, the tenant's lock for tombstones), and the mirror's lock is
+ * taken only to put a node in the index and to change the tenant's
+ * entry in the table.
+ */
+#include "store/internal.h"
+#include "store/mirror.h"
+
+#include <errno.h>
+
+/* Loading ----------------------------------------------------------------- */
+
+/* Field @name of a dump's K V array @kv, or NULL. */
+static const char *kv(const redisReply *r, const char *name)
+{
+	if (!r || r->type != REDIS_REPLY_ARRAY)
+		return NULL;
+	for (size_t i = 0; i + 1 < r->elements; i += 2)
+		if (r->element[i]->type == REDIS_REPLY_STRING &&
+		    strcmp(r->element[i]->str, name) == 0 &&
+		    r->element[i + 1]->type == REDIS_REPLY_STRING)
+			return r->element[i + 1]->str;
+	return NULL;
+}
+
+static bool kvu(const redisReply *r, const char *name, uint64_t *v)
+{
+	return dec_u64(kv(r, name), v);
+}
+
+static bool kv_owner(const redisReply *r, struct store_owner *o)
+{
+	uint64_t uid, gid, mode;
+
+	if (!kvu(r, "uid", &uid) || !kvu(r, "gid", &gid) || !kvu(r, "mode", &mode))
+		return false;
+	o->uid = (uid_t)uid;
+	o->gid = (gid_t)gid;
+	o->mode = (mode_t)mode;
+	return true;
+}
+
+/* Node @n's owner, mode and times as the dump has them (its lock taken
+ * here): what a setgid directory gave it at its making may have been
+ * changed since. */
+static void load_times(struct store *s, struct store_node *n, struct meta *m,
+		       const redisReply *r)
+{
+	struct store_owner o;
+	int64_t a, mt, c;
+
+	if (!dec_i64(kv(r, "atime"), &a) || !dec_i64(kv(r, "mtime"), &mt) ||
+	    !dec_i64(kv(r, "ctime"), &c) || !kv_owner(r, &o))
+		return;
+	node_lock(s, n);
+	if (n->kind == STORE_TENANT)
+		lock(&as_tenant(n)->acl_lock, LOCK_ACL);
+	m->uid = o.uid;
+	m->gid = o.gid;
+	n->mode = (uint16_t)(o.mode & 07777);
+	m->atime = a;
+	m->mtime = mt;
+	m->ctime = c;
+	if (n->kind == STORE_TENANT)
+		unlock(&as_tenant(n)->acl_lock, LOCK_ACL);
+	node_unlock(s, n);
+}
+
+/* @n's lease as the dump has it (ttl and deadline). */
+static int load_lease(struct store *s, struct store_node *n, const redisReply *r)
+{
+	uint64_t ttl = 0, deadline = 0;
+	int rc = 0;
+
+	kvu(r, "ttl", &ttl);
+	kvu(r, "deadline", &deadline);
+	if (!ttl && !deadline && !lease_of(s, n))
+		return 0;
+	node_lock(s, n);
+	if (lease_ensure(s, n)) {
+		rc = -ENOMEM;
+	} else {
+		lease_of(s, n)->ttl_ms = ttl;
+		lease_set(s, n, deadline);
+	}
+	node_unlock(s, n);
+	return rc;
+}
+
+/* The element of array @r at @i when it is an array (else NULL). */
+static const redisReply *arr(const redisReply *r, size_t i)
+{
+	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements ||
+	    r->element[i]->type != REDIS_REPLY_ARRAY)
+		return NULL;
+	return r->element[i];
+}
+
+static const char *str_at(const redisReply *r, size_t i)
+{
+	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+		return NULL;
+	if (r->element[i]->type == REDIS_REPLY_STRING ||
+	    r->element[i]->type == REDIS_REPLY_STATUS)
+		return r->element[i]->str;
+	return NULL;
+}
+
+static bool u64_at(const redisReply *r, size_t i, uint64_t *v)
+{
+	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+		return false;
+	if (r->element[i]->type == REDIS_REPLY_INTEGER) {
+		*v = (uint64_t)r->element[i]->integer;
+		return r->element[i]->integer >= 0;
+	}
+	return dec_u64(str_at(r, i), v);
+}
+
+/* The state of dump row @srow: the link that made it first, then every
+ * other link; its content, version, times and lease.  @pnodes maps the
+ * parents just loaded.  Links are "PINO/NAME", newest first. */
+static int load_state(struct store *s, const redisReply *srow)
+{
+	struct mirror *m = s->mirror;
+	const redisReply *S = arr(srow, 1);
+	const char *links = kv(S, "links"), *data;
+	struct store_owner o;
+	uint64_t sino, ver;
+	char *copy, *tok, *save = NULL, *v[4096];
+	size_t nl = 0;
+	struct store_node *c = NULL;
+	int rc = 0;
+
+	if (!S || !u64_at(srow, 0, &sino) || !links || !kv_owner(S, &o) ||
+	    !kvu(S, "version", &ver))
+		return -EPROTO;
+	copy = st_strdup(links);
+	if (!copy)
+		return -ENOMEM;
+	for (tok = strtok_r(copy, " ", &save); tok && nl < 4096;
+	     tok = strtok_r(NULL, " ", &save))
+		v[nl++] = tok;
+	/* Oldest first: each new link goes to the front of the list. */
+	for (size_t i = nl; i > 0 && rc == 0; i--) {
+		char *slash = strchr(v[i - 1], '/');
+		uint64_t pino;
+		struct store_node *p;
+
+		if (!slash) {
+			rc = -EPROTO;
+			break;
+		}
+		*slash = '\0';
+		if (!dec_u64(v[i - 1], &pino)) {
+			rc = -EPROTO;
+			break;
+		}
+		p = index_get(m, pino + m->ino_offset);
+		if (!p) {
+			rc = -EPROTO;
+			break;
+		}
+		if (!c) {
+			bool created;
+
+			applying->ino = sino + m->ino_offset;
+			rc = TRANSITION(s, do_create(s, p, slash + 1, &o, true,
+						     &c, &created, NULL));
+		} else {
+			rc = TRANSITION(s, do_link(s, c, p, slash + 1, NULL));
+		}
+		store_node_unref(s, p);
+	}
+	free(copy);
+	if (rc == 0 && c) {
+		size_t len = 0;
+		struct child *ch = as_child(c);
+
+		data = NULL;
+		for (size_t i = 0; i + 1 < S->elements; i += 2)
+			if (strcmp(S->element[i]->str, "data") == 0) {
+				data = S->element[i + 1]->str;
+				len = S->element[i + 1]->len;
+			}
+		if (len)
+			rc = content_publish(s, ch, data, len, NULL);
+		if (rc == 0) {
+			lock(stripe(s, ch), LOCK_STRIPE);
+			ch->version = ver;
+			unlock(stripe(s, ch), LOCK_STRIPE);
+			load_times(s, c, &ch->meta, S);
+			rc = load_lease(s, c, S);
+		}
+	}
+	if (c)
+		rc = rc ? (store_node_unref(s, c), rc) : index_put(s, m, c);
+	return rc;
+}
+
+/* Tenant @t's parents, states and tombstones from @dump. */
+static int load_contents(struct store *s, struct tenant *t, const redisReply *dump)
+{
+	struct mirror *m = s->mirror;
+	const redisReply *ps = arr(dump, 5), *ss = arr(dump, 6), *tombs = arr(dump, 7);
+	int rc = 0;
+
+	if (!ps || !ss || !tombs)
+		return -EPROTO;
+	for (size_t i = 0; i < ps->elements && rc == 0; i++) {
+		const redisReply *row = arr(ps, i), *P = arr(row, 1);
+		struct store_owner o;
+		struct store_node *n = NULL;
+		uint64_t pino, gen, cttl = 0;
+		const char *name = kv(P, "name");
+
+		if (!P || !u64_at(row, 0, &pino) || !name || !kv_owner(P, &o) ||
+		    !kvu(P, "gen", &gen))
+			return -EPROTO;
+		kvu(P, "child_ttl", &cttl);
+		applying->ino = pino + m->ino_offset;
+		rc = TRANSITION(s, do_mkdir(s, &t->node, name, &o, &n, NULL));
+		if (rc)
+			break;
+		/* Made by this load, seen by no one yet: its generation is
+		 * the store's. */
+		as_parent(n)->generation = gen;
+		as_parent(n)->child_ttl_ms = cttl;
+		load_times(s, n, &as_parent(n)->meta, P);
+		rc = load_lease(s, n, P);
+		if (rc == 0)
+			rc = index_put(s, m, n);
+		else
+			store_node_unref(s, n);
+	}
+	for (size_t i = 0; i < ss->elements && rc == 0; i++)
+		rc = load_state(s, arr(ss, i));
+	/* Tombstones by deadline, so the store's queue stays in order. */
+	for (size_t i = 0; i + 1 < tombs->elements && rc == 0; i += 2) {
+		const char *name = str_at(tombs, i), *gd = str_at(tombs, i + 1);
+		unsigned long long g, d;
+		struct tomb *tb;
+
+		if (!name || !gd || sscanf(gd, "%llu %llu", &g, &d) != 2)
+			return -EPROTO;
+		tb = tomb_new(name);
+		if (!tb)
+			return -ENOMEM;
+		world_enter(s);
+		lock(&t->lock, LOCK_TENANT);
+		tomb_reserve_locked(s, t);
+		rc = tomb_insert_locked(s, t, tb, g, d - s->lim.tombstone_ttl_ms);
+		unlock(&t->lock, LOCK_TENANT);
+		world_exit(s);
+		if (rc)
+			free(tb);
+	}
+	return rc;
+}
+
+/* Drop tenant @t from the mirror, silently (a reload replaces it). */
+static void unload_tenant(struct store *s, struct tenant *t)
+{
+	struct apply_ctx q = { .quiet = true, .ns = wall_now(),
+			       .ms = store_now_ms(s) };
+	struct tenant *cur;
+
+	lock(&s->lock, LOCK_STORE);
+	HASH_FIND_STR(s->tenants, t->name, cur);
+	unlock(&s->lock, LOCK_STORE);
+	if (cur != t)
+		return;
+	applying = &q;
+	TRANSITION(s, tenant_cleanup(s, t->name, NULL));
+	applying = NULL;
+}
+
+int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
+		       char *lastid, size_t idlen)
+{
+	struct mirror *m = s->mirror;
+	const redisReply *T = arr(dump, 4);
+	const char *code = str_at(dump, 0), *name = kv(T, "name"), *id;
+	const char *state = kv(T, "state");
+	struct apply_ctx ctx = { .quiet = true };
+	struct store_owner o;
+	struct store_node *n = NULL;
+	struct mtenant *mt;
+	struct tenant *old;
+	uint64_t seq, ino, dd = 0;
+	int64_t ns = 0;
+	int rc;
+
+	if (!code || strcmp(code, "OK") != 0 || !T || !name ||
+	    !u64_at(dump, 2, &seq) || !(id = str_at(dump, 3)) ||
+	    !kvu(T, "ino", &ino) || !kv_owner(T, &o))
+		return -EPROTO;
+	if (mirror_tenant_add(s, tid, name))
+		return -ENOMEM;
+	lock(&m->lock, LOCK_MIRROR);
+	mt = mt_find_locked(m, tid);
+	old = mt->t;
+	mt->t = NULL;
+	unlock(&m->lock, LOCK_MIRROR);
+	if (old) {
+		/* Readers of the tenant lose what was in between. */
+		emit_overflow(s, old);
+		event_hook_run(s);
+		unload_tenant(s, old);
+		store_node_unref(s, &old->node);
+	}
+	dec_i64(kv(T, "ctime"), &ns);
+	ctx.ns = ns;
+	/* Nothing is past its deadline while it is loaded: the deadlines
+	 * are the dump's, set after each node is made. */
+	ctx.ms = 0;
+	ctx.ino = ino + m->ino_offset;
+	applying = &ctx;
+	rc = TRANSITION(s, do_mkdir(s, &s->root, name, &o, &n, NULL));
+	if (rc == 0) {
+		struct tenant *t = as_tenant(n);
+
+		load_times(s, n, &t->meta, T);
+		kvu(T, "drain_deadline", &dd);
+		if (state && strcmp(state, "ready") != 0) {
+			lock(&t->lock, LOCK_TENANT);
+			atomic_store(&t->drain_deadline, dd);
+			if (strcmp(state, "draining") == 0) {
+				atomic_store(&t->drain_state, STORE_DRAINING);
+				atomic_fetch_add(&s->tenants_draining, 1);
+			} else {
+				atomic_store(&t->drain_state, STORE_DRAINED);
+			}
+			unlock(&t->lock, LOCK_TENANT);
+		}
+		rc = load_contents(s, t, dump);
+	}
+	applying = NULL;
+	if (rc) {
+		if (n) {
+			unload_tenant(s, as_tenant(n));
+			store_node_unref(s, n);
+		}
+		return rc;
+	}
+	store_node_ref(n);
+	lock(&m->lock, LOCK_MIRROR);
+	mt->t = as_tenant(n);
+	mt->seq = seq;
+	mt->gone = false;
+	unlock(&m->lock, LOCK_MIRROR);
+	if (lastid)
+		snprintf(lastid, idlen, "%s", id);
+	return index_put(s, m, n);
+}
