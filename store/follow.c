@@ -3,7 +3,7 @@
  * connection, blocked in XREAD on the store's root log and the log of
  * every tenant it follows, applying each entry to the mirror in order
  * (store/mirror.c), then waking the transitions that wait for their
- * outcome's seq (store/remote_ops.c).
+ * outcome's seq (store/remote_call.c).
  *
  * What it owns
  * ------------

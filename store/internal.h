@@ -53,7 +53,22 @@
  * and, apart: evlog.c (the event log's ring), ptab.c (the open-addressed
  * tables), cred.c (permissions), fault.c (allocation failures in test
  * builds), remote.c and rconn.c (the shared store's options and
- * transport).
+ * transport).  A mount on a shared store (private headers shared.h and
+ * mirror.h):
+ *   remote_ops.c   its design essay; the transitions Redis makes
+ *   remote_call.c  the calling convention, outcomes, the wait for the
+ *                  follower (read-your-writes), sync
+ *   remote_clock.c the estimate of the store's clock, its test clock,
+ *                  expiry asked of Redis
+ *   remote_start.c start and stop, a new instance's init and load,
+ *                  .stats
+ *   follow.c       the follower: the logs read, gaps reloaded, a new
+ *                  store instance
+ *   mirror.c       a mirror: each log entry applied with the embedded
+ *                  transitions
+ *   mirror_index.c its index by the shared store's inode number, the
+ *                  tenants it follows
+ *   mirror_load.c  a tenant loaded from its dump
  */
 #ifndef STATEFS_STORE_INTERNAL_H
 #define STATEFS_STORE_INTERNAL_H
@@ -123,7 +138,7 @@ enum store_lock_level {
 	LOCK_SNAP_HOLD,   /* 14 s->hold_lock: what open snapshots hold */
 	LOCK_REAPER,      /* 15 s->reap_lock: the reaper's wake-ups */
 	LOCK_MIRROR,      /* 16 mirror->lock: a mirror's inode index and
-			   *    tenants (store/mirror.c) */
+			   *    tenants (store/mirror_index.c) */
 	/* Held alone: no store lock is held while calling into the shared
 	 * store's transport (it waits on the network). */
 	LOCK_RCONN_POOL,  /* 17 rconn_pool->lock (store/rconn.c) */
@@ -295,8 +310,8 @@ struct store {
 	/* The store's limits as store_limits() shows them and a stage's
 	 * write checks them (immutable): lim, for the embedded store. */
 	struct store_limits shown;
-	/* A mirror's own structures (store/mirror.c) and the shared store
-	 * behind it (store/remote_ops.c); NULL for the embedded store.  Set
+	/* A mirror's own structures (store/mirror.h) and the shared store
+	 * behind it (store/shared.h); NULL for the embedded store.  Set
 	 * once, before the store is used. */
 	struct mirror *mirror;
 	struct remote *remote;
@@ -878,9 +893,13 @@ int remote_renew(struct store *s, struct store_node *n);
 int remote_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl);
 int remote_drain(struct store *s, struct store_node *tenant,
 		 const struct store_cred *cred, bool now);
+
+/* store/remote_clock.c */
 unsigned remote_expire(struct store *s, unsigned budget);
 /* store_expire() of a mirror: asks Redis when something is due. */
 unsigned remote_expire_due(struct store *s, unsigned budget);
+
+/* store/remote_start.c */
 int remote_stats(struct store *s, struct store_node *tenant,
 		 struct store_stats *o);
 void remote_free(struct store *s);

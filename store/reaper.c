@@ -68,7 +68,7 @@ unsigned store_expire(struct store *s, unsigned budget)
 	unsigned done = 0;
 
 	/* A mirror expires nothing by itself: the shared store does, and
-	 * its log says what went (remote_ops.c). */
+	 * its log says what went (remote_clock.c). */
 	if (s->remote)
 		return remote_expire_due(s, budget);
 	world_enter(s);

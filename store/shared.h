@@ -1,8 +1,10 @@
 /*
- * shared.h - a store with the shared store behind it: what its
- * transitions (store/remote_ops.c) and its follower (store/follow.c)
- * share.  Private to store/; the design is told at the top of
- * store/remote_ops.c.
+ * shared.h - a store with the shared store behind it: what its files
+ * share (the transitions, store/remote_ops.c; the calling convention,
+ * store/remote_call.c; the clock and expiry, store/remote_clock.c; start
+ * and stop, store/remote_start.c; the follower, store/follow.c), their
+ * functions grouped by the file that defines them.  Private to store/;
+ * the design is told at the top of store/remote_ops.c.
  */
 #ifndef STATEFS_STORE_SHARED_H
 #define STATEFS_STORE_SHARED_H
@@ -63,6 +65,15 @@ struct remote {
 	size_t npos, cappos;
 };
 
+/* store/remote_call.c */
+
+/* Small decimal buffers for one call's arguments. */
+struct args {
+	const char *v[16];
+	char num[16][24];
+	int n;
+};
+
 /*
  * FCALL @fn through the pool: @nkeys keys (the store's meta key is put
  * first: @keys are the others), the common arguments (the instance, an
@@ -80,8 +91,44 @@ int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 /* The key of tenant @tid (P:{P.tTID}:t) into @buf. */
 void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len);
 
+/* Element @i of outcome @r as a number (an integer reply or a decimal). */
+uint64_t out_u64(const redisReply *r, size_t i);
+
+/* Wait until the mirror has applied tenant @tid's log up to @seq (the
+ * root log's for 0), or the tenant went; 0, or -EIO past store_timeout
+ * and a second. */
+int wait_seq(struct store *s, uint64_t tid, uint64_t seq);
+
+/* The outcome @rep (NULL: the call failed, @rc) of a call about tenant
+ * @tid: wait for its seq.  @rc stands, but a success the wait failed. */
+int settle(struct store *s, uint64_t tid, int rc, redisReply *rep);
+
+/* Arguments of one call, into @a: a string (borrowed), a number, a
+ * credential (UID GID GROUPS, written into the caller's @groups). */
+void a_str(struct args *a, const char *s);
+void a_u64(struct args *a, uint64_t v);
+void a_i64(struct args *a, int64_t v);
+void a_cred(struct args *a, const struct store_cred *c, char *groups,
+	    size_t glen);
+
+/* The tenant id and key of tenant node @t; false when the mirror does
+ * not follow it (dead). */
+bool tkey(struct store *s, struct store_node *t, uint64_t *tid,
+	  char *buf, size_t len);
+
+/* store/remote_clock.c */
+
+/* Local CLOCK_MONOTONIC in ms. */
+uint64_t mono_ms(void);
+
+/* The mirror's store clock (struct store_clock's now_ms; @arg: the
+ * struct remote): the estimate of the store's. */
+uint64_t remote_clock(void *arg);
+
 /* Learn the store's clock from a reply's now_ms. */
 void remote_saw_now(struct store *s, uint64_t now_ms);
+
+/* store/remote_start.c */
 
 /* The store is a new instance: sfs_init it (record this mount's limits
  * when it is empty) and take its instance.  0 or -errno (logged). */
@@ -90,6 +137,8 @@ int remote_reinit(struct store *s);
 /* Load the root's dump and every tenant's into the mirror (start, or a
  * new instance).  0 or -errno. */
 int remote_load_all(struct store *s);
+
+/* store/follow.c */
 
 /* The follower: start it (0 or -errno), stop it (no-op when stopped). */
 int follow_start(struct store *s);

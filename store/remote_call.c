@@ -1,0 +1,294 @@
+/*
+ * remote_call.c - how a mount calls the shared store: a call's
+ * arguments, the FCALL through the pool, its outcome, and the wait until
+ * this mount's mirror has applied what the outcome says
+ * (read-your-writes); store_sync(), that wait for every log.  The design
+ * is told at the top of store/remote_ops.c; the convention itself (keys,
+ * common arguments, outcomes) at the top of store/statefs.lua.
+ *
+ * What it owns
+ * ------------
+ * Nothing that lasts: it reads struct remote (store/shared.h) and
+ * advances its operation counter.  An outcome's now_ms feeds the clock
+ * estimate (store/remote_clock.c); an ESTALEINST sets remote->reinit,
+ * which the follower acts on (store/follow.c).
+ *
+ * Threads and locks
+ * -----------------
+ * Any caller's thread, with no store lock held: a call waits on the
+ * network (store/rconn.c bounds it by store_timeout); a wait for the
+ * follower sleeps on remote->applied under remote->lock (LOCK_REMOTE,
+ * held alone), woken after each batch the follower applies, and ends
+ * within store_timeout and a second.  remote->lock is let go before the
+ * mirror's lock is taken to read what was applied.
+ */
+#include "store/internal.h"
+#include "store/mirror.h"
+#include "store/shared.h"
+
+#include <errno.h>
+#include <inttypes.h>
+
+/* Outcomes ------------------------------------------------------------------ */
+
+static const struct {
+	const char *name;
+	int err;
+} errnames[] = {
+	{ "ENOENT", ENOENT }, { "EEXIST", EEXIST }, { "ESTALE", ESTALE },
+	{ "EAGAIN", EAGAIN }, { "ENOSPC", ENOSPC }, { "EDQUOT", EDQUOT },
+	{ "EFBIG", EFBIG }, { "EINVAL", EINVAL }, { "ENAMETOOLONG", ENAMETOOLONG },
+	{ "EROFS", EROFS }, { "EXDEV", EXDEV }, { "EACCES", EACCES },
+	{ "EISDIR", EISDIR }, { "EPERM", EPERM }, { "ETIMEDOUT", EIO },
+};
+
+static int errno_of(const char *name)
+{
+	for (size_t i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++)
+		if (strcmp(errnames[i].name, name) == 0)
+			return -errnames[i].err;
+	return -EPROTO;
+}
+
+/* Element @i of outcome @r as a number (an integer reply or a decimal). */
+uint64_t out_u64(const redisReply *r, size_t i)
+{
+	if (!r || i >= r->elements)
+		return 0;
+	if (r->element[i]->type == REDIS_REPLY_INTEGER)
+		return (uint64_t)r->element[i]->integer;
+	if (r->element[i]->type == REDIS_REPLY_STRING)
+		return strtoull(r->element[i]->str, NULL, 10);
+	return 0;
+}
+
+/* Calls ------------------------------------------------------------------------ */
+
+void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len)
+{
+	const char *p = s->remote->cfg.prefix;
+
+	snprintf(buf, len, "%s:{%s.t%" PRIu64 "}:t", p, p, tid);
+}
+
+int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
+		 const char *const *keys, int argc, const char *const *argv,
+		 const size_t *argvlen, redisReply **out)
+{
+	struct remote *r = s->remote;
+	int n = 0, total = 4 + nkeys + 3 + argc, rc;
+	const char **av = st_calloc((size_t)total, sizeof(*av));
+	size_t *al = st_calloc((size_t)total, sizeof(*al));
+	char nk[16], opid[48], deadline[24], inst[17];
+	redisReply *rep = NULL;
+
+	*out = NULL;
+	if (!av || !al) {
+		free(av);
+		free(al);
+		return -ENOMEM;
+	}
+	lock(&r->lock, LOCK_REMOTE);
+	memcpy(inst, r->instance, sizeof(inst));
+	unlock(&r->lock, LOCK_REMOTE);
+	snprintf(nk, sizeof(nk), "%d", nkeys + 1);
+	opid[0] = deadline[0] = '\0';
+	if (mutation) {
+		snprintf(opid, sizeof(opid), "%s:%" PRIuFAST64, r->mount,
+			 atomic_fetch_add(&r->opn, 1) + 1);
+		/* Past it, the call does nothing: a reply lost after it is
+		 * an -EIO that did not happen. */
+		snprintf(deadline, sizeof(deadline), "%" PRIu64,
+			 store_now_ms(s) + r->cfg.timeout_ms);
+	}
+	av[n++] = mutation ? "FCALL" : "FCALL_RO";
+	av[n++] = fn;
+	av[n++] = nk;
+	av[n++] = r->meta;
+	for (int i = 0; i < nkeys; i++)
+		av[n++] = keys[i];
+	av[n++] = inst;
+	av[n++] = opid;
+	av[n++] = deadline;
+	for (int i = 0; i < n; i++)
+		al[i] = strlen(av[i]);
+	for (int i = 0; i < argc; i++) {
+		av[n] = argv[i];
+		al[n++] = argvlen ? argvlen[i] : strlen(argv[i]);
+	}
+	rc = rconn_pool_call(r->pool, 0, n, av, al, &rep);
+	free(av);
+	free(al);
+	if (rc)
+		return rc == -ENOMEM ? rc : -EIO;
+	if (rep->type == REDIS_REPLY_ERROR) {
+		fprintf(stderr, "statefs: %s: %s\n", fn, rep->str);
+		freeReplyObject(rep);
+		return -EIO;
+	}
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 3 ||
+	    rep->element[0]->type != REDIS_REPLY_STRING) {
+		freeReplyObject(rep);
+		return -EPROTO;
+	}
+	remote_saw_now(s, out_u64(rep, 1));
+	*out = rep;
+	if (strcmp(rep->element[0]->str, "OK") == 0)
+		return 0;
+	if (strcmp(rep->element[0]->str, "ESTALEINST") == 0) {
+		lock(&r->lock, LOCK_REMOTE);
+		r->reinit = true;
+		unlock(&r->lock, LOCK_REMOTE);
+		return -ESTALE;
+	}
+	return errno_of(rep->element[0]->str);
+}
+
+/*
+ * Wait until the mirror has applied tenant @tid's log up to @seq (the
+ * root log's for 0), or the tenant went, for at most store_timeout.
+ * 0, or -EIO when the follower did not get there in time.
+ */
+int wait_seq(struct store *s, uint64_t tid, uint64_t seq)
+{
+	struct remote *r = s->remote;
+	uint64_t until = mono_ms() + r->cfg.timeout_ms + 1000;
+
+	for (;;) {
+		uint64_t at = 0, batches;
+		bool gone = false;
+		struct timespec ts;
+
+		lock(&r->lock, LOCK_REMOTE);
+		batches = r->batches;
+		unlock(&r->lock, LOCK_REMOTE);
+		if (mirror_applied(s, tid, &at, &gone) == 0 && (gone || at >= seq))
+			return 0;
+		if (mono_ms() >= until)
+			return -EIO;
+		lock(&r->lock, LOCK_REMOTE);
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		if (r->batches == batches)
+			pthread_cond_timedwait(&r->applied, &r->lock, &ts);
+		unlock(&r->lock, LOCK_REMOTE);
+	}
+}
+
+/* The outcome @rep of a call about tenant @tid: wait for its seq.  The
+ * outcome's errno @rc stands whatever the wait gives, but for success,
+ * which needs the mirror to answer. */
+int settle(struct store *s, uint64_t tid, int rc, redisReply *rep)
+{
+	int w;
+
+	if (!rep)
+		return rc;
+	w = wait_seq(s, tid, out_u64(rep, 2));
+	return rc ? rc : w;
+}
+
+/* Arguments ---------------------------------------------------------------- */
+
+void a_str(struct args *a, const char *s)
+{
+	a->v[a->n++] = s;
+}
+
+void a_u64(struct args *a, uint64_t v)
+{
+	snprintf(a->num[a->n], sizeof(a->num[a->n]), "%" PRIu64, v);
+	a->v[a->n] = a->num[a->n];
+	a->n++;
+}
+
+void a_i64(struct args *a, int64_t v)
+{
+	snprintf(a->num[a->n], sizeof(a->num[a->n]), "%" PRId64, v);
+	a->v[a->n] = a->num[a->n];
+	a->n++;
+}
+
+/* A credential: UID GID GROUPS ("" for none); @groups must outlive the
+ * call (the caller's buffer). */
+void a_cred(struct args *a, const struct store_cred *c, char *groups,
+	    size_t glen)
+{
+	size_t used = 0;
+
+	groups[0] = '\0';
+	if (!c) {
+		a_str(a, "");
+		a_str(a, "");
+		a_str(a, "");
+		return;
+	}
+	a_u64(a, c->uid);
+	a_u64(a, c->gid);
+	for (size_t i = 0; i < c->ngroups && used + 24 < glen; i++)
+		used += (size_t)snprintf(groups + used, glen - used, "%s%u",
+					 i ? "," : "", (unsigned)c->groups[i]);
+	a_str(a, groups);
+}
+
+/* The tenant id and key of tenant node @t; false when the mirror does
+ * not follow it (dead). */
+bool tkey(struct store *s, struct store_node *t, uint64_t *tid,
+	  char *buf, size_t len)
+{
+	if (!t)
+		return false;
+	*tid = mirror_tid_of(s, t);
+	if (!*tid)
+		return false;
+	remote_tenant_key(s, *tid, buf, len);
+	return true;
+}
+
+int remote_sync(struct store *s)
+{
+	uint64_t ids[1024];
+	size_t n = mirror_tenants(s, ids, 1024);
+	char (*keys)[160];
+	const char **kp;
+	redisReply *rep = NULL;
+	int rc;
+
+	if (n > 1024)
+		n = 1024;
+	keys = st_calloc(n + 1, sizeof(*keys));
+	kp = st_calloc(n + 1, sizeof(*kp));
+	if (!keys || !kp) {
+		free(keys);
+		free(kp);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		remote_tenant_key(s, ids[i], keys[i], sizeof(keys[i]));
+		kp[i] = keys[i];
+	}
+	rc = remote_fcall(s, "sfs_sync", false, (int)n, kp, 0, NULL, NULL, &rep);
+	if (rc == 0)
+		rc = wait_seq(s, 0, out_u64(rep, 2));
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		int64_t seq = (int64_t)out_u64(rep, 3 + i);
+
+		if (seq >= 0)
+			rc = wait_seq(s, ids[i], (uint64_t)seq);
+	}
+	if (rep)
+		freeReplyObject(rep);
+	free(keys);
+	free(kp);
+	return rc;
+}
+
+int store_sync(struct store *s, struct store_node *n)
+{
+	(void)n;
+	return s->remote ? remote_sync(s) : 0;
+}
