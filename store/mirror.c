@@ -203,6 +203,10 @@ static int apply_join(struct store *s, struct mtenant *mt,
 	}
 	if (strcmp(kind, "parent") != 0 || !mfu(e, "gen", &gen))
 		return -EPROTO;
+	/* No copy of the tenant (a reload of it failed), or a dead one:
+	 * nothing of it applies until it is reloaded. */
+	if (!mt->t || is_dead(&mt->t->node))
+		return -EUCLEAN;
 	rc = TRANSITION(s, do_mkdir(s, &mt->t->node, name, &o, &n, NULL));
 	if (rc)
 		return applied(rc);

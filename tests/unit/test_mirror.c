@@ -550,6 +550,57 @@ static void test_events_carry_the_store_seq(void **state)
 	store_node_unref(w->mir, t);
 }
 
+/* A tenant whose reload failed has no copy in the mirror: its next
+ * entry, a parent's join, does not apply (-EUCLEAN: the follower reloads
+ * the tenant), and a reload then gives the store's state. */
+static void test_join_after_failed_load(void **state)
+{
+	struct world *w = *state;
+	struct store_owner own = { 0, 0, 0755 };
+	struct store_node *a, *p;
+	redisReply *dump, *r;
+	struct mentry e;
+	char id[64], why[256];
+
+	init(w);
+	w->mir = new_mirror(w);
+	assert_int_equal(store_mkdir(w->emb, store_root(w->emb), "acme", &own, &a), 0);
+	fok(w, fcall(w, "OK", "sfs_mkdir_tenant", 1, META, "acme", "0", "0", "493", NULL));
+	follow(w, w->mir, 0);
+	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+			    tk(1), INST, "", "");
+	assert_non_null(dump);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	/* The same dump with its parents unreadable: the reload fails
+	 * once the old copy went. */
+	assert_int_equal(dump->element[5]->type, REDIS_REPLY_ARRAY);
+	dump->element[5]->type = REDIS_REPLY_NIL;
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)),
+			 -EPROTO);
+	dump->element[5]->type = REDIS_REPLY_ARRAY;
+	/* The tenant's next entry: a join. */
+	assert_int_equal(store_mkdir(w->emb, a, "p", &own, &p), 0);
+	fok(w, fcall(w, "OK", "sfs_join", 2, META, tk(1), "p", "0", "0", "493", NULL));
+	r = redisCommand(w->rc, "XRANGE statefs:{statefs.t1}:log - +");
+	assert_non_null(r);
+	assert_int_equal(r->elements, 2);
+	assert_int_equal(mentry_parse(r->element[1]->element[1], &e), 0);
+	assert_int_equal(e.seq, 2);
+	assert_int_equal(mirror_apply(w->mir, 1, &e), -EUCLEAN);
+	freeReplyObject(r);
+	freeReplyObject(dump);
+	/* The reload the follower makes then. */
+	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+			    tk(1), INST, "", "");
+	assert_non_null(dump);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	freeReplyObject(dump);
+	same_snapshot(w->emb, w->mir);
+	assert_int_equal(store_check_all(w->mir, why, sizeof(why)), 0);
+	store_node_unref(w->emb, p);
+	store_node_unref(w->emb, a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -558,6 +609,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_load_equals_embedded,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_events_carry_the_store_seq,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_join_after_failed_load,
 						setup, teardown),
 	};
 
