@@ -43,7 +43,9 @@ struct mirror {
 	struct mnode *index;           /* lock: local ino -> node */
 	size_t added;                  /* lock: since the last sweep */
 	struct mtenant *tenants;       /* lock: tid -> tenant */
-	uint64_t root_seq;             /* the apply thread's */
+	/* What was applied of the root log: written by the apply thread,
+	 * read by transitions waiting for their outcome (wait_seq). */
+	_Atomic uint64_t root_seq;
 	_Atomic uint64_t ino_offset;   /* changes with a new instance */
 	_Atomic uint64_t testclock_ms;
 	char by[64];                   /* immutable: this mount's id */
