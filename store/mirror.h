@@ -117,8 +117,8 @@ int mirror_applied(struct store *s, uint64_t tid, uint64_t *seq, bool *gone);
 /* Set what the root log was applied up to (after a load of the root). */
 void mirror_root_at(struct store *s, uint64_t seq);
 
-/* The tenants followed and not gone, into @tids (at most @cap); returns
- * how many there are. */
+/* The tenants followed and not gone, into @tids (at most @cap; NULL when
+ * @cap is 0); returns how many there are. */
 size_t mirror_tenants(struct store *s, uint64_t *tids, size_t cap);
 
 /* The tenant id of tenant node @tenant, or 0. */

@@ -249,20 +249,40 @@ bool tkey(struct store *s, struct store_node *t, uint64_t *tid,
 	return true;
 }
 
+uint64_t *remote_tenants(struct store *s, size_t *n)
+{
+	size_t cap = mirror_tenants(s, NULL, 0) + 16;
+	uint64_t *ids;
+
+	/* Tenants the follower learns meanwhile make the count grow: try
+	 * again with room for them. */
+	for (;;) {
+		ids = st_calloc(cap, sizeof(*ids));
+		if (!ids) {
+			*n = 0;
+			return NULL;
+		}
+		*n = mirror_tenants(s, ids, cap);
+		if (*n <= cap)
+			return ids;
+		free(ids);
+		cap = *n + 16;
+	}
+}
+
 int remote_sync(struct store *s)
 {
-	uint64_t ids[1024];
-	size_t n = mirror_tenants(s, ids, 1024);
+	size_t n;
+	uint64_t *ids = remote_tenants(s, &n);
 	char (*keys)[160];
 	const char **kp;
 	redisReply *rep = NULL;
 	int rc;
 
-	if (n > 1024)
-		n = 1024;
 	keys = st_calloc(n + 1, sizeof(*keys));
 	kp = st_calloc(n + 1, sizeof(*kp));
-	if (!keys || !kp) {
+	if (!ids || !keys || !kp) {
+		free(ids);
 		free(keys);
 		free(kp);
 		return -ENOMEM;
@@ -282,6 +302,7 @@ int remote_sync(struct store *s)
 	}
 	if (rep)
 		freeReplyObject(rep);
+	free(ids);
 	free(keys);
 	free(kp);
 	return rc;

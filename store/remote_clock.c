@@ -75,14 +75,14 @@ void remote_saw_now(struct store *s, uint64_t now_ms)
 
 unsigned remote_expire(struct store *s, unsigned budget)
 {
-	uint64_t ids[1024];
-	size_t n = mirror_tenants(s, ids, 1024);
+	size_t n;
+	uint64_t *ids = remote_tenants(s, &n);
 	struct args a = { .n = 0 };
 	redisReply *rep;
 	unsigned done = 0;
 
 	a_u64(&a, budget ? budget : 1);
-	for (size_t i = 0; i < n && i < 1024; i++) {
+	for (size_t i = 0; i < n; i++) {
 		char key[160];
 		int rc;
 
@@ -96,6 +96,7 @@ unsigned remote_expire(struct store *s, unsigned budget)
 		if (rep)
 			freeReplyObject(rep);
 	}
+	free(ids);
 	/* The store's scope: tombstones store-wide and a drain of the
 	 * store. */
 	rep = NULL;

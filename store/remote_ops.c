@@ -618,12 +618,14 @@ int remote_drain(struct store *s, struct store_node *tenant,
 			  tenant ? 1 : 0, (const char *[]){ key }, a.n, a.v,
 			  NULL, &rep);
 	if (rep && !tenant && rc == 0) {
-		uint64_t ids[1024];
-		size_t n = mirror_tenants(s, ids, 1024);
+		size_t n;
+		uint64_t *ids = remote_tenants(s, &n);
 
-		/* A drain of the store clears every tenant: each log. */
+		/* A drain of the store clears every tenant: each log.  (Out
+		 * of memory for their list, the drain still stands: only the
+		 * wait for the tenants' logs is lost.) */
 		rc = wait_seq(s, 0, out_u64(rep, 2));
-		for (size_t i = 0; i < n && i < 1024 && rc == 0; i++) {
+		for (size_t i = 0; i < n && rc == 0; i++) {
 			redisReply *sr = NULL;
 			char k[160];
 
@@ -636,6 +638,7 @@ int remote_drain(struct store *s, struct store_node *tenant,
 			if (sr)
 				freeReplyObject(sr);
 		}
+		free(ids);
 	} else {
 		rc = settle(s, tid, rc, rep);
 	}

@@ -116,6 +116,11 @@ void a_cred(struct args *a, const struct store_cred *c, char *groups,
 bool tkey(struct store *s, struct store_node *t, uint64_t *tid,
 	  char *buf, size_t len);
 
+/* Every tenant the mirror follows and has not seen go, however many:
+ * their ids in a new array (the caller frees it), their number in *@n.
+ * NULL when memory ran out. */
+uint64_t *remote_tenants(struct store *s, size_t *n);
+
 /* store/remote_clock.c */
 
 /* Local CLOCK_MONOTONIC in ms. */
