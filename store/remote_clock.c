@@ -82,14 +82,19 @@ unsigned remote_expire(struct store *s, unsigned budget)
 	unsigned done = 0;
 
 	a_u64(&a, budget ? budget : 1);
-	for (size_t i = 0; i < n; i++) {
+	/* At most @budget removals in all: each tenant may take what the
+	 * ones before it left. */
+	for (size_t i = 0; i < n && done < budget; i++) {
+		struct args left = { .n = 0 };
 		char key[160];
 		int rc;
 
+		a_u64(&left, budget - done);
 		remote_tenant_key(s, ids[i], key, sizeof(key));
 		rep = NULL;
 		rc = remote_fcall(s, "sfs_expire", true, 1,
-				  (const char *[]){ key }, a.n, a.v, NULL, &rep);
+				  (const char *[]){ key }, left.n, left.v, NULL,
+				  &rep);
 		if (rc == 0)
 			done += (unsigned)out_u64(rep, 3);
 		settle(s, ids[i], rc, rep);

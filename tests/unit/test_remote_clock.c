@@ -2,7 +2,8 @@
  * test_remote_clock.c - the clock and expiry of a mount on a shared store
  * (store/remote_clock.c), a real mount (store_new_remote) on a real
  * redis-server: a move of the store's clock removes what is due in
- * every tenant, however many the store has.
+ * every tenant, however many the store has; a pass of the reaper
+ * removes at most its budget.
  *
  * Each test starts its own redis-server on a unix socket in a temporary
  * directory (no TCP, no persistence); the teardown unmounts, kills it,
@@ -214,11 +215,34 @@ static void test_clock_advance_expires_every_tenant(void **state)
 	assert_int_equal(parents(w), 0);
 }
 
+/* A pass of the reaper removes at most its budget, whichever tenants
+ * what is due is in (store_expire's contract). */
+static void test_expire_keeps_to_its_budget(void **state)
+{
+	struct world *w = *state;
+
+	mount(w, 1024);
+	tenant_with_leased_parent(w, "acme", "1000");
+	tenant_with_leased_parent(w, "beta", "1000");
+	/* The store's clock moves (another mount's .clock): nothing has
+	 * been expired yet. */
+	freeReplyObject(fcall(w, "sfs_clock_advance", 0, "1000", NULL));
+	assert_int_equal(store_sync(w->s, NULL), 0);
+	assert_int_equal(parents(w), 2);
+	assert_int_equal(store_expire(w->s, 1), 1);
+	assert_int_equal(parents(w), 1);
+	assert_int_equal(store_expire(w->s, 1), 1);
+	assert_int_equal(parents(w), 0);
+	assert_int_equal(store_expire(w->s, 1), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(
 			test_clock_advance_expires_every_tenant, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			test_expire_keeps_to_its_budget, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
