@@ -273,12 +273,23 @@ uint64_t *remote_tenants(struct store *s, size_t *n)
 int remote_sync(struct store *s)
 {
 	size_t n;
-	uint64_t *ids = remote_tenants(s, &n);
+	uint64_t *ids;
 	char (*keys)[160];
 	const char **kp;
 	redisReply *rep = NULL;
 	int rc;
 
+	/* The root log first: every tenant made before this call is then
+	 * one the mirror follows, and its log is waited for below. */
+	rc = remote_fcall(s, "sfs_sync", false, 0, NULL, 0, NULL, NULL, &rep);
+	if (rc == 0)
+		rc = wait_seq(s, 0, out_u64(rep, 2));
+	if (rep)
+		freeReplyObject(rep);
+	if (rc)
+		return rc;
+	rep = NULL;
+	ids = remote_tenants(s, &n);
 	keys = st_calloc(n + 1, sizeof(*keys));
 	kp = st_calloc(n + 1, sizeof(*kp));
 	if (!ids || !keys || !kp) {

@@ -1,0 +1,217 @@
+/*
+ * test_remote_ops.c - the transitions of a mount on a shared store
+ * (store/remote_ops.c), a real mount (store_new_remote) on a real
+ * redis-server, against changes another mount makes at the same time:
+ * after a sync (the fsync of a directory), the mount shows every change
+ * made before it.
+ *
+ * Each test starts its own redis-server on a unix socket in a temporary
+ * directory (no TCP, no persistence); the teardown unmounts, kills it,
+ * and it dies with this process (PR_SET_PDEATHSIG).  The other mount is
+ * the test's own connection, calling the Functions library as a mount
+ * does.  Waits are bounded by store_timeout, set generously for a
+ * loaded machine.
+ */
+#define _GNU_SOURCE
+#include "tests/unit/unit.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "store/remote.h"
+#include "store/store.h"
+
+#define META "statefs:{statefs}:meta"
+
+struct world {
+	char dir[64], sock[96];
+	pid_t pid;
+	redisContext *rc;          /* the test's own connection */
+	char inst[24];             /* the store's instance */
+	struct store *s;           /* the mount under test */
+	unsigned opn;
+};
+
+static void nap(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static int setup(void **state)
+{
+	struct world *w = calloc(1, sizeof(*w));
+	pid_t parent = getpid();
+
+	if (!w)
+		return -1;
+	strcpy(w->dir, "/tmp/statefs-rops.XXXXXX");
+	if (!mkdtemp(w->dir))
+		return -1;
+	snprintf(w->sock, sizeof(w->sock), "%s/redis.sock", w->dir);
+	w->pid = fork();
+	if (w->pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl("/usr/bin/redis-server", "redis-server", "--port", "0",
+		      "--unixsocket", w->sock, "--save", "", "--appendonly", "no",
+		      "--dir", w->dir, (char *)NULL);
+		_exit(127);
+	}
+	/* Generous: a loaded machine may take a while to start it. */
+	for (int i = 0; i < 1500 && !w->rc; i++) {
+		redisContext *c = redisConnectUnix(w->sock);
+
+		if (c && !c->err) {
+			w->rc = c;
+			break;
+		}
+		if (c)
+			redisFree(c);
+		nap(20);
+	}
+	if (!w->rc)
+		return -1;
+	*state = w;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct world *w = *state;
+
+	store_free(w->s);
+	if (w->rc)
+		redisFree(w->rc);
+	if (w->pid > 0) {
+		kill(w->pid, SIGKILL);
+		waitpid(w->pid, NULL, 0);
+	}
+	unlink(w->sock);
+	rmdir(w->dir);
+	free(w);
+	return 0;
+}
+
+/* Mount the store: testclock, at most @max_tenants tenants. */
+static void mount(struct world *w, uint64_t max_tenants)
+{
+	struct store_limits l;
+	struct store_remote cfg;
+	char err[512];
+	redisReply *r;
+
+	store_limits_default(&l);
+	l.testclock = true;
+	l.max_tenants = max_tenants;
+	store_remote_default(&cfg);
+	cfg.kind = STORE_REMOTE_UNIX;
+	snprintf(cfg.path, sizeof(cfg.path), "%s", w->sock);
+	cfg.timeout_ms = 60000;
+	if (store_new_remote(&l, &cfg, &w->s, err, sizeof(err)) != 0)
+		fail_msg("cannot mount: %s", err);
+	r = redisCommand(w->rc, "HGET %s instance", META);
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	snprintf(w->inst, sizeof(w->inst), "%s", r->str);
+	freeReplyObject(r);
+}
+
+/* FCALL @fn on the test's connection, as another mount: @nkeys keys
+ * after the meta key, then the common arguments, then @args
+ * (NULL-terminated).  The outcome must be OK; returns it. */
+static redisReply *fcall(struct world *w, const char *fn, int nkeys, ...)
+{
+	const char *argv[32];
+	char nk[8], opid[32];
+	int argc = 0;
+	va_list ap;
+	redisReply *r;
+
+	snprintf(nk, sizeof(nk), "%d", nkeys + 1);
+	snprintf(opid, sizeof(opid), "t:%u", ++w->opn);
+	argv[argc++] = "FCALL";
+	argv[argc++] = fn;
+	argv[argc++] = nk;
+	argv[argc++] = META;
+	va_start(ap, nkeys);
+	for (int i = 0; i < nkeys; i++)
+		argv[argc++] = va_arg(ap, const char *);
+	argv[argc++] = w->inst;
+	argv[argc++] = opid;
+	argv[argc++] = "";
+	for (const char *a; (a = va_arg(ap, const char *)) != NULL;)
+		argv[argc++] = a;
+	va_end(ap);
+	r = redisCommandArgv(w->rc, argc, argv, NULL);
+	assert_non_null(r);
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+	    strcmp(r->element[0]->str, "OK") != 0)
+		fail_msg("%s: %s", fn, r->type == REDIS_REPLY_ERROR ? r->str :
+			 r->type == REDIS_REPLY_ARRAY ? r->element[0]->str : "?");
+	return r;
+}
+
+/* Tenant @name made by the other mount: its key into @key. */
+static void other_mkdir_tenant(struct world *w, const char *name, char *key,
+			       size_t len)
+{
+	redisReply *r = fcall(w, "sfs_mkdir_tenant", 0, name, "0", "0", "493",
+			      NULL);
+
+	snprintf(key, len, "statefs:{statefs.t%lld}:t", r->element[3]->integer);
+	freeReplyObject(r);
+}
+
+#define ROUNDS 50
+
+/* Another mount made a tenant a moment ago: after this mount's sync
+ * (the fsync of a directory), its lookup finds the tenant. */
+static void test_sync_then_lookup(void **state)
+{
+	struct world *w = *state;
+	struct store_node *n = NULL;
+	char key[64];
+
+	mount(w, 1024);
+	for (int i = 0; i < ROUNDS; i++) {
+		char name[16];
+		int rc;
+
+		snprintf(name, sizeof(name), "t%d", i);
+		other_mkdir_tenant(w, name, key, sizeof(key));
+		assert_int_equal(store_sync(w->s, NULL), 0);
+		rc = store_lookup(w->s, store_root(w->s), name, &n);
+		if (rc != 0)
+			fail_msg("round %d: synced, lookup %d", i, rc);
+		store_node_unref(w->s, n);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_sync_then_lookup,
+						setup, teardown),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
