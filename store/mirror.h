@@ -36,6 +36,7 @@ struct mtenant {
 	struct tenant *t;              /* counted; NULL until it is made */
 	uint64_t seq;                  /* the last seq applied */
 	bool gone;
+	char name[];                   /* immutable */
 };
 
 struct mirror {
@@ -120,6 +121,11 @@ void mirror_root_at(struct store *s, uint64_t seq);
 /* The tenants followed and not gone, into @tids (at most @cap; NULL when
  * @cap is 0); returns how many there are. */
 size_t mirror_tenants(struct store *s, uint64_t *tids, size_t cap);
+
+/* The id of the newest tenant named @name the mirror follows and has not
+ * seen go (made or not yet), or 0.  A scan: for refusals, which are
+ * rare. */
+uint64_t mirror_tid_named(struct store *s, const char *name);
 
 /* The tenant id of tenant node @tenant, or 0. */
 uint64_t mirror_tid_of(struct store *s, struct store_node *tenant);

@@ -239,14 +239,16 @@ int mirror_tenant_add(struct store *s, uint64_t tid, const char *name)
 	struct mtenant *mt;
 	int rc = 0;
 
-	(void)name;
+	if (!name)
+		name = "";
 	lock(&m->lock, LOCK_MIRROR);
 	if (!mt_find_locked(m, tid)) {
-		mt = st_calloc(1, sizeof(*mt));
+		mt = st_calloc(1, sizeof(*mt) + strlen(name) + 1);
 		if (!mt) {
 			rc = -ENOMEM;
 		} else {
 			mt->tid = tid;
+			strcpy(mt->name, name);
 			hash_oom = 0;
 			HASH_ADD(hh, m->tenants, tid, sizeof(mt->tid), mt);
 			if (hash_oom) {
@@ -302,6 +304,20 @@ size_t mirror_tenants(struct store *s, uint64_t *tids, size_t cap)
 		}
 	unlock(&m->lock, LOCK_MIRROR);
 	return n;
+}
+
+uint64_t mirror_tid_named(struct store *s, const char *name)
+{
+	struct mirror *m = s->mirror;
+	struct mtenant *mt;
+	uint64_t tid = 0;
+
+	lock(&m->lock, LOCK_MIRROR);
+	for (mt = m->tenants; mt; mt = mt->hh.next)
+		if (!mt->gone && mt->tid > tid && strcmp(mt->name, name) == 0)
+			tid = mt->tid;
+	unlock(&m->lock, LOCK_MIRROR);
+	return tid;
 }
 
 uint64_t mirror_tid_of(struct store *s, struct store_node *tenant)

@@ -172,6 +172,14 @@ int remote_mkdir(struct store *s, struct store_node *dir, const char *name,
 				rc = wait_seq(s, tid, out_u64(rep, 2));
 			if (rc == 0)
 				rc = answer(s, ino, out, attr);
+		} else if (rep) {
+			/* A refusal: from here on the mirror answers as Redis
+			 * did (read-your-writes), so the tenant an EEXIST
+			 * names, another mount's, is there when this returns:
+			 * the root log names it, its own log makes it. */
+			if (wait_seq(s, 0, out_u64(rep, 2)) == 0 && rc == -EEXIST &&
+			    (tid = mirror_tid_named(s, name)) != 0)
+				wait_seq(s, tid, 1);
 		}
 		break;
 	case STORE_TENANT:
@@ -218,10 +226,19 @@ int remote_rmdir(struct store *s, struct store_node *dir, const char *name,
 		a_cred(&a, cred, groups, sizeof(groups));
 		rc = remote_fcall(s, "sfs_rmdir_tenant", true, 0, NULL, a.n,
 				  a.v, NULL, &rep);
-		if (rc == 0 && tid)
-			rc = wait_seq(s, tid, out_u64(rep, 2));
-		if (rc == 0)
-			rc = wait_seq(s, 0, out_u64(rep, 3));
+		if (rc == 0) {
+			if (tid)
+				rc = wait_seq(s, tid, out_u64(rep, 2));
+			if (rc == 0)
+				rc = wait_seq(s, 0, out_u64(rep, 3));
+		} else if (rep) {
+			/* A refusal: from here on the mirror answers as Redis
+			 * did (read-your-writes), so a tenant an ENOENT says
+			 * another mount removed is gone from it too. */
+			if (wait_seq(s, 0, out_u64(rep, 2)) == 0 && rc == -ENOENT &&
+			    tid)
+				wait_seq(s, tid, UINT64_MAX);
+		}
 		break;
 	case STORE_TENANT:
 		if (!tkey(s, dir, &tid, key, sizeof(key)))

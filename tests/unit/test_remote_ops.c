@@ -1,9 +1,11 @@
 /*
  * test_remote_ops.c - the transitions of a mount on a shared store
- * (store/remote_ops.c), a real mount (store_new_remote) on a real
- * redis-server, against changes another mount makes at the same time:
- * after a sync (the fsync of a directory), the mount shows every change
- * made before it.
+ * (store/remote_ops.c) and their waits (store/remote_call.c), a real
+ * mount (store_new_remote) on a real redis-server, against changes
+ * another mount makes at the same time: whatever a transition answers,
+ * the mount's own reads agree with it at once (read-your-writes),
+ * refusals included; after a sync (the fsync of a directory), the mount
+ * shows every change made before it.
  *
  * Each test starts its own redis-server on a unix socket in a temporary
  * directory (no TCP, no persistence); the teardown unmounts, kills it,
@@ -180,6 +182,31 @@ static void other_mkdir_tenant(struct world *w, const char *name, char *key,
 	freeReplyObject(r);
 }
 
+/* @count parents joined in tenant @key by the other mount, sent at once
+ * (the follower of the mount under test has them all to apply). */
+static void other_joins(struct world *w, const char *key, int count)
+{
+	for (int i = 0; i < count; i++) {
+		char opid[32], name[16];
+		const char *argv[] = { "FCALL", "sfs_join", "2", META, key,
+				       w->inst, opid, "", name, "0", "0", "493" };
+
+		snprintf(opid, sizeof(opid), "t:%u", ++w->opn);
+		snprintf(name, sizeof(name), "p%d", i);
+		assert_int_equal(redisAppendCommandArgv(w->rc, 12, argv, NULL),
+				 REDIS_OK);
+	}
+	for (int i = 0; i < count; i++) {
+		redisReply *r = NULL;
+
+		assert_int_equal(redisGetReply(w->rc, (void **)&r), REDIS_OK);
+		assert_non_null(r);
+		assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+		assert_string_equal(r->element[0]->str, "OK");
+		freeReplyObject(r);
+	}
+}
+
 #define ROUNDS 50
 
 /* Another mount made a tenant a moment ago: after this mount's sync
@@ -205,10 +232,72 @@ static void test_sync_then_lookup(void **state)
 	}
 }
 
+/* Another mount made a tenant a moment ago: this mount's mkdir of it is
+ * EEXIST, and its lookup right after finds the tenant. */
+static void test_mkdir_eexist_then_lookup(void **state)
+{
+	struct world *w = *state;
+	struct store_owner own = { 0, 0, 0755 };
+	struct store_node *n = NULL;
+	char key[64];
+
+	mount(w, 1024);
+	for (int i = 0; i < ROUNDS; i++) {
+		char name[16];
+		int rc;
+
+		snprintf(name, sizeof(name), "t%d", i);
+		other_mkdir_tenant(w, name, key, sizeof(key));
+		assert_int_equal(store_mkdir(w->s, store_root(w->s), name, &own,
+					     &n), -EEXIST);
+		rc = store_lookup(w->s, store_root(w->s), name, &n);
+		if (rc != 0)
+			fail_msg("round %d: mkdir said EEXIST, lookup %d", i, rc);
+		store_node_unref(w->s, n);
+	}
+}
+
+/* Another mount removed a tenant (after a thousand joins in it, which
+ * this mount's follower applies first): this mount's rmdir of it is
+ * ENOENT, and its lookup right after does not find the tenant. */
+static void test_rmdir_enoent_then_lookup(void **state)
+{
+	struct world *w = *state;
+	struct store_node *n = NULL;
+	char key[64];
+
+	mount(w, 1024);
+	for (int i = 0; i < 5; i++) {
+		char name[16];
+		int rc;
+
+		snprintf(name, sizeof(name), "t%d", i);
+		other_mkdir_tenant(w, name, key, sizeof(key));
+		assert_int_equal(store_sync(w->s, NULL), 0);
+		assert_int_equal(store_lookup(w->s, store_root(w->s), name, &n), 0);
+		store_node_unref(w->s, n);
+		other_joins(w, key, 1000);
+		freeReplyObject(fcall(w, "sfs_rmdir_tenant", 0, name, "", "", "",
+				      NULL));
+		assert_int_equal(store_rmdir(w->s, store_root(w->s), name, NULL),
+				 -ENOENT);
+		rc = store_lookup(w->s, store_root(w->s), name, &n);
+		if (rc == 0) {
+			store_node_unref(w->s, n);
+			fail_msg("round %d: rmdir said ENOENT, lookup found it", i);
+		}
+		assert_int_equal(rc, -ENOENT);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_sync_then_lookup,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mkdir_eexist_then_lookup,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_rmdir_enoent_then_lookup,
 						setup, teardown),
 	};
 
