@@ -30,8 +30,8 @@ FS_SRC     := $(wildcard fs/*.c)
 #         store/alloc.h's allocation-failure injection) and the lock
 #         order checked on every acquisition (-DSTORE_LOCKCHECK,
 #         store/lockcheck.c)
-#   tsan  the concurrency test under ThreadSanitizer, hooks and lock
-#         order checks on
+#   tsan  the concurrency tests under ThreadSanitizer (stress_store,
+#         test_remote_ops), hooks and lock order checks on
 #   fuzz  libFuzzer targets (clang, see below)
 ASAN := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined -DSTORE_FAULTS -DSTORE_LOCKCHECK
 TSAN := -O1 -g -fsanitize=thread -DSTORE_FAULTS -DSTORE_LOCKCHECK
@@ -70,7 +70,8 @@ $(B)/gen/statefs_lua.c: store/statefs.lua
 	mv $@.tmp $@
 
 UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
-STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan
+STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan \
+	      $(B)/unit/test_remote_ops.tsan
 
 .PHONY: all deps unit test run clean bench bench-snapshot install uninstall
 
@@ -135,6 +136,12 @@ $(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call obj,asan,$(LIB_SRC))
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
 $(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress_store.c fs/inode.c $(STORE_SRC))
+	@mkdir -p $(@D)
+	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
+
+# A mount on a shared store runs its follower beside the callers'
+# threads: its test runs under TSan too.
+$(B)/unit/test_remote_ops.tsan: $(call obj,tsan,tests/unit/test_remote_ops.c $(STORE_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 

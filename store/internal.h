@@ -316,7 +316,9 @@ struct store {
 	struct mirror *mirror;
 	struct remote *remote;
 	struct store_clock clock;      /* immutable */
-	uint64_t instance;             /* immutable */
+	/* Immutable, but a mirror's: a new store instance changes it (the
+	 * follower) while .stats reads it. */
+	_Atomic uint64_t instance;
 	uint64_t born_ms;              /* immutable */
 	atomic_int state;              /* enum store_state, under lock */
 	atomic_uint_fast64_t drain_deadline;

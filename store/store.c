@@ -120,6 +120,7 @@ int store_new(const struct store_limits *limits,
 {
 	struct store *s;
 	struct store_owner root_owner = { .uid = 0, .gid = 0, .mode = 0755 };
+	uint64_t instance;
 
 	if (!limits || !out || !limits->max_name || !limits->event_log)
 		return -EINVAL;
@@ -146,9 +147,9 @@ int store_new(const struct store_limits *limits,
 	s->shown = s->lim;
 	s->clock.now_ms = clock && clock->now_ms ? clock->now_ms : monotonic_ms;
 	s->clock.arg = clock ? clock->arg : NULL;
-	if (getrandom(&s->instance, sizeof(s->instance), 0) !=
-	    (ssize_t)sizeof(s->instance))
-		s->instance = (uint64_t)wall_now() ^ (uint64_t)getpid();
+	if (getrandom(&instance, sizeof(instance), 0) != (ssize_t)sizeof(instance))
+		instance = (uint64_t)wall_now() ^ (uint64_t)getpid();
+	atomic_init(&s->instance, instance);
 	s->born_ms = s->clock.now_ms(s->clock.arg);
 	atomic_init(&s->state, STORE_READY);
 	pthread_rwlockattr_t wa;

@@ -141,7 +141,7 @@ static void mount(struct world *w, uint64_t max_tenants)
 static redisReply *fcall(struct world *w, const char *fn, int nkeys, ...)
 {
 	const char *argv[32];
-	char nk[8], opid[32];
+	char nk[16], opid[32];
 	int argc = 0;
 	va_list ap;
 	redisReply *r;

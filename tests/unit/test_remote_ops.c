@@ -19,6 +19,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,7 +144,7 @@ static void mount(struct world *w, uint64_t max_tenants)
 static redisReply *fcall(struct world *w, const char *fn, int nkeys, ...)
 {
 	const char *argv[32];
-	char nk[8], opid[32];
+	char nk[16], opid[32];
 	int argc = 0;
 	va_list ap;
 	redisReply *r;
@@ -290,6 +292,50 @@ static void test_rmdir_enoent_then_lookup(void **state)
 	}
 }
 
+struct instance_reader {
+	struct store *s;
+	atomic_bool stop;
+};
+
+/* .stats's part: the store's instance, read again and again. */
+static void *read_instance(void *arg)
+{
+	struct instance_reader *r = arg;
+	uint64_t sum = 0;
+
+	while (!atomic_load(&r->stop))
+		sum += store_instance_id(r->s);
+	return (void *)(uintptr_t)sum;
+}
+
+/* The store loses its data (FLUSHALL) while .stats is read: the mount
+ * becomes a new instance under the reader's feet, and the reader sees
+ * the old instance or the new one.  (Under TSan: no race.) */
+static void test_new_instance_while_read(void **state)
+{
+	struct world *w = *state;
+	struct instance_reader r = { .s = NULL };
+	uint64_t old;
+	pthread_t th;
+	redisReply *rep;
+	int i;
+
+	mount(w, 1024);
+	r.s = w->s;
+	atomic_store(&r.stop, false);
+	old = store_instance_id(w->s);
+	assert_int_equal(pthread_create(&th, NULL, read_instance, &r), 0);
+	rep = redisCommand(w->rc, "FLUSHALL");
+	assert_non_null(rep);
+	freeReplyObject(rep);
+	/* The follower finds out within a second or so; generous. */
+	for (i = 0; i < 3000 && store_instance_id(w->s) == old; i++)
+		nap(20);
+	atomic_store(&r.stop, true);
+	pthread_join(th, NULL);
+	assert_int_not_equal(store_instance_id(w->s), old);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -298,6 +344,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_mkdir_eexist_then_lookup,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rmdir_enoent_then_lookup,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_new_instance_while_read,
 						setup, teardown),
 	};
 
