@@ -135,3 +135,35 @@ EOF
 	[ "$(wc -l <"$BATS_TEST_TMPDIR/a.lines")" -eq 14 ]
 	diff "$BATS_TEST_TMPDIR/a.lines" "$BATS_TEST_TMPDIR/b.lines"
 }
+
+@test "started in the background as mount(8) starts it, a mount follows the shared store" {
+	local dir
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-bats.XXXXXX")
+	mkdir "$dir/mnt"
+	statefs_mount -o "store=unix:$REDIS_SOCK"
+	A=$MNT
+	BGMNT="$dir/mnt"
+	# No -f: the command returns once the mount is live.
+	run "$STATEFS_BIN" "unix:$REDIS_SOCK" "$BGMNT"
+	assert_success
+	grep -q " $dir/mnt fuse" /proc/mounts
+	mkdir "$BGMNT/t" "$BGMNT/t/p"
+	echo hi >"$BGMNT/t/p/c"
+	fsyncdir "$A"
+	run cat "$A/t/p/c"
+	assert_output hi
+	echo there >"$A/t/p/d"
+	fsyncdir "$BGMNT"
+	run cat "$BGMNT/t/p/d"
+	assert_output there
+}
+
+@test "a background start that cannot reach its store says so and exits 1, mounting nothing" {
+	local dir
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-bats.XXXXXX")
+	mkdir "$dir/mnt"
+	run "$STATEFS_BIN" -o store_timeout=1 "unix:$dir/no.sock" "$dir/mnt"
+	assert_failure 1
+	assert_output --partial "statefs:"
+	! grep -q " $dir/mnt fuse" /proc/mounts
+}
