@@ -1,24 +1,41 @@
 /*
- * echo.c - the echo thread: what the store removed by itself, removed
- * again through the mount so that inotify watchers see it.
+ * echo.c - the echo thread: what the kernel did not see, done again
+ * through the mount so that inotify watchers see it.
  *
- * The echo thread follows the store's event log and, for each removal
- * the store made by itself (an expiry, a .depart, a drain's clear),
- * removes the same name through the mount.  The kernel then raises the
- * inotify events a watcher of the directory expects (FUSE notifications
- * raise none in the parent directory on this kernel) and drops its
- * cached entry.  The echo's requests are recognised by the thread id and
- * answered from the echo record without touching the store, so an echo
- * can never remove anything from the store.  Nor from the kernel's view,
- * unless it is the incarnation that went: an echo removes a name only
- * while the kernel holds that inode number under it and no live node
- * owns the name (judged under the kernel's lock of the directory, which
- * every new incarnation of a name is made under).  So a watcher sees the
- * old node's DELETE before a new one's CREATE, or, when a rejoin or
- * re-create got there first, no DELETE for the old one at all; never a
- * DELETE after the new CREATE.
+ * The echo thread follows the store's internal event lines: the
+ * removals the store made by itself (an expiry, a .depart, a drain's
+ * clear) and, on a shared store, every transition another mount made.
+ * It replays each through the mount: the kernel then raises the inotify
+ * events a watcher of the directory expects (FUSE notifications raise
+ * none in the parent directory on this kernel) and updates its cache.
+ * The echo's requests are recognised by the thread id and answered from
+ * the echo record without a store transition, so an echo never changes
+ * the store.  What each line becomes:
  *
- * Locks: fs->echo_lock, a leaf, guards the echo record (one removal at a
+ *   expire, depart, drain, cleanup,   unlink or rmdir: DELETE,
+ *   another mount's unlink, leave     DELETE,ISDIR
+ *   another mount's join              mkdir: CREATE,ISDIR
+ *   its create                        open(O_CREAT|O_EXCL|O_RDONLY),
+ *                                     close: CREATE, OPEN, CLOSE_NOWRITE
+ *   its publication (write line)      open(O_WRONLY), one write that is
+ *                                     answered and dropped, close:
+ *                                     OPEN, MODIFY, CLOSE_WRITE
+ *   its link                          link: CREATE
+ *   its rename, exchange              rename(2), renameat2(EXCHANGE):
+ *                                     MOVED_FROM and MOVED_TO
+ *
+ * A removal removes a name only while the kernel holds that inode
+ * number under it and no live node owns the name (judged under the
+ * kernel's lock of the directory, which every new incarnation of a name
+ * is made under).  So a watcher sees the old node's DELETE before a new
+ * one's CREATE, or, when a rejoin or re-create got there first, no
+ * DELETE for the old one at all; never a DELETE after the new CREATE.
+ * An appearing echo shows the node the line made only while it still
+ * owns the name (else a later line speaks for the name), and only when
+ * the kernel does not show it already (a process on this mount looked
+ * it up first: it has seen the node, the watcher gets no CREATE).
+ *
+ * Locks: fs->echo_lock, a leaf, guards the echo record (one echo at a
  * time); fs->watch_lock guards echo_seq, how far the thread has got.
  * The thread's own syscalls on the mount are made holding neither.
  */
@@ -40,6 +57,63 @@ static bool from_echo(fuse_req_t req, struct fs *fs)
 	return fuse_req_ctx(req)->pid == atomic_load(&fs->echo_tid);
 }
 
+/* The live node the armed echo shows at @dir/@name before it is
+ * replayed, with a reference (NULL: none; *hide: the name is absent). */
+static struct store_node *shown_before(struct fs *fs, fuse_ino_t dir,
+				       const char *name, bool *hide)
+{
+	struct store_node *n = NULL;
+	bool at_new, at_from;
+
+	*hide = false;
+	pthread_mutex_lock(&fs->echo_lock);
+	at_new = fs->echo_dir_ino == dir && strcmp(fs->echo_name, name) == 0;
+	at_from = fs->echo_from_dir_ino == dir &&
+		  strcmp(fs->echo_from, name) == 0;
+	if (!fs->echo_armed || fs->echo_kind == FS_ECHO_REMOVE ||
+	    fs->echo_kind == FS_ECHO_PUBLISH) {
+		/* removals and publications show the store as it is */
+	} else if (at_from && fs->echo_node) {
+		n = fs->echo_node;          /* a move's source */
+	} else if (at_new && fs->echo_other) {
+		n = fs->echo_other;         /* an exchange's other name */
+	} else if (at_new) {
+		*hide = true;               /* a new name: not there yet */
+	}
+	if (n)
+		store_node_ref(n);
+	pthread_mutex_unlock(&fs->echo_lock);
+	return n;
+}
+
+bool fs_echo_lookup_first(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
+			  const char *name)
+{
+	struct fuse_entry_param e;
+	struct store_node *n;
+	unsigned tok;
+	bool hide;
+	int rc;
+
+	if (!from_echo(req, fs))
+		return false;
+	tok = fs_reply_begin(fs);
+	n = shown_before(fs, dir, name, &hide);
+	if (!n && !hide) {
+		fs_reply_end(fs, tok);
+		return false;
+	}
+	rc = n ? fs_entry_fill(fs, n, &e) : -ENOENT;
+	if (rc)
+		reply_err(req, rc);
+	else
+		fuse_reply_entry(req, &e);
+	fs_reply_end(fs, tok);
+	if (n)
+		store_node_unref(fs->store, n);
+	return true;
+}
+
 bool fs_echo_lookup(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 		    const char *name)
 {
@@ -49,7 +123,8 @@ bool fs_echo_lookup(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 	if (!from_echo(req, fs))
 		return false;
 	pthread_mutex_lock(&fs->echo_lock);
-	mine = fs->echo_armed && strcmp(fs->echo_name, name) == 0 &&
+	mine = fs->echo_armed && fs->echo_kind == FS_ECHO_REMOVE &&
+	       strcmp(fs->echo_name, name) == 0 &&
 	       (!fs->echo_dir_ino || fs->echo_dir_ino == dir);
 	if (mine) {
 		/* The node is gone from the store: the kernel gets an entry
@@ -57,7 +132,8 @@ bool fs_echo_lookup(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 		 * never reaches the store: any use answers ESTALE. */
 		e.ino = fs->echo_ino;
 		e.attr.st_mode = fs->echo_dir ? S_IFDIR | 0755 : S_IFREG | 0644;
-	} else if (fs->echo_armed && dir == STORE_ROOT_INO &&
+	} else if (fs->echo_armed && fs->echo_kind == FS_ECHO_REMOVE &&
+		   dir == STORE_ROOT_INO &&
 		   strcmp(fs->echo_tenant, name) == 0) {
 		/* The way there: a tenant a drain removed with its parents. */
 		mine = true;
@@ -107,8 +183,8 @@ bool fs_echo_remove(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 	 * store.
 	 */
 	pthread_mutex_lock(&fs->echo_lock);
-	mine = fs->echo_armed && fs->echo_dir == isdir &&
-	       strcmp(fs->echo_name, name) == 0 &&
+	mine = fs->echo_armed && fs->echo_kind == FS_ECHO_REMOVE &&
+	       fs->echo_dir == isdir && strcmp(fs->echo_name, name) == 0 &&
 	       (!fs->echo_dir_ino || fs->echo_dir_ino == dir);
 	pthread_mutex_unlock(&fs->echo_lock);
 	if (mine && live_in(fs, dir, name))
@@ -119,6 +195,106 @@ bool fs_echo_remove(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 		pthread_mutex_unlock(&fs->echo_lock);
 	}
 	fuse_reply_err(req, mine ? 0 : ENOENT);
+	return true;
+}
+
+/* The armed echo's node if the echo is of @kind at @dir/@name (any
+ * name when @name is NULL), with a reference; else NULL. */
+static struct store_node *echo_target(struct fs *fs, enum fs_echo_kind kind,
+				      fuse_ino_t dir, const char *name)
+{
+	struct store_node *n = NULL;
+
+	pthread_mutex_lock(&fs->echo_lock);
+	if (fs->echo_armed && fs->echo_kind == kind && fs->echo_node &&
+	    (!name || (fs->echo_dir_ino == dir &&
+		       strcmp(fs->echo_name, name) == 0))) {
+		n = fs->echo_node;
+		store_node_ref(n);
+	}
+	pthread_mutex_unlock(&fs->echo_lock);
+	return n;
+}
+
+/* An open file of the echo thread: nothing staged, nothing published. */
+static int echo_file(struct fs *fs, struct store_node *n,
+		     struct fuse_file_info *fi)
+{
+	struct fs_file *f = fs_file_new();
+
+	if (!f)
+		return -ENOMEM;
+	f->kind = FS_ECHO;
+	f->node = n;
+	store_node_ref(n);
+	fi->fh = (uintptr_t)f;
+	fi->direct_io = 1;
+	return 0;
+}
+
+bool fs_echo_appear(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
+		    const char *name, struct fuse_file_info *fi)
+{
+	struct fuse_entry_param e;
+	struct store_node *n;
+	unsigned tok;
+	int rc;
+
+	if (!from_echo(req, fs))
+		return false;
+	tok = fs_reply_begin(fs);
+	n = echo_target(fs, FS_ECHO_APPEAR, dir, name);
+	rc = n ? 0 : -EEXIST;
+	if (rc == 0 && fi)
+		rc = echo_file(fs, n, fi);
+	if (rc == 0) {
+		rc = fs_entry_fill(fs, n, &e);
+		if (rc && fi)
+			fs_file_free(fs, (struct fs_file *)(uintptr_t)fi->fh);
+	}
+	if (rc)
+		reply_err(req, rc);
+	else if (fi)
+		fuse_reply_create(req, &e, fi);
+	else
+		fuse_reply_entry(req, &e);
+	fs_reply_end(fs, tok);
+	if (n)
+		store_node_unref(fs->store, n);
+	return true;
+}
+
+bool fs_echo_move(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
+		  const char *name)
+{
+	struct store_node *n;
+
+	if (!from_echo(req, fs))
+		return false;
+	n = echo_target(fs, FS_ECHO_MOVE, dir, name);
+	reply_err(req, n ? 0 : -EPERM);
+	if (n)
+		store_node_unref(fs->store, n);
+	return true;
+}
+
+bool fs_echo_open(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		  struct fuse_file_info *fi)
+{
+	struct store_node *n;
+	int rc = -EACCES;
+
+	if (!from_echo(req, fs))
+		return false;
+	n = echo_target(fs, FS_ECHO_PUBLISH, 0, NULL);
+	if (n && store_node_ino(n) == ino)
+		rc = echo_file(fs, n, fi);
+	if (rc)
+		reply_err(req, rc);
+	else
+		fuse_reply_open(req, fi);
+	if (n)
+		store_node_unref(fs->store, n);
 	return true;
 }
 
@@ -141,7 +317,7 @@ static bool name_live(struct fs *fs, const struct store_event *ev, int depth)
 }
 
 /* Replay one internal removal through the mount. */
-static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
+static void echo_remove(struct fs *fs, int rootfd, const struct store_event *ev)
 {
 	int depth = ev->kind == STORE_TENANT ? 1 : ev->kind == STORE_PARENT ? 2 : 3;
 	bool dir = depth < 3;
@@ -150,9 +326,6 @@ static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
 	struct statx stx;
 
 	if (!ev->internal || ev->ino == 0 || !*name || strlen(name) > NAME_MAX)
-		return;
-	if (ev->op != STORE_OP_EXPIRE && ev->op != STORE_OP_DEPART &&
-	    ev->op != STORE_OP_DRAIN && ev->op != STORE_OP_CLEANUP)
 		return;
 	if (name_live(fs, ev, depth))
 		return; /* a newer incarnation owns the name: no echo */
@@ -165,6 +338,7 @@ static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
 			 ev->child);
 	pthread_mutex_lock(&fs->echo_lock);
 	snprintf(fs->echo_name, sizeof(fs->echo_name), "%s", name);
+	fs->echo_kind = FS_ECHO_REMOVE;
 	snprintf(fs->echo_tenant, sizeof(fs->echo_tenant), "%s",
 		 depth > 1 ? ev->tenant : "");
 	fs->echo_tenant_ino = ev->tenant_ino;
@@ -191,6 +365,196 @@ static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
 	pthread_mutex_lock(&fs->echo_lock);
 	fs->echo_armed = false;
 	pthread_mutex_unlock(&fs->echo_lock);
+}
+
+/*
+ * The live node at the first @depth of @names, with a reference, and its
+ * directory's inode number in @dir_ino; NULL when it is not there.
+ */
+static struct store_node *find_live(struct fs *fs, const char *const *names,
+				    int depth, uint64_t *dir_ino)
+{
+	struct store_node *d = NULL, *n = NULL;
+
+	*dir_ino = STORE_ROOT_INO;
+	for (int i = 0; i < depth; i++) {
+		if (d)
+			store_node_unref(fs->store, d);
+		d = n;
+		n = NULL;
+		if (!*names[i] || strlen(names[i]) > NAME_MAX ||
+		    store_lookup(fs->store, d ? d : store_root(fs->store),
+				 names[i], &n) != 0)
+			break;
+	}
+	if (d && n)
+		*dir_ino = store_node_ino(d);
+	if (d)
+		store_node_unref(fs->store, d);
+	return n;
+}
+
+static void path_of(char *buf, size_t len, const char *const *names, int depth)
+{
+	if (depth == 1)
+		snprintf(buf, len, "%s", names[0]);
+	else if (depth == 2)
+		snprintf(buf, len, "%s/%s", names[0], names[1]);
+	else
+		snprintf(buf, len, "%s/%s/%s", names[0], names[1], names[2]);
+}
+
+/* The kind of echo another mount's line @op asks for; false: none. */
+static bool appear_kind(enum store_op op, int depth, enum fs_echo_kind *kind)
+{
+	switch (op) {
+	case STORE_OP_JOIN:
+		*kind = FS_ECHO_APPEAR;
+		return depth < 3;
+	case STORE_OP_CREATE:
+	case STORE_OP_LINK:
+		*kind = FS_ECHO_APPEAR;
+		return depth == 3;
+	case STORE_OP_RENAME:
+	case STORE_OP_EXCHANGE:
+		*kind = FS_ECHO_MOVE;
+		return depth == 3;
+	case STORE_OP_WRITE:
+		*kind = FS_ECHO_PUBLISH;
+		return depth == 3;
+	default:
+		return false;
+	}
+}
+
+/* The syscall that replays the armed echo of line @ev. */
+static void appear_call(int rootfd, const struct store_event *ev,
+			const char *path, const char *from)
+{
+	struct statx stx;
+	int fd;
+
+	if (ev->op == STORE_OP_RENAME) {
+		(void)renameat(rootfd, from, rootfd, path);
+		return;
+	}
+	if (ev->op == STORE_OP_EXCHANGE) {
+		(void)renameat2(rootfd, from, rootfd, path, RENAME_EXCHANGE);
+		return;
+	}
+	if (ev->op == STORE_OP_WRITE) {
+		fd = openat(rootfd, path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd >= 0) {
+			/* Answered and dropped: a write the kernel counts
+			 * (MODIFY), then the close (CLOSE_WRITE). */
+			(void)!pwrite(fd, "", 1, 0);
+			close(fd);
+		}
+		return;
+	}
+	/* A name the kernel shows already (a lookup on this mount came
+	 * first) cannot appear again; one it does not show is looked up,
+	 * answered absent (fs_echo_lookup_first), and made. */
+	if (statx(rootfd, path, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
+		  STATX_INO, &stx) == 0)
+		return;
+	if (ev->op == STORE_OP_JOIN) {
+		(void)mkdirat(rootfd, path, 0755);
+	} else if (ev->op == STORE_OP_CREATE) {
+		fd = openat(rootfd, path,
+			    O_CREAT | O_EXCL | O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
+			    0644);
+		if (fd >= 0)
+			close(fd);
+	} else {
+		(void)linkat(rootfd, from, rootfd, path, 0);
+	}
+}
+
+/*
+ * Replay another mount's join, create, link, rename, exchange or
+ * publication through the mount, while the node the line made still
+ * owns its name (else a later line speaks for the name).
+ */
+static void echo_appear(struct fs *fs, int rootfd, const struct store_event *ev)
+{
+	int depth = ev->kind == STORE_TENANT ? 1 : ev->kind == STORE_PARENT ? 2 : 3;
+	const char *names[3] = { ev->tenant, ev->parent, ev->child };
+	const char *from[3] = { ev->tenant, ev->from_parent, ev->from_child };
+	bool two = ev->op == STORE_OP_LINK || ev->op == STORE_OP_RENAME ||
+		   ev->op == STORE_OP_EXCHANGE;
+	struct store_node *n, *other = NULL, *fp = NULL;
+	char path[3 * (NAME_MAX + 1)], fpath[3 * (NAME_MAX + 1)] = "";
+	enum fs_echo_kind kind;
+	uint64_t dir_ino, from_dir_ino = 0, unused;
+
+	if (!appear_kind(ev->op, depth, &kind))
+		return;
+	n = find_live(fs, names, depth, &dir_ino);
+	if (!n)
+		return;
+	if (store_node_ino(n) != ev->ino)
+		goto out;
+	if (two) {
+		if (!*ev->from_parent || !*ev->from_child ||
+		    strlen(ev->from_child) > NAME_MAX)
+			goto out;
+		fp = find_live(fs, from, 2, &unused);
+		if (!fp)
+			goto out; /* the source's parent is gone too */
+		from_dir_ino = store_node_ino(fp);
+		store_node_unref(fs->store, fp);
+		if (ev->op == STORE_OP_EXCHANGE) {
+			other = find_live(fs, from, 3, &unused);
+			if (!other)
+				goto out;
+		}
+		path_of(fpath, sizeof(fpath), from, 3);
+	}
+	path_of(path, sizeof(path), names, depth);
+	pthread_mutex_lock(&fs->echo_lock);
+	fs->echo_kind = kind;
+	snprintf(fs->echo_name, sizeof(fs->echo_name), "%s", names[depth - 1]);
+	snprintf(fs->echo_from, sizeof(fs->echo_from), "%s",
+		 two ? ev->from_child : "");
+	fs->echo_tenant[0] = '\0';
+	fs->echo_ino = ev->ino;
+	fs->echo_dir_ino = dir_ino;
+	fs->echo_from_dir_ino = from_dir_ino;
+	fs->echo_dir = depth < 3;
+	fs->echo_node = n;
+	fs->echo_other = other;
+	fs->echo_armed = true;
+	pthread_mutex_unlock(&fs->echo_lock);
+	appear_call(rootfd, ev, path, fpath);
+	pthread_mutex_lock(&fs->echo_lock);
+	fs->echo_armed = false;
+	fs->echo_node = fs->echo_other = NULL;
+	fs->echo_from_dir_ino = 0;
+	fs->echo_from[0] = '\0';
+	pthread_mutex_unlock(&fs->echo_lock);
+out:
+	if (other)
+		store_node_unref(fs->store, other);
+	store_node_unref(fs->store, n);
+}
+
+/* Replay one internal line through the mount. */
+static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
+{
+	switch (ev->op) {
+	case STORE_OP_EXPIRE:
+	case STORE_OP_DEPART:
+	case STORE_OP_DRAIN:
+	case STORE_OP_CLEANUP:
+	case STORE_OP_UNLINK:
+	case STORE_OP_LEAVE:
+		echo_remove(fs, rootfd, ev);
+		break;
+	default:
+		echo_appear(fs, rootfd, ev);
+		break;
+	}
 }
 
 /*

@@ -12,9 +12,8 @@
  * before the transition, and the transition reports the new node's
  * attributes itself (store_*_entry): once the store has changed, the
  * reply has nothing left that can fail, so a failed call changes
- * nothing, in the store or in .events.  The echo thread's lookups and
- * removals are answered from the echo record (fs/echo.c), never from
- * the store.
+ * nothing, in the store or in .events.  The echo thread's requests are
+ * answered from the echo record (fs/echo.c), never by a transition.
  *
  * Owns no state and takes no lock of its own (the inode table's, for
  * one probe).
@@ -59,12 +58,16 @@ static void owner_of(fuse_req_t req, mode_t mode, struct store_owner *o)
 void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fs *fs = fs_of(req);
-	unsigned tok = fs_reply_begin(fs);
-	struct store_node *dir = node_get(req, parent), *n = NULL;
+	unsigned tok;
+	struct store_node *dir, *n = NULL;
 	const struct layout_special *sp;
 	struct fuse_entry_param e;
 	int rc = -ESTALE;
 
+	if (fs_echo_lookup_first(req, fs, parent, name))
+		return;
+	tok = fs_reply_begin(fs);
+	dir = node_get(req, parent);
 	if (dir) {
 		sp = fs_special_in(fs, dir, name);
 		if (sp)
@@ -155,11 +158,16 @@ void fs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name,
 	      mode_t mode)
 {
 	struct fs *fs = fs_of(req);
-	unsigned tok = fs_reply_begin(fs);
+	unsigned tok;
 	struct store_node *dir, *n = NULL;
 	struct store_owner o;
 	struct store_attr a;
-	int rc = dir_and_name(req, parent, name, &dir);
+	int rc;
+
+	if (fs_echo_appear(req, fs, parent, name, NULL))
+		return;
+	tok = fs_reply_begin(fs);
+	rc = dir_and_name(req, parent, name, &dir);
 
 	/* A directory inside a parent is meaningless at that depth. */
 	if (dir && store_node_kind(dir) == STORE_PARENT)
@@ -227,14 +235,19 @@ void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	       mode_t mode, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
-	unsigned tok = fs_reply_begin(fs);
+	unsigned tok;
 	struct store_node *dir, *n = NULL;
 	struct fuse_entry_param e;
 	struct store_owner o;
 	struct store_attr a;
 	struct fs_file *f = NULL;
 	bool created;
-	int rc = dir_and_name(req, parent, name, &dir);
+	int rc;
+
+	if (fs_echo_appear(req, fs, parent, name, fi))
+		return;
+	tok = fs_reply_begin(fs);
+	rc = dir_and_name(req, parent, name, &dir);
 
 	if (dir && store_node_kind(dir) != STORE_PARENT)
 		rc = -EPERM; /* regular files live inside parents only */
@@ -275,14 +288,18 @@ void fs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name,
 	      mode_t mode, dev_t rdev)
 {
 	struct fs *fs = fs_of(req);
-	unsigned tok = fs_reply_begin(fs);
+	unsigned tok;
 	struct store_node *dir, *n = NULL;
 	struct store_owner o;
 	struct store_attr a;
 	bool created;
-	int rc = dir_and_name(req, parent, name, &dir);
+	int rc;
 
 	(void)rdev;
+	if (fs_echo_appear(req, fs, parent, name, NULL))
+		return;
+	tok = fs_reply_begin(fs);
+	rc = dir_and_name(req, parent, name, &dir);
 	if (rc == 0 && (!S_ISREG(mode) || store_node_kind(dir) != STORE_PARENT))
 		rc = -EPERM; /* devices, FIFOs, sockets; files outside parents */
 	if (rc == 0)
@@ -312,10 +329,16 @@ void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	     const char *newname)
 {
 	struct fs *fs = fs_of(req);
-	unsigned tok = fs_reply_begin(fs);
-	struct store_node *dir, *n = node_get(req, ino);
+	unsigned tok;
+	struct store_node *dir, *n;
 	struct store_attr a;
-	int rc = dir_and_name(req, newparent, newname, &dir);
+	int rc;
+
+	if (fs_echo_appear(req, fs, newparent, newname, NULL))
+		return;
+	tok = fs_reply_begin(fs);
+	n = node_get(req, ino);
+	rc = dir_and_name(req, newparent, newname, &dir);
 
 	if (!n)
 		rc = -ESTALE;
@@ -336,10 +359,13 @@ void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	       unsigned int flags)
 {
 	struct fs *fs = fs_of(req);
-	struct store_node *from = node_get(req, parent), *to = NULL;
+	struct store_node *from, *to = NULL;
 	unsigned sflags = 0;
 	int rc;
 
+	if (fs_echo_move(req, fs, newparent, newname))
+		return;
+	from = node_get(req, parent);
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		rc = -EINVAL;
 	else if (!from)

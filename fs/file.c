@@ -153,9 +153,12 @@ void fs_kill_suidgid(fuse_req_t req, struct fs *fs, struct store_node *n)
 void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
-	struct store_node *n = node_get(req, ino);
+	struct store_node *n;
 	int rc;
 
+	if (fs_echo_open(req, fs, ino, fi))
+		return;
+	n = node_get(req, ino);
 	if (!n)
 		rc = -ESTALE;
 	else if (store_node_kind(n) == STORE_SPECIAL)
@@ -183,6 +186,10 @@ void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	ssize_t n = 0;
 
 	(void)ino;
+	if (f->kind == FS_ECHO) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
 	if (f->kind != FS_STAGE) {
 		fs_special_read(req, fs_of(req), f, size, off, fi);
 		return;
@@ -212,6 +219,8 @@ void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
 		n = store_stage_write(f->stage, buf, size, (uint64_t)off);
 		if (n >= 0)
 			fs_kill_suidgid(req, fs, f->node);
+	} else if (f->kind == FS_ECHO) {
+		n = (ssize_t)size; /* an echo's: counted, never staged */
 	} else {
 		n = fs_special_write(req, fs, f, buf, size);
 	}

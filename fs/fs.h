@@ -62,7 +62,16 @@ struct fs_cred {
 	gid_t *groups;                  /* owned */
 };
 
-enum fs_file_kind { FS_STAGE, FS_TEXT, FS_DEPART, FS_EVENTS, FS_CLOCK, FS_DRAIN };
+enum fs_file_kind { FS_STAGE, FS_TEXT, FS_DEPART, FS_EVENTS, FS_CLOCK, FS_DRAIN,
+		    FS_ECHO };
+
+/* What the echo in flight replays (fs/echo.c). */
+enum fs_echo_kind {
+	FS_ECHO_REMOVE,  /* a removal: unlink or rmdir of the name */
+	FS_ECHO_APPEAR,  /* a join, create or link: the name appears */
+	FS_ECHO_MOVE,    /* a rename or exchange */
+	FS_ECHO_PUBLISH, /* a publication: open, write, close */
+};
 
 /*
  * An open file (fi->fh).  Threads that share a descriptor send requests
@@ -166,15 +175,21 @@ struct fs {
 	atomic_bool resend_all;
 
 	/* The echo in flight (echo_lock): the echo thread replays one
-	 * internal removal at a time through the mount. */
+	 * internal transition at a time through the mount (fs/echo.c). */
 	pthread_mutex_t echo_lock;
 	_Atomic pid_t echo_tid;
+	enum fs_echo_kind echo_kind;
 	char echo_name[NAME_MAX + 1];
 	uint64_t echo_ino;
 	uint64_t echo_dir_ino;           /* the directory it went from; 0:
 					  * not known (a child's parent) */
 	char echo_tenant[NAME_MAX + 1];  /* the path's first step, which */
 	uint64_t echo_tenant_ino;        /* may be gone from the store too */
+	/* An appearing echo: the live node it shows (counted, the echo
+	 * thread's), an exchange's other one, and a move's source name. */
+	struct store_node *echo_node, *echo_other;
+	char echo_from[NAME_MAX + 1];
+	uint64_t echo_from_dir_ino;
 	bool echo_dir;
 	bool echo_armed;
 };
@@ -430,19 +445,36 @@ void *fs_events_main(void *arg);
 /* fs/echo.c --------------------------------------------------------------- */
 
 /*
- * Echoes: the echo thread removes, through the mount, a node the store
- * already removed by itself, so the kernel raises the inotify events.
- * fs_echo_lookup() answers a lookup of that name in directory @dir from
- * the echo thread when the store has no node of that name there (true:
- * replied).  fs_echo_remove() answers every unlink/rmdir of the echo
- * thread (true: replied; false: not the echo thread's) without touching
- * the store: it succeeds only when no live node owns the name, so an
- * echo never takes a new incarnation from the kernel's view.
+ * Echoes: the echo thread replays, through the mount, a transition the
+ * kernel did not see (a removal the store made by itself; on a shared
+ * store, every transition another mount made), so the kernel raises the
+ * inotify events.  Every request of the echo thread is answered by these
+ * (true: replied), never by a store transition.
+ *
+ * fs_echo_lookup_first() answers, before the store is asked, the names
+ * an appearing or moving echo must show as they were (the new name
+ * absent, a move's source still there); fs_echo_lookup() answers a
+ * lookup of a removed name in directory @dir when the store has no node
+ * of that name there.  fs_echo_remove() answers every unlink/rmdir of
+ * the echo thread without touching the store: it succeeds only when no
+ * live node owns the name, so an echo never takes a new incarnation
+ * from the kernel's view.  fs_echo_appear() answers its mkdir, create
+ * (@fi: the open file's, else NULL) and link with the live node,
+ * fs_echo_move() its rename, fs_echo_open() its open of a published
+ * child (an FS_ECHO open file: writes are answered, never staged).
  */
+bool fs_echo_lookup_first(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
+			  const char *name);
 bool fs_echo_lookup(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 		    const char *name);
 bool fs_echo_remove(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 		    const char *name, bool isdir);
+bool fs_echo_appear(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
+		    const char *name, struct fuse_file_info *fi);
+bool fs_echo_move(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
+		  const char *name);
+bool fs_echo_open(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
+		  struct fuse_file_info *fi);
 /* The echo thread (started by fs_watch_start). */
 void *fs_echo_main(void *arg);
 

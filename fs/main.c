@@ -15,8 +15,16 @@
  * becomes the mount's source in /proc/mounts.  Under systemd
  * (Type=notify) the daemon reports READY=1 once the mount is live and
  * STOPPING=1 when it starts to drain or the mount is gone.
+ *
+ * Without -f the daemon goes to the background before it makes the store
+ * (a shared store's follower is a thread, and a fork keeps only the
+ * thread that forks); the command waits until the mount is live and
+ * exits 0, or with 1 once the daemon failed (its message on the
+ * command's stderr).
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -205,6 +213,60 @@ static int apply_args(struct parse *p, struct fuse_args *args)
 	return rc;
 }
 
+/*
+ * Background start: fork before anything makes a thread.  The command
+ * (the parent) waits for the daemon's word on a pipe, @fd: one byte, 0
+ * once the mount is live (background_ready), or the pipe closed when it
+ * failed before that.  Returns the daemon's end of the pipe, or -1.
+ */
+static int background_begin(void)
+{
+	char status = 1;
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return -1;
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (pid > 0) {
+		close(p[1]);
+		if (read(p[0], &status, 1) != 1)
+			status = 1;
+		_exit(status);
+	}
+	close(p[0]);
+	(void)setsid();
+	return p[1];
+}
+
+/* The mount is live: the command may exit 0; the daemon lets go of the
+ * terminal and of the directory it started in, as a daemon does. */
+static void background_ready(int fd)
+{
+	char ok = 0;
+	int null;
+
+	if (fd < 0)
+		return;
+	if (chdir("/") != 0)
+		(void)0; /* "/" is always there; nothing depends on it */
+	null = open("/dev/null", O_RDWR);
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		if (null > STDERR_FILENO)
+			close(null);
+	}
+	(void)!write(fd, &ok, 1);
+	close(fd);
+}
+
 static void usage(const char *prog)
 {
 	printf("usage: %s [options] [SOURCE] MOUNTPOINT\n\n", prog);
@@ -234,6 +296,7 @@ int main(int argc, char *argv[])
 	struct store_clock clock = { 0 };
 	struct sigctl sc = { 0 };
 	char err[256];
+	int bg = -1;
 	int rc = 1;
 
 	store_limits_default(&p.limits);
@@ -277,6 +340,14 @@ int main(int argc, char *argv[])
 	}
 	fs.default_permissions = p.default_permissions;
 	fs.cache_s = (double)p.mount.cache_timeout_ms / 1000.0;
+	if (!opts.foreground) {
+		bg = background_begin();
+		if (bg < 0) {
+			fprintf(stderr, "statefs: cannot go to the background: "
+				"%s\n", strerror(errno));
+			goto out;
+		}
+	}
 	if (p.remote.kind != STORE_REMOTE_NONE) {
 		/* A mirror of the shared store: its limits are the store's
 		 * (testclock included). */
@@ -318,7 +389,6 @@ int main(int argc, char *argv[])
 		goto out;
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out;
-	fuse_daemonize(opts.foreground);
 	fs.se = se;
 	/* Every thread made from here on blocks the shutdown signals; the
 	 * signal thread takes them. */
@@ -351,6 +421,8 @@ int main(int argc, char *argv[])
 	/* The mount is live: the kernel holds requests until the loop below
 	 * reads them.  Without NOTIFY_SOCKET this does nothing. */
 	sd_notifyf(0, "READY=1\nSTATUS=serving %s", fs.mountpoint);
+	background_ready(bg);
+	bg = -1;
 
 	if (opts.singlethread) {
 		rc = fuse_session_loop(se);
@@ -415,5 +487,8 @@ out:
 	free(p.arg[1]);
 	fuse_opt_free_args(&args);
 	explicit_bzero(p.remote.password, sizeof(p.remote.password));
+	if (bg >= 0)
+		close(bg); /* failed before the mount was live: the command
+			    * exits 1 */
 	return rc;
 }

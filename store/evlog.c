@@ -50,7 +50,7 @@ struct slot {
 	uint64_t internal_before; /* internal entries appended before it */
 	struct evlog_entry e;  /* names point into text */
 	char *text;            /* "op\tT\tP\tC\tG\tV\n" (or with "\tFP\tFC"
-				* before the newline) then the three names */
+				* before the newline) then the five names */
 	size_t len;            /* of the line part */
 };
 
@@ -109,7 +109,10 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
 	const char *t = e->tenant ? e->tenant : "";
 	const char *p = e->parent ? e->parent : "";
 	const char *c = e->child ? e->child : "";
+	const char *fp = e->from_parent ? e->from_parent : "";
+	const char *fc = e->from_child ? e->from_child : "";
 	size_t tl = strlen(t), pl = strlen(p), cl = strlen(c);
+	size_t fpl = strlen(fp), fcl = strlen(fc);
 	bool from = e->from_parent || e->from_child;
 	int n;
 	struct slot *sl;
@@ -122,7 +125,8 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
 		     op_names[e->op], field(t), field(p), field(c), g, v,
 		     from ? "\t" : "", from ? field(e->from_parent) : "",
 		     from ? "\t" : "", from ? field(e->from_child) : "");
-	text = st_malloc((size_t)n + 1 + tl + 1 + pl + 1 + cl + 1);
+	text = st_malloc((size_t)n + 1 + tl + 1 + pl + 1 + cl + 1 + fpl + 1 +
+			 fcl + 1);
 	if (!text) {
 		/* Out of memory: the transition stands, its line cannot be
 		 * kept.  The slot still takes its number, and readers get a
@@ -148,6 +152,8 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
 	memcpy(text + n + 1, t, tl + 1);
 	memcpy(text + n + 1 + tl + 1, p, pl + 1);
 	memcpy(text + n + 1 + tl + 1 + pl + 1, c, cl + 1);
+	memcpy(text + n + 1 + tl + 1 + pl + 1 + cl + 1, fp, fpl + 1);
+	memcpy(text + n + 1 + tl + 1 + pl + 1 + cl + 1 + fpl + 1, fc, fcl + 1);
 
 	pthread_mutex_lock(&l->lock);
 	seq = l->next++;
@@ -157,12 +163,13 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
 	sl->internal_before = l->internal;
 	l->internal += e->internal;
 	sl->e = *e;
-	sl->e.from_parent = sl->e.from_child = NULL; /* only in the text */
 	sl->text = text;
 	sl->len = (size_t)n;
 	sl->e.tenant = text + n + 1;
 	sl->e.parent = text + n + 1 + tl + 1;
 	sl->e.child = text + n + 1 + tl + 1 + pl + 1;
+	sl->e.from_parent = sl->e.child + cl + 1;
+	sl->e.from_child = sl->e.from_parent + fpl + 1;
 	pthread_mutex_unlock(&l->lock);
 	return seq;
 }
@@ -361,7 +368,10 @@ int evlog_next(struct evlog *l, struct store_event_reader *r,
 		ev->tenant = st_strdup(sl->e.tenant);
 		ev->parent = st_strdup(sl->e.parent);
 		ev->child = st_strdup(sl->e.child);
-		if (!ev->tenant || !ev->parent || !ev->child) {
+		ev->from_parent = st_strdup(sl->e.from_parent);
+		ev->from_child = st_strdup(sl->e.from_child);
+		if (!ev->tenant || !ev->parent || !ev->child ||
+		    !ev->from_parent || !ev->from_child) {
 			store_event_free(ev);
 			rc = -ENOMEM;
 		} else {
@@ -378,5 +388,8 @@ void store_event_free(struct store_event *ev)
 	free(ev->tenant);
 	free(ev->parent);
 	free(ev->child);
+	free(ev->from_parent);
+	free(ev->from_child);
 	ev->tenant = ev->parent = ev->child = NULL;
+	ev->from_parent = ev->from_child = NULL;
 }

@@ -813,6 +813,9 @@ struct store_event {
 	uint64_t ino;           /* its inode */
 	uint64_t tenant_ino;    /* the inode of its tenant */
 	char *tenant, *parent, *child; /* names, "" when none */
+	/* A link's, rename's or exchange's other name (the source; of an
+	 * exchange, the name the state left); "" for every other line. */
+	char *from_parent, *from_child;
 };
 
 /*

@@ -220,3 +220,27 @@ fsyncdir() {
 	assert_output p
 	mkdir "$MNT/t/q"
 }
+
+@test "a Redis ACL user with the rules the man page gives mounts and makes every kind of transition" {
+	rcli ACL SETUSER statefs on '>s3cret' '~statefs:*' '+@all' '-@dangerous' \
+		'+function|load' '+function|list' '+role'
+	printf s3cret >"$BATS_TEST_TMPDIR/pw"
+	chmod 600 "$BATS_TEST_TMPDIR/pw"
+	statefs_mount -o "store=unix:$REDIS_SOCK,store_user=statefs,store_password_file=$BATS_TEST_TMPDIR/pw,testclock"
+	mkdir "$MNT/t" "$MNT/t/p"
+	echo x >"$MNT/t/p/c"
+	setfattr -n user.statefs.ttl -v 5 "$MNT/t/p/c"
+	ln "$MNT/t/p/c" "$MNT/t/p/d"
+	mv "$MNT/t/p/d" "$MNT/t/p/e"
+	rm "$MNT/t/p/e"
+	echo 6000 >"$MNT/.clock"
+	echo p >"$MNT/t/.depart"
+	cat "$MNT/.snapshot" >/dev/null
+	echo >"$MNT/t/.drain"
+	run stat_of store
+	assert_output connected
+	# Nothing was refused by the ACL on the way.
+	run rcli ACL LOG
+	assert_output ""
+	[ ! -e "$MNT/t/p/c" ]
+}

@@ -1,0 +1,169 @@
+#!/usr/bin/env bats
+# SHARED-STORE.md §2, "Watching": a transition made through one mount
+# raises, on every other mount of the store, the inotify events it raises
+# on the mount that made it (fs/echo.c replays it through the mount).
+# And a mount started the way mount(8) starts it, in the background,
+# follows the shared store.  Each test starts its own redis-server and
+# mounts it twice, A and B; watchers run on B, changes are made on A.
+
+STATEFS_STORE=embedded
+load helpers
+# shellcheck source=tests/bats/redis_helpers.bash
+source "$BATS_TEST_DIRNAME/redis_helpers.bash"
+
+setup() {
+	redis_start
+	BGMNT=
+}
+
+teardown() {
+	bg_stop
+	if [ -n "$BGMNT" ]; then
+		fusermount3 -u "$BGMNT" 2>/dev/null || fusermount3 -uz "$BGMNT" 2>/dev/null
+		# The daemon leaves once its mount is gone.
+		for _ in $(seq 100); do
+			pgrep -f "statefs.*$BGMNT" >/dev/null || break
+			sleep 0.05
+		done
+	fi
+	statefs_unmount
+	redis_stop_all
+}
+
+mount2() {
+	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
+	A=$MNT
+	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
+	B=$MNT
+}
+
+fsyncdir() {
+	python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$1"
+}
+
+@test "inotify on one mount sees another mount's join, create, publication, unlink and leave" {
+	mount2
+	mkdir "$A/t" "$A/t/p"
+	fsyncdir "$B/t"
+	watch_start "$BATS_TEST_TMPDIR/t.ev" "$B/t"
+	watch_start "$BATS_TEST_TMPDIR/p.ev" "$B/t/p"
+	mkdir "$A/t/q"
+	echo hello >"$A/t/p/c"
+	wait_line "$BATS_TEST_TMPDIR/t.ev" "CREATE,ISDIR q"
+	wait_line "$BATS_TEST_TMPDIR/p.ev" "CREATE c"
+	wait_line "$BATS_TEST_TMPDIR/p.ev" "CLOSE_WRITE,CLOSE c"
+	# The event comes once the content is there to read.
+	run cat "$B/t/p/c"
+	assert_output hello
+	echo again >"$A/t/p/c"
+	wait_line "$BATS_TEST_TMPDIR/p.ev" "MODIFY c"
+	[ "$(grep -c '^CLOSE_WRITE,CLOSE c$' "$BATS_TEST_TMPDIR/p.ev")" -ge 1 ]
+	rm "$A/t/p/c"
+	wait_line "$BATS_TEST_TMPDIR/p.ev" "DELETE c"
+	rmdir "$A/t/q"
+	wait_line "$BATS_TEST_TMPDIR/t.ev" "DELETE,ISDIR q"
+	# In that order: the parent's CREATE before the child's DELETE's
+	# directory went, the child's CREATE before its DELETE.
+	run grep -n -e '^CREATE c$' -e '^DELETE c$' "$BATS_TEST_TMPDIR/p.ev"
+	assert_line --index 0 --partial "CREATE c"
+	assert_line --index 1 --partial "DELETE c"
+}
+
+@test "inotify on one mount sees another mount's link, rename and exchange as on the mount that made them" {
+	mount2
+	mkdir "$A/t" "$A/t/p" "$A/t/q"
+	echo one >"$A/t/p/a"
+	echo two >"$A/t/q/b"
+	fsyncdir "$B/t"
+	ls "$B/t/p" "$B/t/q" >/dev/null
+	watch_start "$BATS_TEST_TMPDIR/ev" "$B/t" -r
+	ln "$A/t/p/a" "$A/t/p/l"
+	wait_line "$BATS_TEST_TMPDIR/ev" "CREATE l"
+	mv "$A/t/p/l" "$A/t/q/m"
+	wait_line "$BATS_TEST_TMPDIR/ev" "MOVED_FROM l"
+	wait_line "$BATS_TEST_TMPDIR/ev" "MOVED_TO m"
+	python3 - "$A/t/p/a" "$A/t/q/b" <<'EOF'
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.renameat2(-100, sys.argv[1].encode(), -100, sys.argv[2].encode(), 2) != 0:
+    raise OSError(ctypes.get_errno(), "renameat2")
+EOF
+	wait_line "$BATS_TEST_TMPDIR/ev" "MOVED_FROM a"
+	wait_line "$BATS_TEST_TMPDIR/ev" "MOVED_TO b"
+	fsyncdir "$B/t"
+	# B shows what A shows: the kernel's view moved with the events.
+	run cat "$B/t/p/a" "$B/t/q/b" "$B/t/q/m"
+	assert_output "$(printf 'two\none\none')"
+	[ "$(stat -c %i "$B/t/q/m")" = "$(stat -c %i "$A/t/q/m")" ]
+	[ "$(stat -c %i "$B/t/q/b")" = "$(stat -c %i "$A/t/q/b")" ]
+	[ "$(stat -c %h "$B/t/q/m")" = 2 ]
+}
+
+@test "an echo changes nothing: both mounts keep one tree, one .events and the same counters" {
+	mount2
+	mkdir "$A/t" "$A/t/p"
+	fsyncdir "$B/t"
+	exec 7<"$A/t/.events" 8<"$B/t/.events"
+	watch_start "$BATS_TEST_TMPDIR/ev" "$B/t" -r
+	for i in 1 2 3 4 5; do
+		echo "v$i" >"$A/t/p/c$i"
+	done
+	ln "$A/t/p/c1" "$A/t/p/l1"
+	mv "$A/t/p/c2" "$A/t/p/m2"
+	rm "$A/t/p/c3"
+	echo more >>"$A/t/p/c4"
+	wait_line "$BATS_TEST_TMPDIR/ev" "DELETE c3"
+	wait_line "$BATS_TEST_TMPDIR/ev" "MODIFY c4"
+	fsyncdir "$A/t"
+	fsyncdir "$B/t"
+	run ls "$B/t/p"
+	assert_output "$(ls "$A/t/p")"
+	for f in c1 l1 m2 c4 c5; do
+		[ "$(cat "$B/t/p/$f")" = "$(cat "$A/t/p/$f")" ]
+		[ "$(stat -c '%s %i %h' "$B/t/p/$f")" = "$(stat -c '%s %i %h' "$A/t/p/$f")" ]
+		[ "$(ver "$B/t/p/$f")" = "$(ver "$A/t/p/$f")" ]
+	done
+	for k in children links bytes admissions removals; do
+		[ "$(stat_of "$k" "$B")" = "$(stat_of "$k" "$A")" ]
+	done
+	# B's reader got the lines A's did, and no more: the echo's own
+	# requests are never transitions.  5 creates and 5 writes, a link,
+	# a rename, an unlink, a write.
+	timeout 2 cat <&7 >"$BATS_TEST_TMPDIR/a.lines" || true
+	timeout 2 cat <&8 >"$BATS_TEST_TMPDIR/b.lines" || true
+	exec 7<&- 8<&-
+	[ "$(wc -l <"$BATS_TEST_TMPDIR/a.lines")" -eq 14 ]
+	diff "$BATS_TEST_TMPDIR/a.lines" "$BATS_TEST_TMPDIR/b.lines"
+}
+
+@test "started in the background as mount(8) starts it, a mount follows the shared store" {
+	local dir
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-bats.XXXXXX")
+	mkdir "$dir/mnt"
+	statefs_mount -o "store=unix:$REDIS_SOCK"
+	A=$MNT
+	BGMNT="$dir/mnt"
+	# No -f: the command returns once the mount is live.
+	run "$STATEFS_BIN" "unix:$REDIS_SOCK" "$BGMNT"
+	assert_success
+	grep -q " $dir/mnt fuse" /proc/mounts
+	mkdir "$BGMNT/t" "$BGMNT/t/p"
+	echo hi >"$BGMNT/t/p/c"
+	fsyncdir "$A"
+	run cat "$A/t/p/c"
+	assert_output hi
+	echo there >"$A/t/p/d"
+	fsyncdir "$BGMNT"
+	run cat "$BGMNT/t/p/d"
+	assert_output there
+}
+
+@test "a background start that cannot reach its store says so and exits 1, mounting nothing" {
+	local dir
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-bats.XXXXXX")
+	mkdir "$dir/mnt"
+	run "$STATEFS_BIN" -o store_timeout=1 "unix:$dir/no.sock" "$dir/mnt"
+	assert_failure 1
+	assert_output --partial "statefs:"
+	! grep -q " $dir/mnt fuse" /proc/mounts
+}
