@@ -853,6 +853,18 @@ void store_set_attr_hook(struct store *s,
 			  void (*hook)(void *arg, const uint64_t *ino, size_t n),
 			  void *arg);
 
+/*
+ * On a shared store: called after the mirror applied another mount's
+ * change of @n's attributes that no line tells of (a chmod, chown or
+ * times, a lease set or renewed, a child_ttl: on the mount that made it,
+ * the kernel raised ATTRIB), outside the store's locks.  @n is counted
+ * for the call only: the hook takes its own reference to keep it.  It
+ * must not call into the store or the mount.  Set once, before use.
+ */
+void store_set_touch_hook(struct store *s,
+			  void (*hook)(void *arg, struct store_node *n),
+			  void *arg);
+
 /* Drain ------------------------------------------------------------------ */
 
 /*
