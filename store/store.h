@@ -48,16 +48,6 @@
  * write epochs: store/internal.h and the file of each), nor what tests
  * use to look inside it or steer it (store/store_test.h).
  *
- * For an implementation, what drawing the seam changed here: the inode
- * table left (store_ino_get/remember/forget), and store_*_entry() no
- * longer count a lookup; a reader of the log is opaque (store_events_open
- * makes it, with its scope, flags and a copy of the opener's
- * credentials; store_events_gate/position/end/close); the reaper is the
- * store's (store_reaper_start/stop, store_reap_due); cache_timeout_ms
- * left store_limits; store_special_ino() came; the recount and the test
- * hooks moved to store/store_test.h.  Every transition kept its
- * signature.
- *
  * How it is built is told where it is built: each file of store/ opens
  * with the mechanism it owns and the locks it takes; the shared structs,
  * the lock order and a map of the files are in store/internal.h.
