@@ -71,13 +71,16 @@ void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		int to_set, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
-	struct store_node *n = node_get(req, ino);
+	struct store_node *n;
 	struct fs_file *f = fi ? (struct fs_file *)(uintptr_t)fi->fh : NULL;
 	struct store_attr in = { 0 }, out;
 	unsigned mask = 0, tok;
 	struct stat st;
 	int rc = 0;
 
+	if (fs_echo_setattr(req, fs, ino))
+		return;
+	n = node_get(req, ino);
 	if (!n) {
 		reply_err(req, ESTALE);
 		return;

@@ -23,6 +23,8 @@
  *   its link                          link: CREATE
  *   its rename, exchange              rename(2), renameat2(EXCHANGE):
  *                                     MOVED_FROM and MOVED_TO
+ *   its chmod, chown, times, lease    chmod(2) to the mode it has: ATTRIB
+ *   (no line: the store's touch hook)
  *
  * A removal removes a name only while the kernel holds that inode
  * number under it and no live node owns the name (judged under the
@@ -298,6 +300,60 @@ bool fs_echo_open(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 	return true;
 }
 
+bool fs_echo_setattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino)
+{
+	struct store_node *n;
+	struct stat st;
+	unsigned tok;
+	int rc = -EPERM;
+
+	if (!from_echo(req, fs))
+		return false;
+	tok = fs_reply_begin(fs);
+	n = echo_target(fs, FS_ECHO_ATTRIB, 0, NULL);
+	if (n && store_node_ino(n) == ino)
+		rc = fs_node_stat(fs, n, &st);
+	if (rc)
+		reply_err(req, rc);
+	else
+		fuse_reply_attr(req, &st, fs_cache_timeout(fs, n));
+	fs_reply_end(fs, tok);
+	if (n)
+		store_node_unref(fs->store, n);
+	return true;
+}
+
+void fs_echo_touched(void *arg, struct store_node *n)
+{
+	struct fs *fs = arg;
+	unsigned i;
+
+	pthread_mutex_lock(&fs->watch_lock);
+	for (i = 0; i < fs->echo_ntouched && fs->echo_touched[i] != n; i++)
+		;
+	if (!fs->stopping && i == fs->echo_ntouched &&
+	    i < FS_ECHO_TOUCHED) {
+		store_node_ref(n);
+		fs->echo_touched[fs->echo_ntouched++] = n;
+		pthread_cond_signal(&fs->echo_cond);
+	}
+	pthread_mutex_unlock(&fs->watch_lock);
+}
+
+void fs_echo_untouch(struct fs *fs)
+{
+	struct store_node *list[FS_ECHO_TOUCHED];
+	unsigned n;
+
+	pthread_mutex_lock(&fs->watch_lock);
+	n = fs->echo_ntouched;
+	memcpy(list, fs->echo_touched, n * sizeof(*list));
+	fs->echo_ntouched = 0;
+	pthread_mutex_unlock(&fs->watch_lock);
+	for (unsigned i = 0; i < n; i++)
+		store_node_unref(fs->store, list[i]);
+}
+
 /* Does a live node own the name @ev removed (depth @depth) now? */
 static bool name_live(struct fs *fs, const struct store_event *ev, int depth)
 {
@@ -539,6 +595,89 @@ out:
 	store_node_unref(fs->store, n);
 }
 
+struct first_name {
+	uint64_t dir;
+	char name[NAME_MAX + 1];
+	bool found;
+};
+
+static void first_name(void *arg, uint64_t dir, const char *name)
+{
+	struct first_name *fn = arg;
+
+	if (fn->found || strlen(name) > NAME_MAX)
+		return;
+	fn->dir = dir;
+	snprintf(fn->name, sizeof(fn->name), "%s", name);
+	fn->found = true;
+}
+
+/*
+ * A path of @n from the mount's root (for a child, one of its names),
+ * through directories the kernel knows: a watcher's directory is one.
+ * False when there is none.
+ */
+static bool node_path(struct fs *fs, struct store_node *n, char *buf,
+		      size_t len)
+{
+	char names[3][NAME_MAX + 1];
+	struct store_node *cur = n;
+	int k = 0;
+
+	store_node_ref(cur);
+	for (;;) {
+		struct first_name fn = { 0 };
+
+		store_node_names(fs->store, cur, first_name, &fn);
+		store_node_unref(fs->store, cur);
+		if (!fn.found || k == 3)
+			return false;
+		memcpy(names[k++], fn.name, sizeof(fn.name));
+		if (fn.dir == STORE_ROOT_INO)
+			break;
+		cur = fs_inode_get(&fs->inodes, fs->store, fn.dir);
+		if (!cur)
+			return false;
+	}
+	if (k == 1)
+		snprintf(buf, len, "%s", names[0]);
+	else if (k == 2)
+		snprintf(buf, len, "%s/%s", names[1], names[0]);
+	else
+		snprintf(buf, len, "%s/%s/%s", names[2], names[1], names[0]);
+	return true;
+}
+
+/*
+ * Another mount changed @n's attributes: chmod it, through the mount,
+ * to the mode it has (answered by fs_echo_setattr): the kernel raises
+ * ATTRIB and takes the attributes the store has.
+ */
+static void echo_attrib(struct fs *fs, int rootfd, struct store_node *n)
+{
+	char path[3 * (NAME_MAX + 1)];
+	struct statx stx;
+	struct stat st;
+
+	if (fs_node_stat(fs, n, &st) != 0 || !node_path(fs, n, path, sizeof(path)))
+		return;
+	/* Only a node the kernel shows under that name. */
+	if (statx(rootfd, path, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
+		  STATX_INO, &stx) != 0 || stx.stx_ino != store_node_ino(n))
+		return;
+	pthread_mutex_lock(&fs->echo_lock);
+	fs->echo_kind = FS_ECHO_ATTRIB;
+	fs->echo_ino = store_node_ino(n);
+	fs->echo_node = n;
+	fs->echo_armed = true;
+	pthread_mutex_unlock(&fs->echo_lock);
+	(void)fchmodat(rootfd, path, st.st_mode & 07777, 0);
+	pthread_mutex_lock(&fs->echo_lock);
+	fs->echo_armed = false;
+	fs->echo_node = NULL;
+	pthread_mutex_unlock(&fs->echo_lock);
+}
+
 /* Replay one internal line through the mount. */
 static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
 {
@@ -619,7 +758,8 @@ void *fs_echo_main(void *arg)
 		for (;;) {
 			bool ready = backoff ? fs_deadline_passed(&retry) :
 				     store_events_pending(fs->store, r) ||
-				     store_events_position(r) != fs->echo_seq;
+				     store_events_position(r) != fs->echo_seq ||
+				     fs->echo_ntouched;
 
 			if (fs->stopping || ready)
 				break;
@@ -633,6 +773,25 @@ void *fs_echo_main(void *arg)
 		if (fs->stopping) {
 			pthread_mutex_unlock(&fs->watch_lock);
 			break;
+		}
+		/* The lines first: an ATTRIB after the CREATE it follows. */
+		if (fs->echo_ntouched && !store_events_pending(fs->store, r)) {
+			struct store_node *list[FS_ECHO_TOUCHED];
+			unsigned n = fs->echo_ntouched;
+			int rootfd;
+
+			memcpy(list, fs->echo_touched, n * sizeof(*list));
+			fs->echo_ntouched = 0;
+			pthread_mutex_unlock(&fs->watch_lock);
+			rootfd = mount_root(fs, &dev);
+			for (unsigned i = 0; i < n; i++) {
+				if (rootfd >= 0)
+					echo_attrib(fs, rootfd, list[i]);
+				store_node_unref(fs->store, list[i]);
+			}
+			if (rootfd >= 0)
+				close(rootfd);
+			continue;
 		}
 		pthread_mutex_unlock(&fs->watch_lock);
 		rc = store_events_next(fs->store, r, &ev);

@@ -71,7 +71,10 @@ enum fs_echo_kind {
 	FS_ECHO_APPEAR,  /* a join, create or link: the name appears */
 	FS_ECHO_MOVE,    /* a rename or exchange */
 	FS_ECHO_PUBLISH, /* a publication: open, write, close */
+	FS_ECHO_ATTRIB,  /* another mount's chmod, chown, times or lease */
 };
+
+#define FS_ECHO_TOUCHED 64
 
 /*
  * An open file (fi->fh).  Threads that share a descriptor send requests
@@ -192,6 +195,10 @@ struct fs {
 	uint64_t echo_from_dir_ino;
 	bool echo_dir;
 	bool echo_armed;
+	/* The nodes whose attributes another mount changed, counted, for
+	 * the echo thread's ATTRIB (watch_lock; a full list drops more). */
+	struct store_node *echo_touched[FS_ECHO_TOUCHED];
+	unsigned echo_ntouched;
 };
 
 /* The handlers' shorthands ------------------------------------------------ */
@@ -475,6 +482,13 @@ bool fs_echo_move(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 		  const char *name);
 bool fs_echo_open(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		  struct fuse_file_info *fi);
+/* fs_echo_setattr() answers the echo thread's chmod of a node another
+ * mount changed with its attributes; fs_echo_touched() is the store's
+ * touch hook (store_set_touch_hook), fs_echo_untouch() lets go of what
+ * it queued (after the echo thread is joined). */
+bool fs_echo_setattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino);
+void fs_echo_touched(void *arg, struct store_node *n);
+void fs_echo_untouch(struct fs *fs);
 /* The echo thread (started by fs_watch_start). */
 void *fs_echo_main(void *arg);
 

@@ -28,6 +28,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,9 +235,15 @@ static int background_begin(void)
 		return -1;
 	}
 	if (pid > 0) {
+		int st;
+
 		close(p[1]);
-		if (read(p[0], &status, 1) != 1)
+		if (read(p[0], &status, 1) != 1) {
+			/* It failed: it exits, and is reaped here. */
 			status = 1;
+			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+				;
+		}
 		_exit(status);
 	}
 	close(p[0]);

@@ -217,6 +217,7 @@ int fs_watch_start(struct fs *fs)
 	fs->echo_seq = store_events_position(fs->echo_reader);
 	store_set_event_hook(fs->store, fs_watch_hook, fs);
 	store_set_attr_hook(fs->store, fs_inval_attrs_changed, fs);
+	store_set_touch_hook(fs->store, fs_echo_touched, fs);
 	if (store_reaper_start(fs->store) != 0)
 		return -EAGAIN;
 	if (pthread_create(&fs->events_thread, NULL, fs_events_main, fs)) {
@@ -265,6 +266,7 @@ void fs_watch_join(struct fs *fs)
 		pthread_join(fs->echo_thread, NULL);
 	store_events_close(fs->echo_reader);
 	fs->echo_reader = NULL;
+	fs_echo_untouch(fs);
 	fs_inval_join(fs);
 	fs->threads = false;
 }

@@ -214,6 +214,14 @@ void event_hook_run(struct store *s)
 	}
 }
 
+void store_set_touch_hook(struct store *s,
+			  void (*hook)(void *arg, struct store_node *n),
+			  void *arg)
+{
+	s->touch_hook = hook;
+	s->touch_arg = arg;
+}
+
 void store_set_attr_hook(struct store *s,
 			  void (*hook)(void *arg, const uint64_t *ino, size_t n),
 			  void *arg)

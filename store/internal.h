@@ -388,6 +388,8 @@ struct store {
 	void *event_arg;
 	void (*attr_hook)(void *arg, const uint64_t *ino, size_t n);
 	void *attr_arg;
+	void (*touch_hook)(void *arg, struct store_node *n);
+	void *touch_arg;
 
 	/*
 	 * The reaper thread (reaper.c).  reap_at is the deadline it sleeps

@@ -349,6 +349,14 @@ static struct store_node *node_of_kind(struct store *s, struct mtenant *mt,
 			  STORE_PARENT : STORE_CHILD);
 }
 
+/* Another mount changed @n's attributes, which no line tells of: the
+ * watcher machinery raises ATTRIB for it (store_set_touch_hook). */
+static void touched(struct store *s, struct store_node *n)
+{
+	if (applying && applying->others && !applying->quiet && s->touch_hook)
+		s->touch_hook(s->touch_arg, n);
+}
+
 static int apply_lease(struct store *s, struct mtenant *mt,
 		       const struct mentry *e, bool set)
 {
@@ -365,6 +373,8 @@ static int apply_lease(struct store *s, struct mtenant *mt,
 	rc = TRANSITION(s, do_lease(s, n, set, ttl));
 	if (rc == 0 && deadline_of(s, n) != deadline)
 		rc = -EUCLEAN;
+	if (rc == 0)
+		touched(s, n);
 	store_node_unref(s, n);
 	return applied(rc);
 }
@@ -437,6 +447,7 @@ static int apply_child_ttl(struct store *s, const struct mentry *e)
 	bucket_lock(as_parent(n));
 	as_parent(n)->child_ttl_ms = ttl;
 	bucket_unlock(as_parent(n));
+	touched(s, n);
 	store_node_unref(s, n);
 	return 0;
 }
@@ -511,6 +522,8 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 		if (!a)
 			return -EUCLEAN;
 		rc = apply_attrs(s, a, e);
+		if (rc == 0)
+			touched(s, a);
 		store_node_unref(s, a);
 		return rc;
 	}

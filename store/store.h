@@ -48,16 +48,6 @@
  * write epochs: store/internal.h and the file of each), nor what tests
  * use to look inside it or steer it (store/store_test.h).
  *
- * For an implementation, what drawing the seam changed here: the inode
- * table left (store_ino_get/remember/forget), and store_*_entry() no
- * longer count a lookup; a reader of the log is opaque (store_events_open
- * makes it, with its scope, flags and a copy of the opener's
- * credentials; store_events_gate/position/end/close); the reaper is the
- * store's (store_reaper_start/stop, store_reap_due); cache_timeout_ms
- * left store_limits; store_special_ino() came; the recount and the test
- * hooks moved to store/store_test.h.  Every transition kept its
- * signature.
- *
  * How it is built is told where it is built: each file of store/ opens
  * with the mechanism it owns and the locks it takes; the shared structs,
  * the lock order and a map of the files are in store/internal.h.
@@ -851,6 +841,18 @@ void store_set_event_hook(struct store *s, void (*hook)(void *arg, bool internal
  */
 void store_set_attr_hook(struct store *s,
 			  void (*hook)(void *arg, const uint64_t *ino, size_t n),
+			  void *arg);
+
+/*
+ * On a shared store: called after the mirror applied another mount's
+ * change of @n's attributes that no line tells of (a chmod, chown or
+ * times, a lease set or renewed, a child_ttl: on the mount that made it,
+ * the kernel raised ATTRIB), outside the store's locks.  @n is counted
+ * for the call only: the hook takes its own reference to keep it.  It
+ * must not call into the store or the mount.  Set once, before use.
+ */
+void store_set_touch_hook(struct store *s,
+			  void (*hook)(void *arg, struct store_node *n),
 			  void *arg);
 
 /* Drain ------------------------------------------------------------------ */

@@ -99,6 +99,34 @@ EOF
 	[ "$(stat -c %h "$B/t/q/m")" = 2 ]
 }
 
+@test "inotify on one mount sees another mount's chmod, chown and lease as ATTRIB, and the new attributes" {
+	mount2
+	mkdir "$A/t" "$A/t/p"
+	echo x >"$A/t/p/c"
+	fsyncdir "$B/t"
+	stat "$B/t/p/c" >/dev/null
+	watch_start "$BATS_TEST_TMPDIR/t.ev" "$B/t"
+	watch_start "$BATS_TEST_TMPDIR/p.ev" "$B/t/p"
+	chmod 600 "$A/t/p/c"
+	wait_line "$BATS_TEST_TMPDIR/p.ev" "ATTRIB c"
+	run stat -c %a "$B/t/p/c"
+	assert_output 600
+	chown 1234:1234 "$A/t/p/c"
+	setfattr -n user.statefs.ttl -v 60 "$A/t/p/c"
+	chmod 700 "$A/t/p"
+	wait_line "$BATS_TEST_TMPDIR/t.ev" "ATTRIB,ISDIR p"
+	fsyncdir "$B/t"
+	run stat -c '%a %u %g' "$B/t/p/c"
+	assert_output "600 1234 1234"
+	run stat -c %a "$B/t/p"
+	assert_output 700
+	[ "$(grep -c '^ATTRIB c$' "$BATS_TEST_TMPDIR/p.ev")" -ge 2 ]
+	[ -n "$(ttl "$B/t/p/c")" ]
+	# No transition came of them: A made three attribute changes and
+	# a lease, B none.
+	[ "$(ver "$B/t/p/c")" = 1 ]
+}
+
 @test "an echo changes nothing: both mounts keep one tree, one .events and the same counters" {
 	mount2
 	mkdir "$A/t" "$A/t/p"
