@@ -1,0 +1,347 @@
+#!/usr/bin/env bats
+# SHARED-STORE.md, section 2: two and three mounts of one shared store,
+# as hosts would have, racing each other.  Each test starts its own
+# redis-server (redis_helpers.bash) and mounts it two or three times with
+# -o store=unix:SOCK.  shared.bats holds the one-shot cases (one create
+# against one, one rm, one edit); here the races are repeated over many
+# rounds from three mounts at once and the outcome is counted: one winner
+# a round, ceilings and quotas exact store-wide, every mount's .stats and
+# .events the same, old handles and working directories refused, a lease
+# ending without the mount that set it, links and renames seen everywhere.
+# A mount waits for the others' changes with fsync of a directory, never
+# with a sleep.  The mounts are explicit here, whichever backend the rest
+# of the run uses.
+
+STATEFS_STORE=embedded
+load helpers
+# shellcheck source=tests/bats/redis_helpers.bash
+source "$BATS_TEST_DIRNAME/redis_helpers.bash"
+
+setup() {
+	redis_start
+	OUT=$BATS_TEST_TMPDIR
+}
+
+# dead_teardown stops background readers, unmounts the live mounts and
+# detaches the mountpoint of a daemon a test killed.
+teardown() {
+	dead_teardown
+	redis_stop_all
+}
+
+# mount3 [OPTS...]: three mounts of this test's store, A, B and C, each
+# with its daemon's pid in A_PID, B_PID, C_PID.
+mount3() {
+	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
+	A=$MNT A_PID=$STATEFS_PID
+	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
+	B=$MNT B_PID=$STATEFS_PID
+	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
+	C=$MNT C_PID=$STATEFS_PID
+}
+
+# fsyncdir DIR...: fsync(2) of each directory (its mount catches up with
+# every change made before the call).
+fsyncdir() {
+	python3 -c '
+import os, sys
+for d in sys.argv[1:]:
+    fd = os.open(d, os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)' "$@"
+}
+
+# race OP ROUNDS PATH_FMT MNT...: one thread per mountpoint; in each round
+# r the threads meet at a barrier, then each runs OP on MNT/(PATH_FMT % r)
+# at once.  Prints one line a round: r and each mount's outcome (OK or the
+# errno name), in the order of the mounts.  OPs: create (O_CREAT|O_EXCL,
+# then writes the mount's index), unlink, mkdir, rmdir, rename (to
+# PATH_FMT % r with ".mI" appended, I the mount's index).
+race() {
+	python3 - "$@" <<'EOF'
+import errno, os, sys, threading
+op, rounds, fmt, mnts = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+barrier = threading.Barrier(len(mnts))
+out = [[None] * len(mnts) for _ in range(rounds)]
+
+def one(i, path):
+    if op == "create":
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        try:
+            os.write(fd, b"%d\n" % i)
+        finally:
+            os.close(fd)
+    elif op == "unlink":
+        os.unlink(path)
+    elif op == "mkdir":
+        os.mkdir(path)
+    elif op == "rmdir":
+        os.rmdir(path)
+    elif op == "rename":
+        os.rename(path, "%s.m%d" % (path, i))
+
+def run(i):
+    for r in range(rounds):
+        path = os.path.join(mnts[i], fmt % r)
+        barrier.wait()
+        try:
+            one(i, path)
+            out[r][i] = "OK"
+        except OSError as e:
+            out[r][i] = errno.errorcode.get(e.errno, str(e.errno))
+
+threads = [threading.Thread(target=run, args=(i,)) for i in range(len(mnts))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+for r in range(rounds):
+    print(r, *out[r])
+EOF
+}
+
+# one_winner LOSER: every line of $output (from race) has exactly one OK
+# and LOSER for every other mount.
+one_winner() {
+	local loser=$1 line bad
+	bad=$(awk -v l="$loser" '{
+			ok = 0; other = 0
+			for (i = 2; i <= NF; i++)
+				if ($i == "OK") ok++; else if ($i != l) other++
+			if (ok != 1 || other) print
+		}' <<<"$output")
+	[ -z "$bad" ] || fail "rounds without exactly one winner and $loser losers:
+$bad"
+}
+
+# attempt OP PATH: run the shell tool (touch or mkdir) and print OK or the
+# message's errno text (after the last ': ').  Exported for xargs.
+attempt() {
+	local msg
+	if msg=$("$1" "$2" 2>&1); then
+		echo OK
+	else
+		echo "${msg##*: }"
+	fi
+}
+export -f attempt
+
+# same_stats DIR MNT...: the gauges of DIR's .stats (DIR relative to each
+# mount, "" for the root) are the same on every mount; prints them.
+same_stats() {
+	local dir=$1 m first
+	shift
+	first=$(gauges "$1$dir")
+	for m in "$@"; do
+		assert_equal "$(gauges "$m$dir")" "$first"
+	done
+	echo "$first"
+}
+
+# --- one winner a round ---------------------------------------------------
+
+@test "three mounts race exclusive creates of one name, 40 rounds: one winner each, the losers EEXIST, every mount shows the winner's state" {
+	mount3
+	mkdir -p "$A/t/p"
+	fsyncdir "$B" "$C"
+	run race create 40 t/p/c%d "$A" "$B" "$C"
+	assert_success
+	assert_equal "${#lines[@]}" 40
+	one_winner EEXIST
+	fsyncdir "$A" "$B" "$C"
+	# The winner's index is what each round's child holds, on every mount.
+	local r want m
+	for r in $(seq 0 39); do
+		want=$(awk -v r="$r" '$1 == r { for (i = 2; i <= NF; i++) if ($i == "OK") print i - 2 }' <<<"$output")
+		for m in "$A" "$B" "$C"; do
+			assert_equal "$(cat "$m/t/p/c$r")" "$want"
+			assert_equal "$(ver "$m/t/p/c$r")" 1
+		done
+	done
+	run stat_of children "$C"
+	assert_output 40
+	run stat_of admissions "$B"
+	assert_output 40
+}
+
+@test "three mounts race rm of one child, 40 rounds: exactly one rm succeeds, the others get ENOENT" {
+	mount3
+	mkdir -p "$A/t/p"
+	for r in $(seq 0 39); do
+		echo "$r" >"$A/t/p/c$r"
+	done
+	fsyncdir "$B" "$C"
+	run ls "$C/t/p"
+	assert_equal "${#lines[@]}" 40
+	run race unlink 40 t/p/c%d "$A" "$B" "$C"
+	assert_success
+	one_winner ENOENT
+	fsyncdir "$A" "$B" "$C"
+	for m in "$A" "$B" "$C"; do
+		run ls "$m/t/p"
+		assert_output ''
+	done
+	run stat_of removals "$B"
+	assert_output 40
+	run stat_of children "$C"
+	assert_output 0
+}
+
+@test "three mounts race mv of one child to different names, 30 rounds: one rename wins (ENOENT for the others), one state at the end" {
+	mount3
+	mkdir -p "$A/t/p"
+	for r in $(seq 0 29); do
+		echo "$r" >"$A/t/p/c$r"
+	done
+	fsyncdir "$B" "$C"
+	run race rename 30 t/p/c%d "$A" "$B" "$C"
+	assert_success
+	one_winner ENOENT
+	fsyncdir "$A" "$B" "$C"
+	# Each state lives on under the winner's name only, on every mount.
+	local r i m
+	for r in $(seq 0 29); do
+		i=$(awk -v r="$r" '$1 == r { for (i = 2; i <= NF; i++) if ($i == "OK") print i - 2 }' <<<"$output")
+		for m in "$A" "$B" "$C"; do
+			assert_equal "$(cat "$m/t/p/c$r.m$i")" "$r"
+			[ ! -e "$m/t/p/c$r" ]
+		done
+	done
+	for m in "$A" "$B" "$C"; do
+		run bash -c 'ls "$1" | wc -l' _ "$m/t/p"
+		assert_output 30
+	done
+	run stat_of children "$B"
+	assert_output 30
+}
+
+@test "three mounts race mkdir of one parent and its rmdir, 30 rounds: one join and one leave a round" {
+	mount3
+	mkdir "$A/t"
+	fsyncdir "$B" "$C"
+	run race mkdir 30 t/p%d "$A" "$B" "$C"
+	assert_success
+	one_winner EEXIST
+	fsyncdir "$A" "$B" "$C"
+	for m in "$A" "$B" "$C"; do
+		assert_equal "$(gen "$m/t/p7")" 1
+	done
+	run race rmdir 30 t/p%d "$A" "$B" "$C"
+	assert_success
+	one_winner ENOENT
+	fsyncdir "$A" "$B" "$C"
+	for m in "$A" "$B" "$C"; do
+		run ls "$m/t"
+		assert_output ''
+	done
+	# Parents only: a tenant's mkdir is no join.
+	run stat_of joins "$C"
+	assert_output 30
+	run stat_of leaves "$A"
+	assert_output 30
+	run stat_of tombstones "$B"
+	assert_output 30
+}
+
+# --- ceilings and quotas, filled from three mounts at once -----------------
+
+# fill OP MNT...: for each path read from stdin (relative to a mount), one
+# attempt of OP (touch or mkdir) on it, the mounts taken in turn, six
+# attempts at a time with xargs -P; prints one outcome a line (OK or the
+# error text).
+fill() {
+	local op=$1 i=0 path
+	shift
+	local mnts=("$@")
+	while read -r path; do
+		echo "$op ${mnts[i % ${#mnts[@]}]}/$path"
+		i=$((i + 1))
+	done | xargs -P 6 -L 1 bash -c 'attempt "$@"' _
+}
+
+# count TEXT: how many lines of $output are TEXT.
+count() {
+	grep -cxF -- "$1" <<<"$output" || true
+}
+
+@test "max_children filled from three mounts with xargs -P: exactly the ceiling admitted, the rest ENOSPC; every mount's .stats agrees with find" {
+	mount3 -o max_children=24,tenant_max_children=0
+	mkdir -p "$A/t/p1" "$A/t/p2" "$A/t/p3"
+	fsyncdir "$B" "$C"
+	run fill touch "$A" "$B" "$C" < <(for i in $(seq 90); do echo "t/p$((i % 3 + 1))/c$i"; done)
+	assert_success
+	assert_equal "${#lines[@]}" 90
+	assert_equal "$(count OK)" 24
+	assert_equal "$(count 'No space left on device')" 66
+	fsyncdir "$A/t" "$B/t" "$C/t"
+	run same_stats "" "$A" "$B" "$C"
+	assert_line 'children 24'
+	local m
+	for m in "$A" "$B" "$C"; do
+		assert_equal "$(find "$m/t" -mindepth 2 -type f | wc -l)" 24
+		assert_equal "$(stat_of refused_capacity "$m")" 66
+	done
+	# A place freed on one mount is taken on another, and only one.
+	rm "$(find "$B/t" -mindepth 2 -type f | head -n 1)"
+	run fill touch "$C" "$A" < <(for i in $(seq 6); do echo "t/p1/d$i"; done)
+	assert_equal "$(count OK)" 1
+	fsyncdir "$A" "$B" "$C"
+	run same_stats "" "$A" "$B" "$C"
+	assert_line 'children 24'
+}
+
+@test "tenant_quota and parent_quota filled from three mounts with xargs -P: exact, the rest EDQUOT; .stats agrees everywhere" {
+	mount3 -o tenant_quota=15,parent_quota=6
+	mkdir -p "$A/t/p1" "$A/t/p2" "$A/t/p3" "$A/u/p"
+	fsyncdir "$B" "$C"
+	# Three parents of 6 would hold 18: the tenant's 15 binds.
+	run fill touch "$A" "$B" "$C" < <(for i in $(seq 60); do echo "t/p$((i % 3 + 1))/c$i"; done)
+	assert_success
+	assert_equal "$(count OK)" 15
+	assert_equal "$(count 'Disk quota exceeded')" 45
+	# One parent: its 6 bind.
+	run fill touch "$B" "$C" "$A" < <(for i in $(seq 30); do echo "u/p/c$i"; done)
+	assert_equal "$(count OK)" 6
+	assert_equal "$(count 'Disk quota exceeded')" 24
+	fsyncdir "$A/t" "$B/t" "$C/t"
+	local m p
+	for m in "$A" "$B" "$C"; do
+		assert_equal "$(find "$m/t" -mindepth 2 -type f | wc -l)" 15
+		assert_equal "$(find "$m/u" -mindepth 2 -type f | wc -l)" 6
+		for p in p1 p2 p3; do
+			[ "$(ls "$m/t/$p" | wc -l)" -le 6 ] || fail "$m/t/$p holds more than 6"
+		done
+		assert_equal "$(stat_of refused_quota "$m")" 69
+	done
+	run same_stats /t "$A" "$B" "$C"
+	assert_line 'children 15'
+	run same_stats /u "$A" "$B" "$C"
+	assert_line 'children 6'
+	run same_stats "" "$A" "$B" "$C"
+	assert_line 'children 21'
+}
+
+@test "max_tenants and max_parents filled with mkdir from three mounts with xargs -P: exact, the rest ENOSPC; .stats agrees with find" {
+	mount3 -o max_tenants=4,max_parents=10,tenant_max_parents=0
+	run fill mkdir "$A" "$B" "$C" < <(for i in $(seq 12); do echo "t$i"; done)
+	assert_success
+	assert_equal "$(count OK)" 4
+	assert_equal "$(count 'No space left on device')" 8
+	fsyncdir "$A" "$B" "$C"
+	local ts
+	ts=$(ls "$A")
+	assert_equal "$(ls "$B")" "$ts"
+	assert_equal "$(ls "$C")" "$ts"
+	run fill mkdir "$C" "$B" "$A" < <(for i in $(seq 40); do for t in $ts; do echo "$t/p$i"; done; done | head -n 40)
+	assert_equal "$(count OK)" 10
+	assert_equal "$(count 'No space left on device')" 30
+	fsyncdir "$A" "$B" "$C"
+	local m
+	for m in "$A" "$B" "$C"; do
+		assert_equal "$(find "$m" -mindepth 2 -maxdepth 2 -type d | wc -l)" 10
+		assert_equal "$(find "$m" -mindepth 1 -maxdepth 1 -type d | wc -l)" 4
+	done
+	run same_stats "" "$A" "$B" "$C"
+	assert_line 'tenants 4'
+	assert_line 'parents 10'
+}
