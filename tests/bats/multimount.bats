@@ -345,3 +345,227 @@ count() {
 	assert_line 'tenants 4'
 	assert_line 'parents 10'
 }
+
+# --- compare-and-swap across mounts ---------------------------------------
+
+@test "in-place edits opened on three mounts against one version: the first close wins, the other two get EAGAIN and change nothing" {
+	mount3
+	mkdir -p "$A/t/p"
+	echo base >"$A/t/p/c"
+	fsyncdir "$B" "$C"
+	run python3 - "$A/t/p/c" "$B/t/p/c" "$C/t/p/c" <<'PY'
+import errno, os, sys
+fds = [os.open(p, os.O_RDWR) for p in sys.argv[1:]]
+for fd, label in zip(fds, b"ABC"):
+    os.pwrite(fd, bytes([label]), 0)
+out = []
+for fd in fds:
+    try:
+        os.close(fd)
+        out.append("OK")
+    except OSError as e:
+        out.append(errno.errorcode[e.errno])
+print(*out)
+PY
+	assert_output 'OK EAGAIN EAGAIN'
+	fsyncdir "$A" "$B" "$C"
+	for m in "$A" "$B" "$C"; do
+		assert_equal "$(cat "$m/t/p/c")" Aase
+		assert_equal "$(ver "$m/t/p/c")" 2
+	done
+	# An append from another mount moves the base too.
+	exec 5<>"$C/t/p/c"
+	echo more >>"$B/t/p/c"
+	run py_errno 'os.pwrite(5, b"C", 0); os.close(5)'
+	assert_output EAGAIN
+	exec 5>&-
+	# With nothing in between, an in-place edit on a third mount wins.
+	fsyncdir "$A"
+	exec 5<>"$A/t/p/c"
+	run py_errno 'os.pwrite(5, b"a", 0); os.close(5)'
+	assert_output OK
+	exec 5>&-
+	fsyncdir "$B" "$C"
+	for m in "$A" "$B" "$C"; do
+		assert_equal "$(cat "$m/t/p/c")" "$(printf 'aase\nmore')"
+		assert_equal "$(ver "$m/t/p/c")" 4
+	done
+}
+
+@test "a counter incremented by compare-and-swap from three mounts at once loses no increment" {
+	mount3
+	mkdir -p "$A/t/p"
+	echo 0 >"$A/t/p/n"
+	fsyncdir "$B" "$C"
+	# Each mount adds 1 twenty times: open, read, write in place, close;
+	# on EAGAIN it catches up (fsync of the parent) and tries again.
+	run python3 - 20 "$A" "$B" "$C" <<'PY'
+import errno, os, sys, threading
+n, mnts = int(sys.argv[1]), sys.argv[2:]
+conflicts = [0] * len(mnts)
+errors = []
+
+def work(i):
+    path = mnts[i] + "/t/p/n"
+    done = tries = 0
+    while done < n and tries < 100 * n:
+        tries += 1
+        fd = os.open(path, os.O_RDWR)
+        try:
+            v = int(os.pread(fd, 64, 0))
+            os.pwrite(fd, b"%d\n" % (v + 1), 0)
+        except OSError as e:
+            errors.append(errno.errorcode[e.errno])
+        try:
+            os.close(fd)
+            done += 1
+        except OSError as e:
+            if e.errno != errno.EAGAIN:
+                errors.append(errno.errorcode[e.errno])
+                return
+            conflicts[i] += 1
+            d = os.open(mnts[i] + "/t/p", os.O_RDONLY)
+            os.fsync(d)
+            os.close(d)
+    if done < n:
+        errors.append("gave up after %d tries" % tries)
+
+threads = [threading.Thread(target=work, args=(i,)) for i in range(len(mnts))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print("errors", len(errors), *errors)
+print("conflicts", sum(conflicts))
+PY
+	assert_success
+	assert_line 'errors 0'
+	fsyncdir "$A" "$B" "$C"
+	for m in "$A" "$B" "$C"; do
+		assert_equal "$(cat "$m/t/p/n")" 60
+		# One publication per increment, after the first echo.
+		assert_equal "$(ver "$m/t/p/n")" 61
+	done
+}
+
+# --- old incarnations across mounts ---------------------------------------
+
+# stale_or_gone FILE: FILE holds a tool's failure, ESTALE, or ENOENT (once
+# the kernel has been told the directory went, it answers ENOENT in it
+# itself, as after a local rmdir; tree.bats accepts the same).
+stale_or_gone() {
+	grep -qE 'Stale file handle|No such file or directory' "$1" ||
+		fail "expected ESTALE or ENOENT in $1, got: $(cat "$1")"
+	grep -qx 'status 0' "$1" && fail "$1: the tool succeeded: $(cat "$1")"
+	return 0
+}
+
+@test "open handles of a child that another mount removed and re-created get ESTALE on two mounts, and never touch the new one" {
+	mount3
+	mkdir -p "$A/t/p"
+	echo old >"$A/t/p/c"
+	fsyncdir "$B" "$C"
+	old=$(stat -c %i "$A/t/p/c")
+	exec 5<>"$A/t/p/c"
+	exec 6<"$C/t/p/c"
+	rm "$B/t/p/c"
+	echo new >"$B/t/p/c"
+	chmod 640 "$B/t/p/c"
+	# No catching up on A first: what goes to the store through A's old
+	# handle reaches the store's newer incarnation, and is refused there.
+	run py_errno 'os.utime(5)'
+	assert_output ESTALE
+	run py_errno 'os.fchmod(5, 0o600)'
+	assert_output ESTALE
+	run py_errno 'os.pwrite(5, b"X", 0); os.close(5)'
+	assert_output ESTALE
+	exec 5>&-
+	fsyncdir "$C"
+	run py_errno 'os.read(6, 10)'
+	assert_output ESTALE
+	exec 6<&-
+	fsyncdir "$A"
+	for m in "$A" "$B" "$C"; do
+		assert_equal "$(cat "$m/t/p/c")" new
+		assert_equal "$(ver "$m/t/p/c")" 1
+		assert_equal "$(stat -c %a "$m/t/p/c")" 640
+		refute [ "$(stat -c %i "$m/t/p/c")" = "$old" ]
+	done
+	run stat_of children "$A"
+	assert_output 1
+}
+
+@test "a directory handle of a parent that left and rejoined on another mount admits nothing and removes nothing" {
+	mount3
+	mkdir -p "$A/t/p"
+	touch "$A/t/p/c"
+	fsyncdir "$B" "$C"
+	exec 7<"$A/t/p"
+	rmdir "$B/t/p"
+	mkdir "$C/t/p"
+	echo new >"$C/t/p/c"
+	run python3 - <<'PY'
+import os
+for what, f in (("create", lambda: os.close(os.open("x", os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=7))),
+                ("unlink", lambda: os.unlink("c", dir_fd=7)),
+                ("rename", lambda: os.rename("c", "z", src_dir_fd=7, dst_dir_fd=7))):
+    try:
+        f()
+        print(what, "OK")
+    except OSError as e:
+        print(what, os.strerror(e.errno))
+PY
+	exec 7<&-
+	refute_line --partial OK
+	for l in "${lines[@]}"; do
+		[[ $l == *'Stale file handle' || $l == *'No such file or directory' ]] ||
+			fail "unexpected: $l"
+	done
+	fsyncdir "$A" "$B" "$C"
+	for m in "$A" "$B" "$C"; do
+		run ls "$m/t/p"
+		assert_output c
+		assert_equal "$(cat "$m/t/p/c")" new
+		assert_equal "$(gen "$m/t/p")" 2
+	done
+}
+
+@test "a shell whose working directory is a parent that left on another mount: ls, touch, cat and rm fail with ESTALE or ENOENT, also after a rejoin" {
+	mount3
+	mkdir -p "$A/t/p"
+	echo x >"$A/t/p/c"
+	fsyncdir "$B"
+	# One shell, in A/t/p throughout; each tool's output and status to a
+	# file (its own bash start-up complains about the lost cwd: dropped).
+	run env A="$A" B="$B" OUT="$OUT" bash -c '
+		try() { local f=$1; shift; "$@" >"$OUT/$f" 2>&1; echo "status $?" >>"$OUT/$f"; }
+		cd "$A/t/p" || exit 9
+		try ls0 ls
+		rmdir "$B/t/p" || exit 8
+		python3 -c "import os; os.fsync(os.open(\"$A/t\", os.O_RDONLY))" || exit 7
+		try ls1 ls
+		try touch1 touch x
+		try cat1 cat c
+		mkdir "$B/t/p" && echo new >"$B/t/p/c" || exit 6
+		python3 -c "import os; os.fsync(os.open(\"$A/t\", os.O_RDONLY))" || exit 5
+		try ls2 ls
+		try touch2 touch y
+		try rm2 rm c
+		try cat2 cat c
+		exit 0' _ 2>/dev/null
+	assert_success
+	run cat "$OUT/ls0"
+	assert_output "$(printf 'c\nstatus 0')"
+	local f
+	for f in ls1 touch1 cat1 ls2 touch2 rm2 cat2; do
+		stale_or_gone "$OUT/$f"
+		# Nothing of either incarnation is listed through the old directory.
+		run grep -x c "$OUT/$f"
+		assert_failure
+	done
+	for m in "$A" "$B" "$C"; do
+		run ls "$m/t/p"
+		assert_output c
+		assert_equal "$(cat "$m/t/p/c")" new
+	done
+}
