@@ -29,15 +29,14 @@ teardown() {
 	redis_stop_all
 }
 
-# mount3 [OPTS...]: three mounts of this test's store, A, B and C, each
-# with its daemon's pid in A_PID, B_PID, C_PID.
+# mount3 [OPTS...]: three mounts of this test's store, A, B and C.
 mount3() {
 	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
-	A=$MNT A_PID=$STATEFS_PID
+	A=$MNT
 	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
-	B=$MNT B_PID=$STATEFS_PID
+	B=$MNT
 	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
-	C=$MNT C_PID=$STATEFS_PID
+	C=$MNT
 }
 
 # fsyncdir DIR...: fsync(2) of each directory (its mount catches up with
@@ -103,7 +102,7 @@ EOF
 # one_winner LOSER: every line of $output (from race) has exactly one OK
 # and LOSER for every other mount.
 one_winner() {
-	local loser=$1 line bad
+	local loser=$1 bad
 	bad=$(awk -v l="$loser" '{
 			ok = 0; other = 0
 			for (i = 2; i <= NF; i++)
@@ -127,15 +126,15 @@ attempt() {
 export -f attempt
 
 # same_stats DIR MNT...: the gauges of DIR's .stats (DIR relative to each
-# mount, "" for the root) are the same on every mount; prints them.
+# mount, "" for the root) are the same on every mount; then $output holds
+# them, for assert_line.
 same_stats() {
-	local dir=$1 m first
+	local dir=$1 m
 	shift
-	first=$(gauges "$1$dir")
+	run gauges "$1$dir"
 	for m in "$@"; do
-		assert_equal "$(gauges "$m$dir")" "$first"
+		assert_equal "$(gauges "$m$dir")" "$output"
 	done
-	echo "$first"
 }
 
 # --- one winner a round ---------------------------------------------------
@@ -274,7 +273,7 @@ count() {
 	assert_equal "$(count OK)" 24
 	assert_equal "$(count 'No space left on device')" 66
 	fsyncdir "$A/t" "$B/t" "$C/t"
-	run same_stats "" "$A" "$B" "$C"
+	same_stats "" "$A" "$B" "$C"
 	assert_line 'children 24'
 	local m
 	for m in "$A" "$B" "$C"; do
@@ -286,7 +285,7 @@ count() {
 	run fill touch "$C" "$A" < <(for i in $(seq 6); do echo "t/p1/d$i"; done)
 	assert_equal "$(count OK)" 1
 	fsyncdir "$A" "$B" "$C"
-	run same_stats "" "$A" "$B" "$C"
+	same_stats "" "$A" "$B" "$C"
 	assert_line 'children 24'
 }
 
@@ -309,15 +308,15 @@ count() {
 		assert_equal "$(find "$m/t" -mindepth 2 -type f | wc -l)" 15
 		assert_equal "$(find "$m/u" -mindepth 2 -type f | wc -l)" 6
 		for p in p1 p2 p3; do
-			[ "$(ls "$m/t/$p" | wc -l)" -le 6 ] || fail "$m/t/$p holds more than 6"
+			[ "$(find "$m/t/$p" -mindepth 1 | wc -l)" -le 6 ] || fail "$m/t/$p holds more than 6"
 		done
 		assert_equal "$(stat_of refused_quota "$m")" 69
 	done
-	run same_stats /t "$A" "$B" "$C"
+	same_stats /t "$A" "$B" "$C"
 	assert_line 'children 15'
-	run same_stats /u "$A" "$B" "$C"
+	same_stats /u "$A" "$B" "$C"
 	assert_line 'children 6'
-	run same_stats "" "$A" "$B" "$C"
+	same_stats "" "$A" "$B" "$C"
 	assert_line 'children 21'
 }
 
@@ -341,7 +340,7 @@ count() {
 		assert_equal "$(find "$m" -mindepth 2 -maxdepth 2 -type d | wc -l)" 10
 		assert_equal "$(find "$m" -mindepth 1 -maxdepth 1 -type d | wc -l)" 4
 	done
-	run same_stats "" "$A" "$B" "$C"
+	same_stats "" "$A" "$B" "$C"
 	assert_line 'tenants 4'
 	assert_line 'parents 10'
 }
@@ -568,4 +567,219 @@ PY
 		assert_output c
 		assert_equal "$(cat "$m/t/p/c")" new
 	done
+}
+
+# --- one order on every mount ---------------------------------------------
+
+# wait_grep FILE REGEX [SECS]: wait (default 10 s) until a line of FILE
+# matches REGEX (a reader hands a line out once its mount has applied it).
+wait_grep() {
+	local file=$1 re=$2 secs=${3:-10} i
+	for i in $(seq $((secs * 20))); do
+		grep -qE -- "$re" "$file" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	fail "no line matching '$re' in $file within $secs s; it has:
+$(cat "$file")"
+}
+
+@test "a mixed workload from three mounts at once: every mount's tenant .events has the same lines, the same numbers, no gaps" {
+	mount3
+	mkdir -p "$A/t/s"
+	echo start >"$A/t/s/log"
+	fsyncdir "$B" "$C"
+	events_record "$OUT/a" "$A/t"
+	events_record "$OUT/b" "$B/t"
+	events_record "$OUT/c" "$C/t"
+	# Each mount: a join, ten new children (create and write each), five
+	# appends to one shared child, a link, a rename, an unlink, a leave:
+	# 30 lines; no lease, attribute or refused call (those take no line).
+	work() {
+		local m=$1 i=$2 k
+		mkdir "$m/t/p$i"
+		for k in $(seq 10); do
+			echo "$i.$k" >"$m/t/p$i/c$k"
+		done
+		for k in $(seq 5); do
+			echo "$i.$k" >>"$m/t/s/log"
+		done
+		ln "$m/t/p$i/c1" "$m/t/s/l$i"
+		mv "$m/t/p$i/c2" "$m/t/s/m$i"
+		rm "$m/t/p$i/c3"
+		rmdir "$m/t/p$i"
+	}
+	work "$A" 1 3>&- &
+	local w1=$!
+	work "$B" 2 3>&- &
+	local w2=$!
+	work "$C" 3 3>&- &
+	local w3=$!
+	wait "$w1"
+	wait "$w2"
+	wait "$w3"
+	mkdir "$C/t/end"
+	fsyncdir "$A/t" "$B/t" "$C/t"
+	local f
+	for f in a b c; do
+		wait_grep "$OUT/$f" $'\tjoin\tt\tend\t'
+	done
+	bg_stop || true # the readers' status is that of the kill
+	run diff "$OUT/a" "$OUT/b"
+	assert_success
+	run diff "$OUT/a" "$OUT/c"
+	assert_success
+	run wc -l <"$OUT/a"
+	assert_output 91
+	run awk 'NR > 1 && $1 != prev + 1 { print "gap after " prev ": " $0 } { prev = $1 }' "$OUT/a"
+	assert_output ''
+	run bash -c 'cut -f2 "$1" | sort | uniq -c | awk "{ print \$2, \$1 }"' _ "$OUT/a"
+	assert_output "$(printf '%s\n' 'create 30' 'join 4' 'leave 3' 'link 3' 'rename 3' 'unlink 3' 'write 45')"
+	# The shared child took every append, and every mount shows it.
+	for m in "$A" "$B" "$C"; do
+		assert_equal "$(wc -l <"$m/t/s/log")" 16
+		assert_equal "$(ver "$m/t/s/log")" 16
+		run ls "$m/t/s"
+		assert_output "$(printf '%s\n' l1 l2 l3 log m1 m2 m3)"
+	done
+}
+
+# --- leases without the mount that set them --------------------------------
+
+@test "leases set on a mount that is then SIGKILLed still run out: the other mount sees the child and the parent expire" {
+	statefs_mount -o "store=unix:$REDIS_SOCK,testclock"
+	A=$MNT A_PID=$STATEFS_PID
+	statefs_mount -o "store=unix:$REDIS_SOCK,testclock"
+	B=$MNT
+	mkdir -p "$A/t/p" "$A/t/q"
+	echo x >"$A/t/p/c"
+	echo y >"$A/t/q/d"
+	set_ttl 5 "$A/t/p/c"
+	set_ttl 10 "$A/t/q"
+	fsyncdir "$B"
+	events_record "$OUT/b" "$B/t"
+	MNT=$A STATEFS_PID=$A_PID
+	statefs_kill9
+	# The dead daemon's mountpoint answers nothing; detach it.
+	run fusermount3 -u -z "$A"
+	assert_success
+	run _statefs_mounted "$A"
+	assert_failure
+	MNT=$B
+	[ -e "$B/t/p/c" ]
+	advance 5000
+	fsyncdir "$B/t"
+	run ls "$B/t/p"
+	assert_output ''
+	run ls "$B/t"
+	assert_output "$(printf 'p\nq')"
+	advance 5000
+	fsyncdir "$B/t"
+	run ls "$B/t"
+	assert_output p
+	wait_grep "$OUT/b" $'\texpire\tt\tq\t-\t'
+	bg_stop || true # the readers' status is that of the kill
+	run cut -f2- "$OUT/b"
+	assert_output "$(evlines expire t p c 1 1 expire t q - 1 -)"
+	run stat_of expiries "$B"
+	assert_output 2
+	run gauges "$B"
+	assert_line 'parents 1'
+	assert_line 'children 0'
+	assert_line 'tombstones 1'
+	# A mount at the dead one's mountpoint finds the store as B left it.
+	statefs_mount_at "$A" -o "store=unix:$REDIS_SOCK,testclock"
+	run ls "$A/t"
+	assert_output p
+	assert_equal "$(gauges "$A")" "$(gauges "$B")"
+}
+
+# --- links and renames across mounts --------------------------------------
+
+# renameat2 FROM TO FLAGS: rename(2) with flags (1 RENAME_NOREPLACE,
+# 2 RENAME_EXCHANGE) through python's ctypes (coreutils' mv has no
+# --exchange before 9.5); prints OK or the errno name.
+renameat2() {
+	python3 -c '
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.renameat2(-100, sys.argv[1].encode(), -100, sys.argv[2].encode(),
+                   int(sys.argv[3]))
+print("OK" if r == 0 else errno.errorcode[ctypes.get_errno()])' "$@"
+}
+
+# The mounts here keep no names or attributes in the kernel
+# (cache_timeout=0, each mount's own option): a name another mount
+# removed (an unlink, a rename's source, a leave) stays in this mount's
+# kernel cache, nlink included, for up to cache_timeout; what is checked
+# here is what each mount's copy of the store shows.
+@test "a link made on one mount, a rename on another and an exchange on a third are seen by all, with one inode and its nlink" {
+	mount3 -o cache_timeout=0
+	mkdir -p "$A/t/a" "$A/t/b" "$A/u/x"
+	echo s >"$A/t/a/c"
+	fsyncdir "$B" "$C"
+	ino=$(stat -c %i "$A/t/a/c")
+	ln "$A/t/a/c" "$A/t/b/c"
+	fsyncdir "$B" "$C"
+	for m in "$A" "$B" "$C"; do
+		assert_equal "$(stat -c '%i %h' "$m/t/a/c")" "$ino 2"
+		assert_equal "$(stat -c '%i %h' "$m/t/b/c")" "$ino 2"
+	done
+	run gauges "$B"
+	assert_line 'children 1'
+	assert_line 'links 2'
+	# A publication through one name on B is the state of both names on A.
+	echo more >>"$B/t/b/c"
+	fsyncdir "$A"
+	assert_equal "$(cat "$A/t/a/c")" "$(printf 's\nmore')"
+	assert_equal "$(ver "$A/t/a/c")" 2
+	# The last-but-one link goes on C: one name left, nlink 1, everywhere.
+	rm "$C/t/a/c"
+	fsyncdir "$A" "$B"
+	for m in "$A" "$B" "$C"; do
+		run stat -c '%i %h' "$m/t/a/c"
+		assert_failure
+		assert_output --partial 'No such file or directory'
+		assert_equal "$(stat -c '%i %h' "$m/t/b/c")" "$ino 1"
+	done
+	# A rename on B: the same state under its new name on A and C.
+	mv "$B/t/b/c" "$B/t/a/r"
+	fsyncdir "$A" "$C"
+	for m in "$A" "$C"; do
+		[ ! -e "$m/t/b/c" ]
+		assert_equal "$(stat -c '%i %h' "$m/t/a/r")" "$ino 1"
+		assert_equal "$(cat "$m/t/a/r")" "$(printf 's\nmore')"
+	done
+	# RENAME_NOREPLACE onto a name another mount has just created, before
+	# this mount has seen it: the store refuses, EEXIST.
+	echo o >"$A/t/b/o"
+	oino=$(stat -c %i "$A/t/b/o")
+	run renameat2 "$C/t/a/r" "$C/t/b/o" 1
+	assert_output EEXIST
+	# An exchange on C trades the two states; A and B see it.
+	run renameat2 "$C/t/a/r" "$C/t/b/o" 2
+	assert_output OK
+	fsyncdir "$A" "$B"
+	for m in "$A" "$B" "$C"; do
+		assert_equal "$(stat -c %i "$m/t/a/r")" "$oino"
+		assert_equal "$(cat "$m/t/a/r")" o
+		assert_equal "$(stat -c %i "$m/t/b/o")" "$ino"
+		assert_equal "$(cat "$m/t/b/o")" "$(printf 's\nmore')"
+	done
+	# Across tenants: EXDEV, from any mount.
+	run py_errno 'os.link(sys.argv[1], sys.argv[2])' "$B/t/a/r" "$B/u/x/r"
+	assert_output EXDEV
+	run py_errno 'os.rename(sys.argv[1], sys.argv[2])' "$C/t/a/r" "$C/u/x/r"
+	assert_output EXDEV
+	# mv onto an existing child replaces it: its state ends everywhere.
+	mv "$A/t/a/r" "$A/t/b/o"
+	fsyncdir "$B" "$C"
+	for m in "$A" "$B" "$C"; do
+		run ls "$m/t/a"
+		assert_output ''
+		assert_equal "$(stat -c '%i %h' "$m/t/b/o")" "$oino 1"
+		assert_equal "$(cat "$m/t/b/o")" o
+	done
+	same_stats "" "$A" "$B" "$C"
+	assert_line 'children 1'
+	assert_line 'links 1'
 }
