@@ -327,6 +327,44 @@ bool evlog_pending(struct evlog *l, struct store_event_reader *r)
 	return pending;
 }
 
+/* A new copy of the @n bytes at @s, NUL-terminated; NULL when out of memory. */
+static char *dup_len(const char *s, size_t n)
+{
+	char *d = st_malloc(n + 1);
+
+	if (d) {
+		memcpy(d, s, n);
+		d[n] = '\0';
+	}
+	return d;
+}
+
+/*
+ * A link's, rename's or exchange's other name, kept only in the text of
+ * its line (fields 7 and 8 after the operation; names hold no tabs): new
+ * copies in *@fp and *@fc, "" when the line has none, NULL when out of
+ * memory.  Caller holds l->lock.
+ */
+static void from_names(const struct slot *sl, char **fp, char **fc)
+{
+	const char *f = sl->text, *end;
+	int tabs = 0;
+
+	while (f && *f && tabs < 6)
+		if (*f++ == '\t')
+			tabs++;
+	if (tabs < 6 || !*f || *f == '\n') {
+		*fp = st_strdup("");
+		*fc = st_strdup("");
+		return;
+	}
+	end = strchr(f, '\t');
+	*fp = end ? dup_len(f, (size_t)(end - f)) : st_strdup("");
+	f = end ? end + 1 : "";
+	end = strchr(f, '\n');
+	*fc = dup_len(f, end ? (size_t)(end - f) : strlen(f));
+}
+
 int evlog_next(struct evlog *l, struct store_event_reader *r,
 	       struct store_event *ev)
 {
@@ -361,7 +399,9 @@ int evlog_next(struct evlog *l, struct store_event_reader *r,
 		ev->tenant = st_strdup(sl->e.tenant);
 		ev->parent = st_strdup(sl->e.parent);
 		ev->child = st_strdup(sl->e.child);
-		if (!ev->tenant || !ev->parent || !ev->child) {
+		from_names(sl, &ev->from_parent, &ev->from_child);
+		if (!ev->tenant || !ev->parent || !ev->child ||
+		    !ev->from_parent || !ev->from_child) {
 			store_event_free(ev);
 			rc = -ENOMEM;
 		} else {
@@ -378,5 +418,8 @@ void store_event_free(struct store_event *ev)
 	free(ev->tenant);
 	free(ev->parent);
 	free(ev->child);
+	free(ev->from_parent);
+	free(ev->from_child);
 	ev->tenant = ev->parent = ev->child = NULL;
+	ev->from_parent = ev->from_child = NULL;
 }

@@ -813,6 +813,9 @@ struct store_event {
 	uint64_t ino;           /* its inode */
 	uint64_t tenant_ino;    /* the inode of its tenant */
 	char *tenant, *parent, *child; /* names, "" when none */
+	/* A link's, rename's or exchange's other name (its FROM_PARENT and
+	 * FROM_CHILD fields), "" for every other event. */
+	char *from_parent, *from_child;
 };
 
 /*
