@@ -203,13 +203,22 @@ void fs_releasedir(fuse_req_t req, fuse_ino_t ino,
 /*
  * fsync of a directory: the mount's view becomes as fresh as the store
  * was at the call (store_sync: every transition a shared store committed
- * before it is applied here; the embedded store has nothing to wait for).
+ * before it is applied here; the embedded store has nothing to wait for),
+ * and what those transitions changed behind the kernel's back is dropped
+ * from its caches (fs_inval_sync: bounded, as the kernel holds this
+ * directory's lock, which an invalidation of a name in it waits for).
  */
 void fs_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync,
 		 struct fuse_file_info *fi)
 {
+	struct fs *fs = fs_of(req);
+	int rc;
+
 	(void)ino;
 	(void)datasync;
 	(void)fi;
-	reply_err(req, store_sync(fs_of(req)->store, NULL));
+	rc = store_sync(fs->store, NULL);
+	if (rc == 0 && store_is_shared(fs->store))
+		fs_inval_sync(fs);
+	reply_err(req, rc);
 }

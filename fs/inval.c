@@ -7,8 +7,10 @@
  * past a lease (fs_cache_timeout), so an expiry needs no help; what the
  * store changes otherwise behind the kernel's back (a .depart, a drain's
  * clear, a lease given to a node the kernel already holds) is dropped
- * from the kernel's caches by the inval thread.  It follows the event
- * log (.depart and drain lines) and a queue filled by handlers, and
+ * from the kernel's caches by the inval thread, and so, on a shared
+ * store, is what another mount changed (inval_remote).  It follows the
+ * event log (.depart and drain lines; on a shared store, the lines of
+ * other mounts' changes) and a queue filled by handlers, and
  * .events lines are handed out only once it has passed them, so whoever
  * learns of a change from the stream finds the caches already dropped.
  * Handlers that make such a change wait for it (fs_inval_sync), with a
@@ -291,16 +293,78 @@ void fs_inval_sync(struct fs *fs)
 /* The inval thread -------------------------------------------------------- */
 
 /*
+ * Drop child name @child of parent @parent of tenant @tenant (names as
+ * the event gave them), and the parent's attributes, when the parent is
+ * live: a parent that is gone took its names with it (its own name was
+ * dropped by the event that removed it; what the kernel still holds below
+ * it is reached only through old handles, which get ESTALE).
+ */
+static void inval_child_name(struct fs *fs, const char *tenant,
+			     const char *parent, const char *child)
+{
+	struct store_node *t = NULL, *p = NULL;
+
+	if (*tenant && *parent && *child &&
+	    store_lookup(fs->store, store_root(fs->store), tenant, &t) == 0 &&
+	    store_lookup(fs->store, t, parent, &p) == 0) {
+		inval_name(fs, store_node_ino(p), child);
+		fs_inval_attr(fs, store_node_ino(p));
+	}
+	if (p)
+		store_node_unref(fs->store, p);
+	if (t)
+		store_node_unref(fs->store, t);
+}
+
+/*
+ * Another mount's change on a shared store (an internal line of an
+ * operation the store never makes by itself): the kernel here has not
+ * seen it, so drop what it changed, as its own request would have: the
+ * name of what left or was removed, a rename's or exchange's two names,
+ * and the attributes of the state (its nlink when a link came or went).
+ * A new name needs nothing (no negative entries are cached); a
+ * publication's attributes come from the store's attribute hook.
+ */
+static void inval_remote(struct fs *fs, const struct store_event *ev)
+{
+	switch (ev->op) {
+	case STORE_OP_LEAVE:
+		inval_name(fs, ev->tenant_ino, ev->parent);
+		fs_inval_attr(fs, ev->tenant_ino);
+		break;
+	case STORE_OP_UNLINK:
+		inval_child_name(fs, ev->tenant, ev->parent, ev->child);
+		break;
+	case STORE_OP_RENAME:
+	case STORE_OP_EXCHANGE:
+		inval_child_name(fs, ev->tenant, ev->from_parent,
+				 ev->from_child);
+		inval_child_name(fs, ev->tenant, ev->parent, ev->child);
+		break;
+	case STORE_OP_LINK:
+		break;
+	default:
+		return;
+	}
+	if (ev->ino)
+		fs_inval_attr(fs, ev->ino);
+}
+
+/*
  * An internal removal no deadline announced (a .depart, a drain's
  * clear): drop the name and the attributes of what went and of the
- * directory it went from.
+ * directory it went from.  On a shared store, another mount's change
+ * (inval_remote).
  */
 static void inval_event(struct fs *fs, const struct store_event *ev)
 {
-	if (!ev->internal ||
-	    (ev->op != STORE_OP_DEPART && ev->op != STORE_OP_DRAIN &&
-	     ev->op != STORE_OP_CLEANUP))
+	if (!ev->internal)
 		return;
+	if (ev->op != STORE_OP_DEPART && ev->op != STORE_OP_DRAIN &&
+	    ev->op != STORE_OP_CLEANUP) {
+		inval_remote(fs, ev);
+		return;
+	}
 	if (ev->kind == STORE_TENANT) {
 		inval_name(fs, STORE_ROOT_INO, ev->tenant);
 		fs_inval_attr(fs, STORE_ROOT_INO);

@@ -308,6 +308,43 @@ static void test_internal_only_is_behind_when_one_went(void **state)
 	evlog_free(l);
 }
 
+/*
+ * The watch machinery gets a rename's, an exchange's and a link's other
+ * name (a mount drops it from the kernel's caches when another mount
+ * moved it); every other line has none.
+ */
+static void test_next_gives_the_other_name(void **state)
+{
+	struct evlog *l = evlog_new(16);
+	struct store_event_reader r;
+	struct store_event ev;
+	struct evlog_entry e = {
+		.op = STORE_OP_RENAME, .internal = true, .kind = STORE_CHILD,
+		.ino = 7, .tenant_ino = 2, .tenant = "t", .parent = "b",
+		.child = "new", .generation = 1, .version = 3,
+		.from_parent = "a", .from_child = "old",
+	};
+
+	(void)state;
+	assert_non_null(l);
+	r = internal_reader(l);
+	assert_int_not_equal(evlog_append(l, &e), 0);
+	append_depart(l, "q");
+	assert_int_equal(evlog_next(l, &r, &ev), 1);
+	assert_int_equal(ev.op, STORE_OP_RENAME);
+	assert_string_equal(ev.parent, "b");
+	assert_string_equal(ev.child, "new");
+	assert_string_equal(ev.from_parent, "a");
+	assert_string_equal(ev.from_child, "old");
+	store_event_free(&ev);
+	assert_int_equal(evlog_next(l, &r, &ev), 1);
+	assert_string_equal(ev.parent, "q");
+	assert_string_equal(ev.from_parent, "");
+	assert_string_equal(ev.from_child, "");
+	store_event_free(&ev);
+	evlog_free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -318,6 +355,7 @@ int main(void)
 		cmocka_unit_test(test_internal_only_reads_internal_lines),
 		cmocka_unit_test(test_internal_only_is_not_behind_over_other_lines),
 		cmocka_unit_test(test_internal_only_is_behind_when_one_went),
+		cmocka_unit_test(test_next_gives_the_other_name),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
