@@ -124,18 +124,22 @@ except OSError as e:
 }
 
 # counted DIR: the gauges DIR/.stats shows (tenants parents children
-# bytes), one "key value" a line.
+# links bytes), one "key value" a line, in that order.
 counted() {
-	awk '$1 ~ /^(tenants|parents|children|bytes)$/ { print $1, $2 }' "$1/.stats"
+	local k
+	for k in tenants parents children links bytes; do
+		echo "$k $(stat_of "$k" "$1")"
+	done
 }
 
 # recount DIR: the same gauges counted with find through the mount
-# (special files, whose names begin with '.', left out).
+# (special files, whose names begin with '.', left out): a child's state
+# is one inode however many parents link it.
 recount() {
-	find "$1" -mindepth 1 -name '.*' -prune -o -printf '%d %y %s\n' |
+	find "$1" -mindepth 1 -name '.*' -prune -o -printf '%d %y %s %i\n' |
 		awk '$1 == 1 && $2 == "d" { t++ } $1 == 2 && $2 == "d" { p++ }
-		     $1 == 3 && $2 == "f" { c++; b += $3 }
-		     END { printf "tenants %d\nparents %d\nchildren %d\nbytes %d\n", t, p, c, b }'
+		     $1 == 3 && $2 == "f" { l++; if (!seen[$4]++) { c++; b += $3 } }
+		     END { printf "tenants %d\nparents %d\nchildren %d\nlinks %d\nbytes %d\n", t, p, c, l, b }'
 }
 
 # tree DIR: every node under DIR with its size and content, in order.
@@ -145,9 +149,10 @@ tree() {
 		xargs -0r grep -H '')
 }
 
-# snap DIR: DIR/.snapshot without ttl_ms_left (a tombstone's runs on).
+# snap DIR: DIR/.snapshot without ttl_ms_left (a tombstone's runs on),
+# its rows sorted (the order of a parent's children is not promised).
 snap() {
-	cut -f1-8,10 "$1/.snapshot"
+	cut -f1-8,10 "$1/.snapshot" | { head -n 1 && LC_ALL=C sort; }
 }
 
 # writer DIR TAG LOG: create DIR/TAG-I (content "TAG I") for I = 1, 2,
@@ -351,4 +356,100 @@ lines_at_least() {
 	assert_equal "$(tree "$A")" "$(tree "$B")"
 	run counted "$A"
 	assert_output "$(recount "$A")"
+}
+
+@test "redis-server stopped with SIGSTOP: each mutation fails with EIO within store_timeout and, after SIGCONT, has changed nothing" {
+	redis_start
+	STORE="unix:$REDIS_SOCK"
+	mount_store A -o store_timeout=1
+	mkdir -p "$A/t/p"
+	echo kept >"$A/t/p/c"
+	before=$(snap "$A")
+	gauges_before=$(gauges "$A")
+	pid=${REDIS_PIDS[0]}
+	kill -STOP "$pid"
+	STOPPED+=("$pid")
+	# Each is sent to a Redis that takes it only after SIGCONT, past
+	# the call's deadline: it must then do nothing.
+	timed_errno 6000 'os.mkdir(sys.argv[1])' "$A/t/q"
+	assert_equal "$OUT" EIO
+	timed_errno 6000 'os.close(os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL))' "$A/t/p/d"
+	assert_equal "$OUT" EIO
+	timed_errno 6000 'fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC); os.write(fd, b"new\n"); os.close(fd)' "$A/t/p/c"
+	assert_equal "$OUT" EIO
+	timed_errno 6000 'os.unlink(sys.argv[1])' "$A/t/p/c"
+	assert_equal "$OUT" EIO
+	timed_errno 6000 'os.rmdir(sys.argv[1])' "$A/t/p"
+	assert_equal "$OUT" EIO
+	run stat_of store "$A"
+	assert_output disconnected
+	kill -CONT "$pid"
+	STOPPED=()
+	wait_store "$A" connected
+	fsyncdir "$A"
+	assert_equal "$(snap "$A")" "$before"
+	assert_equal "$(gauges "$A")" "$gauges_before"
+	run cat "$A/t/p/c"
+	assert_output kept
+	# A new mount, loaded from the store itself, shows the same.
+	mount_store B
+	assert_equal "$(snap "$B")" "$before"
+	assert_equal "$(tree "$B")" "$(tree "$A")"
+	# And the mount works again.
+	mkdir "$A/t/q"
+	echo new >"$A/t/p/c"
+	run cat "$A/t/p/c"
+	assert_output new
+}
+
+# trim_case N: mount twice, stop B's daemon, change tenant t through A,
+# trim t's log to its last N entries, continue B: B reloads t and shows
+# exactly A's tree.
+trim_case() {
+	local keep=$1 pid tid
+	redis_start
+	STORE="unix:$REDIS_SOCK"
+	mount_store A
+	mount_store B
+	mkdir -p "$A/t/p" "$A/t/gone" "$A/u/p"
+	echo one >"$A/t/p/c"
+	echo drop >"$A/t/p/d"
+	echo x >"$A/t/gone/c"
+	fsyncdir "$B"
+	exec 5<"$B/t/p/d"
+	pid=$(pid_of "$B")
+	kill -STOP "$pid"
+	STOPPED+=("$pid")
+	echo two >>"$A/t/p/c"
+	rm "$A/t/p/d"
+	rmdir "$A/t/gone"
+	mkdir "$A/t/new"
+	for i in $(seq 20); do echo "$i" >"$A/t/new/c$i"; done
+	rm "$A/t/new/c7"
+	ln "$A/t/new/c3" "$A/t/p/c3"
+	echo u >"$A/u/p/c"
+	tid=$(rcli HGET 'statefs:{statefs}:tenants' t)
+	[ -n "$tid" ]
+	run rcli XTRIM "statefs:{statefs.t$tid}:log" MAXLEN "$keep"
+	assert_success
+	kill -CONT "$pid"
+	STOPPED=()
+	fsyncdir "$B"
+	assert_equal "$(snap "$B")" "$(snap "$A")"
+	assert_equal "$(tree "$B")" "$(tree "$A")"
+	run counted "$B"
+	assert_output "$(recount "$B")"
+	# A handle of a child removed while B was behind: ESTALE.
+	run py_errno 'os.read(5, 10)'
+	assert_output ESTALE
+	exec 5<&-
+	# B follows the log from there on.
+	echo three >>"$B/t/p/c"
+	fsyncdir "$A"
+	run cat "$A/t/p/c"
+	assert_output "$(printf 'one\ntwo\nthree')"
+}
+
+@test "a tenant's log trimmed to its last entry while a mount was stopped: the mount reloads the tenant and shows exactly the other's tree" {
+	trim_case 1
 }
