@@ -453,3 +453,108 @@ trim_case() {
 @test "a tenant's log trimmed to its last entry while a mount was stopped: the mount reloads the tenant and shows exactly the other's tree" {
 	trim_case 1
 }
+
+@test "a tenant's log trimmed to nothing while a mount was stopped: the mount reloads the tenant and shows exactly the other's tree" {
+	trim_case 0
+}
+
+# free_ports N: N loopback TCP ports nobody listens on (bound at once, so
+# distinct), one a line.
+free_ports() {
+	python3 -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+for s in socks:
+    print(s.getsockname()[1])
+for s in socks:
+    s.close()' "$1"
+}
+
+# sentinel_start PORT MASTER_PORT: a Sentinel on PORT watching master
+# "m" at 127.0.0.1:MASTER_PORT (quorum 2); the teardown stops it.
+sentinel_start() {
+	local port=$1 master=$2 dir pid i
+	dir=$(mktemp -d "$BATS_TEST_TMPDIR/sentinel.XXXXXX")
+	printf '%s\n' "port $port" "bind 127.0.0.1" "dir $dir" \
+		"logfile $dir/sentinel.log" \
+		"sentinel monitor m 127.0.0.1 $master 2" \
+		"sentinel down-after-milliseconds m 2000" \
+		"sentinel failover-timeout m 10000" >"$dir/sentinel.conf"
+	redis-server "$dir/sentinel.conf" --sentinel </dev/null >/dev/null 2>&1 \
+		3>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
+	pid=$!
+	REDIS_PIDS+=("$pid")
+	for i in $(seq 400); do
+		[ "$(redis-cli -p "$port" PING 2>/dev/null)" = PONG ] && return 0
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	fail "the Sentinel on port $port did not start: $(tail -n 5 "$dir/sentinel.log")"
+}
+
+# until_true SECS CMD...: run CMD every 0.1 s until it succeeds, at most
+# SECS s.
+until_true() {
+	local secs=$1 i
+	shift
+	for i in $(seq $((secs * 10))); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	fail "not true after $secs s: $*"
+}
+
+@test "a Sentinel failover: the mount follows the new primary, keeps what was committed and replicated, and writes again" {
+	mapfile -t P < <(free_ports 5) # primary, replica, three Sentinels
+	redis_start --port "${P[0]}" --bind 127.0.0.1
+	primary_sock=$REDIS_SOCK
+	redis_start --port "${P[1]}" --bind 127.0.0.1 --replicaof 127.0.0.1 "${P[0]}"
+	until_true 30 eval '[[ "$(redis-cli -p "${P[1]}" INFO replication)" == *master_link_status:up* ]]'
+	for i in 2 3 4; do
+		sentinel_start "${P[i]}" "${P[0]}"
+	done
+	STORE="sentinel://127.0.0.1:${P[2]},127.0.0.1:${P[3]},127.0.0.1:${P[4]}/m"
+	mount_store A
+	mkdir -p "$A/t/p"
+	echo before >"$A/t/p/c"
+	echo more >>"$A/t/p/c"
+	touch "$A/t/p/d"
+	rm "$A/t/p/d"
+	inst=$(stat_of instance "$A")
+	# Committed, and on the replica (WAIT: one replica has it).
+	run redis-cli -s "$primary_sock" WAIT 1 10000
+	assert_output 1
+	# The first Sentinel promotes the replica once it knows it.
+	sees_replica() {
+		redis-cli -p "${P[2]}" SENTINEL REPLICAS m |
+			awk 'prev == "flags" { f = $0 } { prev = $0 } END { exit f != "slave" }'
+	}
+	until_true 30 sees_replica
+	failover() {
+		[ "$(redis-cli -p "${P[2]}" SENTINEL FAILOVER m)" = OK ]
+	}
+	until_true 30 failover
+	# Done when the Sentinel names the replica and the old primary
+	# follows it.
+	named() {
+		[ "$(redis-cli -p "${P[2]}" SENTINEL get-master-addr-by-name m | tail -n 1)" = "${P[1]}" ]
+	}
+	until_true 30 named
+	until_true 30 eval '[[ "$(redis-cli -p "${P[0]}" INFO replication)" == *role:slave* ]]'
+	# The mount writes again, on the new primary, at once.
+	echo after >>"$A/t/p/c"
+	mkdir "$A/t/q"
+	run cat "$A/t/p/c"
+	assert_output "$(printf 'before\nmore\nafter')"
+	run redis-cli -p "${P[1]}" HGET "statefs:{statefs}:meta" instance
+	assert_output "$inst"
+	assert_equal "$(stat_of instance "$A")" "$inst"
+	run stat_of store "$A"
+	assert_output connected
+	# A new mount, through the same Sentinels, shows the same tree.
+	mount_store B
+	assert_equal "$(tree "$B")" "$(tree "$A")"
+	run counted "$A"
+	assert_output "$(recount "$A")"
+}
