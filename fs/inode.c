@@ -19,8 +19,11 @@
  *     store's, only what the kernel was told and the handle it names.
  *  2. The adapter updates it: a remember just before each reply that
  *     gives the kernel an entry (lookup, mkdir, mknod, create, link, each
- *     readdirplus entry), a forget on each FUSE forget.  No transition of
- *     the store writes it.
+ *     readdirplus entry), a forget on each FUSE forget, and an update
+ *     before each lookup's reply when the store now answers the number
+ *     with another handle (a shared store's mirror reloaded a tenant: its
+ *     nodes made anew, the old ones dead; fs_inode_update).  No
+ *     transition of the store writes it.
  *  3. A stale entry (a node the store removed while the kernel knows it)
  *     is told by the node itself: every store call through it answers
  *     -ESTALE.
@@ -253,6 +256,27 @@ int fs_inode_remember(struct fs_inodes *t, struct store_node *n)
 		remember_locked(t, n, e);
 	pthread_mutex_unlock(&t->lock);
 	return rc;
+}
+
+void fs_inode_update(struct fs_inodes *t, struct store *s,
+		     struct store_node *n)
+{
+	uint64_t ino = store_node_ino(n);
+	struct store_node *drop = NULL;
+	struct fs_inode *e;
+
+	if (ino == STORE_ROOT_INO)
+		return;
+	pthread_mutex_lock(&t->lock);
+	e = find_locked(t, ino);
+	if (e && e->node != n) {
+		store_node_ref(n); /* the kernel's, in place of the old one */
+		drop = e->node;
+		e->node = n;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (drop)
+		store_node_unref(s, drop);
 }
 
 void fs_inode_forget(struct fs_inodes *t, struct store *s, uint64_t ino,

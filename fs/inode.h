@@ -71,6 +71,17 @@ void fs_inode_remember_reserved(struct fs_inodes *t, struct store_node *n);
  * -ENOMEM (then the kernel must not be told about @n). */
 int fs_inode_remember(struct fs_inodes *t, struct store_node *n);
 
+/*
+ * The store answered a lookup with @n: when the kernel knows its inode
+ * number through another handle (a shared store's mirror reloaded a
+ * tenant, making its nodes anew with the same numbers, and the old
+ * handle died), the table holds @n from now on, so that the kernel's
+ * inode, which a lookup does not replace, names the live node.  Takes
+ * t->lock; the old handle's reference is dropped after it.
+ */
+void fs_inode_update(struct fs_inodes *t, struct store *s,
+		     struct store_node *n);
+
 /* The kernel forgot @nlookup lookups of @ino (FUSE forget): at 0 the
  * entry goes, and with it the table's reference. */
 void fs_inode_forget(struct fs_inodes *t, struct store *s, uint64_t ino,

@@ -87,6 +87,7 @@ int fs_entry_fill(struct fs *fs, struct store_node *n,
 	rc = fs_node_stat(fs, n, &e->attr);
 	if (rc)
 		return rc;
+	fs_inode_update(&fs->inodes, fs->store, n);
 	rc = fs_inode_remember(&fs->inodes, n);
 	if (rc)
 		return rc;

@@ -11,10 +11,12 @@
  * log.  It learns tenants from the root log (a tenant entry: follow its
  * log from its start) and stops following one whose cleanup it applied.
  * A gap (an entry whose seq is not the next: the position fell off a
- * trimmed log), an entry the mirror could not apply, or a missing
- * stream, reloads that tenant from sfs_dump (mirror_load_tenant: kept
- * nodes, an overflow line for its readers) and continues from the
- * dump's last id.  An ESTALEINST (the store's instance changed: Redis
+ * trimmed log), a log that holds nothing past its position while the
+ * tenant's seq in the store is past the mirror's (trimmed to nothing
+ * past it: checked every BLOCK_MS), an entry the mirror could not
+ * apply, or a missing stream, reloads that tenant from sfs_dump
+ * (mirror_load_tenant: kept nodes, an overflow line for its readers)
+ * and continues from the dump's last id.  An ESTALEINST (the store's instance changed: Redis
  * lost its data or failed over to another history), seen here or by a
  * transition, makes the whole mirror a new instance (new_instance()).
  *
@@ -216,14 +218,86 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 	return 0;
 }
 
-/* Is the store still the instance the mirror follows?  -ESTALE if not. */
-static int check_instance(struct store *s)
+/* The log key of tenant @tid into @buf (P:{P.tN}:t -> P:{P.tN}:log). */
+static void log_key(struct store *s, uint64_t tid, char *buf, size_t len)
 {
-	redisReply *rep = NULL;
-	int rc = remote_fcall(s, "sfs_sync", false, 0, NULL, 0, NULL, NULL, &rep);
+	remote_tenant_key(s, tid, buf, len);
+	buf[strlen(buf) - 1] = '\0';
+	strncat(buf, "log", len - strlen(buf) - 1);
+}
 
+/* Does tenant @tid's log hold an entry after @id?  1, 0, or -errno. */
+static int log_has_more(struct store *s, uint64_t tid, const char *id)
+{
+	char key[160], from[64];
+	const char *av[] = { "XRANGE", key, from, "+", "COUNT", "1" };
+	redisReply *rep = NULL;
+	int rc;
+
+	log_key(s, tid, key, sizeof(key));
+	snprintf(from, sizeof(from), "(%s", id);
+	rc = rconn_call(s->remote->conn, 0, 6, av, NULL, &rep);
+	if (rc)
+		return rc;
+	rc = rep->type != REDIS_REPLY_ARRAY ? -EPROTO : rep->elements > 0;
+	freeReplyObject(rep);
+	return rc;
+}
+
+/*
+ * Is the store still the instance the mirror follows (-ESTALE if not),
+ * and does every log still hold what the mirror has not applied?  A log
+ * trimmed past the follower's position to nothing (XTRIM, or a small
+ * log_max) shows no entry to XREAD, so no gap either, until the tenant
+ * changes again: a tenant whose seq in the store is past the mirror's
+ * while its log has nothing after the follower's position lost those
+ * entries, and is reloaded.  One sfs_sync, and one XRANGE per tenant
+ * whose mirror lags.
+ */
+static int check_logs(struct store *s)
+{
+	struct remote *r = s->remote;
+	size_t n = r->npos;
+	char (*keys)[160] = st_calloc(n + 1, sizeof(*keys));
+	const char **kp = st_calloc(n + 1, sizeof(*kp));
+	redisReply *rep = NULL;
+	int rc = -ENOMEM;
+
+	if (!keys || !kp)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		remote_tenant_key(s, r->pos[i].tid, keys[i], sizeof(keys[i]));
+		kp[i] = keys[i];
+	}
+	rc = remote_fcall(s, "sfs_sync", false, (int)n, kp, 0, NULL, NULL, &rep);
+	/* From the last: a reload that stops following a tenant moves the
+	 * last position into its place, one already looked at. */
+	for (size_t i = n; rc == 0 && i-- > 0;) {
+		const redisReply *e = rep->elements > 3 + i ? rep->element[3 + i] : NULL;
+		uint64_t at = 0;
+		bool gone = false;
+
+		if (!e || e->type != REDIS_REPLY_INTEGER || e->integer < 0)
+			continue;
+		if (mirror_applied(s, r->pos[i].tid, &at, &gone) != 0 || gone ||
+		    at >= (uint64_t)e->integer)
+			continue;
+		rc = log_has_more(s, r->pos[i].tid, r->pos[i].id);
+		if (rc == 0) {
+			fprintf(stderr, "statefs: shared store: tenant %" PRIu64
+				": its log lost entries %" PRIu64 "..%lld; "
+				"reloading the tenant\n", r->pos[i].tid, at + 1,
+				e->integer);
+			rc = reload(s, i);
+		} else if (rc == 1) {
+			rc = 0;
+		}
+	}
+out:
 	if (rep)
 		freeReplyObject(rep);
+	free(keys);
+	free(kp);
 	return rc;
 }
 
@@ -231,6 +305,8 @@ static void *follow_main(void *arg)
 {
 	struct store *s = arg;
 	struct remote *r = s->remote;
+
+	uint64_t checked = mono_ms();
 
 	pthread_setname_np(pthread_self(), "statefs-follow");
 	while (!atomic_load(&r->stop)) {
@@ -282,11 +358,7 @@ static void *follow_main(void *arg)
 				continue;
 			}
 			for (size_t i = 0; i < n; i++) {
-				remote_tenant_key(s, r->pos[i].tid, keys[i],
-						  sizeof(keys[i]));
-				/* P:{P.tN}:t -> P:{P.tN}:log */
-				keys[i][strlen(keys[i]) - 1] = '\0';
-				strcat(keys[i], "log");
+				log_key(s, r->pos[i].tid, keys[i], sizeof(keys[i]));
 				av[argc++] = keys[i];
 			}
 			av[argc++] = r->root_id;
@@ -302,12 +374,6 @@ static void *follow_main(void *arg)
 			struct timespec ts = { 0, 100 * 1000000 };
 
 			nanosleep(&ts, NULL);
-			continue;
-		}
-		if (rep->type == REDIS_REPLY_NIL) {
-			/* Nothing for a while: is the store still ours? */
-			freeReplyObject(rep);
-			check_instance(s);
 			continue;
 		}
 		if (rep->type == REDIS_REPLY_ARRAY) {
@@ -326,6 +392,12 @@ static void *follow_main(void *arg)
 					apply_stream(s, rep->element[i], &reread);
 		}
 		freeReplyObject(rep);
+		/* Every BLOCK_MS, idle (XREAD gave nothing) or not: is the
+		 * store still ours, and does each log hold what we lack? */
+		if (mono_ms() - checked >= BLOCK_MS) {
+			check_logs(s);
+			checked = mono_ms();
+		}
 		batch_done(r);
 	}
 	return NULL;

@@ -117,6 +117,17 @@ int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 		al[n++] = argvlen ? argvlen[i] : strlen(argv[i]);
 	}
 	rc = rconn_pool_call(r->pool, 0, n, av, al, &rep);
+	/* A Redis that lost its data lost statefs's functions with it:
+	 * install them again and call once more, to meet the new instance
+	 * (ESTALEINST) rather than failing with EIO for ever.  Nothing ran
+	 * (the same operation id goes again). */
+	if (rc == 0 && rep->type == REDIS_REPLY_ERROR &&
+	    strstr(rep->str, "Function not found") &&
+	    remote_library_ensure(s) == 0) {
+		freeReplyObject(rep);
+		rep = NULL;
+		rc = rconn_pool_call(r->pool, 0, n, av, al, &rep);
+	}
 	free(av);
 	free(al);
 	if (rc)

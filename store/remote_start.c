@@ -164,6 +164,18 @@ static int init_store(struct remote *r, struct store_limits *l,
 	return 0;
 }
 
+int remote_library_ensure(struct store *s)
+{
+	char err[512];
+	int rc = rconn_library_ensure(s->remote->pool, "statefs",
+				      store_statefs_lua, LIBVERSION, err,
+				      sizeof(err));
+
+	if (rc)
+		fprintf(stderr, "%s\n", err);
+	return rc;
+}
+
 int remote_reinit(struct store *s)
 {
 	struct remote *r = s->remote;
@@ -171,6 +183,10 @@ int remote_reinit(struct store *s)
 	char inst[17], err[512];
 	int rc;
 
+	/* The store may have lost its functions with its data. */
+	rc = remote_library_ensure(s);
+	if (rc)
+		return rc;
 	rc = init_store(r, &l, inst, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "%s\n", err);

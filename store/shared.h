@@ -82,7 +82,9 @@ struct args {
  * for OK) with the reply in *@out (the caller frees it), -EIO when Redis
  * could not be reached or did not answer within store_timeout (nothing
  * happened), -ESTALE after ESTALEINST (the instance changed: the
- * follower makes the mirror a new instance).
+ * follower makes the mirror a new instance).  A store without statefs's
+ * functions (Redis lost its data) gets the library again and the call is
+ * made once more, so that it meets the new instance.
  */
 int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 		 const char *const *keys, int argc, const char *const *argv,
@@ -134,6 +136,11 @@ uint64_t remote_clock(void *arg);
 void remote_saw_now(struct store *s, uint64_t now_ms);
 
 /* store/remote_start.c */
+
+/* Install this mount's Functions library when the store lacks it (a
+ * Redis that lost its data lost its functions too).  0 or -errno
+ * (logged). */
+int remote_library_ensure(struct store *s);
 
 /* The store is a new instance: sfs_init it (record this mount's limits
  * when it is empty) and take its instance.  0 or -errno (logged). */
