@@ -36,7 +36,7 @@
  *	removal, then 100 ms more.  Prints "leave MS" and the probe's
  *	"probe base|during CALLS P50_US P99_US MAX_US".
  *
- *   loadgen propagate DIRA DIRB N [auto|inotify|poll]
+ *   loadgen propagate DIRA DIRB N [auto|inotify|poll|sync]
  *	DIRA and DIRB are one parent seen through two mounts of one shared
  *	store (DIRA is made, DIRB awaited).  N times: create DIRA/pNNNNNNN,
  *	write 16 bytes, close, and time from the return of close() until
@@ -44,8 +44,11 @@
  *	IN_CLOSE_WRITE naming the file on a watch of DIRB) or, where the
  *	mount raises none, by polling stat(2) of DIRB/NAME every 20 us until
  *	it shows the 16 bytes.  auto (the default) publishes one probe file
- *	first and uses inotify if its event arrives within 2 s.  Prints
- *	"propagate inotify|poll N P50_US P99_US MAX_US MISSED" (MISSED: not
+ *	first and uses inotify if its event arrives within 2 s, else poll.
+ *	sync polls statx(2) with AT_STATX_FORCE_SYNC instead, which asks
+ *	the filesystem each time: what mount B holds, whatever the kernel's
+ *	caches of it say.  Prints "propagate inotify|poll|sync N P50_US
+ *	P99_US MAX_US MISSED" (MISSED: not
  *	seen within 2 s, counted as 2 s; after 30 of them the run stops).
  *
  * Names are fixed-width ("f0000001"), content is 16 bytes.  Errors end
@@ -448,16 +451,25 @@ static bool wait_event(int ifd, const char *name, uint64_t deadline)
 	}
 }
 
-/* Polls stat(2) of PATH every 20 us until it shows the payload's size
- * (true) or until DEADLINE (false). */
-static bool wait_visible(const char *path, uint64_t deadline)
+/* Polls stat(2) of PATH (with @sync, statx(2) with AT_STATX_FORCE_SYNC)
+ * every 20 us until it shows the payload's size (true) or until DEADLINE
+ * (false). */
+static bool wait_visible(const char *path, bool sync, uint64_t deadline)
 {
 	const struct timespec gap = { 0, 20000 };
+	struct statx stx;
 	struct stat st;
 
 	while (now_ns() < deadline) {
-		if (stat(path, &st) == 0 && st.st_size == (off_t)sizeof(payload))
+		if (sync) {
+			if (statx(AT_FDCWD, path, AT_STATX_FORCE_SYNC,
+				  STATX_SIZE, &stx) == 0 &&
+			    stx.stx_size == sizeof(payload))
+				return true;
+		} else if (stat(path, &st) == 0 &&
+			   st.st_size == (off_t)sizeof(payload)) {
 			return true;
+		}
 		nanosleep(&gap, NULL);
 	}
 	return false;
@@ -469,13 +481,13 @@ static int propagate(const char *a, const char *b, long n, const char *mode)
 	char pa[4096], pb[4096], name[32];
 	uint64_t *v, t0;
 	long missed = 0, i;
-	bool inotify;
+	bool inotify, sync = !strcmp(mode, "sync");
 	struct stat st;
 	int ifd = -1;
 
 	if (n < 1 || (strcmp(mode, "auto") && strcmp(mode, "inotify") &&
-		      strcmp(mode, "poll"))) {
-		fprintf(stderr, "loadgen: N >= 1, mode auto|inotify|poll\n");
+		      strcmp(mode, "poll") && !sync)) {
+		fprintf(stderr, "loadgen: N >= 1, mode auto|inotify|poll|sync\n");
 		return 2;
 	}
 	mkdir_p(a);
@@ -488,7 +500,7 @@ static int propagate(const char *a, const char *b, long n, const char *mode)
 	v = calloc((size_t)n, sizeof(*v));
 	if (!v)
 		die("calloc", NULL);
-	inotify = strcmp(mode, "poll") != 0;
+	inotify = strcmp(mode, "poll") != 0 && !sync;
 	if (inotify) {
 		ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 		if (ifd < 0)
@@ -514,13 +526,14 @@ static int propagate(const char *a, const char *b, long n, const char *mode)
 		make_file(pa);
 		t0 = now_ns();
 		seen = inotify ? wait_event(ifd, name, t0 + PROP_TIMEOUT_NS)
-			       : wait_visible(pb, t0 + PROP_TIMEOUT_NS);
+			       : wait_visible(pb, sync, t0 + PROP_TIMEOUT_NS);
 		v[i] = seen ? now_ns() - t0 : PROP_TIMEOUT_NS;
 		missed += !seen;
 	}
 	n = i;
 	qsort(v, (size_t)n, sizeof(*v), cmp_u64);
-	printf("propagate %s %ld %.1f %.1f %.1f %ld\n", inotify ? "inotify" : "poll",
+	printf("propagate %s %ld %.1f %.1f %.1f %ld\n",
+	       inotify ? "inotify" : sync ? "sync" : "poll",
 	       n, v[n / 2] / 1e3, v[(n * 99) / 100] / 1e3, v[n - 1] / 1e3, missed);
 	if (ifd >= 0)
 		close(ifd);
@@ -582,7 +595,7 @@ int main(int argc, char **argv)
 	if (argc == 2 && !strcmp(argv[1], "spin"))
 		return spin();
 	fprintf(stderr, "usage: loadgen point DIR THREADS N [DIR2...]\n"
-		"       loadgen propagate DIRA DIRB N [auto|inotify|poll]\n"
+		"       loadgen propagate DIRA DIRB N [auto|inotify|poll|sync]\n"
 		"       loadgen populate DIR PREFIX FROM COUNT PER_DIR\n"
 		"       loadgen leave DIR OTHER\n"
 		"       loadgen spin\n");
