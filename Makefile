@@ -168,8 +168,10 @@ $(B)/bench/snapshot_stall: $(call obj,rel,scripts/bench/snapshot_stall.c $(STORE
 	$(CC) $(CFLAGS) -o $@ $^ $(HIREDIS_LIBS)
 
 # The benchmark suite (scripts/bench/run.sh): statefs against tmpfs and
-# a minimal FUSE filesystem (the floor), then the store-level stall
-# benchmarks.  Not part of `make test`; needs root (mounts, drop_caches).
+# a minimal FUSE filesystem (the floor), statefs on the shared store (its
+# own redis-server) beside them, then the store-level stall benchmarks.
+# Not part of `make test`; needs root (mounts, drop_caches).  BENCH_QUICK=1
+# in the environment: a reduced run of a few minutes.
 BENCH_PKGS := fsmark gnuplot-nox bc
 
 $(B)/bench/loadgen: scripts/bench/loadgen.c

@@ -2,9 +2,12 @@
  * loadgen.c - the load generator of `make bench`: plain syscalls on a
  * directory, so the same run can drive tmpfs, the FUSE floor and statefs.
  *
- *   loadgen point DIR THREADS N
+ *   loadgen point DIR THREADS N [DIR2...]
  *	Thread i works in DIR/g<i>a and DIR/g<i>b (made if missing), one
- *	phase at a time, all threads together, N operations per thread:
+ *	phase at a time, all threads together, N operations per thread.
+ *	With more directories (the same tenant through several mounts),
+ *	THREADS threads in each: threads 0..THREADS-1 in DIR, the next in
+ *	DIR2, and so on, each with parents of its own.  The phases:
  *	  create  open(O_CREAT|O_EXCL|O_WRONLY) + write 16 bytes + close
  *	  stat    stat (the first since the write)
  *	  restat  stat again (an unchanged node)
@@ -12,7 +15,8 @@
  *	  rename  g<i>a/NAME -> g<i>b/NAME (between two parents)
  *	  unlink  unlink from g<i>b
  *	Prints one line per phase: "phase NAME THREADS OPS SECONDS START
- *	END" (START and END on CLOCK_MONOTONIC, in seconds).
+ *	END" (THREADS in all, START and END on CLOCK_MONOTONIC, in
+ *	seconds).
  *
  *   loadgen populate DIR PREFIX FROM COUNT PER_DIR
  *	Files FROM .. FROM+COUNT-1, 16 bytes each, file i in directory
@@ -32,6 +36,21 @@
  *	removal, then 100 ms more.  Prints "leave MS" and the probe's
  *	"probe base|during CALLS P50_US P99_US MAX_US".
  *
+ *   loadgen propagate DIRA DIRB N [auto|inotify|poll|sync]
+ *	DIRA and DIRB are one parent seen through two mounts of one shared
+ *	store (DIRA is made, DIRB awaited).  N times: create DIRA/pNNNNNNN,
+ *	write 16 bytes, close, and time from the return of close() until
+ *	mount B shows the publication: by its inotify event (IN_MODIFY or
+ *	IN_CLOSE_WRITE naming the file on a watch of DIRB) or, where the
+ *	mount raises none, by polling stat(2) of DIRB/NAME every 20 us until
+ *	it shows the 16 bytes.  auto (the default) publishes one probe file
+ *	first and uses inotify if its event arrives within 2 s, else poll.
+ *	sync polls statx(2) with AT_STATX_FORCE_SYNC instead, which asks
+ *	the filesystem each time: what mount B holds, whatever the kernel's
+ *	caches of it say.  Prints "propagate inotify|poll|sync N P50_US
+ *	P99_US MAX_US MISSED" (MISSED: not
+ *	seen within 2 s, counted as 2 s; after 30 of them the run stops).
+ *
  * Names are fixed-width ("f0000001"), content is 16 bytes.  Errors end
  * the run with a message; nothing is retried.
  */
@@ -43,9 +62,11 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -161,17 +182,21 @@ static void *point_thread(void *arg)
 	return NULL;
 }
 
-static int point(const char *dir, int nt, long n)
+/* THREADS threads in each of the ndir directories dirs[]. */
+static int point(char **dirs, int ndir, int per, long n)
 {
 	struct worker w[MAXT];
 	char path[4096];
+	int nt = per * ndir;
 
-	if (nt < 1 || nt > MAXT || n < 1) {
-		fprintf(stderr, "loadgen: 1..%d threads, N >= 1\n", MAXT);
+	if (per < 1 || nt > MAXT || n < 1) {
+		fprintf(stderr, "loadgen: 1..%d threads in all, N >= 1\n", MAXT);
 		return 2;
 	}
-	mkdir_p(dir);
 	for (int i = 0; i < nt; i++) {
+		const char *dir = dirs[i / per];
+
+		mkdir_p(dir);
 		snprintf(path, sizeof(path), "%s/g%da", dir, i);
 		mkdir_p(path);
 		snprintf(path, sizeof(path), "%s/g%db", dir, i);
@@ -180,7 +205,7 @@ static int point(const char *dir, int nt, long n)
 	pthread_barrier_init(&start_bar, NULL, (unsigned)nt + 1);
 	pthread_barrier_init(&end_bar, NULL, (unsigned)nt + 1);
 	for (int i = 0; i < nt; i++) {
-		w[i] = (struct worker){ .dir = dir, .id = i, .n = n };
+		w[i] = (struct worker){ .dir = dirs[i / per], .id = i, .n = n };
 		if (pthread_create(&w[i].th, NULL, point_thread, &w[i]))
 			die("pthread_create", NULL);
 	}
@@ -385,6 +410,137 @@ static int leave(const char *dir, const char *other)
 	return 0;
 }
 
+/* Propagate -------------------------------------------------------------------- */
+
+#define PROP_TIMEOUT_NS 2000000000ull
+#define PROP_MAX_MISSED 30
+
+/* Reads the watch's events until one of IN_MODIFY or IN_CLOSE_WRITE names
+ * NAME (true) or until DEADLINE (false).  Events of other names are read
+ * and dropped. */
+static bool wait_event(int ifd, const char *name, uint64_t deadline)
+{
+	char buf[65536] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+	for (;;) {
+		struct pollfd pfd = { .fd = ifd, .events = POLLIN };
+		uint64_t t = now_ns();
+		ssize_t len;
+
+		if (t >= deadline)
+			return false;
+		if (poll(&pfd, 1, (int)((deadline - t + 999999) / 1000000)) < 0) {
+			if (errno == EINTR)
+				continue;
+			die("poll", "inotify");
+		}
+		len = read(ifd, buf, sizeof(buf));
+		if (len < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				continue;
+			die("read", "inotify");
+		}
+		for (char *p = buf; p < buf + len;) {
+			const struct inotify_event *ev = (const void *)p;
+
+			if (ev->len && (ev->mask & (IN_MODIFY | IN_CLOSE_WRITE)) &&
+			    !strcmp(ev->name, name))
+				return true;
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+}
+
+/* Polls stat(2) of PATH (with @sync, statx(2) with AT_STATX_FORCE_SYNC)
+ * every 20 us until it shows the payload's size (true) or until DEADLINE
+ * (false). */
+static bool wait_visible(const char *path, bool sync, uint64_t deadline)
+{
+	const struct timespec gap = { 0, 20000 };
+	struct statx stx;
+	struct stat st;
+
+	while (now_ns() < deadline) {
+		if (sync) {
+			if (statx(AT_FDCWD, path, AT_STATX_FORCE_SYNC,
+				  STATX_SIZE, &stx) == 0 &&
+			    stx.stx_size == sizeof(payload))
+				return true;
+		} else if (stat(path, &st) == 0 &&
+			   st.st_size == (off_t)sizeof(payload)) {
+			return true;
+		}
+		nanosleep(&gap, NULL);
+	}
+	return false;
+}
+
+static int propagate(const char *a, const char *b, long n, const char *mode)
+{
+	const struct timespec ms = { 0, 1000000 };
+	char pa[4096], pb[4096], name[32];
+	uint64_t *v, t0;
+	long missed = 0, i;
+	bool inotify, sync = !strcmp(mode, "sync");
+	struct stat st;
+	int ifd = -1;
+
+	if (n < 1 || (strcmp(mode, "auto") && strcmp(mode, "inotify") &&
+		      strcmp(mode, "poll") && !sync)) {
+		fprintf(stderr, "loadgen: N >= 1, mode auto|inotify|poll|sync\n");
+		return 2;
+	}
+	mkdir_p(a);
+	t0 = now_ns();
+	while (stat(b, &st) != 0) {
+		if (now_ns() - t0 > 2 * PROP_TIMEOUT_NS)
+			die("waiting for", b);
+		nanosleep(&ms, NULL);
+	}
+	v = calloc((size_t)n, sizeof(*v));
+	if (!v)
+		die("calloc", NULL);
+	inotify = strcmp(mode, "poll") != 0 && !sync;
+	if (inotify) {
+		ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		if (ifd < 0)
+			die("inotify_init1", NULL);
+		if (inotify_add_watch(ifd, b, IN_MODIFY | IN_CLOSE_WRITE) < 0)
+			die("inotify_add_watch", b);
+	}
+	if (!strcmp(mode, "auto")) {
+		snprintf(pa, sizeof(pa), "%s/probe", a);
+		make_file(pa);
+		inotify = wait_event(ifd, "probe", now_ns() + 2000000000ull);
+		if (!inotify) {
+			close(ifd);
+			ifd = -1;
+		}
+	}
+	for (i = 0; i < n && missed < PROP_MAX_MISSED; i++) {
+		bool seen;
+
+		snprintf(name, sizeof(name), "p%07ld", i);
+		snprintf(pa, sizeof(pa), "%s/%s", a, name);
+		snprintf(pb, sizeof(pb), "%s/%s", b, name);
+		make_file(pa);
+		t0 = now_ns();
+		seen = inotify ? wait_event(ifd, name, t0 + PROP_TIMEOUT_NS)
+			       : wait_visible(pb, sync, t0 + PROP_TIMEOUT_NS);
+		v[i] = seen ? now_ns() - t0 : PROP_TIMEOUT_NS;
+		missed += !seen;
+	}
+	n = i;
+	qsort(v, (size_t)n, sizeof(*v), cmp_u64);
+	printf("propagate %s %ld %.1f %.1f %.1f %ld\n",
+	       inotify ? "inotify" : sync ? "sync" : "poll",
+	       n, v[n / 2] / 1e3, v[(n * 99) / 100] / 1e3, v[n - 1] / 1e3, missed);
+	if (ifd >= 0)
+		close(ifd);
+	free(v);
+	return 0;
+}
+
 /* Spin ------------------------------------------------------------------------- */
 
 static void *spin_thread(void *arg)
@@ -419,8 +575,18 @@ static int spin(void)
 
 int main(int argc, char **argv)
 {
-	if (argc == 5 && !strcmp(argv[1], "point"))
-		return point(argv[2], atoi(argv[3]), atol(argv[4]));
+	if (argc >= 5 && !strcmp(argv[1], "point")) {
+		char *dirs[MAXT];
+		int ndir = 0;
+
+		dirs[ndir++] = argv[2];
+		for (int i = 5; i < argc && ndir < MAXT; i++)
+			dirs[ndir++] = argv[i];
+		return point(dirs, ndir, atoi(argv[3]), atol(argv[4]));
+	}
+	if ((argc == 5 || argc == 6) && !strcmp(argv[1], "propagate"))
+		return propagate(argv[2], argv[3], atol(argv[4]),
+				 argc == 6 ? argv[5] : "auto");
 	if (argc == 7 && !strcmp(argv[1], "populate"))
 		return populate(argv[2], argv[3], atol(argv[4]), atol(argv[5]),
 				atol(argv[6]));
@@ -428,7 +594,8 @@ int main(int argc, char **argv)
 		return leave(argv[2], argv[3]);
 	if (argc == 2 && !strcmp(argv[1], "spin"))
 		return spin();
-	fprintf(stderr, "usage: loadgen point DIR THREADS N\n"
+	fprintf(stderr, "usage: loadgen point DIR THREADS N [DIR2...]\n"
+		"       loadgen propagate DIRA DIRB N [auto|inotify|poll|sync]\n"
 		"       loadgen populate DIR PREFIX FROM COUNT PER_DIR\n"
 		"       loadgen leave DIR OTHER\n"
 		"       loadgen spin\n");

@@ -18,7 +18,8 @@
 # plain HSET sent by a client, and an FCALL of sfs_version (the cost of
 # entering a function), since on a shared machine every number moves with
 # the load.  As root the server runs under SCHED_FIFO (chrt), so other
-# processes do not preempt it in the middle of a call.
+# processes do not preempt it in the middle of a call.  `make bench` runs it
+# last (scripts/bench/run.sh, BENCH_FCALL) and reports its medians.
 set -eu
 shopt -s lastpipe # run_batch at the end of a pipe sets variables
 

@@ -1,7 +1,9 @@
 #!/bin/bash
 # scripts/bench/report.sh RESULTS OUTDIR "LEVELS" - the tables and the
 # chart of `make bench` from scripts/bench/run.sh's results.tsv:
-# OUTDIR/report.md (printed too) and OUTDIR/bench.png.
+# OUTDIR/report.md (printed too) and OUTDIR/bench.png.  The shared
+# store's tables (filesystems redis and redis2, the propagation, Redis's
+# CPU) come last, each target printed beside its figure.
 set -euo pipefail
 
 RES=$1
@@ -57,11 +59,75 @@ function point_table(lvl,   p, t, a, f, s) {
 				ph[p], t, a, f, s, ratio(s, f), ratio(s, a)
 		}
 }
+# Redis/embedded against the brief of the shared store: create >= 0.5x,
+# stat, restat and read >= 0.9x.
+function target(ph, r, e,   min) {
+	min = ph == "create" ? 0.5 : ph ~ /^(stat|restat|read)$/ ? 0.9 : 0
+	if (!min)
+		return ""
+	if (!e)
+		return "-"
+	return sprintf("%s (>= %.1fx)", r >= min * e ? "met" : "not met", min)
+}
+function redis_table(lvl,   p, t, a, e, r) {
+	printf "\nThe shared store: statefs on a Redis-backed mount beside the embedded one, population %d (ops/s, each the median of its runs):\n\n", lvl
+	print "| phase | threads | tmpfs | statefs embedded | statefs on Redis | embedded/tmpfs | Redis/tmpfs | Redis/embedded | target |"
+	print "|---|---|---|---|---|---|---|---|---|"
+	for (p = 1; p <= nph; p++)
+		for (t = 1; t <= 2; t++) {
+			a = rate("tmpfs", lvl, t, ph[p])
+			e = rate("statefs", lvl, t, ph[p])
+			r = rate("redis", lvl, t, ph[p])
+			printf "| %s | %d | %.0f | %.0f | %.0f | %s | %s | %s | %s |\n",
+				ph[p], t, a, e, r, ratio(e, a), ratio(r, a), ratio(r, e),
+				target(ph[p], r, e)
+		}
+}
+# Median of the fcall rounds of one column (w: wall, c: CPU).
+function fmed(what, col,   m, i, j, x, v) {
+	m = fn[what]
+	if (!m)
+		return "-"
+	for (i = 1; i <= m; i++)
+		v[i] = fv[what, col, i] + 0
+	for (i = 2; i <= m; i++)
+		for (j = i; j > 1 && v[j - 1] > v[j]; j--) {
+			x = v[j]; v[j] = v[j - 1]; v[j - 1] = x
+		}
+	return (m % 2) ? v[(m + 1) / 2] : (v[m / 2] + v[m / 2 + 1]) / 2
+}
+function cpu_row(what, lvl, label,   n, us, c, per, cpu, met) {
+	n = val("redis", lvl, "-", "fcall_" what)
+	us = val2("redis", lvl, "-", "fcall_" what)
+	c = val2("redis", lvl, "-", "rcpu_" what)
+	if (n == "")
+		return
+	per = cpu = met = "-"
+	if (n > 0) {
+		per = sprintf("%.1f", us / n)
+		cpu = sprintf("%.1f", c / n)
+		met = (us / n < 30) ? "met" : "not met"
+	}
+	printf "| %s | %d | %s | %s | %s |\n", label, n, per, cpu, met
+}
 {
 	k = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4
 	ops[k] = $5
 	secs[k] = $6
 	if ($4 == "rss_kb") rss[$1 SUBSEP $2] = $5
+	if ($1 == "redis" && $4 ~ /^(create|stat|restat|read|rename|unlink)$/) {
+		if (!rlo || $2 + 0 < rlo) rlo = $2 + 0
+		if ($2 + 0 > rhi) rhi = $2 + 0
+	}
+	if ($4 == "propagate") {
+		pm[++npm] = $5; pn[$5] = $6; p50[$5] = $7; p99[$5] = $8
+		pmax[$5] = $9; pmiss[$5] = $10; plvl = $2
+	}
+	if ($1 == "fcall") {
+		fn[$4]++
+		fv[$4, "w", fn[$4]] = $5
+		fv[$4, "c", fn[$4]] = $6
+	}
 }
 END {
 	nph = split("create stat restat read rename unlink", ph, " ")
@@ -71,13 +137,15 @@ END {
 	point_table(lo)
 
 	printf "\nFUSE requests per operation (1 thread, 1000 operations, counted at the fuse_request_send tracepoint):\n\n"
-	print "| phase | FUSE floor | statefs |"
-	print "|---|---|---|"
+	print "| phase | FUSE floor | statefs | statefs on Redis |"
+	print "|---|---|---|---|"
 	for (p = 1; p <= nph; p++) {
 		f = val("floor", 0, 1, "req_" ph[p]); s = val("statefs", 0, 1, "req_" ph[p])
-		printf "| %s | %s | %s |\n", ph[p],
+		r = val("redis", 0, 1, "req_" ph[p])
+		printf "| %s | %s | %s | %s |\n", ph[p],
 			f ? sprintf("%.2f", val2("floor", 0, 1, "req_" ph[p]) / f) : "-",
-			s ? sprintf("%.2f", val2("statefs", 0, 1, "req_" ph[p]) / s) : "-"
+			s ? sprintf("%.2f", val2("statefs", 0, 1, "req_" ph[p]) / s) : "-",
+			r ? sprintf("%.2f", val2("redis", 0, 1, "req_" ph[p]) / r) : "-"
 	}
 	if (hi != lo)
 		point_table(hi)
@@ -144,7 +212,62 @@ END {
 	printf "| bytes per child (RSS growth / children) | %.0f | %.0f |\n", d["floor"], d["statefs"]
 	printf "| of which name (8) and content (16) | 24 | 24 |\n"
 	printf "| overhead per child | %.0f | %.0f |\n", d["floor"] - 24, d["statefs"] - 24
-}' "$RES" | tee "$OUT/report.md"
+
+	if (!rlo)
+		exit
+	redis_table(rlo)
+	if (rhi != rlo)
+		redis_table(rhi)
+
+	printf "\nTwo mounts of one store, two threads on each, in one tenant (population %d; ops/s of the four threads together, medians):\n\n", rhi
+	print "| phase | tmpfs, 2 threads | Redis, one mount, 2 threads | Redis, two mounts, 2 + 2 threads | two mounts / one | two mounts / tmpfs |"
+	print "|---|---|---|---|---|---|"
+	for (p = 1; p <= nph; p++) {
+		a = rate("tmpfs", rhi, 2, ph[p])
+		r = rate("redis", rhi, 2, ph[p])
+		s = rate("redis2", rhi, 4, ph[p])
+		printf "| %s | %.0f | %.0f | %.0f | %s | %s |\n", ph[p], a, r, s,
+			ratio(s, r), ratio(s, a)
+	}
+
+	if (npm) {
+		printf "\nPropagation: from the return of close() of a new 16-byte child on one mount to the other mount showing it (population %d):\n\n", plvl
+		print "| measured by | publications | p50 (us) | p99 (us) | max (us) | not seen within 2 s (counted as 2 s) | target: p99 < 5 ms |"
+		print "|---|---|---|---|---|---|---|"
+		for (i = 1; i <= npm; i++) {
+			m = pm[i]
+			how = "polling stat(2) on the other mount every 20 us"
+			if (m == "inotify")
+				how = "its inotify event (IN_MODIFY or IN_CLOSE_WRITE) on the other mount"
+			else if (m == "sync")
+				how = "polling statx(2) with AT_STATX_FORCE_SYNC (past the kernel'\''s caches) every 20 us"
+			met = (p99[m] + 0 < 5000 && !pmiss[m]) ? "met" : "not met"
+			printf "| %s | %d | %s | %s | %s | %d | %s |\n",
+				how, pn[m], p50[m], p99[m], pmax[m], pmiss[m], met
+		}
+		if (!("inotify" in pn))
+			print "\nThe second mount raised no inotify event for the first one'\''s publication (probe: none within 2 s), so the delay is to the change being visible to stat(2) there."
+	}
+
+	printf "\nRedis CPU per transition (one FCALL is one transition; INFO commandstats and INFO cpu of the mount'\''s redis-server over the phases):\n\n"
+	print "| workload | FCALLs | usec_per_call of FCALL | Redis main-thread CPU per FCALL, all commands (us) | target: usec_per_call < 30 us |"
+	print "|---|---|---|---|---|"
+	cpu_row("one", rlo, sprintf("one mount, the point phases with 1 and 2 threads, population %d", rlo))
+	cpu_row("two", rhi, sprintf("two mounts, 2 + 2 threads, population %d", rhi))
+	if (fn["fc_create"]) {
+		printf "\nThe Functions library alone (scripts/bench/redis_fcall.sh: pipelined calls on a populated tenant, the server under SCHED_FIFO when run as root; us per call, median of %d rounds):\n\n", fn["fc_create"]
+		print "| call | usec_per_call (wall inside the command) | main-thread CPU per call | target: < 30 us |"
+		print "|---|---|---|---|"
+		split("fc_create sfs_create fc_publish sfs_publish fc_unlink sfs_unlink fc_version sfs_version_(calibration) fc_hset HSET_(calibration)", fc, " ")
+		for (i = 1; i < 10; i += 2) {
+			w = fmed(fc[i], "w")
+			met = ""
+			if (i <= 5)
+				met = (w + 0 < 30) ? "met" : "not met"
+			printf "| %s | %s | %s | %s |\n", fc[i + 1], w, fmed(fc[i], "c"), met
+		}
+	}
+}' "$RES" | sed 's/_(calibration)/ (calibration)/' | tee "$OUT/report.md"
 
 # Chart: ops/s against population, one panel per phase.
 for ph in create stat restat read rename unlink; do
@@ -159,10 +282,13 @@ for ph in create stat restat read rename unlink; do
 		for (i = 1; i <= n; i++) {
 			l = v[i]
 			printf "%d", l
-			split("tmpfs floor statefs", f, " ")
-			for (k = 1; k <= 3; k++)
-				for (t = 1; t <= 2; t++)
-					printf " %.0f", median(f[k] SUBSEP l SUBSEP t SUBSEP ph)
+			split("tmpfs floor statefs redis", f, " ")
+			for (k = 1; k <= 4; k++)
+				for (t = 1; t <= 2; t++) {
+					x = median(f[k] SUBSEP l SUBSEP t SUBSEP ph)
+					fmt = x > 0 ? " %.0f" : " NaN"
+					printf fmt, x
+				}
 			printf "\n"
 		}
 	}' "$RES" >"$OUT/chart-$ph.dat"
@@ -172,7 +298,7 @@ if command -v gnuplot >/dev/null; then
 	gnuplot <<EOF
 set terminal pngcairo size 1500,900 font ",10"
 set output "$OUT/bench.png"
-set multiplot layout 2,3 title "statefs vs the FUSE floor vs tmpfs: ops/s against population ($(date -u +%Y-%m-%d))"
+set multiplot layout 2,3 title "statefs (embedded and on Redis) vs the FUSE floor vs tmpfs: ops/s against population ($(date -u +%Y-%m-%d))"
 set logscale xy
 set xrange [500:2000000]
 set xlabel "children in the store"
@@ -186,7 +312,9 @@ do for [ph in "create stat restat read rename unlink"] {
 	     "" using 1:4 with linespoints title "floor 1t", \
 	     "" using 1:5 with linespoints title "floor 2t", \
 	     "" using 1:6 with linespoints lw 2 title "statefs 1t", \
-	     "" using 1:7 with linespoints lw 2 title "statefs 2t"
+	     "" using 1:7 with linespoints lw 2 title "statefs 2t", \
+	     "" using 1:8 with linespoints lw 2 title "on Redis 1t", \
+	     "" using 1:9 with linespoints lw 2 title "on Redis 2t"
 }
 unset multiplot
 EOF

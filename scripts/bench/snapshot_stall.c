@@ -5,7 +5,8 @@
  * Linked against the store sources only (no FUSE).  Method:
  *
  *  1. Populate: store_limits_default() with max_children 2,000,000 and
- *     max_bytes 64 GiB; 1 tenant, NPARENTS parents, NCHILDREN children
+ *     max_bytes 64 GiB, the one tenant's share all of it (by default a
+ *     tenant may hold half); 1 tenant, NPARENTS parents, NCHILDREN children
  *     spread evenly, each given CONTENT bytes by a REPLACE stage
  *     (store_stage_open / write / publish / close).
  *  2. Start one admission thread: in its own parent ("adm"), or with
@@ -322,6 +323,8 @@ int main(int argc, char **argv)
 	store_limits_default(&lim);
 	lim.max_children = 2000000;
 	lim.max_bytes = 64ull << 30;
+	lim.tenant_max_children = lim.max_children;
+	lim.tenant_max_bytes = lim.max_bytes;
 	rc = store_new(&lim, expiry ? &manual : NULL, &S);
 	if (rc)
 		die("store_new", rc);
