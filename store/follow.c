@@ -153,6 +153,8 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 		if (!t)
 			return -EPROTO;
 		tid = strtoull(t + 2, NULL, 10);
+		if (tid == 0)
+			return -EPROTO;
 		for (size_t i = 0; i < r->npos; i++)
 			if (r->pos[i].tid == tid)
 				pi = i;
@@ -164,6 +166,7 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 		struct mentry e;
 
 		if (ent->type != REDIS_REPLY_ARRAY || ent->elements != 2 ||
+		    !out_str(ent, 0) || ent->element[0]->len >= sizeof(r->root_id) ||
 		    mentry_parse(ent->element[1], &e) != 0)
 			return -EPROTO;
 		rc = mirror_apply(s, tid, &e);
@@ -193,10 +196,12 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 			if (strcmp(e.op, "tenant") == 0) {
 				uint64_t ntid = 0;
 
+				/* mentry_parse checked every field is a
+				 * string. */
 				for (size_t f = 0; f + 1 < e.fields->elements; f += 2)
-					if (strcmp(e.fields->element[f]->str, "tid") == 0)
-						ntid = strtoull(e.fields->element[f + 1]->str,
-								NULL, 10);
+					if (strcmp(e.fields->element[f]->str, "tid") == 0 &&
+					    !dec_u64(e.fields->element[f + 1]->str, &ntid))
+						ntid = 0;
 				if (ntid && pos_add(r, ntid, "0-0") == 0)
 					*reread = true;
 			}
@@ -225,6 +230,16 @@ static int check_instance(struct store *s)
 	if (rep)
 		freeReplyObject(rep);
 	return rc;
+}
+
+/* Is @st, one stream of an XREAD reply, the root log's?  (Its shape
+ * checked: apply_stream refuses any other one.) */
+static bool is_root_stream(const struct remote *r, const redisReply *st)
+{
+	const char *key = out_str(st, 0);
+
+	return st->type == REDIS_REPLY_ARRAY && st->elements == 2 && key &&
+	       strcmp(key, r->rootlog) == 0;
 }
 
 static void *follow_main(void *arg)
@@ -313,16 +328,10 @@ static void *follow_main(void *arg)
 		if (rep->type == REDIS_REPLY_ARRAY) {
 			/* The root log first: it names new tenants. */
 			for (size_t i = 0; i < rep->elements; i++)
-				if (rep->element[i]->type == REDIS_REPLY_ARRAY &&
-				    rep->element[i]->elements == 2 &&
-				    strcmp(rep->element[i]->element[0]->str,
-					   r->rootlog) == 0)
+				if (is_root_stream(r, rep->element[i]))
 					apply_stream(s, rep->element[i], &reread);
 			for (size_t i = 0; i < rep->elements; i++)
-				if (rep->element[i]->type == REDIS_REPLY_ARRAY &&
-				    rep->element[i]->elements == 2 &&
-				    strcmp(rep->element[i]->element[0]->str,
-					   r->rootlog) != 0)
+				if (!is_root_stream(r, rep->element[i]))
 					apply_stream(s, rep->element[i], &reread);
 		}
 		freeReplyObject(rep);

@@ -53,13 +53,25 @@ static int errno_of(const char *name)
 /* Element @i of outcome @r as a number (an integer reply or a decimal). */
 uint64_t out_u64(const redisReply *r, size_t i)
 {
-	if (!r || i >= r->elements)
+	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
 		return 0;
 	if (r->element[i]->type == REDIS_REPLY_INTEGER)
 		return (uint64_t)r->element[i]->integer;
 	if (r->element[i]->type == REDIS_REPLY_STRING)
 		return strtoull(r->element[i]->str, NULL, 10);
 	return 0;
+}
+
+/* Element @i of array reply @r when it is a string (or a status), else
+ * NULL: never past the array, never a NULL read as a string. */
+const char *out_str(const redisReply *r, size_t i)
+{
+	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+		return NULL;
+	if (r->element[i]->type != REDIS_REPLY_STRING &&
+	    r->element[i]->type != REDIS_REPLY_STATUS)
+		return NULL;
+	return r->element[i]->str;
 }
 
 /* Calls ------------------------------------------------------------------------ */

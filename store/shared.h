@@ -94,6 +94,10 @@ void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len);
 /* Element @i of outcome @r as a number (an integer reply or a decimal). */
 uint64_t out_u64(const redisReply *r, size_t i);
 
+/* Element @i of outcome @r when it is a string or a status, else NULL
+ * (also past its end). */
+const char *out_str(const redisReply *r, size_t i);
+
 /* Wait until the mirror has applied tenant @tid's log up to @seq (the
  * root log's for 0), or the tenant went; 0, or -EIO past store_timeout
  * and a second. */
