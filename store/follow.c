@@ -39,6 +39,15 @@
  * that the store is still its instance. */
 #define BLOCK_MS 1000
 #define BATCH 512
+/* After a round that failed (no reply, an error reply, an entry that
+ * neither applied nor reloaded, a new instance not loaded), the
+ * follower pauses before the next: PAUSE_FIRST_MS, doubling to
+ * PAUSE_MAX_MS while the failures go on, so that a persistent one (a
+ * log key of the wrong type, the library gone) never makes it spin.
+ * It checks for a stop every PAUSE_SLICE_MS of a pause. */
+#define PAUSE_FIRST_MS 50
+#define PAUSE_MAX_MS 1000
+#define PAUSE_SLICE_MS 50
 
 /* Follow tenant @tid's log from @id (when not followed yet). */
 static int pos_add(struct remote *r, uint64_t tid, const char *id)
@@ -242,10 +251,26 @@ static bool is_root_stream(const struct remote *r, const redisReply *st)
 	       strcmp(key, r->rootlog) == 0;
 }
 
+/* A round failed: pause (*@pause ms, the next one longer), returning
+ * early when the follower is stopped. */
+static void back_off(struct remote *r, unsigned *pause)
+{
+	*pause = *pause ? *pause * 2 : PAUSE_FIRST_MS;
+	if (*pause > PAUSE_MAX_MS)
+		*pause = PAUSE_MAX_MS;
+	for (unsigned t = 0; t < *pause && !atomic_load(&r->stop);
+	     t += PAUSE_SLICE_MS) {
+		struct timespec ts = { 0, PAUSE_SLICE_MS * 1000000L };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
 static void *follow_main(void *arg)
 {
 	struct store *s = arg;
 	struct remote *r = s->remote;
+	unsigned pause = 0;
 
 	pthread_setname_np(pthread_self(), "statefs-follow");
 	while (!atomic_load(&r->stop)) {
@@ -253,7 +278,7 @@ static void *follow_main(void *arg)
 		const char **av = st_calloc(2 * n + 16, sizeof(*av));
 		char block[16], count[16];
 		redisReply *rep = NULL;
-		bool reread = false, reinit;
+		bool reread = false, reinit, failed = false;
 		int rc;
 
 		lock(&r->lock, LOCK_REMOTE);
@@ -268,18 +293,20 @@ static void *follow_main(void *arg)
 			new_instance(s);
 			r->npos = 0;
 			if (remote_reinit(s) != 0 || remote_load_all(s) != 0) {
-				struct timespec ts = { 0, 200 * 1000000 };
-
 				lock(&r->lock, LOCK_REMOTE);
 				r->reinit = true;
 				unlock(&r->lock, LOCK_REMOTE);
-				nanosleep(&ts, NULL);
+				back_off(r, &pause);
+			} else {
+				pause = 0;
 			}
 			batch_done(r);
 			continue;
 		}
-		if (!av)
+		if (!av) {
+			back_off(r, &pause);
 			continue;
+		}
 		snprintf(block, sizeof(block), "%d", BLOCK_MS);
 		snprintf(count, sizeof(count), "%d", BATCH);
 		av[argc++] = "XREAD";
@@ -294,6 +321,7 @@ static void *follow_main(void *arg)
 
 			if (!keys) {
 				free(av);
+				back_off(r, &pause);
 				continue;
 			}
 			for (size_t i = 0; i < n; i++) {
@@ -314,28 +342,40 @@ static void *follow_main(void *arg)
 		if (rc == -ECANCELED)
 			break;
 		if (rc) {
-			struct timespec ts = { 0, 100 * 1000000 };
-
-			nanosleep(&ts, NULL);
+			back_off(r, &pause);
 			continue;
 		}
 		if (rep->type == REDIS_REPLY_NIL) {
 			/* Nothing for a while: is the store still ours? */
 			freeReplyObject(rep);
-			check_instance(s);
+			if (check_instance(s) == -EIO)
+				back_off(r, &pause);
 			continue;
 		}
 		if (rep->type == REDIS_REPLY_ARRAY) {
 			/* The root log first: it names new tenants. */
 			for (size_t i = 0; i < rep->elements; i++)
-				if (is_root_stream(r, rep->element[i]))
-					apply_stream(s, rep->element[i], &reread);
+				if (is_root_stream(r, rep->element[i]) &&
+				    apply_stream(s, rep->element[i], &reread))
+					failed = true;
 			for (size_t i = 0; i < rep->elements; i++)
-				if (!is_root_stream(r, rep->element[i]))
-					apply_stream(s, rep->element[i], &reread);
+				if (!is_root_stream(r, rep->element[i]) &&
+				    apply_stream(s, rep->element[i], &reread))
+					failed = true;
+		} else {
+			/* An error (a log key of another type...) or a
+			 * reply XREAD never gives: said once a streak. */
+			if (rep->type == REDIS_REPLY_ERROR && !pause)
+				fprintf(stderr, "statefs: shared store: XREAD: "
+					"%s\n", rep->str);
+			failed = true;
 		}
 		freeReplyObject(rep);
 		batch_done(r);
+		if (failed)
+			back_off(r, &pause);
+		else
+			pause = 0;
 	}
 	return NULL;
 }

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "tests/unit/unit.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -336,6 +337,145 @@ static void test_new_instance_while_read(void **state)
 	assert_int_not_equal(store_instance_id(w->s), old);
 }
 
+/* How many times the server ran command @cmd (lower case) so far. */
+static unsigned long long calls_of(struct world *w, const char *cmd)
+{
+	redisReply *r = redisCommand(w->rc, "INFO commandstats");
+	char pat[64];
+	const char *at;
+	unsigned long long n = 0;
+
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	snprintf(pat, sizeof(pat), "cmdstat_%s:calls=", cmd);
+	at = strstr(r->str, pat);
+	if (at)
+		n = strtoull(at + strlen(pat), NULL, 10);
+	freeReplyObject(r);
+	return n;
+}
+
+/* The CPU time (clock ticks) this process's follower thread has used. */
+static unsigned long long follower_ticks(void)
+{
+	char path[300], buf[512];
+	unsigned long long sum = 0;
+	bool seen = false;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL) {
+		FILE *f;
+		const char *p;
+		unsigned long long ut, st;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (!fgets(buf, sizeof(buf), f) ||
+		    strncmp(buf, "statefs-follow", 14) != 0) {
+			fclose(f);
+			continue;
+		}
+		fclose(f);
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat", de->d_name);
+		f = fopen(path, "r");
+		assert_non_null(f);
+		assert_non_null(fgets(buf, sizeof(buf), f));
+		fclose(f);
+		/* Fields 14 and 15, after the ")" that ends the name. */
+		p = strrchr(buf, ')');
+		assert_non_null(p);
+		assert_int_equal(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u "
+					"%*u %*u %*u %*u %llu %llu", &ut, &st), 2);
+		sum += ut + st;
+		seen = true;
+	}
+	closedir(d);
+	assert_true(seen);
+	return sum;
+}
+
+/* For @ms, the follower of a failing store: how many XREADs it sends
+ * and how much CPU it uses.  A follower that spins sends thousands and
+ * uses most of a core; one that backs off (50 ms doubling to 1 s) sends
+ * a handful and uses next to none. */
+static void follower_must_back_off(struct world *w, unsigned ms)
+{
+	unsigned long long x0 = calls_of(w, "xread"), t0 = follower_ticks();
+	unsigned long long x1, t1;
+
+	nap(ms);
+	x1 = calls_of(w, "xread");
+	t1 = follower_ticks();
+	if (x1 - x0 > 20)
+		fail_msg("%llu XREADs in %u ms", x1 - x0, ms);
+	/* Clock ticks are 10 ms: at most a tenth of the period. */
+	if (t1 - t0 > ms / 100)
+		fail_msg("%llu ticks of CPU in %u ms", t1 - t0, ms);
+}
+
+/* A tenant's log is a key of another type (WRONGTYPE for every XREAD):
+ * the follower backs off instead of spinning, and goes on once the key
+ * is right again. */
+static void test_follower_backs_off_wrong_reply(void **state)
+{
+	struct world *w = *state;
+	struct store_owner own = { 0, 0, 0755 };
+	struct store_node *t = NULL, *u = NULL;
+	redisReply *r;
+
+	mount(w, 1024);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "acme", &own, &t), 0);
+	r = redisCommand(w->rc, "DEL statefs:{statefs.t1}:log");
+	assert_non_null(r);
+	assert_int_equal(r->integer, 1);
+	freeReplyObject(r);
+	r = redisCommand(w->rc, "SET statefs:{statefs.t1}:log x");
+	assert_non_null(r);
+	freeReplyObject(r);
+	/* Its first failures, then the period. */
+	nap(200);
+	follower_must_back_off(w, 2000);
+	r = redisCommand(w->rc, "DEL statefs:{statefs.t1}:log");
+	freeReplyObject(r);
+	/* The follower applies the root log again: a new tenant appears. */
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "beta", &own, &u), 0);
+	store_node_unref(w->s, u);
+	store_node_unref(w->s, t);
+}
+
+/* The library is gone (FUNCTION DELETE) and a tenant's log has an entry
+ * past a gap: the follower cannot reload the tenant (sfs_dump fails),
+ * and backs off instead of reading the entry and failing again at
+ * once. */
+static void test_follower_backs_off_no_library(void **state)
+{
+	struct world *w = *state;
+	struct store_owner own = { 0, 0, 0755 };
+	struct store_node *t = NULL;
+	redisReply *r;
+
+	mount(w, 1024);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "acme", &own, &t), 0);
+	r = redisCommand(w->rc, "FUNCTION DELETE statefs");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	r = redisCommand(w->rc, "XADD statefs:{statefs.t1}:log * op join "
+			 "seq 99 ms 1 ns 1");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	freeReplyObject(r);
+	nap(200);
+	follower_must_back_off(w, 2000);
+	store_node_unref(w->s, t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -346,6 +486,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rmdir_enoent_then_lookup,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_instance_while_read,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_follower_backs_off_wrong_reply,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_follower_backs_off_no_library,
 						setup, teardown),
 	};
 
