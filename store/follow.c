@@ -299,6 +299,9 @@ static void *follow_main(void *arg)
 				back_off(r, &pause);
 			} else {
 				pause = 0;
+				lock(&r->lock, LOCK_REMOTE);
+				r->loaded++;
+				unlock(&r->lock, LOCK_REMOTE);
 			}
 			batch_done(r);
 			continue;

@@ -213,11 +213,12 @@ int remote_rmdir(struct store *s, struct store_node *dir, const char *name,
 	char key[160], groups[4096];
 	redisReply *rep = NULL;
 	struct store_node *n;
-	uint64_t tid = 0;
+	uint64_t tid = 0, gen;
 	int rc;
 
 	switch (dir->kind) {
 	case STORE_ROOT:
+		gen = remote_generation(s);
 		if (store_lookup(s, dir, name, &n) == 0) {
 			tid = mirror_tid_of(s, n);
 			store_node_unref(s, n);
@@ -226,6 +227,15 @@ int remote_rmdir(struct store *s, struct store_node *dir, const char *name,
 		a_cred(&a, cred, groups, sizeof(groups));
 		rc = remote_fcall(s, "sfs_rmdir_tenant", true, 0, NULL, a.n,
 				  a.v, NULL, &rep);
+		if (remote_generation(s) != gen) {
+			/* Made again on a new instance (remote_fcall): the
+			 * tenant, if any, is the new instance's. */
+			tid = 0;
+			if (store_lookup(s, dir, name, &n) == 0) {
+				tid = mirror_tid_of(s, n);
+				store_node_unref(s, n);
+			}
+		}
 		if (rc == 0) {
 			if (tid)
 				rc = wait_seq(s, tid, out_u64(rep, 2));

@@ -53,6 +53,7 @@ struct remote {
 	uint64_t instance_id;          /* its value, for .stats */
 	bool reinit;                   /* lock: an ESTALEINST was seen */
 	uint64_t generation;           /* lock: new instances so far */
+	uint64_t loaded;               /* lock: new instances loaded so far */
 
 	/* The follower (store/follow.c): its thread, its connection, its
 	 * positions (its own), whether it runs. */
@@ -82,11 +83,20 @@ struct args {
  * for OK) with the reply in *@out (the caller frees it), -EIO when Redis
  * could not be reached or did not answer within store_timeout (nothing
  * happened), -ESTALE after ESTALEINST (the instance changed: the
- * follower makes the mirror a new instance).
+ * follower makes the mirror a new instance).  After an ESTALEINST a
+ * caller other than the follower waits (store_timeout and a second at
+ * most) until the follower has loaded the new instance, so that a
+ * lookup made after the -ESTALE sees it; a call with no tenant key
+ * (@nkeys 0: it names no node, only the root, which every instance has)
+ * is then made once more, on the new instance.
  */
 int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 		 const char *const *keys, int argc, const char *const *argv,
 		 const size_t *argvlen, redisReply **out);
+
+/* How many new instances the store has become so far (under
+ * remote->lock). */
+uint64_t remote_generation(struct store *s);
 
 /* The key of tenant @tid (P:{P.tTID}:t) into @buf. */
 void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len);

@@ -337,6 +337,60 @@ static void test_new_instance_while_read(void **state)
 	assert_int_not_equal(store_instance_id(w->s), old);
 }
 
+/* The store loses its data (FLUSHALL): the mount's first calls are
+ * made before its follower noticed.  A call about the root alone (a
+ * tenant's mkdir, its rmdir) succeeds on the new instance; a call
+ * through a node of the old one gets ESTALE, and a lookup right after
+ * it (the kernel's retry of a path) sees the new instance, not the
+ * old node. */
+static void test_first_call_after_new_instance(void **state)
+{
+	struct world *w = *state;
+	struct store_owner own = { 0, 0, 0755 };
+	struct store_node *a = NULL, *b = NULL, *p = NULL, *n = NULL;
+	uint64_t inst;
+	redisReply *r;
+
+	mount(w, 1024);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "acme", &own, &a), 0);
+	inst = store_instance_id(w->s);
+	r = redisCommand(w->rc, "FLUSHALL");
+	assert_non_null(r);
+	freeReplyObject(r);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "beta", &own, &b), 0);
+	assert_int_not_equal(store_instance_id(w->s), inst);
+	assert_int_equal(store_lookup(w->s, store_root(w->s), "beta", &n), 0);
+	store_node_unref(w->s, n);
+	/* acme was the old instance's: its old node is stale, its name
+	 * free. */
+	assert_int_equal(store_mkdir(w->s, a, "p", &own, &p), -ESTALE);
+	assert_int_equal(store_lookup(w->s, store_root(w->s), "acme", &n),
+			 -ENOENT);
+	store_node_unref(w->s, a);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "acme", &own, &a), 0);
+
+	/* Again, and the first call is through a node: ESTALE, then the
+	 * path finds the new instance. */
+	inst = store_instance_id(w->s);
+	r = redisCommand(w->rc, "FLUSHALL");
+	assert_non_null(r);
+	freeReplyObject(r);
+	assert_int_equal(store_mkdir(w->s, a, "p", &own, &p), -ESTALE);
+	assert_int_not_equal(store_instance_id(w->s), inst);
+	assert_int_equal(store_lookup(w->s, store_root(w->s), "acme", &n),
+			 -ENOENT);
+	assert_int_equal(store_lookup(w->s, store_root(w->s), "beta", &n),
+			 -ENOENT);
+	/* And a tenant's rmdir as the first call: ENOENT on the new one. */
+	r = redisCommand(w->rc, "FLUSHALL");
+	assert_non_null(r);
+	freeReplyObject(r);
+	assert_int_equal(store_rmdir(w->s, store_root(w->s), "acme", NULL),
+			 -ENOENT);
+	store_node_unref(w->s, a);
+	store_node_unref(w->s, b);
+}
+
 /* How many times the server ran command @cmd (lower case) so far. */
 static unsigned long long calls_of(struct world *w, const char *cmd)
 {
@@ -486,6 +540,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rmdir_enoent_then_lookup,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_instance_while_read,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_first_call_after_new_instance,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_follower_backs_off_wrong_reply,
 						setup, teardown),
