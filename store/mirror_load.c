@@ -357,7 +357,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 	lock(&m->lock, LOCK_MIRROR);
 	mt = mt_find_locked(m, tid);
 	old = mt->t;
-	mt->t = NULL;
+	mt_set_locked(m, mt, NULL);
 	unlock(&m->lock, LOCK_MIRROR);
 	if (old) {
 		/* Readers of the tenant lose what was in between. */
@@ -402,7 +402,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 	}
 	store_node_ref(n);
 	lock(&m->lock, LOCK_MIRROR);
-	mt->t = as_tenant(n);
+	mt_set_locked(m, mt, as_tenant(n));
 	mt->seq = seq;
 	mt->gone = false;
 	unlock(&m->lock, LOCK_MIRROR);

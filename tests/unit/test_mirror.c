@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
+#include <malloc.h>
 
 #include "store/mirror.h"
 #include "store/statefs_lua.h"
@@ -744,6 +745,63 @@ static void test_load_dump_past_limits(void **state)
 	freeReplyObject(dump);
 }
 
+/* The bytes allocated now: ASan's count when built with it (the unit
+ * tests are), else the C library's. */
+size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
+
+static size_t allocated(void)
+{
+	if (__sanitizer_get_current_allocated_bytes)
+		return __sanitizer_get_current_allocated_bytes();
+	return mallinfo2().uordblks;
+}
+
+/* @count tenants made and removed by the store (ids @first on), their
+ * logs and the root's applied to the mirror. */
+static void churn(struct world *w, int first, int count)
+{
+	char name[32];
+
+	for (int i = first; i < first + count; i++) {
+		snprintf(name, sizeof(name), "t%d", i);
+		fok(w, fcall(w, "OK", "sfs_mkdir_tenant", 1, META, name, "0", "0",
+			     "493", NULL));
+		fok(w, fcall(w, "OK", "sfs_rmdir_tenant", 1, META, name, "", "",
+			     "", NULL));
+	}
+	follow(w, w->mir, 0);
+	for (int i = first; i < first + count; i++)
+		follow(w, w->mir, i);
+}
+
+/* A mirror does not grow with every tenant it ever saw: once a
+ * tenant's log has ended (its cleanup), the mirror keeps nothing of it,
+ * and still answers that it went. */
+static void test_gone_tenants_are_freed(void **state)
+{
+	struct world *w = *state;
+	size_t before, after;
+	uint64_t seq;
+	bool gone;
+
+	init(w);
+	w->mir = new_mirror(w);
+	/* Past the index's first sweeps (at 1,024 entries added). */
+	churn(w, 1, 2000);
+	before = allocated();
+	churn(w, 2001, 6000);
+	after = allocated();
+	/* Kept, each would be a tenant node and its entry (over 800
+	 * bytes); what the index holds of dead nodes until its next sweep
+	 * (at most about 2,048 of them) is not kept. */
+	if (after > before && after - before > 6000 * 400)
+		fail_msg("6,000 tenants gone: %zu bytes more", after - before);
+	assert_int_equal(mirror_tenants(w->mir, NULL, 0), 0);
+	assert_int_equal(mirror_applied(w->mir, 42, &seq, &gone), 0);
+	assert_true(gone);
+	assert_int_equal(mirror_applied(w->mir, 8001, &seq, &gone), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -754,6 +812,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_events_carry_the_store_seq,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_join_after_failed_load,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gone_tenants_are_freed,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_load_malformed_dump,
 						setup, teardown),
