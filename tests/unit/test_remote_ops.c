@@ -473,6 +473,41 @@ static void follower_must_back_off(struct world *w, unsigned ms)
 		fail_msg("%llu ticks of CPU in %u ms", t1 - t0, ms);
 }
 
+/* A pass of expiry asks the store about the tenants that have
+ * something due, not about every tenant: with 60 tenants and one lease
+ * due, the clock's move makes a handful of calls, and the lease ends. */
+static void test_expiry_asks_due_tenants_only(void **state)
+{
+	struct world *w = *state;
+	struct store_owner own = { 0, 0, 0755 };
+	struct store_node *t = NULL, *p = NULL, *n = NULL;
+	unsigned long long f0, f1;
+
+	mount(w, 1024);
+	for (int i = 0; i < 60; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "t%d", i);
+		assert_int_equal(store_mkdir(w->s, store_root(w->s), name, &own,
+					     &t), 0);
+		if (i == 30) {
+			assert_int_equal(store_mkdir(w->s, t, "p", &own, &p), 0);
+			assert_int_equal(store_set_ttl(w->s, p, 1000), 0);
+		}
+		store_node_unref(w->s, t);
+	}
+	f0 = calls_of(w, "fcall");
+	assert_int_equal(store_clock_advance(w->s, 2000), 0);
+	f1 = calls_of(w, "fcall");
+	/* The move, the tenant's expiry, the store's scope. */
+	if (f1 - f0 > 5)
+		fail_msg("%llu calls for one due lease", f1 - f0);
+	assert_int_equal(store_lookup(w->s, store_root(w->s), "t30", &t), 0);
+	assert_int_equal(store_lookup(w->s, t, "p", &n), -ENOENT);
+	store_node_unref(w->s, t);
+	store_node_unref(w->s, p);
+}
+
 /* A tenant's log is a key of another type (WRONGTYPE for every XREAD):
  * the follower backs off instead of spinning, and goes on once the key
  * is right again. */
@@ -542,6 +577,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_new_instance_while_read,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_first_call_after_new_instance,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_expiry_asks_due_tenants_only,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_follower_backs_off_wrong_reply,
 						setup, teardown),
