@@ -391,6 +391,47 @@ static void test_first_call_after_new_instance(void **state)
 	store_node_unref(w->s, b);
 }
 
+/* .stats's refused_stale of the store, as this mount shows it. */
+static uint64_t stale_refusals(struct world *w)
+{
+	struct store_stats st;
+
+	assert_int_equal(store_stats(w->s, NULL, &st), 0);
+	return st.refused[STORE_REFUSED_STALE];
+}
+
+/* An operation through a node of an earlier incarnation is an ESTALE
+ * refusal, counted in .stats as the embedded store counts it, whether
+ * the store refused it (a create in a parent that left) or the mount
+ * did before asking (a join in a removed tenant, a lease of a node of
+ * it, a depart in it). */
+static void test_stale_refusals_counted(void **state)
+{
+	struct world *w = *state;
+	struct store_owner own = { 0, 0, 0755 }, fown = { 0, 0, 0644 };
+	struct store_node *a = NULL, *p = NULL, *c = NULL, *q = NULL;
+	uint64_t n0;
+	bool created;
+
+	mount(w, 1024);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "acme", &own, &a), 0);
+	assert_int_equal(store_mkdir(w->s, a, "p", &own, &p), 0);
+	assert_int_equal(store_rmdir(w->s, a, "p", NULL), 0);
+	n0 = stale_refusals(w);
+	assert_int_equal(store_create(w->s, p, "c", &fown, true, &c, &created),
+			 -ESTALE);
+	assert_int_equal(stale_refusals(w), n0 + 1);
+	assert_int_equal(store_rmdir(w->s, store_root(w->s), "acme", NULL), 0);
+	assert_int_equal(store_mkdir(w->s, a, "q", &own, &q), -ESTALE);
+	assert_int_equal(stale_refusals(w), n0 + 2);
+	assert_int_equal(store_set_ttl(w->s, p, 1000), -ESTALE);
+	assert_int_equal(stale_refusals(w), n0 + 3);
+	assert_int_equal(store_depart(w->s, a, "x", NULL), -ESTALE);
+	assert_int_equal(stale_refusals(w), n0 + 4);
+	store_node_unref(w->s, p);
+	store_node_unref(w->s, a);
+}
+
 /* How many times the server ran command @cmd (lower case) so far. */
 static unsigned long long calls_of(struct world *w, const char *cmd)
 {
@@ -579,6 +620,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_first_call_after_new_instance,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_expiry_asks_due_tenants_only,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_refusals_counted,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_follower_backs_off_wrong_reply,
 						setup, teardown),
