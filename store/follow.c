@@ -49,14 +49,21 @@
 #define PAUSE_MAX_MS 1000
 #define PAUSE_SLICE_MS 50
 
-/* Follow tenant @tid's log from @id (when not followed yet). */
-static int pos_add(struct remote *r, uint64_t tid, const char *id)
+static struct follow_ix *ix_find(struct remote *r, uint64_t tid)
+{
+	struct follow_ix *x;
+
+	HASH_FIND(hh, r->ix, &tid, sizeof(tid), x);
+	return x;
+}
+
+int follow_pos_add(struct remote *r, uint64_t tid, const char *id)
 {
 	struct follow_pos *np;
+	struct follow_ix *x;
 
-	for (size_t i = 0; i < r->npos; i++)
-		if (r->pos[i].tid == tid)
-			return 0;
+	if (ix_find(r, tid))
+		return 0;
 	if (r->npos == r->cappos) {
 		size_t cap = r->cappos ? r->cappos * 2 : 16;
 
@@ -66,15 +73,47 @@ static int pos_add(struct remote *r, uint64_t tid, const char *id)
 		r->pos = np;
 		r->cappos = cap;
 	}
+	x = st_calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->tid = tid;
+	x->i = r->npos;
+	hash_oom = 0;
+	HASH_ADD(hh, r->ix, tid, sizeof(x->tid), x);
+	if (hash_oom) {
+		free(x);
+		return -ENOMEM;
+	}
 	r->pos[r->npos].tid = tid;
 	snprintf(r->pos[r->npos].id, sizeof(r->pos[0].id), "%s", id);
 	r->npos++;
 	return 0;
 }
 
+void follow_pos_clear(struct remote *r)
+{
+	struct follow_ix *x, *xt;
+
+	HASH_ITER(hh, r->ix, x, xt) {
+		HASH_DEL(r->ix, x);
+		free(x);
+	}
+	r->npos = 0;
+}
+
+/* Stop following the log at position @i: the last position takes its
+ * place. */
 static void pos_del(struct remote *r, size_t i)
 {
+	struct follow_ix *x = ix_find(r, r->pos[i].tid);
+
+	if (x) {
+		HASH_DEL(r->ix, x);
+		free(x);
+	}
 	r->pos[i] = r->pos[--r->npos];
+	if (i < r->npos && (x = ix_find(r, r->pos[i].tid)) != NULL)
+		x->i = i;
 }
 
 /* Wake the transitions waiting for the mirror. */
@@ -161,14 +200,15 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 
 		if (!t)
 			return -EPROTO;
+		struct follow_ix *x;
+
 		tid = strtoull(t + 2, NULL, 10);
 		if (tid == 0)
 			return -EPROTO;
-		for (size_t i = 0; i < r->npos; i++)
-			if (r->pos[i].tid == tid)
-				pi = i;
-		if (pi == SIZE_MAX)
+		x = ix_find(r, tid);
+		if (!x)
 			return 0;
+		pi = x->i;
 	}
 	for (size_t k = 0; k < es->elements; k++) {
 		const redisReply *ent = es->element[k];
@@ -211,7 +251,7 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 					if (strcmp(e.fields->element[f]->str, "tid") == 0 &&
 					    !dec_u64(e.fields->element[f + 1]->str, &ntid))
 						ntid = 0;
-				if (ntid && pos_add(r, ntid, "0-0") == 0)
+				if (ntid && follow_pos_add(r, ntid, "0-0") == 0)
 					*reread = true;
 			}
 		} else {
@@ -291,7 +331,7 @@ static void *follow_main(void *arg)
 			 * store is initialised anew (if no other mount did)
 			 * and everything is loaded again. */
 			new_instance(s);
-			r->npos = 0;
+			follow_pos_clear(r);
 			if (remote_reinit(s) != 0 || remote_load_all(s) != 0) {
 				lock(&r->lock, LOCK_REMOTE);
 				r->reinit = true;

@@ -230,12 +230,12 @@ int remote_load_all(struct store *s)
 	if (r->testclock)
 		remote_saw_now(s, clock_ms);
 	tl = rep->element[5];
-	r->npos = 0;
+	follow_pos_clear(r);
 	for (size_t i = 0; i + 1 < tl->elements && rc == 0; i += 2) {
 		uint64_t tid = 0;
 		char key[160], id[48];
 		redisReply *d = NULL;
-		struct follow_pos *np;
+		bool gone = false;
 
 		if (!dec_u64(out_str(tl, i + 1), &tid) || tid == 0) {
 			rc = -EPROTO;
@@ -245,27 +245,14 @@ int remote_load_all(struct store *s)
 		rc = remote_fcall(s, "sfs_dump", false, 1, (const char *[]){ key },
 				  0, NULL, NULL, &d);
 		if (rc == -ESTALE && d && strcmp(d->element[0]->str, "ESTALE") == 0)
-			rc = 0; /* gone since the root's dump */
+			rc = 0, gone = true; /* gone since the root's dump */
 		else if (rc == 0)
 			rc = mirror_load_tenant(s, tid, d, id, sizeof(id));
 		if (d)
 			freeReplyObject(d);
-		if (rc == 0 && r->npos == r->cappos) {
-			size_t cap = r->cappos ? r->cappos * 2 : 16;
-
-			np = st_realloc(r->pos, cap * sizeof(*np));
-			if (!np) {
-				rc = -ENOMEM;
-				break;
-			}
-			r->pos = np;
-			r->cappos = cap;
-		}
-		if (rc == 0) {
-			r->pos[r->npos].tid = tid;
-			snprintf(r->pos[r->npos].id, sizeof(r->pos[0].id), "%s", id);
-			r->npos++;
-		}
+		/* A tenant gone has no log to follow (and no id was read). */
+		if (rc == 0 && !gone)
+			rc = follow_pos_add(r, tid, id);
 	}
 	freeReplyObject(rep);
 	return rc;
@@ -367,6 +354,7 @@ void remote_free(struct store *s)
 	rconn_pool_close(r->pool);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->applied);
+	follow_pos_clear(r);
 	free(r->pos);
 	free(r);
 	s->remote = NULL;

@@ -26,6 +26,14 @@ struct follow_pos {
 	char id[48];
 };
 
+/* Where tenant @tid's position is in remote->pos (by hash: the
+ * follower finds a stream's position without a walk). */
+struct follow_ix {
+	UT_hash_handle hh;
+	uint64_t tid;
+	size_t i;
+};
+
 struct remote {
 	struct store_remote cfg;       /* immutable (password wiped) */
 	struct rconn_pool *pool;       /* immutable */
@@ -64,6 +72,7 @@ struct remote {
 	char root_id[48];
 	struct follow_pos *pos;
 	size_t npos, cappos;
+	struct follow_ix *ix;          /* tid -> its place in pos */
 };
 
 /* store/remote_call.c */
@@ -162,5 +171,11 @@ int remote_load_all(struct store *s);
 /* The follower: start it (0 or -errno), stop it (no-op when stopped). */
 int follow_start(struct store *s);
 void follow_stop(struct store *s);
+
+/* The follower's positions (its thread's, or before it runs): follow
+ * tenant @tid's log from entry @id when not followed yet (0 or
+ * -ENOMEM); follow none. */
+int follow_pos_add(struct remote *r, uint64_t tid, const char *id);
+void follow_pos_clear(struct remote *r);
 
 #endif /* STATEFS_STORE_SHARED_H */

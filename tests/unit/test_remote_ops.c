@@ -391,6 +391,47 @@ static void test_first_call_after_new_instance(void **state)
 	store_node_unref(w->s, b);
 }
 
+/* The follower keeps following the right logs as tenants come and go:
+ * with 40 tenants followed and every third removed, another mount's
+ * joins in each remaining tenant are all seen after a sync, and none in
+ * a removed one. */
+static void test_follows_tenants_as_they_go(void **state)
+{
+	struct world *w = *state;
+	char keys[40][64], name[16];
+	struct store_node *t = NULL, *p = NULL;
+
+	mount(w, 1024);
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "t%d", i);
+		other_mkdir_tenant(w, name, keys[i], sizeof(keys[i]));
+	}
+	assert_int_equal(store_sync(w->s, NULL), 0);
+	for (int i = 0; i < 40; i += 3) {
+		snprintf(name, sizeof(name), "t%d", i);
+		freeReplyObject(fcall(w, "sfs_rmdir_tenant", 0, name, "", "", "",
+				      NULL));
+	}
+	for (int i = 0; i < 40; i++)
+		if (i % 3)
+			freeReplyObject(fcall(w, "sfs_join", 1, keys[i], "p", "0",
+					      "0", "493", NULL));
+	assert_int_equal(store_sync(w->s, NULL), 0);
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "t%d", i);
+		if (i % 3 == 0) {
+			assert_int_equal(store_lookup(w->s, store_root(w->s),
+						      name, &t), -ENOENT);
+			continue;
+		}
+		assert_int_equal(store_lookup(w->s, store_root(w->s), name, &t), 0);
+		if (store_lookup(w->s, t, "p", &p) != 0)
+			fail_msg("tenant %s: its join not applied", name);
+		store_node_unref(w->s, p);
+		store_node_unref(w->s, t);
+	}
+}
+
 /* .stats's refused_stale of the store, as this mount shows it. */
 static uint64_t stale_refusals(struct world *w)
 {
@@ -620,6 +661,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_first_call_after_new_instance,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_expiry_asks_due_tenants_only,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_follows_tenants_as_they_go,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stale_refusals_counted,
 						setup, teardown),
