@@ -212,11 +212,18 @@ int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 		rc = fcall_once(s, fn, mutation, nkeys, keys, argc, argv,
 				argvlen, out, &loaded, &newinst);
 	}
-	/* A caller's call refused for the instance is an ESTALE refusal,
-	 * counted as the embedded store counts one (the store did not). */
-	if (newinst && mutation && s->remote->running &&
-	    !pthread_equal(pthread_self(), s->remote->thread))
-		refuse(s, -ESTALE);
+	if (newinst) {
+		/* A caller's call refused for the instance is an ESTALE
+		 * refusal, counted as the embedded store counts one (the
+		 * store did not). */
+		if (mutation && s->remote->running &&
+		    !pthread_equal(pthread_self(), s->remote->thread))
+			refuse(s, -ESTALE);
+		/* Its outcome names no seq of this instance's logs: no
+		 * caller may wait for one (settle() returns at once). */
+		freeReplyObject(*out);
+		*out = NULL;
+	}
 	return rc;
 }
 

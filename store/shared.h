@@ -97,7 +97,8 @@ struct args {
  * most) until the follower has loaded the new instance, so that a
  * lookup made after the -ESTALE sees it; a call with no tenant key
  * (@nkeys 0: it names no node, only the root, which every instance has)
- * is then made once more, on the new instance.
+ * is then made once more, on the new instance.  An -ESTALE for the
+ * instance comes with no reply (*@out NULL).
  */
 int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 		 const char *const *keys, int argc, const char *const *argv,

@@ -348,6 +348,7 @@ static void test_first_call_after_new_instance(void **state)
 	struct world *w = *state;
 	struct store_owner own = { 0, 0, 0755 };
 	struct store_node *a = NULL, *b = NULL, *p = NULL, *n = NULL;
+	struct timespec t0, t1;
 	uint64_t inst;
 	redisReply *r;
 
@@ -370,12 +371,18 @@ static void test_first_call_after_new_instance(void **state)
 	assert_int_equal(store_mkdir(w->s, store_root(w->s), "acme", &own, &a), 0);
 
 	/* Again, and the first call is through a node: ESTALE, then the
-	 * path finds the new instance. */
+	 * path finds the new instance.  The ESTALE comes once the new
+	 * instance is loaded, long before store_timeout (no wait for a seq
+	 * of the old instance's logs). */
 	inst = store_instance_id(w->s);
 	r = redisCommand(w->rc, "FLUSHALL");
 	assert_non_null(r);
 	freeReplyObject(r);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	assert_int_equal(store_mkdir(w->s, a, "p", &own, &p), -ESTALE);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (t1.tv_sec - t0.tv_sec > 30)
+		fail_msg("ESTALE after %ld s", (long)(t1.tv_sec - t0.tv_sec));
 	assert_int_not_equal(store_instance_id(w->s), inst);
 	assert_int_equal(store_lookup(w->s, store_root(w->s), "acme", &n),
 			 -ENOENT);
@@ -620,6 +627,25 @@ static void test_follower_backs_off_wrong_reply(void **state)
 	store_node_unref(w->s, t);
 }
 
+/* The store is gone (its server killed: every connection refused):
+ * the follower waits between its attempts instead of spinning. */
+static void test_follower_backs_off_store_gone(void **state)
+{
+	struct world *w = *state;
+	unsigned long long t0, t1;
+
+	mount(w, 1024);
+	kill(w->pid, SIGKILL);
+	waitpid(w->pid, NULL, 0);
+	w->pid = 0;
+	nap(200);
+	t0 = follower_ticks();
+	nap(2000);
+	t1 = follower_ticks();
+	if (t1 - t0 > 20)
+		fail_msg("%llu ticks of CPU in 2 s", t1 - t0);
+}
+
 /* The library is gone (FUNCTION DELETE) and a tenant's log has an entry
  * past a gap: the follower cannot reload the tenant (sfs_dump fails),
  * and backs off instead of reading the entry and failing again at
@@ -669,6 +695,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_follower_backs_off_wrong_reply,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_follower_backs_off_no_library,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_follower_backs_off_store_gone,
 						setup, teardown),
 	};
 
