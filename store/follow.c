@@ -41,15 +41,31 @@
  * that the store is still its instance. */
 #define BLOCK_MS 1000
 #define BATCH 512
+/* After a round that failed (no reply, an error reply, an entry that
+ * neither applied nor reloaded, a new instance not loaded), the
+ * follower pauses before the next: PAUSE_FIRST_MS, doubling to
+ * PAUSE_MAX_MS while the failures go on, so that a persistent one (a
+ * log key of the wrong type, the library gone) never makes it spin.
+ * It checks for a stop every PAUSE_SLICE_MS of a pause. */
+#define PAUSE_FIRST_MS 50
+#define PAUSE_MAX_MS 1000
+#define PAUSE_SLICE_MS 50
 
-/* Follow tenant @tid's log from @id (when not followed yet). */
-static int pos_add(struct remote *r, uint64_t tid, const char *id)
+static struct follow_ix *ix_find(struct remote *r, uint64_t tid)
+{
+	struct follow_ix *x;
+
+	HASH_FIND(hh, r->ix, &tid, sizeof(tid), x);
+	return x;
+}
+
+int follow_pos_add(struct remote *r, uint64_t tid, const char *id)
 {
 	struct follow_pos *np;
+	struct follow_ix *x;
 
-	for (size_t i = 0; i < r->npos; i++)
-		if (r->pos[i].tid == tid)
-			return 0;
+	if (ix_find(r, tid))
+		return 0;
 	if (r->npos == r->cappos) {
 		size_t cap = r->cappos ? r->cappos * 2 : 16;
 
@@ -59,15 +75,47 @@ static int pos_add(struct remote *r, uint64_t tid, const char *id)
 		r->pos = np;
 		r->cappos = cap;
 	}
+	x = st_calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->tid = tid;
+	x->i = r->npos;
+	hash_oom = 0;
+	HASH_ADD(hh, r->ix, tid, sizeof(x->tid), x);
+	if (hash_oom) {
+		free(x);
+		return -ENOMEM;
+	}
 	r->pos[r->npos].tid = tid;
 	snprintf(r->pos[r->npos].id, sizeof(r->pos[0].id), "%s", id);
 	r->npos++;
 	return 0;
 }
 
+void follow_pos_clear(struct remote *r)
+{
+	struct follow_ix *x, *xt;
+
+	HASH_ITER(hh, r->ix, x, xt) {
+		HASH_DEL(r->ix, x);
+		free(x);
+	}
+	r->npos = 0;
+}
+
+/* Stop following the log at position @i: the last position takes its
+ * place. */
 static void pos_del(struct remote *r, size_t i)
 {
+	struct follow_ix *x = ix_find(r, r->pos[i].tid);
+
+	if (x) {
+		HASH_DEL(r->ix, x);
+		free(x);
+	}
 	r->pos[i] = r->pos[--r->npos];
+	if (i < r->npos && (x = ix_find(r, r->pos[i].tid)) != NULL)
+		x->i = i;
 }
 
 /* Wake the transitions waiting for the mirror. */
@@ -154,18 +202,22 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 
 		if (!t)
 			return -EPROTO;
+		struct follow_ix *x;
+
 		tid = strtoull(t + 2, NULL, 10);
-		for (size_t i = 0; i < r->npos; i++)
-			if (r->pos[i].tid == tid)
-				pi = i;
-		if (pi == SIZE_MAX)
+		if (tid == 0)
+			return -EPROTO;
+		x = ix_find(r, tid);
+		if (!x)
 			return 0;
+		pi = x->i;
 	}
 	for (size_t k = 0; k < es->elements; k++) {
 		const redisReply *ent = es->element[k];
 		struct mentry e;
 
 		if (ent->type != REDIS_REPLY_ARRAY || ent->elements != 2 ||
+		    !out_str(ent, 0) || ent->element[0]->len >= sizeof(r->root_id) ||
 		    mentry_parse(ent->element[1], &e) != 0)
 			return -EPROTO;
 		rc = mirror_apply(s, tid, &e);
@@ -195,11 +247,13 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 			if (strcmp(e.op, "tenant") == 0) {
 				uint64_t ntid = 0;
 
+				/* mentry_parse checked every field is a
+				 * string. */
 				for (size_t f = 0; f + 1 < e.fields->elements; f += 2)
-					if (strcmp(e.fields->element[f]->str, "tid") == 0)
-						ntid = strtoull(e.fields->element[f + 1]->str,
-								NULL, 10);
-				if (ntid && pos_add(r, ntid, "0-0") == 0)
+					if (strcmp(e.fields->element[f]->str, "tid") == 0 &&
+					    !dec_u64(e.fields->element[f + 1]->str, &ntid))
+						ntid = 0;
+				if (ntid && follow_pos_add(r, ntid, "0-0") == 0)
 					*reread = true;
 			}
 		} else {
@@ -301,10 +355,36 @@ out:
 	return rc;
 }
 
+/* Is @st, one stream of an XREAD reply, the root log's?  (Its shape
+ * checked: apply_stream refuses any other one.) */
+static bool is_root_stream(const struct remote *r, const redisReply *st)
+{
+	const char *key = out_str(st, 0);
+
+	return st->type == REDIS_REPLY_ARRAY && st->elements == 2 && key &&
+	       strcmp(key, r->rootlog) == 0;
+}
+
+/* A round failed: pause (*@pause ms, the next one longer), returning
+ * early when the follower is stopped. */
+static void back_off(struct remote *r, unsigned *pause)
+{
+	*pause = *pause ? *pause * 2 : PAUSE_FIRST_MS;
+	if (*pause > PAUSE_MAX_MS)
+		*pause = PAUSE_MAX_MS;
+	for (unsigned t = 0; t < *pause && !atomic_load(&r->stop);
+	     t += PAUSE_SLICE_MS) {
+		struct timespec ts = { 0, PAUSE_SLICE_MS * 1000000L };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
 static void *follow_main(void *arg)
 {
 	struct store *s = arg;
 	struct remote *r = s->remote;
+	unsigned pause = 0;
 
 	uint64_t checked = mono_ms();
 
@@ -314,7 +394,7 @@ static void *follow_main(void *arg)
 		const char **av = st_calloc(2 * n + 16, sizeof(*av));
 		char block[16], count[16];
 		redisReply *rep = NULL;
-		bool reread = false, reinit;
+		bool reread = false, reinit, failed = false;
 		int rc;
 
 		lock(&r->lock, LOCK_REMOTE);
@@ -327,20 +407,25 @@ static void *follow_main(void *arg)
 			 * store is initialised anew (if no other mount did)
 			 * and everything is loaded again. */
 			new_instance(s);
-			r->npos = 0;
+			follow_pos_clear(r);
 			if (remote_reinit(s) != 0 || remote_load_all(s) != 0) {
-				struct timespec ts = { 0, 200 * 1000000 };
-
 				lock(&r->lock, LOCK_REMOTE);
 				r->reinit = true;
 				unlock(&r->lock, LOCK_REMOTE);
-				nanosleep(&ts, NULL);
+				back_off(r, &pause);
+			} else {
+				pause = 0;
+				lock(&r->lock, LOCK_REMOTE);
+				r->loaded++;
+				unlock(&r->lock, LOCK_REMOTE);
 			}
 			batch_done(r);
 			continue;
 		}
-		if (!av)
+		if (!av) {
+			back_off(r, &pause);
 			continue;
+		}
 		snprintf(block, sizeof(block), "%d", BLOCK_MS);
 		snprintf(count, sizeof(count), "%d", BATCH);
 		av[argc++] = "XREAD";
@@ -355,6 +440,7 @@ static void *follow_main(void *arg)
 
 			if (!keys) {
 				free(av);
+				back_off(r, &pause);
 				continue;
 			}
 			for (size_t i = 0; i < n; i++) {
@@ -371,34 +457,43 @@ static void *follow_main(void *arg)
 		if (rc == -ECANCELED)
 			break;
 		if (rc) {
-			struct timespec ts = { 0, 100 * 1000000 };
-
-			nanosleep(&ts, NULL);
+			back_off(r, &pause);
 			continue;
 		}
-		if (rep->type == REDIS_REPLY_ARRAY) {
+		if (rep->type == REDIS_REPLY_NIL) {
+			/* Nothing for a while: check_logs below asks whether
+			 * the store is still ours. */
+		} else if (rep->type == REDIS_REPLY_ARRAY) {
 			/* The root log first: it names new tenants. */
 			for (size_t i = 0; i < rep->elements; i++)
-				if (rep->element[i]->type == REDIS_REPLY_ARRAY &&
-				    rep->element[i]->elements == 2 &&
-				    strcmp(rep->element[i]->element[0]->str,
-					   r->rootlog) == 0)
-					apply_stream(s, rep->element[i], &reread);
+				if (is_root_stream(r, rep->element[i]) &&
+				    apply_stream(s, rep->element[i], &reread))
+					failed = true;
 			for (size_t i = 0; i < rep->elements; i++)
-				if (rep->element[i]->type == REDIS_REPLY_ARRAY &&
-				    rep->element[i]->elements == 2 &&
-				    strcmp(rep->element[i]->element[0]->str,
-					   r->rootlog) != 0)
-					apply_stream(s, rep->element[i], &reread);
+				if (!is_root_stream(r, rep->element[i]) &&
+				    apply_stream(s, rep->element[i], &reread))
+					failed = true;
+		} else {
+			/* An error (a log key of another type...) or a
+			 * reply XREAD never gives: said once a streak. */
+			if (rep->type == REDIS_REPLY_ERROR && !pause)
+				fprintf(stderr, "statefs: shared store: XREAD: "
+					"%s\n", rep->str);
+			failed = true;
 		}
 		freeReplyObject(rep);
 		/* Every BLOCK_MS, idle (XREAD gave nothing) or not: is the
 		 * store still ours, and does each log hold what we lack? */
 		if (mono_ms() - checked >= BLOCK_MS) {
-			check_logs(s);
+			if (check_logs(s) == -EIO)
+				failed = true;
 			checked = mono_ms();
 		}
 		batch_done(r);
+		if (failed)
+			back_off(r, &pause);
+		else
+			pause = 0;
 	}
 	return NULL;
 }

@@ -252,6 +252,9 @@ struct tenant {
 	 * changed under lock, read anywhere. */
 	atomic_int drain_state;
 	atomic_uint_fast64_t drain_deadline;
+	/* A mirror's: the shared store's id of this tenant, 0 until the
+	 * mirror follows it as this node (mirror->lock). */
+	uint64_t mirror_tid;
 };
 
 struct parent {

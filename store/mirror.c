@@ -197,7 +197,7 @@ static int apply_join(struct store *s, struct mtenant *mt,
 		lock(&m->lock, LOCK_MIRROR);
 		if (mt->t)
 			store_node_unref(s, &mt->t->node);
-		mt->t = as_tenant(n);
+		mt_set_locked(m, mt, as_tenant(n));
 		unlock(&m->lock, LOCK_MIRROR);
 		return index_put(s, m, n);
 	}
@@ -621,9 +621,21 @@ int mirror_apply(struct store *s, uint64_t tid, const struct mentry *e)
 	if (rc)
 		return rc;
 	if (tid) {
+		struct tenant *drop = NULL;
+
 		lock(&m->lock, LOCK_MIRROR);
 		mt->seq = e->seq + n - 1;
+		if (mt->gone) {
+			/* Its log has ended: forget it, so that the mirror
+			 * does not grow with every tenant it ever saw
+			 * (mirror_applied still says it went). */
+			HASH_DEL(m->tenants, mt);
+			drop = mt->t;
+			free(mt);
+		}
 		unlock(&m->lock, LOCK_MIRROR);
+		if (drop)
+			store_node_unref(s, &drop->node);
 	} else {
 		m->root_seq = e->seq;
 	}

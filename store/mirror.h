@@ -44,6 +44,10 @@ struct mirror {
 	struct mnode *index;           /* lock: local ino -> node */
 	size_t added;                  /* lock: since the last sweep */
 	struct mtenant *tenants;       /* lock: tid -> tenant */
+	/* lock: the highest tenant id followed in this instance.  Ids are
+	 * given in order, so one at or below it that is not followed has
+	 * gone (its entry is dropped when its log ends). */
+	uint64_t max_tid;
 	/* What was applied of the root log: written by the apply thread,
 	 * read by transitions waiting for their outcome (wait_seq). */
 	_Atomic uint64_t root_seq;
@@ -111,7 +115,9 @@ int mirror_tenant_add(struct store *s, uint64_t tid, const char *name);
 /*
  * What the mirror has applied of tenant @tid's log (the root's for 0),
  * and whether the tenant has gone (its cleanup applied, or a drain of
- * the store removed it).  -ENOENT for a tenant never followed.
+ * the store removed it; a tenant gone is forgotten, and any id at or
+ * below the highest followed that is not followed any more has gone).
+ * -ENOENT for a tenant not followed yet.
  */
 int mirror_applied(struct store *s, uint64_t tid, uint64_t *seq, bool *gone);
 
@@ -149,6 +155,9 @@ int index_put(struct store *s, struct mirror *m, struct store_node *n);
 struct store_node *index_get(struct mirror *m, uint64_t ino);
 /* The tenant followed as @tid, or NULL (mirror->lock held). */
 struct mtenant *mt_find_locked(struct mirror *m, uint64_t tid);
+/* Follow @mt as tenant node @t (its reference handed over; NULL: no
+ * copy), which learns its id (mirror->lock held). */
+void mt_set_locked(struct mirror *m, struct mtenant *mt, struct tenant *t);
 
 /* store/mirror_load.c */
 

@@ -19,7 +19,12 @@
  *  5. Tests: tests/unit/test_mirror.c (every entry kind against the
  *     embedded store's snapshot).
  * Tenants are followed by id (struct mtenant): the tenant node, the
- * last seq applied, whether it has gone.
+ * last seq applied, whether it has gone.  A tenant node knows its id
+ * (tenant->mirror_tid), so a transition finds it by hash, never by a
+ * walk of the table.  A tenant whose log has ended (its cleanup, or a
+ * drain that removed it) is dropped from the table once that entry is
+ * applied (mirror_apply): ids are given in order, so an id at or below
+ * the highest followed that is no longer in the table has gone.
  *
  * The mirror's own state (struct mirror, store/mirror.h) is made here
  * (mirror_attach), emptied for a new store instance (mirror_reset) and
@@ -73,6 +78,7 @@ int mirror_reset(struct store *s, uint64_t ino_offset)
 	m->index = NULL;
 	m->tenants = NULL;
 	m->added = 0;
+	m->max_tid = 0;
 	m->root_seq = 0;
 	atomic_store(&m->ino_offset, ino_offset);
 	unlock(&m->lock, LOCK_MIRROR);
@@ -254,6 +260,8 @@ int mirror_tenant_add(struct store *s, uint64_t tid, const char *name)
 			if (hash_oom) {
 				free(mt);
 				rc = -ENOMEM;
+			} else if (tid > m->max_tid) {
+				m->max_tid = tid;
 			}
 		}
 	}
@@ -277,6 +285,9 @@ int mirror_applied(struct store *s, uint64_t tid, uint64_t *seq, bool *gone)
 	if (mt) {
 		*seq = mt->seq;
 		*gone = mt->gone;
+	} else if (tid <= m->max_tid) {
+		*seq = 0;
+		*gone = true;
 	} else {
 		rc = -ENOENT;
 	}
@@ -320,18 +331,32 @@ uint64_t mirror_tid_named(struct store *s, const char *name)
 	return tid;
 }
 
+/* Every transition asks this (tkey): a hash lookup, never a walk of
+ * the tenants.  The node names its id; the id must still be followed
+ * as this node (a reload or a new instance made another). */
 uint64_t mirror_tid_of(struct store *s, struct store_node *tenant)
 {
 	struct mirror *m = s->mirror;
 	struct mtenant *mt;
 	uint64_t tid = 0;
 
+	if (!tenant || tenant->kind != STORE_TENANT)
+		return 0;
 	lock(&m->lock, LOCK_MIRROR);
-	for (mt = m->tenants; mt && !tid; mt = mt->hh.next)
-		if (mt->t && &mt->t->node == tenant)
-			tid = mt->tid;
+	tid = as_tenant(tenant)->mirror_tid;
+	mt = tid ? mt_find_locked(m, tid) : NULL;
+	if (!mt || !mt->t || &mt->t->node != tenant)
+		tid = 0;
 	unlock(&m->lock, LOCK_MIRROR);
 	return tid;
+}
+
+void mt_set_locked(struct mirror *m, struct mtenant *mt, struct tenant *t)
+{
+	store_assert_held(LOCK_MIRROR);
+	mt->t = t;
+	if (t)
+		t->mirror_tid = mt->tid;
 }
 
 uint64_t mirror_testclock(struct store *s)

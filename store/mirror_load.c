@@ -44,16 +44,49 @@ static const char *kv(const redisReply *r, const char *name)
 	return NULL;
 }
 
+/* The same with its length in *@len (binary-safe: a state's data). */
+static const char *kv_len(const redisReply *r, const char *name, size_t *len)
+{
+	if (!r || r->type != REDIS_REPLY_ARRAY)
+		return NULL;
+	for (size_t i = 0; i + 1 < r->elements; i += 2)
+		if (r->element[i]->type == REDIS_REPLY_STRING &&
+		    strcmp(r->element[i]->str, name) == 0 &&
+		    r->element[i + 1]->type == REDIS_REPLY_STRING) {
+			*len = r->element[i + 1]->len;
+			return r->element[i + 1]->str;
+		}
+	return NULL;
+}
+
 static bool kvu(const redisReply *r, const char *name, uint64_t *v)
 {
 	return dec_u64(kv(r, name), v);
 }
 
+/*
+ * Is @name one this mount could show (1..max_name bytes, no '/', no
+ * NUL, not a special file's leading '.')?  A dump is the store's word,
+ * but it is checked against this mount's limits as a request would be:
+ * a store written by another version, or by hand, must not make the
+ * mirror hold what no path can name.
+ */
+static bool dump_name_ok(const struct store *s, const char *name)
+{
+	size_t len = name ? strlen(name) : 0;
+
+	return len > 0 && len <= s->lim.max_name && name[0] != '.' &&
+	       !strchr(name, '/');
+}
+
+/* An owner as the dump has it: ids that fit, a mode of 12 bits. */
 static bool kv_owner(const redisReply *r, struct store_owner *o)
 {
 	uint64_t uid, gid, mode;
 
 	if (!kvu(r, "uid", &uid) || !kvu(r, "gid", &gid) || !kvu(r, "mode", &mode))
+		return false;
+	if (uid > UINT32_MAX || gid > UINT32_MAX || mode > 07777)
 		return false;
 	o->uid = (uid_t)uid;
 	o->gid = (gid_t)gid;
@@ -149,19 +182,27 @@ static int load_state(struct store *s, const redisReply *srow)
 	struct store_owner o;
 	uint64_t sino, ver;
 	char *copy, *tok, *save = NULL, *v[4096];
-	size_t nl = 0;
+	size_t nl = 0, len = 0;
 	struct store_node *c = NULL;
 	int rc = 0;
 
 	if (!S || !u64_at(srow, 0, &sino) || !links || !kv_owner(S, &o) ||
 	    !kvu(S, "version", &ver))
 		return -EPROTO;
+	data = kv_len(S, "data", &len);
+	if (data && len > s->lim.max_payload)
+		return -EPROTO;
 	copy = st_strdup(links);
 	if (!copy)
 		return -ENOMEM;
-	for (tok = strtok_r(copy, " ", &save); tok && nl < 4096;
-	     tok = strtok_r(NULL, " ", &save))
+	for (tok = strtok_r(copy, " ", &save); tok;
+	     tok = strtok_r(NULL, " ", &save)) {
+		if (nl == sizeof(v) / sizeof(v[0])) {
+			free(copy);
+			return -EPROTO;
+		}
 		v[nl++] = tok;
+	}
 	/* Oldest first: each new link goes to the front of the list. */
 	for (size_t i = nl; i > 0 && rc == 0; i--) {
 		char *slash = strchr(v[i - 1], '/');
@@ -173,7 +214,7 @@ static int load_state(struct store *s, const redisReply *srow)
 			break;
 		}
 		*slash = '\0';
-		if (!dec_u64(v[i - 1], &pino)) {
+		if (!dec_u64(v[i - 1], &pino) || !dump_name_ok(s, slash + 1)) {
 			rc = -EPROTO;
 			break;
 		}
@@ -195,16 +236,9 @@ static int load_state(struct store *s, const redisReply *srow)
 	}
 	free(copy);
 	if (rc == 0 && c) {
-		size_t len = 0;
 		struct child *ch = as_child(c);
 
-		data = NULL;
-		for (size_t i = 0; i + 1 < S->elements; i += 2)
-			if (strcmp(S->element[i]->str, "data") == 0) {
-				data = S->element[i + 1]->str;
-				len = S->element[i + 1]->len;
-			}
-		if (len)
+		if (data && len)
 			rc = content_publish(s, ch, data, len, NULL);
 		if (rc == 0) {
 			lock(stripe(s, ch), LOCK_STRIPE);
@@ -235,8 +269,8 @@ static int load_contents(struct store *s, struct tenant *t, const redisReply *du
 		uint64_t pino, gen, cttl = 0;
 		const char *name = kv(P, "name");
 
-		if (!P || !u64_at(row, 0, &pino) || !name || !kv_owner(P, &o) ||
-		    !kvu(P, "gen", &gen))
+		if (!P || !u64_at(row, 0, &pino) || !dump_name_ok(s, name) ||
+		    !kv_owner(P, &o) || !kvu(P, "gen", &gen) || gen == 0)
 			return -EPROTO;
 		kvu(P, "child_ttl", &cttl);
 		applying->ino = pino + m->ino_offset;
@@ -262,7 +296,9 @@ static int load_contents(struct store *s, struct tenant *t, const redisReply *du
 		unsigned long long g, d;
 		struct tomb *tb;
 
-		if (!name || !gd || sscanf(gd, "%llu %llu", &g, &d) != 2)
+		if (!dump_name_ok(s, name) || !gd ||
+		    sscanf(gd, "%llu %llu", &g, &d) != 2 ||
+		    d < s->lim.tombstone_ttl_ms)
 			return -EPROTO;
 		tb = tomb_new(name);
 		if (!tb)
@@ -312,7 +348,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 	int64_t ns = 0;
 	int rc;
 
-	if (!code || strcmp(code, "OK") != 0 || !T || !name ||
+	if (!code || strcmp(code, "OK") != 0 || !T || !dump_name_ok(s, name) ||
 	    !u64_at(dump, 2, &seq) || !(id = str_at(dump, 3)) ||
 	    !kvu(T, "ino", &ino) || !kv_owner(T, &o))
 		return -EPROTO;
@@ -321,7 +357,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 	lock(&m->lock, LOCK_MIRROR);
 	mt = mt_find_locked(m, tid);
 	old = mt->t;
-	mt->t = NULL;
+	mt_set_locked(m, mt, NULL);
 	unlock(&m->lock, LOCK_MIRROR);
 	if (old) {
 		/* Readers of the tenant lose what was in between. */
@@ -366,7 +402,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 	}
 	store_node_ref(n);
 	lock(&m->lock, LOCK_MIRROR);
-	mt->t = as_tenant(n);
+	mt_set_locked(m, mt, as_tenant(n));
 	mt->seq = seq;
 	mt->gone = false;
 	unlock(&m->lock, LOCK_MIRROR);

@@ -53,13 +53,25 @@ static int errno_of(const char *name)
 /* Element @i of outcome @r as a number (an integer reply or a decimal). */
 uint64_t out_u64(const redisReply *r, size_t i)
 {
-	if (!r || i >= r->elements)
+	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
 		return 0;
 	if (r->element[i]->type == REDIS_REPLY_INTEGER)
 		return (uint64_t)r->element[i]->integer;
 	if (r->element[i]->type == REDIS_REPLY_STRING)
 		return strtoull(r->element[i]->str, NULL, 10);
 	return 0;
+}
+
+/* Element @i of array reply @r when it is a string (or a status), else
+ * NULL: never past the array, never a NULL read as a string. */
+const char *out_str(const redisReply *r, size_t i)
+{
+	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+		return NULL;
+	if (r->element[i]->type != REDIS_REPLY_STRING &&
+	    r->element[i]->type != REDIS_REPLY_STATUS)
+		return NULL;
+	return r->element[i]->str;
 }
 
 /* Calls ------------------------------------------------------------------------ */
@@ -71,9 +83,13 @@ void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len)
 	snprintf(buf, len, "%s:{%s.t%" PRIu64 "}:t", p, p, tid);
 }
 
-int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
-		 const char *const *keys, int argc, const char *const *argv,
-		 const size_t *argvlen, redisReply **out)
+/* One FCALL of remote_fcall's, on the instance the mount knows: its
+ * count of loaded instances then into *@loaded; *@newinst when the
+ * outcome was ESTALEINST. */
+static int fcall_once(struct store *s, const char *fn, bool mutation,
+		      int nkeys, const char *const *keys, int argc,
+		      const char *const *argv, const size_t *argvlen,
+		      redisReply **out, uint64_t *loaded, bool *newinst)
 {
 	struct remote *r = s->remote;
 	int n = 0, total = 4 + nkeys + 3 + argc, rc;
@@ -90,7 +106,9 @@ int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 	}
 	lock(&r->lock, LOCK_REMOTE);
 	memcpy(inst, r->instance, sizeof(inst));
+	*loaded = r->loaded;
 	unlock(&r->lock, LOCK_REMOTE);
+	*newinst = false;
 	snprintf(nk, sizeof(nk), "%d", nkeys + 1);
 	opid[0] = deadline[0] = '\0';
 	if (mutation) {
@@ -150,9 +168,85 @@ int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 		lock(&r->lock, LOCK_REMOTE);
 		r->reinit = true;
 		unlock(&r->lock, LOCK_REMOTE);
+		*newinst = true;
 		return -ESTALE;
 	}
 	return errno_of(rep->element[0]->str);
+}
+
+/*
+ * Wait until the follower has loaded an instance past the @loaded-th
+ * (it was told by reinit), for at most store_timeout and a second.
+ * true when it has.  Never on the follower's own thread (it is the one
+ * that loads), nor before it runs.
+ */
+static bool wait_new_instance(struct remote *r, uint64_t loaded)
+{
+	uint64_t until = mono_ms() + r->cfg.timeout_ms + 1000;
+	bool done;
+
+	if (!r->running || pthread_equal(pthread_self(), r->thread))
+		return false;
+	lock(&r->lock, LOCK_REMOTE);
+	while (r->loaded == loaded && mono_ms() < until) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&r->applied, &r->lock, &ts);
+	}
+	done = r->loaded != loaded;
+	unlock(&r->lock, LOCK_REMOTE);
+	return done;
+}
+
+int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
+		 const char *const *keys, int argc, const char *const *argv,
+		 const size_t *argvlen, redisReply **out)
+{
+	uint64_t loaded;
+	bool newinst;
+	int rc;
+
+	rc = fcall_once(s, fn, mutation, nkeys, keys, argc, argv, argvlen, out,
+			&loaded, &newinst);
+	/* The store is a new instance (Redis lost its data, or failed over
+	 * to another history).  Only the nodes of the old one are stale:
+	 * once the mirror shows the new one, a fresh lookup finds what it
+	 * has, and a call about the root alone is made again. */
+	if (newinst && wait_new_instance(s->remote, loaded) && nkeys == 0) {
+		freeReplyObject(*out);
+		rc = fcall_once(s, fn, mutation, nkeys, keys, argc, argv,
+				argvlen, out, &loaded, &newinst);
+	}
+	if (newinst) {
+		/* A caller's call refused for the instance is an ESTALE
+		 * refusal, counted as the embedded store counts one (the
+		 * store did not). */
+		if (mutation && s->remote->running &&
+		    !pthread_equal(pthread_self(), s->remote->thread))
+			refuse(s, -ESTALE);
+		/* Its outcome names no seq of this instance's logs: no
+		 * caller may wait for one (settle() returns at once). */
+		freeReplyObject(*out);
+		*out = NULL;
+	}
+	return rc;
+}
+
+uint64_t remote_generation(struct store *s)
+{
+	struct remote *r = s->remote;
+	uint64_t g;
+
+	lock(&r->lock, LOCK_REMOTE);
+	g = r->generation;
+	unlock(&r->lock, LOCK_REMOTE);
+	return g;
 }
 
 /*

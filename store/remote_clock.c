@@ -11,8 +11,10 @@
  * store's clock_ms as the root log and the replies tell it.  A mirror
  * expires nothing by itself: when its deadline heap says something is
  * due (or a drain runs), store_expire() asks Redis (sfs_expire of each
- * tenant, then of the store's scope), and the entries that come back
- * remove what went.
+ * tenant that has a lease due or a drain running, as the mirror shows
+ * them, never of every tenant; then of the store's scope: tombstones
+ * and the store's drain), and the entries that come back remove what
+ * went.
  *
  * Threads and locks
  * -----------------
@@ -73,10 +75,118 @@ void remote_saw_now(struct store *s, uint64_t now_ms)
 		;
 }
 
+/* Due tenants ----------------------------------------------------------------- */
+
+/* How many of the due leases one pass looks at to find their tenants:
+ * a pass removes at most its budget anyway. */
+#define DUE_MAX 4096
+
+/* The tenant node of node @n (a parent or a state), with a reference,
+ * or NULL. */
+static struct store_node *tenant_of(struct store *s, struct store_node *n)
+{
+	struct store_node *t = NULL;
+
+	if (n->kind == STORE_PARENT) {
+		t = &as_parent(n)->tenant->node;
+		store_node_ref(t);
+	} else if (n->kind == STORE_CHILD) {
+		struct child *c = as_child(n);
+
+		lock(stripe(s, c), LOCK_STRIPE);
+		if (c->node.nlink) {
+			t = &child_tenant(c)->node;
+			store_node_ref(t);
+		}
+		unlock(stripe(s, c), LOCK_STRIPE);
+	}
+	return t;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The tenants a pass of expiry must ask Redis about, as the mirror shows
+ * them: those of the leases due by now (the top of the deadline heap:
+ * the entries due form a subtree at its root, walked without taking
+ * anything out), and every tenant that drains (a drain also ends when
+ * its last child goes, which no deadline says).  While the store itself
+ * drains, every tenant.  Their ids in a new array (sorted, each once),
+ * their number in *@n; NULL when memory ran out.
+ */
+static uint64_t *due_tenants(struct store *s, size_t *n)
+{
+	struct store_node **due;
+	uint64_t now = store_now_ms(s), *ids;
+	size_t nd = 0, cap, k = 0, stack[64], top = 0;
+
+	if (atomic_load(&s->state) == STORE_DRAINING)
+		return remote_tenants(s, n);
+	due = st_calloc(DUE_MAX, sizeof(*due));
+	if (!due)
+		return NULL;
+	lock(&s->heap_lock, LOCK_HEAP);
+	if (s->heap_n && deadline_of(s, s->heap[0]) <= now)
+		stack[top++] = 0;
+	/* Depth first; a stack of 64 holds any path of a heap. */
+	while (top && nd < DUE_MAX) {
+		size_t i = stack[--top];
+
+		due[nd] = s->heap[i];
+		store_node_ref(due[nd++]);
+		for (size_t c = 2 * i + 1; c <= 2 * i + 2; c++)
+			if (c < s->heap_n && deadline_of(s, s->heap[c]) <= now &&
+			    top < sizeof(stack) / sizeof(stack[0]))
+				stack[top++] = c;
+	}
+	unlock(&s->heap_lock, LOCK_HEAP);
+	if (atomic_load(&s->tenants_draining) > 0) {
+		lock(&s->lock, LOCK_STORE);
+		for (struct tenant *t = s->tenants; t && nd < DUE_MAX; t = t->hh.next)
+			if (atomic_load(&t->drain_state) == STORE_DRAINING) {
+				due[nd] = &t->node;
+				store_node_ref(due[nd++]);
+			}
+		unlock(&s->lock, LOCK_STORE);
+	}
+	cap = nd ? nd : 1;
+	ids = st_calloc(cap, sizeof(*ids));
+	for (size_t i = 0; i < nd; i++) {
+		struct store_node *t = due[i]->kind == STORE_TENANT ?
+			(store_node_ref(due[i]), due[i]) : tenant_of(s, due[i]);
+
+		if (t && ids) {
+			uint64_t tid = mirror_tid_of(s, t);
+
+			if (tid)
+				ids[k++] = tid;
+		}
+		if (t)
+			store_node_unref(s, t);
+		store_node_unref(s, due[i]);
+	}
+	free(due);
+	if (!ids)
+		return NULL;
+	qsort(ids, k, sizeof(*ids), cmp_u64);
+	*n = 0;
+	for (size_t i = 0; i < k; i++)
+		if (*n == 0 || ids[*n - 1] != ids[i])
+			ids[(*n)++] = ids[i];
+	return ids;
+}
+
+/* Expiry ------------------------------------------------------------------------- */
+
 unsigned remote_expire(struct store *s, unsigned budget)
 {
-	size_t n;
-	uint64_t *ids = remote_tenants(s, &n);
+	size_t n = 0;
+	uint64_t *ids = due_tenants(s, &n);
 	struct args a = { .n = 0 };
 	redisReply *rep;
 	unsigned done = 0;

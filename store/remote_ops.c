@@ -148,7 +148,7 @@ int remote_mkdir(struct store *s, struct store_node *dir, const char *name,
 	int rc;
 
 	if (is_dead(dir))
-		return -ESTALE;
+		return refuse(s, -ESTALE);
 	switch (dir->kind) {
 	case STORE_ROOT:
 		/* A new tenant inherits from this mount's root. */
@@ -184,7 +184,7 @@ int remote_mkdir(struct store *s, struct store_node *dir, const char *name,
 		break;
 	case STORE_TENANT:
 		if (!tkey(s, dir, &tid, key, sizeof(key)))
-			return -ESTALE;
+			return refuse(s, -ESTALE);
 		a_str(&a, name);
 		a_u64(&a, o.uid);
 		a_u64(&a, o.gid);
@@ -213,11 +213,12 @@ int remote_rmdir(struct store *s, struct store_node *dir, const char *name,
 	char key[160], groups[4096];
 	redisReply *rep = NULL;
 	struct store_node *n;
-	uint64_t tid = 0;
+	uint64_t tid = 0, gen;
 	int rc;
 
 	switch (dir->kind) {
 	case STORE_ROOT:
+		gen = remote_generation(s);
 		if (store_lookup(s, dir, name, &n) == 0) {
 			tid = mirror_tid_of(s, n);
 			store_node_unref(s, n);
@@ -226,6 +227,15 @@ int remote_rmdir(struct store *s, struct store_node *dir, const char *name,
 		a_cred(&a, cred, groups, sizeof(groups));
 		rc = remote_fcall(s, "sfs_rmdir_tenant", true, 0, NULL, a.n,
 				  a.v, NULL, &rep);
+		if (remote_generation(s) != gen) {
+			/* Made again on a new instance (remote_fcall): the
+			 * tenant, if any, is the new instance's. */
+			tid = 0;
+			if (store_lookup(s, dir, name, &n) == 0) {
+				tid = mirror_tid_of(s, n);
+				store_node_unref(s, n);
+			}
+		}
 		if (rc == 0) {
 			if (tid)
 				rc = wait_seq(s, tid, out_u64(rep, 2));
@@ -242,7 +252,7 @@ int remote_rmdir(struct store *s, struct store_node *dir, const char *name,
 		break;
 	case STORE_TENANT:
 		if (!tkey(s, dir, &tid, key, sizeof(key)))
-			return -ESTALE;
+			return refuse(s, -ESTALE);
 		a_str(&a, name);
 		a_cred(&a, cred, groups, sizeof(groups));
 		rc = remote_fcall(s, "sfs_leave", true, 1,
@@ -275,7 +285,7 @@ int remote_depart(struct store *s, struct store_node *tenant, const char *name,
 	if (tenant->kind != STORE_TENANT)
 		return -EPERM;
 	if (!tkey(s, tenant, &tid, key, sizeof(key)))
-		return -ESTALE;
+		return refuse(s, -ESTALE);
 	a_str(&a, name);
 	a_cred(&a, cred, groups, sizeof(groups));
 	rc = remote_fcall(s, "sfs_depart", true, 1, (const char *[]){ key },
@@ -302,7 +312,7 @@ int remote_create(struct store *s, struct store_node *parent, const char *name,
 	if (!p)
 		return parent->kind == STORE_CHILD ? -ENOTDIR : -EPERM;
 	if (!tkey(s, &p->tenant->node, &tid, key, sizeof(key)))
-		return -ESTALE;
+		return refuse(s, -ESTALE);
 	a_u64(&a, mirror_remote_ino(s, parent));
 	a_str(&a, name);
 	a_u64(&a, owner->uid);
@@ -337,7 +347,7 @@ int remote_unlink(struct store *s, struct store_node *parent, const char *name)
 	if (!p)
 		return parent->kind == STORE_CHILD ? -ENOTDIR : -EPERM;
 	if (!tkey(s, &p->tenant->node, &tid, key, sizeof(key)))
-		return -ESTALE;
+		return refuse(s, -ESTALE);
 	a_u64(&a, mirror_remote_ino(s, parent));
 	a_str(&a, name);
 	rc = remote_fcall(s, "sfs_unlink", true, 1, (const char *[]){ key },
@@ -364,14 +374,14 @@ int remote_link(struct store *s, struct store_node *child,
 	if (!c || !p)
 		return -EPERM;
 	if (!tkey(s, &p->tenant->node, &tid, key, sizeof(key)))
-		return -ESTALE;
+		return refuse(s, -ESTALE);
 	ct = state_tenant(s, c);
 	if (!ct)
-		return -ESTALE;
+		return refuse(s, -ESTALE);
 	rc = tkey(s, ct, &ctid, ckey, sizeof(ckey)) ? 0 : -ESTALE;
 	store_node_unref(s, ct);
 	if (rc)
-		return rc;
+		return refuse(s, rc);
 	a_u64(&a, mirror_remote_ino(s, child));
 	a_u64(&a, mirror_remote_ino(s, parent));
 	a_str(&a, name);
@@ -402,7 +412,7 @@ int remote_rename(struct store *s, struct store_node *from, const char *name,
 		return -EPERM;
 	if (!tkey(s, &pa->tenant->node, &tid, key, sizeof(key)) ||
 	    !tkey(s, &pb->tenant->node, &btid, bkey, sizeof(bkey)))
-		return -ESTALE;
+		return refuse(s, -ESTALE);
 	a_u64(&a, mirror_remote_ino(s, from));
 	a_str(&a, name);
 	a_u64(&a, mirror_remote_ino(s, to));
@@ -456,11 +466,11 @@ int remote_setattr(struct store *s, struct store_node *n, unsigned mask,
 	if (n->kind == STORE_CHILD)
 		t = state_tenant(s, as_child(n));
 	if (!t)
-		return -ESTALE;
+		return refuse(s, -ESTALE);
 	rc = tkey(s, t, &tid, key, sizeof(key)) ? 0 : -ESTALE;
 	store_node_unref(s, t);
 	if (rc)
-		return rc;
+		return refuse(s, rc);
 	if ((mask & STORE_SET_SIZE) && n->kind != STORE_CHILD)
 		return -EISDIR;
 	a_str(&a, kind);
@@ -519,11 +529,11 @@ int remote_publish(struct store *s, struct store_node *n, const char *mode,
 	int rc;
 
 	if (!t)
-		return -ESTALE;
+		return refuse(s, -ESTALE);
 	rc = tkey(s, t, &tid, key, sizeof(key)) ? 0 : -ESTALE;
 	store_node_unref(s, t);
 	if (rc)
-		return rc;
+		return refuse(s, rc);
 	a_u64(&a, mirror_remote_ino(s, n));
 	a_str(&a, mode);
 	if (strcmp(mode, "cas") == 0)
@@ -566,11 +576,11 @@ static int remote_lease(struct store *s, struct store_node *n, bool set,
 	if (n->kind == STORE_CHILD)
 		t = state_tenant(s, as_child(n));
 	if (!t)
-		return -ESTALE;
+		return refuse(s, -ESTALE);
 	rc = tkey(s, t, &tid, key, sizeof(key)) ? 0 : -ESTALE;
 	store_node_unref(s, t);
 	if (rc)
-		return rc;
+		return refuse(s, rc);
 	a_str(&a, kind);
 	a_u64(&a, mirror_remote_ino(s, n));
 	if (set)
@@ -605,7 +615,7 @@ int remote_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl)
 	if (!p || ttl > STORE_DURATION_MAX_MS)
 		return -EINVAL;
 	if (!tkey(s, &p->tenant->node, &tid, key, sizeof(key)))
-		return -ESTALE;
+		return -ESTALE; /* not counted, as store_set_child_ttl */
 	a_u64(&a, mirror_remote_ino(s, n));
 	a_u64(&a, ttl);
 	rc = remote_fcall(s, "sfs_set_child_ttl", true, 1,
@@ -628,7 +638,7 @@ int remote_drain(struct store *s, struct store_node *tenant,
 	if (tenant && tenant->kind != STORE_TENANT)
 		return -EINVAL;
 	if (tenant && !tkey(s, tenant, &tid, key, sizeof(key)))
-		return -ESTALE;
+		return -ESTALE; /* not counted, as do_drain_start */
 	if (!now)
 		a_cred(&a, cred, groups, sizeof(groups));
 	rc = remote_fcall(s, now ? "sfs_drain_now" : "sfs_drain", true,

@@ -114,13 +114,17 @@ static int init_store(struct remote *r, struct store_limits *l,
 			 "within store_timeout");
 		return -EIO;
 	}
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 3) {
+	/* Every element read below is checked for its type first: a reply
+	 * of another shape is a typed refusal, never a crash. */
+	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 3 ||
+	    !out_str(rep, 0) ||
+	    (strcmp(rep->element[0]->str, "OK") == 0 && !out_str(rep, 3))) {
 		snprintf(err, errlen, "statefs: sfs_init: %s",
 			 rep->type == REDIS_REPLY_ERROR ? rep->str : "a bad reply");
 		freeReplyObject(rep);
 		return -EPROTO;
 	}
-	if (strcmp(rep->element[0]->str, "ELIMITS") == 0 && rep->elements >= 6) {
+	if (strcmp(rep->element[0]->str, "ELIMITS") == 0 && out_str(rep, 3)) {
 		const char *name = rep->element[3]->str;
 		uint64_t have = out_u64(rep, 4), want = out_u64(rep, 5);
 		bool ms = strstr(name, "_ms") != NULL;
@@ -144,15 +148,14 @@ static int init_store(struct remote *r, struct store_limits *l,
 	if (strcmp(rep->element[0]->str, "OK") != 0) {
 		snprintf(err, errlen, "statefs: the shared store refused this "
 			 "mount: %s%s%s", rep->element[0]->str,
-			 rep->elements > 3 && rep->element[3]->str ? " " : "",
-			 rep->elements > 3 && rep->element[3]->str ?
-			 rep->element[3]->str : "");
+			 out_str(rep, 3) ? " " : "",
+			 out_str(rep, 3) ? out_str(rep, 3) : "");
 		freeReplyObject(rep);
 		return -EINVAL;
 	}
 	snprintf(instance, 17, "%s", rep->element[3]->str);
 	for (size_t i = 5; i + 1 < rep->elements; i += 2) {
-		const char *k = rep->element[i]->str;
+		const char *k = out_str(rep, i);
 
 		for (size_t j = 0; k && j < sizeof(lims) / sizeof(lims[0]); j++)
 			if (strcmp(k, lims[j].name) == 0)
@@ -222,11 +225,11 @@ int remote_load_all(struct store *s)
 	}
 	mirror_root_at(s, out_u64(rep, 2));
 	snprintf(r->root_id, sizeof(r->root_id), "%s",
-		 rep->element[3]->str ? rep->element[3]->str : "0-0");
+		 out_str(rep, 3) ? out_str(rep, 3) : "0-0");
 	/* The store's drain and clock, from its meta. */
 	for (size_t i = 0; i + 1 < rep->element[4]->elements; i += 2) {
-		const char *k = rep->element[4]->element[i]->str;
-		const char *v = rep->element[4]->element[i + 1]->str;
+		const char *k = out_str(rep->element[4], i);
+		const char *v = out_str(rep->element[4], i + 1);
 
 		if (!k || !v)
 			continue;
@@ -243,38 +246,29 @@ int remote_load_all(struct store *s)
 	if (r->testclock)
 		remote_saw_now(s, clock_ms);
 	tl = rep->element[5];
-	r->npos = 0;
+	follow_pos_clear(r);
 	for (size_t i = 0; i + 1 < tl->elements && rc == 0; i += 2) {
-		uint64_t tid = strtoull(tl->element[i + 1]->str, NULL, 10);
+		uint64_t tid = 0;
 		char key[160], id[48];
 		redisReply *d = NULL;
-		struct follow_pos *np;
+		bool gone = false;
 
+		if (!dec_u64(out_str(tl, i + 1), &tid) || tid == 0) {
+			rc = -EPROTO;
+			break;
+		}
 		remote_tenant_key(s, tid, key, sizeof(key));
 		rc = remote_fcall(s, "sfs_dump", false, 1, (const char *[]){ key },
 				  0, NULL, NULL, &d);
 		if (rc == -ESTALE && d && strcmp(d->element[0]->str, "ESTALE") == 0)
-			rc = 0; /* gone since the root's dump */
+			rc = 0, gone = true; /* gone since the root's dump */
 		else if (rc == 0)
 			rc = mirror_load_tenant(s, tid, d, id, sizeof(id));
 		if (d)
 			freeReplyObject(d);
-		if (rc == 0 && r->npos == r->cappos) {
-			size_t cap = r->cappos ? r->cappos * 2 : 16;
-
-			np = st_realloc(r->pos, cap * sizeof(*np));
-			if (!np) {
-				rc = -ENOMEM;
-				break;
-			}
-			r->pos = np;
-			r->cappos = cap;
-		}
-		if (rc == 0) {
-			r->pos[r->npos].tid = tid;
-			snprintf(r->pos[r->npos].id, sizeof(r->pos[0].id), "%s", id);
-			r->npos++;
-		}
+		/* A tenant gone has no log to follow (and no id was read). */
+		if (rc == 0 && !gone)
+			rc = follow_pos_add(r, tid, id);
 	}
 	freeReplyObject(rep);
 	return rc;
@@ -376,6 +370,7 @@ void remote_free(struct store *s)
 	rconn_pool_close(r->pool);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->applied);
+	follow_pos_clear(r);
 	free(r->pos);
 	free(r);
 	s->remote = NULL;
@@ -425,7 +420,7 @@ int remote_stats(struct store *s, struct store_node *tenant,
 			  (const char *[]){ key }, 0, NULL, NULL, &rep);
 	if (rc == 0) {
 		for (size_t i = 3; i + 1 < rep->elements; i += 2) {
-			const char *k = rep->element[i]->str;
+			const char *k = out_str(rep, i);
 			uint64_t v = out_u64(rep, i + 1);
 
 			if (!k)

@@ -26,6 +26,14 @@ struct follow_pos {
 	char id[48];
 };
 
+/* Where tenant @tid's position is in remote->pos (by hash: the
+ * follower finds a stream's position without a walk). */
+struct follow_ix {
+	UT_hash_handle hh;
+	uint64_t tid;
+	size_t i;
+};
+
 struct remote {
 	struct store_remote cfg;       /* immutable (password wiped) */
 	struct rconn_pool *pool;       /* immutable */
@@ -53,6 +61,7 @@ struct remote {
 	uint64_t instance_id;          /* its value, for .stats */
 	bool reinit;                   /* lock: an ESTALEINST was seen */
 	uint64_t generation;           /* lock: new instances so far */
+	uint64_t loaded;               /* lock: new instances loaded so far */
 
 	/* The follower (store/follow.c): its thread, its connection, its
 	 * positions (its own), whether it runs. */
@@ -63,6 +72,7 @@ struct remote {
 	char root_id[48];
 	struct follow_pos *pos;
 	size_t npos, cappos;
+	struct follow_ix *ix;          /* tid -> its place in pos */
 };
 
 /* store/remote_call.c */
@@ -84,17 +94,31 @@ struct args {
  * happened), -ESTALE after ESTALEINST (the instance changed: the
  * follower makes the mirror a new instance).  A store without statefs's
  * functions (Redis lost its data) gets the library again and the call is
- * made once more, so that it meets the new instance.
+ * made once more, so that it meets the new instance.  After an
+ * ESTALEINST a caller other than the follower waits (store_timeout and a
+ * second at most) until the follower has loaded the new instance, so
+ * that a lookup made after the -ESTALE sees it; a call with no tenant key
+ * (@nkeys 0: it names no node, only the root, which every instance has)
+ * is then made once more, on the new instance.  An -ESTALE for the
+ * instance comes with no reply (*@out NULL).
  */
 int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 		 const char *const *keys, int argc, const char *const *argv,
 		 const size_t *argvlen, redisReply **out);
+
+/* How many new instances the store has become so far (under
+ * remote->lock). */
+uint64_t remote_generation(struct store *s);
 
 /* The key of tenant @tid (P:{P.tTID}:t) into @buf. */
 void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len);
 
 /* Element @i of outcome @r as a number (an integer reply or a decimal). */
 uint64_t out_u64(const redisReply *r, size_t i);
+
+/* Element @i of outcome @r when it is a string or a status, else NULL
+ * (also past its end). */
+const char *out_str(const redisReply *r, size_t i);
 
 /* Wait until the mirror has applied tenant @tid's log up to @seq (the
  * root log's for 0), or the tenant went; 0, or -EIO past store_timeout
@@ -155,5 +179,11 @@ int remote_load_all(struct store *s);
 /* The follower: start it (0 or -errno), stop it (no-op when stopped). */
 int follow_start(struct store *s);
 void follow_stop(struct store *s);
+
+/* The follower's positions (its thread's, or before it runs): follow
+ * tenant @tid's log from entry @id when not followed yet (0 or
+ * -ENOMEM); follow none. */
+int follow_pos_add(struct remote *r, uint64_t tid, const char *id);
+void follow_pos_clear(struct remote *r);
 
 #endif /* STATEFS_STORE_SHARED_H */

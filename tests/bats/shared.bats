@@ -200,6 +200,28 @@ fsyncdir() {
 	assert_output new
 }
 
+@test "after a store lost its data, the first operation of a path meets the new instance: only old handles get ESTALE" {
+	statefs_mount -o "store=unix:$REDIS_SOCK"
+	mkdir -p "$MNT/t/p"
+	echo x >"$MNT/t/p/c"
+	exec 5<"$MNT/t/p/c"
+	rcli FLUSHALL >/dev/null
+	# At once, before the mount noticed: the root is every instance's.
+	run py_errno 'os.mkdir(sys.argv[1])' "$MNT/u"
+	assert_output OK
+	run py_errno 'os.read(5, 10)'
+	assert_output ESTALE
+	exec 5<&-
+	mkdir -p "$MNT/t/p"
+	rcli FLUSHALL >/dev/null
+	# Through the tenant the kernel still has: the old node is stale,
+	# the kernel looks the path up again and finds the new instance.
+	run py_errno 'os.mkdir(sys.argv[1])' "$MNT/t/q"
+	assert_output ENOENT
+	run py_errno 'os.mkdir(sys.argv[1])' "$MNT/t"
+	assert_output OK
+}
+
 @test "Redis unreachable: an operation fails within store_timeout with EIO and changes nothing; .stats says disconnected; it recovers" {
 	statefs_mount -o "store=unix:$REDIS_SOCK,store_timeout=1"
 	mkdir -p "$MNT/t/p"

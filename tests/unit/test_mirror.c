@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
+#include <malloc.h>
 
 #include "store/mirror.h"
 #include "store/statefs_lua.h"
@@ -601,6 +602,206 @@ static void test_join_after_failed_load(void **state)
 	store_node_unref(w->emb, a);
 }
 
+/* Every element of reply @r, depth first, into @out (at most @cap);
+ * returns how many there are. */
+static size_t reply_nodes(redisReply *r, redisReply **out, size_t n,
+			  size_t cap)
+{
+	if (r->type != REDIS_REPLY_ARRAY)
+		return n;
+	for (size_t i = 0; i < r->elements; i++) {
+		if (n < cap)
+			out[n] = r->element[i];
+		n = reply_nodes(r->element[i], out, n + 1, cap);
+	}
+	return n;
+}
+
+/* Load @dump of tenant 1 into @s: 0 or -EPROTO, never a crash or a
+ * read out of bounds (ASan), and the mirror stays consistent. */
+static void load_must_not_break(struct store *s, redisReply *dump, size_t at,
+				const char *as)
+{
+	char id[64], why[256];
+	int rc = mirror_load_tenant(s, 1, dump, id, sizeof(id));
+
+	if (rc != 0 && rc != -EPROTO)
+		fail_msg("element %zu made %s: load %d", at, as, rc);
+	if (store_check_all(s, why, sizeof(why)) != 0)
+		fail_msg("element %zu made %s: %s", at, as, why);
+}
+
+/* A dump of an unexpected shape: each element in turn made a nil, an
+ * integer, an empty array and a string of its own.  Every load gives 0
+ * (an optional field) or -EPROTO, never a crash; the good dump then
+ * loads as before. */
+static void test_load_malformed_dump(void **state)
+{
+	struct world *w = *state;
+	static redisReply *nodes[4096];
+	redisReply *dump;
+	size_t n;
+	char id[64];
+
+	init(w);
+	run_both(w);
+	w->mir = new_mirror(w);
+	follow(w, w->mir, 0);
+	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+			    tk(1), INST, "", "");
+	assert_non_null(dump);
+	n = reply_nodes(dump, nodes, 0, sizeof(nodes) / sizeof(nodes[0]));
+	assert_true(n > 50 && n <= sizeof(nodes) / sizeof(nodes[0]));
+	for (size_t i = 0; i < n; i++) {
+		redisReply *e = nodes[i], keep = *e;
+		static char x[] = "x";
+
+		*e = (redisReply){ .type = REDIS_REPLY_NIL };
+		load_must_not_break(w->mir, dump, i, "a nil");
+		*e = (redisReply){ .type = REDIS_REPLY_INTEGER, .integer = -1 };
+		load_must_not_break(w->mir, dump, i, "an integer");
+		*e = (redisReply){ .type = REDIS_REPLY_ARRAY };
+		load_must_not_break(w->mir, dump, i, "an empty array");
+		*e = (redisReply){ .type = REDIS_REPLY_STRING, .str = x,
+				   .len = 1 };
+		load_must_not_break(w->mir, dump, i, "a string");
+		*e = keep;
+	}
+	/* Fewer elements than a dump has. */
+	for (size_t k = 0; k < dump->elements; k++) {
+		size_t all = dump->elements;
+
+		dump->elements = k;
+		load_must_not_break(w->mir, dump, k, "the end");
+		dump->elements = all;
+	}
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	freeReplyObject(dump);
+	follow(w, w->mir, 2);
+	same_snapshot(w->emb, w->mir);
+}
+
+/* A dump is checked against the mount's limits as a request is: a
+ * state's content past max_payload, a name past max_name, and names no
+ * path can give are refused (-EPROTO), and the tenant is not loaded. */
+static void test_load_dump_past_limits(void **state)
+{
+	struct world *w = *state;
+	struct store_limits l;
+	struct store_clock c = { fake_clock_now, &w->clock };
+	struct store_node *t = NULL;
+	redisReply *dump;
+	char id[64];
+	struct {
+		uint64_t max_payload, max_name;
+	} small[] = { { 4, 255 }, { 65536, 3 } };
+
+	init(w);
+	fok(w, fcall(w, "OK", "sfs_mkdir_tenant", 1, META, "acme", "0", "0", "493", NULL));
+	fok(w, fcall(w, "OK", "sfs_join", 2, META, tk(1), "p", "0", "0", "493", NULL));
+	fok(w, fcall(w, "OK", "sfs_create", 2, META, tk(1), "19", "c", "0", "0", "420", "1", NULL));
+	fok(w, fcall(w, "OK", "sfs_publish", 2, META, tk(1), "20", "replace", "",
+		     "hello world", "0", "0", NULL));
+	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+			    tk(1), INST, "", "");
+	assert_non_null(dump);
+	for (size_t i = 0; i < sizeof(small) / sizeof(small[0]); i++) {
+		struct store *s;
+
+		limits(&l);
+		l.max_payload = small[i].max_payload;
+		l.max_name = small[i].max_name;
+		assert_int_equal(store_new(&l, &c, &s), 0);
+		assert_int_equal(mirror_attach(s, "", 0), 0);
+		assert_int_equal(mirror_load_tenant(s, 1, dump, id, sizeof(id)),
+				 -EPROTO);
+		assert_int_equal(store_lookup(s, store_root(s), "acme", &t),
+				 -ENOENT);
+		store_free(s);
+	}
+	/* Within them it loads. */
+	w->mir = new_mirror(w);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	/* A parent's name with a '/', a leading '.': refused. */
+	for (size_t i = 0; i < 2; i++) {
+		redisReply *P = dump->element[5]->element[0]->element[1];
+
+		for (size_t k = 0; k + 1 < P->elements; k += 2)
+			if (strcmp(P->element[k]->str, "name") == 0) {
+				char *keep = P->element[k + 1]->str;
+				size_t len = P->element[k + 1]->len;
+				static char slash[] = "a/b", dot[] = ".p";
+
+				P->element[k + 1]->str = i ? dot : slash;
+				P->element[k + 1]->len = strlen(P->element[k + 1]->str);
+				assert_int_equal(mirror_load_tenant(w->mir, 1, dump,
+								    id, sizeof(id)),
+						 -EPROTO);
+				P->element[k + 1]->str = keep;
+				P->element[k + 1]->len = len;
+			}
+	}
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	freeReplyObject(dump);
+}
+
+/* The bytes allocated now: ASan's count when built with it (the unit
+ * tests are), else the C library's. */
+size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
+
+static size_t allocated(void)
+{
+	if (__sanitizer_get_current_allocated_bytes)
+		return __sanitizer_get_current_allocated_bytes();
+	return mallinfo2().uordblks;
+}
+
+/* @count tenants made and removed by the store (ids @first on), their
+ * logs and the root's applied to the mirror. */
+static void churn(struct world *w, int first, int count)
+{
+	char name[32];
+
+	for (int i = first; i < first + count; i++) {
+		snprintf(name, sizeof(name), "t%d", i);
+		fok(w, fcall(w, "OK", "sfs_mkdir_tenant", 1, META, name, "0", "0",
+			     "493", NULL));
+		fok(w, fcall(w, "OK", "sfs_rmdir_tenant", 1, META, name, "", "",
+			     "", NULL));
+	}
+	follow(w, w->mir, 0);
+	for (int i = first; i < first + count; i++)
+		follow(w, w->mir, i);
+}
+
+/* A mirror does not grow with every tenant it ever saw: once a
+ * tenant's log has ended (its cleanup), the mirror keeps nothing of it,
+ * and still answers that it went. */
+static void test_gone_tenants_are_freed(void **state)
+{
+	struct world *w = *state;
+	size_t before, after;
+	uint64_t seq;
+	bool gone;
+
+	init(w);
+	w->mir = new_mirror(w);
+	/* Past the index's first sweeps (at 1,024 entries added). */
+	churn(w, 1, 2000);
+	before = allocated();
+	churn(w, 2001, 6000);
+	after = allocated();
+	/* Kept, each would be a tenant node and its entry (over 800
+	 * bytes); what the index holds of dead nodes until its next sweep
+	 * (at most about 2,048 of them) is not kept. */
+	if (after > before && after - before > 6000 * 400)
+		fail_msg("6,000 tenants gone: %zu bytes more", after - before);
+	assert_int_equal(mirror_tenants(w->mir, NULL, 0), 0);
+	assert_int_equal(mirror_applied(w->mir, 42, &seq, &gone), 0);
+	assert_true(gone);
+	assert_int_equal(mirror_applied(w->mir, 8001, &seq, &gone), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -611,6 +812,12 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_events_carry_the_store_seq,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_join_after_failed_load,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gone_tenants_are_freed,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_load_malformed_dump,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_load_dump_past_limits,
 						setup, teardown),
 	};
 

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "tests/unit/unit.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -336,6 +337,342 @@ static void test_new_instance_while_read(void **state)
 	assert_int_not_equal(store_instance_id(w->s), old);
 }
 
+/* The store loses its data (FLUSHALL): the mount's first calls are
+ * made before its follower noticed.  A call about the root alone (a
+ * tenant's mkdir, its rmdir) succeeds on the new instance; a call
+ * through a node of the old one gets ESTALE, and a lookup right after
+ * it (the kernel's retry of a path) sees the new instance, not the
+ * old node. */
+static void test_first_call_after_new_instance(void **state)
+{
+	struct world *w = *state;
+	struct store_owner own = { 0, 0, 0755 };
+	struct store_node *a = NULL, *b = NULL, *p = NULL, *n = NULL;
+	struct timespec t0, t1;
+	uint64_t inst;
+	redisReply *r;
+
+	mount(w, 1024);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "acme", &own, &a), 0);
+	inst = store_instance_id(w->s);
+	r = redisCommand(w->rc, "FLUSHALL");
+	assert_non_null(r);
+	freeReplyObject(r);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "beta", &own, &b), 0);
+	assert_int_not_equal(store_instance_id(w->s), inst);
+	assert_int_equal(store_lookup(w->s, store_root(w->s), "beta", &n), 0);
+	store_node_unref(w->s, n);
+	/* acme was the old instance's: its old node is stale, its name
+	 * free. */
+	assert_int_equal(store_mkdir(w->s, a, "p", &own, &p), -ESTALE);
+	assert_int_equal(store_lookup(w->s, store_root(w->s), "acme", &n),
+			 -ENOENT);
+	store_node_unref(w->s, a);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "acme", &own, &a), 0);
+
+	/* Again, and the first call is through a node: ESTALE, then the
+	 * path finds the new instance.  The ESTALE comes once the new
+	 * instance is loaded, long before store_timeout (no wait for a seq
+	 * of the old instance's logs). */
+	inst = store_instance_id(w->s);
+	r = redisCommand(w->rc, "FLUSHALL");
+	assert_non_null(r);
+	freeReplyObject(r);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(store_mkdir(w->s, a, "p", &own, &p), -ESTALE);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (t1.tv_sec - t0.tv_sec > 30)
+		fail_msg("ESTALE after %ld s", (long)(t1.tv_sec - t0.tv_sec));
+	assert_int_not_equal(store_instance_id(w->s), inst);
+	assert_int_equal(store_lookup(w->s, store_root(w->s), "acme", &n),
+			 -ENOENT);
+	assert_int_equal(store_lookup(w->s, store_root(w->s), "beta", &n),
+			 -ENOENT);
+	/* And a tenant's rmdir as the first call: ENOENT on the new one. */
+	r = redisCommand(w->rc, "FLUSHALL");
+	assert_non_null(r);
+	freeReplyObject(r);
+	assert_int_equal(store_rmdir(w->s, store_root(w->s), "acme", NULL),
+			 -ENOENT);
+	store_node_unref(w->s, a);
+	store_node_unref(w->s, b);
+}
+
+/* The follower keeps following the right logs as tenants come and go:
+ * with 40 tenants followed and every third removed, another mount's
+ * joins in each remaining tenant are all seen after a sync, and none in
+ * a removed one. */
+static void test_follows_tenants_as_they_go(void **state)
+{
+	struct world *w = *state;
+	char keys[40][64], name[16];
+	struct store_node *t = NULL, *p = NULL;
+
+	mount(w, 1024);
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "t%d", i);
+		other_mkdir_tenant(w, name, keys[i], sizeof(keys[i]));
+	}
+	assert_int_equal(store_sync(w->s, NULL), 0);
+	for (int i = 0; i < 40; i += 3) {
+		snprintf(name, sizeof(name), "t%d", i);
+		freeReplyObject(fcall(w, "sfs_rmdir_tenant", 0, name, "", "", "",
+				      NULL));
+	}
+	for (int i = 0; i < 40; i++)
+		if (i % 3)
+			freeReplyObject(fcall(w, "sfs_join", 1, keys[i], "p", "0",
+					      "0", "493", NULL));
+	assert_int_equal(store_sync(w->s, NULL), 0);
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "t%d", i);
+		if (i % 3 == 0) {
+			assert_int_equal(store_lookup(w->s, store_root(w->s),
+						      name, &t), -ENOENT);
+			continue;
+		}
+		assert_int_equal(store_lookup(w->s, store_root(w->s), name, &t), 0);
+		if (store_lookup(w->s, t, "p", &p) != 0)
+			fail_msg("tenant %s: its join not applied", name);
+		store_node_unref(w->s, p);
+		store_node_unref(w->s, t);
+	}
+}
+
+/* .stats's refused_stale of the store, as this mount shows it. */
+static uint64_t stale_refusals(struct world *w)
+{
+	struct store_stats st;
+
+	assert_int_equal(store_stats(w->s, NULL, &st), 0);
+	return st.refused[STORE_REFUSED_STALE];
+}
+
+/* An operation through a node of an earlier incarnation is an ESTALE
+ * refusal, counted in .stats as the embedded store counts it, whether
+ * the store refused it (a create in a parent that left) or the mount
+ * did before asking (a join in a removed tenant, a lease of a node of
+ * it, a depart in it). */
+static void test_stale_refusals_counted(void **state)
+{
+	struct world *w = *state;
+	struct store_owner own = { 0, 0, 0755 }, fown = { 0, 0, 0644 };
+	struct store_node *a = NULL, *p = NULL, *c = NULL, *q = NULL;
+	uint64_t n0;
+	bool created;
+
+	mount(w, 1024);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "acme", &own, &a), 0);
+	assert_int_equal(store_mkdir(w->s, a, "p", &own, &p), 0);
+	assert_int_equal(store_rmdir(w->s, a, "p", NULL), 0);
+	n0 = stale_refusals(w);
+	assert_int_equal(store_create(w->s, p, "c", &fown, true, &c, &created),
+			 -ESTALE);
+	assert_int_equal(stale_refusals(w), n0 + 1);
+	assert_int_equal(store_rmdir(w->s, store_root(w->s), "acme", NULL), 0);
+	assert_int_equal(store_mkdir(w->s, a, "q", &own, &q), -ESTALE);
+	assert_int_equal(stale_refusals(w), n0 + 2);
+	assert_int_equal(store_set_ttl(w->s, p, 1000), -ESTALE);
+	assert_int_equal(stale_refusals(w), n0 + 3);
+	assert_int_equal(store_depart(w->s, a, "x", NULL), -ESTALE);
+	assert_int_equal(stale_refusals(w), n0 + 4);
+	store_node_unref(w->s, p);
+	store_node_unref(w->s, a);
+}
+
+/* How many times the server ran command @cmd (lower case) so far. */
+static unsigned long long calls_of(struct world *w, const char *cmd)
+{
+	redisReply *r = redisCommand(w->rc, "INFO commandstats");
+	char pat[64];
+	const char *at;
+	unsigned long long n = 0;
+
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	snprintf(pat, sizeof(pat), "cmdstat_%s:calls=", cmd);
+	at = strstr(r->str, pat);
+	if (at)
+		n = strtoull(at + strlen(pat), NULL, 10);
+	freeReplyObject(r);
+	return n;
+}
+
+/* The CPU time (clock ticks) this process's follower thread has used. */
+static unsigned long long follower_ticks(void)
+{
+	char path[300], buf[512];
+	unsigned long long sum = 0;
+	bool seen = false;
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+
+	assert_non_null(d);
+	while ((de = readdir(d)) != NULL) {
+		FILE *f;
+		const char *p;
+		unsigned long long ut, st;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (!fgets(buf, sizeof(buf), f) ||
+		    strncmp(buf, "statefs-follow", 14) != 0) {
+			fclose(f);
+			continue;
+		}
+		fclose(f);
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat", de->d_name);
+		f = fopen(path, "r");
+		assert_non_null(f);
+		assert_non_null(fgets(buf, sizeof(buf), f));
+		fclose(f);
+		/* Fields 14 and 15, after the ")" that ends the name. */
+		p = strrchr(buf, ')');
+		assert_non_null(p);
+		assert_int_equal(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u "
+					"%*u %*u %*u %*u %llu %llu", &ut, &st), 2);
+		sum += ut + st;
+		seen = true;
+	}
+	closedir(d);
+	assert_true(seen);
+	return sum;
+}
+
+/* For @ms, the follower of a failing store: how many XREADs it sends
+ * and how much CPU it uses.  A follower that spins sends thousands and
+ * uses most of a core; one that backs off (50 ms doubling to 1 s) sends
+ * a handful and uses next to none. */
+static void follower_must_back_off(struct world *w, unsigned ms)
+{
+	unsigned long long x0 = calls_of(w, "xread"), t0 = follower_ticks();
+	unsigned long long x1, t1;
+
+	nap(ms);
+	x1 = calls_of(w, "xread");
+	t1 = follower_ticks();
+	if (x1 - x0 > 20)
+		fail_msg("%llu XREADs in %u ms", x1 - x0, ms);
+	/* Clock ticks are 10 ms: at most a tenth of the period. */
+	if (t1 - t0 > ms / 100)
+		fail_msg("%llu ticks of CPU in %u ms", t1 - t0, ms);
+}
+
+/* A pass of expiry asks the store about the tenants that have
+ * something due, not about every tenant: with 60 tenants and one lease
+ * due, the clock's move makes a handful of calls, and the lease ends. */
+static void test_expiry_asks_due_tenants_only(void **state)
+{
+	struct world *w = *state;
+	struct store_owner own = { 0, 0, 0755 };
+	struct store_node *t = NULL, *p = NULL, *n = NULL;
+	unsigned long long f0, f1;
+
+	mount(w, 1024);
+	for (int i = 0; i < 60; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "t%d", i);
+		assert_int_equal(store_mkdir(w->s, store_root(w->s), name, &own,
+					     &t), 0);
+		if (i == 30) {
+			assert_int_equal(store_mkdir(w->s, t, "p", &own, &p), 0);
+			assert_int_equal(store_set_ttl(w->s, p, 1000), 0);
+		}
+		store_node_unref(w->s, t);
+	}
+	f0 = calls_of(w, "fcall");
+	assert_int_equal(store_clock_advance(w->s, 2000), 0);
+	f1 = calls_of(w, "fcall");
+	/* The move, the tenant's expiry, the store's scope. */
+	if (f1 - f0 > 5)
+		fail_msg("%llu calls for one due lease", f1 - f0);
+	assert_int_equal(store_lookup(w->s, store_root(w->s), "t30", &t), 0);
+	assert_int_equal(store_lookup(w->s, t, "p", &n), -ENOENT);
+	store_node_unref(w->s, t);
+	store_node_unref(w->s, p);
+}
+
+/* A tenant's log is a key of another type (WRONGTYPE for every XREAD):
+ * the follower backs off instead of spinning, and goes on once the key
+ * is right again. */
+static void test_follower_backs_off_wrong_reply(void **state)
+{
+	struct world *w = *state;
+	struct store_owner own = { 0, 0, 0755 };
+	struct store_node *t = NULL, *u = NULL;
+	redisReply *r;
+
+	mount(w, 1024);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "acme", &own, &t), 0);
+	r = redisCommand(w->rc, "DEL statefs:{statefs.t1}:log");
+	assert_non_null(r);
+	assert_int_equal(r->integer, 1);
+	freeReplyObject(r);
+	r = redisCommand(w->rc, "SET statefs:{statefs.t1}:log x");
+	assert_non_null(r);
+	freeReplyObject(r);
+	/* Its first failures, then the period. */
+	nap(200);
+	follower_must_back_off(w, 2000);
+	r = redisCommand(w->rc, "DEL statefs:{statefs.t1}:log");
+	freeReplyObject(r);
+	/* The follower applies the root log again: a new tenant appears. */
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "beta", &own, &u), 0);
+	store_node_unref(w->s, u);
+	store_node_unref(w->s, t);
+}
+
+/* The store is gone (its server killed: every connection refused):
+ * the follower waits between its attempts instead of spinning. */
+static void test_follower_backs_off_store_gone(void **state)
+{
+	struct world *w = *state;
+	unsigned long long t0, t1;
+
+	mount(w, 1024);
+	kill(w->pid, SIGKILL);
+	waitpid(w->pid, NULL, 0);
+	w->pid = 0;
+	nap(200);
+	t0 = follower_ticks();
+	nap(2000);
+	t1 = follower_ticks();
+	if (t1 - t0 > 20)
+		fail_msg("%llu ticks of CPU in 2 s", t1 - t0);
+}
+
+/* The library is gone (FUNCTION DELETE) and a tenant's log has an entry
+ * past a gap: the follower cannot reload the tenant (sfs_dump fails),
+ * and backs off instead of reading the entry and failing again at
+ * once. */
+static void test_follower_backs_off_no_library(void **state)
+{
+	struct world *w = *state;
+	struct store_owner own = { 0, 0, 0755 };
+	struct store_node *t = NULL;
+	redisReply *r;
+
+	mount(w, 1024);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "acme", &own, &t), 0);
+	r = redisCommand(w->rc, "FUNCTION DELETE statefs");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STATUS);
+	freeReplyObject(r);
+	r = redisCommand(w->rc, "XADD statefs:{statefs.t1}:log * op join "
+			 "seq 99 ms 1 ns 1");
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	freeReplyObject(r);
+	nap(200);
+	follower_must_back_off(w, 2000);
+	store_node_unref(w->s, t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -346,6 +683,20 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_rmdir_enoent_then_lookup,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_new_instance_while_read,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_first_call_after_new_instance,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_expiry_asks_due_tenants_only,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_follows_tenants_as_they_go,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_refusals_counted,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_follower_backs_off_wrong_reply,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_follower_backs_off_no_library,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_follower_backs_off_store_gone,
 						setup, teardown),
 	};
 
