@@ -4,7 +4,7 @@
 # refusal is the errno statefs(8) gives for what was tried, never EIO; every accepted operation is there afterwards;
 # the .stats gauges equal a recount of the tree and of .snapshot.
 #
-# Limits: 3 tenants, 6 parents, 30 children, 1500 bytes, 8 entries per
+# Limits: 3 tenants, 6 parents, 30 children, 1200 bytes, 8 entries per
 # parent, 20 per tenant, 100 bytes per child: small enough that every one
 # of them binds (with 6 parents of 8 entries, a children ceiling of 40 would
 # never be reached before the quotas once links share states).  No tenant
@@ -26,7 +26,7 @@
 
 load helpers
 
-LIMITS=max_tenants=3,max_parents=6,max_children=30,max_bytes=1500,parent_quota=8,tenant_quota=20,max_payload=100,drain_window=600
+LIMITS=max_tenants=3,max_parents=6,max_children=30,max_bytes=1200,parent_quota=8,tenant_quota=20,max_payload=100,drain_window=600
 LIMITS+=,tenant_max_parents=0,tenant_max_children=0,tenant_max_bytes=0,tenant_max_tombstones=0
 NSHELLS=24
 NOPS=60
@@ -465,7 +465,7 @@ linkage() {
 	done
 	# And within the limits: the ceilings, and the quotas of every parent
 	# (8 entries) and tenant (20).
-	[ "$(stat_of children)" -le 30 ] && [ "$(stat_of bytes)" -le 1500 ] &&
+	[ "$(stat_of children)" -le 30 ] && [ "$(stat_of bytes)" -le 1200 ] &&
 		[ "$(stat_of parents)" -le 6 ] && [ "$(stat_of tenants)" -le 3 ] ||
 		fail "over a ceiling: $(gauges)"
 	run bash -c 'cut -d/ -f1,2 "$1/actual.ino" | sort | uniq -c | awk "\$1 > 8"' _ "$OUT"
