@@ -371,7 +371,9 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 		goto out;
 	if (off > st->len)
 		memset(st->buf + st->len, 0, off - st->len);
-	memcpy(st->buf + off, buf, len);
+	/* A write of no bytes may come before any buffer exists. */
+	if (len)
+		memcpy(st->buf + off, buf, len);
 	st->len = newlen;
 	st->staged = true;
 	st->dirty = true;
