@@ -518,12 +518,14 @@ int remote_publish(struct store *s, struct store_node *n, const char *mode,
 	uint64_t tid;
 	int rc;
 
+	/* A child this mount already saw go is refused here, never asked
+	 * for: counted here, as the embedded store counts it. */
 	if (!t)
-		return -ESTALE;
+		return refuse(s, -ESTALE);
 	rc = tkey(s, t, &tid, key, sizeof(key)) ? 0 : -ESTALE;
 	store_node_unref(s, t);
 	if (rc)
-		return rc;
+		return refuse(s, rc);
 	a_u64(&a, mirror_remote_ino(s, n));
 	a_str(&a, mode);
 	if (strcmp(mode, "cas") == 0)
