@@ -574,7 +574,8 @@ static int do_stage_publish(struct store_stage *st)
 		} else if (b) {
 			if (cur)
 				memcpy(b->data, c->content->data, cur);
-			memcpy(b->data + cur, st->buf, st->len);
+			if (st->len) /* no buffer after writes of nothing */
+				memcpy(b->data + cur, st->buf, st->len);
 		}
 	}
 	if (rc == 0)

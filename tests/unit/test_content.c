@@ -763,7 +763,8 @@ static void test_stage_truncate_append_empty(void **state)
 }
 
 /* A write of no bytes stages nothing new: on a fresh replace stage (no
- * buffer yet) it returns 0 and the publication is the empty state. */
+ * buffer yet) it returns 0 and the publication is the empty state; on
+ * an append stage the publication appends nothing. */
 static void test_stage_write_nothing(void **state)
 {
 	struct ctx *c = *state;
@@ -779,6 +780,13 @@ static void test_stage_write_nothing(void **state)
 	assert_int_equal(store_stage_publish(st), 0);
 	store_stage_close(st);
 	assert_content(c, a, "");
+	/* and on an append stage, appends nothing to what is there */
+	publish(c, a, STORE_STAGE_REPLACE, "abc");
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_APPEND, &st), 0);
+	assert_int_equal(store_stage_write(st, "", 0, 0), 0);
+	assert_int_equal(store_stage_publish(st), 0);
+	store_stage_close(st);
+	assert_content(c, a, "abc");
 	check_ok(c);
 }
 
