@@ -642,27 +642,10 @@ int remote_drain(struct store *s, struct store_node *tenant,
 
 		/* A drain of the store clears every tenant: each log.  (Out
 		 * of memory for their list, the drain still stands: only the
-		 * wait for the tenants' logs is lost.)  A clear that ended
-		 * the drain took the tenants out of the store: sfs_sync knows
-		 * no seq of theirs (-1), and the wait is for this mirror to
-		 * see each go (its clear applied, tombstones included). */
+		 * wait for the tenants' logs is lost.) */
 		rc = wait_seq(s, 0, out_u64(rep, 2));
-		for (size_t i = 0; i < n && rc == 0; i++) {
-			redisReply *sr = NULL;
-			char k[160];
-			int64_t seq;
-
-			remote_tenant_key(s, ids[i], k, sizeof(k));
-			if (remote_fcall(s, "sfs_sync", false, 1,
-					 (const char *[]){ k }, 0, NULL, NULL,
-					 &sr) == 0) {
-				seq = (int64_t)out_u64(sr, 3);
-				rc = wait_seq(s, ids[i], seq >= 0 ?
-					      (uint64_t)seq : UINT64_MAX);
-			}
-			if (sr)
-				freeReplyObject(sr);
-		}
+		if (rc == 0 && ids)
+			rc = remote_wait_tenants(s, ids, n);
 		free(ids);
 	} else {
 		rc = settle(s, tid, rc, rep);

@@ -314,3 +314,11 @@ h_wrong_depth() { bytes 27 "$(p "$2" "$3" "$4" "$1")"; }
 	bytes 8
 	h_mkdir_t 0; h_depart 0 0; h_depart 0 0; h_drain_store
 } >"$H/drain-tombstones"
+
+# A lease and a drain of the store due at one clock step: the lease ends
+# as an expiry first (counted), then the drain clears the rest.
+{
+	bytes 0
+	h_mkdir_t 0; h_mkdir_t 1; h_join 1 0; h_set_ttl 1 0 -1 1
+	h_create 1 0 1; h_drain_store; h_advance 5
+} >"$H/expire-then-drain"
