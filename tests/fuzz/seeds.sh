@@ -322,3 +322,11 @@ h_wrong_depth() { bytes 27 "$(p "$2" "$3" "$4" "$1")"; }
 	h_mkdir_t 0; h_mkdir_t 1; h_join 1 0; h_set_ttl 1 0 -1 1
 	h_create 1 0 1; h_drain_store; h_advance 5
 } >"$H/expire-then-drain"
+
+# A parent and its child due at the same instant (the child's lease set
+# first): the parent goes first, its child a removal.
+{
+	bytes 1
+	h_mkdir_t 1; h_join 1 0; h_child_ttl 1 0 6; h_create 1 0 1
+	h_set_ttl 1 0 -1 6; h_advance 7
+} >"$H/tie-parent-child"
