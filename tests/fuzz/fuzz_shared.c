@@ -46,7 +46,9 @@
  * The shared store.  LLVMFuzzerInitialize starts redis-server (no TCP,
  * no persistence) on a unix socket in a mkdtemp directory; it dies with
  * this process (PR_SET_PDEATHSIG) and is killed, and the directory
- * removed, at exit or before a mismatch aborts.  Each input mounts a
+ * removed, at exit or before a mismatch aborts (a sanitizer's report or
+ * a libFuzzer timeout ends the process without either: the server still
+ * dies with it, its empty directory /tmp/statefs-fuzz.* stays).  Each input mounts a
  * fresh store and, once it is unmounted, FLUSHALL empties Redis for the
  * next (the Functions library stays; the next mount finds it).
  *
