@@ -371,7 +371,9 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 		goto out;
 	if (off > st->len)
 		memset(st->buf + st->len, 0, off - st->len);
-	memcpy(st->buf + off, buf, len);
+	/* A write of no bytes may come before any buffer exists. */
+	if (len)
+		memcpy(st->buf + off, buf, len);
 	st->len = newlen;
 	st->staged = true;
 	st->dirty = true;
@@ -572,7 +574,8 @@ static int do_stage_publish(struct store_stage *st)
 		} else if (b) {
 			if (cur)
 				memcpy(b->data, c->content->data, cur);
-			memcpy(b->data + cur, st->buf, st->len);
+			if (st->len) /* no buffer after writes of nothing */
+				memcpy(b->data + cur, st->buf, st->len);
 		}
 	}
 	if (rc == 0)

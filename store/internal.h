@@ -644,13 +644,15 @@ static inline bool is_dead(const struct store_node *n)
 	return atomic_load(&n->dead) || atomic_load(&o->dead);
 }
 
-/* Does the store, or tenant @t, refuse new things (a drain)? */
+/* Does the store, or tenant @t, refuse new things (a drain)?  A tenant
+ * that was removed has no drain left: what reaches it is stale. */
 static inline bool draining(struct store *s, struct tenant *t)
 {
 	if (applying)
 		return false; /* the shared store admitted it */
 	return atomic_load(&s->state) != STORE_READY ||
-	       (t && atomic_load(&t->drain_state) != STORE_READY);
+	       (t && !atomic_load(&t->node.dead) &&
+		atomic_load(&t->drain_state) != STORE_READY);
 }
 
 static inline struct tenant *as_tenant(struct store_node *n)

@@ -109,6 +109,21 @@ static void heap_place(struct store *s, size_t i, struct store_node *n)
 	lease_of(s, n)->heap_idx = (uint32_t)i;
 }
 
+/*
+ * Does @a come before @b in the heap: an earlier deadline or, at the
+ * same one, a parent before a state, so that a parent and a child of it
+ * due at one instant end as the parent's leave (the child a removal), as
+ * the shared store orders them ("p:" before "s:" in its due set).
+ */
+static bool heap_before(const struct store *s, const struct store_node *a,
+			const struct store_node *b)
+{
+	uint64_t da = deadline_of(s, a), db = deadline_of(s, b);
+
+	return da < db || (da == db && a->kind == STORE_PARENT &&
+			   b->kind != STORE_PARENT);
+}
+
 static void heap_up(struct store *s, size_t i)
 {
 	struct store_node *n = s->heap[i];
@@ -116,7 +131,7 @@ static void heap_up(struct store *s, size_t i)
 	while (i > 0) {
 		size_t up = (i - 1) / 2;
 
-		if (deadline_of(s, s->heap[up]) <= deadline_of(s, n))
+		if (!heap_before(s, n, s->heap[up]))
 			break;
 		heap_place(s, i, s->heap[up]);
 		i = up;
@@ -130,13 +145,13 @@ static void heap_down(struct store *s, size_t i)
 
 	for (;;) {
 		size_t l = 2 * i + 1, m = i;
-		uint64_t best = deadline_of(s, n);
+		struct store_node *best = n;
 
-		if (l < s->heap_n && deadline_of(s, s->heap[l]) < best) {
+		if (l < s->heap_n && heap_before(s, s->heap[l], best)) {
 			m = l;
-			best = deadline_of(s, s->heap[l]);
+			best = s->heap[l];
 		}
-		if (l + 1 < s->heap_n && deadline_of(s, s->heap[l + 1]) < best)
+		if (l + 1 < s->heap_n && heap_before(s, s->heap[l + 1], best))
 			m = l + 1;
 		if (m == i)
 			break;

@@ -375,6 +375,35 @@ uint64_t *remote_tenants(struct store *s, size_t *n)
 	}
 }
 
+/*
+ * Wait until the mirror has applied the logs of tenants @ids[0..n) up to
+ * what Redis holds now, or seen them go: after a transition that wrote
+ * into every tenant's log (a drain of the store and its clear).  A
+ * tenant the transition took out of the store has no seq (sfs_sync
+ * gives -1): the wait is for the mirror to see it go.  0 or -EIO.
+ */
+int remote_wait_tenants(struct store *s, const uint64_t *ids, size_t n)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		redisReply *sr = NULL;
+		char k[160];
+		int64_t seq;
+
+		remote_tenant_key(s, ids[i], k, sizeof(k));
+		if (remote_fcall(s, "sfs_sync", false, 1, (const char *[]){ k },
+				 0, NULL, NULL, &sr) == 0) {
+			seq = (int64_t)out_u64(sr, 3);
+			rc = wait_seq(s, ids[i],
+				      seq >= 0 ? (uint64_t)seq : UINT64_MAX);
+		}
+		if (sr)
+			freeReplyObject(sr);
+	}
+	return rc;
+}
+
 int remote_sync(struct store *s)
 {
 	size_t n;

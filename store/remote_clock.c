@@ -190,6 +190,8 @@ unsigned remote_expire(struct store *s, unsigned budget)
 	struct args a = { .n = 0 };
 	redisReply *rep;
 	unsigned done = 0;
+	uint64_t aged = 0;
+	bool draining;
 
 	a_u64(&a, budget ? budget : 1);
 	/* At most @budget removals in all: each tenant may take what the
@@ -205,21 +207,29 @@ unsigned remote_expire(struct store *s, unsigned budget)
 		rc = remote_fcall(s, "sfs_expire", true, 1,
 				  (const char *[]){ key }, left.n, left.v, NULL,
 				  &rep);
-		if (rc == 0)
+		if (rc == 0) {
 			done += (unsigned)out_u64(rep, 3);
+			aged += out_u64(rep, 4);
+		}
 		settle(s, ids[i], rc, rep);
 		if (rep)
 			freeReplyObject(rep);
 	}
-	free(ids);
 	/* The store's scope: tombstones store-wide and a drain of the
-	 * store. */
+	 * store.  Tombstones aged by any of these calls, and the clear of
+	 * a drain of the store, are entries in the logs of other tenants
+	 * than the one called: those logs are waited for too, as after
+	 * store_drain, so what went is gone from the mirror on return. */
+	draining = atomic_load(&s->state) == STORE_DRAINING;
 	rep = NULL;
 	if (remote_fcall(s, "sfs_expire", true, 0, NULL, a.n, a.v, NULL,
-			 &rep) == 0)
-		wait_seq(s, 0, out_u64(rep, 2));
+			 &rep) == 0 &&
+	    wait_seq(s, 0, out_u64(rep, 2)) == 0 &&
+	    (draining || aged + out_u64(rep, 4) > 0) && ids)
+		remote_wait_tenants(s, ids, n);
 	if (rep)
 		freeReplyObject(rep);
+	free(ids);
 	return done;
 }
 

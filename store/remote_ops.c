@@ -528,6 +528,8 @@ int remote_publish(struct store *s, struct store_node *n, const char *mode,
 	uint64_t tid;
 	int rc;
 
+	/* A child this mount already saw go is refused here, never asked
+	 * for: counted here, as the embedded store counts it. */
 	if (!t)
 		return refuse(s, -ESTALE);
 	rc = tkey(s, t, &tid, key, sizeof(key)) ? 0 : -ESTALE;
@@ -652,19 +654,8 @@ int remote_drain(struct store *s, struct store_node *tenant,
 		 * of memory for their list, the drain still stands: only the
 		 * wait for the tenants' logs is lost.) */
 		rc = wait_seq(s, 0, out_u64(rep, 2));
-		for (size_t i = 0; i < n && rc == 0; i++) {
-			redisReply *sr = NULL;
-			char k[160];
-
-			remote_tenant_key(s, ids[i], k, sizeof(k));
-			if (remote_fcall(s, "sfs_sync", false, 1,
-					 (const char *[]){ k }, 0, NULL, NULL,
-					 &sr) == 0 &&
-			    (int64_t)out_u64(sr, 3) >= 0)
-				rc = wait_seq(s, ids[i], out_u64(sr, 3));
-			if (sr)
-				freeReplyObject(sr);
-		}
+		if (rc == 0 && ids)
+			rc = remote_wait_tenants(s, ids, n);
 		free(ids);
 	} else {
 		rc = settle(s, tid, rc, rep);

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 /* The library version this mount speaks (store/statefs.lua). */
-#define LIBVERSION 2
+#define LIBVERSION 3
 #define POOL_SIZE 8
 
 /* Start and stop ------------------------------------------------------------- */

@@ -125,6 +125,11 @@ const char *out_str(const redisReply *r, size_t i);
  * and a second. */
 int wait_seq(struct store *s, uint64_t tid, uint64_t seq);
 
+/* Wait until the mirror has applied tenants @ids[0..n)'s logs as Redis
+ * holds them now, or seen each go (after a drain of the store); 0 or
+ * -EIO. */
+int remote_wait_tenants(struct store *s, const uint64_t *ids, size_t n);
+
 /* The outcome @rep (NULL: the call failed, @rc) of a call about tenant
  * @tid: wait for its seq.  @rc stands, but a success the wait failed. */
 int settle(struct store *s, uint64_t tid, int rc, redisReply *rep);

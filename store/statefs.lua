@@ -367,9 +367,11 @@ order; "(counted)" marks refusals that bump refused_*):
       Due leases of T, oldest first, at most BUDGET (a child as by unlink,
       a parent as by rmdir with its tombstone even over max_tombstones;
       the states it ends are removals); then due tombstones store-wide,
-      at most BUDGET; then a due drain of the store, then of T (due: the
-      deadline passed or no child is left).  Idempotent.  OK [leases
-      expired, tombstones aged].
+      at most BUDGET; then, with T, a due drain of T, without T, a due
+      drain of the store (due: the deadline passed or no child is left),
+      so a mount that calls each tenant's then the store's ends due
+      leases before a drain of the store clears the rest.  Idempotent.
+      OK [leases expired, tombstones aged].
   sfs_drain 1|2 META [T] ... [CRED]                 (store_drain_as)
   sfs_drain_now 1|2 META [T] ...                    (store_drain_now)
       Dead tenant ESTALE (not counted).  A tenant's drain with CRED
@@ -416,7 +418,7 @@ per-tenant shares of a ceiling belong there), REFUSED (which errno counts
 as which refusal), the entry fields named above (what .events shows).
 ]==]
 
-local LIBVERSION = 2
+local LIBVERSION = 3
 
 -- Numbers, tables and the rules most likely to change ------------------------
 
@@ -1983,7 +1985,11 @@ end
 -- The scope of a function that takes one key (the store) or two (a tenant).
 local function scope_of(keys) return #keys >= 2 and 'tenant' or 'root' end
 
--- sfs_expire (store_expire, then the drains that are due).
+-- sfs_expire (store_expire, then the drains that are due).  A tenant's
+-- call settles the tenant's drain, the store's call the store's: a mount
+-- calls each tenant's, then the store's, so every lease that is due ends
+-- as an expiry before a drain of the store clears what is left, as in
+-- the embedded store (leases, tombstones, then drains).
 local function fn_expire(keys, args)
 	local ctx, early = begin(keys, args, scope_of(keys))
 	if not ctx then return early end
@@ -1993,7 +1999,11 @@ local function fn_expire(keys, args)
 	local done = 0
 	if T and T.live then done = leases_expire(ctx, T, budget) end
 	local aged = tombs_reap(ctx, budget)
-	drains_settle(ctx, T)
+	if T then
+		if T.live and drain_due(ctx, T) then drain_clear_tenant(ctx, T, false) end
+	else
+		drains_settle(ctx, nil)
+	end
 	return finish(ctx, ok(ctx, done, aged))
 end
 

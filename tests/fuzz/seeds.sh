@@ -1,8 +1,8 @@
 #!/bin/sh
 # Regenerate the committed seed corpus in tests/fuzz/corpus/ (run from
 # anywhere; it overwrites only the seeds named here).  The encodings
-# follow the decoders in fuzz_layout.c and fuzz_store.c: change one, and
-# change this file with it.
+# follow the decoders in fuzz_layout.c, fuzz_store.c and fuzz_shared.c:
+# change one, and change this file with it.
 set -eu
 cd "$(dirname "$0")"
 
@@ -189,3 +189,144 @@ snapshot_tenant() { bytes 32 "$(p "$1" 0 0 1)" "$2"; }
 	snapshot_tenant 0 7
 	set_ttl 0 0 -1 1; advance 0
 } >"$S/snapshot"
+
+# --- fuzz_shared: CONFIG then operations ----------------------------------------
+#
+# The same framing as fuzz_store (an op byte, enum op in fuzz_shared.c,
+# then a path byte and what the op takes), with its own op numbers; the
+# extra bits (x) of the path byte pick the variant: the owner of a mkdir
+# or create, the credentials of a removal (0 none, 1 the first owner, 2
+# another user), excl, a publication's mode, a rename's flags, a stage
+# slot and mode, the clock step.
+
+H=corpus/fuzz_shared
+mkdir -p "$H"
+h_mkdir_t() { bytes 0 "$(p "$1" 0 0 "${2:-0}")"; }
+h_rmdir_t() { bytes 1 "$(p "$1" 0 0 "${2:-0}")"; }
+h_join() { bytes 2 "$(p "$1" "$2" 0 "${3:-0}")"; }
+h_leave() { bytes 3 "$(p "$1" "$2" 0 "${3:-0}")"; }
+h_depart() { bytes 4 "$(p "$1" "$2" 0 "${3:-0}")"; }
+h_create() { bytes 5 "$(p "$1" "$2" "$3" "${4:-0}")"; }  # 4: 1 excl, 2 owner 2
+# h_publish T P C MODE(0 replace, 1 append, 2 cas) BYTE...
+h_publish() {
+	t=$1 pp=$2 c=$3 mode=$4
+	shift 4
+	bytes 6 "$(p "$t" "$pp" "$c" "$mode")" $# "$@"
+}
+h_truncate() { bytes 7 "$(p "$1" "$2" "$3")" "$4"; }
+h_unlink() { bytes 8 "$(p "$1" "$2" "$3")"; }
+h_link() { bytes 9 "$(p "$1" "$2" "$3")" "$(p "$4" "$5" "$6")"; }
+h_rename() { bytes 10 "$(p "$1" "$2" "$3" "$7")" "$(p "$4" "$5" "$6")"; }
+# h_set_ttl T P C(-1: the parent) TTL-INDEX (0 1 100 250 500 700 1000 2000)
+h_set_ttl() {
+	if [ "$3" -lt 0 ]; then bytes 11 "$(p "$1" "$2" 0 0)" "$4"
+	else bytes 11 "$(p "$1" "$2" "$3" 1)" "$4"; fi
+}
+h_renew() { bytes 12 "$(p "$1" "$2" 0 0)" 0; }
+h_child_ttl() { bytes 13 "$(p "$1" "$2" 0)" "$3"; }
+# h_advance INDEX (1 50 99 100 250 500 1000 3000 ms)
+h_advance() { bytes 14 "$(p 0 0 0 "$1")"; }
+h_drain() { bytes 15 "$(p "$1" 0 0 "${2:-0}")"; }        # 2: credentials
+h_drain_store() { bytes 15 "$(p 0 0 0 7)"; }
+h_drain_now() { bytes 15 "$(p 0 0 0 6)"; }
+# h_stage_open SLOT T P C MODE(0 read, 1 replace, 2 append, 3 cas)
+h_stage_open() { bytes 16 "$(p "$2" "$3" "$4" $(($1 | $5 << 1)))"; }
+h_stage_write() { s=$1; shift; bytes 17 "$(p "$s" 0 0)" $# "$@"; }
+h_stage_publish() { bytes 18 "$(p "$1" 0 0)"; }
+h_stage_read() { bytes 19 "$(p "$1" 0 0)"; }
+h_stage_close() { bytes 20 "$(p "$1" 0 0)"; }
+h_stage_flush() { bytes 22 "$(p "$1" 0 0)"; }
+h_handle() { bytes 23 "$(p "$2" "$3" 0 "$1")"; }
+h_handle_create() { bytes 24 "$(p 0 0 "$2" "$1")"; }
+h_handle_list() { bytes 25 "$(p 0 0 0 "$1")"; }
+# h_chmod T P C WHICH(0 tenant, 1 parent, 2 child) MODE-INDEX
+h_chmod() { bytes 26 "$(p "$1" "$2" "$3" "$4")" "$5"; }
+h_wrong_depth() { bytes 27 "$(p "$2" "$3" "$4" "$1")"; }
+
+{
+	bytes 0
+	h_mkdir_t 0; h_join 0 0; h_join 0 1; h_create 0 0 0 1; h_create 0 0 0 1
+	h_create 0 0 1; h_publish 0 0 0 0 97 98; h_publish 0 0 0 1 99
+	h_publish 0 0 0 2 100; h_link 0 0 0 0 1 2; h_publish 0 1 2 1 101
+	h_rename 0 0 1 0 1 3 0; h_rename 0 0 0 0 1 3 2; h_unlink 0 1 2
+	h_truncate 0 1 3 5; h_leave 0 0; h_join 0 0; h_depart 0 2
+	h_rmdir_t 0
+} >"$H/tree"
+
+{
+	bytes 1
+	h_mkdir_t 1; h_join 1 0; h_set_ttl 1 0 -1 3; h_create 1 0 0
+	h_advance 3; h_renew 1 0; h_advance 4; h_join 1 0
+	h_child_ttl 1 0 2; h_create 1 0 1; h_set_ttl 1 0 1 6; h_advance 6
+	h_depart 1 2; h_depart 1 1; h_depart 1 2; h_advance 7
+} >"$H/leases"
+
+{
+	bytes 0
+	h_mkdir_t 0; h_join 0 2; h_create 0 2 1
+	h_stage_open 0 0 2 1 3; h_stage_open 1 0 2 1 0
+	h_publish 0 2 1 0 120; h_stage_write 0 121 122
+	h_stage_read 1; h_stage_publish 0; h_stage_read 0; h_stage_read 1
+	h_stage_open 0 0 2 1 2; h_stage_write 0 1 2 3 4; h_unlink 0 2 1
+	h_stage_publish 0; h_stage_flush 0; h_stage_close 0; h_stage_close 1
+} >"$H/stages"
+
+{
+	bytes 2
+	h_mkdir_t 0; h_mkdir_t 1; h_join 0 0; h_join 1 0; h_join 1 1
+	h_create 0 0 0; h_create 1 0 0; h_create 1 1 1
+	h_drain 1; h_unlink 1 0 0; h_create 1 1 2; h_join 1 2
+	h_unlink 1 1 1; h_drain_store; h_publish 0 0 0 0 1; h_advance 5
+	h_mkdir_t 0; h_drain_now
+} >"$H/drain"
+
+{
+	bytes 8
+	h_mkdir_t 0; h_join 0 0; h_join 0 1; h_join 0 2
+	h_create 0 0 0; h_create 0 0 1; h_create 0 0 2; h_create 0 1 0
+	h_create 0 1 1; h_create 0 1 2; h_create 0 2 0; h_link 0 0 0 0 2 1
+	h_publish 0 0 0 0 1 2 3 4; h_publish 0 0 1 0 1 2 3 4
+	h_publish 0 0 2 0 1 2 3 4; h_publish 0 1 0 0 1 2 3 4 5 6 7 8 9
+	h_depart 0 0; h_depart 0 1; h_leave 0 2; h_depart 0 0
+} >"$H/capacity"
+
+# Owners and modes: removals as another user, sticky and closed parents.
+{
+	bytes 0
+	h_mkdir_t 0 1; h_join 0 0 1; h_join 0 1; h_create 0 0 0 2
+	h_create 0 1 1; h_leave 0 0 2; h_chmod 0 1 0 1 1; h_leave 0 1 2
+	h_chmod 0 0 0 0 4; h_depart 0 1 2; h_rmdir_t 0 2; h_drain 0 2
+	h_chmod 0 0 0 0 2; h_rmdir_t 0 1
+} >"$H/owners"
+
+{
+	bytes 0
+	h_mkdir_t 0; h_join 0 0; h_handle 0 0 0; h_handle 1 0 0
+	h_leave 0 0; h_join 0 0; h_handle_create 0 1; h_handle_list 0
+	h_handle 0 0 0; h_handle_create 0 1; h_handle_list 0
+	h_wrong_depth 0 0 0 0; h_wrong_depth 1 0 0 0; h_wrong_depth 2 0 0 1
+	h_wrong_depth 3 0 0 0; h_wrong_depth 4 0 0 1; h_wrong_depth 5 0 0 0
+	h_wrong_depth 6 0 0 0; h_wrong_depth 7 0 0 0
+} >"$H/handles"
+
+# A drain of the store whose clear takes a tenant with its tombstones.
+{
+	bytes 8
+	h_mkdir_t 0; h_depart 0 0; h_depart 0 0; h_drain_store
+} >"$H/drain-tombstones"
+
+# A lease and a drain of the store due at one clock step: the lease ends
+# as an expiry first (counted), then the drain clears the rest.
+{
+	bytes 0
+	h_mkdir_t 0; h_mkdir_t 1; h_join 1 0; h_set_ttl 1 0 -1 1
+	h_create 1 0 1; h_drain_store; h_advance 5
+} >"$H/expire-then-drain"
+
+# A parent and its child due at the same instant (the child's lease set
+# first): the parent goes first, its child a removal.
+{
+	bytes 1
+	h_mkdir_t 1; h_join 1 0; h_child_ttl 1 0 6; h_create 1 0 1
+	h_set_ttl 1 0 -1 6; h_advance 7
+} >"$H/tie-parent-child"

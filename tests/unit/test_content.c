@@ -762,6 +762,34 @@ static void test_stage_truncate_append_empty(void **state)
 	check_ok(c);
 }
 
+/* A write of no bytes stages nothing new: on a fresh replace stage (no
+ * buffer yet) it returns 0 and the publication is the empty state; on
+ * an append stage the publication appends nothing. */
+static void test_stage_write_nothing(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *a;
+	struct store_stage *st = NULL;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	publish(c, a, STORE_STAGE_REPLACE, "abc");
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_REPLACE, &st), 0);
+	assert_int_equal(store_stage_write(st, "", 0, 0), 0);
+	assert_int_equal(store_stage_publish(st), 0);
+	store_stage_close(st);
+	assert_content(c, a, "");
+	/* and on an append stage, appends nothing to what is there */
+	publish(c, a, STORE_STAGE_REPLACE, "abc");
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_APPEND, &st), 0);
+	assert_int_equal(store_stage_write(st, "", 0, 0), 0);
+	assert_int_equal(store_stage_publish(st), 0);
+	store_stage_close(st);
+	assert_content(c, a, "abc");
+	check_ok(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -781,6 +809,7 @@ int main(void)
 		TEST(test_setattr_size_is_publication),
 		TEST(test_stage_truncate_append),
 		TEST(test_stage_truncate_append_empty),
+		TEST(test_stage_write_nothing),
 	};
 
 	return run_store_tests("content", tests);

@@ -888,6 +888,9 @@ static void test_cleanup_of_draining_tenant(void **state)
 	assert_int_equal(store_rmdir(c->s, root(c), "t", NULL), 0);
 	assert_int_equal(store_next_deadline(c->s), UINT64_MAX);
 	assert_dstate(c, NULL, STORE_READY);
+	/* Its drain went with it: an old handle of its parent is stale,
+	 * not refused for a drain (as on a shared store). */
+	assert_int_equal(create_rc(c, p, "b", false), -ESTALE);
 	/* A new tenant of that name is a new node, not draining. */
 	t2 = mk(c, root(c), "t");
 	assert_dstate(c, t2, STORE_READY);

@@ -203,6 +203,29 @@ static void test_expire_deadline_order(void **state)
 	check_ok(c);
 }
 
+/*
+ * A parent and a child of it due at the same instant: the parent goes
+ * first (its leave removes the child: a removal, not an expiry), as the
+ * shared store orders them, whichever lease was set first.
+ */
+static void test_expire_tie_parent_first(void **state)
+{
+	struct ctx *c = *state;
+	struct store_node *t, *p, *a;
+
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	set_ttl(c, a, 1000);
+	set_ttl(c, p, 1000);
+	advance(c, 1000);
+	(void)store_expire(c->s, 10);
+	assert_int_equal(stats(c, NULL).expiries, 1);
+	assert_int_equal(stats(c, NULL).removals, 1);
+	assert_int_equal(stats(c, NULL).children, 0);
+	check_ok(c);
+}
+
 static void test_expire_budget(void **state)
 {
 	struct ctx *c = *state;
@@ -1010,6 +1033,7 @@ int main(void)
 		TEST_HOOKED(test_lease_get_set_kinds),
 		TEST_HOOKED(test_durations_bounded),
 		TEST_HOOKED(test_expire_deadline_order),
+		TEST_HOOKED(test_expire_tie_parent_first),
 		TEST_HOOKED(test_expire_budget),
 		TEST_HOOKED(test_next_deadline),
 		TEST_HOOKED(test_next_deadline_forgets_removed_leases),
