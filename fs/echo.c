@@ -88,14 +88,55 @@ static struct store_node *shown_before(struct fs *fs, fuse_ino_t dir,
 	return n;
 }
 
+/* An open file of the echo thread: nothing staged, nothing published. */
+static int echo_file(struct fs *fs, struct store_node *n,
+		     struct fuse_file_info *fi)
+{
+	struct fs_file *f = fs_file_new();
+
+	if (!f)
+		return -ENOMEM;
+	f->kind = FS_ECHO;
+	f->node = n;
+	store_node_ref(n);
+	fi->fh = (uintptr_t)f;
+	fi->direct_io = 1;
+	return 0;
+}
+
+/*
+ * Answer the echo's request with @n's entry (@rc 0) or @rc, and end the
+ * reply begun with @tok; with @fi, an open file made for it by
+ * echo_file(), as a create's reply (freed when the entry cannot be
+ * made).  Lets go of @n.
+ */
+static void reply_shown(fuse_req_t req, struct fs *fs, struct store_node *n,
+			int rc, struct fuse_file_info *fi, unsigned tok)
+{
+	struct fuse_entry_param e;
+
+	if (rc == 0) {
+		rc = fs_entry_fill(fs, n, &e);
+		if (rc && fi)
+			fs_file_free(fs, (struct fs_file *)(uintptr_t)fi->fh);
+	}
+	if (rc)
+		reply_err(req, rc);
+	else if (fi)
+		fuse_reply_create(req, &e, fi);
+	else
+		fuse_reply_entry(req, &e);
+	fs_reply_end(fs, tok);
+	if (n)
+		store_node_unref(fs->store, n);
+}
+
 bool fs_echo_lookup_first(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 			  const char *name)
 {
-	struct fuse_entry_param e;
 	struct store_node *n;
 	unsigned tok;
 	bool hide;
-	int rc;
 
 	if (!from_echo(req, fs))
 		return false;
@@ -105,14 +146,7 @@ bool fs_echo_lookup_first(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 		fs_reply_end(fs, tok);
 		return false;
 	}
-	rc = n ? fs_entry_fill(fs, n, &e) : -ENOENT;
-	if (rc)
-		reply_err(req, rc);
-	else
-		fuse_reply_entry(req, &e);
-	fs_reply_end(fs, tok);
-	if (n)
-		store_node_unref(fs->store, n);
+	reply_shown(req, fs, n, n ? 0 : -ENOENT, NULL, tok);
 	return true;
 }
 
@@ -218,26 +252,9 @@ static struct store_node *echo_target(struct fs *fs, enum fs_echo_kind kind,
 	return n;
 }
 
-/* An open file of the echo thread: nothing staged, nothing published. */
-static int echo_file(struct fs *fs, struct store_node *n,
-		     struct fuse_file_info *fi)
-{
-	struct fs_file *f = fs_file_new();
-
-	if (!f)
-		return -ENOMEM;
-	f->kind = FS_ECHO;
-	f->node = n;
-	store_node_ref(n);
-	fi->fh = (uintptr_t)f;
-	fi->direct_io = 1;
-	return 0;
-}
-
 bool fs_echo_appear(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 		    const char *name, struct fuse_file_info *fi)
 {
-	struct fuse_entry_param e;
 	struct store_node *n;
 	unsigned tok;
 	int rc;
@@ -249,20 +266,7 @@ bool fs_echo_appear(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 	rc = n ? 0 : -EEXIST;
 	if (rc == 0 && fi)
 		rc = echo_file(fs, n, fi);
-	if (rc == 0) {
-		rc = fs_entry_fill(fs, n, &e);
-		if (rc && fi)
-			fs_file_free(fs, (struct fs_file *)(uintptr_t)fi->fh);
-	}
-	if (rc)
-		reply_err(req, rc);
-	else if (fi)
-		fuse_reply_create(req, &e, fi);
-	else
-		fuse_reply_entry(req, &e);
-	fs_reply_end(fs, tok);
-	if (n)
-		store_node_unref(fs->store, n);
+	reply_shown(req, fs, n, rc, rc == 0 ? fi : NULL, tok);
 	return true;
 }
 

@@ -91,14 +91,7 @@ static struct store_node *tenant_of(struct store *s, struct store_node *n)
 		t = &as_parent(n)->tenant->node;
 		store_node_ref(t);
 	} else if (n->kind == STORE_CHILD) {
-		struct child *c = as_child(n);
-
-		lock(stripe(s, c), LOCK_STRIPE);
-		if (c->node.nlink) {
-			t = &child_tenant(c)->node;
-			store_node_ref(t);
-		}
-		unlock(stripe(s, c), LOCK_STRIPE);
+		t = remote_state_tenant(s, as_child(n));
 	}
 	return t;
 }

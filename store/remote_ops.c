@@ -95,9 +95,7 @@
 #include <inttypes.h>
 #include <sys/stat.h>
 
-/* The tenant node state @c belongs to (its links' parents'), with a
- * reference, or NULL when it has no link. */
-static struct store_node *state_tenant(struct store *s, struct child *c)
+struct store_node *remote_state_tenant(struct store *s, struct child *c)
 {
 	struct store_node *t = NULL;
 
@@ -375,7 +373,7 @@ int remote_link(struct store *s, struct store_node *child,
 		return -EPERM;
 	if (!tkey(s, &p->tenant->node, &tid, key, sizeof(key)))
 		return refuse(s, -ESTALE);
-	ct = state_tenant(s, c);
+	ct = remote_state_tenant(s, c);
 	if (!ct)
 		return refuse(s, -ESTALE);
 	rc = tkey(s, ct, &ctid, ckey, sizeof(ckey)) ? 0 : -ESTALE;
@@ -464,7 +462,7 @@ int remote_setattr(struct store *s, struct store_node *n, unsigned mask,
 	if (!kind)
 		return -EPERM;
 	if (n->kind == STORE_CHILD)
-		t = state_tenant(s, as_child(n));
+		t = remote_state_tenant(s, as_child(n));
 	if (!t)
 		return refuse(s, -ESTALE);
 	rc = tkey(s, t, &tid, key, sizeof(key)) ? 0 : -ESTALE;
@@ -520,7 +518,7 @@ int remote_publish(struct store *s, struct store_node *n, const char *mode,
 		   uint64_t seen_version, int64_t seen_mtime)
 {
 	struct args a = { .n = 0 };
-	struct store_node *t = state_tenant(s, as_child(n));
+	struct store_node *t = remote_state_tenant(s, as_child(n));
 	const char *v[8];
 	size_t l[8];
 	char key[160];
@@ -576,7 +574,7 @@ static int remote_lease(struct store *s, struct store_node *n, bool set,
 		return -EINVAL;
 	kind = kind_name(n, &t);
 	if (n->kind == STORE_CHILD)
-		t = state_tenant(s, as_child(n));
+		t = remote_state_tenant(s, as_child(n));
 	if (!t)
 		return refuse(s, -ESTALE);
 	rc = tkey(s, t, &tid, key, sizeof(key)) ? 0 : -ESTALE;

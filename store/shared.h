@@ -152,6 +152,12 @@ bool tkey(struct store *s, struct store_node *t, uint64_t *tid,
  * NULL when memory ran out. */
 uint64_t *remote_tenants(struct store *s, size_t *n);
 
+/* store/remote_ops.c */
+
+/* The tenant node state @c belongs to (its links' parents'), with a
+ * reference, or NULL when it has no link (takes its stripe). */
+struct store_node *remote_state_tenant(struct store *s, struct child *c);
+
 /* store/remote_clock.c */
 
 /* Local CLOCK_MONOTONIC in ms. */

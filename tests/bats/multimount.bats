@@ -29,27 +29,6 @@ teardown() {
 	redis_stop_all
 }
 
-# mount3 [OPTS...]: three mounts of this test's store, A, B and C.
-mount3() {
-	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
-	A=$MNT
-	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
-	B=$MNT
-	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
-	C=$MNT
-}
-
-# fsyncdir DIR...: fsync(2) of each directory (its mount catches up with
-# every change made before the call).
-fsyncdir() {
-	python3 -c '
-import os, sys
-for d in sys.argv[1:]:
-    fd = os.open(d, os.O_RDONLY)
-    os.fsync(fd)
-    os.close(fd)' "$@"
-}
-
 # race OP ROUNDS PATH_FMT MNT...: one thread per mountpoint; in each round
 # r the threads meet at a barrier, then each runs OP on MNT/(PATH_FMT % r)
 # at once.  Prints one line a round: r and each mount's outcome (OK or the

@@ -17,6 +17,12 @@
 #   rcli ARGS...             redis-cli on REDIS_SOCK
 #   redis_load_library       FUNCTION LOAD REPLACE store/statefs.lua on
 #                            REDIS_SOCK; prints the library name
+#   mount2 [OPTS...]         two mounts of REDIS_SOCK's store (statefs_mount,
+#                            helpers.bash), as two hosts: A and B
+#   mount3 [OPTS...]         three: A, B and C
+#   fsyncdir DIR...          fsync(2) of each directory: its mount catches
+#                            up with every change made before the call
+#                            (bounded: a hang fails the test)
 
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
@@ -86,4 +92,26 @@ rcli() {
 
 redis_load_library() {
 	rcli FUNCTION LOAD REPLACE "$(cat "$REDIS_LIBRARY")"
+}
+
+mount2() {
+	statefs_mount -o "store=unix:$REDIS_SOCK" "$@" || return 1
+	A=$MNT
+	statefs_mount -o "store=unix:$REDIS_SOCK" "$@" || return 1
+	B=$MNT
+}
+
+mount3() {
+	mount2 "$@" || return 1
+	statefs_mount -o "store=unix:$REDIS_SOCK" "$@" || return 1
+	C=$MNT
+}
+
+fsyncdir() {
+	timeout 20 python3 -c '
+import os, sys
+for d in sys.argv[1:]:
+    fd = os.open(d, os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)' "$@"
 }

@@ -22,19 +22,6 @@ teardown() {
 	redis_stop_all
 }
 
-# mount2 [OPTS...]: two mounts of this test's store, A and B.
-mount2() {
-	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
-	A=$MNT
-	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
-	B=$MNT
-}
-
-# fsyncdir DIR: fsync(2) of a directory (this mount catches up).
-fsyncdir() {
-	python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$1"
-}
-
 @test "two mounts of one store show one tree; each sees its own change at once, the other's after fsync of a directory" {
 	mount2
 	mkdir "$A/acme" "$A/acme/p"

@@ -37,11 +37,6 @@ teardown() {
 	redis_stop_all
 }
 
-# fsyncdir DIR: fsync(2) of a directory (this mount catches up).
-fsyncdir() {
-	timeout 20 python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$1"
-}
-
 # pid_of MNT: the daemon of one of this test's live mounts.
 pid_of() {
 	local e

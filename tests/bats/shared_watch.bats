@@ -30,17 +30,6 @@ teardown() {
 	redis_stop_all
 }
 
-mount2() {
-	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
-	A=$MNT
-	statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
-	B=$MNT
-}
-
-fsyncdir() {
-	python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$1"
-}
-
 @test "inotify on one mount sees another mount's join, create, publication, unlink and leave" {
 	mount2
 	mkdir "$A/t" "$A/t/p"
