@@ -211,15 +211,22 @@ unsigned remote_expire(struct store *s, unsigned budget)
 	/* The store's scope: tombstones store-wide and a drain of the
 	 * store.  Tombstones aged by any of these calls, and the clear of
 	 * a drain of the store, are entries in the logs of other tenants
-	 * than the one called: those logs are waited for too, as after
+	 * than the one called, and of tenants with no lease due (not in
+	 * @ids): every tenant's log is waited for then, as after
 	 * store_drain, so what went is gone from the mirror on return. */
 	draining = atomic_load(&s->state) == STORE_DRAINING;
 	rep = NULL;
 	if (remote_fcall(s, "sfs_expire", true, 0, NULL, a.n, a.v, NULL,
 			 &rep) == 0 &&
 	    wait_seq(s, 0, out_u64(rep, 2)) == 0 &&
-	    (draining || aged + out_u64(rep, 4) > 0) && ids)
-		remote_wait_tenants(s, ids, n);
+	    (draining || aged + out_u64(rep, 4) > 0)) {
+		size_t na = 0;
+		uint64_t *all = remote_tenants(s, &na);
+
+		if (all)
+			remote_wait_tenants(s, all, na);
+		free(all);
+	}
 	if (rep)
 		freeReplyObject(rep);
 	free(ids);
