@@ -37,9 +37,14 @@
  * the kernel does not show it already (a process on this mount looked
  * it up first: it has seen the node, the watcher gets no CREATE).
  *
+ * The system calls on the mount are made by the echo's own process
+ * (fs/echo_call.c), never by a thread of the daemon: a daemon killed
+ * while one of its threads waited on its own mount could never finish
+ * dying, and would take the mount with it.
+ *
  * Locks: fs->echo_lock, a leaf, guards the echo record (one echo at a
  * time); fs->watch_lock guards echo_seq, how far the thread has got.
- * The thread's own syscalls on the mount are made holding neither.
+ * The echo's calls are made holding neither.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -47,12 +52,10 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "fs/fs.h"
 
-#define FUSE_SUPER_MAGIC 0x65735546
 
 static bool from_echo(fuse_req_t req, struct fs *fs)
 {
@@ -377,25 +380,25 @@ static bool name_live(struct fs *fs, const struct store_event *ev, int depth)
 }
 
 /* Replay one internal removal through the mount. */
-static void echo_remove(struct fs *fs, int rootfd, const struct store_event *ev)
+static void echo_remove(struct fs *fs, const struct store_event *ev)
 {
 	int depth = ev->kind == STORE_TENANT ? 1 : ev->kind == STORE_PARENT ? 2 : 3;
 	bool dir = depth < 3;
 	const char *name = depth == 1 ? ev->tenant : depth == 2 ? ev->parent : ev->child;
-	char path[3 * (NAME_MAX + 1)];
-	struct statx stx;
+	struct fs_echo_req rq = { .op = dir ? FS_ECALL_RMDIR : FS_ECALL_UNLINK,
+				  .ino = ev->ino };
 
 	if (!ev->internal || ev->ino == 0 || !*name || strlen(name) > NAME_MAX)
 		return;
 	if (name_live(fs, ev, depth))
 		return; /* a newer incarnation owns the name: no echo */
 	if (depth == 1)
-		snprintf(path, sizeof(path), "%s", ev->tenant);
+		snprintf(rq.path, sizeof(rq.path), "%s", ev->tenant);
 	else if (depth == 2)
-		snprintf(path, sizeof(path), "%s/%s", ev->tenant, ev->parent);
+		snprintf(rq.path, sizeof(rq.path), "%s/%s", ev->tenant, ev->parent);
 	else
-		snprintf(path, sizeof(path), "%s/%s/%s", ev->tenant, ev->parent,
-			 ev->child);
+		snprintf(rq.path, sizeof(rq.path), "%s/%s/%s", ev->tenant,
+			 ev->parent, ev->child);
 	pthread_mutex_lock(&fs->echo_lock);
 	snprintf(fs->echo_name, sizeof(fs->echo_name), "%s", name);
 	fs->echo_kind = FS_ECHO_REMOVE;
@@ -419,9 +422,7 @@ static void echo_remove(struct fs *fs, int rootfd, const struct store_event *ev)
 	 * between this and the removal, fs_echo_remove() judges.  Failure is
 	 * fine: the directory may be gone too (a cascade).
 	 */
-	if (statx(rootfd, path, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
-		  STATX_INO, &stx) == 0 && stx.stx_ino == ev->ino)
-		(void)unlinkat(rootfd, path, dir ? AT_REMOVEDIR : 0);
+	(void)fs_echo_proc_call(fs, &rq);
 	pthread_mutex_lock(&fs->echo_lock);
 	fs->echo_armed = false;
 	pthread_mutex_unlock(&fs->echo_lock);
@@ -487,48 +488,38 @@ static bool appear_kind(enum store_op op, int depth, enum fs_echo_kind *kind)
 	}
 }
 
-/* The syscall that replays the armed echo of line @ev. */
-static void appear_call(int rootfd, const struct store_event *ev,
+/* The call that replays the armed echo of line @ev, through the echo's
+ * process (fs/echo_call.c).  A name the kernel shows already cannot
+ * appear again; one it does not show is looked up, answered absent
+ * (fs_echo_lookup_first), and made. */
+static void appear_call(struct fs *fs, const struct store_event *ev,
 			const char *path, const char *from)
 {
-	struct statx stx;
-	int fd;
+	struct fs_echo_req rq = { 0 };
 
-	if (ev->op == STORE_OP_RENAME) {
-		(void)renameat(rootfd, from, rootfd, path);
-		return;
+	switch (ev->op) {
+	case STORE_OP_RENAME:
+		rq.op = FS_ECALL_RENAME;
+		break;
+	case STORE_OP_EXCHANGE:
+		rq.op = FS_ECALL_EXCHANGE;
+		break;
+	case STORE_OP_WRITE:
+		rq.op = FS_ECALL_PUBLISH;
+		break;
+	case STORE_OP_JOIN:
+		rq.op = FS_ECALL_MKDIR;
+		break;
+	case STORE_OP_CREATE:
+		rq.op = FS_ECALL_CREATE;
+		break;
+	default:
+		rq.op = FS_ECALL_LINK;
+		break;
 	}
-	if (ev->op == STORE_OP_EXCHANGE) {
-		(void)renameat2(rootfd, from, rootfd, path, RENAME_EXCHANGE);
-		return;
-	}
-	if (ev->op == STORE_OP_WRITE) {
-		fd = openat(rootfd, path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (fd >= 0) {
-			/* Answered and dropped: a write the kernel counts
-			 * (MODIFY), then the close (CLOSE_WRITE). */
-			(void)!pwrite(fd, "", 1, 0);
-			close(fd);
-		}
-		return;
-	}
-	/* A name the kernel shows already (a lookup on this mount came
-	 * first) cannot appear again; one it does not show is looked up,
-	 * answered absent (fs_echo_lookup_first), and made. */
-	if (statx(rootfd, path, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
-		  STATX_INO, &stx) == 0)
-		return;
-	if (ev->op == STORE_OP_JOIN) {
-		(void)mkdirat(rootfd, path, 0755);
-	} else if (ev->op == STORE_OP_CREATE) {
-		fd = openat(rootfd, path,
-			    O_CREAT | O_EXCL | O_RDONLY | O_CLOEXEC | O_NOFOLLOW,
-			    0644);
-		if (fd >= 0)
-			close(fd);
-	} else {
-		(void)linkat(rootfd, from, rootfd, path, 0);
-	}
+	snprintf(rq.path, sizeof(rq.path), "%s", path);
+	snprintf(rq.from, sizeof(rq.from), "%s", from);
+	(void)fs_echo_proc_call(fs, &rq);
 }
 
 /*
@@ -536,7 +527,7 @@ static void appear_call(int rootfd, const struct store_event *ev,
  * publication through the mount, while the node the line made still
  * owns its name (else a later line speaks for the name).
  */
-static void echo_appear(struct fs *fs, int rootfd, const struct store_event *ev)
+static void echo_appear(struct fs *fs, const struct store_event *ev)
 {
 	int depth = ev->kind == STORE_TENANT ? 1 : ev->kind == STORE_PARENT ? 2 : 3;
 	const char *names[3] = { ev->tenant, ev->parent, ev->child };
@@ -586,7 +577,7 @@ static void echo_appear(struct fs *fs, int rootfd, const struct store_event *ev)
 	fs->echo_other = other;
 	fs->echo_armed = true;
 	pthread_mutex_unlock(&fs->echo_lock);
-	appear_call(rootfd, ev, path, fpath);
+	appear_call(fs, ev, path, fpath);
 	pthread_mutex_lock(&fs->echo_lock);
 	fs->echo_armed = false;
 	fs->echo_node = fs->echo_other = NULL;
@@ -657,25 +648,24 @@ static bool node_path(struct fs *fs, struct store_node *n, char *buf,
  * to the mode it has (answered by fs_echo_setattr): the kernel raises
  * ATTRIB and takes the attributes the store has.
  */
-static void echo_attrib(struct fs *fs, int rootfd, struct store_node *n)
+static void echo_attrib(struct fs *fs, struct store_node *n)
 {
-	char path[3 * (NAME_MAX + 1)];
-	struct statx stx;
+	struct fs_echo_req rq = { .op = FS_ECALL_CHMOD };
 	struct stat st;
 
-	if (fs_node_stat(fs, n, &st) != 0 || !node_path(fs, n, path, sizeof(path)))
+	if (fs_node_stat(fs, n, &st) != 0 ||
+	    !node_path(fs, n, rq.path, sizeof(rq.path)))
 		return;
 	/* Only a node the kernel shows under that name. */
-	if (statx(rootfd, path, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC,
-		  STATX_INO, &stx) != 0 || stx.stx_ino != store_node_ino(n))
-		return;
+	rq.ino = store_node_ino(n);
+	rq.mode = st.st_mode & 07777;
 	pthread_mutex_lock(&fs->echo_lock);
 	fs->echo_kind = FS_ECHO_ATTRIB;
 	fs->echo_ino = store_node_ino(n);
 	fs->echo_node = n;
 	fs->echo_armed = true;
 	pthread_mutex_unlock(&fs->echo_lock);
-	(void)fchmodat(rootfd, path, st.st_mode & 07777, 0);
+	(void)fs_echo_proc_call(fs, &rq);
 	pthread_mutex_lock(&fs->echo_lock);
 	fs->echo_armed = false;
 	fs->echo_node = NULL;
@@ -683,7 +673,7 @@ static void echo_attrib(struct fs *fs, int rootfd, struct store_node *n)
 }
 
 /* Replay one internal line through the mount. */
-static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
+static void echo_one(struct fs *fs, const struct store_event *ev)
 {
 	switch (ev->op) {
 	case STORE_OP_EXPIRE:
@@ -692,37 +682,12 @@ static void echo_one(struct fs *fs, int rootfd, const struct store_event *ev)
 	case STORE_OP_CLEANUP:
 	case STORE_OP_UNLINK:
 	case STORE_OP_LEAVE:
-		echo_remove(fs, rootfd, ev);
+		echo_remove(fs, ev);
 		break;
 	default:
-		echo_appear(fs, rootfd, ev);
+		echo_appear(fs, ev);
 		break;
 	}
-}
-
-/*
- * Open the root of this mount, for one echo.  No descriptor is kept
- * between echoes: an open one would make `fusermount3 -u` fail with
- * EBUSY.  After an unmount the path names the directory underneath, so
- * the root must be a FUSE root (inode 1) on the device this thread saw
- * first.
- */
-static int mount_root(struct fs *fs, dev_t *dev)
-{
-	struct statfs sf;
-	struct stat st;
-	int fd = open(fs->mountpoint, O_PATH | O_DIRECTORY | O_NOFOLLOW);
-
-	if (fd < 0)
-		return -1;
-	if (fstatfs(fd, &sf) != 0 || sf.f_type != FUSE_SUPER_MAGIC ||
-	    fstat(fd, &st) != 0 || st.st_ino != STORE_ROOT_INO ||
-	    (*dev && st.st_dev != *dev)) {
-		close(fd);
-		return -1;
-	}
-	*dev = st.st_dev;
-	return fd;
 }
 
 /* The echo thread has replayed every event before @seq. */
@@ -746,10 +711,13 @@ void *fs_echo_main(void *arg)
 	struct store_event_reader *r = fs->echo_reader;
 	struct timespec retry = { 0 };
 	unsigned backoff = 0;   /* ms; 0: memory is fine */
-	dev_t dev = 0;
 
 	pthread_setname_np(pthread_self(), "statefs-echo");
-	atomic_store(&fs->echo_tid, gettid());
+	/* Its system calls on the mount are its process's, which dies
+	 * with this thread.  Without one nothing is echoed (the calls fail). */
+	if (fs_echo_proc_start(fs) != 0)
+		fprintf(stderr, "statefs: cannot start the echo's process: "
+			"inotify will not see the store's own removals\n");
 	for (;;) {
 		struct store_event ev;
 		int rc;
@@ -782,19 +750,14 @@ void *fs_echo_main(void *arg)
 		if (fs->echo_ntouched && !store_events_pending(fs->store, r)) {
 			struct store_node *list[FS_ECHO_TOUCHED];
 			unsigned n = fs->echo_ntouched;
-			int rootfd;
 
 			memcpy(list, fs->echo_touched, n * sizeof(*list));
 			fs->echo_ntouched = 0;
 			pthread_mutex_unlock(&fs->watch_lock);
-			rootfd = mount_root(fs, &dev);
 			for (unsigned i = 0; i < n; i++) {
-				if (rootfd >= 0)
-					echo_attrib(fs, rootfd, list[i]);
+				echo_attrib(fs, list[i]);
 				store_node_unref(fs->store, list[i]);
 			}
-			if (rootfd >= 0)
-				close(rootfd);
 			continue;
 		}
 		pthread_mutex_unlock(&fs->watch_lock);
@@ -809,14 +772,8 @@ void *fs_echo_main(void *arg)
 			echo_passed(fs, store_events_position(r));
 			continue;
 		}
-		if (ev.internal && ev.ino) {
-			int rootfd = mount_root(fs, &dev);
-
-			if (rootfd >= 0) {
-				echo_one(fs, rootfd, &ev);
-				close(rootfd);
-			}
-		}
+		if (ev.internal && ev.ino)
+			echo_one(fs, &ev);
 		store_event_free(&ev);
 		echo_passed(fs, store_events_position(r));
 	}

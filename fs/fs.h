@@ -76,6 +76,27 @@ enum fs_echo_kind {
 
 #define FS_ECHO_TOUCHED 64
 
+/* One system call of the echo's, made by its process (fs/echo_call.c). */
+enum fs_echo_call {
+	FS_ECALL_UNLINK,   /* path, if the kernel holds ino there */
+	FS_ECALL_RMDIR,    /* the same, a directory */
+	FS_ECALL_MKDIR,    /* path, if the kernel holds nothing there */
+	FS_ECALL_CREATE,   /* the same: open(O_CREAT|O_EXCL|O_RDONLY), close */
+	FS_ECALL_LINK,     /* the same: link(from, path) */
+	FS_ECALL_RENAME,   /* rename(from, path) */
+	FS_ECALL_EXCHANGE, /* renameat2(from, path, RENAME_EXCHANGE) */
+	FS_ECALL_PUBLISH,  /* open(path, O_WRONLY), one byte written, close */
+	FS_ECALL_CHMOD,    /* chmod(path, mode), if the kernel holds ino there */
+};
+
+struct fs_echo_req {
+	int op;                          /* enum fs_echo_call */
+	mode_t mode;
+	uint64_t ino;
+	char path[3 * (NAME_MAX + 1)];   /* from the mount's root */
+	char from[3 * (NAME_MAX + 1)];
+};
+
 /*
  * An open file (fi->fh).  Threads that share a descriptor send requests
  * for one open file at once, so every field a request changes is guarded:
@@ -195,6 +216,10 @@ struct fs {
 	uint64_t echo_from_dir_ino;
 	bool echo_dir;
 	bool echo_armed;
+	/* The echo's process (fs/echo_call.c) and the echo thread's socket
+	 * to it (-1: none). */
+	pid_t echo_pid;
+	int echo_sock;
 	/* The nodes whose attributes another mount changed, counted, for
 	 * the echo thread's ATTRIB (watch_lock; a full list drops more). */
 	struct store_node *echo_touched[FS_ECHO_TOUCHED];
@@ -487,6 +512,12 @@ bool fs_echo_open(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
  * touch hook (store_set_touch_hook), fs_echo_untouch() lets go of what
  * it queued (after the echo thread is joined). */
 bool fs_echo_setattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino);
+/* fs/echo_call.c: start the echo's process (from the echo thread: it
+ * dies with it), make one call through it (0 or -errno; -EPIPE when it
+ * is gone), stop it (after the echo thread is joined). */
+int fs_echo_proc_start(struct fs *fs);
+int fs_echo_proc_call(struct fs *fs, const struct fs_echo_req *rq);
+void fs_echo_proc_stop(struct fs *fs);
 void fs_echo_touched(void *arg, struct store_node *n);
 void fs_echo_untouch(struct fs *fs);
 /* The echo thread (started by fs_watch_start). */

@@ -54,6 +54,7 @@ void fs_watch_init(struct fs *fs)
 
 	pthread_mutex_init(&fs->watch_lock, NULL);
 	pthread_mutex_init(&fs->echo_lock, NULL);
+	fs->echo_sock = -1;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&fs->watch_cond, &ca);
@@ -264,6 +265,7 @@ void fs_watch_join(struct fs *fs)
 	 * has closed the session, which ends that syscall. */
 	if (fs->threads)
 		pthread_join(fs->echo_thread, NULL);
+	fs_echo_proc_stop(fs);
 	store_events_close(fs->echo_reader);
 	fs->echo_reader = NULL;
 	fs_echo_untouch(fs);
