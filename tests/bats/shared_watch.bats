@@ -184,35 +184,3 @@ EOF
 	assert_output --partial "statefs:"
 	! grep -q " $dir/mnt fuse" /proc/mounts
 }
-
-@test "SIGKILL of a mount while it echoes another mount's changes ends the daemon: its mount answers ENOTCONN, nothing hangs" {
-	local round
-	statefs_mount -o "store=unix:$REDIS_SOCK"
-	B=$MNT
-	mkdir -p "$B/t/p"
-	# A writer on B keeps the other mounts' echoes busy.
-	(
-		while [ ! -e "$BATS_TEST_TMPDIR/stop" ]; do
-			for i in $(seq 20); do echo x >"$B/t/p/c$i"; done
-			rm -f "$B/t/p"/c*
-		done
-	) 3>&- &
-	BG_PIDS+=($!)
-	for round in 1 2 3 4 5 6; do
-		statefs_mount -o "store=unix:$REDIS_SOCK"
-		A=$MNT
-		fsyncdir "$A/t"
-		# Echoing for a while: the kill finds an echo on its way.
-		sleep 0.3
-		# It must be gone within 5 s (statefs_kill9), not held by a
-		# thread waiting on its own mount.
-		if ! statefs_kill9; then
-			fuse_abort "$A"
-			fail "round $round: statefs still running after SIGKILL"
-		fi
-		run timeout 10 stat "$A/t"
-		assert_failure
-		assert_output --partial "Transport endpoint is not connected"
-	done
-	touch "$BATS_TEST_TMPDIR/stop"
-}
