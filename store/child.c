@@ -124,10 +124,8 @@ int child_expire(struct store *s, struct child *c, uint64_t now)
 
 /*
  * The admission checks every new entry in bucket @p passes (p->lock
- * held), in this order: parent alive, store ready, global
- * ceilings, quotas (the tenant's share of max_children among them).  A
- * dead parent is ESTALE first, drain or not, as on the shared store (a
- * mount refuses an old handle before it asks).  On
+ * held), in this order: store ready, parent alive, global
+ * ceilings, quotas (the tenant's share of max_children among them).  On
  * success the entry is reserved in the tenant quota (and a state in
  * max_children and the tenant's share when @new_state); the caller
  * inserts or calls admit_undo().
@@ -138,10 +136,10 @@ static int admit_locked(struct store *s, struct parent *p, bool new_state,
 	struct tenant *t = p->tenant;
 
 	store_assert_held(LOCK_PARENT);
-	if (gone(s, &p->node, now))
-		return -ESTALE;
 	if (draining(s, t))
 		return -EROFS;
+	if (gone(s, &p->node, now))
+		return -ESTALE;
 	if (new_state && !reserve(&s->children_n, 1, s->lim.max_children))
 		return -ENOSPC;
 	if ((s->lim.parent_quota && p->nlinks + 1 > s->lim.parent_quota) ||

@@ -309,8 +309,10 @@ int remote_create(struct store *s, struct store_node *parent, const char *name,
 
 	if (!p)
 		return parent->kind == STORE_CHILD ? -ENOTDIR : -EPERM;
+	/* A tenant gone from the mirror: the admission's order, a drain of
+	 * the store (EROFS) before the parent's death (ESTALE). */
 	if (!tkey(s, &p->tenant->node, &tid, key, sizeof(key)))
-		return refuse(s, -ESTALE);
+		return refuse(s, draining(s, NULL) ? -EROFS : -ESTALE);
 	a_u64(&a, mirror_remote_ino(s, parent));
 	a_str(&a, name);
 	a_u64(&a, owner->uid);
