@@ -361,73 +361,6 @@ void fs_echo_untouch(struct fs *fs)
 		store_node_unref(fs->store, list[i]);
 }
 
-/* Does a live node own the name @ev removed (depth @depth) now? */
-static bool name_live(struct fs *fs, const struct store_event *ev, int depth)
-{
-	struct store_node *t = NULL, *p = NULL, *c = NULL;
-	bool live;
-
-	live = store_lookup(fs->store, store_root(fs->store), ev->tenant, &t) == 0 &&
-	       (depth < 2 || store_lookup(fs->store, t, ev->parent, &p) == 0) &&
-	       (depth < 3 || store_lookup(fs->store, p, ev->child, &c) == 0);
-	if (c)
-		store_node_unref(fs->store, c);
-	if (p)
-		store_node_unref(fs->store, p);
-	if (t)
-		store_node_unref(fs->store, t);
-	return live;
-}
-
-/* Replay one internal removal through the mount. */
-static void echo_remove(struct fs *fs, const struct store_event *ev)
-{
-	int depth = ev->kind == STORE_TENANT ? 1 : ev->kind == STORE_PARENT ? 2 : 3;
-	bool dir = depth < 3;
-	const char *name = depth == 1 ? ev->tenant : depth == 2 ? ev->parent : ev->child;
-	struct fs_echo_req rq = { .op = dir ? FS_ECALL_RMDIR : FS_ECALL_UNLINK,
-				  .ino = ev->ino };
-
-	if (!ev->internal || ev->ino == 0 || !*name || strlen(name) > NAME_MAX)
-		return;
-	if (name_live(fs, ev, depth))
-		return; /* a newer incarnation owns the name: no echo */
-	if (depth == 1)
-		snprintf(rq.path, sizeof(rq.path), "%s", ev->tenant);
-	else if (depth == 2)
-		snprintf(rq.path, sizeof(rq.path), "%s/%s", ev->tenant, ev->parent);
-	else
-		snprintf(rq.path, sizeof(rq.path), "%s/%s/%s", ev->tenant,
-			 ev->parent, ev->child);
-	pthread_mutex_lock(&fs->echo_lock);
-	snprintf(fs->echo_name, sizeof(fs->echo_name), "%s", name);
-	fs->echo_kind = FS_ECHO_REMOVE;
-	snprintf(fs->echo_tenant, sizeof(fs->echo_tenant), "%s",
-		 depth > 1 ? ev->tenant : "");
-	fs->echo_tenant_ino = ev->tenant_ino;
-	fs->echo_ino = ev->ino;
-	fs->echo_dir_ino = depth == 1 ? STORE_ROOT_INO :
-			   depth == 2 ? ev->tenant_ino : 0;
-	fs->echo_dir = dir;
-	fs->echo_armed = true;
-	pthread_mutex_unlock(&fs->echo_lock);
-	/*
-	 * Only the incarnation that went is removed: the kernel may hold
-	 * another under the name by now (a rejoin that raced this echo), and
-	 * removing that would take a live directory from the kernel's view
-	 * (it marks a removed directory dead for good) and tell watchers it
-	 * went after they saw it come.  The inode the kernel holds is read
-	 * without asking the daemon (AT_STATX_DONT_SYNC); a name it does not
-	 * hold is looked up and answered from the echo record.  What changes
-	 * between this and the removal, fs_echo_remove() judges.  Failure is
-	 * fine: the directory may be gone too (a cascade).
-	 */
-	(void)fs_echo_proc_call(fs, &rq);
-	pthread_mutex_lock(&fs->echo_lock);
-	fs->echo_armed = false;
-	pthread_mutex_unlock(&fs->echo_lock);
-}
-
 /*
  * The live node at the first @depth of @names, with a reference, and its
  * directory's inode number in @dir_ino; NULL when it is not there.
@@ -463,6 +396,55 @@ static void path_of(char *buf, size_t len, const char *const *names, int depth)
 		snprintf(buf, len, "%s/%s", names[0], names[1]);
 	else
 		snprintf(buf, len, "%s/%s/%s", names[0], names[1], names[2]);
+}
+
+/* Replay one internal removal through the mount. */
+static void echo_remove(struct fs *fs, const struct store_event *ev)
+{
+	int depth = ev->kind == STORE_TENANT ? 1 : ev->kind == STORE_PARENT ? 2 : 3;
+	bool dir = depth < 3;
+	const char *names[3] = { ev->tenant, ev->parent, ev->child };
+	const char *name = names[depth - 1];
+	struct fs_echo_req rq = { .op = dir ? FS_ECALL_RMDIR : FS_ECALL_UNLINK,
+				  .ino = ev->ino };
+	struct store_node *live;
+	uint64_t unused;
+
+	if (!ev->internal || ev->ino == 0 || !*name || strlen(name) > NAME_MAX)
+		return;
+	live = find_live(fs, names, depth, &unused);
+	if (live) {
+		store_node_unref(fs->store, live);
+		return; /* a newer incarnation owns the name: no echo */
+	}
+	path_of(rq.path, sizeof(rq.path), names, depth);
+	pthread_mutex_lock(&fs->echo_lock);
+	snprintf(fs->echo_name, sizeof(fs->echo_name), "%s", name);
+	fs->echo_kind = FS_ECHO_REMOVE;
+	snprintf(fs->echo_tenant, sizeof(fs->echo_tenant), "%s",
+		 depth > 1 ? ev->tenant : "");
+	fs->echo_tenant_ino = ev->tenant_ino;
+	fs->echo_ino = ev->ino;
+	fs->echo_dir_ino = depth == 1 ? STORE_ROOT_INO :
+			   depth == 2 ? ev->tenant_ino : 0;
+	fs->echo_dir = dir;
+	fs->echo_armed = true;
+	pthread_mutex_unlock(&fs->echo_lock);
+	/*
+	 * Only the incarnation that went is removed: the kernel may hold
+	 * another under the name by now (a rejoin that raced this echo), and
+	 * removing that would take a live directory from the kernel's view
+	 * (it marks a removed directory dead for good) and tell watchers it
+	 * went after they saw it come.  The inode the kernel holds is read
+	 * without asking the daemon (AT_STATX_DONT_SYNC); a name it does not
+	 * hold is looked up and answered from the echo record.  What changes
+	 * between this and the removal, fs_echo_remove() judges.  Failure is
+	 * fine: the directory may be gone too (a cascade).
+	 */
+	(void)fs_echo_proc_call(fs, &rq);
+	pthread_mutex_lock(&fs->echo_lock);
+	fs->echo_armed = false;
+	pthread_mutex_unlock(&fs->echo_lock);
 }
 
 /* The kind of echo another mount's line @op asks for; false: none. */
