@@ -73,7 +73,7 @@ UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*
 STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan \
 	      $(B)/unit/test_remote_ops.tsan
 
-.PHONY: all deps unit test run clean bench bench-snapshot install uninstall
+.PHONY: all deps unit test check run clean bench bench-snapshot install uninstall
 
 all: $(B)/statefs $(B)/statefs.8
 
@@ -153,6 +153,13 @@ deps:
 test: deps
 	@$(MAKE) --no-print-directory all unit fuzz-build
 	@scripts/run-tests.sh
+
+# The quick set, for every commit: the daemon, the unit tests but the
+# TSan builds, the embedded store's bats suites but the slow ones, the
+# seam (scripts/run-tests.sh --check).
+check: deps
+	@$(MAKE) --no-print-directory all $(UNIT_TESTS) $(B)/unit/stress_store
+	@scripts/run-tests.sh --check
 
 run: deps
 	@$(MAKE) --no-print-directory all

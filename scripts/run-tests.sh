@@ -1,113 +1,235 @@
 #!/usr/bin/env bash
 # Run every statefs test and print one verdict.
 #
+#   scripts/run-tests.sh           every test (make test)
+#   scripts/run-tests.sh --check   the quick set of make check: the unit
+#                                  binaries but the TSan ones, the seam,
+#                                  and the bats suites on the embedded
+#                                  store but the slow ones (SLOW below)
+#
+# The tests, each a job:
 #   1. each unit binary build/unit/test_* and build/unit/stress_store*
 #      (cmocka: "[  PASSED  ] N test(s)." / "[  FAILED  ] N test(s), ...")
 #   2. a 5 s smoke run of each libFuzzer target build/fuzz/fuzz_* from its
 #      seed corpus (tests/fuzz/run.sh --smoke); each target is one test,
 #      passed when libFuzzer exits 0
-#   3. the end-to-end suites, twice: bats --tap tests/bats on the
-#      embedded store, then every suite that mounts (those that load
-#      helpers.bash) on a shared store (STATEFS_STORE=redis: each mount
-#      its own redis-server), leaving out the tests tagged embedded-only
-#      (# bats test_tags=embedded-only; tests/README.md says why each)
+#   3. the end-to-end suites: each bats file on the embedded store, and
+#      each that mounts through statefs_mount (it loads helpers.bash)
+#      and does not choose its store itself again on a shared store
+#      (STATEFS_STORE=redis: each mount its own redis-server), leaving
+#      out the tests tagged embedded-only (# bats test_tags=embedded-only;
+#      tests/README.md says why each).  One job per file and store.
 #   4. the seam between fs/ and the store (scripts/check-seam.sh): one
 #      test, passed when it exits 0
 #
-# Each suite's output is shown as it runs.  The last line is always
-# "N passed, N failed"; the exit status is non-zero on any failure,
-# including a unit binary that crashed or exited non-zero without a cmocka
-# failure line, a skipped bats test (statefs tests never skip), a bats
-# test that never reported, and bats itself failing.
+# The jobs run STATEFS_TEST_JOBS at a time (GNU parallel; default one
+# more than the cores: most of a bats suite's time is spent waiting for
+# mounts, daemons and redis-servers, not computing), the slow ones
+# first.  The tests of one bats file run one after another, as bats runs
+# them (a suite's tests may share a fixture).  Each job's output goes to
+# a file of its own; the outputs are shown, and counted, in the order of
+# the job list once all have run.  The last line is always "N passed, N
+# failed"; the exit status is non-zero on any failure, including a unit
+# binary that crashed or exited non-zero without a cmocka failure line, a
+# skipped bats test (statefs tests never skip), a bats test that never
+# reported, and bats itself failing.
 #
-# Run from anywhere; `make test` builds everything first.
+# Run from anywhere; `make test` (`make check`) builds everything first.
 set -u
 
 cd "$(dirname "$0")/.." || exit 1
 
+check=0
+[ "${1:-}" = "--check" ] && check=1
+
 passed=0
 failed=0
-log=$(mktemp "${TMPDIR:-/tmp}/statefs-tests.XXXXXX") || exit 1
-trap 'rm -f "$log"' EXIT
 
-# --- unit binaries -------------------------------------------------------------
+# The bats suites that take longest (a minute or more on a quiet 2-core
+# machine, from bats -T), in that order: they start first, so that the
+# last job to finish is a short one, and make check leaves them out.
+SLOW="leaks shared_faults multimount saturation concurrency permissions
+lease_stress events drain leases shared_watch redis_functions shared"
 
-found=0
-# The binaries of today's sources only: one left in build/ by a test
-# file since removed is not a test any more.
-for src in tests/unit/test_*.c tests/unit/stress_store.c; do
-	base=$(basename "$src" .c)
-	for bin in "build/unit/$base" "build/unit/$base.tsan"; do
-		[ -f "$bin" ] && [ -x "$bin" ] || continue
-		found=1
-		echo "=== $bin"
-		"$bin" >"$log" 2>&1
-		rc=$?
-		cat "$log"
-		p=$(sed -n 's/^\[  PASSED  \] \([0-9][0-9]*\) test(s)\..*/\1/p' "$log" |
-			awk '{ s += $1 } END { print s + 0 }')
-		f=$(sed -n 's/^\[  FAILED  \] \([0-9][0-9]*\) test(s), listed below:.*/\1/p' "$log" |
-			awk '{ s += $1 } END { print s + 0 }')
-		if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-			# Crashed, a sanitizer report, or failed outside any test.
-			if [ "$rc" -gt 128 ]; then
-				echo "*** $bin: killed by signal $((rc - 128))"
-			else
-				echo "*** $bin: exit status $rc without a failed test"
-			fi
-			f=1
-		elif [ "$rc" -eq 0 ] && [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
-			echo "*** $bin: no cmocka summary line"
-			f=1
-		fi
-		echo "--- $bin: $p passed, $f failed"
-		passed=$((passed + p))
-		failed=$((failed + f))
+is_slow() {
+	case " $(echo $SLOW) " in
+	*" $1 "*) return 0 ;;
+	esac
+	return 1
+}
+
+# in_order FILE...: the files, the slow suites first, in SLOW's order.
+in_order() {
+	local s f
+	for s in $SLOW; do
+		for f in "$@"; do
+			[ "$(basename "$f" .bats)" = "$s" ] && echo "$f"
+		done
 	done
-done
-if [ "$found" -eq 0 ]; then
+	for f in "$@"; do
+		is_slow "$(basename "$f" .bats)" || echo "$f"
+	done
+}
+
+has_tags=0
+bats --help 2>&1 | grep -q -- '--filter-tags' && has_tags=1
+
+# redis_suites: the files of the shared store's run.  Those that choose
+# their store themselves (shared.bats, multimount.bats, ... set
+# STATEFS_STORE and start their own redis-servers) ran in the embedded
+# run already.  Without bats' --filter-tags, a copy of each suite less
+# its embedded-only tests, in build/bats-redis (at the same depth as
+# tests/bats, so their paths to the binary hold).
+redis_suites() {
+	local f out=build/bats-redis
+	rm -rf "$out"
+	mkdir -p "$out"
+	cp tests/bats/*.bash tests/bats/*.py "$out"/
+	for f in $(grep -l '^load helpers' tests/bats/*.bats); do
+		grep -q '^STATEFS_STORE=' "$f" && continue
+		if [ "$has_tags" = 1 ]; then
+			echo "$f"
+			continue
+		fi
+		awk '
+			/^# bats test_tags=.*embedded-only/ { drop = 1; next }
+			drop && /^}/ { drop = 0; next }
+			!drop { print }
+		' "$f" >"$out/$(basename "$f")"
+		echo "$out/$(basename "$f")"
+	done
+}
+
+# This run's files, and its mounts under their own directory, so the
+# check for mounts left behind sees only this run's.
+run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/statefs-test.XXXXXX") || exit 1
+chmod 0755 "$run_tmp"
+jobs_list=$run_tmp/jobs
+
+# --- the job list: "KIND ARG" lines ---------------------------------------------
+
+{
+	# The binaries of today's sources only: one left in build/ by a
+	# test file since removed is not a test any more.  The TSan ones,
+	# the longest, first.
+	for src in tests/unit/test_*.c tests/unit/stress_store.c; do
+		base=$(basename "$src" .c)
+		[ "$check" = 0 ] && [ -x "build/unit/$base.tsan" ] &&
+			echo "unit build/unit/$base.tsan"
+	done
+	for src in tests/unit/test_*.c tests/unit/stress_store.c; do
+		base=$(basename "$src" .c)
+		[ -x "build/unit/$base" ] && echo "unit build/unit/$base"
+	done
+	if [ "$check" = 0 ]; then
+		for bin in build/fuzz/fuzz_*; do
+			[ -f "$bin" ] && [ -x "$bin" ] && echo "fuzz $bin"
+		done
+	fi
+	if command -v bats >/dev/null 2>&1; then
+		for f in $(in_order tests/bats/*.bats); do
+			[ "$check" = 1 ] && is_slow "$(basename "$f" .bats)" && continue
+			echo "embedded $f"
+		done
+		if [ "$check" = 0 ]; then
+			# shellcheck disable=SC2046
+			for f in $(in_order $(redis_suites)); do
+				echo "redis $f"
+			done
+		fi
+	fi
+} >"$jobs_list"
+
+grep -q '^unit ' "$jobs_list" || {
 	echo "*** no unit test binaries in build/unit (run make unit)"
 	failed=$((failed + 1))
-fi
-
-# --- fuzz smoke runs ------------------------------------------------------------
-
-fuzz_found=0
-for bin in build/fuzz/fuzz_*; do
-	[ -f "$bin" ] && [ -x "$bin" ] || continue
-	fuzz_found=1
-	echo "=== $bin (smoke run)"
-	if tests/fuzz/run.sh --smoke 5 "$bin"; then
-		echo "--- $bin: 1 passed, 0 failed"
-		passed=$((passed + 1))
-	else
-		echo "--- $bin: 0 passed, 1 failed"
-		failed=$((failed + 1))
-	fi
-done
-if [ "$fuzz_found" -eq 0 ]; then
+}
+[ "$check" = 1 ] || grep -q '^fuzz ' "$jobs_list" || {
 	echo "*** no fuzz targets in build/fuzz (run make fuzz-build)"
 	failed=$((failed + 1))
+}
+command -v bats >/dev/null 2>&1 || {
+	echo "*** bats is not installed (scripts/deps.sh installs it)"
+	failed=$((failed + 1))
+}
+
+# --- running them ---------------------------------------------------------------
+
+# one_job N KIND ARG: job N's output in $run_tmp/N.out, its exit status
+# in $run_tmp/N.rc.
+one_job() {
+	local n=$1 kind=$2 arg=$3 rc tags=()
+	case $kind in
+	unit)
+		"$arg" ;;
+	fuzz)
+		tests/fuzz/run.sh --smoke 5 "$arg" ;;
+	embedded)
+		TMPDIR="$run_tmp" bats --tap "$arg" ;;
+	redis)
+		[ "$has_tags" = 1 ] && tags=(--filter-tags '!embedded-only')
+		STATEFS_STORE=redis TMPDIR="$run_tmp" bats --tap "${tags[@]}" "$arg" ;;
+	esac >"$run_tmp/$n.out" 2>&1 </dev/null
+	rc=$?
+	echo "$rc" >"$run_tmp/$n.rc"
+	echo "... $kind $arg: exit $rc"
+}
+export -f one_job
+export run_tmp has_tags
+
+jobs=${STATEFS_TEST_JOBS:-$(($(nproc) + 1))}
+if ! command -v parallel >/dev/null 2>&1; then
+	echo "*** GNU parallel is not installed (scripts/deps.sh installs it)"
+	failed=$((failed + 1))
+else
+	echo "=== $(wc -l <"$jobs_list") jobs, $jobs at a time"
+	start=$(date +%s)
+	nl -w1 -s' ' "$jobs_list" |
+		parallel --will-cite --jobs "$jobs" --colsep ' ' one_job {1} {2} {3}
+	echo "=== every job ran in $(($(date +%s) - start)) s"
 fi
 
-# --- end-to-end suites -----------------------------------------------------------
+# --- counting -------------------------------------------------------------------
 
-# run_bats NAME ARGS...: one bats run, its verdict added to the totals.
-run_bats() {
-	local name=$1 rc plan ok skipped notok f
-	shift
-	echo "=== bats $name"
-	TMPDIR="$run_tmp" "$@" 2>&1 | tee "$log"
-	rc=${PIPESTATUS[0]}
-	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$log" | head -n 1)
-	ok=$(grep -E '^ok [0-9]+' "$log" | grep -vcE '^ok [0-9]+.*# skip')
-	skipped=$(grep -cE '^ok [0-9]+.*# skip' "$log")
-	notok=$(grep -cE '^not ok [0-9]+' "$log")
+# tally_unit BIN OUT RC: a cmocka binary's verdict.
+tally_unit() {
+	local bin=$1 out=$2 rc=$3 p f
+	p=$(sed -n 's/^\[  PASSED  \] \([0-9][0-9]*\) test(s)\..*/\1/p' "$out" |
+		awk '{ s += $1 } END { print s + 0 }')
+	f=$(sed -n 's/^\[  FAILED  \] \([0-9][0-9]*\) test(s), listed below:.*/\1/p' "$out" |
+		awk '{ s += $1 } END { print s + 0 }')
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		# Crashed, a sanitizer report, or failed outside any test.
+		if [ "$rc" -gt 128 ]; then
+			echo "*** $bin: killed by signal $((rc - 128))"
+		else
+			echo "*** $bin: exit status $rc without a failed test"
+		fi
+		f=1
+	elif [ "$rc" -eq 0 ] && [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
+		echo "*** $bin: no cmocka summary line"
+		f=1
+	fi
+	echo "--- $bin: $p passed, $f failed"
+	passed=$((passed + p))
+	failed=$((failed + f))
+}
+
+# tally_bats NAME OUT RC: a bats run's verdict from its TAP output.
+tally_bats() {
+	local name=$1 out=$2 rc=$3 plan ok skipped notok f
+	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\)$/\1/p' "$out" | head -n 1)
+	ok=$(grep -E '^ok [0-9]+' "$out" | grep -vcE '^ok [0-9]+.*# skip')
+	skipped=$(grep -cE '^ok [0-9]+.*# skip' "$out")
+	notok=$(grep -cE '^not ok [0-9]+' "$out")
 	f=$((notok + skipped))
 	if [ "$skipped" -gt 0 ]; then
 		echo "*** bats $name: $skipped skipped test(s) count as failed"
 	fi
-	if [ -n "$plan" ] && [ $((ok + notok + skipped)) -lt "$plan" ]; then
+	if [ -z "$plan" ]; then
+		echo "*** bats $name: no TAP plan: bats did not run the file"
+		f=$((f + 1))
+	elif [ $((ok + notok + skipped)) -lt "$plan" ]; then
 		echo "*** bats $name: $((plan - ok - notok - skipped)) planned test(s) never reported"
 		f=$((f + plan - ok - notok - skipped))
 	fi
@@ -120,43 +242,32 @@ run_bats() {
 	failed=$((failed + f))
 }
 
-# The suites that mount, for the shared store's run, less the tests
-# tagged embedded-only: bats' own --filter-tags when it has it, else a
-# copy of the suites without those tests in build/bats-redis (at the
-# same depth as tests/bats, so their paths to the binary hold).
-redis_suites() {
-	local f out=build/bats-redis
-	if bats --help 2>&1 | grep -q -- '--filter-tags'; then
-		echo "--filter-tags !embedded-only"
-		grep -l '^load helpers' tests/bats/*.bats
-		return
-	fi
-	rm -rf "$out"
-	mkdir -p "$out"
-	cp tests/bats/*.bash tests/bats/*.py "$out"/
-	for f in $(grep -l '^load helpers' tests/bats/*.bats); do
-		awk '
-			/^# bats test_tags=.*embedded-only/ { drop = 1; next }
-			drop && /^}/ { drop = 0; next }
-			!drop { print }
-		' "$f" >"$out/$(basename "$f")"
-		echo "$out/$(basename "$f")"
-	done
-}
-
-if ! command -v bats >/dev/null 2>&1; then
-	echo "*** bats is not installed (scripts/deps.sh installs it)"
-	failed=$((failed + 1))
-else
-	# This run's mounts live under their own directory, so the check for
-	# mounts left behind sees only this run's.
-	run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/statefs-test.XXXXXX")
-	chmod 0755 "$run_tmp"
-	run_bats "tests/bats (embedded store)" bats --tap tests/bats
-	# shellcheck disable=SC2046
-	STATEFS_STORE=redis run_bats "tests/bats (shared store, redis)" \
-		bats --tap $(redis_suites)
-fi
+n=0
+while read -r kind arg; do
+	n=$((n + 1))
+	out=$run_tmp/$n.out
+	rc=$(cat "$run_tmp/$n.rc" 2>/dev/null || echo 127)
+	case $kind in
+	unit)
+		echo "=== $arg"
+		cat "$out" 2>/dev/null
+		tally_unit "$arg" "$out" "$rc" ;;
+	fuzz)
+		echo "=== $arg (smoke run)"
+		cat "$out" 2>/dev/null
+		if [ "$rc" -eq 0 ]; then
+			echo "--- $arg: 1 passed, 0 failed"
+			passed=$((passed + 1))
+		else
+			echo "--- $arg: 0 passed, 1 failed"
+			failed=$((failed + 1))
+		fi ;;
+	embedded | redis)
+		echo "=== bats $arg ($kind store)"
+		cat "$out" 2>/dev/null
+		tally_bats "$arg ($kind store)" "$out" "$rc" ;;
+	esac
+done <"$jobs_list"
 
 # --- the seam --------------------------------------------------------------------
 
@@ -171,14 +282,12 @@ fi
 
 # --- verdict ---------------------------------------------------------------------
 
-left=0
-if [ -n "${run_tmp:-}" ]; then
-	left=$(awk -v d="$run_tmp/" '$3 ~ /^fuse/ && index($2, d) == 1' /proc/mounts | wc -l)
-	[ "$left" -eq 0 ] && rm -rf "$run_tmp"
-fi
+left=$(awk -v d="$run_tmp/" '$3 ~ /^fuse/ && index($2, d) == 1' /proc/mounts | wc -l)
 if [ "$left" -gt 0 ]; then
 	echo "*** $left statefs test mount(s) left behind (see /proc/mounts)"
 	failed=$((failed + 1))
+else
+	rm -rf "$run_tmp"
 fi
 
 echo "$passed passed, $failed failed"

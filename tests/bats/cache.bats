@@ -22,11 +22,16 @@ request_count() {
 	[ -d $t/events/fuse ] || mount -t tracefs nodev $t 2>/dev/null || true
 	[ -d $t/events/fuse ] || return 2
 	dev=$(stat -c %d "$MNT")
+	# The trace buffer is the machine's: another suite's run of this
+	# one (make test runs suites at once) waits for the lock.
+	exec 8>/tmp/statefs-test-tracing.lock
+	flock 8
 	echo >$t/trace
 	echo 1 >$t/events/fuse/fuse_request_send/enable
 	"$@" >/dev/null
 	echo 0 >$t/events/fuse/fuse_request_send/enable
 	n=$(grep -c "connection $dev " $t/trace || true)
+	exec 8>&-
 	echo "$n"
 }
 
