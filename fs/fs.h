@@ -348,6 +348,8 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	      struct fuse_file_info *fi);
 void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
+		  off_t len, struct fuse_file_info *fi);
 void fs_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	     struct fuse_pollhandle *ph);
 
