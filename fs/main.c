@@ -268,7 +268,7 @@ leave:
 static int apply_args(struct parse *p, struct fuse_args *args)
 {
 	const char *source = p->nargs == 2 ? p->arg[0] : NULL;
-	char opt[1024], err[512], fsname[16 + NAME_MAX];
+	char opt[1024], err[1024], fsname[16 + NAME_MAX];
 	char *mo = NULL;
 	int rc;
 
@@ -360,15 +360,39 @@ static void background_ready(int fd)
 	close(fd);
 }
 
+/* Print @text folded at spaces into lines of at most 72 columns. */
+static void print_folded(const char *text)
+{
+	size_t col = 0;
+
+	while (*text) {
+		size_t w = strcspn(text, " ");
+
+		if (col && col + 1 + w > 72) {
+			putchar('\n');
+			col = 0;
+		} else if (col) {
+			putchar(' ');
+			col++;
+		}
+		fwrite(text, 1, w, stdout);
+		col += w;
+		text += w + strspn(text + w, " ");
+	}
+	putchar('\n');
+}
+
 static void usage(const char *prog)
 {
 	printf("usage: %s [options] [SOURCE] MOUNTPOINT\n\n", prog);
-	printf("statefs keeps live coordination state in memory and shows it as\n"
-	       "files: MOUNTPOINT/TENANT/PARENT/CHILD.  SOURCE names the store:\n"
-	       "none (the default) or any name without ':' is the embedded store,\n"
-	       "which the mount shows as its source; an address (redis://HOST:PORT,\n"
-	       "unix:/PATH, sentinel://...) is a shared store, as -o store=.\n"
-	       "See statefs(8).\n\n");
+	print_folded("statefs keeps live coordination state in memory and shows "
+		     "it as files: MOUNTPOINT/TENANT/PARENT/CHILD.  SOURCE names "
+		     "the store: none (the default), or any other "
+		     LAYOUT_SOURCE_RULE ", is the embedded store, which the "
+		     "mount shows as its source; an address (redis://HOST:PORT, "
+		     "unix:/PATH, sentinel://...) is a shared store, as -o "
+		     "store=.  See statefs(8).");
+	printf("\n");
 	layout_help(stdout);
 	printf("\n");
 	layout_remote_help(stdout);
