@@ -56,7 +56,9 @@ void fs_file_init_child(struct fs_file *f, struct store_node *n,
 	f->node = n;
 	store_node_ref(n);
 	fi->fh = (uintptr_t)f;
-	/* Content never sits in the page cache: see the file comment. */
+	/* Every read and write reaches the stage: content sits in the
+	 * page cache only for a mapping's pages (fs/main.c, the INIT flag
+	 * that allows a shared mmap of a direct-I/O file). */
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	/* A reading open publishes nothing: its close needs no flush. */
