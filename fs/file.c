@@ -1,10 +1,11 @@
 /*
- * file.c - open files: a child's open, read, write, flush, fsync and
- * release, and what every open file shares (struct fs_file, fs.h).
+ * file.c - open files: a child's open, read, write, flush, fsync,
+ * release and fallocate, and what every open file shares (struct
+ * fs_file, fs.h).
  *
  * A child's open file is a store stage: writes (and fallocate's zeros)
- * are staged, and published as one transition on flush (each close(2) that wrote), fsync or, when
- * no close reached statefs, release.  A write or an O_TRUNC open clears
+ * are staged, and published as one transition on flush (each close(2)
+ * that wrote), fsync or, when no close reached statefs, release.  A write or an O_TRUNC open clears
  * the set-user-ID and set-group-ID bits as Linux does.  A special file's
  * open file (fs/special.c) is dispatched there from open, read and write;
  * poll answers for .events (fs/events.c), every other file is always

@@ -14,7 +14,7 @@
  *              unlink, rmdir
  *   attr.c     getattr, setattr, the extended attributes, statfs
  *   file.c     open files: a child's open, read, write, flush, fsync,
- *              release; poll
+ *              release, fallocate; poll
  *   special.c  the special files' open, read and write
  *   dir.c      opendir, readdir, readdirplus, releasedir
  *   inode.c    the kernel's inode table
@@ -24,7 +24,8 @@
  *   inval.c    the kernel's caches: timeouts, the inval thread, replies
  *              in flight
  *   echo.c     the echo thread
- *   main.c     options, the store, signals, the session
+ *   main.c     options, the store, signals, the session and its
+ *              /dev/fuse I/O (the INIT flag that allows a shared mmap)
  *
  * Threads: the session's workers run the handlers; fs_watch_start()
  * starts the events, echo and inval threads and the store's reaper.
