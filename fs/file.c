@@ -1,10 +1,11 @@
 /*
- * file.c - open files: a child's open, read, write, flush, fsync and
- * release, and what every open file shares (struct fs_file, fs.h).
+ * file.c - open files: a child's open, read, write, flush, fsync,
+ * release and fallocate, and what every open file shares (struct
+ * fs_file, fs.h).
  *
- * A child's open file is a store stage: writes are staged, and published
- * as one transition on flush (each close(2) that wrote), fsync or, when
- * no close reached statefs, release.  A write or an O_TRUNC open clears
+ * A child's open file is a store stage: writes (and fallocate's zeros)
+ * are staged, and published as one transition on flush (each close(2)
+ * that wrote), fsync or, when no close reached statefs, release.  A write or an O_TRUNC open clears
  * the set-user-ID and set-group-ID bits as Linux does.  A special file's
  * open file (fs/special.c) is dispatched there from open, read and write;
  * poll answers for .events (fs/events.c), every other file is always
@@ -56,7 +57,9 @@ void fs_file_init_child(struct fs_file *f, struct store_node *n,
 	f->node = n;
 	store_node_ref(n);
 	fi->fh = (uintptr_t)f;
-	/* Content never sits in the page cache: see the file comment. */
+	/* Every read and write reaches the stage: content sits in the
+	 * page cache only for a mapping's pages (fs/main.c, the INIT flag
+	 * that allows a shared mmap of a direct-I/O file). */
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	/* A reading open publishes nothing: its close needs no flush. */
@@ -264,6 +267,32 @@ void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fs_events_release(fs, f);
 	fs_file_free(fs, f);
 	reply_err(req, 0);
+}
+
+/*
+ * fallocate: mode 0 (posix_fallocate, fallocate -l) makes the content
+ * the open file sees at least @off + @len bytes long, as a write of zeros
+ * past its end would, published with it.  A state has no blocks to keep
+ * or free: every other mode (KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE, ...) and
+ * any file but a child's is EOPNOTSUPP.
+ */
+void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
+		  off_t len, struct fuse_file_info *fi)
+{
+	struct fs *fs = fs_of(req);
+	struct fs_file *f = file_of(fi);
+	int rc;
+
+	(void)ino;
+	if (mode != 0 || f->kind != FS_STAGE)
+		rc = -EOPNOTSUPP;
+	else if (off < 0 || len <= 0)
+		rc = -EINVAL;
+	else
+		rc = store_stage_allocate(f->stage, (uint64_t)off, (uint64_t)len);
+	if (rc == 0)
+		fs_kill_suidgid(req, fs, f->node);
+	reply_err(req, rc);
 }
 
 void fs_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,

@@ -14,7 +14,7 @@
  *              unlink, rmdir
  *   attr.c     getattr, setattr, the extended attributes, statfs
  *   file.c     open files: a child's open, read, write, flush, fsync,
- *              release; poll
+ *              release, fallocate; poll
  *   special.c  the special files' open, read and write
  *   dir.c      opendir, readdir, readdirplus, releasedir
  *   inode.c    the kernel's inode table
@@ -24,7 +24,8 @@
  *   inval.c    the kernel's caches: timeouts, the inval thread, replies
  *              in flight
  *   echo.c     the echo thread
- *   main.c     options, the store, signals, the session
+ *   main.c     options, the store, signals, the session and its
+ *              /dev/fuse I/O (the INIT flag that allows a shared mmap)
  *
  * Threads: the session's workers run the handlers; fs_watch_start()
  * starts the events, echo and inval threads and the store's reaper.
@@ -348,6 +349,8 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void fs_fsync(fuse_req_t req, fuse_ino_t ino, int datasync,
 	      struct fuse_file_info *fi);
 void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
+		  off_t len, struct fuse_file_info *fi);
 void fs_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	     struct fuse_pollhandle *ph);
 

@@ -35,10 +35,96 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <linux/fuse.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <sys/uio.h>
 #include <systemd/sd-daemon.h>
 
 #include "fs/fs.h"
 #include "layout/layout.h"
+
+/*
+ * A shared mmap of a child.  Children are opened with direct I/O (every
+ * read and write reaches the store: fs/file.c), and the kernel refuses
+ * MAP_SHARED of a direct-I/O file (ENODEV) unless the filesystem set
+ * FUSE_DIRECT_IO_ALLOW_MMAP in its INIT reply (Linux 6.6, protocol
+ * 7.39).  A libfuse that knows the flag asks for it in fs_init; the
+ * libfuse 3.14 of Debian 12 cannot, so the session then reads and writes
+ * /dev/fuse through devio_read() and devio_writev(), which add that one
+ * flag to the INIT reply when the kernel offered it, and change nothing
+ * else.  Reads stay direct; a mapping's pages come from the page cache,
+ * filled by reads of the mapping's open file, and the kernel drops that
+ * cache at every new mmap, so a new mapping sees the newest publication.
+ */
+#ifndef FUSE_DIRECT_IO_ALLOW_MMAP
+#define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
+#endif
+#ifndef FUSE_CAP_DIRECT_IO_ALLOW_MMAP
+static _Atomic uint64_t devio_init_unique; /* the INIT request's */
+static atomic_bool devio_init_offered;      /* ... and it offers the flag */
+
+static ssize_t devio_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(fd, buf, len);
+	const struct fuse_in_header *h = buf;
+	const struct fuse_init_in *in = (const void *)(h + 1);
+
+	(void)userdata;
+	if (n >= (ssize_t)(sizeof(*h) + offsetof(struct fuse_init_in, unused)) &&
+	    h->opcode == FUSE_INIT) {
+		atomic_store(&devio_init_offered,
+			     (in->flags & FUSE_INIT_EXT) &&
+			     (in->flags2 & (FUSE_DIRECT_IO_ALLOW_MMAP >> 32)));
+		atomic_store(&devio_init_unique, h->unique);
+	}
+	return n;
+}
+
+static ssize_t devio_writev(int fd, struct iovec *iov, int count,
+			    void *userdata)
+{
+	const struct fuse_out_header *h = iov[0].iov_base;
+	uint64_t u = atomic_load(&devio_init_unique);
+	union {
+		struct fuse_init_out o;
+		char b[256];
+	} out;
+	struct iovec v[2];
+
+	(void)userdata;
+	if (u && count == 2 && iov[0].iov_len == sizeof(*h) &&
+	    h->unique == u && h->error == 0 &&
+	    iov[1].iov_len >= offsetof(struct fuse_init_out, unused) &&
+	    iov[1].iov_len <= sizeof(out) &&
+	    atomic_exchange(&devio_init_unique, 0) == u) {
+		memcpy(out.b, iov[1].iov_base, iov[1].iov_len);
+		if (atomic_load(&devio_init_offered) &&
+		    (out.o.flags & FUSE_INIT_EXT))
+			out.o.flags2 |= (uint32_t)(FUSE_DIRECT_IO_ALLOW_MMAP >> 32);
+		v[0] = iov[0];
+		v[1].iov_base = out.b;
+		v[1].iov_len = iov[1].iov_len;
+		return writev(fd, v, 2);
+	}
+	return writev(fd, iov, count);
+}
+
+/* Splicing stays as libfuse would do it without these functions. */
+static ssize_t devio_splice(int fdin, off_t *offin, int fdout, off_t *offout,
+			    size_t len, unsigned int flags, void *userdata)
+{
+	(void)userdata;
+	return splice(fdin, offin, fdout, offout, len, flags);
+}
+
+static const struct fuse_custom_io devio = {
+	.read = devio_read,
+	.writev = devio_writev,
+	.splice_receive = devio_splice,
+	.splice_send = devio_splice,
+};
+#endif
 
 struct parse {
 	struct store_limits limits;     /* the store's options */
@@ -182,7 +268,7 @@ leave:
 static int apply_args(struct parse *p, struct fuse_args *args)
 {
 	const char *source = p->nargs == 2 ? p->arg[0] : NULL;
-	char opt[1024], err[512], fsname[16 + NAME_MAX];
+	char opt[1024], err[1024], fsname[16 + NAME_MAX];
 	char *mo = NULL;
 	int rc;
 
@@ -274,15 +360,39 @@ static void background_ready(int fd)
 	close(fd);
 }
 
+/* Print @text folded at spaces into lines of at most 72 columns. */
+static void print_folded(const char *text)
+{
+	size_t col = 0;
+
+	while (*text) {
+		size_t w = strcspn(text, " ");
+
+		if (col && col + 1 + w > 72) {
+			putchar('\n');
+			col = 0;
+		} else if (col) {
+			putchar(' ');
+			col++;
+		}
+		fwrite(text, 1, w, stdout);
+		col += w;
+		text += w + strspn(text + w, " ");
+	}
+	putchar('\n');
+}
+
 static void usage(const char *prog)
 {
 	printf("usage: %s [options] [SOURCE] MOUNTPOINT\n\n", prog);
-	printf("statefs keeps live coordination state in memory and shows it as\n"
-	       "files: MOUNTPOINT/TENANT/PARENT/CHILD.  SOURCE names the store:\n"
-	       "none (the default) or any name without ':' is the embedded store,\n"
-	       "which the mount shows as its source; an address (redis://HOST:PORT,\n"
-	       "unix:/PATH, sentinel://...) is a shared store, as -o store=.\n"
-	       "See statefs(8).\n\n");
+	print_folded("statefs keeps live coordination state in memory and shows "
+		     "it as files: MOUNTPOINT/TENANT/PARENT/CHILD.  SOURCE names "
+		     "the store: none (the default), or any other "
+		     LAYOUT_SOURCE_RULE ", is the embedded store, which the "
+		     "mount shows as its source; an address (redis://HOST:PORT, "
+		     "unix:/PATH, sentinel://...) is a shared store, as -o "
+		     "store=.  See statefs(8).");
+	printf("\n");
 	layout_help(stdout);
 	printf("\n");
 	layout_remote_help(stdout);
@@ -396,6 +506,12 @@ int main(int argc, char *argv[])
 		goto out;
 	if (fuse_session_mount(se, opts.mountpoint) != 0)
 		goto out;
+#ifndef FUSE_CAP_DIRECT_IO_ALLOW_MMAP
+	if (fuse_session_custom_io(se, &devio, fuse_session_fd(se)) != 0) {
+		fuse_session_unmount(se);
+		goto out;
+	}
+#endif
 	fs.se = se;
 	/* Every thread made from here on blocks the shutdown signals; the
 	 * signal thread takes them. */

@@ -194,6 +194,12 @@ void fs_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	conn->want &= ~(unsigned)FUSE_CAP_WRITEBACK_CACHE;
+#ifdef FUSE_CAP_DIRECT_IO_ALLOW_MMAP
+	/* A shared mmap of a child (direct I/O); fs/main.c sets it for a
+	 * libfuse that does not know it. */
+	if (conn->capable & FUSE_CAP_DIRECT_IO_ALLOW_MMAP)
+		conn->want |= FUSE_CAP_DIRECT_IO_ALLOW_MMAP;
+#endif
 }
 
 const struct fuse_lowlevel_ops fs_ops = {
@@ -228,4 +234,5 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.removexattr = fs_removexattr,
 	.create = fs_create,
 	.poll = fs_poll,
+	.fallocate = fs_fallocate,
 };

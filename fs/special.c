@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "fs/fs.h"
 #include "layout/layout.h"
 
@@ -38,6 +40,7 @@ static int stats_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
 	if (rc)
 		return rc;
 	v.instance = store_instance_id(fs->store);
+	v.pid = (uint64_t)getpid();
 	v.state = store_drain_state(fs->store, tenant ? dir : NULL, NULL);
 	fs_inval_sync(fs); /* a drain that ended just now is cleared */
 	v.uptime_ms = store_uptime_ms(fs->store);

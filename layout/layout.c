@@ -318,6 +318,8 @@ size_t layout_format_stats(char *buf, size_t cap,
 		buf[0] = '\0';
 
 	put(&t, "instance %016" PRIx64 "\n", v->instance);
+	if (!v->tenant)
+		put_u64(&t, "pid", v->pid); /* whom to send SIGTERM */
 	put(&t, "state %s\n", layout_state_name(v->state));
 	put(&t, "store %s\n", v->link == STORE_LINK_CONNECTED ? "connected" :
 	    v->link == STORE_LINK_DISCONNECTED ? "disconnected" : "embedded");
@@ -877,9 +879,8 @@ int layout_source(const char *source, char *opt, size_t optcap, char *err,
 	    strchr(source, '/')) {
 		if (errlen > 0)
 			snprintf(err, errlen, "statefs: bad source '%s' (none, "
-				 "a shared store's address, or a name without "
-				 "'/', ':', white space or a leading '.')",
-				 source);
+				 "a shared store's address, or a "
+				 LAYOUT_SOURCE_RULE ")", source);
 		goto bad;
 	}
 	return 0;

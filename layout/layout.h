@@ -134,6 +134,7 @@ size_t layout_format_drain(char *buf, size_t cap, enum store_state st,
 
 struct layout_stats_view {
 	uint64_t instance;            /* store_instance_id() */
+	uint64_t pid;                 /* the daemon's (root's .stats only) */
 	enum store_state state;
 	uint64_t uptime_ms;
 	const char *tenant;           /* NULL for the root's .stats */
@@ -207,6 +208,15 @@ void layout_help(FILE *out);
  * build inserts it there), so the two cannot disagree.
  */
 void layout_help_scdoc(FILE *out);
+
+/*
+ * What names the embedded store as SOURCE, in the words --help, the bad
+ * source message and the man page (scripts/mangen.c) all use, and the
+ * README copies: the rules of a tenant's name (layout_name_check) with
+ * NAME_MAX, and no '/' or ':' (a ':' makes it an address).
+ */
+#define LAYOUT_SOURCE_RULE "name of 1 to 255 bytes with no ':', '/', " \
+	"white space or control character, not beginning with '.'"
 
 /*
  * The source argument, `statefs [SOURCE] MNT`: what an fstab line's first

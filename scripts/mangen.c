@@ -1,7 +1,9 @@
 /*
  * mangen.c - the man page's build step: copies docs/statefs.8.scd from
  * stdin to stdout with its one "@OPTIONS@" line replaced by the statefs
- * option table in scdoc (layout_help_scdoc), the table --help prints.
+ * option table in scdoc (layout_help_scdoc), the table --help prints,
+ * and each "@SOURCE_RULE@" with LAYOUT_SOURCE_RULE, the words --help
+ * uses for the source argument.
  *
  * Exits 1 when the template has no such line or more than one, or when
  * a line of text (outside a ``` block) begins with '.' or '\'': scdoc
@@ -34,7 +36,14 @@ int main(void)
 			layout_help_scdoc(stdout);
 			found++;
 		} else {
-			fputs(line, stdout);
+			const char *p = line, *at;
+
+			while ((at = strstr(p, "@SOURCE_RULE@"))) {
+				fwrite(p, 1, (size_t)(at - p), stdout);
+				fputs(LAYOUT_SOURCE_RULE, stdout);
+				p = at + strlen("@SOURCE_RULE@");
+			}
+			fputs(p, stdout);
 		}
 	}
 	if (found != 1) {

@@ -307,8 +307,24 @@ static int stage_current(struct store_stage *st, size_t *len,
 	return rc;
 }
 
-ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
-			  uint64_t off)
+/* How many zero bytes make content of @have bytes reach @off + @len
+ * (fallocate mode 0), kept past @max when there are more. */
+static size_t stage_growth(size_t have, uint64_t off, uint64_t len, size_t max)
+{
+	uint64_t end = off + len < off ? UINT64_MAX : off + len;
+
+	if (end <= have)
+		return 0;
+	return end - have > (uint64_t)max ? max + 1 : (size_t)(end - have);
+}
+
+/*
+ * store_stage_write(), or, with @extend (fallocate: @buf NULL), the
+ * zeros that make what this stage sees reach @off + @len, written at
+ * its end with the same refusals.
+ */
+static ssize_t stage_write(struct store_stage *st, const void *buf,
+			   size_t len, uint64_t off, bool extend)
 {
 	struct store *s = st->s;
 	size_t cur, newlen, projected;
@@ -328,6 +344,9 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 	if (rc)
 		goto out;
 	if (st->mode == STORE_STAGE_APPEND) {
+		if (extend)
+			len = stage_growth(blob_len(st->pin) + st->len, off,
+					   len, s->lim.max_payload);
 		off = st->len;
 		newlen = st->len + len;
 		projected = cur + newlen;
@@ -345,6 +364,10 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 			st->len = base;
 			st->staged = true;
 		}
+		if (extend) {
+			len = stage_growth(st->len, off, len, s->lim.max_payload);
+			off = st->len;
+		}
 		newlen = off + len > st->len ? off + len : st->len;
 		projected = newlen;
 		if (off + len < off)
@@ -354,6 +377,8 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 		rc = -EFBIG;
 		goto out;
 	}
+	if (extend && len == 0)
+		goto out; /* long enough already: nothing to publish */
 	/* The store's limits, also for a mirror (which enforces none of
 	 * its own: see struct store). */
 	if (projected > cur &&
@@ -372,8 +397,10 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
 	if (off > st->len)
 		memset(st->buf + st->len, 0, off - st->len);
 	/* A write of no bytes may come before any buffer exists. */
-	if (len)
+	if (len && buf)
 		memcpy(st->buf + off, buf, len);
+	else if (len)
+		memset(st->buf + off, 0, len);
 	st->len = newlen;
 	st->staged = true;
 	st->dirty = true;
@@ -391,6 +418,20 @@ out:
 	}
 	unlock(&st->lock, LOCK_STAGE);
 	return rc ? refuse(s, rc) : (ssize_t)len;
+}
+
+ssize_t store_stage_write(struct store_stage *st, const void *buf, size_t len,
+			  uint64_t off)
+{
+	return stage_write(st, buf, len, off, false);
+}
+
+int store_stage_allocate(struct store_stage *st, uint64_t off, uint64_t len)
+{
+	/* stage_growth() bounds what @off + @len asks for. */
+	ssize_t n = stage_write(st, NULL, (size_t)len, off, true);
+
+	return n < 0 ? (int)n : 0;
 }
 
 ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
@@ -429,15 +470,24 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 		cur = NULL;
 	}
 	if (rc == 0) {
-		/* An append stage holds only the tail it will add: it
-		 * reads the state it is based on. */
+		/* What this open file sees: the state it is based on, then
+		 * its staged bytes; an in-place stage's staged bytes are the
+		 * whole content, an append stage's the tail it will add (an
+		 * a+ descriptor reads its own pending append). */
 		bool own = st->staged && st->mode != STORE_STAGE_APPEND;
+		size_t n1 = own ? 0 : blob_len(st->pin);
+		size_t n2 = st->staged ? st->len : 0;
 
-		src = own ? st->buf : (st->pin ? st->pin->data : NULL);
-		have = own ? st->len : blob_len(st->pin);
-		if (off < have) {
-			n = have - off < len ? have - off : len;
-			memcpy(buf, src + off, n);
+		if (off < n1) {
+			n = n1 - off < len ? n1 - off : len;
+			memcpy(buf, st->pin->data + off, n);
+		}
+		if (n < len && off + n >= n1 && off + n < n1 + n2) {
+			src = st->buf + (off + n - n1);
+			have = n1 + n2 - (off + n);
+			have = have < len - n ? have : len - n;
+			memcpy((char *)buf + n, src, have);
+			n += have;
 		}
 	}
 	unlock(&st->lock, LOCK_STAGE);

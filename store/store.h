@@ -532,15 +532,15 @@ ssize_t store_stage_write(struct store_stage *st, const void *buf,
 			  size_t len, uint64_t off);
 
 /*
- * Read up to @len bytes at @off from what this stage sees: its own
- * staged bytes when it has written, else the state pinned at open.  On
+ * Read up to @len bytes at @off from what this stage sees: its own staged
+ * bytes when it has written (after the pinned state for APPEND: its
+ * pending tail), else the state pinned at open.  On
  * a read-only stage a read at offset 0 re-pins the current state, so a
  * new pass sees the newest publication, never a mix; so does a read at
  * or past the end of the pinned state when the current state begins
  * with all of it (an append), so a reader that has seen everything reads
  * on into the newest (tail -f), having read a prefix of it.  A writable
- * stage keeps the state it opened on (its compare-and-swap base).
- * -ESTALE when the child is gone.
+ * stage keeps the state it opened on (its CAS base).  -ESTALE if gone.
  */
 ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 			 uint64_t off);
@@ -549,14 +549,16 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
  * -EFBIG over max_payload, -EBADF on a read stage, -ENOMEM. */
 int store_stage_truncate(struct store_stage *st, uint64_t size);
 
-/*
- * Take every refusal of store_stage_truncate(@st, @size) now, changing
- * nothing (the room it needs is made), so that the truncate which follows
- * cannot fail, unless another write of the same stage grew it meanwhile:
- * for a truncate that goes with a transition (fs/: an ftruncate also
- * sets the times).
- */
+/* Take every refusal of store_stage_truncate(@st, @size) now, changing
+ * nothing but the room it needs, so that the truncate which follows cannot
+ * fail (unless another write of the same stage grew it meanwhile): for an
+ * ftruncate, which also sets the times. */
 int store_stage_truncate_reserve(struct store_stage *st, uint64_t size);
+
+/* fallocate mode 0: make what this stage sees at least @off + @len bytes
+ * long, as a write of zeros past its end would, with the refusals of
+ * store_stage_write(); 0 when it is long enough already. */
+int store_stage_allocate(struct store_stage *st, uint64_t off, uint64_t len);
 
 /*
  * Publish the staged content as one transition if the stage is dirty

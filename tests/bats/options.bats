@@ -52,6 +52,33 @@ refused() {
 	assert_line --regexp 'drain_window.*30'
 }
 
+@test "the rule for a source name is stated whole, in the same words, by --help, the refusal, the man page and the README" {
+	local rule="name of 1 to 255 bytes with no ':', '/', white space or control character, not beginning with '.'"
+	local root=$BATS_TEST_DIRNAME/../..
+	run bash -c '"$1" --help | tr "\n" " "' _ "$STATEFS_BIN"
+	assert_output --partial "or any other $rule, is the embedded store"
+	run "$root/build/mangen" <"$root/docs/statefs.8.scd"
+	assert_output --partial "or any other"$'\n'"$rule is the embedded store"
+	run tr '\n' ' ' <"$root/README.md"
+	assert_output --partial "or any other $rule, is the embedded one"
+	# The rule is the code's: each clause refuses, 255 bytes do not.
+	local src long
+	long=$(printf 'a%.0s' {1..255})
+	for src in a/b .hidden 'a b' $'a\tb' "${long}b"; do
+		run timeout 10 "$STATEFS_BIN" -f "$src" "$DIR"
+		assert_failure
+		assert_equal "${#lines[@]}" 1
+		assert_output --partial "or a $rule)"
+		run _statefs_mounted "$DIR"
+		assert_failure
+	done
+	# (Past the source, a missing mountpoint is what stops it.)
+	run timeout 10 "$STATEFS_BIN" -f "$long" "$DIR/missing"
+	assert_failure
+	refute_output --partial 'bad source'
+	assert_output --partial 'bad mount point'
+}
+
 @test "a non-numeric max_tenants is refused at start with a one-line message naming it" {
 	refused max_tenants=abc max_tenants
 }

@@ -67,6 +67,23 @@ setup() {
 	done
 }
 
+@test "the root's .stats names the daemon's pid, which SIGTERM ends; a tenant's has none" {
+	run stat_of pid
+	assert_success
+	assert_output "$STATEFS_PID"
+	kill -0 "$output"
+	[ "$(readlink "/proc/$output/exe")" = "$(realpath "$STATEFS_BIN")" ]
+	mkdir "$MNT/t"
+	run stat_of pid "$MNT/t"
+	assert_failure
+	# What the man page tells whoever did not start it: find it, end it.
+	kill -TERM "$(stat_of pid)"
+	statefs_wait_exit 30
+	[ "$STATEFS_STATUS" -eq 0 ]
+	run grep -F " $MNT " /proc/mounts
+	assert_failure
+}
+
 @test "uptime grows" {
 	local a b
 	a=$(stat_of uptime_ms)

@@ -398,3 +398,174 @@ as() {
 6777 $TMP/c
 777 $TMP/d"
 }
+
+# --- fallocate, O_APPEND read-back, mmap, unlinked descriptors -------------
+
+@test "fallocate -l extends a child with zeros as on tmpfs, and publishes on close" {
+	local d
+	for d in "$MNT/t/p" "$TMP"; do
+		fallocate -l 10 "$d/new"
+		printf 'abc' >"$d/old"
+		fallocate -l 6 "$d/old"
+		# Long enough already: nothing changes.
+		fallocate -o 1 -l 2 "$d/old"
+		printf 'x\n' >"$d/app"
+		# Through an O_APPEND descriptor: its end is the content's.
+		python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+os.posix_fallocate(fd, 0, 5)
+os.write(fd, b"y")
+os.close(fd)' "$d/app"
+	done
+	for f in new old app; do
+		cmp "$MNT/t/p/$f" "$TMP/$f"
+	done
+	run stat -c '%s %n' "$MNT/t/p/new" "$MNT/t/p/old" "$MNT/t/p/app"
+	assert_output "10 $MNT/t/p/new
+6 $MNT/t/p/old
+6 $MNT/t/p/app"
+	# One publication each: the fallocate that changed nothing made none.
+	run ver "$MNT/t/p/old"
+	assert_output 2
+	run ver "$MNT/t/p/app"
+	assert_output 2
+}
+
+@test "fallocate keeps the limits of a write, and refuses every mode but 0 with EOPNOTSUPP" {
+	statefs_remount -o max_payload=16
+	mkdir -p "$MNT/t/p"
+	printf 'abc' >"$MNT/t/p/c"
+	run fallocate -l 17 "$MNT/t/p/c"
+	assert_failure
+	assert_output --partial 'File too large'
+	run fallocate -l 16 "$MNT/t/p/c"
+	assert_success
+	run stat -c %s "$MNT/t/p/c"
+	assert_output 16
+	printf 'abc' >"$MNT/t/p/c"
+	run fallocate --keep-size -l 10 "$MNT/t/p/c"
+	assert_failure
+	assert_output --partial 'unsupported'
+	# KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE, COLLAPSE_RANGE, INSERT_RANGE
+	run python3 -c '
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open(sys.argv[1], os.O_RDWR)
+for mode in (0x01, 0x03, 0x10, 0x08, 0x20):
+    r = libc.fallocate(fd, mode, ctypes.c_long(0), ctypes.c_long(4096))
+    print(errno.errorcode[ctypes.get_errno()] if r else "OK")
+os.close(fd)' "$MNT/t/p/c"
+	# (Python names EOPNOTSUPP by its other name: one number on Linux.)
+	assert_output "$(printf 'ENOTSUP\n%.0s' 1 2 3 4 5 | head -c -1)"
+	run cat "$MNT/t/p/c"
+	assert_output abc
+	run ver "$MNT/t/p/c"
+	assert_output 3
+}
+
+@test "an O_APPEND descriptor reads back its own pending append, as on tmpfs" {
+	local d n=0
+	for d in "$MNT/t/p" "$TMP"; do
+		printf 'one\n' >"$d/c"
+		n=$((n + 1))
+		python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_APPEND)
+os.write(fd, b"two\n")
+os.lseek(fd, 0, os.SEEK_SET)
+sys.stdout.buffer.write(os.read(fd, 100))
+os.lseek(fd, 5, os.SEEK_SET)
+sys.stdout.buffer.write(os.read(fd, 100))
+os.close(fd)' "$d/c" >"$BATS_TEST_TMPDIR/out.$n"
+	done
+	run cat "$BATS_TEST_TMPDIR/out.1"
+	assert_output "$(cat "$BATS_TEST_TMPDIR/out.2")"
+	assert_output $'one\ntwo\nwo'
+	run cat "$MNT/t/p/c"
+	assert_output $'one\ntwo'
+}
+
+# mmap_read FILE: the content of FILE through a read-only shared mapping.
+mmap_read() {
+	python3 -c '
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+m = mmap.mmap(fd, 0, prot=mmap.PROT_READ, flags=mmap.MAP_SHARED)
+sys.stdout.buffer.write(m[:])
+m.close()
+os.close(fd)' "$1"
+}
+
+@test "a read-only shared mmap of a child reads its content; a new mapping sees a new publication" {
+	echo hello >"$MNT/t/p/c"
+	run mmap_read "$MNT/t/p/c"
+	assert_success
+	assert_output hello
+	echo 'a new state' >"$MNT/t/p/c"
+	run mmap_read "$MNT/t/p/c"
+	assert_output 'a new state'
+	# One descriptor, mapped again after a publication, sees it too.
+	run python3 -c '
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+m = mmap.mmap(fd, 0, prot=mmap.PROT_READ, flags=mmap.MAP_SHARED)
+a = m[:]
+m.close()
+with open(sys.argv[1], "w") as w:
+    w.write("third\n")
+m = mmap.mmap(fd, 0, prot=mmap.PROT_READ, flags=mmap.MAP_SHARED)
+sys.stdout.buffer.write(a + m[:])' "$MNT/t/p/c"
+	assert_success
+	assert_output $'a new state\nthird'
+}
+
+@test "SQLite's WAL mode (a shared mapping of its -shm file) works in a parent" {
+	run python3 -c '
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(c.execute("pragma journal_mode=wal").fetchone()[0])
+c.execute("create table t(x)")
+c.execute("insert into t values (42)")
+c.commit()
+c.close()
+c = sqlite3.connect(sys.argv[1])
+print(c.execute("select x from t").fetchone()[0])' "$MNT/t/p/db"
+	assert_success
+	assert_output $'wal\n42'
+}
+
+@test "an unlinked child's own descriptor gets ESTALE, and O_TMPFILE is EOPNOTSUPP (see the man page)" {
+	run python3 -c '
+import errno, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"x")
+os.unlink(sys.argv[1])
+for call in (lambda: os.read(fd, 1), lambda: os.pread(fd, 1, 0),
+             lambda: os.write(fd, b"y"), lambda: os.fstat(fd),
+             lambda: os.close(fd)):
+    try:
+        call()
+        print("OK")
+    except OSError as e:
+        print(errno.errorcode[e.errno])
+' "$MNT/t/p/c"
+	assert_output $'ESTALE\nESTALE\nESTALE\nESTALE\nESTALE'
+	run ls -A "$MNT/t/p"
+	assert_output ''
+	run py_errno 'os.open(sys.argv[1], os.O_TMPFILE | os.O_RDWR, 0o600)' "$MNT/t/p"
+	assert_output ENOTSUP # EOPNOTSUPP
+	# What the man page offers instead: keep the temporary linked until
+	# it is closed (NamedTemporaryFile unlinks after its close).
+	run python3 -c '
+import sys, tempfile
+with tempfile.NamedTemporaryFile(dir=sys.argv[1]) as t:
+    t.write(b"scratch")
+    t.flush()
+    t.seek(0)
+    print(t.read().decode())' "$MNT/t/p"
+	assert_success
+	assert_output scratch
+	run ls -A "$MNT/t/p"
+	assert_output ''
+}

@@ -2010,7 +2010,7 @@ wrong_out:
 	}
 	case OP_ST_READ: {
 		struct mstage *g = &f->stage[pa.t];
-		uint8_t buf[64];
+		uint8_t buf[64], both[2 * MAX_PAYLOAD];
 		const uint8_t *want;
 		size_t wlen;
 		ssize_t r;
@@ -2033,6 +2033,12 @@ wrong_out:
 		if (g->staged && g->mode != STORE_STAGE_APPEND) {
 			want = g->buf;
 			wlen = g->len;
+		} else if (g->staged) {
+			/* an append stage reads its base, then its tail */
+			memcpy(both, g->pin, g->pinlen);
+			memcpy(both + g->pinlen, g->buf, g->len);
+			want = both;
+			wlen = g->pinlen + g->len;
 		} else {
 			want = g->pin;
 			wlen = g->pinlen;

@@ -790,6 +790,69 @@ static void test_stage_write_nothing(void **state)
 	check_ok(c);
 }
 
+/* fallocate mode 0: zeros past the end the stage sees, a write's limits,
+ * nothing to publish when the content is long enough already. */
+static void test_stage_allocate(void **state)
+{
+	struct ctx *c = *state;
+	struct store_limits l;
+	struct store_node *t, *p, *a;
+	struct store_stage *st = NULL;
+	uint64_t v0;
+	char buf[32];
+
+	store_limits_default(&l);
+	l.max_payload = 16;
+	reopen(c, &l);
+	t = mk(c, root(c), "t");
+	p = mk(c, t, "p");
+	a = cr(c, p, "a");
+	publish(c, a, STORE_STAGE_REPLACE, "abc");
+	v0 = version(c, a);
+
+	/* Inside the content: nothing staged, nothing published. */
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_CAS, &st), 0);
+	assert_int_equal(store_stage_allocate(st, 1, 2), 0);
+	assert_int_equal(store_stage_flush(st), 0);
+	store_stage_close(st);
+	assert_int_equal(version(c, a), v0);
+
+	/* Past it: zeros, read back, published at close. */
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_CAS, &st), 0);
+	assert_int_equal(store_stage_allocate(st, 2, 4), 0);
+	assert_int_equal(store_stage_read(st, buf, sizeof(buf), 0), 6);
+	assert_memory_equal(buf, "abc\0\0\0", 6);
+	assert_int_equal(store_stage_flush(st), 0);
+	store_stage_close(st);
+	assert_int_equal(version(c, a), v0 + 1);
+	assert_gauges(c, t, 1, 1, 1, 1, 0, 6);
+
+	/* An append stage extends what it sees, its base and its tail. */
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_APPEND, &st), 0);
+	assert_int_equal(store_stage_write(st, "d", 1, 0), 1);
+	assert_int_equal(store_stage_allocate(st, 0, 9), 0);
+	assert_int_equal(store_stage_read(st, buf, sizeof(buf), 0), 9);
+	assert_memory_equal(buf, "abc\0\0\0d\0\0", 9);
+	assert_int_equal(store_stage_publish(st), 0);
+	store_stage_close(st);
+	assert_gauges(c, t, 1, 1, 1, 1, 0, 9);
+
+	/* Over max_payload, even by a length that overflows: EFBIG, and
+	 * the stage is abandoned as after a refused write. */
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_CAS, &st), 0);
+	assert_int_equal(store_stage_allocate(st, 0, 17), -EFBIG);
+	assert_int_equal(store_stage_flush(st), -EFBIG);
+	store_stage_close(st);
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_CAS, &st), 0);
+	assert_int_equal(store_stage_allocate(st, UINT64_MAX - 1, 4), -EFBIG);
+	store_stage_close(st);
+	assert_int_equal(store_stage_open(c->s, a, STORE_STAGE_READ, &st), 0);
+	assert_int_equal(store_stage_allocate(st, 0, 1), -EBADF);
+	store_stage_close(st);
+	assert_gauges(c, t, 1, 1, 1, 1, 0, 9);
+	check_ok(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -810,6 +873,7 @@ int main(void)
 		TEST(test_stage_truncate_append),
 		TEST(test_stage_truncate_append_empty),
 		TEST(test_stage_write_nothing),
+		TEST(test_stage_allocate),
 	};
 
 	return run_store_tests("content", tests);

@@ -1136,7 +1136,7 @@ static size_t parse_stats(const char *text, struct kv *kv, size_t max)
 }
 
 static const char *const root_keys[] = {
-	"instance", "state", "store", "uptime_ms",
+	"instance", "pid", "state", "store", "uptime_ms",
 	"tenants", "parents", "children", "links", "tombstones", "bytes",
 	"snapshot_bytes",
 	"max_tenants", "max_parents", "max_children", "max_bytes",
@@ -1180,6 +1180,7 @@ static void sample_view(struct layout_stats_view *v, struct store_limits *l)
 	l->default_ttl_ms = 1500;
 	memset(v, 0, sizeof(*v));
 	v->instance = 0xabcdef0123ULL;
+	v->pid = 4242;
 	v->state = STORE_DRAINING;
 	v->uptime_ms = 98765;
 	v->link = STORE_LINK_DISCONNECTED;
@@ -1273,6 +1274,7 @@ static void test_stats_root(void **state)
 	for (size_t i = 0; i < n; i++)
 		assert_string_equal(kv[i].key, root_keys[i]);
 	check_common(kv, n);
+	assert_int_equal(u64_of(kv, n, "pid"), 4242);
 	assert_int_equal(u64_of(kv, n, "max_tenants"), 1024);
 	assert_int_equal(u64_of(kv, n, "max_parents"), 65536);
 	assert_int_equal(u64_of(kv, n, "max_children"), 1048576);
