@@ -311,6 +311,11 @@ static void __attribute__((noreturn)) child_main(int sock, const char *mountpoin
 	clone = fuse_root(clone, &dev);
 	if (clone >= 0)
 		mi = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	if (clone >= 0 && mi < 0) {
+		/* It could never tell the mount is gone: no clone. */
+		close(clone);
+		clone = -1;
+	}
 	if (mi >= 0 && !still_mounted(mi, dev))
 		_exit(0);
 	for (;;) {
