@@ -774,11 +774,10 @@ uint64_t store_events_position(const struct store_event_reader *r);
 uint64_t store_events_end(struct store *s);
 
 /*
- * Copy whole lines for @r into @buf (at most @len bytes), advancing it.
- * Returns the bytes copied, 0 when nothing is pending, -ESTALE once a
- * tenant's reader has read every line before its store instance ended.
- * A reader that fell behind gets "overflow\n" first and jumps to the
- * oldest line within its window.
+ * Copy whole lines for @r into @buf (at most @len bytes), advancing it:
+ * the bytes copied, 0 when nothing is pending, -ESTALE for a tenant's
+ * reader past the end of its store instance.  One that fell behind gets
+ * "overflow\n" first and jumps to the oldest line within its window.
  */
 ssize_t store_events_read(struct store *s, struct store_event_reader *r,
 			  char *buf, size_t len);
