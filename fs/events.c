@@ -12,6 +12,12 @@
  * gated at inval_seq), so whoever learns of a change from the stream
  * finds the kernel's caches already dropped.
  *
+ * A tenant's .events whose tenant went with its store instance (a shared
+ * store that lost its data) is a handle of the old instance: once its
+ * reader has read every line before the end, each read (a parked one
+ * too: it is woken) fails with ESTALE, and poll reports it readable, so
+ * no reader waits for ever on a tenant that cannot come back.
+ *
  * Locks: fs->watch_lock guards the open .events files (fs->watchers),
  * each one's reader, parked read, poll handle and unread rest; the store
  * reader is called under it.  Replies and poll notifications go out with
@@ -65,19 +71,25 @@ static bool events_ready(struct fs *fs, struct fs_file *f)
  * Move up to @size bytes @f may read now into a new buffer (watch_lock
  * held).  Lines come from the store whole; what a small read (bash's
  * `read` takes one byte at a time) leaves of them waits in f->text.
+ * Returns the bytes, or -ESTALE when the reader's tenant is gone.
  */
-static size_t events_take(struct fs *fs, struct fs_file *f, size_t size,
-			  char **out)
+static ssize_t events_take(struct fs *fs, struct fs_file *f, size_t size,
+			   char **out)
 {
+	ssize_t got;
 	size_t n;
 
 	*out = NULL;
 	if (f->len == 0 && events_ready(fs, f)) {
 		if (!f->text)
 			f->text = malloc(EVENTS_CHUNK);
-		if (f->text)
-			f->len = store_events_read(fs->store, f->reader,
-						   f->text, EVENTS_CHUNK);
+		if (f->text) {
+			got = store_events_read(fs->store, f->reader,
+						f->text, EVENTS_CHUNK);
+			if (got < 0)
+				return got; /* -ESTALE: its tenant is gone */
+			f->len = (size_t)got;
+		}
 	}
 	if (f->len == 0 || size == 0)
 		return 0;
@@ -88,7 +100,7 @@ static size_t events_take(struct fs *fs, struct fs_file *f, size_t size,
 	memcpy(*out, f->text, n);
 	memmove(f->text, f->text + n, f->len - n);
 	f->len -= n;
-	return n;
+	return (ssize_t)n;
 }
 
 /* A parked read was interrupted (the reader got a signal). */
@@ -114,7 +126,7 @@ void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 		    size_t size, bool nonblock)
 {
 	char *buf;
-	size_t n;
+	ssize_t n;
 
 	/* A line this reader may see has passed the inval thread before the
 	 * caller's last transition returned: wait for it (bounded). */
@@ -149,10 +161,10 @@ void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 		}
 	}
 	pthread_mutex_unlock(&fs->watch_lock);
-	if (n)
-		fuse_reply_buf(req, buf, n);
+	if (n > 0)
+		fuse_reply_buf(req, buf, (size_t)n);
 	else
-		fuse_reply_err(req, nonblock ? EAGAIN : EBUSY);
+		fuse_reply_err(req, n < 0 ? (int)-n : nonblock ? EAGAIN : EBUSY);
 	free(buf);
 }
 
@@ -199,7 +211,7 @@ void fs_events_release(struct fs *fs, struct fs_file *f)
 struct owed {
 	fuse_req_t req;
 	char *buf;
-	size_t len;
+	ssize_t len;           /* < 0: an error to answer */
 	struct fuse_pollhandle *ph;
 };
 
@@ -224,7 +236,7 @@ void *fs_events_main(void *arg)
 
 			if (f->waiting) {
 				o.len = events_take(fs, f, f->want, &o.buf);
-				if (o.len) {
+				if (o.len != 0) {
 					o.req = f->waiting;
 					f->waiting = NULL;
 				}
@@ -251,8 +263,11 @@ void *fs_events_main(void *arg)
 		/* Reply with no lock held. */
 		pthread_mutex_unlock(&fs->watch_lock);
 		for (size_t i = 0; i < n; i++) {
-			if (owed[i].req)
-				fuse_reply_buf(owed[i].req, owed[i].buf, owed[i].len);
+			if (owed[i].req && owed[i].len < 0)
+				fuse_reply_err(owed[i].req, (int)-owed[i].len);
+			else if (owed[i].req)
+				fuse_reply_buf(owed[i].req, owed[i].buf,
+					       (size_t)owed[i].len);
 			free(owed[i].buf);
 			if (owed[i].ph) {
 				fuse_lowlevel_notify_poll(owed[i].ph);

@@ -125,6 +125,7 @@ void emit_overflow(struct store *s, struct tenant *t)
 		.generation = -1,
 		.version = -1,
 		.overflow = true,
+		.end = t == NULL,
 	};
 	bool was = applying != NULL;
 	struct apply_ctx *a = applying;
@@ -265,6 +266,13 @@ int store_events_open(struct store *s, struct store_node *tenant,
 	lock_call_begin(LOCK_EVLOG);
 	evlog_open(s->events, r);
 	lock_call_end(LOCK_EVLOG);
+	/* A tenant that is gone would never show a line: a cleanup (or the
+	 * end of the instance, appended after its tenants died) came
+	 * before this open. */
+	if (tenant && atomic_load(&tenant->dead)) {
+		store_events_close(r);
+		return -ESTALE;
+	}
 	*out = r;
 	return 0;
 }
@@ -297,15 +305,18 @@ uint64_t store_events_end(struct store *s)
 	return seq;
 }
 
-size_t store_events_read(struct store *s, struct store_event_reader *r,
-			 char *buf, size_t len)
+ssize_t store_events_read(struct store *s, struct store_event_reader *r,
+			  char *buf, size_t len)
 {
 	size_t n;
 
 	lock_call_begin(LOCK_EVLOG);
 	n = evlog_read(s->events, r, buf, len);
 	lock_call_end(LOCK_EVLOG);
-	return n;
+	/* Its tenant went with the instance: nothing more will come. */
+	if (n == 0 && evlog_gone(r))
+		return -ESTALE;
+	return (ssize_t)n;
 }
 
 bool store_events_pending(struct store *s, struct store_event_reader *r)

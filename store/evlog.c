@@ -25,6 +25,13 @@
  * internal_only reader whose next entry was overwritten can tell whether
  * an internal one went with it: if none did, it lost nothing it would
  * have seen, and it moves on to the oldest entry without falling behind.
+ *
+ * The end of the store instance (an entry with end) is counted the same
+ * way (ends_before, ends_seen).  A tenant's reader that got past one, by
+ * reading up to it or by jumping over it when it fell behind, lost its
+ * tenant for good: the tenant of that name in the new instance is
+ * another node.  It reads nothing more (evlog_gone); its owner answers
+ * ESTALE from then on.
  */
 #include "store/evlog.h"
 #include "store/alloc.h"
@@ -48,6 +55,7 @@ static const char *const op_names[] = {
 struct slot {
 	uint64_t seq;          /* 0: empty */
 	uint64_t internal_before; /* internal entries appended before it */
+	uint64_t ends_before;  /* ends of the store instance before it */
 	struct evlog_entry e;  /* names point into text */
 	char *text;            /* "op\tT\tP\tC\tG\tV\n" (or with "\tFP\tFC"
 				* before the newline) then the five names */
@@ -59,6 +67,7 @@ struct evlog {
 	size_t cap;
 	uint64_t next;         /* lock: the next sequence number */
 	uint64_t internal;     /* lock: internal entries appended so far */
+	uint64_t ends;         /* lock: ends of the store instance so far */
 	struct slot *ring;     /* lock */
 };
 
@@ -139,6 +148,8 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
 		sl->seq = seq;
 		sl->internal_before = l->internal;
 		l->internal += e->internal;
+		sl->ends_before = l->ends;
+		l->ends += e->end;
 		sl->e = *e; /* scope and owner: who is told of the loss */
 		sl->e.tenant = sl->e.parent = sl->e.child = NULL;
 		sl->e.from_parent = sl->e.from_child = NULL;
@@ -162,6 +173,8 @@ uint64_t evlog_append(struct evlog *l, const struct evlog_entry *e)
 	sl->seq = seq;
 	sl->internal_before = l->internal;
 	l->internal += e->internal;
+	sl->ends_before = l->ends;
+	l->ends += e->end;
 	sl->e = *e;
 	sl->text = text;
 	sl->len = (size_t)n;
@@ -189,6 +202,7 @@ void evlog_open(struct evlog *l, struct store_event_reader *r)
 	pthread_mutex_lock(&l->lock);
 	r->next = l->next;
 	r->internal_seen = l->internal;
+	r->ends_seen = r->ends_open = l->ends;
 	pthread_mutex_unlock(&l->lock);
 }
 
@@ -200,6 +214,13 @@ static void reader_to(struct evlog *l, struct store_event_reader *r,
 	r->next = seq;
 	r->internal_seen = seq < l->next ?
 			   l->ring[seq % l->cap].internal_before : l->internal;
+	r->ends_seen = seq < l->next ?
+		       l->ring[seq % l->cap].ends_before : l->ends;
+}
+
+bool evlog_gone(const struct store_event_reader *r)
+{
+	return r->tenant_ino && r->ends_seen != r->ends_open;
 }
 
 /* Where reader @r stops for now: the end of the log, or r->until. */
@@ -227,13 +248,14 @@ static uint64_t oldest_locked(struct evlog *l, const struct store_event_reader *
 /*
  * May reader @r see the entry in @sl?  It must be in the reader's scope
  * and, for a reader with credentials, of a tenant they may list; an
- * entry of no tenant (a drain of the whole store) is everyone's.
+ * entry of no tenant (a drain of the whole store) is everyone's.  The end
+ * of the store instance is in every reader's scope.
  */
 static bool visible(const struct slot *sl, const struct store_event_reader *r)
 {
 	if (r->internal_only && !sl->e.internal)
 		return false;
-	if (r->tenant_ino && sl->e.tenant_ino != r->tenant_ino)
+	if (r->tenant_ino && sl->e.tenant_ino != r->tenant_ino && !sl->e.end)
 		return false;
 	return !r->cred || !sl->e.tenant_ino ||
 	       store_cred_may_list(r->cred, sl->e.tenant_uid, sl->e.tenant_gid,
@@ -285,6 +307,8 @@ size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 	size_t used = 0;
 
 	pthread_mutex_lock(&l->lock);
+	if (evlog_gone(r))
+		goto out;
 	if (catch_up_locked(l, r)) {
 		if (len < sizeof(overflow) - 1)
 			goto out;
@@ -292,15 +316,17 @@ size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 		used = sizeof(overflow) - 1;
 		reader_to(l, r, oldest_locked(l, r));
 	}
-	/* Within the window now: at most window entries to look at. */
-	for (; r->next < end_locked(l, r); reader_to(l, r, r->next + 1)) {
+	/* Within the window now: at most window entries to look at.  A
+	 * tenant's reader stops for good past an end of the instance. */
+	for (; r->next < end_locked(l, r) && !evlog_gone(r);
+	     reader_to(l, r, r->next + 1)) {
 		struct slot *sl = &l->ring[r->next % l->cap];
 		const char *text;
 		size_t tlen;
 		char seq[24];
 		int sn;
 
-		if (!visible(sl, r))
+		if (!visible(sl, r) || (sl->e.end && r->tenant_ino))
 			continue;
 		if (sl->e.overflow) {
 			if (used + sizeof(overflow) - 1 > len)
@@ -329,7 +355,8 @@ bool evlog_pending(struct evlog *l, struct store_event_reader *r)
 	bool pending;
 
 	pthread_mutex_lock(&l->lock);
-	pending = catch_up_locked(l, r) || r->next < end_locked(l, r);
+	pending = evlog_gone(r) || catch_up_locked(l, r) ||
+		  r->next < end_locked(l, r);
 	pthread_mutex_unlock(&l->lock);
 	return pending;
 }

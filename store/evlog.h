@@ -29,6 +29,10 @@ struct store_event_reader {
 					* the reader's own (&own) */
 	bool internal_only;    /* sees internal lines only */
 	uint64_t internal_seen; /* the log's: internal lines before next */
+	/* The log's count of ends of the store instance before next, and
+	 * at open: a tenant's reader that got past one has lost its tenant
+	 * (evlog_gone). */
+	uint64_t ends_seen, ends_open;
 	struct store_cred own; /* the copy of the opener's credentials */
 };
 
@@ -60,6 +64,11 @@ struct evlog_entry {
 	 * reloaded the tenant and lost its lines in between); the watch
 	 * machinery gets -EOVERFLOW. */
 	bool overflow;
+	/* With overflow and no tenant: the store instance ended (a shared
+	 * store lost its data).  The root's readers get "overflow" there;
+	 * a tenant's reader, whatever its tenant, reads nothing past it:
+	 * its tenant was the old instance's (evlog_gone). */
+	bool end;
 };
 
 /*
@@ -78,6 +87,11 @@ void evlog_open(struct evlog *l, struct store_event_reader *r);
 size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 		  size_t len);
 bool evlog_pending(struct evlog *l, struct store_event_reader *r);
+
+/* Has tenant reader @r read every line before an end of the store
+ * instance (an evlog_entry with end), and so lost its tenant?  Then
+ * evlog_read gives it nothing more and evlog_pending says true. */
+bool evlog_gone(const struct store_event_reader *r);
 int evlog_next(struct evlog *l, struct store_event_reader *r,
 	       struct store_event *ev);
 

@@ -163,16 +163,19 @@ static int new_instance(struct store *s)
 	struct tenant *t, *tt;
 	struct apply_ctx q = { .quiet = true };
 
-	/* Every tenant of the old instance goes, silently but for one
-	 * overflow line per reader.  Only this thread changes the tenant
+	/* Every tenant of the old instance goes, silently but for the end
+	 * of the instance in the log: an "overflow" line for the root's
+	 * readers, -ESTALE for every tenant's.  Appended after the
+	 * cleanups, so a tenant's .events opened past it finds its tenant
+	 * dead (store_events_open).  Only this thread changes the tenant
 	 * table (each cleanup takes the store lock to take one out). */
-	emit_overflow(s, NULL);
-	event_hook_run(s);
 	q.ns = wall_now();
 	applying = &q;
 	HASH_ITER(hh, s->tenants, t, tt)
 		TRANSITION(s, tenant_cleanup(s, t->name, NULL));
 	applying = NULL;
+	emit_overflow(s, NULL);
+	event_hook_run(s);
 	lock(&s->lock, LOCK_STORE);
 	atomic_store(&s->state, STORE_READY);
 	unlock(&s->lock, LOCK_STORE);

@@ -832,8 +832,9 @@ void emit_from_locked(struct store *s, enum store_op op,
 		      struct child *c, const struct link *to,
 		      const struct link *from);
 void note_attrs_changed(uint64_t ino);
-/* Readers in @t's scope (NULL: the root's) get one "overflow" line here:
- * a mirror reloaded and lost the lines in between. */
+/* Readers in @t's scope get one "overflow" line here: a mirror reloaded
+ * and lost the lines in between.  @t NULL: the store instance ended (the
+ * root's readers get "overflow", every tenant's reader -ESTALE). */
 void emit_overflow(struct store *s, struct tenant *t);
 void event_hook_run(struct store *s);
 

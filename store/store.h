@@ -753,8 +753,8 @@ struct store_event_reader;
  * of no tenant are everyone's, and uid 0 sees every line.  Lines it does
  * not see keep their numbers (the reader sees gaps) and, while they are
  * in the log, never make it fall behind.  The reader keeps its own copy
- * of @cred.  Returns 0 and the reader in *@out, or -ENOMEM.  Close it
- * with store_events_close().
+ * of @cred.  Returns 0 and the reader in *@out, -ESTALE when @tenant
+ * is dead, or -ENOMEM.  Close it with store_events_close().
  */
 int store_events_open(struct store *s, struct store_node *tenant,
 		      const struct store_cred *cred, unsigned flags,
@@ -776,16 +776,16 @@ uint64_t store_events_position(const struct store_event_reader *r);
 uint64_t store_events_end(struct store *s);
 
 /*
- * Copy whole lines for @r into @buf (at most @len bytes), advancing it.
- * Returns the bytes copied, 0 when nothing is pending.  A reader that
- * fell behind gets "overflow\n" first and jumps to the oldest line within
- * its window.
+ * Copy whole lines for @r into @buf (at most @len bytes), advancing it:
+ * the bytes copied, 0 when nothing is pending, -ESTALE for a tenant's
+ * reader past the end of its store instance.  One that fell behind gets
+ * "overflow\n" first and jumps to the oldest line within its window.
  */
-size_t store_events_read(struct store *s, struct store_event_reader *r,
-			 char *buf, size_t len);
+ssize_t store_events_read(struct store *s, struct store_event_reader *r,
+			  char *buf, size_t len);
 
-/* True when @r has something to read.  Moves @r past the lines it does
- * not see. */
+/* True when @r has something to read (or -ESTALE).  Moves @r past the
+ * lines it does not see. */
 bool store_events_pending(struct store *s, struct store_event_reader *r);
 
 /*

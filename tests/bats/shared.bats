@@ -209,6 +209,72 @@ teardown() {
 	assert_output OK
 }
 
+@test "after a store lost its data, a tenant's open .events gives the lines before, then ESTALE: a blocked cat ends, poll and O_NONBLOCK see it; the root's gets overflow" {
+	local out=$BATS_TEST_TMPDIR/cat cpid old i st
+	mount2
+	mkdir -p "$A/t/p"
+	fsyncdir "$B"
+	# Opened here: each reader starts before the lines below.
+	exec 6<"$B/t/.events" 7<"$B/.events" 8<"$B/t/.events"
+	timeout 60 cat <&8 >"$out" 2>"$out.err" 3>&- 6<&- 7<&- 8<&- &
+	cpid=$!
+	exec 8<&-
+	echo x >"$A/t/p/c"
+	fsyncdir "$B"
+	for i in $(seq 200); do
+		[ "$(wc -l <"$out")" -ge 2 ] && break
+		sleep 0.1
+	done
+	old=$(stat_of instance "$B")
+	rcli FLUSHALL >/dev/null
+	run py_errno 'os.mkdir(sys.argv[1])' "$A/u"
+	for i in $(seq 100); do
+		[ "$(stat_of instance "$B")" != "$old" ] && break
+		sleep 0.1
+	done
+	refute [ "$(stat_of instance "$B")" = "$old" ]
+	# The blocked read wakes with ESTALE (124 would be the timeout).
+	st=0
+	wait "$cpid" || st=$?
+	assert_equal "$st" 1
+	run cat "$out.err"
+	assert_output --partial "Stale file handle"
+	run cat "$out"
+	assert_output "$(printf '3\tcreate\tt\tp\tc\t1\t0\n4\twrite\tt\tp\tc\t1\t1')"
+	# A reader that had not read: poll says readable, the lines before
+	# the end come first, then ESTALE, with O_NONBLOCK as without.
+	run python3 -c '
+import errno, os, select
+os.set_blocking(6, False)
+p = select.poll()
+p.register(6, select.POLLIN)
+print("poll", bool(p.poll(20000)))
+print(os.read(6, 4096).decode(), end="")
+for i in range(2):
+    try:
+        os.read(6, 4096)
+        print("read")
+    except OSError as e:
+        print(errno.errorcode[e.errno])
+os.set_blocking(6, True)
+try:
+    os.read(6, 4096)
+except OSError as e:
+    print(errno.errorcode[e.errno])'
+	assert_output "$(printf 'poll True\n3\tcreate\tt\tp\tc\t1\t0\n4\twrite\tt\tp\tc\t1\t1\nESTALE\nESTALE\nESTALE')"
+	# The root is every instance's: its reader gets overflow and goes on.
+	run timeout 20 grep -m 1 -x overflow <&7
+	assert_success
+	exec 6<&- 7<&-
+	# The new instance's tenant of the same name has a feed of its own.
+	mkdir -p "$B/t/p"
+	exec 6<"$B/t/.events"
+	echo y >"$B/t/p/d"
+	run timeout 20 head -n 1 <&6
+	assert_output --partial "create	t	p	d"
+	exec 6<&-
+}
+
 @test "Redis unreachable: an operation fails within store_timeout with EIO and changes nothing; .stats says disconnected; it recovers" {
 	statefs_mount -o "store=unix:$REDIS_SOCK,store_timeout=1"
 	mkdir -p "$MNT/t/p"

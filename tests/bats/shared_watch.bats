@@ -184,3 +184,83 @@ EOF
 	assert_output --partial "statefs:"
 	! grep -q " $dir/mnt fuse" /proc/mounts
 }
+
+# burst_then_unmount ROUND: a burst of N (300) of A's changes echoed
+# through B, whose parent an inotifywait watches; B unmounted by
+# fusermount3 -u while the echo replays them: it must succeed at the
+# first try, and B's daemon must exit.
+burst_then_unmount() {
+	local round=$1 pid i ev=$BATS_TEST_TMPDIR/ev.$1
+	mount2
+	pid=$STATEFS_PID
+	mkdir -p "$A/t/p"
+	fsyncdir "$B/t"
+	watch_start "$ev" "$B/t/p"
+	python3 - "$A/t/p" <<'PY'
+import os, sys
+for i in range(300):
+    os.close(os.open(os.path.join(sys.argv[1], "c%d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
+PY
+	# The echo is under way on B.
+	wait_line "$ev" "CREATE c0" 10
+	run fusermount3 -u "$B"
+	if [ "$status" -ne 0 ]; then
+		echo "round $round: $output ($(wc -l <"$ev") events echoed)" >&2
+		return 1
+	fi
+	for i in $(seq 200); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "round $round: the daemon of $B still runs 10 s after its unmount" >&2
+		return 1
+	fi
+	bg_stop || true
+	statefs_unmount
+	# A new round on a store of its own.
+	redis_stop_all
+	redis_start
+}
+
+@test "fusermount3 -u of a mount right after a burst of another mount's changes succeeds at once, with inotifywait on it, and its daemon exits" {
+	local round
+	for round in 1 2 3 4 5 6; do
+		burst_then_unmount "$round"
+	done
+}
+
+@test "on the embedded store, fusermount3 -u right after a burst of expiries succeeds at once, with inotifywait on the mount, and the daemon exits" {
+	local round pid i ev
+	for round in 1 2 3; do
+		ev=$BATS_TEST_TMPDIR/exp.$round
+		statefs_mount -o testclock
+		pid=$STATEFS_PID
+		mkdir -p "$MNT/t/p"
+		setfattr -n user.statefs.child_ttl -v 1 "$MNT/t/p"
+		python3 - "$MNT/t/p" <<'PY'
+import os, sys
+for i in range(2000):
+    os.close(os.open(os.path.join(sys.argv[1], "c%d" % i), os.O_CREAT | os.O_WRONLY, 0o644))
+PY
+		watch_start "$ev" "$MNT/t/p" -e delete
+		echo 1000 >"$MNT/.clock"
+		# The store removed them; the echo replays the removals.
+		wait_line "$ev" "DELETE c0" 10
+		run fusermount3 -u "$MNT"
+		if [ "$status" -ne 0 ]; then
+			echo "round $round: $output ($(wc -l <"$ev") deletes echoed)" >&2
+			return 1
+		fi
+		for i in $(seq 200); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.05
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "round $round: the daemon still runs 10 s after its unmount" >&2
+			return 1
+		fi
+		bg_stop || true
+		statefs_unmount
+	done
+}

@@ -194,6 +194,70 @@ static void test_overwritten_is_overflow(void **state)
 	evlog_free(l);
 }
 
+/* The end of the store instance, as store/follow.c appends it. */
+static void append_end(struct evlog *l)
+{
+	struct evlog_entry e = {
+		.op = STORE_OP_CLEANUP, .internal = true, .kind = STORE_TENANT,
+		.generation = -1, .version = -1, .overflow = true, .end = true,
+	};
+
+	assert_int_not_equal(evlog_append(l, &e), 0);
+}
+
+/*
+ * At the end of the store instance a tenant's reader gets the lines
+ * before it, then nothing more (evlog_gone: its owner says ESTALE), also
+ * when it fell behind and the end left the ring before it got there; the
+ * root's reader gets "overflow" there and goes on; a tenant's reader
+ * opened after the end is not gone.
+ */
+static void test_end_of_instance_ends_tenant_readers(void **state)
+{
+	struct evlog *l = evlog_new(16);
+	struct store_event_reader t = { .tenant_ino = 2 };
+	struct store_event_reader late = { .tenant_ino = 2 };
+	struct store_event_reader root = { 0 };
+	struct store_event_reader behind = { .tenant_ino = 2 };
+	char *got;
+
+	(void)state;
+	assert_non_null(l);
+	evlog_open(l, &t);
+	evlog_open(l, &root);
+	evlog_open(l, &behind);
+	append_n(l, 1, 3);
+	append_end(l);
+	append_n(l, 5, 2);
+	assert_false(evlog_gone(&t));
+	got = take(l, &t);
+	assert_seqs(got, 1, 4);
+	free(got);
+	assert_true(evlog_gone(&t));
+	assert_true(evlog_pending(l, &t));
+	got = take(l, &t);
+	assert_string_equal(got, "");
+	free(got);
+	got = take(l, &root);
+	assert_non_null(strstr(got, "\t0\noverflow\n5\tcreate\t"));
+	assert_int_equal(count_lines(got), 6);
+	free(got);
+	assert_false(evlog_gone(&root));
+
+	evlog_open(l, &late);
+	append_n(l, 7, 30); /* the end (4) left the ring */
+	got = take(l, &behind);
+	assert_string_equal(got, "overflow\n");
+	free(got);
+	assert_true(evlog_gone(&behind));
+	got = take(l, &behind);
+	assert_string_equal(got, "");
+	free(got);
+	assert_false(evlog_gone(&late));
+	assert_true(evlog_pending(l, &late));
+	evlog_free(l);
+}
+
 /* Without an end of its own, a reader's window counts from the log's end,
  * as before. */
 static void test_no_until_counts_from_the_log_end(void **state)
@@ -356,6 +420,7 @@ int main(void)
 		cmocka_unit_test(test_internal_only_is_not_behind_over_other_lines),
 		cmocka_unit_test(test_internal_only_is_behind_when_one_went),
 		cmocka_unit_test(test_next_gives_the_other_name),
+		cmocka_unit_test(test_end_of_instance_ends_tenant_readers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
