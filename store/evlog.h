@@ -60,6 +60,11 @@ struct evlog_entry {
 	 * reloaded the tenant and lost its lines in between); the watch
 	 * machinery gets -EOVERFLOW. */
 	bool overflow;
+	/* Seen by STORE_EVENTS_INTERNAL readers only (the watch machinery),
+	 * never by a .events reader: a mirror's reload applies what
+	 * changed in the gap as lines for the echo and the inval thread,
+	 * while .events readers get the reload's one "overflow" line. */
+	bool hidden;
 };
 
 /*
