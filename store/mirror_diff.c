@@ -450,6 +450,13 @@ static int make_state(struct diff *d, struct dstate *ds, struct store_node *p,
 	if (rc)
 		return done(rc);
 	ds->made = true;
+	/* Its lease at once: one its parent's child_ttl gave it here ran
+	 * on this diff's clock, not the store's. */
+	rc = dump_lease(d->s, c, ds->row);
+	if (rc) {
+		store_node_unref(d->s, c);
+		return rc;
+	}
 	return index_put(d->s, d->s->mirror, c);
 }
 

@@ -820,8 +820,10 @@ static void test_reload_keeps_nodes(void **state)
 {
 	struct world *w = *state;
 	struct store_node *t, *p, *q, *old, *keep, *rw, *mv, *gone, *a, *b, *n;
+	struct store_node *x, *y, *z, *oc;
 	struct store_event_reader *rd, *ir;
-	char pi[32], qi[32], ri[32], mi[32], fi[32], junk[32], id[64], why[256];
+	char pi[32], qi[32], ri[32], mi[32], fi[32], oi[32], junk[32], id[64];
+	char why[256];
 	char buf[4096], seen[512] = "";
 	struct store_attr at;
 	struct store_event ev;
@@ -835,7 +837,11 @@ static void test_reload_keeps_nodes(void **state)
 	fok(w, fcall(w, "OK", "sfs_mkdir_tenant", 1, META, "acme", "0", "0", "493", NULL));
 	ino_text(fcall(w, "OK", "sfs_join", 2, META, tk(1), "p", "0", "0", "493", NULL), pi);
 	ino_text(fcall(w, "OK", "sfs_join", 2, META, tk(1), "q", "0", "0", "493", NULL), qi);
-	ino_text(fcall(w, "OK", "sfs_join", 2, META, tk(1), "old", "0", "0", "493", NULL), junk);
+	ino_text(fcall(w, "OK", "sfs_join", 2, META, tk(1), "old", "0", "0", "493", NULL), oi);
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), oi, "oc", "0", "0", "420", "1", NULL), junk);
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "x", "0", "0", "420", "1", NULL), junk);
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "y", "0", "0", "420", "1", NULL), junk);
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "z", "0", "0", "420", "1", NULL), junk);
 	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "keep", "0", "0", "420", "1", NULL), junk);
 	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "rw", "0", "0", "420", "1", NULL), ri);
 	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "mv", "0", "0", "420", "1", NULL), mi);
@@ -855,6 +861,10 @@ static void test_reload_keeps_nodes(void **state)
 	gone = look(w->mir, p, "gone");
 	a = look(w->mir, p, "a");
 	b = look(w->mir, p, "b");
+	x = look(w->mir, p, "x");
+	y = look(w->mir, p, "y");
+	z = look(w->mir, p, "z");
+	oc = look(w->mir, old, "oc");
 	assert_int_equal(store_events_open(w->mir, t, NULL, 0, &rd), 0);
 	assert_int_equal(store_events_open(w->mir, NULL, NULL, STORE_EVENTS_INTERNAL |
 					   STORE_EVENTS_WHOLE_LOG, &ir), 0);
@@ -864,7 +874,16 @@ static void test_reload_keeps_nodes(void **state)
 	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), pi, "mv", qi, "mv2", "0", NULL));
 	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), pi, "a", pi, "b", "2", NULL));
 	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), qi, "fresh", "0", "0", "420", "1", NULL), fi);
+	/* Names that chase each other: x, y, z rotated through a fourth. */
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), pi, "x", pi, "tmp", "0", NULL));
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), pi, "y", pi, "x", "0", NULL));
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), pi, "z", pi, "y", "0", NULL));
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), pi, "tmp", pi, "z", "0", NULL));
+	/* A child that leaves with its parent's leave by moving first;
+	 * the parent's name joins again (a new incarnation). */
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), oi, "oc", pi, "oc", "0", NULL));
 	fok(w, fcall(w, "OK", "sfs_leave", 2, META, tk(1), "old", "", "", "", NULL));
+	fok(w, fcall(w, "OK", "sfs_join", 2, META, tk(1), "old", "0", "0", "493", NULL));
 	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 			    tk(1), INST, "", "");
 	assert_non_null(dump);
@@ -887,7 +906,20 @@ static void test_reload_keeps_nodes(void **state)
 	store_node_unref(w->mir, n);
 	assert_int_equal(store_lookup(w->mir, p, "mv", &n), -ENOENT);
 	assert_int_equal(store_lookup(w->mir, p, "gone", &n), -ENOENT);
-	assert_int_equal(store_lookup(w->mir, t, "old", &n), -ENOENT);
+	assert_ptr_equal(n = look(w->mir, p, "x"), y);
+	store_node_unref(w->mir, n);
+	assert_ptr_equal(n = look(w->mir, p, "y"), z);
+	store_node_unref(w->mir, n);
+	assert_ptr_equal(n = look(w->mir, p, "z"), x);
+	store_node_unref(w->mir, n);
+	assert_ptr_equal(n = look(w->mir, p, "oc"), oc);
+	store_node_unref(w->mir, n);
+	assert_true(store_node_live(oc));
+	n = look(w->mir, t, "old");
+	assert_true(n != old);
+	assert_int_equal(store_parent_generation(w->mir, n, &ver), 0);
+	assert_int_equal(ver, 2);
+	store_node_unref(w->mir, n);
 	assert_int_equal(store_child_version(w->mir, rw, &ver), 0);
 	assert_int_equal(ver, 2);
 	assert_int_equal(store_getattr(w->mir, rw, &at), 0);
@@ -931,7 +963,7 @@ static void test_reload_keeps_nodes(void **state)
 	store_events_close(rd);
 	store_events_close(ir);
 	for (struct store_node **v = (struct store_node *[]){ t, p, q, old,
-	     keep, rw, mv, gone, a, b, NULL }; *v; v++)
+	     keep, rw, mv, gone, a, b, x, y, z, oc, NULL }; *v; v++)
 		store_node_unref(w->mir, *v);
 }
 
