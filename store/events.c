@@ -70,6 +70,7 @@ static void emit_entry(struct store *s, struct tenant *t, struct evlog_entry *e)
 			return;
 		e->shown = applying->seq++;
 		e->internal = e->internal || applying->others;
+		e->hidden = applying->hidden;
 	}
 	/* Who may read the line: the tenant's owner and mode now. */
 	if (t) {

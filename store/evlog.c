@@ -4,9 +4,10 @@
  * Entry k lives in slot k % cap.  The log holds entries [first, next);
  * first = max(1, next - cap).  A reader sees the entries in its scope
  * and, when it has credentials, of the tenants they may list (judged by
- * the owner and mode each entry carries).  It is moved past the entries it
- * does not see before anything else, so they never make it fall behind
- * while they are still in the ring.
+ * the owner and mode each entry carries); a hidden entry (a mirror's
+ * reload, evlog.h) only an internal_only reader sees.  It is moved past
+ * the entries it does not see before anything else, so they never make
+ * it fall behind while they are still in the ring.
  *
  * A reader may read up to its end: the end of the log, or r->until when
  * that is set and earlier (the daemon's .events readers wait there for
@@ -253,7 +254,7 @@ static uint64_t oldest_locked(struct evlog *l, const struct store_event_reader *
  */
 static bool visible(const struct slot *sl, const struct store_event_reader *r)
 {
-	if (r->internal_only && !sl->e.internal)
+	if (r->internal_only ? !sl->e.internal : sl->e.hidden)
 		return false;
 	if (r->tenant_ino && sl->e.tenant_ino != r->tenant_ino && !sl->e.end)
 		return false;

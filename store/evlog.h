@@ -69,6 +69,11 @@ struct evlog_entry {
 	 * a tenant's reader, whatever its tenant, reads nothing past it:
 	 * its tenant was the old instance's (evlog_gone). */
 	bool end;
+	/* Seen by STORE_EVENTS_INTERNAL readers only (the watch machinery),
+	 * never by a .events reader: a mirror's reload applies what
+	 * changed in the gap as lines for the echo and the inval thread,
+	 * while .events readers get the reload's one "overflow" line. */
+	bool hidden;
 };
 
 /*

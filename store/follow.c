@@ -15,8 +15,10 @@
  * tenant's seq in the store is past the mirror's (trimmed to nothing
  * past it: checked every BLOCK_MS), an entry the mirror could not
  * apply, or a missing stream, reloads that tenant from sfs_dump
- * (mirror_load_tenant: kept nodes, an overflow line for its readers)
- * and continues from the dump's last id.  An ESTALEINST (the store's instance changed: Redis
+ * (mirror_load_tenant: an overflow line for its readers, the copy
+ * changed by the difference, store/mirror_diff.c: the nodes that live
+ * on kept, the difference echoed for inotify) and continues from the
+ * dump's last id.  An ESTALEINST (the store's instance changed: Redis
  * lost its data or failed over to another history), seen here or by a
  * transition, makes the whole mirror a new instance (new_instance()).
  *

@@ -69,6 +69,7 @@
  *   mirror_index.c its index by the shared store's inode number, the
  *                  tenants it follows
  *   mirror_load.c  a tenant loaded from its dump
+ *   mirror_diff.c  a tenant held reloaded as the difference from a dump
  */
 #ifndef STATEFS_STORE_INTERNAL_H
 #define STATEFS_STORE_INTERNAL_H
@@ -586,6 +587,8 @@ struct apply_ctx {
 	bool others;                   /* another mount's or a reaper's change:
 					* every line is internal */
 	bool quiet;                    /* a load, not a change: no line */
+	bool hidden;                   /* a reload's difference: lines for
+					* the watch machinery only */
 };
 extern __thread struct apply_ctx *applying;
 

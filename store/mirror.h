@@ -2,7 +2,8 @@
  * mirror.h - a mirror: the embedded store's structures changed only by
  * the shared store's log entries.  Private to store/: a mirror's files
  * (store/mirror.c applies entries, store/mirror_index.c keeps the index
- * and the tenants followed, store/mirror_load.c loads dumps), the shared
+ * and the tenants followed, store/mirror_load.c loads dumps and
+ * store/mirror_diff.c applies one as a difference), the shared
  * store's transitions and follower (store/remote_*.c, store/follow.c)
  * and the tests use it; fs/ sees store.h only.
  *
@@ -164,15 +165,51 @@ void mt_set_locked(struct mirror *m, struct mtenant *mt, struct tenant *t);
 /*
  * Load tenant @tid from @dump, the reply of sfs_dump for it (OK now seq
  * lastid T PARENTS STATES TOMBS), silently (no .events line).  A tenant
- * the mirror holds already is replaced whole: its .events readers get
- * one "overflow" line, every node of the old copy dies (a handle of it
+ * the mirror holds already gives its .events readers one "overflow"
+ * line; when the dump is of the same incarnation of it, its copy is
+ * made the dump by the difference (mirror_diff_tenant): the nodes that
+ * live on are kept, with their handles.  Else, or when that fails, it
+ * is replaced whole: every node of the old copy dies (a handle of it
  * gets ESTALE) and the dump's nodes are made with the store's inode
- * numbers.  (Keeping the nodes whose inode number is in the dump, so
- * that open handles survive a reload, is not done yet.)  Copies the
- * log's last id into @lastid (at least 32 bytes).  0, -EPROTO,
- * -ENOMEM.
+ * numbers.  Copies the log's last id into @lastid (at least 32 bytes).
+ * 0, -EPROTO, -ENOMEM.
  */
 int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 		       char *lastid, size_t idlen);
+
+/* A dump's fields, as mirror_load_tenant reads and checks them: a K V
+ * array's field (its length too; a number), an array's element (an
+ * array, a string, a number), a name this mount could show, an owner. */
+const char *dump_kv(const redisReply *r, const char *name);
+const char *dump_kv_len(const redisReply *r, const char *name, size_t *len);
+bool dump_kvu(const redisReply *r, const char *name, uint64_t *v);
+const redisReply *dump_arr(const redisReply *r, size_t i);
+const char *dump_str(const redisReply *r, size_t i);
+bool dump_u64(const redisReply *r, size_t i, uint64_t *v);
+bool dump_name_ok(const struct store *s, const char *name);
+bool dump_owner(const redisReply *r, struct store_owner *o);
+/* Set what a dump's row @r says of node @n: owner, mode and times (@m
+ * its meta), its lease (0 or -ENOMEM), a tenant's drain (@T its row),
+ * a tenant's tombstones (@tombs the TOMBS array: 0, -EPROTO, -ENOMEM). */
+void dump_times(struct store *s, struct store_node *n, struct meta *m,
+		const redisReply *r);
+int dump_lease(struct store *s, struct store_node *n, const redisReply *r);
+void dump_drain(struct store *s, struct tenant *t, const redisReply *T);
+int dump_tombs(struct store *s, struct tenant *t, const redisReply *tombs);
+
+/* store/mirror_diff.c */
+
+/*
+ * Make tenant @t, which the mirror holds, what @dump (of the same
+ * incarnation of it) says, by the difference: nodes whose inode number
+ * is in the dump are kept (their local numbers, the kernel's handles),
+ * the rest goes, what the copy lacks is made, contents, attributes and
+ * leases are set; every line of it is internal and hidden (the echo and
+ * the inval thread see it, .events readers do not).  0; -EPROTO for a
+ * malformed dump (nothing changed); -EUCLEAN or -ENOMEM when it could
+ * not be applied (the caller replaces the tenant whole).  The applying
+ * thread only, no store lock held.
+ */
+int mirror_diff_tenant(struct store *s, struct tenant *t, const redisReply *dump);
 
 #endif /* STATEFS_STORE_MIRROR_H */

@@ -10,10 +10,15 @@
  * context with quiet set: no .events line), each node with the shared
  * store's inode number; sets what the dump says of each (owner, mode,
  * times, lease, generation, version, content); and puts each in the
- * index (store/mirror_index.c).  A tenant the mirror holds already is
- * replaced whole: its readers get one "overflow" line and every node of
- * the old copy dies.  A load that fails leaves the tenant unloaded and
- * its seq where it was, so the follower's next entry of it reloads it.
+ * index (store/mirror_index.c).  A tenant the mirror holds already
+ * gives its readers one "overflow" line (the lines of the gap are not
+ * known); when the dump is of the same incarnation of it, the copy is
+ * made the dump by the difference (store/mirror_diff.c: the nodes that
+ * live on are kept, and the watchers see what changed); else, or when
+ * that fails, it is replaced whole and every node of the old copy dies.
+ * A load that fails leaves the tenant unloaded and its seq where it
+ * was, so the follower's next entry of it reloads it.  The dump's
+ * readers (dump_*) serve store/mirror_diff.c too.
  *
  * Threads and locks
  * -----------------
@@ -31,8 +36,8 @@
 
 /* Loading ----------------------------------------------------------------- */
 
-/* Field @name of a dump's K V array @kv, or NULL. */
-static const char *kv(const redisReply *r, const char *name)
+/* Field @name of a dump's K V array @dump_kv, or NULL. */
+const char *dump_kv(const redisReply *r, const char *name)
 {
 	if (!r || r->type != REDIS_REPLY_ARRAY)
 		return NULL;
@@ -45,7 +50,7 @@ static const char *kv(const redisReply *r, const char *name)
 }
 
 /* The same with its length in *@len (binary-safe: a state's data). */
-static const char *kv_len(const redisReply *r, const char *name, size_t *len)
+const char *dump_kv_len(const redisReply *r, const char *name, size_t *len)
 {
 	if (!r || r->type != REDIS_REPLY_ARRAY)
 		return NULL;
@@ -59,9 +64,9 @@ static const char *kv_len(const redisReply *r, const char *name, size_t *len)
 	return NULL;
 }
 
-static bool kvu(const redisReply *r, const char *name, uint64_t *v)
+bool dump_kvu(const redisReply *r, const char *name, uint64_t *v)
 {
-	return dec_u64(kv(r, name), v);
+	return dec_u64(dump_kv(r, name), v);
 }
 
 /*
@@ -71,7 +76,7 @@ static bool kvu(const redisReply *r, const char *name, uint64_t *v)
  * a store written by another version, or by hand, must not make the
  * mirror hold what no path can name.
  */
-static bool dump_name_ok(const struct store *s, const char *name)
+bool dump_name_ok(const struct store *s, const char *name)
 {
 	size_t len = name ? strlen(name) : 0;
 
@@ -80,11 +85,11 @@ static bool dump_name_ok(const struct store *s, const char *name)
 }
 
 /* An owner as the dump has it: ids that fit, a mode of 12 bits. */
-static bool kv_owner(const redisReply *r, struct store_owner *o)
+bool dump_owner(const redisReply *r, struct store_owner *o)
 {
 	uint64_t uid, gid, mode;
 
-	if (!kvu(r, "uid", &uid) || !kvu(r, "gid", &gid) || !kvu(r, "mode", &mode))
+	if (!dump_kvu(r, "uid", &uid) || !dump_kvu(r, "gid", &gid) || !dump_kvu(r, "mode", &mode))
 		return false;
 	if (uid > UINT32_MAX || gid > UINT32_MAX || mode > 07777)
 		return false;
@@ -97,14 +102,14 @@ static bool kv_owner(const redisReply *r, struct store_owner *o)
 /* Node @n's owner, mode and times as the dump has them (its lock taken
  * here): what a setgid directory gave it at its making may have been
  * changed since. */
-static void load_times(struct store *s, struct store_node *n, struct meta *m,
+void dump_times(struct store *s, struct store_node *n, struct meta *m,
 		       const redisReply *r)
 {
 	struct store_owner o;
 	int64_t a, mt, c;
 
-	if (!dec_i64(kv(r, "atime"), &a) || !dec_i64(kv(r, "mtime"), &mt) ||
-	    !dec_i64(kv(r, "ctime"), &c) || !kv_owner(r, &o))
+	if (!dec_i64(dump_kv(r, "atime"), &a) || !dec_i64(dump_kv(r, "mtime"), &mt) ||
+	    !dec_i64(dump_kv(r, "ctime"), &c) || !dump_owner(r, &o))
 		return;
 	node_lock(s, n);
 	if (n->kind == STORE_TENANT)
@@ -121,13 +126,13 @@ static void load_times(struct store *s, struct store_node *n, struct meta *m,
 }
 
 /* @n's lease as the dump has it (ttl and deadline). */
-static int load_lease(struct store *s, struct store_node *n, const redisReply *r)
+int dump_lease(struct store *s, struct store_node *n, const redisReply *r)
 {
 	uint64_t ttl = 0, deadline = 0;
 	int rc = 0;
 
-	kvu(r, "ttl", &ttl);
-	kvu(r, "deadline", &deadline);
+	dump_kvu(r, "ttl", &ttl);
+	dump_kvu(r, "deadline", &deadline);
 	if (!ttl && !deadline && !lease_of(s, n))
 		return 0;
 	node_lock(s, n);
@@ -142,7 +147,7 @@ static int load_lease(struct store *s, struct store_node *n, const redisReply *r
 }
 
 /* The element of array @r at @i when it is an array (else NULL). */
-static const redisReply *arr(const redisReply *r, size_t i)
+const redisReply *dump_arr(const redisReply *r, size_t i)
 {
 	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements ||
 	    r->element[i]->type != REDIS_REPLY_ARRAY)
@@ -150,7 +155,7 @@ static const redisReply *arr(const redisReply *r, size_t i)
 	return r->element[i];
 }
 
-static const char *str_at(const redisReply *r, size_t i)
+const char *dump_str(const redisReply *r, size_t i)
 {
 	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
 		return NULL;
@@ -160,7 +165,7 @@ static const char *str_at(const redisReply *r, size_t i)
 	return NULL;
 }
 
-static bool u64_at(const redisReply *r, size_t i, uint64_t *v)
+bool dump_u64(const redisReply *r, size_t i, uint64_t *v)
 {
 	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
 		return false;
@@ -168,7 +173,7 @@ static bool u64_at(const redisReply *r, size_t i, uint64_t *v)
 		*v = (uint64_t)r->element[i]->integer;
 		return r->element[i]->integer >= 0;
 	}
-	return dec_u64(str_at(r, i), v);
+	return dec_u64(dump_str(r, i), v);
 }
 
 /* The state of dump row @srow: the link that made it first, then every
@@ -177,8 +182,8 @@ static bool u64_at(const redisReply *r, size_t i, uint64_t *v)
 static int load_state(struct store *s, const redisReply *srow)
 {
 	struct mirror *m = s->mirror;
-	const redisReply *S = arr(srow, 1);
-	const char *links = kv(S, "links"), *data;
+	const redisReply *S = dump_arr(srow, 1);
+	const char *links = dump_kv(S, "links"), *data;
 	struct store_owner o;
 	uint64_t sino, ver;
 	char *copy, *tok, *save = NULL, *v[4096];
@@ -186,10 +191,10 @@ static int load_state(struct store *s, const redisReply *srow)
 	struct store_node *c = NULL;
 	int rc = 0;
 
-	if (!S || !u64_at(srow, 0, &sino) || !links || !kv_owner(S, &o) ||
-	    !kvu(S, "version", &ver))
+	if (!S || !dump_u64(srow, 0, &sino) || !links || !dump_owner(S, &o) ||
+	    !dump_kvu(S, "version", &ver))
 		return -EPROTO;
-	data = kv_len(S, "data", &len);
+	data = dump_kv_len(S, "data", &len);
 	if (data && len > s->lim.max_payload)
 		return -EPROTO;
 	copy = st_strdup(links);
@@ -244,8 +249,8 @@ static int load_state(struct store *s, const redisReply *srow)
 			lock(stripe(s, ch), LOCK_STRIPE);
 			ch->version = ver;
 			unlock(stripe(s, ch), LOCK_STRIPE);
-			load_times(s, c, &ch->meta, S);
-			rc = load_lease(s, c, S);
+			dump_times(s, c, &ch->meta, S);
+			rc = dump_lease(s, c, S);
 		}
 	}
 	if (c)
@@ -253,46 +258,14 @@ static int load_state(struct store *s, const redisReply *srow)
 	return rc;
 }
 
-/* Tenant @t's parents, states and tombstones from @dump. */
-static int load_contents(struct store *s, struct tenant *t, const redisReply *dump)
+/* Tenant @t's tombstones from the dump's TOMBS array @tombs, by
+ * deadline, so the store's queue stays in order. */
+int dump_tombs(struct store *s, struct tenant *t, const redisReply *tombs)
 {
-	struct mirror *m = s->mirror;
-	const redisReply *ps = arr(dump, 5), *ss = arr(dump, 6), *tombs = arr(dump, 7);
 	int rc = 0;
 
-	if (!ps || !ss || !tombs)
-		return -EPROTO;
-	for (size_t i = 0; i < ps->elements && rc == 0; i++) {
-		const redisReply *row = arr(ps, i), *P = arr(row, 1);
-		struct store_owner o;
-		struct store_node *n = NULL;
-		uint64_t pino, gen, cttl = 0;
-		const char *name = kv(P, "name");
-
-		if (!P || !u64_at(row, 0, &pino) || !dump_name_ok(s, name) ||
-		    !kv_owner(P, &o) || !kvu(P, "gen", &gen) || gen == 0)
-			return -EPROTO;
-		kvu(P, "child_ttl", &cttl);
-		applying->ino = pino + m->ino_offset;
-		rc = TRANSITION(s, do_mkdir(s, &t->node, name, &o, &n, NULL));
-		if (rc)
-			break;
-		/* Made by this load, seen by no one yet: its generation is
-		 * the store's. */
-		as_parent(n)->generation = gen;
-		as_parent(n)->child_ttl_ms = cttl;
-		load_times(s, n, &as_parent(n)->meta, P);
-		rc = load_lease(s, n, P);
-		if (rc == 0)
-			rc = index_put(s, m, n);
-		else
-			store_node_unref(s, n);
-	}
-	for (size_t i = 0; i < ss->elements && rc == 0; i++)
-		rc = load_state(s, arr(ss, i));
-	/* Tombstones by deadline, so the store's queue stays in order. */
 	for (size_t i = 0; i + 1 < tombs->elements && rc == 0; i += 2) {
-		const char *name = str_at(tombs, i), *gd = str_at(tombs, i + 1);
+		const char *name = dump_str(tombs, i), *gd = dump_str(tombs, i + 1);
 		unsigned long long g, d;
 		struct tomb *tb;
 
@@ -313,6 +286,72 @@ static int load_contents(struct store *s, struct tenant *t, const redisReply *du
 			free(tb);
 	}
 	return rc;
+}
+
+/* Tenant @t's parents, states and tombstones from @dump. */
+static int load_contents(struct store *s, struct tenant *t, const redisReply *dump)
+{
+	struct mirror *m = s->mirror;
+	const redisReply *ps = dump_arr(dump, 5), *ss = dump_arr(dump, 6), *tombs = dump_arr(dump, 7);
+	int rc = 0;
+
+	if (!ps || !ss || !tombs)
+		return -EPROTO;
+	for (size_t i = 0; i < ps->elements && rc == 0; i++) {
+		const redisReply *row = dump_arr(ps, i), *P = dump_arr(row, 1);
+		struct store_owner o;
+		struct store_node *n = NULL;
+		uint64_t pino, gen, cttl = 0;
+		const char *name = dump_kv(P, "name");
+
+		if (!P || !dump_u64(row, 0, &pino) || !dump_name_ok(s, name) ||
+		    !dump_owner(P, &o) || !dump_kvu(P, "gen", &gen) || gen == 0)
+			return -EPROTO;
+		dump_kvu(P, "child_ttl", &cttl);
+		applying->ino = pino + m->ino_offset;
+		rc = TRANSITION(s, do_mkdir(s, &t->node, name, &o, &n, NULL));
+		if (rc)
+			break;
+		/* Made by this load, seen by no one yet: its generation is
+		 * the store's. */
+		as_parent(n)->generation = gen;
+		as_parent(n)->child_ttl_ms = cttl;
+		dump_times(s, n, &as_parent(n)->meta, P);
+		rc = dump_lease(s, n, P);
+		if (rc == 0)
+			rc = index_put(s, m, n);
+		else
+			store_node_unref(s, n);
+	}
+	for (size_t i = 0; i < ss->elements && rc == 0; i++)
+		rc = load_state(s, dump_arr(ss, i));
+	if (rc == 0)
+		rc = dump_tombs(s, t, tombs);
+	return rc;
+}
+
+/* Tenant @t's drain as tenant row @T has it (its state and deadline). */
+void dump_drain(struct store *s, struct tenant *t, const redisReply *T)
+{
+	const char *state = dump_kv(T, "state");
+	int want = STORE_READY, was;
+	uint64_t dd = 0;
+
+	dump_kvu(T, "drain_deadline", &dd);
+	if (state && strcmp(state, "draining") == 0)
+		want = STORE_DRAINING;
+	else if (state && strcmp(state, "ready") != 0)
+		want = STORE_DRAINED;
+	lock(&t->lock, LOCK_TENANT);
+	was = atomic_load(&t->drain_state);
+	if (want != STORE_READY || was != STORE_READY)
+		atomic_store(&t->drain_deadline, dd);
+	atomic_store(&t->drain_state, want);
+	if (want == STORE_DRAINING && was != STORE_DRAINING)
+		atomic_fetch_add(&s->tenants_draining, 1);
+	else if (want != STORE_DRAINING && was == STORE_DRAINING)
+		atomic_fetch_sub(&s->tenants_draining, 1);
+	unlock(&t->lock, LOCK_TENANT);
 }
 
 /* Drop tenant @t from the mirror, silently (a reload replaces it). */
@@ -336,37 +375,60 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 		       char *lastid, size_t idlen)
 {
 	struct mirror *m = s->mirror;
-	const redisReply *T = arr(dump, 4);
-	const char *code = str_at(dump, 0), *name = kv(T, "name"), *id;
-	const char *state = kv(T, "state");
+	const redisReply *T = dump_arr(dump, 4);
+	const char *code = dump_str(dump, 0), *name = dump_kv(T, "name"), *id;
 	struct apply_ctx ctx = { .quiet = true };
 	struct store_owner o;
 	struct store_node *n = NULL;
 	struct mtenant *mt;
 	struct tenant *old;
-	uint64_t seq, ino, dd = 0;
+	uint64_t seq, ino;
 	int64_t ns = 0;
 	int rc;
 
 	if (!code || strcmp(code, "OK") != 0 || !T || !dump_name_ok(s, name) ||
-	    !u64_at(dump, 2, &seq) || !(id = str_at(dump, 3)) ||
-	    !kvu(T, "ino", &ino) || !kv_owner(T, &o))
+	    !dump_u64(dump, 2, &seq) || !(id = dump_str(dump, 3)) ||
+	    !dump_kvu(T, "ino", &ino) || !dump_owner(T, &o))
 		return -EPROTO;
 	if (mirror_tenant_add(s, tid, name))
 		return -ENOMEM;
 	lock(&m->lock, LOCK_MIRROR);
 	mt = mt_find_locked(m, tid);
 	old = mt->t;
-	mt_set_locked(m, mt, NULL);
+	if (old)
+		store_node_ref(&old->node);
 	unlock(&m->lock, LOCK_MIRROR);
 	if (old) {
 		/* Readers of the tenant lose what was in between. */
 		emit_overflow(s, old);
 		event_hook_run(s);
+	}
+	/* The same incarnation of the tenant: its copy becomes the dump
+	 * by the difference (store/mirror_diff.c), keeping every node that
+	 * lives on; when that fails, it is replaced whole. */
+	if (old && !is_dead(&old->node) &&
+	    old->node.ino == ino + m->ino_offset &&
+	    mirror_diff_tenant(s, old, dump) == 0) {
+		store_node_unref(s, &old->node);
+		lock(&m->lock, LOCK_MIRROR);
+		mt->seq = seq;
+		mt->gone = false;
+		unlock(&m->lock, LOCK_MIRROR);
+		if (lastid)
+			snprintf(lastid, idlen, "%s", id);
+		return 0;
+	}
+	if (old)
+		store_node_unref(s, &old->node);
+	lock(&m->lock, LOCK_MIRROR);
+	old = mt->t;
+	mt_set_locked(m, mt, NULL);
+	unlock(&m->lock, LOCK_MIRROR);
+	if (old) {
 		unload_tenant(s, old);
 		store_node_unref(s, &old->node);
 	}
-	dec_i64(kv(T, "ctime"), &ns);
+	dec_i64(dump_kv(T, "ctime"), &ns);
 	ctx.ns = ns;
 	/* Nothing is past its deadline while it is loaded: the deadlines
 	 * are the dump's, set after each node is made. */
@@ -377,19 +439,8 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 	if (rc == 0) {
 		struct tenant *t = as_tenant(n);
 
-		load_times(s, n, &t->meta, T);
-		kvu(T, "drain_deadline", &dd);
-		if (state && strcmp(state, "ready") != 0) {
-			lock(&t->lock, LOCK_TENANT);
-			atomic_store(&t->drain_deadline, dd);
-			if (strcmp(state, "draining") == 0) {
-				atomic_store(&t->drain_state, STORE_DRAINING);
-				atomic_fetch_add(&s->tenants_draining, 1);
-			} else {
-				atomic_store(&t->drain_state, STORE_DRAINED);
-			}
-			unlock(&t->lock, LOCK_TENANT);
-		}
+		dump_times(s, n, &t->meta, T);
+		dump_drain(s, t, T);
 		rc = load_contents(s, t, dump);
 	}
 	applying = NULL;

@@ -802,6 +802,171 @@ static void test_gone_tenants_are_freed(void **state)
 	assert_int_equal(mirror_applied(w->mir, 8001, &seq, &gone), -ENOENT);
 }
 
+/* A join's or a create's reply: the inode number it gave, as text. */
+static void ino_text(redisReply *r, char *buf)
+{
+	snprintf(buf, 32, "%lld", r->element[3]->integer);
+	freeReplyObject(r);
+}
+
+/*
+ * A reload of a tenant the mirror holds (its log lost a gap) keeps every
+ * node that lives on, the same node under the same local number (so
+ * handles of it stay good), ends those that went, makes the new ones,
+ * and tells the watch machinery the difference in internal lines that a
+ * .events reader never sees (it gets one "overflow").
+ */
+static void test_reload_keeps_nodes(void **state)
+{
+	struct world *w = *state;
+	struct store_node *t, *p, *q, *old, *keep, *rw, *mv, *gone, *a, *b, *n;
+	struct store_node *x, *y, *z, *oc;
+	struct store_event_reader *rd, *ir;
+	char pi[32], qi[32], ri[32], mi[32], fi[32], oi[32], junk[32], id[64];
+	char why[256];
+	char buf[4096], seen[512] = "";
+	struct store_attr at;
+	struct store_event ev;
+	struct store *fresh;
+	redisReply *dump;
+	uint64_t ver;
+	int rc;
+
+	init(w);
+	w->mir = new_mirror(w);
+	fok(w, fcall(w, "OK", "sfs_mkdir_tenant", 1, META, "acme", "0", "0", "493", NULL));
+	ino_text(fcall(w, "OK", "sfs_join", 2, META, tk(1), "p", "0", "0", "493", NULL), pi);
+	ino_text(fcall(w, "OK", "sfs_join", 2, META, tk(1), "q", "0", "0", "493", NULL), qi);
+	ino_text(fcall(w, "OK", "sfs_join", 2, META, tk(1), "old", "0", "0", "493", NULL), oi);
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), oi, "oc", "0", "0", "420", "1", NULL), junk);
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "x", "0", "0", "420", "1", NULL), junk);
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "y", "0", "0", "420", "1", NULL), junk);
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "z", "0", "0", "420", "1", NULL), junk);
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "keep", "0", "0", "420", "1", NULL), junk);
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "rw", "0", "0", "420", "1", NULL), ri);
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "mv", "0", "0", "420", "1", NULL), mi);
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "gone", "0", "0", "420", "1", NULL), junk);
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "a", "0", "0", "420", "1", NULL), junk);
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), pi, "b", "0", "0", "420", "1", NULL), junk);
+	fok(w, fcall(w, "OK", "sfs_publish", 2, META, tk(1), ri, "replace", "", "one", NULL));
+	follow(w, w->mir, 0);
+	follow(w, w->mir, 1);
+	t = look(w->mir, store_root(w->mir), "acme");
+	p = look(w->mir, t, "p");
+	q = look(w->mir, t, "q");
+	old = look(w->mir, t, "old");
+	keep = look(w->mir, p, "keep");
+	rw = look(w->mir, p, "rw");
+	mv = look(w->mir, p, "mv");
+	gone = look(w->mir, p, "gone");
+	a = look(w->mir, p, "a");
+	b = look(w->mir, p, "b");
+	x = look(w->mir, p, "x");
+	y = look(w->mir, p, "y");
+	z = look(w->mir, p, "z");
+	oc = look(w->mir, old, "oc");
+	assert_int_equal(store_events_open(w->mir, t, NULL, 0, &rd), 0);
+	assert_int_equal(store_events_open(w->mir, NULL, NULL, STORE_EVENTS_INTERNAL |
+					   STORE_EVENTS_WHOLE_LOG, &ir), 0);
+	/* The gap: changes this mirror never applies. */
+	fok(w, fcall(w, "OK", "sfs_unlink", 2, META, tk(1), pi, "gone", NULL));
+	fok(w, fcall(w, "OK", "sfs_publish", 2, META, tk(1), ri, "replace", "", "two", NULL));
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), pi, "mv", qi, "mv2", "0", NULL));
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), pi, "a", pi, "b", "2", NULL));
+	ino_text(fcall(w, "OK", "sfs_create", 2, META, tk(1), qi, "fresh", "0", "0", "420", "1", NULL), fi);
+	/* Names that chase each other: x, y, z rotated through a fourth. */
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), pi, "x", pi, "tmp", "0", NULL));
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), pi, "y", pi, "x", "0", NULL));
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), pi, "z", pi, "y", "0", NULL));
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), pi, "tmp", pi, "z", "0", NULL));
+	/* A child that leaves with its parent's leave by moving first;
+	 * the parent's name joins again (a new incarnation). */
+	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), oi, "oc", pi, "oc", "0", NULL));
+	fok(w, fcall(w, "OK", "sfs_leave", 2, META, tk(1), "old", "", "", "", NULL));
+	fok(w, fcall(w, "OK", "sfs_join", 2, META, tk(1), "old", "0", "0", "493", NULL));
+	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+			    tk(1), INST, "", "");
+	assert_non_null(dump);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	/* Kept: the same nodes, under their names of now. */
+	assert_true(store_node_live(t) && store_node_live(p) && store_node_live(q));
+	assert_true(store_node_live(keep) && store_node_live(rw) &&
+		    store_node_live(mv) && store_node_live(a) && store_node_live(b));
+	assert_false(store_node_live(gone));
+	assert_false(store_node_live(old));
+	assert_ptr_equal(n = look(w->mir, store_root(w->mir), "acme"), t);
+	store_node_unref(w->mir, n);
+	assert_ptr_equal(n = look(w->mir, p, "keep"), keep);
+	store_node_unref(w->mir, n);
+	assert_ptr_equal(n = look(w->mir, q, "mv2"), mv);
+	store_node_unref(w->mir, n);
+	assert_ptr_equal(n = look(w->mir, p, "a"), b);
+	store_node_unref(w->mir, n);
+	assert_ptr_equal(n = look(w->mir, p, "b"), a);
+	store_node_unref(w->mir, n);
+	assert_int_equal(store_lookup(w->mir, p, "mv", &n), -ENOENT);
+	assert_int_equal(store_lookup(w->mir, p, "gone", &n), -ENOENT);
+	assert_ptr_equal(n = look(w->mir, p, "x"), y);
+	store_node_unref(w->mir, n);
+	assert_ptr_equal(n = look(w->mir, p, "y"), z);
+	store_node_unref(w->mir, n);
+	assert_ptr_equal(n = look(w->mir, p, "z"), x);
+	store_node_unref(w->mir, n);
+	assert_ptr_equal(n = look(w->mir, p, "oc"), oc);
+	store_node_unref(w->mir, n);
+	assert_true(store_node_live(oc));
+	n = look(w->mir, t, "old");
+	assert_true(n != old);
+	assert_int_equal(store_parent_generation(w->mir, n, &ver), 0);
+	assert_int_equal(ver, 2);
+	store_node_unref(w->mir, n);
+	assert_int_equal(store_child_version(w->mir, rw, &ver), 0);
+	assert_int_equal(ver, 2);
+	assert_int_equal(store_getattr(w->mir, rw, &at), 0);
+	assert_int_equal(at.size, 3);
+	n = look(w->mir, q, "fresh");
+	assert_int_equal(store_node_ino(n), strtoull(fi, NULL, 10));
+	store_node_unref(w->mir, n);
+	assert_int_equal(store_node_ino(mv), strtoull(mi, NULL, 10));
+	/* The same tree as a mirror that loads the dump afresh. */
+	fresh = new_mirror(w);
+	assert_int_equal(mirror_load_tenant(fresh, 1, dump, id, sizeof(id)), 0);
+	same_snapshot(fresh, w->mir);
+	store_free(fresh);
+	assert_int_equal(store_check_all(w->mir, why, sizeof(why)), 0);
+	freeReplyObject(dump);
+	/* .events: the gap's lines are not known. */
+	buf[store_events_read(w->mir, rd, buf, sizeof(buf) - 1)] = '\0';
+	assert_string_equal(buf, "overflow\n");
+	/* The watch machinery: the difference, as another mount's lines. */
+	while ((rc = store_events_next(w->mir, ir, &ev)) != 0) {
+		if (rc != 1)
+			continue;
+		assert_true(ev.internal);
+		snprintf(seen + strlen(seen), sizeof(seen) - strlen(seen),
+			 "%d:%s/%s ", (int)ev.op, ev.parent, ev.child);
+		store_event_free(&ev);
+	}
+	print_message("lines: %s\n", seen);
+	snprintf(buf, sizeof(buf), "%d:p/gone ", (int)STORE_OP_UNLINK);
+	assert_non_null(strstr(seen, buf));
+	snprintf(buf, sizeof(buf), "%d:p/rw ", (int)STORE_OP_WRITE);
+	assert_non_null(strstr(seen, buf));
+	snprintf(buf, sizeof(buf), "%d:q/mv2 ", (int)STORE_OP_RENAME);
+	assert_non_null(strstr(seen, buf));
+	snprintf(buf, sizeof(buf), "%d:q/fresh ", (int)STORE_OP_CREATE);
+	assert_non_null(strstr(seen, buf));
+	snprintf(buf, sizeof(buf), "%d:old/ ", (int)STORE_OP_LEAVE);
+	assert_non_null(strstr(seen, buf));
+	snprintf(buf, sizeof(buf), "%d:p/keep ", (int)STORE_OP_WRITE);
+	assert_null(strstr(seen, buf));
+	store_events_close(rd);
+	store_events_close(ir);
+	for (struct store_node **v = (struct store_node *[]){ t, p, q, old,
+	     keep, rw, mv, gone, a, b, x, y, z, oc, NULL }; *v; v++)
+		store_node_unref(w->mir, *v);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -818,6 +983,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_load_malformed_dump,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_load_dump_past_limits,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_reload_keeps_nodes,
 						setup, teardown),
 	};
 
