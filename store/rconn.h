@@ -59,6 +59,10 @@ void rconn_pool_close(struct rconn_pool *p);
  */
 bool rconn_pool_connected(const struct rconn_pool *p);
 
+/* Where @p connects, as the store option says it, for messages (never
+ * the user or the password).  Immutable. */
+const char *rconn_pool_where(const struct rconn_pool *p);
+
 /*
  * Copy why the latest connection attempt or connection of @p failed
  * ("" when none has) into @buf, NUL-terminated.  Takes the pool's lock
