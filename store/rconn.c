@@ -42,7 +42,12 @@
  * answers "master", or, for an ACL user not allowed ROLE (an @admin
  * command), HELLO 2's "role" field.  A replica is refused: during a
  * failover the Sentinels may still name the old primary, so the next
- * attempt asks the next Sentinel.
+ * attempt asks the next Sentinel.  Then INFO memory must say
+ * maxmemory_policy noeviction (check_policy): at start anything else is
+ * final (-EPERM); later it fails the connection like an unreachable
+ * primary (calls end in -EIO, "disconnected"), is logged once, and makes
+ * every other connection of the pool check again before its next
+ * command (pool->evictions against conn->checked).
  *
  * Time and failure
  * ----------------
@@ -61,8 +66,8 @@
  *    lost, so the caller makes a repeat harmless (operation ids);
  *  - any other reply, errors included, is the caller's to judge;
  *  - out of memory: -ENOMEM at once.
- * At start (rconn_pool_open) refused credentials are final (-EACCES):
- * retrying cannot fix them.  Later they count as the first class, so a
+ * At start (rconn_pool_open) refused credentials are final (-EACCES),
+ * as is an evicting policy (-EPERM): retrying cannot fix them.  Later they count as the first class, so a
  * password changed on the server ends in -EIO within the budget.
  */
 #include <errno.h>
