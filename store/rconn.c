@@ -42,7 +42,12 @@
  * answers "master", or, for an ACL user not allowed ROLE (an @admin
  * command), HELLO 2's "role" field.  A replica is refused: during a
  * failover the Sentinels may still name the old primary, so the next
- * attempt asks the next Sentinel.
+ * attempt asks the next Sentinel.  Then INFO memory must say
+ * maxmemory_policy noeviction (check_policy): at start anything else is
+ * final (-EPERM); later it fails the connection like an unreachable
+ * primary (calls end in -EIO, "disconnected"), is logged once, and makes
+ * every other connection of the pool check again before its next
+ * command (pool->evictions against conn->checked).
  *
  * Time and failure
  * ----------------
@@ -61,8 +66,8 @@
  *    lost, so the caller makes a repeat harmless (operation ids);
  *  - any other reply, errors included, is the caller's to judge;
  *  - out of memory: -ENOMEM at once.
- * At start (rconn_pool_open) refused credentials are final (-EACCES):
- * retrying cannot fix them.  Later they count as the first class, so a
+ * At start (rconn_pool_open) refused credentials are final (-EACCES),
+ * as is an evicting policy (-EPERM): retrying cannot fix them.  Later they count as the first class, so a
  * password changed on the server ends in -EIO within the budget.
  */
 #include <errno.h>
@@ -83,9 +88,6 @@
 /* Pause between failed attempts to connect: first and longest. */
 #define PAUSE_FIRST_MS 10
 #define PAUSE_MAX_MS 500
-/* Rounds of rconn_library_ensure before concurrent loaders count as
- * never settling. */
-#define LIBRARY_ROUNDS 5
 
 struct rconn {
 	struct rconn_pool *pool;  /* immutable */
@@ -93,6 +95,7 @@ struct rconn {
 	pthread_mutex_t lock;     /* leaf: the swap of ctx */
 	redisContext *ctx;        /* written by the owner under lock */
 	atomic_bool interrupted;  /* rconn_interrupt was called */
+	unsigned checked;         /* owner: pool->evictions when ctx was checked */
 	struct rconn *next_free;  /* pool->lock; pool connections only */
 };
 
@@ -101,6 +104,8 @@ struct rconn_pool {
 	char where[256];              /* immutable: remote, for messages */
 	atomic_bool connected;        /* the latest exchange succeeded */
 	atomic_uint sentinel_next;    /* the Sentinel to ask first */
+	atomic_uint evictions;        /* connections refused for the policy */
+	atomic_bool evicting;         /* the latest check found it evicting */
 	pthread_mutex_t lock;         /* leaf: free, why */
 	pthread_cond_t freed;         /* a connection went back on free */
 	struct rconn *free;           /* lock */
@@ -316,6 +321,46 @@ static int check_primary(redisContext *ctx, char *why)
 	return rc;
 }
 
+/*
+ * Does @ctx's server keep every key?  statefs's keys are its state, and
+ * some carry a TTL (op records, a removed tenant's log), so every
+ * maxmemory-policy but noeviction may drop them: allkeys-* any key,
+ * volatile-* those with a TTL (an op record gone lets a retry apply a
+ * mutation twice).  Whatever maxmemory is now: it may be set later
+ * without a new connection.  Read from INFO memory (CONFIG GET is an
+ * @admin command an ACL user is rarely given).  0, -EPERM (evicting, or
+ * INFO refused: the policy cannot be known), -EIO (no reply).
+ */
+static int check_policy(redisContext *ctx, char *why)
+{
+	const char *argv[] = { "INFO", "memory" };
+	redisReply *rep = exchange(ctx, 2, argv, NULL, why);
+	const char *f;
+	char policy[64] = "";
+	int rc = 0;
+
+	if (!rep)
+		return -EIO;
+	if (rep->type == REDIS_REPLY_ERROR) {
+		why_set(why, "INFO memory refused, so maxmemory-policy cannot "
+			"be checked (allow the user +info): %s", rep->str);
+		rc = -EPERM;
+	} else if (rep->type != REDIS_REPLY_STRING) {
+		why_set(why, "INFO memory: an unexpected reply");
+		rc = -EIO;
+	} else if (!(f = strstr(rep->str, "maxmemory_policy:")) ||
+		   sscanf(f + 17, "%63[^\r\n]", policy) != 1) {
+		why_set(why, "INFO memory gives no maxmemory_policy");
+		rc = -EPERM;
+	} else if (strcmp(policy, "noeviction") != 0) {
+		why_set(why, "maxmemory-policy is %s: Redis may evict statefs's "
+			"keys (set maxmemory-policy noeviction)", policy);
+		rc = -EPERM;
+	}
+	freeReplyObject(rep);
+	return rc;
+}
+
 /* A context to @a or @path within @ms, with the socket timeout @ms.
  * NULL only when out of memory; else check ctx->err. */
 static redisContext *dial(const struct store_remote_addr *a, const char *path,
@@ -456,6 +501,10 @@ static int connect_primary(struct rconn_pool *p, uint64_t deadline,
 	rc = authenticate(ctx, r, why);
 	if (rc == 0)
 		rc = check_primary(ctx, why);
+	if (rc == 0)
+		rc = check_policy(ctx, why);
+	if (rc == -EPERM)
+		atomic_fetch_add(&p->evictions, 1);
 	if (rc < 0) {
 		char inner[WHY_MAX];
 
@@ -481,6 +530,7 @@ static int conn_init(struct rconn *c, struct rconn_pool *p, uint64_t timeout_ms)
 	c->timeout_ms = timeout_ms ? timeout_ms : p->remote.timeout_ms;
 	c->ctx = NULL;
 	atomic_init(&c->interrupted, false);
+	c->checked = 0;
 	c->next_free = NULL;
 	return -pthread_mutex_init(&c->lock, NULL);
 }
@@ -535,12 +585,23 @@ static int call_until(struct rconn *c, uint64_t deadline, int argc,
 			note_failure(p, why);
 			return -EIO;
 		}
+		/* Another connection found the policy evicting since this
+		 * one was checked: check it again before it serves. */
+		if (c->ctx && c->checked != atomic_load(&p->evictions))
+			conn_drop(c);
 		if (!c->ctx) {
 			redisContext *ctx = NULL;
+			unsigned ev = atomic_load(&p->evictions);
 
 			rc = connect_primary(p, deadline, &ctx, why);
 			if (rc == -ENOMEM)
 				return rc;
+			/* Said once, when it starts: every call fails until
+			 * the policy is noeviction again. */
+			if (rc == -EPERM && !atomic_exchange(&p->evicting, true))
+				fprintf(stderr, "statefs: -o store=%s: %s; calls "
+					"fail with EIO until it is\n", p->where,
+					why);
 			if (rc < 0) {
 				note_failure(p, why);
 				pause = pause ? min_u64(pause * 2, PAUSE_MAX_MS)
@@ -549,6 +610,8 @@ static int call_until(struct rconn *c, uint64_t deadline, int argc,
 				continue;
 			}
 			conn_set(c, ctx);
+			c->checked = ev;
+			atomic_store(&p->evicting, false);
 			/* An interrupt may have come while dialling. */
 			continue;
 		}
@@ -645,6 +708,8 @@ int rconn_pool_open(const struct store_remote *r, unsigned size,
 	store_remote_describe(p->where, sizeof(p->where), r);
 	atomic_init(&p->connected, false);
 	atomic_init(&p->sentinel_next, 0);
+	atomic_init(&p->evictions, 0);
+	atomic_init(&p->evicting, false);
 	if (pthread_mutex_init(&p->lock, NULL) != 0)
 		goto fail_nolock;
 	/* Waits for a free connection end at a CLOCK_MONOTONIC deadline. */
@@ -675,12 +740,13 @@ int rconn_pool_open(const struct store_remote *r, unsigned size,
 			*out = p;
 			return 0;
 		}
-		if (rc == -ENOMEM || rc == -EACCES || left_ms(deadline) == 0)
+		if (rc == -ENOMEM || rc == -EACCES || rc == -EPERM ||
+		    left_ms(deadline) == 0)
 			break;
 		pause = pause ? min_u64(pause * 2, PAUSE_MAX_MS) : PAUSE_FIRST_MS;
 		sleep_ms(min_u64(pause, left_ms(deadline)));
 	}
-	if (rc != -ENOMEM && rc != -EACCES)
+	if (rc != -ENOMEM && rc != -EACCES && rc != -EPERM)
 		rc = -EIO;
 fail_conns:
 	while (inited > 0)
@@ -728,6 +794,11 @@ void rconn_pool_close(struct rconn_pool *p)
 bool rconn_pool_connected(const struct rconn_pool *p)
 {
 	return atomic_load(&p->connected);
+}
+
+const char *rconn_pool_where(const struct rconn_pool *p)
+{
+	return p->where;
 }
 
 void rconn_pool_last_error(struct rconn_pool *p, char *buf, size_t cap)
@@ -808,171 +879,4 @@ void rconn_close(struct rconn *c)
 	conn_drop(c);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
-}
-
-/* The Functions library -------------------------------------------------------- */
-
-/* One command through the pool for rconn_library_ensure: 0 with a reply
- * that is not an error, or the errno with a message in @err. */
-static int library_call(struct rconn_pool *p, int argc, const char **argv,
-			const size_t *argvlen, redisReply **rep, char *err,
-			size_t errlen)
-{
-	int rc = rconn_pool_call(p, 0, argc, argv, argvlen, rep);
-	char why[WHY_MAX];
-
-	if (rc == -EIO) {
-		rconn_pool_last_error(p, why, sizeof(why));
-		snprintf(err, errlen, "statefs: -o store=%s: %s: %s", p->where,
-			 argv[0], why);
-	} else if (rc < 0) {
-		snprintf(err, errlen, "statefs: -o store=%s: %s: %s", p->where,
-			 argv[0], strerror(-rc));
-	}
-	return rc;
-}
-
-/* Is library @name loaded?  0 with *@present, or an errno and @err. */
-static int library_present(struct rconn_pool *p, const char *name,
-			   bool *present, char *err, size_t errlen)
-{
-	const char *argv[] = { "FUNCTION", "LIST", "LIBRARYNAME", name };
-	redisReply *rep;
-	int rc = library_call(p, 4, argv, NULL, &rep, err, errlen);
-
-	if (rc < 0)
-		return rc;
-	*present = false;
-	if (rep->type != REDIS_REPLY_ARRAY) {
-		snprintf(err, errlen, "statefs: -o store=%s: FUNCTION LIST: %s",
-			 p->where, rep->type == REDIS_REPLY_ERROR ? rep->str :
-			 "an unexpected reply");
-		freeReplyObject(rep);
-		return -EPROTO;
-	}
-	/* LIBRARYNAME is a pattern: look for the name itself. */
-	for (size_t i = 0; i < rep->elements; i++) {
-		const redisReply *lib = rep->element[i];
-
-		if (lib->type != REDIS_REPLY_ARRAY)
-			continue;
-		for (size_t k = 0; k + 1 < lib->elements; k += 2)
-			if (str_is(lib->element[k], "library_name") &&
-			    str_is(lib->element[k + 1], name))
-				*present = true;
-	}
-	freeReplyObject(rep);
-	return 0;
-}
-
-/* The version the loaded library reports.  0, or -EPROTO (no usable
- * sfs_version) or another errno, with @err. */
-static int library_version(struct rconn_pool *p, const char *name,
-			   uint64_t *version, char *err, size_t errlen)
-{
-	const char *argv[] = { "FCALL_RO", "sfs_version", "0" };
-	redisReply *rep;
-	int rc = library_call(p, 3, argv, NULL, &rep, err, errlen);
-	char *end = NULL;
-
-	if (rc < 0)
-		return rc;
-	if (rep->type == REDIS_REPLY_INTEGER && rep->integer >= 0) {
-		*version = (uint64_t)rep->integer;
-	} else if (rep->type == REDIS_REPLY_STRING && rep->len > 0 &&
-		   rep->str[0] >= '0' && rep->str[0] <= '9' &&
-		   (*version = strtoull(rep->str, &end, 10), *end == '\0')) {
-		/* a decimal string */
-	} else {
-		snprintf(err, errlen, "statefs: -o store=%s: the Functions "
-			 "library '%s' in the store has no usable sfs_version: "
-			 "%s", p->where, name,
-			 rep->type == REDIS_REPLY_ERROR ? rep->str :
-			 "not a version number");
-		rc = -EPROTO;
-	}
-	freeReplyObject(rep);
-	return rc;
-}
-
-/* Contract in rconn.h. */
-int rconn_library_ensure(struct rconn_pool *p, const char *name,
-			 const char *code, uint64_t version, char *err,
-			 size_t errlen)
-{
-	char scratch[8];
-	uint64_t have = 0;
-	int rc = 0;
-
-	if (errlen == 0) {
-		err = scratch;
-		errlen = sizeof(scratch);
-	}
-	err[0] = '\0';
-	for (int round = 0; round < LIBRARY_ROUNDS; round++) {
-		const char *load[] = { "FUNCTION", "LOAD", "REPLACE", code };
-		bool present = false;
-		redisReply *rep;
-
-		rc = library_present(p, name, &present, err, errlen);
-		if (rc < 0)
-			goto out;
-		if (present) {
-			rc = library_version(p, name, &have, err, errlen);
-			if (rc < 0)
-				goto out;
-			if (have == version)
-				goto out;
-			if (have > version) {
-				snprintf(err, errlen, "statefs: -o store=%s: the "
-					 "store holds statefs library version "
-					 "%llu, newer than this statefs's "
-					 "version %llu", p->where,
-					 (unsigned long long)have,
-					 (unsigned long long)version);
-				rc = -EPROTO;
-				goto out;
-			}
-			/* FUNCTION LOAD REPLACE code */
-			rc = library_call(p, 4, load, NULL, &rep, err, errlen);
-		} else {
-			/* FUNCTION LOAD code */
-			load[2] = code;
-			rc = library_call(p, 3, load, NULL, &rep, err, errlen);
-		}
-		if (rc < 0)
-			goto out;
-		if (rep->type == REDIS_REPLY_ERROR) {
-			bool raced = !present && strstr(rep->str, "already exists");
-
-			if (!raced)
-				snprintf(err, errlen, "statefs: -o store=%s: "
-					 "cannot load the Functions library "
-					 "'%s' version %llu: %s", p->where, name,
-					 (unsigned long long)version, rep->str);
-			freeReplyObject(rep);
-			if (raced)
-				continue; /* another mount loaded it: look again */
-			rc = -EPROTO;
-			goto out;
-		}
-		freeReplyObject(rep);
-		/* Another mount may have replaced it meanwhile: the next
-		 * round settles on the newer of the two. */
-		rc = library_version(p, name, &have, err, errlen);
-		if (rc < 0 || have == version)
-			goto out;
-	}
-	snprintf(err, errlen, "statefs: -o store=%s: the Functions library '%s' "
-		 "does not settle at version %llu (the store reports %llu)",
-		 p->where, name, (unsigned long long)version,
-		 (unsigned long long)have);
-	rc = -EPROTO;
-out:
-	for (char *ch = err; *ch; ch++)
-		if ((unsigned char)*ch < ' ' || *ch == 0x7f)
-			*ch = '?';
-	if (rc == 0)
-		err[0] = '\0';
-	return rc;
 }

@@ -5,7 +5,7 @@
  *
  * A pool of connections for the threads that serve requests, dedicated
  * connections for blocking readers (XREAD BLOCK), and the loading of
- * statefs's Functions library.  Every call is bounded by a time budget
+ * statefs's Functions library (store/rconn_lib.c).  Every call is bounded by a time budget
  * and reconnects (re-discovering the primary through the Sentinels) while
  * the budget lasts.  The design, the locks and the failure classes are at
  * the top of rconn.c.
@@ -36,7 +36,8 @@ struct rconn_pool;
  * One connection is made now, within @r->timeout_ms, so that what can
  * only be learned by connecting is reported at start: returns 0 with
  * *@out, -EINVAL (no store, @size 0), -ENOMEM, -EACCES (the server
- * refused the credentials, or wants some and none were given), or -EIO
+ * refused the credentials, or wants some and none were given), -EPERM
+ * (its maxmemory-policy is not noeviction, or INFO is refused), or -EIO
  * (no primary could be reached and checked within the timeout), with a
  * one-line message starting "statefs: " in @err.  The other connections
  * are made when first needed.
@@ -58,6 +59,10 @@ void rconn_pool_close(struct rconn_pool *p);
  * "store connected|disconnected".
  */
 bool rconn_pool_connected(const struct rconn_pool *p);
+
+/* Where @p connects, as the store option says it, for messages (never
+ * the user or the password).  Immutable. */
+const char *rconn_pool_where(const struct rconn_pool *p);
 
 /*
  * Copy why the latest connection attempt or connection of @p failed

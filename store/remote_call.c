@@ -1,6 +1,7 @@
 /*
  * remote_call.c - how a mount calls the shared store: a call's
- * arguments, the FCALL through the pool, its outcome, and the wait until
+ * arguments, the FCALL through the pool, its outcome (learned by a fence
+ * when its reply did not come in time), and the wait until
  * this mount's mirror has applied what the outcome says
  * (read-your-writes); store_sync(), that wait for every log.  The design
  * is told at the top of store/remote_ops.c; the convention itself (keys,
@@ -83,6 +84,80 @@ void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len)
 	snprintf(buf, len, "%s:{%s.t%" PRIu64 "}:t", p, p, tid);
 }
 
+/*
+ * A mutation got no reply in time (@rc of rconn_pool_call): learn what
+ * became of it, so that an error returned to the caller means "not
+ * applied".  The call (operation @opid; @av: its words, the keys from
+ * av[3] on, @nkeys of them after the meta key; @inst its instance) may
+ * still sit in Redis, to run when Redis wakes (DEBUG SLEEP, SIGSTOP, a
+ * long script), or may have run with its reply lost.  Two things make
+ * the answer true:
+ *
+ *  1. The fence: sfs_fence OPID on the call's keys either returns the
+ *     outcome the call recorded (it ran: that is what it did, success
+ *     included) or records a refusal as that outcome, so that the call,
+ *     if it runs later, finds it and does nothing.  Redis runs the two
+ *     one after the other, in either order, and each order gives one
+ *     answer that holds: with a reply from the fence the outcome is
+ *     known, whatever the clocks do.
+ *  2. The deadline, for when the fence gets no reply either: the call
+ *     carries D = L + store_timeout, L a lower bound of the server's
+ *     TIME when it was sent (remote_real_ms); past D the call does
+ *     nothing.  The caller is answered -EIO only once the local clock
+ *     has run store_timeout + REAL_ERROR_MS since then: TIME is then
+ *     past D (by the bound's error, shared.h), so a call that runs from
+ *     now on is refused.  The fence's own wait is store_timeout, so this
+ *     costs a wait only when the fence failed fast.  Only a step back
+ *     of TIME by more than that margin while the fence is unanswered
+ *     breaks it.
+ *
+ * Returns 0 with the outcome in *@rep (the call's recorded one, or the
+ * fence's ETIMEDOUT, which remote_fcall maps to -EIO), or @rc's class:
+ * -EIO or -ENOMEM, after the wait of 2.
+ */
+static int fence(struct store *s, int nkeys, const char **av,
+		 const char *inst, const char *opid, uint64_t sent,
+		 redisReply **rep)
+{
+	struct remote *r = s->remote;
+	const char *fv[4 + 16 + 2];
+	char nk[16];
+	int n = 0, rc = -EIO;
+	uint64_t safe = sent + r->cfg.timeout_ms + REAL_ERROR_MS, now;
+
+	*rep = NULL;
+	if (nkeys + 1 <= 16) {
+		snprintf(nk, sizeof(nk), "%d", nkeys + 1);
+		fv[n++] = "FCALL";
+		fv[n++] = "sfs_fence";
+		fv[n++] = nk;
+		for (int i = 0; i <= nkeys; i++)
+			fv[n++] = av[3 + i];
+		fv[n++] = inst;
+		fv[n++] = opid;
+		rc = rconn_pool_call(r->pool, 0, n, fv, NULL, rep);
+		if (rc == 0 && (*rep)->type == REDIS_REPLY_ERROR) {
+			/* No answer about the call (a Redis that lost
+			 * statefs's functions): 2 decides. */
+			fprintf(stderr, "statefs: sfs_fence: %s\n", (*rep)->str);
+			freeReplyObject(*rep);
+			*rep = NULL;
+			rc = -EIO;
+		}
+		if (rc == 0)
+			return 0;
+	}
+	now = mono_ms();
+	if (now < safe) {
+		struct timespec ts = { (time_t)((safe - now) / 1000),
+				       (long)((safe - now) % 1000) * 1000000 };
+
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
+	return rc == -ENOMEM ? rc : -EIO;
+}
+
 /* One FCALL of remote_fcall's, on the instance the mount knows: its
  * count of loaded instances then into *@loaded; *@newinst when the
  * outcome was ESTALEINST. */
@@ -93,6 +168,7 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 {
 	struct remote *r = s->remote;
 	int n = 0, total = 4 + nkeys + 3 + argc, rc;
+	uint64_t sent = 0;
 	const char **av = st_calloc((size_t)total, sizeof(*av));
 	size_t *al = st_calloc((size_t)total, sizeof(*al));
 	char nk[16], opid[48], deadline[24], inst[17];
@@ -112,12 +188,21 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 	snprintf(nk, sizeof(nk), "%d", nkeys + 1);
 	opid[0] = deadline[0] = '\0';
 	if (mutation) {
+		uint64_t real;
+
 		snprintf(opid, sizeof(opid), "%s:%" PRIuFAST64, r->mount,
 			 atomic_fetch_add(&r->opn, 1) + 1);
-		/* Past it, the call does nothing: a reply lost after it is
-		 * an -EIO that did not happen. */
+		/* Past it, on the server's TIME, the call does nothing (see
+		 * fence() for why an -EIO is then the truth). */
+		rc = remote_real_ms(s, &real);
+		if (rc) {
+			free(av);
+			free(al);
+			return rc;
+		}
+		sent = mono_ms();
 		snprintf(deadline, sizeof(deadline), "%" PRIu64,
-			 store_now_ms(s) + r->cfg.timeout_ms);
+			 real + r->cfg.timeout_ms);
 	}
 	av[n++] = mutation ? "FCALL" : "FCALL_RO";
 	av[n++] = fn;
@@ -146,6 +231,8 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 		rep = NULL;
 		rc = rconn_pool_call(r->pool, 0, n, av, al, &rep);
 	}
+	if (rc && mutation)
+		rc = fence(s, nkeys, av, inst, opid, sent, &rep);
 	free(av);
 	free(al);
 	if (rc)
@@ -161,6 +248,9 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 		return -EPROTO;
 	}
 	remote_saw_now(s, out_u64(rep, 1));
+	/* A late call's refusal tells the server's real time. */
+	if (strcmp(rep->element[0]->str, "ETIMEDOUT") == 0 && rep->elements > 3)
+		remote_saw_real(r, out_u64(rep, 3), mono_ms());
 	*out = rep;
 	if (strcmp(rep->element[0]->str, "OK") == 0)
 		return 0;

@@ -17,8 +17,9 @@
  * order, and decides every number; the mount never reads, checks and
  * writes from the client.  Each call carries an operation id (this
  * mount's id, a counter: MOUNT:N; a retry after a lost reply applies it
- * at most once) and a deadline on the store's clock (the estimate of its
- * now plus store_timeout: a call that reaches Redis later does nothing).
+ * at most once) and a deadline on the server's real time, TIME, whatever
+ * the store's clock (a lower bound of it now plus store_timeout: a call
+ * that reaches Redis later does nothing).
  * The outcome gives the seq of the entry it appended (or the seq the log
  * was at, for a refusal); the transition waits until this mount's
  * mirror has applied that seq (read-your-writes: an EEXIST is never
@@ -61,8 +62,10 @@
  * estimate is invisible at once (is_expired, as in the embedded store).
  *
  * Failure: rconn retries within store_timeout; a mutation that got no
- * reply in time returns -EIO and, thanks to its deadline, did not
- * happen.  .stats says "store connected" or "disconnected".
+ * reply in time is fenced (sfs_fence: its recorded outcome, or a
+ * refusal recorded so that it never runs; store/remote_call.c), so it
+ * returns what it did, or -EIO and did not happen.  .stats says "store
+ * connected" or "disconnected".
  *
  * What it owns
  * ------------

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 /* The library version this mount speaks (store/statefs.lua). */
-#define LIBVERSION 3
+#define LIBVERSION 4
 #define POOL_SIZE 8
 
 /* Start and stop ------------------------------------------------------------- */

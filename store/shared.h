@@ -50,6 +50,13 @@ struct remote {
 	atomic_int_fast64_t offset_ms;
 	atomic_uint_fast64_t floor_ms;
 
+	/* The server's real time (TIME), which a mutation's deadline is
+	 * on whatever the store's clock (store/remote_clock.c): TIME in ms
+	 * minus the local CLOCK_MONOTONIC ms when it was received, and
+	 * when that was; 0, 0 before the first.  Under lock. */
+	int64_t real_off_ms;
+	uint64_t real_at_ms;
+
 	/* LOCK_REMOTE, held alone: the instance and what the follower
 	 * applied (its broadcasts wake the transitions that wait for
 	 * their outcome's seq). */
@@ -91,7 +98,9 @@ struct args {
  * now_ms feeds the clock estimate.  Returns the errno of the outcome (0
  * for OK) with the reply in *@out (the caller frees it), -EIO when Redis
  * could not be reached or did not answer within store_timeout (nothing
- * happened), -ESTALE after ESTALEINST (the instance changed: the
+ * happened: a mutation's outcome is then asked for by a fence, which
+ * waits up to store_timeout more, and when the call did run its own
+ * outcome is returned), -ESTALE after ESTALEINST (the instance changed: the
  * follower makes the mirror a new instance).  A store without statefs's
  * functions (Redis lost its data) gets the library again and the call is
  * made once more, so that it meets the new instance.  After an
@@ -169,6 +178,27 @@ uint64_t remote_clock(void *arg);
 
 /* Learn the store's clock from a reply's now_ms. */
 void remote_saw_now(struct store *s, uint64_t now_ms);
+
+/* Learn the server's real time from @real_ms, a TIME in ms received at
+ * local CLOCK_MONOTONIC @at_ms (taken after the reply came). */
+void remote_saw_real(struct remote *r, uint64_t real_ms, uint64_t at_ms);
+
+/*
+ * A lower bound of the server's real time (TIME in ms) now, into
+ * *@real_ms: the latest sample plus the local time since, asking TIME
+ * first when that sample is older than REAL_SAMPLE_MAX_MS (or there is
+ * none).  0, or -EIO when TIME got no reply in store_timeout, -ENOMEM.
+ * No store lock may be held (it may wait on the network).
+ */
+int remote_real_ms(struct store *s, uint64_t *real_ms);
+
+/* The longest a sample of the server's real time is used for, and how
+ * far a lower bound made from one may be above the truth (the error
+ * of its estimate, in ms): 1 ms from each of the two truncations to
+ * ms, and the two clocks' rates, each slewed by at most 500 ppm by NTP
+ * (adjtimex's bound), over REAL_SAMPLE_MAX_MS: 10 ms; 25 in all. */
+#define REAL_SAMPLE_MAX_MS 10000
+#define REAL_ERROR_MS 25
 
 /* store/remote_start.c */
 

@@ -136,10 +136,25 @@ works on one Redis, not across Redis Cluster slots.
                OP_KEEP_MS; a run that finds the record returns it and
                does nothing else, so a retry after a lost reply applies
                the operation at most once.  Read-only functions ignore it.
-  DEADLINE_MS  "" or "0" (none), or store ms after which the mutation must
-               not happen (the mount's estimate of now + store_timeout).
-               Past it: ETIMEDOUT, nothing done, nothing recorded (no
-               later run of the same operation can be earlier).
+  DEADLINE_MS  "" or "0" (none), or the server's real time (TIME, in ms
+               since the epoch, whatever the store's clock: under
+               testclock too) after which the mutation must not happen:
+               the mount's lower bound of TIME now, plus store_timeout.
+               Past it: ETIMEDOUT [real ms], nothing done, nothing
+               recorded (no later run of the same operation can be
+               earlier, unless TIME steps back: the fence below is what
+               does not depend on clocks).
+
+  sfs_fence NUMKEYS KEY... INSTANCE OPID
+      The end of a mutation whose reply the mount did not get in time
+      (the same keys as the call: its op record lives where the call's
+      does).  When op:OPID holds the call's outcome, returns it: the
+      call ran, and this is what it did.  Else records ETIMEDOUT [real
+      ms] as the outcome of OPID and returns it: the call has not run,
+      and now never will (a run that finds the record returns it and
+      does nothing else).  Either way the mount reports the truth.  An
+      instance that changed is ESTALEINST (the call, if it runs, meets
+      the same).  Writes nothing else; not logged.
 
 Then the function's arguments.  Modes are decimal (420 = 0644).  A
 credential is three arguments UID GID GROUPS (GROUPS: supplementary gids
@@ -418,7 +433,7 @@ per-tenant shares of a ceiling belong there), REFUSED (which errno counts
 as which refusal), the entry fields named above (what .events shows).
 ]==]
 
-local LIBVERSION = 3
+local LIBVERSION = 4
 
 -- Numbers, tables and the rules most likely to change ------------------------
 
@@ -840,14 +855,30 @@ local function begin(keys, args, scope)
 		local rec = redis.call('GET', ctx.opkey)
 		if rec then return nil, cmsgpack.unpack(rec) end
 	end
+	-- The deadline is on TIME, not on ctx.now: under testclock the
+	-- store's clock stands still while Redis is busy, so a call held
+	-- up past store_timeout would still be in time by it.
 	local deadline = unum(args[3] or '')
-	if deadline and deadline > 0 and ctx.now > deadline then
+	if deadline and deadline > 0 and ctx.real_ms > deadline then
 		-- Not recorded: nothing was decided, and no later run of this
 		-- operation can be before its deadline either.
-		return nil, { 'ETIMEDOUT', ctx.now, cur_seq(ctx) }
+		return nil, { 'ETIMEDOUT', ctx.now, cur_seq(ctx), ctx.real_ms }
 	end
 	return ctx
 end
+
+-- sfs_fence (see the calling convention): the recorded outcome of the
+-- operation, or its refusal, recorded now.  begin() returns the record
+-- when there is one; else the refusal is recorded as an outcome, so a
+-- later run of the call finds it (begin) and does nothing.
+local function fn_fence(keys, args)
+	local ctx, early = begin(keys, { args[1], args[2], '' },
+		#keys >= 2 and 'tenant' or 'root')
+	if not ctx then return early end
+	if not ctx.opkey then return fail(ctx, 'EINVAL') end
+	return finish(ctx, fail(ctx, 'ETIMEDOUT', ctx.real_ms))
+end
+redis.register_function('sfs_fence', fn_fence)
 
 -- Logs ------------------------------------------------------------------------
 

@@ -278,20 +278,75 @@ acme() {
 	[ "$(stat tenants)" = 2 ]
 }
 
-@test "past its deadline_ms a mutation is ETIMEDOUT, changes nothing and is not recorded" {
+# The server's real time (TIME) in ms.
+real_ms() { rcli TIME | { read -r s; read -r u; echo $((s * 1000 + u / 1000)); }; }
+
+@test "past its deadline_ms on the server's real time a mutation is ETIMEDOUT, changes nothing and is not recorded" {
 	acme
 	advance 5000
 	before=$(digest)
-	run rcli FCALL sfs_create 2 "$META" "$(tkey 1)" "$INST" late-1 4999 19 d 0 0 420 1
-	assert_output "$(printf 'ETIMEDOUT\n5000\n3')"
+	past=$(($(real_ms) - 1))
+	run rcli FCALL sfs_create 2 "$META" "$(tkey 1)" "$INST" late-1 "$past" 19 d 0 0 420 1
+	assert_line -n 0 ETIMEDOUT
+	assert_line -n 1 5000
+	assert_line -n 2 3
+	[ "${lines[3]}" -gt "$past" ]
 	run rcli FCALL sfs_mkdir_tenant 1 "$META" "$INST" late-2 1 other 0 0 493
 	assert_line -n 0 ETIMEDOUT
 	[ "$(digest)" = "$before" ]
 	# Not recorded: the same operation within its deadline happens.
-	run rcli FCALL sfs_create 2 "$META" "$(tkey 1)" "$INST" late-1 5000 19 d 0 0 420 1
+	run rcli FCALL sfs_create 2 "$META" "$(tkey 1)" "$INST" late-1 $(($(real_ms) + 60000)) 19 d 0 0 420 1
 	assert_line -n 0 OK
 	run rcli FCALL sfs_create 2 "$META" "$(tkey 1)" "$INST" late-4 "" 19 e 0 0 420 1
 	assert_line -n 0 OK
+}
+
+@test "the deadline is on the server's real time under testclock: the manual clock standing still does not keep a late call in time" {
+	acme
+	# The manual clock is at 0, far below any real time: a deadline a
+	# second ago is past however the manual clock stands.
+	run rcli FCALL sfs_create 2 "$META" "$(tkey 1)" "$INST" late-1 $(($(real_ms) - 1000)) 19 d 0 0 420 1
+	assert_line -n 0 ETIMEDOUT
+	[ -z "$(rcli HGET "$(tpre 1):l:19" d)" ]
+}
+
+@test "sfs_fence: before the call it records a refusal the call then returns, doing nothing; after the call it returns the call's outcome" {
+	acme
+	before=$(digest)
+	run rcli FCALL sfs_fence 2 "$META" "$(tkey 1)" "$INST" fenced-1
+	assert_line -n 0 ETIMEDOUT
+	fenced=$output
+	# Only the op record was written.
+	[ "$(digest)" = "$before" ]
+	[ -n "$(rcli GET "$(tpre 1):op:fenced-1")" ]
+	# The call, run late (even within its deadline), finds the refusal.
+	run rcli FCALL sfs_create 2 "$META" "$(tkey 1)" "$INST" fenced-1 "" 19 d 0 0 420 1
+	assert_output "$fenced"
+	[ "$(digest)" = "$before" ]
+	[ -z "$(rcli HGET "$(tpre 1):l:19" d)" ]
+	# A call that ran first: the fence returns what it did.
+	run rcli FCALL sfs_create 2 "$META" "$(tkey 1)" "$INST" ran-1 "" 19 e 0 0 420 1
+	assert_line -n 0 OK
+	ran=$output
+	run rcli FCALL sfs_fence 2 "$META" "$(tkey 1)" "$INST" ran-1
+	assert_output "$ran"
+	# Root-level operations keep their record in the root's keys.
+	run rcli FCALL sfs_fence 1 "$META" "$INST" fenced-2
+	assert_line -n 0 ETIMEDOUT
+	run rcli FCALL sfs_mkdir_tenant 1 "$META" "$INST" fenced-2 "" other 0 0 493
+	assert_line -n 0 ETIMEDOUT
+	[ -z "$(rcli HGET 'statefs:{statefs}:tenants' other)" ]
+	run rcli FCALL sfs_mkdir_tenant 1 "$META" "$INST" ran-2 "" other 0 0 493
+	assert_line -n 0 OK
+	ran=$output
+	run rcli FCALL sfs_fence 1 "$META" "$INST" ran-2
+	assert_output "$ran"
+	# Another instance, or no operation id: refused, nothing recorded.
+	run rcli FCALL sfs_fence 1 "$META" fedcba9876543210 fenced-3
+	assert_line -n 0 ESTALEINST
+	run rcli FCALL sfs_fence 1 "$META" "$INST" ""
+	assert_line -n 0 EINVAL
+	[ -z "$(rcli GET 'statefs:{statefs}:op:fenced-3')" ]
 }
 
 # --- tenants ---------------------------------------------------------------------------

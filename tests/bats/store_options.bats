@@ -3,7 +3,12 @@
 # --help, checked at start with one line naming the option, nothing
 # mounted on a refusal; without them statefs mounts its embedded store.
 
+# The tests of a Redis's maxmemory-policy start their own redis-server
+# (redis_helpers.bash) and mount it themselves: no store of the redis run's.
+STATEFS_STORE=embedded
 load helpers
+# shellcheck source=tests/bats/redis_helpers.bash
+source "$BATS_TEST_DIRNAME/redis_helpers.bash"
 
 STORE_OPTIONS=(store store_user store_password_file store_prefix
 	store_timeout store_limits)
@@ -20,6 +25,7 @@ teardown() {
 	rmdir "$DIR"
 	rm -f "$PWFILE"
 	statefs_unmount
+	redis_stop_all
 }
 
 # refused NAME ARGS...: statefs ARGS DIR exits non-zero at once with one
@@ -113,4 +119,73 @@ refused() {
 	refute_output --partial secret
 	refused store -o 'store=sentinel://127.0.0.1:1,[::1]:1/main,store_timeout=1'
 	assert_output --partial 'sentinel://127.0.0.1:1,[::1]:1/main'
+}
+
+@test "a Redis whose maxmemory-policy may evict keys (allkeys-*, volatile-*) is refused at start with one line naming it; noeviction mounts" {
+	redis_start --maxmemory-policy allkeys-lru
+	refused store -o "store=unix:$REDIS_SOCK,store_timeout=1"
+	assert_output --partial 'maxmemory-policy is allkeys-lru'
+	assert_output --partial 'set maxmemory-policy noeviction'
+	# volatile-*: op records and a removed tenant's log carry a TTL.
+	rcli CONFIG SET maxmemory-policy volatile-lru
+	refused store -o "store=unix:$REDIS_SOCK,store_timeout=1"
+	assert_output --partial 'maxmemory-policy is volatile-lru'
+	# Nothing was written to the store.
+	[ "$(rcli DBSIZE)" = 0 ]
+	rcli CONFIG SET maxmemory-policy noeviction
+	statefs_mount -o "store=unix:$REDIS_SOCK,store_timeout=1"
+	mkdir "$MNT/t"
+	[ "$(stat_of store)" = connected ]
+}
+
+@test "an ACL user that may not run INFO is refused at start: the policy cannot be checked" {
+	redis_start
+	rcli ACL SETUSER statefs on '>s3cret' '~statefs:*' '+@all' '-@dangerous' \
+		'+function|load' '+function|list' '+role'
+	printf s3cret >"$PWFILE"
+	chmod 600 "$PWFILE"
+	refused store -o "store=unix:$REDIS_SOCK,store_timeout=1" \
+		-o "store_user=statefs,store_password_file=$PWFILE"
+	assert_output --partial '+info'
+	rcli ACL SETUSER statefs '+info'
+	statefs_mount -o "store=unix:$REDIS_SOCK,store_timeout=1" \
+		-o "store_user=statefs,store_password_file=$PWFILE"
+	mkdir "$MNT/t"
+}
+
+# store_is DIR STATE: wait (20 s at most) until DIR's .stats says store STATE.
+store_is() {
+	local i
+	for i in $(seq 200); do
+		[ "$(timeout 10 awk '$1 == "store" { print $2 }' "$1/.stats")" = "$2" ] && return 0
+		sleep 0.1
+	done
+	fail "$1 still not 'store $2' after 20 s"
+}
+
+@test "a policy made evicting under a live mount: once its connections are made again the mount serves no call (EIO, store disconnected), and recovers when it is noeviction again" {
+	redis_start
+	statefs_mount -o "store=unix:$REDIS_SOCK,store_timeout=1"
+	mkdir -p "$MNT/t/p"
+	echo kept >"$MNT/t/p/c"
+	rcli CONFIG SET maxmemory-policy allkeys-lru
+	# Every connection of the mount is made again, and checked again.
+	rcli CLIENT KILL TYPE normal >/dev/null
+	run timeout 20 mkdir "$MNT/t/q"
+	assert_failure
+	assert_output --partial 'Input/output error'
+	run timeout 20 rm "$MNT/t/p/c"
+	assert_failure
+	assert_output --partial 'Input/output error'
+	[ "$(stat_of store)" = disconnected ]
+	grep -q 'maxmemory-policy is allkeys-lru' "$STATEFS_LOG"
+	# Nothing was done: the store has no q and still has c.
+	rcli CONFIG SET maxmemory-policy noeviction
+	store_is "$MNT" connected
+	mkdir "$MNT/t/r"
+	[ ! -e "$MNT/t/q" ]
+	run cat "$MNT/t/p/c"
+	assert_output kept
+	# The log says it once, however many calls failed.
+	[ "$(grep -c 'maxmemory-policy is allkeys-lru' "$STATEFS_LOG")" = 1 ]
 }
