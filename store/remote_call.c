@@ -74,6 +74,32 @@ const char *out_str(const redisReply *r, size_t i)
 	return r->element[i]->str;
 }
 
+/*
+ * Outcome EDAMAGED KEY of @fn: the store holds a key statefs did not make
+ * (another client's damage, or one Redis lost), and the call changed
+ * nothing.  Counted (.stats store_damaged) and logged once per key until
+ * a mutation succeeds again; the caller gets -EIO.
+ */
+static int damaged(struct remote *r, const char *fn, const char *key)
+{
+	bool say;
+
+	if (!key)
+		key = "?";
+	atomic_fetch_add(&r->damaged, 1);
+	lock(&r->lock, LOCK_REMOTE);
+	say = strncmp(r->damaged_key, key, sizeof(r->damaged_key) - 1) != 0;
+	if (say)
+		snprintf(r->damaged_key, sizeof(r->damaged_key), "%s", key);
+	atomic_store(&r->damaged_seen, true);
+	unlock(&r->lock, LOCK_REMOTE);
+	if (say)
+		fprintf(stderr, "statefs: %s: the shared store is damaged: key %s "
+			"is not as statefs made it; refused with EIO, nothing "
+			"changed\n", fn, key);
+	return -EIO;
+}
+
 /* Calls ------------------------------------------------------------------------ */
 
 void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len)
@@ -161,9 +187,22 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 		return -EPROTO;
 	}
 	remote_saw_now(s, out_u64(rep, 1));
+	if (strcmp(rep->element[0]->str, "EDAMAGED") == 0) {
+		rc = damaged(r, fn, out_str(rep, 3));
+		freeReplyObject(rep);
+		return rc;
+	}
 	*out = rep;
-	if (strcmp(rep->element[0]->str, "OK") == 0)
+	if (strcmp(rep->element[0]->str, "OK") == 0) {
+		if (mutation && atomic_load(&r->damaged_seen)) {
+			/* Mended: the next damage is news again. */
+			lock(&r->lock, LOCK_REMOTE);
+			r->damaged_key[0] = '\0';
+			atomic_store(&r->damaged_seen, false);
+			unlock(&r->lock, LOCK_REMOTE);
+		}
 		return 0;
+	}
 	if (strcmp(rep->element[0]->str, "ESTALEINST") == 0) {
 		lock(&r->lock, LOCK_REMOTE);
 		r->reinit = true;

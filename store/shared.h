@@ -62,6 +62,9 @@ struct remote {
 	bool reinit;                   /* lock: an ESTALEINST was seen */
 	uint64_t generation;           /* lock: new instances so far */
 	uint64_t loaded;               /* lock: new instances loaded so far */
+	char damaged_key[256];         /* lock: the damaged key last logged */
+	atomic_bool damaged_seen;      /* damaged_key is set */
+	atomic_uint_fast64_t damaged;  /* calls refused as damaged */
 
 	/* The follower (store/follow.c): its thread, its connection, its
 	 * positions (its own), whether it runs. */
