@@ -74,19 +74,35 @@ const char *out_str(const redisReply *r, size_t i)
 	return r->element[i]->str;
 }
 
+/* Do keys @a and @b carry one hash tag ("{...}": one tenant's, or the
+ * store's)? */
+static bool same_tag(const char *a, const char *b)
+{
+	const char *ea, *eb;
+
+	a = strchr(a, '{');
+	b = strchr(b, '{');
+	if (!a || !b || !(ea = strchr(a, '}')) || !(eb = strchr(b, '}')))
+		return false;
+	return ea - a == eb - b && memcmp(a, b, (size_t)(ea - a)) == 0;
+}
+
 /*
- * Outcome EDAMAGED KEY of @fn: the store holds a key statefs did not make
- * (another client's damage, or one Redis lost), and the call changed
- * nothing.  Counted (.stats store_damaged) and logged once per key until
- * a mutation succeeds again; the caller gets -EIO.
+ * Outcome EDAMAGED KEY of @fn (or a log the follower cannot read): the
+ * store holds a key statefs did not make (another client's damage, or
+ * one Redis lost), and the call changed nothing.  A caller's is counted
+ * (.stats store_damaged; the follower's own are not); each is logged
+ * once per key, until a mutation of that key's tenant (hash tag)
+ * succeeds again.  -EIO.
  */
-static int damaged(struct remote *r, const char *fn, const char *key)
+int remote_damaged_key(struct remote *r, const char *fn, const char *key)
 {
 	bool say;
 
 	if (!key)
 		key = "?";
-	atomic_fetch_add(&r->damaged, 1);
+	if (!r->running || !pthread_equal(pthread_self(), r->thread))
+		atomic_fetch_add(&r->damaged, 1);
 	lock(&r->lock, LOCK_REMOTE);
 	say = strncmp(r->damaged_key, key, sizeof(r->damaged_key) - 1) != 0;
 	if (say)
@@ -95,8 +111,8 @@ static int damaged(struct remote *r, const char *fn, const char *key)
 	unlock(&r->lock, LOCK_REMOTE);
 	if (say)
 		fprintf(stderr, "statefs: %s: the shared store is damaged: key %s "
-			"is not as statefs made it; refused with EIO, nothing "
-			"changed\n", fn, key);
+			"is not as statefs made it; what needs it gets EIO and "
+			"changes nothing until it is restored\n", fn, key);
 	return -EIO;
 }
 
@@ -188,17 +204,19 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 	}
 	remote_saw_now(s, out_u64(rep, 1));
 	if (strcmp(rep->element[0]->str, "EDAMAGED") == 0) {
-		rc = damaged(r, fn, out_str(rep, 3));
+		rc = remote_damaged_key(r, fn, out_str(rep, 3));
 		freeReplyObject(rep);
 		return rc;
 	}
 	*out = rep;
 	if (strcmp(rep->element[0]->str, "OK") == 0) {
 		if (mutation && atomic_load(&r->damaged_seen)) {
-			/* Mended: the next damage is news again. */
+			/* Its tenant works again: the next damage is news. */
 			lock(&r->lock, LOCK_REMOTE);
-			r->damaged_key[0] = '\0';
-			atomic_store(&r->damaged_seen, false);
+			if (same_tag(r->damaged_key, nkeys ? keys[0] : r->meta)) {
+				r->damaged_key[0] = '\0';
+				atomic_store(&r->damaged_seen, false);
+			}
 			unlock(&r->lock, LOCK_REMOTE);
 		}
 		return 0;

@@ -24,6 +24,7 @@
 struct follow_pos {
 	uint64_t tid;
 	char id[48];
+	bool damaged;   /* its log is not a stream: not read until mended */
 };
 
 /* Where tenant @tid's position is in remote->pos (by hash: the
@@ -73,12 +74,18 @@ struct remote {
 	atomic_bool stop;
 	struct rconn *conn;
 	char root_id[48];
+	bool root_damaged;             /* the root log is not a stream */
 	struct follow_pos *pos;
 	size_t npos, cappos;
 	struct follow_ix *ix;          /* tid -> its place in pos */
 };
 
 /* store/remote_call.c */
+
+/* Key @key of the store is not as statefs made it, found by @fn: count
+ * it (.stats store_damaged), log it once until a mutation succeeds;
+ * -EIO. */
+int remote_damaged_key(struct remote *r, const char *fn, const char *key);
 
 /* Small decimal buffers for one call's arguments. */
 struct args {

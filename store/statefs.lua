@@ -2373,8 +2373,8 @@ local function fn_sync(keys, args)
 	if not ctx then return early end
 	local out = { 'OK', ctx.now, num(ctx.M, 'seq') }
 	for i = 2, #keys do
-		local s = redis.call('HGET', keys[i], 'seq')
-		out[#out + 1] = s and tonumber(s) or -1
+		local s = rd(ctx, 'HGET', keys[i], 'seq')
+		out[#out + 1] = s and (unum(s) or damaged(keys[i])) or -1
 	end
 	return out
 end

@@ -190,3 +190,23 @@ PUBLISH='fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC); os.write(fd, b"new
 	run py_errno "$CREATE" "$A/t/p/new2"
 	assert_output OK
 }
+
+@test "a tenant's log of the wrong type stops only that tenant: the follower reads the others', so another tenant's mkdir is no EIO that was applied" {
+	damage "$PRE:log" type
+	run py_errno "$MKDIR" "$A/u"
+	assert_output OK
+	mkdir "$A/u/p"
+	echo x >"$A/u/p/c"
+	run cat "$A/u/p/c"
+	assert_output x
+	run py_errno "$CREATE" "$A/t/p/new"
+	assert_output EIO
+	run grep -cF "key $PRE:log " "$A_LOG"
+	assert_output 1
+	restore "$PRE:log"
+	run py_errno "$CREATE" "$A/t/p/new"
+	assert_output OK
+	statefs_mount -o "store=unix:$REDIS_SOCK" -o testclock
+	fsyncdir "$A"
+	[ "$(tree "$A")" = "$(tree "$MNT")" ]
+}
