@@ -153,6 +153,8 @@ Outcomes
 An array: { CODE, now_ms, seq, results... }.  CODE is "OK" or an errno
 name: ENOENT EEXIST ESTALE EAGAIN ENOSPC EDQUOT EFBIG EINVAL ENAMETOOLONG
 EROFS EXDEV EACCES EISDIR EPERM, plus ETIMEDOUT (deadline passed),
+EDAMAGED (results: KEY, a key of the store that is not as statefs made
+it; nothing was written, not even a counter: "Damage" below),
 ESTALEINST (instance mismatch; results: the store's instance or ""),
 ELIMITS and ELIBVERSION (sfs_init).  now_ms is the store's clock at the
 call.  seq is the tenant log's seq after the call (the root log's for a
