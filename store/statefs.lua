@@ -1169,33 +1169,35 @@ local function state_end(ctx, T, S, expiry)
 end
 
 -- The links of @S, newest first, as "PINO/NAME" (the order the embedded
--- store reports them in: a new link goes to the front of its list); as
--- many as its nlink, else damage.
-local function state_links(S)
+-- store reports them in: a new link goes to the front of its list);
+-- with @counted, as many as its nlink, else damage.
+local function state_links(S, counted)
 	local all = {}
 	for m in string.gmatch(str(S, 'links'), '%S+') do
 		if not string.find(m, '^[1-9]%d*/[^/]+$') then damaged(S.key) end
 		all[#all + 1] = m
 	end
-	if #all ~= num(S, 'nlink') then damaged(S.key) end
+	if counted and #all ~= num(S, 'nlink') then damaged(S.key) end
 	return all
 end
 
--- Take @member out of @S's links (its link count is the caller's).
+-- Take @member, one of them, out of @S's links (its link count is the
+-- caller's).
 local function links_del(S, member)
-	local rest = {}
-	for _, m in ipairs(state_links(S)) do
+	local rest, all = {}, state_links(S)
+	for _, m in ipairs(all) do
 		if m ~= member then rest[#rest + 1] = m end
 	end
+	if #rest ~= #all - 1 then damaged(S.key) end
 	set(S, 'links', table.concat(rest, ' '))
 end
 
 -- State @S loses link @member ("PINO/NAME"); ends when it was the last
 -- (state_unlink_locked).  Returns true then.
 local function state_unlink(ctx, T, S, member, expiry)
+	state_links(S, true)
 	links_del(S, member)
 	add(S, 'nlink', -1)
-	state_links(S) -- @member was one of them, else damage
 	if num(S, 'nlink') == 0 then
 		state_end(ctx, T, S, expiry)
 		return true
@@ -1220,7 +1222,7 @@ end
 -- The .events lines of @S's links: "PARENT/CHILD" each, newest link first.
 local function link_lines(ctx, T, S)
 	local lines = {}
-	for _, m in ipairs(state_links(S)) do
+	for _, m in ipairs(state_links(S, true)) do
 		local pino, name = split(m)
 		lines[#lines + 1] = str(parent_named(ctx, T, pino), 'name') .. '/' .. name
 	end
@@ -1251,7 +1253,7 @@ end
 local function child_expire(ctx, T, S)
 	local lines = {}
 	local ver = num(S, 'version')
-	for _, m in ipairs(state_links(S)) do
+	for _, m in ipairs(state_links(S, true)) do
 		local pino, name = split(m)
 		local P = parent_named(ctx, T, pino)
 		mset(bucket(ctx, T, pino), name, false)
