@@ -354,6 +354,27 @@ int settle(struct store *s, uint64_t tid, int rc, redisReply *rep)
 	return rc ? rc : w;
 }
 
+int settle_node(struct store *s, uint64_t tid, int rc, redisReply *rep,
+		struct store_node *n)
+{
+	struct store_attr a;
+	char key[200];
+	size_t len;
+
+	rc = settle(s, tid, rc, rep);
+	/* (A dead tenant's outcome has seq 0: its end may not be applied.) */
+	if (rc != -ESTALE || !rep || out_u64(rep, 2) == 0 ||
+	    wait_seq(s, tid, out_u64(rep, 2)) != 0 ||
+	    (n->kind != STORE_PARENT && n->kind != STORE_CHILD) ||
+	    store_getattr(s, n, &a) != 0)
+		return rc;
+	remote_tenant_key(s, tid, key, sizeof(key));
+	len = strlen(key) - 1; /* "...:t" -> "...:" */
+	snprintf(key + len, sizeof(key) - len, "%c:%" PRIu64,
+		 n->kind == STORE_PARENT ? 'p' : 's', mirror_remote_ino(s, n));
+	return remote_damaged_key(s->remote, "mirror", key);
+}
+
 /* Arguments ---------------------------------------------------------------- */
 
 void a_str(struct args *a, const char *s)

@@ -325,7 +325,7 @@ int remote_create(struct store *s, struct store_node *parent, const char *name,
 		ino = out_u64(rep, 3);
 		made = out_u64(rep, 4) == 1;
 	}
-	rc = settle(s, tid, rc, rep);
+	rc = settle_node(s, tid, rc, rep, parent);
 	if (rc == 0)
 		rc = answer(s, ino, out, attr);
 	if (rc == 0)
@@ -352,7 +352,7 @@ int remote_unlink(struct store *s, struct store_node *parent, const char *name)
 	a_str(&a, name);
 	rc = remote_fcall(s, "sfs_unlink", true, 1, (const char *[]){ key },
 			  a.n, a.v, NULL, &rep);
-	rc = settle(s, tid, rc, rep);
+	rc = settle_node(s, tid, rc, rep, parent);
 	if (rep)
 		freeReplyObject(rep);
 	return rc;
@@ -507,7 +507,7 @@ int remote_setattr(struct store *s, struct store_node *n, unsigned mask,
 	a_str(&a, mask & STORE_SET_RENEW ? "1" : "");
 	rc = remote_fcall(s, "sfs_setattr", true, 1, (const char *[]){ key },
 			  a.n, a.v, NULL, &rep);
-	rc = settle(s, tid, rc, rep);
+	rc = settle_node(s, tid, rc, rep, n);
 	if (rc == 0 && out)
 		rc = store_getattr(s, n, out);
 	if (rep)
@@ -553,7 +553,7 @@ int remote_publish(struct store *s, struct store_node *n, const char *mode,
 	l[3] = len;
 	rc = remote_fcall(s, "sfs_publish", true, 1, (const char *[]){ key },
 			  a.n, v, l, &rep);
-	rc = settle(s, tid, rc, rep);
+	rc = settle_node(s, tid, rc, rep, n);
 	if (rep)
 		freeReplyObject(rep);
 	return rc;
@@ -589,7 +589,7 @@ static int remote_lease(struct store *s, struct store_node *n, bool set,
 		a_u64(&a, ttl);
 	rc = remote_fcall(s, set ? "sfs_set_ttl" : "sfs_renew", true, 1,
 			  (const char *[]){ key }, a.n, a.v, NULL, &rep);
-	rc = settle(s, tid, rc, rep);
+	rc = settle_node(s, tid, rc, rep, n);
 	if (rep)
 		freeReplyObject(rep);
 	return rc;

@@ -144,6 +144,12 @@ int remote_wait_tenants(struct store *s, const uint64_t *ids, size_t n);
  * @tid: wait for its seq.  @rc stands, but a success the wait failed. */
 int settle(struct store *s, uint64_t tid, int rc, redisReply *rep);
 
+/* settle() of a call about node @n (a parent or a child): an ESTALE
+ * for a node the mirror, caught up with the outcome, still shows alive
+ * is a key the log says exists and Redis lost: damage (-EIO). */
+int settle_node(struct store *s, uint64_t tid, int rc, redisReply *rep,
+		struct store_node *n);
+
 /* Arguments of one call, into @a: a string (borrowed), a number, a
  * credential (UID GID GROUPS, written into the caller's @groups). */
 void a_str(struct args *a, const char *s);

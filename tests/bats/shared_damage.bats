@@ -210,3 +210,25 @@ PUBLISH='fd = os.open(sys.argv[1], os.O_WRONLY | os.O_TRUNC); os.write(fd, b"new
 	fsyncdir "$A"
 	[ "$(tree "$A")" = "$(tree "$MNT")" ]
 }
+
+@test "a child or a parent whose key Redis lost while the log says it lives is damaged (EIO), not a stale handle" {
+	local k
+	k=$(nkey s "$A/t/p/c")
+	rcli RENAME "$k" damage.bak >/dev/null
+	run py_errno "$PUBLISH" "$A/t/p/c"
+	assert_output EIO
+	run grep -cF "key $k " "$A_LOG"
+	assert_output 1
+	restore "$k"
+	run py_errno "$PUBLISH" "$A/t/p/c"
+	assert_output OK
+	k=$(nkey p "$A/t/q")
+	rcli RENAME "$k" damage.bak >/dev/null
+	run py_errno "$CREATE" "$A/t/q/new"
+	assert_output EIO
+	run grep -cF "key $k " "$A_LOG"
+	assert_output 1
+	restore "$k"
+	run py_errno "$CREATE" "$A/t/q/new"
+	assert_output OK
+}
