@@ -62,7 +62,13 @@
  *
  * Failure: rconn retries within store_timeout; a mutation that got no
  * reply in time returns -EIO and, thanks to its deadline, did not
- * happen.  .stats says "store connected" or "disconnected".
+ * happen.  .stats says "store connected" or "disconnected".  A key
+ * of the store that is not as statefs made it (outcome EDAMAGED KEY:
+ * nothing was written; or an ESTALE for a node the mirror, caught up,
+ * still shows: settle_node) is -EIO, counted (.stats store_damaged)
+ * and logged once (remote_damaged_key, store/remote_call.c); the
+ * follower leaves a tenant's log of another type out until it is
+ * mended (store/follow.c).
  *
  * What it owns
  * ------------
