@@ -323,6 +323,8 @@ size_t layout_format_stats(char *buf, size_t cap,
 	put(&t, "state %s\n", layout_state_name(v->state));
 	put(&t, "store %s\n", v->link == STORE_LINK_CONNECTED ? "connected" :
 	    v->link == STORE_LINK_DISCONNECTED ? "disconnected" : "embedded");
+	if (v->link != STORE_LINK_EMBEDDED)
+		put_u64(&t, "store_damaged", s->damaged);
 	put_u64(&t, "uptime_ms", v->uptime_ms);
 	if (v->tenant)
 		put(&t, "tenant %s\n", v->tenant);

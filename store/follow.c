@@ -89,6 +89,7 @@ int follow_pos_add(struct remote *r, uint64_t tid, const char *id)
 		return -ENOMEM;
 	}
 	r->pos[r->npos].tid = tid;
+	r->pos[r->npos].damaged = false;
 	snprintf(r->pos[r->npos].id, sizeof(r->pos[0].id), "%s", id);
 	r->npos++;
 	return 0;
@@ -103,6 +104,7 @@ void follow_pos_clear(struct remote *r)
 		free(x);
 	}
 	r->npos = 0;
+	r->root_damaged = false;
 }
 
 /* Stop following the log at position @i: the last position takes its
@@ -338,7 +340,8 @@ static int check_logs(struct store *s)
 
 		if (!e || e->type != REDIS_REPLY_INTEGER || e->integer < 0)
 			continue;
-		if (mirror_applied(s, r->pos[i].tid, &at, &gone) != 0 || gone ||
+		if (r->pos[i].damaged ||
+		    mirror_applied(s, r->pos[i].tid, &at, &gone) != 0 || gone ||
 		    at >= (uint64_t)e->integer)
 			continue;
 		rc = log_has_more(s, r->pos[i].tid, r->pos[i].id);
@@ -358,6 +361,45 @@ out:
 	free(keys);
 	free(kp);
 	return rc;
+}
+
+/* Is log @key damaged (a key of another type than a stream)?  Counted
+ * and logged (remote_damaged_key) when it becomes so. */
+static bool log_damaged(struct store *s, const char *key, bool was)
+{
+	const char *av[] = { "TYPE", key };
+	redisReply *rep = NULL;
+	bool bad;
+
+	if (rconn_call(s->remote->conn, 0, 2, av, NULL, &rep) != 0)
+		return was;
+	bad = rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "stream") != 0 &&
+	      strcmp(rep->str, "none") != 0;
+	freeReplyObject(rep);
+	if (bad && !was)
+		remote_damaged_key(s->remote, "follower", key);
+	return bad;
+}
+
+/*
+ * Which logs are damaged (after an XREAD error, @all) or mended again
+ * (every BLOCK_MS, the damaged ones only)?  A damaged log is left out of
+ * the XREAD, so the others are followed still; mended, it is read again
+ * from its position.
+ */
+static void logs_check_damage(struct store *s, bool all)
+{
+	struct remote *r = s->remote;
+	char key[160];
+
+	if (all || r->root_damaged)
+		r->root_damaged = log_damaged(s, r->rootlog, r->root_damaged);
+	for (size_t i = 0; i < r->npos; i++) {
+		if (!all && !r->pos[i].damaged)
+			continue;
+		log_key(s, r->pos[i].tid, key, sizeof(key));
+		r->pos[i].damaged = log_damaged(s, key, r->pos[i].damaged);
+	}
 }
 
 /* Is @st, one stream of an XREAD reply, the root log's?  (Its shape
@@ -439,7 +481,8 @@ static void *follow_main(void *arg)
 		av[argc++] = "BLOCK";
 		av[argc++] = block;
 		av[argc++] = "STREAMS";
-		av[argc++] = r->rootlog;
+		if (!r->root_damaged)
+			av[argc++] = r->rootlog;
 		{
 			char (*keys)[160] = st_calloc(n + 1, sizeof(*keys));
 
@@ -448,19 +491,27 @@ static void *follow_main(void *arg)
 				back_off(r, &pause);
 				continue;
 			}
+			/* A damaged log is left out until it is mended. */
 			for (size_t i = 0; i < n; i++) {
+				if (r->pos[i].damaged)
+					continue;
 				log_key(s, r->pos[i].tid, keys[i], sizeof(keys[i]));
 				av[argc++] = keys[i];
 			}
-			av[argc++] = r->root_id;
+			if (!r->root_damaged)
+				av[argc++] = r->root_id;
 			for (size_t i = 0; i < n; i++)
-				av[argc++] = r->pos[i].id;
-			rc = rconn_call(r->conn, 0, (int)argc, av, NULL, &rep);
+				if (!r->pos[i].damaged)
+					av[argc++] = r->pos[i].id;
+			rc = argc > 6 ? rconn_call(r->conn, 0, (int)argc, av, NULL, &rep)
+				      : -EAGAIN;
 			free(keys);
 		}
 		free(av);
 		if (rc == -ECANCELED)
 			break;
+		if (rc == -EAGAIN)
+			logs_check_damage(s, false);
 		if (rc) {
 			back_off(r, &pause);
 			continue;
@@ -484,12 +535,15 @@ static void *follow_main(void *arg)
 			if (rep->type == REDIS_REPLY_ERROR && !pause)
 				fprintf(stderr, "statefs: shared store: XREAD: "
 					"%s\n", rep->str);
+			if (rep->type == REDIS_REPLY_ERROR)
+				logs_check_damage(s, true);
 			failed = true;
 		}
 		freeReplyObject(rep);
 		/* Every BLOCK_MS, idle (XREAD gave nothing) or not: is the
 		 * store still ours, and does each log hold what we lack? */
 		if (mono_ms() - checked >= BLOCK_MS) {
+			logs_check_damage(s, false);
 			if (check_logs(s) == -EIO)
 				failed = true;
 			checked = mono_ms();

@@ -915,6 +915,7 @@ unsigned remote_expire_due(struct store *s, unsigned budget);
 /* store/remote_start.c */
 int remote_stats(struct store *s, struct store_node *tenant,
 		 struct store_stats *o);
+uint64_t remote_damaged(struct store *s); /* store_stats' damaged */
 void remote_free(struct store *s);
 
 /* store/reaper.c */

@@ -75,6 +75,48 @@ const char *out_str(const redisReply *r, size_t i)
 	return r->element[i]->str;
 }
 
+/* Do keys @a and @b carry one hash tag ("{...}": one tenant's, or the
+ * store's)? */
+static bool same_tag(const char *a, const char *b)
+{
+	const char *ea, *eb;
+
+	a = strchr(a, '{');
+	b = strchr(b, '{');
+	if (!a || !b || !(ea = strchr(a, '}')) || !(eb = strchr(b, '}')))
+		return false;
+	return ea - a == eb - b && memcmp(a, b, (size_t)(ea - a)) == 0;
+}
+
+/*
+ * Outcome EDAMAGED KEY of @fn (or a log the follower cannot read): the
+ * store holds a key statefs did not make (another client's damage, or
+ * one Redis lost), and the call changed nothing.  A caller's is counted
+ * (.stats store_damaged; the follower's own are not); each is logged
+ * once per key, until a mutation of that key's tenant (hash tag)
+ * succeeds again.  -EIO.
+ */
+int remote_damaged_key(struct remote *r, const char *fn, const char *key)
+{
+	bool say;
+
+	if (!key)
+		key = "?";
+	if (!r->running || !pthread_equal(pthread_self(), r->thread))
+		atomic_fetch_add(&r->damaged, 1);
+	lock(&r->lock, LOCK_REMOTE);
+	say = strncmp(r->damaged_key, key, sizeof(r->damaged_key) - 1) != 0;
+	if (say)
+		snprintf(r->damaged_key, sizeof(r->damaged_key), "%s", key);
+	atomic_store(&r->damaged_seen, true);
+	unlock(&r->lock, LOCK_REMOTE);
+	if (say)
+		fprintf(stderr, "statefs: %s: the shared store is damaged: key %s "
+			"is not as statefs made it; what needs it gets EIO and "
+			"changes nothing until it is restored\n", fn, key);
+	return -EIO;
+}
+
 /* Calls ------------------------------------------------------------------------ */
 
 void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len)
@@ -251,9 +293,24 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 	/* A late call's refusal tells the server's real time. */
 	if (strcmp(rep->element[0]->str, "ETIMEDOUT") == 0 && rep->elements > 3)
 		remote_saw_real(r, out_u64(rep, 3), mono_ms());
+	if (strcmp(rep->element[0]->str, "EDAMAGED") == 0) {
+		rc = remote_damaged_key(r, fn, out_str(rep, 3));
+		freeReplyObject(rep);
+		return rc;
+	}
 	*out = rep;
-	if (strcmp(rep->element[0]->str, "OK") == 0)
+	if (strcmp(rep->element[0]->str, "OK") == 0) {
+		if (mutation && atomic_load(&r->damaged_seen)) {
+			/* Its tenant works again: the next damage is news. */
+			lock(&r->lock, LOCK_REMOTE);
+			if (same_tag(r->damaged_key, nkeys ? keys[0] : r->meta)) {
+				r->damaged_key[0] = '\0';
+				atomic_store(&r->damaged_seen, false);
+			}
+			unlock(&r->lock, LOCK_REMOTE);
+		}
 		return 0;
+	}
 	if (strcmp(rep->element[0]->str, "ESTALEINST") == 0) {
 		lock(&r->lock, LOCK_REMOTE);
 		r->reinit = true;
@@ -385,6 +442,27 @@ int settle(struct store *s, uint64_t tid, int rc, redisReply *rep)
 		return rc;
 	w = wait_seq(s, tid, out_u64(rep, 2));
 	return rc ? rc : w;
+}
+
+int settle_node(struct store *s, uint64_t tid, int rc, redisReply *rep,
+		struct store_node *n)
+{
+	struct store_attr a;
+	char key[200];
+	size_t len;
+
+	rc = settle(s, tid, rc, rep);
+	/* (A dead tenant's outcome has seq 0: its end may not be applied.) */
+	if (rc != -ESTALE || !rep || out_u64(rep, 2) == 0 ||
+	    wait_seq(s, tid, out_u64(rep, 2)) != 0 ||
+	    (n->kind != STORE_PARENT && n->kind != STORE_CHILD) ||
+	    store_getattr(s, n, &a) != 0)
+		return rc;
+	remote_tenant_key(s, tid, key, sizeof(key));
+	len = strlen(key) - 1; /* "...:t" -> "...:" */
+	snprintf(key + len, sizeof(key) - len, "%c:%" PRIu64,
+		 n->kind == STORE_PARENT ? 'p' : 's', mirror_remote_ino(s, n));
+	return remote_damaged_key(s->remote, "mirror", key);
 }
 
 /* Arguments ---------------------------------------------------------------- */

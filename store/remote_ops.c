@@ -65,7 +65,12 @@
  * reply in time is fenced (sfs_fence: its recorded outcome, or a
  * refusal recorded so that it never runs; store/remote_call.c), so it
  * returns what it did, or -EIO and did not happen.  .stats says "store
- * connected" or "disconnected".
+ * connected" or "disconnected".  A key of the store that is not as
+ * statefs made it (outcome EDAMAGED KEY: nothing was written; or an
+ * ESTALE for a node the mirror, caught up, still shows: settle_node)
+ * is -EIO, counted (.stats store_damaged) and logged once
+ * (remote_damaged_key, store/remote_call.c); the follower leaves a
+ * tenant's log of another type out until it is mended (store/follow.c).
  *
  * What it owns
  * ------------
@@ -328,7 +333,7 @@ int remote_create(struct store *s, struct store_node *parent, const char *name,
 		ino = out_u64(rep, 3);
 		made = out_u64(rep, 4) == 1;
 	}
-	rc = settle(s, tid, rc, rep);
+	rc = settle_node(s, tid, rc, rep, parent);
 	if (rc == 0)
 		rc = answer(s, ino, out, attr);
 	if (rc == 0)
@@ -355,7 +360,7 @@ int remote_unlink(struct store *s, struct store_node *parent, const char *name)
 	a_str(&a, name);
 	rc = remote_fcall(s, "sfs_unlink", true, 1, (const char *[]){ key },
 			  a.n, a.v, NULL, &rep);
-	rc = settle(s, tid, rc, rep);
+	rc = settle_node(s, tid, rc, rep, parent);
 	if (rep)
 		freeReplyObject(rep);
 	return rc;
@@ -510,7 +515,7 @@ int remote_setattr(struct store *s, struct store_node *n, unsigned mask,
 	a_str(&a, mask & STORE_SET_RENEW ? "1" : "");
 	rc = remote_fcall(s, "sfs_setattr", true, 1, (const char *[]){ key },
 			  a.n, a.v, NULL, &rep);
-	rc = settle(s, tid, rc, rep);
+	rc = settle_node(s, tid, rc, rep, n);
 	if (rc == 0 && out)
 		rc = store_getattr(s, n, out);
 	if (rep)
@@ -556,7 +561,7 @@ int remote_publish(struct store *s, struct store_node *n, const char *mode,
 	l[3] = len;
 	rc = remote_fcall(s, "sfs_publish", true, 1, (const char *[]){ key },
 			  a.n, v, l, &rep);
-	rc = settle(s, tid, rc, rep);
+	rc = settle_node(s, tid, rc, rep, n);
 	if (rep)
 		freeReplyObject(rep);
 	return rc;
@@ -592,7 +597,7 @@ static int remote_lease(struct store *s, struct store_node *n, bool set,
 		a_u64(&a, ttl);
 	rc = remote_fcall(s, set ? "sfs_set_ttl" : "sfs_renew", true, 1,
 			  (const char *[]){ key }, a.n, a.v, NULL, &rep);
-	rc = settle(s, tid, rc, rep);
+	rc = settle_node(s, tid, rc, rep, n);
 	if (rep)
 		freeReplyObject(rep);
 	return rc;

@@ -435,5 +435,11 @@ int remote_stats(struct store *s, struct store_node *tenant,
 	}
 	if (rep)
 		freeReplyObject(rep);
+	o->damaged = remote_damaged(s);
 	return rc;
+}
+
+uint64_t remote_damaged(struct store *s)
+{
+	return atomic_load(&s->remote->damaged);
 }

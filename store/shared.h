@@ -24,6 +24,7 @@
 struct follow_pos {
 	uint64_t tid;
 	char id[48];
+	bool damaged;   /* its log is not a stream: not read until mended */
 };
 
 /* Where tenant @tid's position is in remote->pos (by hash: the
@@ -69,6 +70,9 @@ struct remote {
 	bool reinit;                   /* lock: an ESTALEINST was seen */
 	uint64_t generation;           /* lock: new instances so far */
 	uint64_t loaded;               /* lock: new instances loaded so far */
+	char damaged_key[256];         /* lock: the damaged key last logged */
+	atomic_bool damaged_seen;      /* damaged_key is set */
+	atomic_uint_fast64_t damaged;  /* calls refused as damaged */
 
 	/* The follower (store/follow.c): its thread, its connection, its
 	 * positions (its own), whether it runs. */
@@ -77,12 +81,18 @@ struct remote {
 	atomic_bool stop;
 	struct rconn *conn;
 	char root_id[48];
+	bool root_damaged;             /* the root log is not a stream */
 	struct follow_pos *pos;
 	size_t npos, cappos;
 	struct follow_ix *ix;          /* tid -> its place in pos */
 };
 
 /* store/remote_call.c */
+
+/* Key @key of the store is not as statefs made it, found by @fn: count
+ * it (.stats store_damaged), log it once until a mutation succeeds;
+ * -EIO. */
+int remote_damaged_key(struct remote *r, const char *fn, const char *key);
 
 /* Small decimal buffers for one call's arguments. */
 struct args {
@@ -142,6 +152,12 @@ int remote_wait_tenants(struct store *s, const uint64_t *ids, size_t n);
 /* The outcome @rep (NULL: the call failed, @rc) of a call about tenant
  * @tid: wait for its seq.  @rc stands, but a success the wait failed. */
 int settle(struct store *s, uint64_t tid, int rc, redisReply *rep);
+
+/* settle() of a call about node @n (a parent or a child): an ESTALE
+ * for a node the mirror, caught up with the outcome, still shows alive
+ * is a key the log says exists and Redis lost: damage (-EIO). */
+int settle_node(struct store *s, uint64_t tid, int rc, redisReply *rep,
+		struct store_node *n);
 
 /* Arguments of one call, into @a: a string (borrowed), a number, a
  * credential (UID GID GROUPS, written into the caller's @groups). */

@@ -168,6 +168,8 @@ Outcomes
 An array: { CODE, now_ms, seq, results... }.  CODE is "OK" or an errno
 name: ENOENT EEXIST ESTALE EAGAIN ENOSPC EDQUOT EFBIG EINVAL ENAMETOOLONG
 EROFS EXDEV EACCES EISDIR EPERM, plus ETIMEDOUT (deadline passed),
+EDAMAGED (results: KEY, a key of the store that is not as statefs made
+it; nothing was written, not even a counter: "Damage" below),
 ESTALEINST (instance mismatch; results: the store's instance or ""),
 ELIMITS and ELIBVERSION (sfs_init).  now_ms is the store's clock at the
 call.  seq is the tenant log's seq after the call (the root log's for a
@@ -595,6 +597,53 @@ local function split(m)
 	return a, b
 end
 
+-- Damage and the write phase ----------------------------------------------------
+--
+-- Redis never rolls a function back, so a call writes nothing until it
+-- has read and checked all it needs: its hash writes wait in its records
+-- (below) and its other commands in ctx.jr, in call order, and finish()
+-- makes them at the end, once it has checked the type of every key they
+-- write that the call did not read.  What a call finds that statefs did
+-- not make (a key of another type, a field that is not a number, a
+-- counter that would go below zero, a link to a state that is not
+-- there, a tenant whose log says it lives and whose key is gone: another
+-- client's damage, or Redis's own loss) stops it at once with outcome
+-- EDAMAGED KEY, and nothing is written, not even a counter.
+
+local function damaged(key) error({ damaged = key }, 0) end
+
+-- The type each read command proves a key has (or none).
+local RTYPE = { HMGET = 'hash', HGET = 'hash', HGETALL = 'hash',
+	HSTRLEN = 'hash', ZRANGEBYSCORE = 'zset', GET = 'string' }
+
+-- Read @cmd of @key: an error (WRONGTYPE) is damage.
+local function rd(ctx, cmd, key, ...)
+	local v = redis.pcall(cmd, key, ...)
+	if type(v) == 'table' and v.err then damaged(key) end
+	ctx.typed[key] = ctx.typed[key] or RTYPE[cmd]
+	return v
+end
+
+-- Keep write @cmd of @key, on a key of type @kind ('new': none yet).
+local function wr(ctx, kind, cmd, key, ...)
+	ctx.jr[#ctx.jr + 1] = { kind = kind, cmd, key, ... }
+end
+
+-- Damage unless @key is of type @kind (or is none, but for 'new').
+local function check_type(ctx, kind, key)
+	if not kind or ctx.typed[key] == kind then return end
+	local t = redis.call('TYPE', key).ok
+	if t ~= 'none' and (kind == 'new' or t ~= kind) then damaged(key) end
+	ctx.typed[key] = kind
+end
+
+-- @cmd KEY @list..., at most 1000 arguments a command.
+local function call_chunked(cmd, key, list)
+	for i = 1, #list, 1000 do
+		redis.call(cmd, key, unpack(list, i, math.min(#list, i + 999)))
+	end
+end
+
 -- Records ----------------------------------------------------------------------
 --
 -- A hash a call uses is a record: the fields the call needs are read once
@@ -602,8 +651,10 @@ end
 -- changed in the record and written back in one HSET when the call ends
 -- (finish), so every read in the call sees the call's own changes.  A
 -- record that is deleted is never written back.  Whole hashes are never
--- loaded: reading every field of a big hash costs more than the
--- transition.
+-- loaded but the maps (a bucket, a tenant's parents and tombstones, the
+-- store's tenants), whose fields are names: a map's field set to false
+-- is deleted (HDEL).  Reading every field of a big hash costs more than
+-- the transition.
 
 -- The fields a call usually needs, read together; the first one of each
 -- list is always present, so it tells whether the hash exists.
@@ -614,6 +665,13 @@ local PFIELDS = { 'name', 'gen', 'deadline', 'links', 'mode', 'child_ttl' }
 -- A state's content is read and written apart: it can be max_payload bytes.
 local SFIELDS = { 'nlink', 'version', 'deadline', 'links' }
 
+local function rec_add(ctx, r)
+	r.ctx = ctx
+	ctx.recs[r.key] = r
+	ctx.order[#ctx.order + 1] = r
+	return r
+end
+
 -- The record of hash @key.  A new record reads @fields (HMGET); a field
 -- not read yet is read when asked for (HGET).  @fields[1] tells whether
 -- the hash exists (r.live).  In r.h a field is nil until read and false
@@ -621,46 +679,76 @@ local SFIELDS = { 'nlink', 'version', 'deadline', 'links' }
 local function rec_open(ctx, key, fields)
 	local r = ctx.recs[key]
 	if r then return r end
-	local v = redis.call('HMGET', key, unpack(fields))
+	local v = rd(ctx, 'HMGET', key, unpack(fields))
 	local h = {}
 	for i = 1, #fields do h[fields[i]] = v[i] end
-	r = { key = key, h = h, live = v[1] ~= false }
-	ctx.recs[key] = r
-	ctx.order[#ctx.order + 1] = r
-	return r
+	return rec_add(ctx, { key = key, h = h, live = v[1] ~= false })
 end
 
--- A hash this call makes, written at once: @fv lists every field and its
--- value (one HSET, no walk over a table of changes).
+-- The map @key (a missing hash is an empty map).
+local function map_open(ctx, key)
+	return ctx.recs[key] or
+		rec_add(ctx, { key = key, h = {}, live = true, fl = {} })
+end
+
+-- A hash this call makes: @fv lists every field and its value.
 local function rec_new(ctx, key, fv)
-	redis.call('HSET', key, unpack(fv))
+	wr(ctx, 'new', 'HSET', key, unpack(fv))
 	local h = {}
 	for i = 1, #fv, 2 do h[fv[i]] = fv[i + 1] end
-	local r = { key = key, h = h, live = true, all = true }
-	ctx.recs[key] = r
-	ctx.order[#ctx.order + 1] = r
-	return r
+	return rec_add(ctx, { key = key, h = h, live = true, all = true,
+		new = true })
 end
 
 -- Delete @r's hash and the keys @... that go with it.
 local function rec_drop(r, ...)
-	redis.call('DEL', r.key, ...)
-	r.live = false
-	r.d = nil
+	local ctx = r.ctx
+	wr(ctx, nil, 'DEL', r.key, ...)
+	for _, k in ipairs({ r.key, ... }) do
+		local o = ctx.recs[k]
+		if o then
+			o.live = false
+			o.d = nil
+			if o.fl then o.h, o.fl, o.all = {}, {}, true end
+		end
+	end
 end
 
 local function get(r, f)
 	local v = r.h[f]
 	if v == nil then
 		if r.all or not r.live then return nil end
-		v = redis.call('HGET', r.key, f)
+		v = rd(r.ctx, 'HGET', r.key, f)
 		r.h[f] = v
 	end
 	return v or nil
 end
 
-local function num(r, f) return tonumber(get(r, f)) or 0 end
+-- A number field (0 when the hash lacks it): a whole decimal, else damage.
+local function num(r, f)
+	local v = get(r, f)
+	if v == nil or type(v) == 'number' then return v or 0 end
+	local n = unum(v)
+	if not n then damaged(r.key) end
+	return n
+end
 local function str(r, f) return get(r, f) or '' end
+
+-- An inode number field (a map's value, a name's ino), else damage.
+local function ino_of(r, f)
+	local v = get(r, f)
+	if v and not ino_arg(v) then damaged(r.key) end
+	return v
+end
+
+local STATE_RANK = { ready = 0, draining = 1, drained = 2 }
+
+-- The state field of the store or of a tenant, else damage.
+local function state_of(r)
+	local v = str(r, 'state')
+	if not STATE_RANK[v] then damaged(r.key) end
+	return v
+end
 
 local function set(r, f, v)
 	r.h[f] = v
@@ -668,29 +756,59 @@ local function set(r, f, v)
 	r.d[f] = true
 end
 
--- Add @d to number field @f; going below zero is a bug that must be loud
--- (the embedded store aborts).
+-- Add @d to number field @f: going below zero is damage.
 local function add(r, f, d)
 	local v = num(r, f) + d
-	if v < 0 then
-		error('statefs: counter ' .. f .. ' of ' .. r.key .. ' underflow')
+	if v < 0 then damaged(r.key) end
+	set(r, f, v)
+end
+
+-- Every field of map @r and its value, as HGETALL gives them.
+local function map_all(r)
+	if not r.all and r.live then
+		local all = rd(r.ctx, 'HGETALL', r.key)
+		for i = 1, #all, 2 do
+			if r.h[all[i]] == nil then r.h[all[i]] = all[i + 1] end
+			r.fl[#r.fl + 1] = all[i]
+		end
+		for f in pairs(r.d or {}) do r.fl[#r.fl + 1] = f end
+		r.all = true
 	end
+	local out, seen = {}, {}
+	for _, f in ipairs(r.fl) do
+		if r.h[f] and not seen[f] then
+			seen[f] = true
+			out[#out + 1] = f
+			out[#out + 1] = r.h[f]
+		end
+	end
+	return out
+end
+
+local function mset(r, f, v)
+	if r.all and r.h[f] == nil then r.fl[#r.fl + 1] = f end
 	set(r, f, v)
 end
 
 local function flush(r)
 	if not r.live or not r.d then return end
-	local a, n = {}, 0
+	local a, del = {}, {}
 	for f in pairs(r.d) do
-		a[n + 1] = f
-		a[n + 2] = r.h[f]
-		n = n + 2
+		if r.h[f] == false then
+			del[#del + 1] = f
+		else
+			a[#a + 1] = f
+			a[#a + 1] = r.h[f]
+		end
 	end
-	redis.call('HSET', r.key, unpack(a))
+	if #a > 0 then call_chunked('HSET', r.key, a) end
+	if #del > 0 then call_chunked('HDEL', r.key, del) end
 	r.d = nil
 end
 
 -- The call ---------------------------------------------------------------------
+
+local cur_ctx -- the call that runs, for its EDAMAGED outcome
 
 -- The limits of a store instance never change once recorded, so they are
 -- read once per instance and kept here, by meta key, between calls.
@@ -702,7 +820,8 @@ local function limits_of(M)
 	if inst and c and c.instance == inst then return c.lim end
 	local lim = {}
 	for _, l in ipairs(LIMITS) do
-		lim[l[1]] = tonumber(get(M, 'lim_' .. l[1])) or l[2]
+		local f = 'lim_' .. l[1]
+		lim[l[1]] = get(M, f) and num(M, f) or l[2]
 	end
 	if inst then limits_seen[M.key] = { instance = inst, lim = lim } end
 	return lim
@@ -732,12 +851,16 @@ local function tenant_key(ctx, tid)
 end
 
 -- The tenant whose record is @key (a tenant that does not exist, or no
--- longer, has live = false).
+-- longer, has live = false; one whose log lives on with no end in
+-- sight, as only a live tenant's does, is damage).
 local function tenant_rec(ctx, key)
 	local T = rec_open(ctx, key, TFIELDS)
 	if not T.pre then
 		T.pre = string.sub(key, 1, -3)
 		T.keys = {}
+		if not T.live and redis.call('PTTL', T.pre .. ':log') == -1 then
+			damaged(key)
+		end
 	end
 	return T
 end
@@ -772,8 +895,8 @@ end
 
 -- Does the store, or tenant @T, refuse new things (a drain)?
 local function draining(ctx, T)
-	return str(ctx.M, 'state') ~= 'ready' or
-		(T ~= nil and T.live and str(T, 'state') ~= 'ready')
+	return state_of(ctx.M) ~= 'ready' or
+		(T ~= nil and T.live and state_of(T) ~= 'ready')
 end
 
 -- The outcome's seq: the tenant's when the call has one, else the root's.
@@ -802,8 +925,16 @@ local function fail(ctx, code, ...)
 	return out
 end
 
--- Write back every changed record, keep the outcome for a retry, return it.
+-- The write phase: check the type of every key to be written that the
+-- call did not read (damage stops it before its first write), make the
+-- kept commands in order, write back every changed record, keep the
+-- outcome for a retry, return it.
 local function finish(ctx, out)
+	for _, w in ipairs(ctx.jr) do check_type(ctx, w.kind, w[2]) end
+	for _, r in ipairs(ctx.order) do
+		if r.live and r.d then check_type(ctx, r.new and 'new' or 'hash', r.key) end
+	end
+	for _, w in ipairs(ctx.jr) do redis.call(unpack(w)) end
 	for _, r in ipairs(ctx.order) do flush(r) end
 	if ctx.opkey then
 		redis.call('SET', ctx.opkey, cmsgpack.pack(out), 'PX', OP_KEEP_MS)
@@ -822,7 +953,8 @@ local function begin(keys, args, scope)
 	local mk = keys[1] or ''
 	local names = names_of(mk)
 	local ctx = { keys = keys, args = args, P = names.P, root = names.root,
-		recs = {}, order = {} }
+		recs = {}, order = {}, typed = {}, jr = {} }
+	cur_ctx = ctx
 	local t = redis.call('TIME')
 	local sec, usec = tonumber(t[1]), tonumber(t[2])
 	ctx.real_ms = sec * 1000 + math.floor(usec / 1000)
@@ -878,19 +1010,19 @@ local function fn_fence(keys, args)
 	if not ctx.opkey then return fail(ctx, 'EINVAL') end
 	return finish(ctx, fail(ctx, 'ETIMEDOUT', ctx.real_ms))
 end
-redis.register_function('sfs_fence', fn_fence)
 
 -- Logs ------------------------------------------------------------------------
 
 local function xadd(ctx, key, seq, nseq, op, fields)
 	local by = ctx.by or ''
 	if nseq > 1 then
-		redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max, '*', 'seq', seq,
-			'nseq', nseq, 'op', op, 'ms', ctx.now, 'ns', ctx.ns, 'by', by,
-			unpack(fields))
+		wr(ctx, 'stream', 'XADD', key, 'MAXLEN', '~', ctx.lim.log_max, '*',
+			'seq', seq, 'nseq', nseq, 'op', op, 'ms', ctx.now, 'ns', ctx.ns,
+			'by', by, unpack(fields))
 	else
-		redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max, '*', 'seq', seq,
-			'op', op, 'ms', ctx.now, 'ns', ctx.ns, 'by', by, unpack(fields))
+		wr(ctx, 'stream', 'XADD', key, 'MAXLEN', '~', ctx.lim.log_max, '*',
+			'seq', seq, 'op', op, 'ms', ctx.now, 'ns', ctx.ns, 'by', by,
+			unpack(fields))
 	end
 end
 
@@ -925,6 +1057,7 @@ end
 -- numbers are only ever compared and put in names).
 local function alloc_ino(ctx, n)
 	local v = num(ctx.M, 'ino')
+	if v < FIRST_INO then damaged(ctx.M.key) end
 	set(ctx.M, 'ino', v + n)
 	return dec(v)
 end
@@ -934,24 +1067,43 @@ local function touch(ctx, r)
 	set(r, 'ctime', ctx.ns)
 end
 
+-- The maps of tenant @T: its parents, its tombstones, a bucket.
+local function tmap(ctx, T, what) return map_open(ctx, tkey(T, what)) end
+local function bucket(ctx, T, pino) return map_open(ctx, nkey(T, 'l', pino)) end
+local function tenants_map(ctx) return map_open(ctx, ctx.root .. ':tenants') end
+
 -- Tombstones --------------------------------------------------------------------
 
 -- Tombstone @name of @T: { gen, deadline } or nil, due or not.
-local function tomb_get(T, name)
-	local v = redis.call('HGET', tkey(T, 'tombs'), name)
+local function tomb_get(ctx, T, name)
+	local tm = tmap(ctx, T, 'tombs')
+	local v = get(tm, name)
 	if not v then return nil end
 	local g, d = string.match(v, '^(%d+) (%d+)$')
+	if not g or #v > 32 then damaged(tm.key) end
 	return { gen = tonumber(g), deadline = tonumber(d) }
 end
 
+-- The store's queue of tombstones, as this call has changed it.
+local function tombq(ctx, m, deadline)
+	local q = ctx.root .. ':tombq'
+	ctx.tq = ctx.tq or {}
+	if deadline then
+		wr(ctx, 'zset', 'ZADD', q, deadline, m)
+	else
+		wr(ctx, 'zset', 'ZREM', q, m)
+	end
+	ctx.tq[m] = deadline or false
+end
+
 local function tomb_put(ctx, T, name, gen, deadline)
-	redis.call('HSET', tkey(T, 'tombs'), name, dec(gen) .. ' ' .. dec(deadline))
-	redis.call('ZADD', ctx.root .. ':tombq', deadline, str(T, 'tid') .. '/' .. name)
+	mset(tmap(ctx, T, 'tombs'), name, dec(gen) .. ' ' .. dec(deadline))
+	tombq(ctx, str(T, 'tid') .. '/' .. name, deadline)
 end
 
 local function tomb_drop(ctx, T, name)
-	redis.call('HDEL', tkey(T, 'tombs'), name)
-	redis.call('ZREM', ctx.root .. ':tombq', str(T, 'tid') .. '/' .. name)
+	mset(tmap(ctx, T, 'tombs'), name, false)
+	tombq(ctx, str(T, 'tid') .. '/' .. name, nil)
 	gauge(ctx, T, 'tombstones', -1)
 end
 
@@ -963,7 +1115,7 @@ end
 
 -- The live tombstone of @name, aging it out if due (tomb_find_locked).
 local function tomb_find(ctx, T, name)
-	local tb = tomb_get(T, name)
+	local tb = tomb_get(ctx, T, name)
 	if tb and tb.deadline <= ctx.now then
 		tomb_age(ctx, T, name)
 		return nil
@@ -984,17 +1136,25 @@ end
 -- (tombs_reap).  Returns how many.
 local function tombs_reap(ctx, budget)
 	local q = ctx.root .. ':tombq'
-	local due = redis.call('ZRANGEBYSCORE', q, '-inf', ctx.now, 'LIMIT', 0, budget)
-	local n = 0
+	local due = rd(ctx, 'ZRANGEBYSCORE', q, '-inf', ctx.now, 'LIMIT', 0, budget)
+	-- What this call queued or took out is this call's.
+	local tq, n = ctx.tq or {}, 0
+	for m, d in pairs(tq) do
+		if d and d <= ctx.now then due[#due + 1] = m end
+	end
 	for _, m in ipairs(due) do
 		local tid, name = split(m)
-		local T = tenant_rec(ctx, tenant_key(ctx, tid))
-		local tb = T.live and tomb_get(T, name)
-		if tb and tb.deadline <= ctx.now then
-			tomb_age(ctx, T, name)
-			n = n + 1
-		else
-			redis.call('ZREM', q, m) -- left behind: never expected
+		local d = tq[m]
+		if not tid or not string.find(tid, '^%d+$') then damaged(q) end
+		if n < budget and (d == nil or (d and d <= ctx.now)) then
+			local T = tenant_rec(ctx, tenant_key(ctx, tid))
+			local tb = T.live and tomb_get(ctx, T, name)
+			if tb and tb.deadline <= ctx.now then
+				tomb_age(ctx, T, name)
+				n = n + 1
+			else
+				tombq(ctx, m, nil) -- left behind: never expected
+			end
 		end
 	end
 	return n
@@ -1011,43 +1171,61 @@ end
 
 -- Drop every tombstone of @T (tenant cleanup, drain clear).
 local function tombs_drop_all(ctx, T)
-	local all = redis.call('HKEYS', tkey(T, 'tombs'))
-	for _, name in ipairs(all) do tomb_drop(ctx, T, name) end
+	local all = map_all(tmap(ctx, T, 'tombs'))
+	for i = 1, #all, 2 do tomb_drop(ctx, T, all[i]) end
 end
 
 -- States and links ----------------------------------------------------------------
 
+-- The length of @S's content, and the content.
+local function data_len(S)
+	local d = S.h.data
+	if type(d) == 'string' then return #d end
+	return rd(S.ctx, 'HSTRLEN', S.key, 'data')
+end
+local function data_of(S)
+	if S.h.data == nil then S.h.data = rd(S.ctx, 'HGET', S.key, 'data') end
+	return S.h.data or ''
+end
+
 -- State @S's last link went: account its end (@expiry: as an expiry, else
 -- a removal) and delete it.
 local function state_end(ctx, T, S, expiry)
-	local len = redis.call('HSTRLEN', S.key, 'data')
-	gauge(ctx, T, 'bytes', -len)
+	gauge(ctx, T, 'bytes', -data_len(S))
 	gauge(ctx, T, 'children', -1)
 	add(ctx.M, expiry and 'expiries' or 'removals', 1)
-	if num(S, 'deadline') > 0 then redis.call('ZREM', tkey(T, 'due'), 's:' .. S.ino) end
+	if num(S, 'deadline') > 0 then wr(ctx, 'zset', 'ZREM', tkey(T, 'due'), 's:' .. S.ino) end
 	rec_drop(S)
 end
 
 -- The links of @S, newest first, as "PINO/NAME" (the order the embedded
--- store reports them in: a new link goes to the front of its list).
-local function state_links(S)
+-- store reports them in: a new link goes to the front of its list);
+-- with @counted, as many as its nlink, else damage.
+local function state_links(S, counted)
 	local all = {}
-	for m in string.gmatch(str(S, 'links'), '%S+') do all[#all + 1] = m end
+	for m in string.gmatch(str(S, 'links'), '%S+') do
+		if not string.find(m, '^[1-9]%d*/[^/]+$') then damaged(S.key) end
+		all[#all + 1] = m
+	end
+	if counted and #all ~= num(S, 'nlink') then damaged(S.key) end
 	return all
 end
 
--- Take @member out of @S's links (its link count is the caller's).
+-- Take @member, one of them, out of @S's links (its link count is the
+-- caller's).
 local function links_del(S, member)
-	local rest = {}
-	for _, m in ipairs(state_links(S)) do
+	local rest, all = {}, state_links(S)
+	for _, m in ipairs(all) do
 		if m ~= member then rest[#rest + 1] = m end
 	end
+	if #rest ~= #all - 1 then damaged(S.key) end
 	set(S, 'links', table.concat(rest, ' '))
 end
 
 -- State @S loses link @member ("PINO/NAME"); ends when it was the last
 -- (state_unlink_locked).  Returns true then.
 local function state_unlink(ctx, T, S, member, expiry)
+	state_links(S, true)
 	links_del(S, member)
 	add(S, 'nlink', -1)
 	if num(S, 'nlink') == 0 then
@@ -1064,25 +1242,38 @@ local function state_link(S, member)
 	set(S, 'links', l == '' and member or member .. ' ' .. l)
 end
 
+-- The live parent record of @pino that a link or a map names, else damage.
+local function parent_named(ctx, T, pino)
+	local P = parent_rec(ctx, T, pino)
+	if not P.live then damaged(P.key) end
+	return P
+end
+
 -- The .events lines of @S's links: "PARENT/CHILD" each, newest link first.
 local function link_lines(ctx, T, S)
 	local lines = {}
-	for _, m in ipairs(state_links(S)) do
+	for _, m in ipairs(state_links(S, true)) do
 		local pino, name = split(m)
-		lines[#lines + 1] = str(parent_rec(ctx, T, pino), 'name') .. '/' .. name
+		lines[#lines + 1] = str(parent_named(ctx, T, pino), 'name') .. '/' .. name
 	end
 	return lines
+end
+
+-- The state entry @i of bucket @B's fields names, else damage.
+local function linked_state(ctx, T, B, sino)
+	if not ino_arg(sino) then damaged(B.key) end
+	local S = state_rec(ctx, T, sino)
+	if not S.live then damaged(S.key) end
+	return S
 end
 
 -- Find @name in @P: the state, or nil and, when the entry's state has
 -- expired, that state (link_find_locked).
 local function link_find(ctx, T, P, name)
-	local sino = redis.call('HGET', nkey(T, 'l', P.ino), name)
+	local B = bucket(ctx, T, P.ino)
+	local sino = get(B, name)
 	if not sino then return nil end
-	local S = state_rec(ctx, T, sino)
-	if not S.live then
-		error('statefs: link ' .. P.ino .. '/' .. name .. ' to no state')
-	end
+	local S = linked_state(ctx, T, B, sino)
 	if expired(num(S, 'deadline'), ctx.now) then return nil, S end
 	return S
 end
@@ -1092,10 +1283,10 @@ end
 local function child_expire(ctx, T, S)
 	local lines = {}
 	local ver = num(S, 'version')
-	for _, m in ipairs(state_links(S)) do
+	for _, m in ipairs(state_links(S, true)) do
 		local pino, name = split(m)
-		local P = parent_rec(ctx, T, pino)
-		redis.call('HDEL', nkey(T, 'l', pino), name)
+		local P = parent_named(ctx, T, pino)
+		mset(bucket(ctx, T, pino), name, false)
 		add(P, 'links', -1)
 		touch(ctx, P)
 		gauge(ctx, T, 'links', -1)
@@ -1115,16 +1306,17 @@ end
 -- removals), then the parent (parent_unhook_locked).  No log entry: the
 -- caller's entry stands for the whole cascade.
 local function parent_remove(ctx, T, P)
-	local lk = nkey(T, 'l', P.ino)
-	local links = redis.call('HGETALL', lk)
+	local B = bucket(ctx, T, P.ino)
+	local links = map_all(B)
+	if #links / 2 ~= num(P, 'links') then damaged(P.key) end
 	for i = 1, #links, 2 do
-		local S = state_rec(ctx, T, links[i + 1])
+		local S = linked_state(ctx, T, B, links[i + 1])
 		state_unlink(ctx, T, S, P.ino .. '/' .. links[i], false)
 	end
 	gauge(ctx, T, 'links', -num(P, 'links'))
-	redis.call('ZREM', tkey(T, 'due'), 'p:' .. P.ino)
-	redis.call('HDEL', tkey(T, 'parents'), str(P, 'name'))
-	rec_drop(P, lk)
+	wr(ctx, 'zset', 'ZREM', tkey(T, 'due'), 'p:' .. P.ino)
+	mset(tmap(ctx, T, 'parents'), str(P, 'name'), false)
+	rec_drop(P, B.key)
 	gauge(ctx, T, 'parents', -1)
 	touch(ctx, T)
 end
@@ -1145,9 +1337,9 @@ end
 -- The live parent @name of @T, reaping an expired one on the way
 -- (parent_find_locked).
 local function parent_find(ctx, T, name)
-	local pino = redis.call('HGET', tkey(T, 'parents'), name)
+	local pino = ino_of(tmap(ctx, T, 'parents'), name)
 	if not pino then return nil end
-	local P = parent_rec(ctx, T, pino)
+	local P = parent_named(ctx, T, pino)
 	if expired(num(P, 'deadline'), ctx.now) then
 		parent_expire(ctx, T, P)
 		return nil
@@ -1166,9 +1358,10 @@ local function may_remove_parent(ctx, T, P, cred)
 	local wx = cred_may(cred, puid, num(P, 'gid'), pmode, MAY_W + MAY_X)
 	local sticky = bit.band(pmode, S_ISVTX) ~= 0 and cred.uid ~= puid
 	if wx and not sticky then return true end
-	local links = redis.call('HGETALL', nkey(T, 'l', P.ino))
+	local B = bucket(ctx, T, P.ino)
+	local links = map_all(B)
 	for i = 2, #links, 2 do
-		local S = state_rec(ctx, T, links[i])
+		local S = linked_state(ctx, T, B, links[i])
 		if not expired(num(S, 'deadline'), ctx.now) then
 			if not wx then return false end
 			if num(S, 'uid') ~= cred.uid then return false end
@@ -1179,11 +1372,15 @@ end
 
 -- The parents of @T in the order they joined (ascending inode number).
 local function parents_in_order(ctx, T)
-	local all = redis.call('HGETALL', tkey(T, 'parents'))
+	local pm = tmap(ctx, T, 'parents')
+	local all = map_all(pm)
 	local ps = {}
-	for i = 2, #all, 2 do ps[#ps + 1] = tonumber(all[i]) end
+	for i = 2, #all, 2 do
+		if not ino_arg(all[i]) then damaged(pm.key) end
+		ps[#ps + 1] = tonumber(all[i])
+	end
 	table.sort(ps)
-	for i, pino in ipairs(ps) do ps[i] = parent_rec(ctx, T, dec(pino)) end
+	for i, pino in ipairs(ps) do ps[i] = parent_named(ctx, T, dec(pino)) end
 	return ps
 end
 
@@ -1205,9 +1402,9 @@ end
 -- @T is gone from the store: its keys go; its log stays a while for its
 -- followers (they learn of the end from the root log too).
 local function tenant_delete(ctx, T)
-	redis.call('HDEL', ctx.root .. ':tenants', str(T, 'name'))
+	mset(tenants_map(ctx), str(T, 'name'), false)
 	add(ctx.M, 'tenants', -1)
-	redis.call('PEXPIRE', tkey(T, 'log'), LOG_KEEP_MS)
+	wr(ctx, nil, 'PEXPIRE', tkey(T, 'log'), LOG_KEEP_MS)
 	T.lastseq = num(T, 'seq')
 	rec_drop(T, tkey(T, 'parents'), tkey(T, 'tombs'), tkey(T, 'due'))
 end
@@ -1232,7 +1429,7 @@ end
 
 local function drain_due(ctx, T)
 	local r = T or ctx.M
-	return str(r, 'state') == 'draining' and
+	return state_of(r) == 'draining' and
 		(ctx.now >= num(r, 'drain_deadline') or num(r, 'children') == 0)
 end
 
@@ -1254,12 +1451,20 @@ end
 
 -- The tenants of the store in the order they were made (ascending tid).
 local function tenants_in_order(ctx)
-	local all = redis.call('HGETALL', ctx.root .. ':tenants')
+	local tm = tenants_map(ctx)
+	local all = map_all(tm)
 	local ids = {}
-	for i = 2, #all, 2 do ids[#ids + 1] = tonumber(all[i]) end
+	for i = 2, #all, 2 do
+		if not ino_arg(all[i]) then damaged(tm.key) end
+		ids[#ids + 1] = tonumber(all[i])
+	end
 	table.sort(ids)
 	local ts = {}
-	for _, tid in ipairs(ids) do ts[#ts + 1] = tenant_rec(ctx, tenant_key(ctx, tid)) end
+	for _, tid in ipairs(ids) do
+		local T = tenant_rec(ctx, tenant_key(ctx, tid))
+		if not T.live then damaged(T.key) end
+		ts[#ts + 1] = T
+	end
 	return ts
 end
 
@@ -1283,26 +1488,17 @@ end
 -- Expire @T's leases that are due, at most @budget, oldest deadline first.
 local function leases_expire(ctx, T, budget)
 	local dk = tkey(T, 'due')
-	local due = redis.call('ZRANGEBYSCORE', dk, '-inf', ctx.now, 'LIMIT', 0, budget)
+	local due = rd(ctx, 'ZRANGEBYSCORE', dk, '-inf', ctx.now, 'LIMIT', 0, budget)
 	local done = 0
 	for _, m in ipairs(due) do
-		local kind, ino = string.match(m, '^(%a):(%d+)$')
-		if kind == 'p' then
-			local P = parent_rec(ctx, T, ino)
-			if P.live and expired(num(P, 'deadline'), ctx.now) then
-				parent_expire(ctx, T, P)
-				done = done + 1
-			elseif not P.live then
-				redis.call('ZREM', dk, m)
-			end
-		else
-			local S = state_rec(ctx, T, ino)
-			if S.live and expired(num(S, 'deadline'), ctx.now) then
-				child_expire(ctx, T, S)
-				done = done + 1
-			elseif not S.live then
-				redis.call('ZREM', dk, m)
-			end
+		local kind, ino = string.match(m, '^([ps]):([1-9]%d*)$')
+		if not kind then damaged(dk) end
+		local R = kind == 'p' and parent_rec(ctx, T, ino) or state_rec(ctx, T, ino)
+		if R.live and expired(num(R, 'deadline'), ctx.now) then
+			if kind == 'p' then parent_expire(ctx, T, R) else child_expire(ctx, T, R) end
+			done = done + 1
+		elseif not R.live then
+			wr(ctx, 'zset', 'ZREM', dk, m)
 		end
 	end
 	return done
@@ -1426,9 +1622,7 @@ local function fn_mkdir_tenant(keys, args)
 	local e = name_check(name, 1, ctx.lim.max_name)
 	if e then return finish(ctx, fail(ctx, e)) end
 	if draining(ctx, nil) then return finish(ctx, refuse(ctx, 'EROFS')) end
-	if redis.call('HEXISTS', ctx.root .. ':tenants', name) == 1 then
-		return finish(ctx, refuse(ctx, 'EEXIST'))
-	end
+	if get(tenants_map(ctx), name) then return finish(ctx, refuse(ctx, 'EEXIST')) end
 	if num(M, 'tenants') + 1 > ctx.lim.max_tenants then
 		return finish(ctx, refuse(ctx, 'ENOSPC'))
 	end
@@ -1436,7 +1630,7 @@ local function fn_mkdir_tenant(keys, args)
 	set(M, 'tid', tid)
 	local ino = alloc_ino(ctx, 1 + NSPECIAL)
 	mode = mode % 4096
-	redis.call('HSET', ctx.root .. ':tenants', name, tid)
+	mset(tenants_map(ctx), name, dec(tid))
 	local T = rec_new(ctx, tenant_key(ctx, tid), {
 		'name', name, 'tid', tid, 'ino', ino, 'uid', uid, 'gid', gid,
 		'mode', mode, 'atime', ctx.ns, 'mtime', ctx.ns, 'ctime', ctx.ns,
@@ -1444,6 +1638,7 @@ local function fn_mkdir_tenant(keys, args)
 		'children', 0, 'links', 0, 'tombstones', 0, 'bytes', 0 })
 	T.pre = string.sub(T.key, 1, -3)
 	T.keys = {}
+	check_type(ctx, 'new', tkey(T, 'log')) -- a new tenant's log is new too
 	ctx.T = T
 	add(M, 'tenants', 1)
 	tlog(ctx, T, 'join', 1, { 'kind', 'tenant', 'name', name, 'tid', tid,
@@ -1459,9 +1654,11 @@ local function fn_rmdir_tenant(keys, args)
 	local name = args[4] or ''
 	local cred, good = cred_parse(args[5], args[6], args[7])
 	if not good then return finish(ctx, fail(ctx, 'EINVAL')) end
-	local tid = redis.call('HGET', ctx.root .. ':tenants', name)
+	local tm = tenants_map(ctx)
+	local tid = ino_of(tm, name)
 	if not tid then return finish(ctx, fail(ctx, 'ENOENT')) end
 	local T = tenant_rec(ctx, tenant_key(ctx, tid))
+	if not T.live then damaged(T.key) end
 	if cred and cred.uid ~= 0 and not may_clear_tenant(ctx, T, cred) then
 		return finish(ctx, fail(ctx, 'EACCES'))
 	end
@@ -1507,7 +1704,7 @@ local function fn_join(keys, args)
 		'name', name, 'gen', gen, 'uid', uid, 'gid', gid, 'mode', mode,
 		'atime', ctx.ns, 'mtime', ctx.ns, 'ctime', ctx.ns, 'ttl', 0,
 		'deadline', 0, 'child_ttl', 0, 'links', 0 })
-	redis.call('HSET', tkey(T, 'parents'), name, pino)
+	mset(tmap(ctx, T, 'parents'), name, pino)
 	if tb then tomb_drop(ctx, T, name) end
 	gauge(ctx, T, 'parents', 1)
 	add(M, 'joins', 1)
@@ -1599,7 +1796,7 @@ end
 -- Insert link @name -> @S into @P (link_insert_locked and the state
 -- side, unless @S was made with it).
 local function link_insert(ctx, T, P, name, S, made)
-	redis.call('HSET', nkey(T, 'l', P.ino), name, S.ino)
+	mset(bucket(ctx, T, P.ino), name, S.ino)
 	if not made then state_link(S, P.ino .. '/' .. name) end
 	add(P, 'links', 1)
 	touch(ctx, P)
@@ -1646,7 +1843,7 @@ local function fn_create(keys, args)
 	link_insert(ctx, T, P, name, S, true)
 	gauge(ctx, T, 'children', 1)
 	add(M, 'admissions', 1)
-	if ttl > 0 then redis.call('ZADD', tkey(T, 'due'), deadline, 's:' .. sino) end
+	if ttl > 0 then wr(ctx, 'zset', 'ZADD', tkey(T, 'due'), deadline, 's:' .. sino) end
 	tlog(ctx, T, 'create', 1, { 'parent', str(P, 'name'), 'pino', P.ino,
 		'child', name, 'ino', sino, 'gen', num(P, 'gen'), 'uid', uid,
 		'gid', gid, 'mode', mode, 'ttl', ttl, 'deadline', deadline })
@@ -1669,7 +1866,7 @@ local function fn_unlink(keys, args)
 		return finish(ctx, refuse(ctx, 'ENOENT'))
 	end
 	local ver = num(S, 'version')
-	redis.call('HDEL', nkey(T, 'l', P.ino), name)
+	mset(bucket(ctx, T, P.ino), name, false)
 	add(P, 'links', -1)
 	touch(ctx, P)
 	gauge(ctx, T, 'links', -1)
@@ -1760,8 +1957,8 @@ local function fn_rename(keys, args)
 		-- The two entries trade states.
 		if xm ~= ym then
 			local Y = dst
-			redis.call('HSET', nkey(T, 'l', A.ino), name, Y.ino)
-			redis.call('HSET', nkey(T, 'l', B.ino), to_name, X.ino)
+			mset(bucket(ctx, T, A.ino), name, Y.ino)
+			mset(bucket(ctx, T, B.ino), to_name, X.ino)
 			links_del(X, xm)
 			links_del(Y, ym)
 			state_link(Y, xm)
@@ -1785,10 +1982,10 @@ local function fn_rename(keys, args)
 		f[#f + 1] = 'replaced_ver'
 		f[#f + 1] = num(Y, 'version')
 		state_unlink(ctx, T, Y, ym, false)
-		redis.call('HSET', nkey(T, 'l', B.ino), to_name, X.ino)
-		state_link(X, ym)
-		redis.call('HDEL', nkey(T, 'l', A.ino), name)
+		mset(bucket(ctx, T, B.ino), to_name, X.ino)
 		links_del(X, xm)
+		state_link(X, ym)
+		mset(bucket(ctx, T, A.ino), name, false)
 		add(A, 'links', -1)
 		gauge(ctx, T, 'links', -1)
 		nlines = 2
@@ -1798,9 +1995,9 @@ local function fn_rename(keys, args)
 		if A ~= B and pq > 0 and num(B, 'links') + 1 > pq then
 			return finish(ctx, refuse(ctx, 'EDQUOT'))
 		end
-		redis.call('HSET', nkey(T, 'l', B.ino), to_name, X.ino)
+		mset(bucket(ctx, T, B.ino), to_name, X.ino)
 		add(B, 'links', 1)
-		redis.call('HDEL', nkey(T, 'l', A.ino), name)
+		mset(bucket(ctx, T, A.ino), name, false)
 		add(A, 'links', -1)
 		links_del(X, xm)
 		state_link(X, ym)
@@ -1834,8 +2031,8 @@ local function fn_publish(keys, args)
 	if mode == 'cas' and num(S, 'version') ~= base then
 		return finish(ctx, refuse(ctx, 'EAGAIN'))
 	end
-	local cur = redis.call('HSTRLEN', S.key, 'data')
-	if mode == 'append' then data = redis.call('HGET', S.key, 'data') .. data end
+	local cur = data_len(S)
+	if mode == 'append' then data = data_of(S) .. data end
 	local e = bytes_check(ctx, T, cur, #data)
 	if e then return finish(ctx, refuse(ctx, e)) end
 	-- An mtime set after the stage last wrote (SEEN_VERSION and
@@ -1896,10 +2093,10 @@ local function fn_setattr(keys, args)
 	local op, f, nlines = 'attr', { 'kind', kind, 'ino', ino }, 1
 	if size then
 		if size > ctx.lim.max_payload then return finish(ctx, refuse(ctx, 'EFBIG')) end
-		local cur = redis.call('HSTRLEN', R.key, 'data')
+		local cur = data_len(R)
 		local e = bytes_check(ctx, T, cur, size)
 		if e then return finish(ctx, refuse(ctx, e)) end
-		local data = redis.call('HGET', R.key, 'data')
+		local data = data_of(R)
 		if size <= cur then
 			data = string.sub(data, 1, size)
 		else
@@ -1951,7 +2148,7 @@ local function fn_setattr(keys, args)
 	if ttl > 0 then
 		local deadline = ctx.now + ttl
 		set(R, 'deadline', deadline)
-		redis.call('ZADD', tkey(T, 'due'), deadline,
+		wr(ctx, 'zset', 'ZADD', tkey(T, 'due'), deadline,
 			(kind == 'parent' and 'p:' or 's:') .. ino)
 		f[#f + 1] = 'deadline'
 		f[#f + 1] = deadline
@@ -1985,9 +2182,9 @@ local function lease(keys, args, is_set)
 	set(R, 'ttl', ttl)
 	set(R, 'deadline', deadline)
 	if deadline > 0 then
-		redis.call('ZADD', tkey(T, 'due'), deadline, member)
+		wr(ctx, 'zset', 'ZADD', tkey(T, 'due'), deadline, member)
 	else
-		redis.call('ZREM', tkey(T, 'due'), member)
+		wr(ctx, 'zset', 'ZREM', tkey(T, 'due'), member)
 	end
 	tlog(ctx, T, is_set and 'ttl' or 'renew', 0, { 'kind', kind, 'ino', ino,
 		'ttl', ttl, 'deadline', deadline })
@@ -2041,7 +2238,7 @@ end
 -- Start a drain of @T (nil: the store); a running one is left as it is.
 local function drain_start(ctx, T)
 	local r = T or ctx.M
-	if str(r, 'state') ~= 'ready' then return end
+	if state_of(r) ~= 'ready' then return end
 	local deadline = ctx.now + ctx.lim.drain_window_ms
 	set(r, 'state', 'draining')
 	set(r, 'drain_deadline', deadline)
@@ -2052,14 +2249,12 @@ local function drain_start(ctx, T)
 	end
 end
 
-local STATE_RANK = { ready = 0, draining = 1, drained = 2 }
-
 -- How far the drain of @T's scope is: the further of its own and the
 -- store's (store_drain_state).
 local function scope_state(ctx, T)
-	local ms = str(ctx.M, 'state')
-	if T and T.live and STATE_RANK[str(T, 'state')] > STATE_RANK[ms] then
-		return str(T, 'state')
+	local ms = state_of(ctx.M)
+	if T and T.live and STATE_RANK[state_of(T)] > STATE_RANK[ms] then
+		return state_of(T)
 	end
 	return ms
 end
@@ -2076,7 +2271,7 @@ local function drain(keys, args, now)
 	-- A tenant's clear removes what its cleanup would: the drain starts
 	-- only for who could do that by hand (store_drain_as); one that runs
 	-- already is not judged again.
-	if T and cred and cred.uid ~= 0 and str(T, 'state') == 'ready' and
+	if T and cred and cred.uid ~= 0 and state_of(T) == 'ready' and
 		not may_clear_tenant(ctx, T, cred) then
 		return finish(ctx, fail(ctx, 'EACCES'))
 	end
@@ -2088,10 +2283,10 @@ local function drain(keys, args, now)
 		for _, t in ipairs(ts) do leases_expire(ctx, t, 4096) end
 		drains_settle(ctx, T)
 		if T then
-			if T.live and str(T, 'state') == 'draining' then
+			if T.live and state_of(T) == 'draining' then
 				drain_clear_tenant(ctx, T, false)
 			end
-		elseif str(ctx.M, 'state') == 'draining' then
+		elseif state_of(ctx.M) == 'draining' then
 			drain_clear_store(ctx)
 		end
 	else
@@ -2212,20 +2407,35 @@ local function fn_sync(keys, args)
 	if not ctx then return early end
 	local out = { 'OK', ctx.now, num(ctx.M, 'seq') }
 	for i = 2, #keys do
-		local s = redis.call('HGET', keys[i], 'seq')
-		out[#out + 1] = s and tonumber(s) or -1
+		local s = rd(ctx, 'HGET', keys[i], 'seq')
+		out[#out + 1] = s and (unum(s) or damaged(keys[i])) or -1
 	end
 	return out
 end
 
 -- Registration -----------------------------------------------------------------------------
 
+-- A call that finds damage answers EDAMAGED KEY (see "Damage", above),
+-- having written nothing; any other error is a bug and stays an error.
+local function guarded(fn)
+	return function(keys, args)
+		cur_ctx = nil
+		local good, out = pcall(fn, keys, args)
+		if good then return out end
+		if type(out) == 'table' and out.damaged then
+			return { 'EDAMAGED', cur_ctx and cur_ctx.now or 0, 0, out.damaged }
+		end
+		error(out, 0)
+	end
+end
+
 local function reg(name, fn, ro)
-	redis.register_function{ function_name = name, callback = fn,
+	redis.register_function{ function_name = name, callback = guarded(fn),
 		flags = ro and { 'no-writes' } or {} }
 end
 
 reg('sfs_version', fn_version, true)
+reg('sfs_fence', fn_fence)
 reg('sfs_init', fn_init)
 reg('sfs_mkdir_tenant', fn_mkdir_tenant)
 reg('sfs_rmdir_tenant', fn_rmdir_tenant)

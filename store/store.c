@@ -333,6 +333,7 @@ gauges:
 	o->leaves = atomic_load(&s->leaves);
 	for (int i = 0; i < STORE_NREFUSAL; i++)
 		o->refused[i] = atomic_load(&s->refused[i]);
+	o->damaged = s->remote ? remote_damaged(s) : 0;
 	return 0;
 }
 

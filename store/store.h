@@ -192,6 +192,7 @@ struct store_stats {
 	uint64_t snapshot_bytes;   /* held by open snapshots, store-wide */
 	uint64_t admissions, removals, expiries, joins, leaves;
 	uint64_t refused[STORE_NREFUSAL];
+	uint64_t damaged;  /* a shared store's calls refused as damaged (EIO) */
 };
 
 /* Lifecycle ---------------------------------------------------------- */

@@ -1136,7 +1136,7 @@ static size_t parse_stats(const char *text, struct kv *kv, size_t max)
 }
 
 static const char *const root_keys[] = {
-	"instance", "pid", "state", "store", "uptime_ms",
+	"instance", "pid", "state", "store", "store_damaged", "uptime_ms",
 	"tenants", "parents", "children", "links", "tombstones", "bytes",
 	"snapshot_bytes",
 	"max_tenants", "max_parents", "max_children", "max_bytes",
@@ -1152,7 +1152,7 @@ static const char *const root_keys[] = {
 };
 
 static const char *const tenant_keys[] = {
-	"instance", "state", "store", "uptime_ms", "tenant",
+	"instance", "state", "store", "store_damaged", "uptime_ms", "tenant",
 	"tenants", "parents", "children", "links", "tombstones", "bytes",
 	"parent_quota", "tenant_quota", "tenant_max_parents",
 	"tenant_max_children", "tenant_max_bytes", "tenant_max_tombstones",
@@ -1196,6 +1196,7 @@ static void sample_view(struct layout_stats_view *v, struct store_limits *l)
 	v->stats.expiries = 203;
 	v->stats.joins = 204;
 	v->stats.leaves = 205;
+	v->stats.damaged = 77;
 	for (int r = 0; r < STORE_NREFUSAL; r++)
 		v->stats.refused[r] = 300 + (uint64_t)r;
 	v->limits = l;
@@ -1248,6 +1249,7 @@ static void check_common(const struct kv *kv, size_t n)
 	assert_string_equal(value_of(kv, n, "instance"), "000000abcdef0123");
 	assert_string_equal(value_of(kv, n, "state"), "draining");
 	assert_string_equal(value_of(kv, n, "store"), "disconnected");
+	assert_int_equal(u64_of(kv, n, "store_damaged"), 77);
 	assert_int_equal(u64_of(kv, n, "uptime_ms"), 98765);
 	for (size_t i = 0; i < NKEYS(gauges); i++)
 		assert_int_equal(u64_of(kv, n, gauges[i]), 101 + i);
@@ -1294,6 +1296,12 @@ static void test_stats_root(void **state)
 	assert_int_equal(u64_of(kv, n, "snapshot_bytes"), 107);
 	assert_int_equal(u64_of(kv, n, "default_ttl_ms"), 1500);
 	assert_int_equal(u64_of(kv, n, "drain_window_ms"), 30000);
+	free(text);
+	/* The embedded store has no Redis to be damaged. */
+	v.link = STORE_LINK_EMBEDDED;
+	text = format(&v);
+	assert_non_null(strstr(text, "\nstore embedded\nuptime_ms "));
+	assert_null(strstr(text, "store_damaged"));
 	free(text);
 }
 
