@@ -326,7 +326,7 @@ acme() {
 	before=$(digest)
 	expect EEXIST root sfs_mkdir_tenant acme 0 0 493
 	[ "$(stat refused_exists)" = 1 ]
-	for bad in "" .hidden "a b" "a/b" $'a\tb' $'a\x7fb' $'a\x01b'; do
+	for bad in "" - .hidden "a b" "a/b" $'a\tb' $'a\x7fb' $'a\x01b'; do
 		run root sfs_mkdir_tenant "$bad" 0 0 493
 		assert_line -n 0 EINVAL
 	done
@@ -438,6 +438,7 @@ acme() {
 	expect EEXIST ten 1 sfs_join p 0 0 493
 	[ "$(stat refused_exists)" = 1 ]
 	expect EINVAL ten 1 sfs_join .p 0 0 493
+	expect EINVAL ten 1 sfs_join - 0 0 493
 	expect ENAMETOOLONG ten 1 sfs_join abcdefghi 0 0 493
 	expect ESTALE ten 7 sfs_join q 0 0 493
 	[ "$(stat refused_stale)" = 1 ]
@@ -557,6 +558,7 @@ acme() {
 	[ "$(stat children)" = 0 ]
 	before=$(digest)
 	expect EINVAL ten 1 sfs_depart .x "" "" ""
+	expect EINVAL ten 1 sfs_depart - "" "" ""
 	expect EINVAL ten 1 sfs_depart "" "" "" ""
 	expect ENAMETOOLONG ten 1 sfs_depart abcdefghi "" "" ""
 	expect ESTALE ten 9 sfs_depart x "" "" ""
@@ -629,6 +631,7 @@ acme() {
 	expect EINVAL ten 1 sfs_create 19 . 0 0 420 1
 	expect EINVAL ten 1 sfs_create 19 .. 0 0 420 1
 	expect EINVAL ten 1 sfs_create 19 "c d" 0 0 420 1
+	expect EINVAL ten 1 sfs_create 19 - 0 0 420 1
 	[ "$(digest)" = "$before" ]
 	# A child's name may begin with a dot (a tenant's or a parent's not).
 	[ "$(create 1 19 .c)" = 21 ]
@@ -782,6 +785,7 @@ acme() {
 	[ "$(stat refused_exists)" = 1 ]
 	expect EXDEV two "$b" 1 sfs_link 20 "$bp" x
 	expect EINVAL two 1 1 sfs_link 20 "$q" ..
+	expect EINVAL two 1 1 sfs_link 20 "$q" -
 	expect ENAMETOOLONG two 1 1 sfs_link 20 "$q" abcdefghi
 	[ "$(digest)" = "$before" ]
 	okval 0 ten 1 sfs_unlink 19 c >/dev/null
@@ -846,6 +850,7 @@ acme() {
 	expect EINVAL two 1 1 sfs_rename 19 c "$q" y 3
 	expect EXDEV two 1 "$b" sfs_rename 19 c "$bp" y 0
 	expect EINVAL two 1 1 sfs_rename 19 c "$q" . 0
+	expect EINVAL two 1 1 sfs_rename 19 c "$q" - 0
 	expect ESTALE two 1 1 sfs_rename 19 c 99 y 0
 	expect ESTALE two 1 1 sfs_rename 98 c "$q" y 0
 	[ "$(stat refused_stale)" = 2 ]

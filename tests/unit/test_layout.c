@@ -28,6 +28,8 @@ static const char *name_of(char *buf, size_t len)
 
 /* Names ------------------------------------------------------------------ */
 
+static int depart(const char *text, char *name);
+
 /*
  * layout_name_check's answer for @name at every depth (a tenant's, a
  * parent's and a child's name), where the rules are the same; INT_MIN
@@ -129,6 +131,26 @@ static void test_name_bad_bytes(void **state)
 	assert_int_equal(name_rc("a\x21" "b", 255), 0);
 	assert_int_equal(name_rc("a\x7e" "b", 255), 0);
 	assert_int_equal(name_rc("a\x80" "b", 255), 0);
+}
+
+/* "-" is what .events and .snapshot write in a field that does not apply
+ * (a tenant's row has "-" for its parent and child): no node has it, at
+ * any depth, nor a .depart; a name that only begins or ends with '-' is
+ * a name like any other. */
+static void test_name_dash(void **state)
+{
+	char name[256];
+
+	(void)state;
+	assert_int_equal(name_rc("-", 255), -EINVAL);
+	assert_int_equal(name_rc("-", 1), -EINVAL);
+	assert_int_equal(depart("-", name), -EINVAL);
+	assert_int_equal(depart("-\n", name), -EINVAL);
+	assert_int_equal(name_rc("--", 255), 0);
+	assert_int_equal(name_rc("-a", 255), 0);
+	assert_int_equal(name_rc("a-", 255), 0);
+	assert_int_equal(depart("-a\n", name), 0);
+	assert_string_equal(name, "-a");
 }
 
 /* Special files ---------------------------------------------------------- */
@@ -1052,7 +1074,7 @@ static void test_help_scdoc(void **state)
 static void test_source(void **state)
 {
 	static const char *good[] = {
-		"none", "statefs", "state", "A_Z~0@x,y=z+", "caf\xc3\xa9", "a.b",
+		"none", "statefs", "state", "A_Z~0@x,y=z+", "caf\xc3\xa9", "a.b", "-",
 	};
 	static const char *bad[] = {
 		"", ".", "..", ".hidden", "a b", "a\tb", "a\nb", "a/b", "/dev/sda",
@@ -1578,6 +1600,7 @@ int main(void)
 		cmocka_unit_test(test_name_length),
 		cmocka_unit_test(test_name_leading_dot),
 		cmocka_unit_test(test_name_bad_bytes),
+		cmocka_unit_test(test_name_dash),
 		cmocka_unit_test(test_special_root),
 		cmocka_unit_test(test_special_tenant),
 		cmocka_unit_test(test_special_none_deeper),
