@@ -956,9 +956,9 @@ struct store_snapshot {
  * as they were at one instant between two transitions (no transition
  * half in it); expired nodes are left out, and a child row's nlink counts
  * only the links the snapshot shows (not those of a parent past its
- * deadline, reaped or not).  Rows come tenant by tenant
- * (by inode): the tenant's row, each parent's row followed by its
- * children's, then its tombstones.
+ * deadline, reaped or not).  Rows come sorted by name (byte order):
+ * tenant by tenant, the tenant's row, each parent's row followed by its
+ * children's, then its tombstones; so on every mount alike.
  *
  * Transitions are held off only for two short moments (fixing the
  * instant, O(tenants); withdrawing the copy machinery), reported in
