@@ -1218,9 +1218,10 @@ static void compare_parent(struct fz *f, struct store_node *t, int ti, int pi)
  * The rows of @snap must be the listing of model @m (the tenant @only, or
  * the whole store when @only < 0): every tenant, parent, child link and
  * tombstone once, with its generation, version, size, nlink, time left
- * and inode (where the model knows it), in scope order (tenants by
- * inode, each with its own row first, then its buckets by inode, each a
- * parent's row and its children's, then its tombstones).  @peeking: the
+ * and inode (where the model knows it), in name order (statefs(8),
+ * .snapshot: tenants by name, each with its own row first, then its
+ * buckets by parent name, each a parent's row and its children's by
+ * name, then its tombstones by name; byte order).  @peeking: the
  * reaper has not run (tombstones and nlink are not settled yet).
  */
 static void compare_snapshot_rows(struct fz *f, const struct store_snapshot *snap,
@@ -1230,7 +1231,7 @@ static void compare_snapshot_rows(struct fz *f, const struct store_snapshot *sna
 	unsigned rows[4] = { 0 }, want[4] = { 0 };
 	bool seen_t[NT] = { false }, seen_p[NT][NP] = { { false } };
 	bool seen_c[NT][NP][NC] = { { { false } } }, seen_tb[NT][NP] = { { false } };
-	int64_t last_t = -1, last_p = -1;
+	const char *last_t = NULL, *last_p = NULL, *last_c = NULL;
 	int cur_t = -1, cur_p = -1, phase = 0; /* 1 buckets, 2 tombstones */
 
 	for (size_t i = 0; i < snap->n; i++) {
@@ -1251,10 +1252,10 @@ static void compare_snapshot_rows(struct fz *f, const struct store_snapshot *sna
 		rows[r->kind]++;
 		/* Scope order. */
 		if (r->kind == STORE_SNAP_TENANT) {
-			if (r->ino <= last_t)
+			if (last_t && strcmp(r->tenant, last_t) <= 0)
 				die(f, "%s: tenant %s out of order", what, r->tenant);
-			last_t = r->ino;
-			last_p = -1;
+			last_t = r->tenant;
+			last_p = NULL;
 			cur_t = ti;
 			cur_p = -1;
 			phase = 1;
@@ -1262,17 +1263,26 @@ static void compare_snapshot_rows(struct fz *f, const struct store_snapshot *sna
 			die(f, "%s: row of %s/%s/%s outside its tenant's", what,
 			    r->tenant, r->parent, r->child);
 		} else if (r->kind == STORE_SNAP_PARENT) {
-			if (phase != 1 || r->ino <= last_p)
+			if (phase != 1 || (last_p && strcmp(r->parent, last_p) <= 0))
 				die(f, "%s: parent %s/%s out of order", what,
 				    r->tenant, r->parent);
-			last_p = r->ino;
+			last_p = r->parent;
+			last_c = NULL;
 			cur_p = pi;
 		} else if (r->kind == STORE_SNAP_CHILD) {
 			if (phase != 1 || pi != cur_p)
 				die(f, "%s: child %s/%s/%s not after its parent",
 				    what, r->tenant, r->parent, r->child);
+			if (last_c && strcmp(r->child, last_c) <= 0)
+				die(f, "%s: child %s/%s/%s out of order", what,
+				    r->tenant, r->parent, r->child);
+			last_c = r->child;
 		} else {
+			if (phase == 2 && strcmp(r->parent, last_p) <= 0)
+				die(f, "%s: tombstone %s/%s out of order", what,
+				    r->tenant, r->parent);
 			phase = 2;
+			last_p = r->parent;
 		}
 		dup = r->kind == STORE_SNAP_TENANT ? seen_t[ti] :
 		      r->kind == STORE_SNAP_PARENT ? seen_p[ti][pi] :
