@@ -346,6 +346,7 @@ size_t layout_format_stats(char *buf, size_t cap,
 	put_u64(&t, "links", s->links);
 	put_u64(&t, "tombstones", s->tombstones);
 	put_u64(&t, "bytes", s->bytes);
+	put_u64(&t, "staged_bytes", s->staged_bytes);
 	if (!v->tenant)
 		put_u64(&t, "snapshot_bytes", s->snapshot_bytes);
 

@@ -1160,7 +1160,7 @@ static size_t parse_stats(const char *text, struct kv *kv, size_t max)
 static const char *const root_keys[] = {
 	"instance", "state", "store", "uptime_ms",
 	"tenants", "parents", "children", "links", "tombstones", "bytes",
-	"snapshot_bytes",
+	"staged_bytes", "snapshot_bytes",
 	"max_tenants", "max_parents", "max_children", "max_bytes",
 	"max_payload", "max_name", "max_tombstones", "tombstone_ttl_ms",
 	"parent_quota", "tenant_quota", "tenant_max_parents",
@@ -1176,6 +1176,7 @@ static const char *const root_keys[] = {
 static const char *const tenant_keys[] = {
 	"instance", "state", "store", "uptime_ms", "tenant",
 	"tenants", "parents", "children", "links", "tombstones", "bytes",
+	"staged_bytes",
 	"parent_quota", "tenant_quota", "tenant_max_parents",
 	"tenant_max_children", "tenant_max_bytes", "tenant_max_tombstones",
 	"max_payload", "max_name",
@@ -1212,6 +1213,7 @@ static void sample_view(struct layout_stats_view *v, struct store_limits *l)
 	v->stats.tombstones = 105;
 	v->stats.bytes = 106;
 	v->stats.snapshot_bytes = 107;
+	v->stats.staged_bytes = 108;
 	v->stats.admissions = 201;
 	v->stats.removals = 202;
 	v->stats.expiries = 203;
@@ -1272,6 +1274,7 @@ static void check_common(const struct kv *kv, size_t n)
 	assert_int_equal(u64_of(kv, n, "uptime_ms"), 98765);
 	for (size_t i = 0; i < NKEYS(gauges); i++)
 		assert_int_equal(u64_of(kv, n, gauges[i]), 101 + i);
+	assert_int_equal(u64_of(kv, n, "staged_bytes"), 108);
 	for (size_t i = 0; i < NKEYS(events); i++)
 		assert_int_equal(u64_of(kv, n, events[i]), 201 + i);
 	_Static_assert(NKEYS(refusals) == STORE_NREFUSAL, "refusal keys");
