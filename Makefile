@@ -1,6 +1,10 @@
 # statefs build.  `make` builds build/statefs; `make test` and `make run`
 # first install what is missing (scripts/deps.sh).
 
+# `make` alone is `make all` (the daemon and its man page), whatever rule
+# comes first below.
+.DEFAULT_GOAL := all
+
 CC      ?= cc
 FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 FUSE_LIBS   := $(shell pkg-config --libs fuse3 2>/dev/null)

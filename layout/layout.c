@@ -53,10 +53,25 @@ static int name_check_bytes(const char *name, size_t len, size_t max_name,
 	return 0;
 }
 
+/*
+ * A node's name: name_check_bytes's rules, and not "-", which .events and
+ * .snapshot write in a field that does not apply (a tenant's line has
+ * "-" for its parent and child), so that no line can be read two ways.
+ */
+static int node_name_check(const char *name, size_t len, size_t max_name,
+			   bool dot_ok)
+{
+	int rc = name_check_bytes(name, len, max_name, dot_ok);
+
+	if (rc == 0 && len == 1 && name[0] == '-')
+		rc = -EINVAL;
+	return rc;
+}
+
 int layout_name_check(const char *name, size_t max_name, int depth)
 {
-	return name_check_bytes(name, strlen(name), max_name,
-				depth == LAYOUT_CHILD);
+	return node_name_check(name, strlen(name), max_name,
+			       depth == LAYOUT_CHILD);
 }
 
 /* Special files ---------------------------------------------------------- */
@@ -132,7 +147,7 @@ int layout_parse_depart(const char *buf, size_t len, size_t max_name,
 	/* `echo P > .depart` writes "P\n"; printf '%s' writes "P". */
 	if (len > 0 && buf[len - 1] == '\n')
 		len--;
-	rc = name_check_bytes(buf, len, max_name, false);
+	rc = node_name_check(buf, len, max_name, false);
 	if (rc < 0)
 		return rc;
 	if (len >= cap)
@@ -335,6 +350,7 @@ size_t layout_format_stats(char *buf, size_t cap,
 	put_u64(&t, "links", s->links);
 	put_u64(&t, "tombstones", s->tombstones);
 	put_u64(&t, "bytes", s->bytes);
+	put_u64(&t, "staged_bytes", s->staged_bytes);
 	if (!v->tenant)
 		put_u64(&t, "snapshot_bytes", s->snapshot_bytes);
 
@@ -877,7 +893,9 @@ int layout_source(const char *source, char *opt, size_t optcap, char *err,
 				 "white space)", source);
 		goto bad;
 	}
-	if (layout_name_check(source, NAME_MAX, LAYOUT_TENANT) != 0 ||
+	/* A node name's rules, but "-" is a source like any other: it is
+	 * never in a line of .events or .snapshot. */
+	if (name_check_bytes(source, strlen(source), NAME_MAX, false) != 0 ||
 	    strchr(source, '/')) {
 		if (errlen > 0)
 			snprintf(err, errlen, "statefs: bad source '%s' (none, "

@@ -34,7 +34,8 @@ enum layout_depth {
 /*
  * Check the name of a node at @depth (LAYOUT_TENANT, LAYOUT_PARENT or
  * LAYOUT_CHILD): 1..max_name bytes, no control bytes (< 0x20, 0x7f), no
- * white space, no '/'.  A tenant's or a parent's name must not start
+ * white space, no '/', not "-" (the "does not apply" field of .events
+ * and .snapshot).  A tenant's or a parent's name must not start
  * with '.' (the root and the tenants hold the special files); a child's
  * may (a parent has no special files: rsync's and editors' temporary
  * files, mkstemp patterns), except "." and "..".
@@ -222,8 +223,8 @@ void layout_help_scdoc(FILE *out);
  * The source argument, `statefs [SOURCE] MNT`: what an fstab line's first
  * field and `mount -t fuse.statefs SOURCE MNT` pass.  Returns 0 when
  * @source names the embedded store: "none", "statefs" or any other name
- * (1..255 bytes by layout_name_check's rules, no '/' or ':'), which the
- * mount shows as its source.  Returns 1 when @source is a shared store's
+ * (1..255 bytes by layout_name_check's rules, "-" too, no '/' or ':'),
+ * which the mount shows as its source.  Returns 1 when @source is a shared store's
  * address (it has a ':'): "store=SOURCE" is written NUL-terminated to
  * @opt (capacity @optcap) for the caller to apply as -o would be.
  * Returns -EINVAL with a one-line message in @err for anything else (@err

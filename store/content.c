@@ -14,6 +14,22 @@
  * (bytes_charge_locked) and checked at write time already, so the write
  * that would pass them is the one refused.
  *
+ * Staged bytes count there too: a stage holds its size (what it has
+ * written, an in-place edit's copy of the state included; an append's
+ * tail) in s->staged_n and its tenant's staged_n from the write or
+ * truncation that stages them until its publication, its refusal or its
+ * close (stage_hold_locked).  A write is refused when what would be held
+ * once its stage is published, every other stage still open, passes
+ * max_bytes or the tenant's share: published + staged bytes, less the
+ * content the stage replaces (not an append's), which its publication
+ * frees.  So published plus staged bytes stay within a ceiling plus one
+ * state (the one a stage replaces), however many files are open, and
+ * replacing a state in a full store still works.  A publication checks
+ * its own growth only (its write was checked with every stage); a
+ * setattr's resize counts the stages too.  A mirror's stages are the
+ * mount's own memory: they count in the mirror's counters against the
+ * shared store's ceilings as it recorded them (s->shown).
+ *
  * Locks
  * -----
  * A stage's write and read take only stage->lock and a stripe: they
@@ -33,6 +49,8 @@
 struct store_stage {
 	struct store *s;
 	struct child *c;               /* counted */
+	struct tenant *t;              /* counted: c's, where its bytes count */
+	size_t held;                   /* lock: bytes reserved in staged_n */
 	enum store_stage_mode mode;    /* lock; an APPEND stage that is
 					* truncated becomes a REPLACE */
 	pthread_mutex_t lock;
@@ -86,21 +104,49 @@ static bool blob_extends(const struct blob *b, const struct blob *prefix)
 /* Publication (the stripe held) ------------------------------------------- */
 
 /*
+ * Add @n to *@c if *@c + @n + *@beside - @less stays within @limit (0: no
+ * limit): a reservation against a ceiling that another counter shares.
+ */
+static bool reserve_beside(atomic_uint_fast64_t *c, uint64_t n,
+			   atomic_uint_fast64_t *beside, uint64_t less,
+			   uint64_t limit)
+{
+	uint64_t cur = atomic_load(c), other;
+
+	do {
+		other = atomic_load(beside);
+		other = other > less ? other - less : 0;
+		if (limit && (cur + n < cur || cur + n + other < cur + n ||
+			      cur + n + other > limit))
+			return false;
+	} while (!atomic_compare_exchange_weak(c, &cur, cur + n));
+	return true;
+}
+
+/*
  * Would content of @newlen bytes in @c (now @oldlen) fit?  Checks
  * max_payload and reserves the growth in max_bytes and the tenant's
- * share of it (state's stripe held).  Releases on shrink.
+ * share of it, beside what the stages hold when @staged (a stage's own
+ * publication: its writes were checked with them) (state's stripe
+ * held).  Releases on shrink.
  */
 static int bytes_charge_locked(struct store *s, struct child *c,
-			       size_t oldlen, size_t newlen)
+			       size_t oldlen, size_t newlen, bool staged)
 {
+	struct tenant *t = child_tenant(c);
+	atomic_uint_fast64_t none = 0;
+
 	store_assert_held(LOCK_STRIPE);
 	if (newlen > s->lim.max_payload)
 		return -EFBIG;
 	if (newlen > oldlen) {
-		if (!reserve(&s->bytes_n, newlen - oldlen, s->lim.max_bytes))
+		if (!reserve_beside(&s->bytes_n, newlen - oldlen,
+				    staged ? &s->staged_n : &none, 0,
+				    s->lim.max_bytes))
 			return -ENOSPC;
-		if (!reserve(&child_tenant(c)->bytes_n, newlen - oldlen,
-			     s->lim.tenant_max_bytes)) {
+		if (!reserve_beside(&t->bytes_n, newlen - oldlen,
+				    staged ? &t->staged_n : &none, 0,
+				    s->lim.tenant_max_bytes)) {
 			gauge_sub(&s->bytes_n, newlen - oldlen, "bytes");
 			return -EDQUOT;
 		}
@@ -144,7 +190,7 @@ int content_publish(struct store *s, struct child *c, const void *data,
 	if (c->node.nlink == 0)
 		rc = -ESTALE;
 	else
-		rc = bytes_charge_locked(s, c, blob_len(c->content), len);
+		rc = bytes_charge_locked(s, c, blob_len(c->content), len, true);
 	if (rc == 0) {
 		publish_locked(s, c, b);
 		b = NULL;
@@ -175,7 +221,7 @@ int content_resize_locked(struct store *s, struct child *c, uint64_t size)
 			memcpy(b->data, c->content->data, keep);
 		memset(b->data + keep, 0, size - keep);
 	}
-	rc = bytes_charge_locked(s, c, oldlen, size);
+	rc = bytes_charge_locked(s, c, oldlen, size, true);
 	if (rc) {
 		blob_unref(b);
 		return rc;
@@ -205,7 +251,8 @@ int store_stage_new(struct store *s, enum store_stage_mode mode,
 }
 
 /* Bind new stage @st to state @c (c's stripe held): it pins what is
- * current. */
+ * current, and its bytes count in c's tenant (a state never changes
+ * tenant: links and renames stay within one). */
 static void stage_attach_locked(struct store_stage *st, struct child *c)
 {
 	store_assert_held(LOCK_STRIPE);
@@ -215,6 +262,10 @@ static void stage_attach_locked(struct store_stage *st, struct child *c)
 	st->seen_mtime = c->meta.mtime;
 	st->c = c;
 	store_node_ref(&c->node);
+	if (c->node.nlink) {
+		st->t = child_tenant(c);
+		store_node_ref(&st->t->node);
+	}
 }
 
 void store_stage_attach(struct store_stage *st, struct store_node *child)
@@ -251,9 +302,55 @@ int store_stage_open(struct store *s, struct store_node *child,
 	return 0;
 }
 
+/* Give back @n of the bytes @st holds (its lock held, or its last
+ * reference). */
+static void stage_release(struct store_stage *st, size_t n)
+{
+	if (!n)
+		return;
+	gauge_sub(&st->s->staged_n, n, "staged bytes");
+	gauge_sub(&st->t->staged_n, n, "tenant staged bytes");
+	st->held -= n;
+}
+
+/*
+ * Make the bytes @st holds @want (st->lock held): a release when it holds
+ * more, else a reservation of the difference beside the published bytes
+ * less @freed (what its publication replaces), against max_bytes
+ * (-ENOSPC) and the tenant's share of it (-EDQUOT), as the store shows
+ * them; -ESTALE for a stage of a state that had no link when it opened.
+ * Nothing changes on failure.
+ */
+static int stage_hold_locked(struct store_stage *st, size_t want,
+			     size_t freed)
+{
+	struct store *s = st->s;
+	size_t more;
+
+	store_assert_held(LOCK_STAGE);
+	if (want <= st->held) {
+		stage_release(st, st->held - want);
+		return 0;
+	}
+	if (!st->t)
+		return -ESTALE;
+	more = want - st->held;
+	if (!reserve_beside(&s->staged_n, more, &s->bytes_n, freed,
+			    s->shown.max_bytes))
+		return -ENOSPC;
+	if (!reserve_beside(&st->t->staged_n, more, &st->t->bytes_n, freed,
+			    s->shown.tenant_max_bytes)) {
+		gauge_sub(&s->staged_n, more, "staged bytes");
+		return -EDQUOT;
+	}
+	st->held = want;
+	return 0;
+}
+
 static void stage_reset_locked(struct store_stage *st)
 {
 	store_assert_held(LOCK_STAGE);
+	stage_release(st, st->held);
 	free(st->buf);
 	st->buf = NULL;
 	st->len = st->cap = 0;
@@ -281,13 +378,11 @@ static int stage_reserve(struct store_stage *st, size_t len)
 }
 
 /*
- * The state's current length, its tenant's bytes and its liveness, read
- * under its stripe, for a write or truncate of this stage (st->lock
- * held), which notes the state's version and mtime as it found them.
- * @len and @tenant_bytes may be NULL.
+ * The state's current length and its liveness, read under its stripe,
+ * for a write or truncate of this stage (st->lock held), which notes the
+ * state's version and mtime as it found them.  @len may be NULL.
  */
-static int stage_current(struct store_stage *st, size_t *len,
-			 uint64_t *tenant_bytes)
+static int stage_current(struct store_stage *st, size_t *len)
 {
 	struct store *s = st->s;
 	int rc = 0;
@@ -298,9 +393,6 @@ static int stage_current(struct store_stage *st, size_t *len,
 		rc = -ESTALE;
 	if (len)
 		*len = blob_len(st->c->content);
-	if (tenant_bytes)
-		*tenant_bytes = st->c->node.nlink ?
-			atomic_load(&child_tenant(st->c)->bytes_n) : 0;
 	st->seen_version = st->c->version;
 	st->seen_mtime = st->c->meta.mtime;
 	unlock(stripe(s, st->c), LOCK_STRIPE);
@@ -328,7 +420,6 @@ static ssize_t stage_write(struct store_stage *st, const void *buf,
 {
 	struct store *s = st->s;
 	size_t cur, newlen, projected;
-	uint64_t tbytes = 0;
 	int rc;
 
 	/* The mode is read under the lock: a truncation running in another
@@ -340,7 +431,7 @@ static ssize_t stage_write(struct store_stage *st, const void *buf,
 	}
 	rc = st->failed;
 	if (rc == 0)
-		rc = stage_current(st, &cur, &tbytes);
+		rc = stage_current(st, &cur);
 	if (rc)
 		goto out;
 	if (st->mode == STORE_STAGE_APPEND) {
@@ -380,17 +471,13 @@ static ssize_t stage_write(struct store_stage *st, const void *buf,
 	if (extend && len == 0)
 		goto out; /* long enough already: nothing to publish */
 	/* The store's limits, also for a mirror (which enforces none of
-	 * its own: see struct store). */
-	if (projected > cur &&
-	    atomic_load(&s->bytes_n) + (projected - cur) > s->shown.max_bytes) {
-		rc = -ENOSPC;
+	 * its own: see struct store): the stage's new size beside every
+	 * published and staged byte, which covers what its publication
+	 * would add. */
+	rc = stage_hold_locked(st, newlen,
+			       st->mode == STORE_STAGE_APPEND ? 0 : cur);
+	if (rc)
 		goto out;
-	}
-	if (projected > cur && s->shown.tenant_max_bytes &&
-	    tbytes + (projected - cur) > s->shown.tenant_max_bytes) {
-		rc = -EDQUOT;
-		goto out;
-	}
 	rc = stage_reserve(st, newlen);
 	if (rc)
 		goto out;
@@ -496,6 +583,18 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 	return rc ? refuse(s, rc) : (ssize_t)n;
 }
 
+/* What a truncated stage replaces when it is published: its state's
+ * content now (st->lock held; the stripe taken here). */
+static size_t stage_replaced(struct store_stage *st)
+{
+	size_t n;
+
+	lock(stripe(st->s, st->c), LOCK_STRIPE);
+	n = st->c->node.nlink ? blob_len(st->c->content) : 0;
+	unlock(stripe(st->s, st->c), LOCK_STRIPE);
+	return n;
+}
+
 /* The buffer store_stage_truncate() to @size needs (st->lock held). */
 static size_t stage_truncate_need(struct store_stage *st, uint64_t size)
 {
@@ -526,13 +625,18 @@ int store_stage_truncate_reserve(struct store_stage *st, uint64_t size)
 		rc = -EFBIG;
 	else
 		rc = stage_reserve(st, stage_truncate_need(st, size));
+	/* The bytes the truncation stages, held from now: its own
+	 * truncation makes the hold exact. */
+	if (rc == 0 && size > st->held)
+		rc = stage_hold_locked(st, (size_t)size, stage_replaced(st));
 	unlock(&st->lock, LOCK_STAGE);
-	return rc == -EFBIG ? refuse(s, rc) : rc;
+	return refuse(s, rc);
 }
 
 int store_stage_truncate(struct store_stage *st, uint64_t size)
 {
 	struct store *s = st->s;
+	size_t held_before;
 	int rc = 0;
 
 	lock(&st->lock, LOCK_STAGE);
@@ -543,6 +647,16 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 	if (size > s->lim.max_payload) {
 		unlock(&st->lock, LOCK_STAGE);
 		return refuse(s, -EFBIG);
+	}
+	/* The staged size will be @size: held first, so that a refusal
+	 * changes nothing. */
+	held_before = st->held;
+	if (size > st->held) {
+		rc = stage_hold_locked(st, (size_t)size, stage_replaced(st));
+		if (rc) {
+			unlock(&st->lock, LOCK_STAGE);
+			return refuse(s, rc);
+		}
 	}
 	if (st->mode == STORE_STAGE_APPEND) {
 		/* ftruncate on an O_APPEND file cuts the content itself: the
@@ -574,7 +688,7 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 	if (rc == 0) {
 		/* A cut is a write: it notes the state as it stands (gone or
 		 * not is the publication's to say). */
-		(void)stage_current(st, NULL, NULL);
+		(void)stage_current(st, NULL);
 		if (size > st->len)
 			memset(st->buf + st->len, 0, size - st->len);
 		st->len = size;
@@ -582,6 +696,9 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 		st->dirty = true;
 		st->written = true;
 		st->writes++;
+		(void)stage_hold_locked(st, (size_t)size, 0); /* a release */
+	} else {
+		(void)stage_hold_locked(st, held_before, 0); /* a release */
 	}
 	unlock(&st->lock, LOCK_STAGE);
 	return rc;
@@ -629,7 +746,7 @@ static int do_stage_publish(struct store_stage *st)
 		}
 	}
 	if (rc == 0)
-		rc = bytes_charge_locked(s, c, cur, blob_len(b));
+		rc = bytes_charge_locked(s, c, cur, blob_len(b), false);
 	if (rc == 0) {
 		/* An mtime set explicitly after this stage's last write,
 		 * with no publication in between, is what the writer asked
@@ -681,8 +798,11 @@ void store_stage_close(struct store_stage *st)
 {
 	if (!st)
 		return;
+	stage_release(st, st->held);
 	free(st->buf);
 	blob_unref(st->pin);
+	if (st->t)
+		store_node_unref(st->s, &st->t->node);
 	if (st->c)
 		store_node_unref(st->s, &st->c->node);
 	pthread_mutex_destroy(&st->lock);

@@ -247,8 +247,10 @@ struct tenant {
 	pthread_mutex_t acl_lock;
 	uint64_t snap_epoch;           /* lock: see snapshot.c */
 	/* Gauges of this tenant, updated with the store-wide ones; all but
-	 * links_n are also its shares (reserved like the ceilings). */
-	atomic_uint_fast64_t parents_n, children_n, links_n, tombs_n, bytes_n;
+	 * links_n are also its shares (reserved like the ceilings), and
+	 * staged_n, what its open stages hold, counts in bytes_n's. */
+	atomic_uint_fast64_t parents_n, children_n, links_n, tombs_n, bytes_n,
+		staged_n;
 	/* This tenant's own drain (enum store_state) and its deadline;
 	 * changed under lock, read anywhere. */
 	atomic_int drain_state;
@@ -413,9 +415,9 @@ struct store {
 	 * picks (LOCK_STRIPE): states share 256 mutexes, not one each. */
 	pthread_mutex_t stripes[STRIPES];
 
-	/* Gauges. */
+	/* Gauges (staged_n: bytes the open stages hold, store/content.c). */
 	atomic_uint_fast64_t tenants_n, parents_n, children_n, links_n,
-		tombs_n, bytes_n;
+		tombs_n, bytes_n, staged_n;
 	/* Event counters. */
 	atomic_uint_fast64_t admissions, removals, expiries, joins, leaves;
 	atomic_uint_fast64_t refused[STORE_NREFUSAL];

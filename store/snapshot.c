@@ -24,7 +24,9 @@
  *     bucket copies read.
  *  4. When every unit is copied, the run is withdrawn under the exclusive
  *     world lock (no transition can be inside a hook then), and the rows
- *     are put in scope order outside every lock.
+ *     are sorted by name outside every lock (snap_order): the order is
+ *     the store's at E, not that of its tables, so it is the same on
+ *     every mount of a shared store and after a table grows or shrinks.
  *
  * So a transition waits for the two short exclusive sections and, the
  * first time it touches a unit, for the copy of that one unit (bounded by
@@ -51,9 +53,11 @@
  * state's stripe held and takes only LOCK_FROZEN.  The memory held takes
  * s->hold_lock alone (LOCK_SNAP_HOLD, a leaf).
  */
+#define _GNU_SOURCE /* qsort_r */
 #include "store/internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
 
 /* A state's fields at E, kept when it changes before its links are copied. */
 struct snap_state {
@@ -63,22 +67,12 @@ struct snap_state {
 	uint64_t deadline;
 };
 
-/* Consecutive rows copied together: a tenant's own row (key 0), a bucket
- * (key: the parent's inode) or a tenant's tombstones (key UINT64_MAX). */
-struct snap_chunk {
-	uint64_t tenant_ino, key;
-	size_t start, n;
-};
-
-/* Rows, their names (offset 0 is "") and their chunks, as one copier
- * fills them. */
+/* Rows and their names (offset 0 is ""), as one copier fills them. */
 struct snap_buf {
 	struct store_snap_row *rows;
 	size_t n, rcap;
 	char *names;
 	size_t nlen, ncap;
-	struct snap_chunk *chunks;
-	size_t nchunks, ccap;
 };
 
 struct snap_run {
@@ -163,22 +157,6 @@ static struct store_snap_row *snap_row(struct snap_run *r, struct snap_buf *b,
 	return row;
 }
 
-static void snap_chunk_begin(struct snap_run *r, struct snap_buf *b,
-			     uint64_t tenant_ino, uint64_t key)
-{
-	if (!atomic_load(&r->rc) &&
-	    snap_grow(r, &b->chunks, &b->ccap, b->nchunks + 1, sizeof(*b->chunks)))
-		b->chunks[b->nchunks++] = (struct snap_chunk){
-			.tenant_ino = tenant_ino, .key = key, .start = b->n,
-		};
-}
-
-static void snap_chunk_end(struct snap_run *r, struct snap_buf *b)
-{
-	if (!atomic_load(&r->rc))
-		b->chunks[b->nchunks - 1].n = b->n - b->chunks[b->nchunks - 1].start;
-}
-
 static int64_t ttl_left(uint64_t deadline, uint64_t now)
 {
 	return deadline ? (int64_t)(deadline - now) : -1;
@@ -192,7 +170,6 @@ static void snap_copy_tenant(struct snap_run *r, struct snap_buf *b,
 	struct tomb *tb;
 	size_t name = snap_name(r, b, t->name);
 
-	snap_chunk_begin(r, b, t->node.ino, 0);
 	row = snap_row(r, b, STORE_SNAP_TENANT, name, 0, 0);
 	if (row) {
 		row->ino = (int64_t)t->node.ino;
@@ -200,8 +177,6 @@ static void snap_copy_tenant(struct snap_run *r, struct snap_buf *b,
 		row->tenant_gid = t->meta.gid;
 		row->tenant_mode = t->node.mode;
 	}
-	snap_chunk_end(r, b);
-	snap_chunk_begin(r, b, t->node.ino, UINT64_MAX);
 	for (tb = t->tombs; tb; tb = tb->hh.next) {
 		if (tb->deadline_ms <= r->now)
 			continue;
@@ -212,7 +187,6 @@ static void snap_copy_tenant(struct snap_run *r, struct snap_buf *b,
 			row->ttl_ms_left = (int64_t)(tb->deadline_ms - r->now);
 		}
 	}
-	snap_chunk_end(r, b);
 }
 
 /*
@@ -282,7 +256,6 @@ static void snap_copy_parent(struct store *s, struct snap_run *r,
 		return; /* expired at E: not there */
 	tname = snap_name(r, b, p->tenant->name);
 	pname = snap_name(r, b, p->name);
-	snap_chunk_begin(r, b, p->tenant->node.ino, p->node.ino);
 	row = snap_row(r, b, STORE_SNAP_PARENT, tname, pname, 0);
 	if (row) {
 		row->generation = (int64_t)p->generation;
@@ -309,7 +282,6 @@ static void snap_copy_parent(struct store *s, struct snap_run *r,
 			row->ino = (int64_t)l->child->node.ino;
 		}
 	}
-	snap_chunk_end(r, b);
 }
 
 /*
@@ -478,15 +450,6 @@ static void snap_walk_buckets(struct store *s, struct snap_run *r,
 	}
 }
 
-static int chunk_cmp(const void *a, const void *b)
-{
-	const struct snap_chunk *x = a, *y = b;
-
-	if (x->tenant_ino != y->tenant_ino)
-		return x->tenant_ino < y->tenant_ino ? -1 : 1;
-	return x->key < y->key ? -1 : x->key > y->key;
-}
-
 /* Append the transitions' copies to the taker's (no lock held). */
 static int snap_merge(struct snap_run *r)
 {
@@ -495,9 +458,7 @@ static int snap_merge(struct snap_run *r)
 	if (!h->n)
 		return 0;
 	if (!snap_grow(r, &a->rows, &a->rcap, a->n + h->n, sizeof(*a->rows)) ||
-	    !snap_grow(r, &a->names, &a->ncap, a->nlen + h->nlen, 1) ||
-	    !snap_grow(r, &a->chunks, &a->ccap, a->nchunks + h->nchunks,
-		       sizeof(*a->chunks)))
+	    !snap_grow(r, &a->names, &a->ncap, a->nlen + h->nlen, 1))
 		return -ENOMEM;
 	memcpy(a->names + a->nlen, h->names, h->nlen);
 	for (size_t i = 0; i < h->n; i++) {
@@ -512,49 +473,75 @@ static int snap_merge(struct snap_run *r)
 		if ((uintptr_t)row->child)
 			row->child += a->nlen;
 	}
-	for (size_t i = 0; i < h->nchunks; i++) {
-		a->chunks[a->nchunks + i] = h->chunks[i];
-		a->chunks[a->nchunks + i].start += a->n;
-	}
 	a->n += h->n;
 	a->nlen += h->nlen;
-	a->nchunks += h->nchunks;
 	return 0;
 }
 
+/* A row's place among a tenant's rows: its own row, then its buckets
+ * (a parent's row, then its children), then its tombstones. */
+static int snap_rank(const struct store_snap_row *row)
+{
+	return row->kind == STORE_SNAP_TENANT ? 0 :
+	       row->kind == STORE_SNAP_TOMBSTONE ? 2 : 1;
+}
+
 /*
- * Put the rows in scope order (tenants by inode, each with its own row,
- * its buckets by inode, its tombstones), permuting them in place, cycle
- * by cycle; give every row its tenant's owner and mode; turn name offsets
- * into pointers.  No lock held.
+ * Rows @a and @b (indices into the rows of snap_buf @arg, names still
+ * offsets) in snapshot order: by tenant name, rank, parent (or
+ * tombstone) name, child name, each in byte order (strcmp compares
+ * unsigned bytes, as LC_ALL=C sort does); a parent's row has no child
+ * name ("") and so comes before its children.  Names are unique at one
+ * instant, so no two rows compare equal but the inodes break a tie.
+ */
+static int snap_row_cmp(const void *a, const void *b, void *arg)
+{
+	const struct snap_buf *buf = arg;
+	const struct store_snap_row *x = &buf->rows[*(const size_t *)a],
+				    *y = &buf->rows[*(const size_t *)b];
+	const char *n = buf->names;
+	int c;
+
+	if (!n)
+		return 0; /* no names: only empty rows, none to order */
+	c = strcmp(n + (uintptr_t)x->tenant, n + (uintptr_t)y->tenant);
+	if (c == 0)
+		c = snap_rank(x) - snap_rank(y);
+	if (c == 0)
+		c = strcmp(n + (uintptr_t)x->parent, n + (uintptr_t)y->parent);
+	if (c == 0)
+		c = strcmp(n + (uintptr_t)x->child, n + (uintptr_t)y->child);
+	if (c == 0)
+		c = x->ino < y->ino ? -1 : x->ino > y->ino;
+	return c;
+}
+
+/*
+ * Put the rows in snapshot order (snap_row_cmp), whoever copied them and
+ * in whatever order their tables held them: sort their indices, then
+ * permute the rows in place, cycle by cycle; give every row its tenant's
+ * owner and mode; turn name offsets into pointers.  O(rows log rows)
+ * string comparisons and one index per row, no lock held.
  */
 static int snap_order(struct snap_run *r)
 {
 	struct snap_buf *b = &r->taken;
 	const struct store_snap_row *owner = NULL;
-	size_t *dest, pos = 0;
+	size_t *order, *dest;
 
-	if (b->nchunks)
-		qsort(b->chunks, b->nchunks, sizeof(*b->chunks), chunk_cmp);
+	order = st_malloc((b->n + 1) * sizeof(*order));
 	dest = st_malloc((b->n + 1) * sizeof(*dest));
-	if (!dest)
+	if (!order || !dest) {
+		free(order);
+		free(dest);
 		return -ENOMEM;
-	for (size_t i = 0; i < b->nchunks; i++) {
-		const struct snap_chunk *ch = &b->chunks[i];
-
-		if (ch->key == 0)
-			owner = &b->rows[ch->start];
-		if (!owner) {
-			fprintf(stderr, "statefs: snapshot rows without a tenant\n");
-			abort();
-		}
-		for (size_t j = ch->start; j < ch->start + ch->n; j++) {
-			b->rows[j].tenant_uid = owner->tenant_uid;
-			b->rows[j].tenant_gid = owner->tenant_gid;
-			b->rows[j].tenant_mode = owner->tenant_mode;
-			dest[j] = pos++;
-		}
 	}
+	for (size_t i = 0; i < b->n; i++)
+		order[i] = i;
+	qsort_r(order, b->n, sizeof(*order), snap_row_cmp, b);
+	for (size_t k = 0; k < b->n; k++)
+		dest[order[k]] = k;
+	free(order);
 	for (size_t i = 0; i < b->n; i++) {
 		while (dest[i] != i) {
 			size_t d = dest[i], k = dest[d];
@@ -573,6 +560,15 @@ static int snap_order(struct snap_run *r)
 		row->tenant = b->names + (uintptr_t)row->tenant;
 		row->parent = b->names + (uintptr_t)row->parent;
 		row->child = b->names + (uintptr_t)row->child;
+		if (row->kind == STORE_SNAP_TENANT)
+			owner = row;
+		if (!owner || strcmp(owner->tenant, row->tenant) != 0) {
+			fprintf(stderr, "statefs: snapshot rows without a tenant\n");
+			abort();
+		}
+		row->tenant_uid = owner->tenant_uid;
+		row->tenant_gid = owner->tenant_gid;
+		row->tenant_mode = owner->tenant_mode;
 	}
 	return 0;
 }
@@ -581,7 +577,6 @@ static void snap_buf_free(struct snap_buf *b)
 {
 	free(b->rows);
 	free(b->names);
-	free(b->chunks);
 }
 
 static uint64_t usec_now(void)
@@ -706,7 +701,6 @@ int store_snapshot_take(struct store *s, struct store_node *tenant,
 	if (rc == 0)
 		rc = snap_order(&r);
 	snap_buf_free(&r.hooked);
-	free(r.taken.chunks);
 	if (rc) {
 		free(r.taken.rows);
 		free(r.taken.names);

@@ -500,12 +500,13 @@ local META_ZERO = {
 --[[
   The one name rule (layout_name_check): a tenant (depth 1), parent (2)
   or child (3) name is 1..max_name bytes and has no control byte (< 0x20,
-  0x7f), no white space and no '/'; a tenant or parent name does not
+  0x7f), no white space and no '/', and is not "-" (the "does not apply"
+  field of .events and .snapshot); a tenant or parent name does not
   begin with '.', a child's may ("." and ".." never).  Returns nil or
   the errno name.
 ]]
 local function name_check(name, depth, max_name)
-	if #name == 0 then return 'EINVAL' end
+	if #name == 0 or name == '-' then return 'EINVAL' end
 	if #name > max_name then return 'ENAMETOOLONG' end
 	if string.byte(name, 1) == 46 and
 		(depth ~= 3 or name == '.' or name == '..') then

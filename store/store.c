@@ -285,13 +285,15 @@ int store_stats(struct store *s, struct store_node *tenant, struct store_stats *
 	/* A mirror's counters are the shared store's, plus the refusals
 	 * this mount made alone (a stage's write over a limit never reaches
 	 * Redis); its own gauges when Redis does not answer.  What open
-	 * snapshots hold is this mount's. */
+	 * snapshots and stages hold is this mount's. */
 	if (s->remote && remote_stats(s, tenant, o) == 0) {
 		for (int i = 0; i < STORE_NREFUSAL; i++)
 			o->refused[i] += atomic_load(&s->refused[i]);
 		lock(&s->hold_lock, LOCK_SNAP_HOLD);
 		o->snapshot_bytes = s->held;
 		unlock(&s->hold_lock, LOCK_SNAP_HOLD);
+		t = tenant ? as_tenant(tenant) : NULL;
+		o->staged_bytes = atomic_load(t ? &t->staged_n : &s->staged_n);
 		return 0;
 	}
 	if (s->remote)
@@ -315,6 +317,7 @@ gauges:
 		o->links = atomic_load(&t->links_n);
 		o->tombstones = atomic_load(&t->tombs_n);
 		o->bytes = atomic_load(&t->bytes_n);
+		o->staged_bytes = atomic_load(&t->staged_n);
 	} else {
 		o->tenants = atomic_load(&s->tenants_n);
 		o->parents = atomic_load(&s->parents_n);
@@ -322,6 +325,7 @@ gauges:
 		o->links = atomic_load(&s->links_n);
 		o->tombstones = atomic_load(&s->tombs_n);
 		o->bytes = atomic_load(&s->bytes_n);
+		o->staged_bytes = atomic_load(&s->staged_n);
 	}
 	lock(&s->hold_lock, LOCK_SNAP_HOLD);
 	o->snapshot_bytes = s->held;

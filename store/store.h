@@ -188,7 +188,7 @@ enum store_refusal {
 };
 
 struct store_stats {
-	uint64_t tenants, parents, children, links, tombstones, bytes;
+	uint64_t tenants, parents, children, links, tombstones, bytes, staged_bytes;
 	uint64_t snapshot_bytes;   /* held by open snapshots, store-wide */
 	uint64_t admissions, removals, expiries, joins, leaves;
 	uint64_t refused[STORE_NREFUSAL];
@@ -522,9 +522,10 @@ void store_stage_attach(struct store_stage *st, struct store_node *child);
 /*
  * Stage @len bytes at @off (ignored for APPEND).  Limits are checked
  * here so the failing write reports them: -EFBIG over max_payload,
- * -ENOSPC over max_bytes, -EDQUOT over the tenant's share of it,
- * -ESTALE when the child is gone, -EBADF on a
- * read stage.  Returns @len.  A refused write abandons the stage: what
+ * -ENOSPC over max_bytes, -EDQUOT over the tenant's share of it (the
+ * stage's size counts beside every published and staged byte, until
+ * it is published or closed), -ESTALE when the child is gone, -EBADF on
+ * a read stage.  Returns @len.  A refused write abandons the stage: what
  * it staged is dropped, later writes, the publication (fsync) and the
  * flush (close) return the same error, and nothing is published (the
  * whole open-write-close transition failed and changed nothing).
@@ -547,13 +548,14 @@ ssize_t store_stage_read(struct store_stage *st, void *buf, size_t len,
 			 uint64_t off);
 
 /* Truncate or extend the staged content (ftruncate on an open file).
- * -EFBIG over max_payload, -EBADF on a read stage, -ENOMEM. */
+ * -EFBIG, -ENOSPC, -EDQUOT as a write; -EBADF on a read stage, -ENOMEM. */
 int store_stage_truncate(struct store_stage *st, uint64_t size);
 
 /* Take every refusal of store_stage_truncate(@st, @size) now, changing
- * nothing but the room it needs, so that the truncate which follows cannot
- * fail (unless another write of the same stage grew it meanwhile): for an
- * ftruncate, which also sets the times. */
+ * nothing but the room it needs (made), so that the truncate which
+ * follows cannot fail, unless another write of the same stage grew it
+ * meanwhile: for a truncate that goes with a transition (fs/: an
+ * ftruncate also sets the times). */
 int store_stage_truncate_reserve(struct store_stage *st, uint64_t size);
 
 /* fallocate mode 0: make what this stage sees at least @off + @len bytes
@@ -959,9 +961,9 @@ struct store_snapshot {
  * as they were at one instant between two transitions (no transition
  * half in it); expired nodes are left out, and a child row's nlink counts
  * only the links the snapshot shows (not those of a parent past its
- * deadline, reaped or not).  Rows come tenant by tenant
- * (by inode): the tenant's row, each parent's row followed by its
- * children's, then its tombstones.
+ * deadline, reaped or not).  Rows come sorted by name (byte order):
+ * tenant by tenant, the tenant's row, each parent's row followed by its
+ * children's, then its tombstones; so on every mount alike.
  *
  * Transitions are held off only for two short moments (fixing the
  * instant, O(tenants); withdrawing the copy machinery), reported in
@@ -993,7 +995,8 @@ void store_snapshot_release(struct store *s, uid_t uid, uint64_t bytes);
 /* Observability --------------------------------------------------------- */
 
 /* Counters of the store (@tenant NULL) or of one tenant (gauges only are
- * per tenant: tenants=1, parents, children, links, tombstones, bytes). */
+ * per tenant: tenants=1, parents, children, links, tombstones, bytes and
+ * staged_bytes, what its open stages hold unpublished). */
 int store_stats(struct store *s, struct store_node *tenant,
 		struct store_stats *out);
 

@@ -118,6 +118,110 @@ snapshot() {
 	assert_output 40
 }
 
+# hold_open DIR N SIZE: open DIR/s0..s(N-1), write SIZE bytes into each
+# in turn and keep them open, printing OK or the errno of each write; then
+# wait for a line on stdin (the test reads .stats meanwhile), remove s1,
+# and close the rest, printing each close's outcome.
+hold_open() {
+	python3 -c '
+import errno, os, sys
+d, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+fds, out = [], []
+for i in range(n):
+    fd = os.open("%s/s%d" % (d, i), os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    fds.append(fd)
+    try:
+        os.write(fd, b"z" * size)
+        out.append("OK")
+    except OSError as e:
+        out.append(errno.errorcode[e.errno])
+print("writes", *out, flush=True)
+sys.stdin.readline()
+os.unlink("%s/s1" % d)
+out = []
+for fd in fds:
+    try:
+        os.close(fd)
+        out.append("OK")
+    except OSError as e:
+        out.append(errno.errorcode[e.errno])
+print("closes", *out, flush=True)' "$@"
+}
+
+# staged_run DIR N SIZE: hold_open in the background; when its writes are
+# done, print their line, .stats' bytes and staged_bytes (root, then the
+# tenant of DIR), then let it close and print that line and the same.
+staged_run() {
+	local dir=$1 fifo out t
+	fifo=$(mktemp -u "$BATS_TEST_TMPDIR/go.XXXXXX")
+	out=$(mktemp "$BATS_TEST_TMPDIR/held.XXXXXX")
+	t=$(dirname "$dir")
+	mkfifo "$fifo"
+	hold_open "$@" <"$fifo" >"$out" 3>&- &
+	local pid=$!
+	exec 7>"$fifo"
+	until [ -s "$out" ]; do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	cat "$out"
+	echo "root $(stat_of bytes) $(stat_of staged_bytes) tenant $(stat_of bytes "$t") $(stat_of staged_bytes "$t")"
+	echo go >&7
+	exec 7>&-
+	wait "$pid"
+	tail -n 1 "$out"
+	echo "root $(stat_of bytes) $(stat_of staged_bytes) tenant $(stat_of bytes "$t") $(stat_of staged_bytes "$t")"
+}
+
+@test "max_bytes: what open files stage counts until they close; the write that would pass it fails with ENOSPC" {
+	statefs_mount -o max_payload=65536,max_bytes=262144,tenant_max_bytes=0
+	mkdir -p "$MNT/t/p"
+	# Five files of 64 KiB: four fit 256 KiB staged and nothing
+	# published; the fifth write is refused.  Closing publishes the four
+	# but s1, removed first (its close is ESTALE), and the fifth, refused.
+	run staged_run "$MNT/t/p" 5 65536
+	assert_success
+	assert_output "writes OK OK OK OK ENOSPC
+root 0 262144 tenant 0 262144
+closes OK ESTALE OK OK ENOSPC
+root 196608 0 tenant 196608 0"
+	run ls "$MNT/t/p"
+	assert_output $'s0\ns2\ns3\ns4'
+	run stat -c %s "$MNT/t/p/s4"
+	assert_output 0
+	[ "$(stat_of refused_capacity)" -ge 1 ]
+	# Room is back: 64 KiB more fits beside the 192 KiB published.
+	head -c 65536 /dev/zero >"$MNT/t/p/n"
+	run stat_of bytes
+	assert_output 262144
+	run bash -c 'echo x >"$1/t/p/m"' _ "$MNT"
+	assert_failure
+	assert_output --partial 'No space left on device'
+	# Replacing a child counts without the content it replaces.
+	head -c 65536 /dev/urandom >"$MNT/t/p/n"
+	run stat_of staged_bytes
+	assert_output 0
+}
+
+@test "tenant_max_bytes: what a tenant's open files stage counts in its share (EDQUOT), not the others'" {
+	statefs_mount -o max_payload=65536,max_bytes=1048576,tenant_max_bytes=131072
+	mkdir -p "$MNT/t/p" "$MNT/u/q"
+	run staged_run "$MNT/t/p" 3 65536
+	assert_success
+	assert_output "writes OK OK EDQUOT
+root 0 131072 tenant 0 131072
+closes OK ESTALE EDQUOT
+root 65536 0 tenant 65536 0"
+	[ "$(stat_of refused_quota)" -ge 1 ]
+	# Another tenant's files stage in its own share.
+	run staged_run "$MNT/u/q" 2 65536
+	assert_success
+	assert_output "writes OK OK
+root 65536 131072 tenant 0 131072
+closes OK ESTALE
+root 131072 0 tenant 65536 0"
+}
+
 @test "parent_quota: one entry too many in a parent fails with EDQUOT" {
 	statefs_mount -o parent_quota=2
 	mkdir -p "$MNT/t/p" "$MNT/t/q"

@@ -49,6 +49,15 @@ in_ns() {
 
 # --- make install / uninstall ---------------------------------------------
 
+@test "make alone builds build/statefs and its man page: the default goal is all" {
+	# -p prints make's data base, .DEFAULT_GOAL with it; -q builds nothing.
+	run bash -c "make -C '$ROOT' -pq --no-print-directory 2>/dev/null | grep '^\.DEFAULT_GOAL'"
+	assert_output ".DEFAULT_GOAL := all"
+	run make -C "$ROOT" -n --no-print-directory -p all
+	assert_success
+	assert_line --regexp '^all: build/statefs build/statefs\.8'
+}
+
 @test "make install DESTDIR= PREFIX=/usr installs the binary, the man page and the units; make uninstall removes them" {
 	stage_install PREFIX=/usr
 	run bash -c "cd '$STAGE' && find . ! -type d -printf '%p %m %y\n' | sort"

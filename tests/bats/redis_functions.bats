@@ -381,7 +381,7 @@ real_ms() { rcli TIME | { read -r s; read -r u; echo $((s * 1000 + u / 1000)); }
 	before=$(digest)
 	expect EEXIST root sfs_mkdir_tenant acme 0 0 493
 	[ "$(stat refused_exists)" = 1 ]
-	for bad in "" .hidden "a b" "a/b" $'a\tb' $'a\x7fb' $'a\x01b'; do
+	for bad in "" - .hidden "a b" "a/b" $'a\tb' $'a\x7fb' $'a\x01b'; do
 		run root sfs_mkdir_tenant "$bad" 0 0 493
 		assert_line -n 0 EINVAL
 	done
@@ -493,6 +493,7 @@ real_ms() { rcli TIME | { read -r s; read -r u; echo $((s * 1000 + u / 1000)); }
 	expect EEXIST ten 1 sfs_join p 0 0 493
 	[ "$(stat refused_exists)" = 1 ]
 	expect EINVAL ten 1 sfs_join .p 0 0 493
+	expect EINVAL ten 1 sfs_join - 0 0 493
 	expect ENAMETOOLONG ten 1 sfs_join abcdefghi 0 0 493
 	expect ESTALE ten 7 sfs_join q 0 0 493
 	[ "$(stat refused_stale)" = 1 ]
@@ -612,6 +613,7 @@ real_ms() { rcli TIME | { read -r s; read -r u; echo $((s * 1000 + u / 1000)); }
 	[ "$(stat children)" = 0 ]
 	before=$(digest)
 	expect EINVAL ten 1 sfs_depart .x "" "" ""
+	expect EINVAL ten 1 sfs_depart - "" "" ""
 	expect EINVAL ten 1 sfs_depart "" "" "" ""
 	expect ENAMETOOLONG ten 1 sfs_depart abcdefghi "" "" ""
 	expect ESTALE ten 9 sfs_depart x "" "" ""
@@ -684,6 +686,7 @@ real_ms() { rcli TIME | { read -r s; read -r u; echo $((s * 1000 + u / 1000)); }
 	expect EINVAL ten 1 sfs_create 19 . 0 0 420 1
 	expect EINVAL ten 1 sfs_create 19 .. 0 0 420 1
 	expect EINVAL ten 1 sfs_create 19 "c d" 0 0 420 1
+	expect EINVAL ten 1 sfs_create 19 - 0 0 420 1
 	[ "$(digest)" = "$before" ]
 	# A child's name may begin with a dot (a tenant's or a parent's not).
 	[ "$(create 1 19 .c)" = 21 ]
@@ -837,6 +840,7 @@ real_ms() { rcli TIME | { read -r s; read -r u; echo $((s * 1000 + u / 1000)); }
 	[ "$(stat refused_exists)" = 1 ]
 	expect EXDEV two "$b" 1 sfs_link 20 "$bp" x
 	expect EINVAL two 1 1 sfs_link 20 "$q" ..
+	expect EINVAL two 1 1 sfs_link 20 "$q" -
 	expect ENAMETOOLONG two 1 1 sfs_link 20 "$q" abcdefghi
 	[ "$(digest)" = "$before" ]
 	okval 0 ten 1 sfs_unlink 19 c >/dev/null
@@ -901,6 +905,7 @@ real_ms() { rcli TIME | { read -r s; read -r u; echo $((s * 1000 + u / 1000)); }
 	expect EINVAL two 1 1 sfs_rename 19 c "$q" y 3
 	expect EXDEV two 1 "$b" sfs_rename 19 c "$bp" y 0
 	expect EINVAL two 1 1 sfs_rename 19 c "$q" . 0
+	expect EINVAL two 1 1 sfs_rename 19 c "$q" - 0
 	expect ESTALE two 1 1 sfs_rename 19 c 99 y 0
 	expect ESTALE two 1 1 sfs_rename 98 c "$q" y 0
 	[ "$(stat refused_stale)" = 2 ]

@@ -10,10 +10,16 @@
 #   child     T P C GEN VERSION SIZE NLINK TTL_LEFT_OR_- INO   (one per link)
 #   tombstone T P - GEN - - - TTL_LEFT -
 #
-# Line order (after the header) is not part of the contract: tests compare
-# sorted lines, except where a test diffs two snapshots of the same state.
+# Lines come in name order (statefs(8), .snapshot): tenant by tenant, the
+# tenant's line, each parent's followed by its children's, then its
+# tombstones, each by name in byte order; tests that check other things
+# compare sorted lines.
 
 load helpers
+# The test of three mounts of one shared store starts its own
+# redis-server, whichever store the rest of the run uses.
+# shellcheck source=tests/bats/redis_helpers.bash
+source "$BATS_TEST_DIRNAME/redis_helpers.bash"
 
 setup() {
 	statefs_mount -o testclock
@@ -22,6 +28,7 @@ setup() {
 
 teardown() {
 	bg_teardown
+	redis_stop_all
 }
 
 HEADER=$'kind\ttenant\tparent\tchild\tgeneration\tversion\tsize\tnlink\tttl_ms_left\tinode'
@@ -50,6 +57,20 @@ snap_ok() {
 		{ for (i = 5; i <= 10; i++)
 			if ($i !~ /^(-|[0-9]+)$/) { print "bad field " i ": " $0; bad = 1 } }
 		END { if (NR < 1) { print "empty"; bad = 1 }; exit bad }' "$1"
+}
+
+# in_order FILE: a snapshot's lines after its header are in the order
+# statefs(8) gives: keyed "TENANT RANK PARENT CHILD" (RANK 0 for the
+# tenant's line, 1 for its parents' and children's, 2 for tombstones; "-"
+# read as no name), the keys are unique and LC_ALL=C sort leaves them as
+# they are (names hold no byte at or below the tab, so that is name by
+# name, byte by byte).  Prints the first line out of order.
+in_order() {
+	tail -n +2 "$1" | grep -v $'^seq\t' | awk -F'\t' -v OFS='\t' '
+		{ r = $1 == "tenant" ? 0 : $1 == "tombstone" ? 2 : 1
+		  p = $3 == "-" ? "" : $3; c = $4 == "-" ? "" : $4
+		  print $2, r, p, c }' >"$1.keys"
+	LC_ALL=C sort -c -u "$1.keys" 2>&1
 }
 
 # --- the file ----------------------------------------------------------------
@@ -258,6 +279,126 @@ while True:
 sys.stdout.buffer.write(out)' "$MNT/.snapshot" >"$S.small"
 	run cmp "$S" "$S.small"
 	assert_success
+}
+
+# --- order -------------------------------------------------------------------
+
+@test "lines are sorted by tenant, parent and child name in byte order, tombstones after a tenant's parents" {
+	statefs_remount -o testclock,tombstone_ttl=60
+	local t p c
+	# Names that a hash, a creation order or a locale would each order
+	# differently: capitals, digits, '_' and '~', prefixes, UTF-8.
+	for t in zeta B a-b a ab; do
+		mkdir "$MNT/$t"
+		for p in w9 W1 w10 _x w1 "caf$(printf '\xc3\xa9')" w; do
+			mkdir "$MNT/$t/$p"
+		done
+		for c in 9 10 1 Z a a.b a-b ~x _; do
+			: >"$MNT/$t/w1/$c"
+		done
+		ln "$MNT/$t/w1/a" "$MNT/$t/W1/b"
+		echo gone-2 >"$MNT/$t/.depart"
+		echo Gone-1 >"$MNT/$t/.depart"
+		rmdir "$MNT/$t/w9"
+	done
+	cat "$MNT/.snapshot" >"$S"
+	run in_order "$S"
+	assert_success
+	assert_output ''
+	# One tenant, in full: its line, its parents and children, then its
+	# tombstones.
+	run awk -F'\t' '$2 == "a" { print $1, $3, $4 }' "$S"
+	assert_output "tenant - -
+parent W1 -
+child W1 b
+parent _x -
+parent caf$(printf '\xc3\xa9') -
+parent w -
+parent w1 -
+child w1 1
+child w1 10
+child w1 9
+child w1 Z
+child w1 _
+child w1 a
+child w1 a-b
+child w1 a.b
+child w1 ~x
+parent w10 -
+tombstone Gone-1 -
+tombstone gone-2 -
+tombstone w9 -"
+	run awk -F'\t' '$1 == "tenant" { print $2 }' "$S"
+	assert_output $'B\na\na-b\nab\nzeta'
+	# A tenant's own snapshot: the same lines as the root's of it.
+	cat "$MNT/a-b/.snapshot" >"$S.t"
+	run in_order "$S.t"
+	assert_success
+	run diff <(awk -F'\t' 'NR == 1 || $2 == "a-b"' "$S") "$S.t"
+	assert_success
+}
+
+@test "unchanged children keep their place after the parent's table grows and shrinks" {
+	mkdir -p "$MNT/t/p" "$MNT/t/q"
+	local i
+	for i in $(seq 12); do echo "$i" >"$MNT/t/p/c$i"; done
+	echo 1 >"$MNT/t/q/x"
+	cat "$MNT/t/.snapshot" >"$S.1"
+	run in_order "$S.1"
+	assert_success
+	# 300 children come and go: the table grows, then shrinks.
+	(cd "$MNT/t/p" && touch $(printf 'x%d ' $(seq 300)) && rm x*)
+	for i in $(seq 100); do mkdir "$MNT/t/j$i"; done
+	for i in $(seq 100); do rmdir "$MNT/t/j$i"; done
+	cat "$MNT/t/.snapshot" >"$S.2"
+	# The tombstones of the j parents are the only new lines.
+	run diff <(grep -v $'^tombstone\t' "$S.1") <(grep -v $'^tombstone\t' "$S.2")
+	assert_success
+	run in_order "$S.2"
+	assert_success
+}
+
+@test "three mounts of one shared store give the same snapshot, byte for byte" {
+	redis_start
+	local m
+	for m in A B C; do
+		STATEFS_STORE=embedded statefs_mount -o "store=unix:$REDIS_SOCK,testclock,tombstone_ttl=60"
+		eval "$m=\$MNT"
+	done
+	# Changes from each mount, in an order no table keeps.
+	# (Each mount first catches up with the others: fsync of a
+	# directory.)
+	mkdir "$A/u" "$B/v"
+	local i
+	for i in 7 3 11 1 9; do mkdir "$A/u/p$i"; done
+	fsyncdir "$B/u"
+	for i in $(seq 20 -1 1); do echo "$i" >"$B/u/p3/c$i"; done
+	fsyncdir "$C/u"
+	for i in 5 15 2; do rm "$C/u/p3/c$i"; done
+	ln "$C/u/p3/c7" "$C/u/p9/c7"
+	rmdir "$C/u/p11"
+	mkdir "$C/v/q"
+	fsyncdir "$B/u"
+	mv "$B/u/p3/c8" "$B/u/p1/c8"
+	echo late >"$B/u/.depart"
+	fsyncdir "$A/v"
+	touch "$A/v/q/z" "$A/v/q/y"
+	fsyncdir "$A/u" "$B/u" "$C/u" "$A/v" "$B/v" "$C/v"
+	for m in A B C; do
+		cat "${!m}/u/.snapshot" >"$S.u.$m"
+		cat "${!m}/.snapshot" >"$S.$m"
+		run in_order "$S.$m"
+		assert_success
+	done
+	[ "$(grep -c $'^child\tu\t' "$S.A")" = 18 ] || fail "$(cat "$S.A")"
+	for m in B C; do
+		run cmp "$S.u.A" "$S.u.$m"
+		assert_success
+		# The root's: the same lines (a shared store numbers each
+		# tenant's log, so a seq line is the mount's own).
+		run diff <(grep -v $'^seq\t' "$S.A") <(grep -v $'^seq\t' "$S.$m")
+		assert_success
+	done
 }
 
 # --- diff --------------------------------------------------------------------

@@ -213,6 +213,49 @@ setup() {
 	assert_output c
 }
 
+@test "the name - is refused with EINVAL at every depth, in .depart and as a rename or link destination; looked up it is ENOENT" {
+	# "-" is the "does not apply" field of .events and .snapshot.
+	mkdir -p "$MNT/t/p"
+	echo x >"$MNT/t/p/c"
+	run py_errno 'os.mkdir(sys.argv[1])' "$MNT/-"
+	assert_output EINVAL
+	run py_errno 'os.mkdir(sys.argv[1])' "$MNT/t/-"
+	assert_output EINVAL
+	run py_errno 'os.close(os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o644))' "$MNT/t/p/-"
+	assert_output EINVAL
+	run py_errno 'os.mknod(sys.argv[1], 0o644 | stat.S_IFREG)' "$MNT/t/p/-"
+	assert_output EINVAL
+	run py_errno 'os.rename(sys.argv[1], sys.argv[2])' "$MNT/t/p/c" "$MNT/t/p/-"
+	assert_output EINVAL
+	run py_errno 'os.link(sys.argv[1], sys.argv[2])' "$MNT/t/p/c" "$MNT/t/p/-"
+	assert_output EINVAL
+	run bash -c 'echo - >"$1/t/.depart"' _ "$MNT"
+	assert_failure
+	assert_output --partial 'Invalid argument'
+	# No node can have it: a lookup is ENOENT, as for any other name
+	# that cannot be made.
+	local d
+	for d in "" t/ t/p/; do
+		run py_errno 'os.stat(sys.argv[1])' "$MNT/$d-"
+		assert_output ENOENT
+	done
+	run ls "$MNT" "$MNT/t" "$MNT/t/p"
+	assert_output "$MNT:
+t
+
+$MNT/t:
+p
+
+$MNT/t/p:
+c"
+	grep -qx 'tombstones 0' "$MNT/.stats"
+	# A name that only begins or ends with '-' is like any other.
+	mkdir "$MNT/-t" "$MNT/t/p-" && touch "$MNT/t/p/--" "$MNT/t/p/-c"
+	printf '%s\n' -q >"$MNT/t/.depart"
+	run ls "$MNT/t/p"
+	assert_output $'--\n-c\nc'
+}
+
 @test "names are UTF-8 friendly and may contain dashes, dots and colons" {
 	mkdir -p "$MNT/t-1.x/p:9"
 	touch "$MNT/t-1.x/p:9/c.é_1"

@@ -8,8 +8,8 @@
  *
  *   layout_name_check        name rules; an accepted name has 1..max_name
  *                            bytes, no byte <= 0x20, 0x7f or '/', no '.'
- *                            first for a tenant or a parent, and is not
- *                            "." or ".." for a child
+ *                            first for a tenant or a parent, is not "-",
+ *                            and is not "." or ".." for a child
  *   layout_parse_depart      one name, one optional '\n'; @name written
  *                            only on success
  *   layout_parse_u64         decimal digits only, no overflow
@@ -33,7 +33,7 @@
  *                            ceiling, the default, which no option
  *                            value can spell) or at most its ceiling
  *   layout_source            0 exactly for a name of 1..255 bytes by the
- *                            name rules with no ':' or '/', 1 and
+ *                            name rules ("-" too) with no ':' or '/', 1 and
  *                            "store=SOURCE" for one with a ':' that
  *                            fits; else -EINVAL with one line naming
  *                            the source, whatever the message buffer
@@ -107,6 +107,9 @@ static unsigned ref_name_faults(const uint8_t *b, size_t len, size_t max_name,
 	for (size_t i = 0; i < len; i++)
 		if (b[i] <= 0x20 || b[i] == 0x7f || b[i] == '/')
 			f |= F_INVAL;
+	/* "-": the field of .events and .snapshot that does not apply. */
+	if (len == 1 && b[0] == '-')
+		f |= F_INVAL;
 	return f;
 }
 
@@ -318,8 +321,9 @@ static void check_source(const uint8_t *text, size_t tlen, const char *s,
 {
 	char opt[64], err[600];
 	int rc;
+	/* A node name's rules, "-" allowed. */
 	bool name_ok = ref_name_faults((const uint8_t *)s, slen, NAME_MAX,
-				       LAYOUT_TENANT) == 0;
+				       LAYOUT_TENANT) == 0 || strcmp(s, "-") == 0;
 	bool address = memchr(s, ':', slen) != NULL, blank = false;
 	int want;
 
@@ -367,6 +371,7 @@ static void check_names(const uint8_t *text, size_t tlen, size_t max_name,
 		      "accepted tenant or parent name starts with '.'");
 		CHECK(strcmp(s, ".") != 0 && strcmp(s, "..") != 0,
 		      "accepted name is . or ..");
+		CHECK(strcmp(s, "-") != 0, "accepted name is -");
 		for (size_t i = 0; i < slen; i++)
 			CHECK((uint8_t)s[i] > 0x20 && (uint8_t)s[i] != 0x7f &&
 				      s[i] != '/',

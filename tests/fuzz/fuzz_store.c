@@ -184,12 +184,17 @@ struct model {
 	struct mtenant t[NT];
 	struct mstate st[NSLOT];
 	uint64_t next_inc;
+	/* The open stages (fz's and op_publish's): what they stage
+	 * counts beside the content in max_bytes and the tenant shares. */
+	const struct mstage *stages[NSTAGE + 1];
 };
 
 /* An open stage: the model's view, and the store's objects. */
 struct mstage {
 	bool open;
 	int sid;
+	int tenant;                    /* its state's, where its bytes count */
+	uint64_t tinc;                 /* that tenant's incarnation */
 	uint64_t inc;
 	enum store_stage_mode mode;
 	uint8_t pin[MAX_PAYLOAD];      /* what it opened on (or re-pinned) */
@@ -357,6 +362,33 @@ static uint64_t m_count_bytes(const struct model *m, int only)
 			n += m->st[i].len;
 	return n;
 }
+
+/* What the open stages hold in incarnation @inc of tenant @only (or all
+ * for -1), but @except's. */
+static uint64_t m_count_staged_in(const struct model *m, int only,
+				  uint64_t inc, const struct mstage *except)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < NSTAGE + 1; i++) {
+		const struct mstage *g = m->stages[i];
+
+		if (g && g != except && g->open && g->staged &&
+		    (only < 0 || (only == g->tenant && inc == g->tinc)))
+			n += g->len;
+	}
+	return n;
+}
+
+/* The same in tenant @only as it is now. */
+static uint64_t m_count_staged(const struct model *m, int only,
+			       const struct mstage *except)
+{
+	return m_count_staged_in(m, only, only < 0 ? 0 : m->t[only].inc,
+				 except);
+}
+
+static bool m_stage_live(const struct model *m, const struct mstage *g);
 
 static unsigned m_count_tombs(const struct model *m, int only)
 {
@@ -809,18 +841,50 @@ static unsigned m_renew(struct model *m, int ti, uint64_t ttl,
 	return OK;
 }
 
-/* A content change of @sid to @n bytes: size and byte ceilings. */
-static unsigned m_fits(const struct model *m, int sid, unsigned __int128 n)
+/* A content change of @sid to @n bytes: size and byte ceilings, beside
+ * what the stages hold unless it is a stage's own publication (@staged
+ * false: its writes were checked with them). */
+static unsigned m_fits(const struct model *m, int sid, unsigned __int128 n,
+		       bool staged)
 {
 	uint64_t cur = m->st[sid].len;
+	int ti = m->st[sid].tenant;
+	uint64_t s_all = staged ? m_count_staged(m, -1, NULL) : 0;
+	uint64_t s_t = staged ? m_count_staged(m, ti, NULL) : 0;
 
 	if (n > MAX_PAYLOAD)
 		return M(EFBIG);
-	if (n > cur && m_count_bytes(m, -1) + (n - cur) > MAX_BYTES)
+	if (n > cur && m_count_bytes(m, -1) + s_all + (n - cur) > MAX_BYTES)
 		return M(ENOSPC);
-	if (n > cur && m_share_full(m_count_bytes(m, m->st[sid].tenant),
+	if (n > cur && m_share_full(m_count_bytes(m, ti) + s_t,
 				    (uint64_t)(n - cur), m->lim.tenant_max_bytes,
 				    MAX_BYTES))
+		return M(EDQUOT);
+	return OK;
+}
+
+/* Stage @g growing to @n staged bytes (its write or truncation): what
+ * would be held once it is published, the other stages still open:
+ * every published and staged byte, less what it replaces (not for an
+ * append). */
+static unsigned m_stage_fits(const struct model *m, const struct mstage *g,
+			     uint64_t n)
+{
+	uint64_t held = g->staged ? g->len : 0, freed = 0, all, in_t;
+
+	if (n <= held)
+		return OK;
+	if (g->mode != STORE_STAGE_APPEND && m_stage_live(m, g))
+		freed = m->st[g->sid].len;
+	all = m_count_bytes(m, -1) + m_count_staged(m, -1, g);
+	/* A stage counts in the tenant it opened in, even gone. */
+	in_t = (m->t[g->tenant].inc == g->tinc ? m_count_bytes(m, g->tenant) : 0) +
+	       m_count_staged_in(m, g->tenant, g->tinc, g);
+	all = all > freed ? all - freed : 0;
+	in_t = in_t > freed ? in_t - freed : 0;
+	if (all + n > MAX_BYTES)
+		return M(ENOSPC);
+	if (m_share_full(in_t, n, m->lim.tenant_max_bytes, MAX_BYTES))
 		return M(EDQUOT);
 	return OK;
 }
@@ -838,7 +902,7 @@ static void m_publish_content(struct model *m, int sid, const uint8_t *b,
 static unsigned m_truncate(struct model *m, int sid, uint64_t size, int rc)
 {
 	struct mstate *st = &m->st[sid];
-	unsigned a = m_fits(m, sid, size);
+	unsigned a = m_fits(m, sid, size, true);
 
 	if (a == OK && rc == 0) {
 		uint8_t b[MAX_PAYLOAD] = { 0 };
@@ -863,6 +927,8 @@ static void m_stage_open(struct model *m, struct mstage *g, int sid,
 
 	g->open = true;
 	g->sid = sid;
+	g->tenant = st->tenant;
+	g->tinc = m->t[st->tenant].inc;
 	g->inc = st->inc;
 	g->mode = mode;
 	memcpy(g->pin, st->data, st->len);
@@ -899,7 +965,8 @@ static unsigned m_stage_write(struct model *m, struct mstage *g,
 	} else if (g->mode == STORE_STAGE_APPEND) {
 		newlen = (unsigned __int128)g->len + n;
 		projected = m->st[g->sid].len + newlen;
-		a = m_fits(m, g->sid, projected);
+		a = projected > MAX_PAYLOAD ? M(EFBIG) :
+		    m_stage_fits(m, g, (uint64_t)newlen);
 		off = g->len;
 	} else {
 		size_t base = g->staged ? g->len : g->pinlen;
@@ -907,7 +974,8 @@ static unsigned m_stage_write(struct model *m, struct mstage *g,
 		end = (unsigned __int128)off + n;
 		newlen = end > base ? end : base;
 		projected = newlen;
-		a = m_fits(m, g->sid, projected);
+		a = projected > MAX_PAYLOAD ? M(EFBIG) :
+		    m_stage_fits(m, g, (uint64_t)newlen);
 	}
 	if (a != OK) {
 		if (rc < 0) {
@@ -936,16 +1004,21 @@ static unsigned m_stage_write(struct model *m, struct mstage *g,
  * zero-extended, and is published at close.  An APPEND stage becomes a
  * replacement first: its image is the state it is pinned to (the one it
  * opened on, or its own last publication) followed by what it appended
- * since.  Only max_payload is checked here; the bytes ceiling and
- * liveness are checked by the publication.
+ * since.  The staged size counts as a write's does (a refusal changes
+ * nothing); liveness is checked by the publication.
  */
 static unsigned m_stage_truncate(struct model *m, struct mstage *g,
 				 uint64_t size, int rc)
 {
+	unsigned a;
+
 	if (g->mode == STORE_STAGE_READ)
 		return M(EBADF);
 	if (size > MAX_PAYLOAD)
 		return M(EFBIG);
+	a = m_stage_fits(m, g, size);
+	if (a != OK)
+		return a;
 	if (rc == 0 && g->mode == STORE_STAGE_APPEND) {
 		uint8_t img[2 * MAX_PAYLOAD];
 		size_t tail = g->staged ? g->len : 0;
@@ -997,7 +1070,7 @@ static unsigned m_stage_publish(struct model *m, struct mstage *g, int rc)
 			memcpy(img, g->buf, g->len);
 			n = g->len;
 		}
-		a = m_fits(m, g->sid, n);
+		a = m_fits(m, g->sid, n, false);
 		if (a == OK && rc == 0) {
 			m_publish_content(m, g->sid, img, n);
 			g->base = st->version;
@@ -1218,9 +1291,10 @@ static void compare_parent(struct fz *f, struct store_node *t, int ti, int pi)
  * The rows of @snap must be the listing of model @m (the tenant @only, or
  * the whole store when @only < 0): every tenant, parent, child link and
  * tombstone once, with its generation, version, size, nlink, time left
- * and inode (where the model knows it), in scope order (tenants by
- * inode, each with its own row first, then its buckets by inode, each a
- * parent's row and its children's, then its tombstones).  @peeking: the
+ * and inode (where the model knows it), in name order (statefs(8),
+ * .snapshot: tenants by name, each with its own row first, then its
+ * buckets by parent name, each a parent's row and its children's by
+ * name, then its tombstones by name; byte order).  @peeking: the
  * reaper has not run (tombstones and nlink are not settled yet).
  */
 static void compare_snapshot_rows(struct fz *f, const struct store_snapshot *snap,
@@ -1230,7 +1304,7 @@ static void compare_snapshot_rows(struct fz *f, const struct store_snapshot *sna
 	unsigned rows[4] = { 0 }, want[4] = { 0 };
 	bool seen_t[NT] = { false }, seen_p[NT][NP] = { { false } };
 	bool seen_c[NT][NP][NC] = { { { false } } }, seen_tb[NT][NP] = { { false } };
-	int64_t last_t = -1, last_p = -1;
+	const char *last_t = NULL, *last_p = NULL, *last_c = NULL;
 	int cur_t = -1, cur_p = -1, phase = 0; /* 1 buckets, 2 tombstones */
 
 	for (size_t i = 0; i < snap->n; i++) {
@@ -1251,10 +1325,10 @@ static void compare_snapshot_rows(struct fz *f, const struct store_snapshot *sna
 		rows[r->kind]++;
 		/* Scope order. */
 		if (r->kind == STORE_SNAP_TENANT) {
-			if (r->ino <= last_t)
+			if (last_t && strcmp(r->tenant, last_t) <= 0)
 				die(f, "%s: tenant %s out of order", what, r->tenant);
-			last_t = r->ino;
-			last_p = -1;
+			last_t = r->tenant;
+			last_p = NULL;
 			cur_t = ti;
 			cur_p = -1;
 			phase = 1;
@@ -1262,17 +1336,26 @@ static void compare_snapshot_rows(struct fz *f, const struct store_snapshot *sna
 			die(f, "%s: row of %s/%s/%s outside its tenant's", what,
 			    r->tenant, r->parent, r->child);
 		} else if (r->kind == STORE_SNAP_PARENT) {
-			if (phase != 1 || r->ino <= last_p)
+			if (phase != 1 || (last_p && strcmp(r->parent, last_p) <= 0))
 				die(f, "%s: parent %s/%s out of order", what,
 				    r->tenant, r->parent);
-			last_p = r->ino;
+			last_p = r->parent;
+			last_c = NULL;
 			cur_p = pi;
 		} else if (r->kind == STORE_SNAP_CHILD) {
 			if (phase != 1 || pi != cur_p)
 				die(f, "%s: child %s/%s/%s not after its parent",
 				    what, r->tenant, r->parent, r->child);
+			if (last_c && strcmp(r->child, last_c) <= 0)
+				die(f, "%s: child %s/%s/%s out of order", what,
+				    r->tenant, r->parent, r->child);
+			last_c = r->child;
 		} else {
+			if (phase == 2 && strcmp(r->parent, last_p) <= 0)
+				die(f, "%s: tombstone %s/%s out of order", what,
+				    r->tenant, r->parent);
 			phase = 2;
+			last_p = r->parent;
 		}
 		dup = r->kind == STORE_SNAP_TENANT ? seen_t[ti] :
 		      r->kind == STORE_SNAP_PARENT ? seen_p[ti][pi] :
@@ -1375,15 +1458,18 @@ static void compare_gauges(struct fz *f, struct store_node *tnode, int ti)
 	    st.parents != m_count_parents(m, ti) ||
 	    st.children != m_count_states(m, ti) || st.links != links ||
 	    st.tombstones != m_count_tombs(m, ti) ||
-	    st.bytes != m_count_bytes(m, ti))
+	    st.bytes != m_count_bytes(m, ti) ||
+	    st.staged_bytes != m_count_staged(m, ti, NULL))
 		die(f, "stats of %s: tenants %" PRIu64 " parents %" PRIu64
 		    " children %" PRIu64 " links %" PRIu64 " tombstones %"
-		    PRIu64 " bytes %" PRIu64 "; model %u %u %u %" PRIu64
-		    " %u %" PRIu64, ti < 0 ? "the store" : TN[ti], st.tenants,
+		    PRIu64 " bytes %" PRIu64 " staged %" PRIu64 "; model %u %u %u %"
+		    PRIu64 " %u %" PRIu64 " %" PRIu64,
+		    ti < 0 ? "the store" : TN[ti], st.tenants,
 		    st.parents, st.children, st.links, st.tombstones, st.bytes,
+		    st.staged_bytes,
 		    ti < 0 ? m_count_tenants(m) : 1, m_count_parents(m, ti),
 		    m_count_states(m, ti), links, m_count_tombs(m, ti),
-		    m_count_bytes(m, ti));
+		    m_count_bytes(m, ti), m_count_staged(m, ti, NULL));
 }
 
 /* What .drain of the store (@ti < 0) or of a tenant reads. */
@@ -1626,6 +1712,7 @@ static void op_publish(struct fz *f, struct path pa, enum store_stage_mode mode)
 	memset(&g, 0, sizeof(g));
 	expect(f, "store_stage_open", store_stage_open(f->s, c, mode, &st), OK);
 	m_stage_open(m, &g, sid, mode);
+	m->stages[NSTAGE] = &g;
 	w = store_stage_write(st, data, n, off);
 	rc = w < 0 ? (int)w : 0;
 	if (w >= 0 && w != (ssize_t)n)
@@ -1634,6 +1721,7 @@ static void op_publish(struct fz *f, struct path pa, enum store_stage_mode mode)
 	rc = store_stage_publish(st);
 	expect(f, "store_stage_publish", rc, m_stage_publish(m, &g, rc));
 	store_stage_close(st);
+	m->stages[NSTAGE] = NULL;
 	store_node_unref(f->s, c);
 }
 
@@ -2273,6 +2361,8 @@ static void fz_setup(struct fz *f, uint8_t cfg)
 	l->event_log = EVENT_LOG;
 	f->clk.now = f->m.now = CLOCK_START;
 	f->m.state = STORE_READY;
+	for (int i = 0; i < NSTAGE; i++)
+		f->m.stages[i] = &f->stage[i];
 	f->live_trace = tr && *tr && strcmp(tr, "0") != 0;
 	if (store_new(l, &clock, &f->s) != 0)
 		abort();

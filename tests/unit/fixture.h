@@ -456,6 +456,7 @@ static inline void assert_gauges_eq(const struct store_stats *a,
 	assert_int_equal(a->links, b->links);
 	assert_int_equal(a->tombstones, b->tombstones);
 	assert_int_equal(a->bytes, b->bytes);
+	assert_int_equal(a->staged_bytes, b->staged_bytes);
 }
 
 static inline void assert_gauges(struct ctx *c, struct store_node *tenant,

@@ -1321,11 +1321,31 @@ static int cmp_state_row(const void *a, const void *b)
 	return x->ino < y->ino ? -1 : x->ino > y->ino;
 }
 
+/* A row's key in statefs(8)'s order: tenant name, rank (the tenant's
+ * row, its parents' and children's, its tombstones), parent, child. */
+static int snap_row_order(const struct store_snap_row *a,
+			  const struct store_snap_row *b)
+{
+	int ra = a->kind == STORE_SNAP_TENANT ? 0 :
+		 a->kind == STORE_SNAP_TOMBSTONE ? 2 : 1;
+	int rb = b->kind == STORE_SNAP_TENANT ? 0 :
+		 b->kind == STORE_SNAP_TOMBSTONE ? 2 : 1;
+	int c = strcmp(a->tenant, b->tenant);
+
+	if (c == 0)
+		c = ra - rb;
+	if (c == 0)
+		c = strcmp(a->parent, b->parent);
+	if (c == 0)
+		c = strcmp(a->child, b->child);
+	return c;
+}
+
 /*
  * A snapshot taken while the other threads run must be one state of the
  * store: rows in scope order (a tenant's row, each parent's row followed
- * by its children of the same generation, its tombstones), no name
- * twice, and every state shown as many times as its nlink says, with
+ * by its children of the same generation, its tombstones; by name, each
+ * row after the one before), no name twice, and every state shown as many times as its nlink says, with
  * the same version and size under every name (a state linked from two
  * buckets copied at different moments would break that).
  */
@@ -1355,6 +1375,9 @@ static void snapshot_check(struct worker *w, struct store_node *tenant)
 	for (size_t i = 0; i < sn.n; i++) {
 		const struct store_snap_row *r = &sn.rows[i];
 
+		if (i > 0 && snap_row_order(&sn.rows[i - 1], r) >= 0)
+			failf("snapshot: %s/%s/%s out of order", r->tenant,
+			      r->parent, r->child);
 		switch (r->kind) {
 		case STORE_SNAP_TENANT:
 			if (tname && strcmp(tname, r->tenant) == 0)

@@ -28,6 +28,8 @@ static const char *name_of(char *buf, size_t len)
 
 /* Names ------------------------------------------------------------------ */
 
+static int depart(const char *text, char *name);
+
 /*
  * layout_name_check's answer for @name at every depth (a tenant's, a
  * parent's and a child's name), where the rules are the same; INT_MIN
@@ -129,6 +131,26 @@ static void test_name_bad_bytes(void **state)
 	assert_int_equal(name_rc("a\x21" "b", 255), 0);
 	assert_int_equal(name_rc("a\x7e" "b", 255), 0);
 	assert_int_equal(name_rc("a\x80" "b", 255), 0);
+}
+
+/* "-" is what .events and .snapshot write in a field that does not apply
+ * (a tenant's row has "-" for its parent and child): no node has it, at
+ * any depth, nor a .depart; a name that only begins or ends with '-' is
+ * a name like any other. */
+static void test_name_dash(void **state)
+{
+	char name[256];
+
+	(void)state;
+	assert_int_equal(name_rc("-", 255), -EINVAL);
+	assert_int_equal(name_rc("-", 1), -EINVAL);
+	assert_int_equal(depart("-", name), -EINVAL);
+	assert_int_equal(depart("-\n", name), -EINVAL);
+	assert_int_equal(name_rc("--", 255), 0);
+	assert_int_equal(name_rc("-a", 255), 0);
+	assert_int_equal(name_rc("a-", 255), 0);
+	assert_int_equal(depart("-a\n", name), 0);
+	assert_string_equal(name, "-a");
 }
 
 /* Special files ---------------------------------------------------------- */
@@ -1052,7 +1074,7 @@ static void test_help_scdoc(void **state)
 static void test_source(void **state)
 {
 	static const char *good[] = {
-		"none", "statefs", "state", "A_Z~0@x,y=z+", "caf\xc3\xa9", "a.b",
+		"none", "statefs", "state", "A_Z~0@x,y=z+", "caf\xc3\xa9", "a.b", "-",
 	};
 	static const char *bad[] = {
 		"", ".", "..", ".hidden", "a b", "a\tb", "a\nb", "a/b", "/dev/sda",
@@ -1138,7 +1160,7 @@ static size_t parse_stats(const char *text, struct kv *kv, size_t max)
 static const char *const root_keys[] = {
 	"instance", "pid", "state", "store", "store_damaged", "uptime_ms",
 	"tenants", "parents", "children", "links", "tombstones", "bytes",
-	"snapshot_bytes",
+	"staged_bytes", "snapshot_bytes",
 	"max_tenants", "max_parents", "max_children", "max_bytes",
 	"max_payload", "max_name", "max_tombstones", "tombstone_ttl_ms",
 	"parent_quota", "tenant_quota", "tenant_max_parents",
@@ -1154,6 +1176,7 @@ static const char *const root_keys[] = {
 static const char *const tenant_keys[] = {
 	"instance", "state", "store", "store_damaged", "uptime_ms", "tenant",
 	"tenants", "parents", "children", "links", "tombstones", "bytes",
+	"staged_bytes",
 	"parent_quota", "tenant_quota", "tenant_max_parents",
 	"tenant_max_children", "tenant_max_bytes", "tenant_max_tombstones",
 	"max_payload", "max_name",
@@ -1191,6 +1214,7 @@ static void sample_view(struct layout_stats_view *v, struct store_limits *l)
 	v->stats.tombstones = 105;
 	v->stats.bytes = 106;
 	v->stats.snapshot_bytes = 107;
+	v->stats.staged_bytes = 108;
 	v->stats.admissions = 201;
 	v->stats.removals = 202;
 	v->stats.expiries = 203;
@@ -1253,6 +1277,7 @@ static void check_common(const struct kv *kv, size_t n)
 	assert_int_equal(u64_of(kv, n, "uptime_ms"), 98765);
 	for (size_t i = 0; i < NKEYS(gauges); i++)
 		assert_int_equal(u64_of(kv, n, gauges[i]), 101 + i);
+	assert_int_equal(u64_of(kv, n, "staged_bytes"), 108);
 	for (size_t i = 0; i < NKEYS(events); i++)
 		assert_int_equal(u64_of(kv, n, events[i]), 201 + i);
 	_Static_assert(NKEYS(refusals) == STORE_NREFUSAL, "refusal keys");
@@ -1588,6 +1613,7 @@ int main(void)
 		cmocka_unit_test(test_name_length),
 		cmocka_unit_test(test_name_leading_dot),
 		cmocka_unit_test(test_name_bad_bytes),
+		cmocka_unit_test(test_name_dash),
 		cmocka_unit_test(test_special_root),
 		cmocka_unit_test(test_special_tenant),
 		cmocka_unit_test(test_special_none_deeper),

@@ -197,6 +197,42 @@ static void assert_snap(const struct store_snapshot *sn,
 	}
 }
 
+/* A row's rank among its tenant's rows: its own row, its buckets (a
+ * parent's row, then its children), its tombstones. */
+static int rank_of(const struct store_snap_row *r)
+{
+	return r->kind == STORE_SNAP_TENANT ? 0 :
+	       r->kind == STORE_SNAP_TOMBSTONE ? 2 : 1;
+}
+
+/* Negative, 0 or positive as @a comes before, with or after @b in
+ * statefs(8)'s order: tenant name, rank, parent name, child name, each
+ * in byte order. */
+static int row_order(const struct store_snap_row *a,
+		     const struct store_snap_row *b)
+{
+	int c = strcmp(a->tenant, b->tenant);
+
+	if (c == 0)
+		c = rank_of(a) - rank_of(b);
+	if (c == 0)
+		c = strcmp(a->parent, b->parent);
+	if (c == 0)
+		c = strcmp(a->child, b->child);
+	return c;
+}
+
+/* Every row of @sn comes strictly after the one before it. */
+static void assert_sorted(const struct store_snapshot *sn)
+{
+	for (size_t i = 1; i < sn->n; i++) {
+		if (row_order(&sn->rows[i - 1], &sn->rows[i]) < 0)
+			continue;
+		dump_snap(sn);
+		fail_msg("snapshot rows %zu and %zu are out of order", i - 1, i);
+	}
+}
+
 static void take(struct ctx *c, struct store_node *tenant,
 		 struct store_snapshot *sn)
 {
@@ -205,6 +241,7 @@ static void take(struct ctx *c, struct store_node *tenant,
 	assert_int_equal(sn->taken_ms, now(c));
 	if (sn->n)
 		assert_non_null(sn->rows);
+	assert_sorted(sn);
 }
 
 static int64_t ino(struct store_node *n)
@@ -336,6 +373,78 @@ static void test_snapshot_tenant_scope(void **state)
 
 		assert_snap(&sn, want, sizeof want / sizeof want[0]);
 	}
+	store_snapshot_free(&sn);
+	check_ok(c);
+}
+
+/*
+ * Rows are in name order, byte by byte, whatever order the tables hold
+ * them in: tenants, parents and children made in an order of their own,
+ * with names no hash or locale keeps in byte order; and a bucket whose
+ * table grew and shrank again lists the same rows in the same order.
+ */
+static void test_snapshot_sorted_by_name(void **state)
+{
+	static const char *const names[] = {
+		"zeta", "B", "a-b", "a", "ab", "_x", "~", "10", "9", "1",
+		"caf\xc3\xa9", "a.b", "Z",
+	};
+	enum { N = sizeof names / sizeof names[0] };
+	struct ctx *c = *state;
+	struct store_snapshot sn;
+	struct store_node *t = NULL, *p = NULL;
+	char *s1, *s2, name[16];
+
+	for (size_t i = 0; i < N; i++) {
+		struct store_node *ti = mk(c, root(c), names[i]);
+
+		for (size_t j = 0; j < N; j++) {
+			struct store_node *pj = mk(c, ti, names[(i + j) % N]);
+
+			/* Five parents of N children, in an order of their
+			 * own (5 and N have no common factor). */
+			if (j % 3 == 0)
+				for (size_t k = 0; k < N; k++)
+					cr(c, pj, names[(j + k * 5) % N]);
+			if (i == 0 && j == 0) {
+				t = ti;
+				p = pj;
+			}
+		}
+		assert_int_equal(store_depart(c->s, ti, "gone", NULL), 0);
+		assert_int_equal(store_depart(c->s, ti, "Gone", NULL), 0);
+		assert_int_equal(store_rmdir(c->s, ti, names[(i + 1) % N], NULL),
+				 0);
+	}
+	/* take() checks the order. */
+	take(c, NULL, &sn);
+	assert_int_equal(sn.n, N * (1 + (N - 1) + 5 * N + 3));
+	assert_int_equal(sn.rows[0].kind, STORE_SNAP_TENANT);
+	assert_string_equal(sn.rows[0].tenant, "1");
+	assert_int_equal(sn.rows[sn.n - 1].kind, STORE_SNAP_TOMBSTONE);
+	assert_string_equal(sn.rows[sn.n - 1].tenant, "~");
+	/* (its tombstones: "10", the parent that left, "Gone", "gone") */
+	assert_string_equal(sn.rows[sn.n - 1].parent, "gone");
+	store_snapshot_free(&sn);
+	take(c, t, &sn);
+	assert_int_equal(sn.n, 1 + (N - 1) + 5 * N + 3);
+	s1 = snap_str(&sn);
+	store_snapshot_free(&sn);
+
+	/* A bucket's table grows past 400 links and shrinks back. */
+	for (int i = 0; i < 400; i++) {
+		snprintf(name, sizeof name, "x%d", i);
+		assert_int_equal(create_rc(c, p, name, true), 0);
+	}
+	for (int i = 0; i < 400; i++) {
+		snprintf(name, sizeof name, "x%d", i);
+		assert_int_equal(store_unlink(c->s, p, name), 0);
+	}
+	take(c, t, &sn);
+	s2 = snap_str(&sn);
+	assert_string_equal(s1, s2);
+	free(s1);
+	free(s2);
 	store_snapshot_free(&sn);
 	check_ok(c);
 }
@@ -797,6 +906,7 @@ static void check_midway(struct ctx *c, struct midway *m, bool tenant_scope)
 	assert_int_equal(store_snapshot_take(c->s, tenant_scope ? w.t : NULL,
 					     &during), 0);
 	store_snapshot_step_hook(c->s, NULL, NULL);
+	assert_sorted(&during);
 	sb = snap_text(&before, true);
 	sd = snap_text(&during, true);
 	if (strcmp(sb, sd) != 0) {
@@ -1143,6 +1253,7 @@ int main(void)
 		TEST_HOOKED(test_snapshot_empty),
 		TEST_HOOKED(test_snapshot_root_rows),
 		TEST_HOOKED(test_snapshot_tenant_scope),
+		TEST_HOOKED(test_snapshot_sorted_by_name),
 		TEST_HOOKED(test_snapshot_leaves_out_expired),
 		TEST_HOOKED(test_snapshot_nlink_leaves_out_expired_parents),
 		TEST_HOOKED(test_snapshot_unaffected_by_later_changes),
