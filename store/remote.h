@@ -85,4 +85,31 @@ void store_remote_default(struct store_remote *r);
 size_t store_remote_describe(char *buf, size_t cap,
 			     const struct store_remote *r);
 
+/*
+ * The shared store (SHARED-STORE.md).  A store made by store_new_remote()
+ * is a mirror of the shared store @remote points to (-o store=...): each
+ * transition below is made by the shared store (Redis decides, in one
+ * step, with the embedded store's checks, their order and their errno),
+ * then answered from the mirror once it has applied the outcome (this
+ * mount sees its own transitions at once); reads are the mirror's.
+ * store_new_remote() connects, installs or checks statefs's Functions
+ * library, records @limits in a new store or compares them with the
+ * store's (adopts them with store_limits=adopt), loads the store and
+ * starts following it.  0, or -errno with a one-line message starting
+ * "statefs: " in @err: -EINVAL (limits that differ: the message names the
+ * option), -EACCES (credentials), -EIO (unreachable within
+ * store_timeout), -EPROTO (a newer library), -ENOMEM.
+ *
+ * On a shared store, a transition that got no answer within
+ * store_timeout returns -EIO and did not happen (each call carries a
+ * deadline past which the store does nothing, and an operation id that
+ * makes a retry apply it at most once).  A node of an earlier store
+ * instance (Redis lost its data) answers -ESTALE.
+ */
+struct store;
+struct store_limits;
+int store_new_remote(const struct store_limits *limits,
+		     const struct store_remote *remote, struct store **out,
+		     char *err, size_t errlen);
+
 #endif /* STATEFS_REMOTE_H */
