@@ -86,7 +86,7 @@ size_t store_remote_describe(char *buf, size_t cap,
 			     const struct store_remote *r);
 
 /*
- * The shared store (SHARED-STORE.md).  A store made by store_new_remote()
+ * The shared store (docs/shared-store.md).  A store made by store_new_remote()
  * is a mirror of the shared store @remote points to (-o store=...): each
  * transition below is made by the shared store (Redis decides, in one
  * step, with the embedded store's checks, their order and their errno),

@@ -1,6 +1,6 @@
 /*
  * remote_ops.c - a store with the shared store behind it: several mounts
- * on several hosts share one state through Redis (SHARED-STORE.md).
+ * on several hosts share one state through Redis (docs/shared-store.md).
  *
  * The design
  * ----------

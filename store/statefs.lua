@@ -1,7 +1,7 @@
 #!lua name=statefs
 --[==[
 statefs.lua - statefs's Redis Functions library: the server side of a
-shared store (statefs -o store=redis://..., SHARED-STORE.md).
+shared store (statefs -o store=redis://..., docs/shared-store.md).
 
 Authority
 ---------

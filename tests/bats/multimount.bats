@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# SHARED-STORE.md, section 2: two and three mounts of one shared store,
+# docs/shared-store.md, "What every mount sees": two and three mounts of one shared store,
 # as hosts would have, racing each other.  Each test starts its own
 # redis-server (redis_helpers.bash) and mounts it two or three times with
 # -o store=unix:SOCK.  shared.bats holds the one-shot cases (one create

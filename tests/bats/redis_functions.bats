@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# SHARED-STORE.md: the shared store's transitions, as the Redis Functions
+# docs/shared-store.md: the shared store's transitions, as the Redis Functions
 # library store/statefs.lua makes them (its opening essay is the contract
 # these tests hold it to).  Each test starts its own redis-server, loads
 # the library and drives it with redis-cli FCALL: every outcome of every

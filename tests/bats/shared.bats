@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# SHARED-STORE.md: several mounts of one shared store.  Each test starts
+# docs/shared-store.md: several mounts of one shared store.  Each test starts
 # its own redis-server (redis_helpers.bash) and mounts it twice with
 # -o store=unix:SOCK, as two hosts would: one tree, one winner of a race
 # across mounts, read-your-writes, fsync of a directory, the limits

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# SHARED-STORE.md, "What Redis may do behind statefs's back": a key of the
+# docs/shared-store.md, "A damaged store": a key of the
 # shared store damaged by another client (a field set to a bad value, a
 # key of the wrong type).  Redis never rolls a function back, so every
 # function of store/statefs.lua checks all it reads before its first

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# SHARED-STORE.md, "Failure" and "Restart": a shared store under faults.
+# docs/shared-store.md, "Failure" and "Restart": a shared store under faults.
 # Each test starts its own redis-server(s) (redis_helpers.bash) and mounts
 # them with -o store=...: a mount killed with SIGKILL under load beside
 # another; redis-server killed and restarted with its append-only file,

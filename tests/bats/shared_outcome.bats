@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# SHARED-STORE.md, "Failure": an error returned to a caller means "not
+# docs/shared-store.md, "Failure": an error returned to a caller means "not
 # applied".  A Redis busy past store_timeout (DEBUG SLEEP, SIGSTOP) holds
 # a mutation it has not read yet; when it wakes, the mutation must do
 # nothing if its caller was told EIO, and must be there if its caller was

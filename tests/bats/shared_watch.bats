@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# SHARED-STORE.md §2, "Watching": a transition made through one mount
+# docs/shared-store.md, "Watching": a transition made through one mount
 # raises, on every other mount of the store, the inotify events it raises
 # on the mount that made it (fs/echo.c replays it through the mount).
 # And a mount started the way mount(8) starts it, in the background,

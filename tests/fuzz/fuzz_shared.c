@@ -1,6 +1,6 @@
 /*
  * fuzz_shared.c - differential libFuzzer target: the embedded store
- * against the shared store (SHARED-STORE.md, "one contract, two
+ * against the shared store (docs/shared-store.md, "one contract, two
  * authorities").
  *
  * Each input is one sequence of operations, applied in turn to an
