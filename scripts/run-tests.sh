@@ -105,6 +105,12 @@ redis_suites() {
 run_tmp=$(mktemp -d "${TMPDIR:-/tmp}/statefs-test.XXXXXX") || exit 1
 chmod 0755 "$run_tmp"
 jobs_list=$run_tmp/jobs
+# The tests' python3 is Debian's (scripts/deps.sh installs it), whatever
+# comes first in PATH: a version manager's shim there costs seconds at
+# every start, and the suites start thousands.
+mkdir "$run_tmp/bin"
+[ -x /usr/bin/python3 ] && ln -s /usr/bin/python3 "$run_tmp/bin/python3"
+export PATH="$run_tmp/bin:$PATH"
 
 # --- the job list: "KIND ARG" lines ---------------------------------------------
 

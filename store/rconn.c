@@ -361,6 +361,24 @@ static int check_policy(redisContext *ctx, char *why)
 	return rc;
 }
 
+/* Set @ctx's socket timeout to what is left before @deadline, at most
+ * @ms: 0, or -EIO once the deadline has passed. */
+static int time_left(redisContext *ctx, uint64_t deadline, uint64_t ms,
+		     char *why)
+{
+	uint64_t left = left_ms(deadline);
+
+	if (left == 0) {
+		why_set(why, "no reply within the time budget");
+		return -EIO;
+	}
+	if (redisSetTimeout(ctx, tv_of(min_u64(left, ms))) != REDIS_OK) {
+		why_set(why, "cannot set the socket timeout");
+		return -EIO;
+	}
+	return 0;
+}
+
 /* A context to @a or @path within @ms, with the socket timeout @ms.
  * NULL only when out of memory; else check ctx->err. */
 static redisContext *dial(const struct store_remote_addr *a, const char *path,
@@ -498,9 +516,15 @@ static int connect_primary(struct rconn_pool *p, uint64_t deadline,
 		rc = ctx->err == REDIS_ERR_OOM ? -ENOMEM : -EIO;
 		goto fail;
 	}
+	/* Each step of the greeting waits at most what is left of the
+	 * deadline, so that together they take no longer than one. */
 	rc = authenticate(ctx, r, why);
 	if (rc == 0)
+		rc = time_left(ctx, deadline, r->timeout_ms, why);
+	if (rc == 0)
 		rc = check_primary(ctx, why);
+	if (rc == 0)
+		rc = time_left(ctx, deadline, r->timeout_ms, why);
 	if (rc == 0)
 		rc = check_policy(ctx, why);
 	if (rc == -EPERM)

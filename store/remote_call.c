@@ -148,8 +148,10 @@ void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len)
  *     nothing.  The caller is answered -EIO only once the local clock
  *     has run store_timeout + REAL_ERROR_MS since then: TIME is then
  *     past D (by the bound's error, shared.h), so a call that runs from
- *     now on is refused.  The fence's own wait is store_timeout, so this
- *     costs a wait only when the fence failed fast.  Only a step back
+ *     now on is refused.  The fence waits for what is left of that
+ *     time, and FENCE_MIN_MS at least (a reply lost on a live Redis is
+ *     answered at once), so a call and its fence end within about
+ *     store_timeout together, as the contract says.  Only a step back
  *     of TIME by more than that margin while the fence is unanswered
  *     breaks it.
  *
@@ -157,6 +159,9 @@ void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len)
  * fence's ETIMEDOUT, which remote_fcall maps to -EIO), or @rc's class:
  * -EIO or -ENOMEM, after the wait of 2.
  */
+/* The least a fence waits for its reply. */
+#define FENCE_MIN_MS 200
+
 static int fence(struct store *s, int nkeys, const char **av,
 		 const char *inst, const char *opid, uint64_t sent,
 		 redisReply **rep)
@@ -177,7 +182,9 @@ static int fence(struct store *s, int nkeys, const char **av,
 			fv[n++] = av[3 + i];
 		fv[n++] = inst;
 		fv[n++] = opid;
-		rc = rconn_pool_call(r->pool, 0, n, fv, NULL, rep);
+		now = mono_ms();
+		rc = rconn_pool_call(r->pool, now + FENCE_MIN_MS < safe ?
+				     safe - now : FENCE_MIN_MS, n, fv, NULL, rep);
 		if (rc == 0 && (*rep)->type == REDIS_REPLY_ERROR) {
 			/* No answer about the call (a Redis that lost
 			 * statefs's functions): 2 decides. */
