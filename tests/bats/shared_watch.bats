@@ -283,12 +283,32 @@ while time.time() < end:
 	! grep -q " $dir/mnt fuse" /proc/mounts
 }
 
+# unmount_at_once ROUND MNT PID EVENTS: one fusermount3 -u of MNT must
+# succeed, and the daemon PID must exit within 10 s; EVENTS is the
+# watcher's output, counted in the message when it does not.
+unmount_at_once() {
+	local round=$1 mnt=$2 pid=$3 ev=$4 i
+	run fusermount3 -u "$mnt"
+	if [ "$status" -ne 0 ]; then
+		echo "round $round: $output ($(wc -l <"$ev") events seen)" >&2
+		return 1
+	fi
+	for i in $(seq 200); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "round $round: the daemon of $mnt still runs 10 s after its unmount" >&2
+		return 1
+	fi
+}
+
 # burst_then_unmount ROUND: a burst of N (300) of A's changes echoed
 # through B, whose parent an inotifywait watches; B unmounted by
 # fusermount3 -u while the echo replays them: it must succeed at the
 # first try, and B's daemon must exit.
 burst_then_unmount() {
-	local round=$1 pid i ev=$BATS_TEST_TMPDIR/ev.$1
+	local round=$1 pid ev=$BATS_TEST_TMPDIR/ev.$1
 	mount2
 	pid=$STATEFS_PID
 	mkdir -p "$A/t/p"
@@ -301,19 +321,7 @@ for i in range(300):
 PY
 	# The echo is under way on B.
 	wait_line "$ev" "CREATE c0" 10
-	run fusermount3 -u "$B"
-	if [ "$status" -ne 0 ]; then
-		echo "round $round: $output ($(wc -l <"$ev") events echoed)" >&2
-		return 1
-	fi
-	for i in $(seq 200); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	if kill -0 "$pid" 2>/dev/null; then
-		echo "round $round: the daemon of $B still runs 10 s after its unmount" >&2
-		return 1
-	fi
+	unmount_at_once "$round" "$B" "$pid" "$ev" || return 1
 	bg_stop || true
 	statefs_unmount
 	# A new round on a store of its own.
@@ -329,7 +337,7 @@ PY
 }
 
 @test "on the embedded store, fusermount3 -u right after a burst of expiries succeeds at once, with inotifywait on the mount, and the daemon exits" {
-	local round pid i ev
+	local round pid ev
 	for round in 1 2 3; do
 		ev=$BATS_TEST_TMPDIR/exp.$round
 		statefs_mount -o testclock
@@ -345,19 +353,7 @@ PY
 		echo 1000 >"$MNT/.clock"
 		# The store removed them; the echo replays the removals.
 		wait_line "$ev" "DELETE c0" 10
-		run fusermount3 -u "$MNT"
-		if [ "$status" -ne 0 ]; then
-			echo "round $round: $output ($(wc -l <"$ev") deletes echoed)" >&2
-			return 1
-		fi
-		for i in $(seq 200); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 0.05
-		done
-		if kill -0 "$pid" 2>/dev/null; then
-			echo "round $round: the daemon still runs 10 s after its unmount" >&2
-			return 1
-		fi
+		unmount_at_once "$round" "$MNT" "$pid" "$ev" || return 1
 		bg_stop || true
 		statefs_unmount
 	done
