@@ -105,7 +105,8 @@ static bool blob_extends(const struct blob *b, const struct blob *prefix)
 
 /*
  * Add @n to *@c if *@c + @n + *@beside - @less stays within @limit (0: no
- * limit): a reservation against a ceiling that another counter shares.
+ * limit): a reservation against a ceiling that another counter shares
+ * (@beside NULL: none does, and this is reserve()).
  */
 static bool reserve_beside(atomic_uint_fast64_t *c, uint64_t n,
 			   atomic_uint_fast64_t *beside, uint64_t less,
@@ -114,7 +115,7 @@ static bool reserve_beside(atomic_uint_fast64_t *c, uint64_t n,
 	uint64_t cur = atomic_load(c), other;
 
 	do {
-		other = atomic_load(beside);
+		other = beside ? atomic_load(beside) : 0;
 		other = other > less ? other - less : 0;
 		if (limit && (cur + n < cur || cur + n + other < cur + n ||
 			      cur + n + other > limit))
@@ -134,18 +135,17 @@ static int bytes_charge_locked(struct store *s, struct child *c,
 			       size_t oldlen, size_t newlen, bool staged)
 {
 	struct tenant *t = child_tenant(c);
-	atomic_uint_fast64_t none = 0;
 
 	store_assert_held(LOCK_STRIPE);
 	if (newlen > s->lim.max_payload)
 		return -EFBIG;
 	if (newlen > oldlen) {
 		if (!reserve_beside(&s->bytes_n, newlen - oldlen,
-				    staged ? &s->staged_n : &none, 0,
+				    staged ? &s->staged_n : NULL, 0,
 				    s->lim.max_bytes))
 			return -ENOSPC;
 		if (!reserve_beside(&t->bytes_n, newlen - oldlen,
-				    staged ? &t->staged_n : &none, 0,
+				    staged ? &t->staged_n : NULL, 0,
 				    s->lim.tenant_max_bytes)) {
 			gauge_sub(&s->bytes_n, newlen - oldlen, "bytes");
 			return -EDQUOT;
