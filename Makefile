@@ -18,11 +18,11 @@ CFLAGS  ?= -O2 -g
 CFLAGS  += -std=gnu11 $(WARN) -pthread -I.
 B       := build
 
-# store/ is one library: the embedded store and the shared store's
-# mirror, transport and Functions library (store/statefs.lua as C data,
-# build/gen/statefs_lua.c, below), so every binary that links store/
-# links hiredis.
-STORE_SRC  := $(wildcard store/*.c) $(B)/gen/statefs_lua.c
+# store/ is the interface and the embedded store; redis/ the shared
+# store's engine on Redis: its mirror, transport and Functions library
+# (redis/statefs.lua as C data, build/gen/statefs_lua.c, below).
+STORE_SRC  := $(wildcard store/*.c)
+REDIS_SRC  := $(wildcard redis/*.c) $(B)/gen/statefs_lua.c
 LAYOUT_SRC := $(wildcard layout/*.c)
 FS_SRC     := $(wildcard fs/*.c)
 
@@ -42,7 +42,7 @@ TSAN := -O1 -g -fsanitize=thread -DSTORE_FAULTS -DSTORE_LOCKCHECK
 BASE := -std=gnu11 $(WARN) -pthread -I. -MMD -MP
 
 obj = $(patsubst %.c,$(B)/obj/$(1)/%.o,$(2))
-LIB_SRC := $(STORE_SRC) $(LAYOUT_SRC)
+LIB_SRC := $(STORE_SRC) $(REDIS_SRC) $(LAYOUT_SRC)
 
 $(B)/obj/rel/%.o: %.c
 	@mkdir -p $(@D)
@@ -58,14 +58,14 @@ $(B)/obj/tsan/%.o: %.c
 # Objects are kept between builds, not removed as intermediates.
 .SECONDARY:
 
-# The shared store's Redis Functions library, store/statefs.lua, as C
-# data (store/statefs_lua.h): each byte becomes a 0xNN initializer (od
+# The shared store's Redis Functions library, redis/statefs.lua, as C
+# data (redis/statefs_lua.h): each byte becomes a 0xNN initializer (od
 # and sed, nothing more), then a NUL.  Compiled per flavour like any
 # source, as build/obj/FLAVOUR/build/gen/statefs_lua.o.
-$(B)/gen/statefs_lua.c: store/statefs.lua
+$(B)/gen/statefs_lua.c: redis/statefs.lua
 	@mkdir -p $(@D)
-	{ echo '/* Made from store/statefs.lua by the Makefile: do not edit. */'; \
-	  echo '#include "store/statefs_lua.h"'; \
+	{ echo '/* Made from redis/statefs.lua by the Makefile: do not edit. */'; \
+	  echo '#include "redis/statefs_lua.h"'; \
 	  echo 'const char store_statefs_lua[] = {'; \
 	  od -An -v -tx1 $< | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
 	  echo '0x00 };'; \
@@ -139,13 +139,13 @@ $(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call obj,asan,$(LIB_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
-$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress_store.c fs/inode.c $(STORE_SRC))
+$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress_store.c fs/inode.c $(STORE_SRC) $(REDIS_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
 # A mount on a shared store runs its follower beside the callers'
 # threads: its test runs under TSan too.
-$(B)/unit/test_remote_ops.tsan: $(call obj,tsan,tests/unit/test_remote_ops.c $(STORE_SRC))
+$(B)/unit/test_remote_ops.tsan: $(call obj,tsan,tests/unit/test_remote_ops.c $(STORE_SRC) $(REDIS_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
@@ -174,7 +174,7 @@ clean:
 
 # Snapshot stall benchmark: 1,000,000 children, admissions timed while
 # store_snapshot_take() runs (scripts/bench/snapshot_stall.c).
-$(B)/bench/snapshot_stall: $(call obj,rel,scripts/bench/snapshot_stall.c $(STORE_SRC))
+$(B)/bench/snapshot_stall: $(call obj,rel,scripts/bench/snapshot_stall.c $(STORE_SRC) $(REDIS_SRC))
 	@mkdir -p $(B)/bench
 	$(CC) $(CFLAGS) -o $@ $^ $(HIREDIS_LIBS)
 

@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "store/remote.h"
+#include "redis/redis.h"
 #include "store/store.h"
 
 /* Depths of the tree. */

@@ -139,13 +139,13 @@ enum store_lock_level {
 	LOCK_SNAP_HOLD,   /* 14 s->hold_lock: what open snapshots hold */
 	LOCK_REAPER,      /* 15 s->reap_lock: the reaper's wake-ups */
 	LOCK_MIRROR,      /* 16 mirror->lock: a mirror's inode index and
-			   *    tenants (store/mirror_index.c) */
+			   *    tenants (redis/index.c) */
 	/* Held alone: no store lock is held while calling into the shared
 	 * store's transport (it waits on the network). */
-	LOCK_RCONN_POOL,  /* 17 rconn_pool->lock (store/rconn.c) */
-	LOCK_RCONN_CONN,  /* 18 rconn->lock (store/rconn.c) */
+	LOCK_RCONN_POOL,  /* 17 rconn_pool->lock (redis/conn.c) */
+	LOCK_RCONN_CONN,  /* 18 rconn->lock (redis/conn.c) */
 	LOCK_REMOTE,      /* 19 remote->lock: what the follower applied and
-			   *    the connection's state (store/follow.c) */
+			   *    the connection's state (redis/follow.c) */
 	LOCK_NLEVELS
 };
 
@@ -316,8 +316,8 @@ struct store {
 	/* The store's limits as store_limits() shows them and a stage's
 	 * write checks them (immutable): lim, for the embedded store. */
 	struct store_limits shown;
-	/* A mirror's own structures (store/mirror.h) and the shared store
-	 * behind it (store/shared.h); NULL for the embedded store.  Set
+	/* A mirror's own structures (redis/mirror.h) and the shared store
+	 * behind it (redis/internal.h); NULL for the embedded store.  Set
 	 * once, before the store is used. */
 	struct mirror *mirror;
 	struct remote *remote;
@@ -573,7 +573,7 @@ static inline int64_t ns_of(struct timespec ts)
 }
 
 /*
- * The entry a mirror applies on this thread (store/mirror.c), or NULL.
+ * The entry a mirror applies on this thread (redis/apply.c), or NULL.
  * While it is set, the embedded transitions that apply it take every
  * number from it instead of deciding: the wall time they stamp, the store
  * clock they read, the inode number of the node they make, the sequence
@@ -879,7 +879,7 @@ int do_mkdir(struct store *s, struct store_node *dir, const char *name,
 	     const struct store_owner *owner, struct store_node **out,
 	     struct store_attr *attr);
 
-/* store/remote_ops.c: the transitions of a store with the shared store
+/* redis/ops.c: the transitions of a store with the shared store
  * behind it (each store.h transition's first two lines call them) */
 int remote_mkdir(struct store *s, struct store_node *dir, const char *name,
 		 const struct store_owner *owner, struct store_node **out,
@@ -909,12 +909,12 @@ int remote_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl);
 int remote_drain(struct store *s, struct store_node *tenant,
 		 const struct store_cred *cred, bool now);
 
-/* store/remote_clock.c */
+/* redis/clock.c */
 unsigned remote_expire(struct store *s, unsigned budget);
 /* store_expire() of a mirror: asks Redis when something is due. */
 unsigned remote_expire_due(struct store *s, unsigned budget);
 
-/* store/remote_start.c */
+/* redis/start.c */
 int remote_stats(struct store *s, struct store_node *tenant,
 		 struct store_stats *o);
 uint64_t remote_damaged(struct store *s); /* store_stats' damaged */

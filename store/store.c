@@ -39,7 +39,7 @@
  * s->hold_lock (LOCK_SNAP_HOLD, a leaf).
  */
 #include "store/internal.h"
-#include "store/mirror.h"
+#include "redis/mirror.h"
 
 #include <errno.h>
 #include <sys/random.h>

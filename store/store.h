@@ -209,7 +209,7 @@ int store_new(const struct store_limits *limits,
 /* Free the store and every node.  No other thread may use it. */
 void store_free(struct store *s);
 
-/* A store on a shared store: store_new_remote(), in store/remote.h. */
+/* A store on a shared store: store_new_remote(), in redis/redis.h. */
 
 /* Is @s a mirror of a shared store?  (A daemon's SIGTERM then does not
  * drain it: other mounts use it.) */

@@ -81,7 +81,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "store/remote.h"
+#include "redis/redis.h"
 #include "store/store.h"
 
 #define NT 2

@@ -29,7 +29,7 @@
  * Last, store_check_all() runs concurrently with the workload: it takes
  * every lock in order, so it must see a consistent store; and the event
  * stream of a workload of every transition replays to the store it left.
- * And a mirror of the shared store (store/mirror.c): what it applied of
+ * And a mirror of the shared store (redis/apply.c): what it applied of
  * the root log is read by transitions waiting for their outcome while
  * the follower applies more.
  *
@@ -52,7 +52,7 @@
 #include <time.h>
 
 #include "fs/inode.h"
-#include "store/mirror.h"
+#include "redis/mirror.h"
 #include "store/store.h"
 #include "tests/unit/unit.h"
 

@@ -194,7 +194,7 @@ static void test_overwritten_is_overflow(void **state)
 	evlog_free(l);
 }
 
-/* The end of the store instance, as store/follow.c appends it. */
+/* The end of the store instance, as redis/follow.c appends it. */
 static void append_end(struct evlog *l)
 {
 	struct evlog_entry e = {

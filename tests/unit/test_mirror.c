@@ -1,5 +1,5 @@
 /*
- * test_mirror.c - a mirror (store/mirror.c, mirror_index.c,
+ * test_mirror.c - a mirror (redis/apply.c, mirror_index.c,
  * mirror_load.c) against the embedded store: the same operations made
  * by the embedded store (store.h) and by the shared store's Functions
  * library on a real redis-server (FCALL), whose log entries a mirror
@@ -32,8 +32,8 @@
 #include <hiredis/hiredis.h>
 #include <malloc.h>
 
-#include "store/mirror.h"
-#include "store/statefs_lua.h"
+#include "redis/mirror.h"
+#include "redis/statefs_lua.h"
 #include "store/store.h"
 
 #define META "statefs:{statefs}:meta"

@@ -1,5 +1,5 @@
 /*
- * test_rconn.c - the Redis transport (store/rconn.c) against real
+ * test_rconn.c - the Redis transport (redis/conn.c) against real
  * redis-server processes: connecting over a unix socket and TCP, AUTH
  * with the default user and an ACL user, refused credentials, a command
  * bounded by its budget while the server is stopped (SIGSTOP), reconnects
@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include "layout/layout.h"
-#include "store/rconn.h"
+#include "redis/conn.h"
 
 #define REDIS_SERVER "/usr/bin/redis-server"
 #define MAXPROC 8

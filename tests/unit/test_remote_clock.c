@@ -1,6 +1,6 @@
 /*
  * test_remote_clock.c - the clock and expiry of a mount on a shared store
- * (store/remote_clock.c), a real mount (store_new_remote) on a real
+ * (redis/clock.c), a real mount (store_new_remote) on a real
  * redis-server: a move of the store's clock removes what is due in
  * every tenant, however many the store has; a pass of the reaper
  * removes at most its budget.
@@ -29,7 +29,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "store/remote.h"
+#include "redis/redis.h"
 #include "store/store.h"
 
 #define META "statefs:{statefs}:meta"

@@ -1,6 +1,6 @@
 /*
  * test_remote_ops.c - the transitions of a mount on a shared store
- * (store/remote_ops.c) and their waits (store/remote_call.c), a real
+ * (redis/ops.c) and their waits (redis/call.c), a real
  * mount (store_new_remote) on a real redis-server, against changes
  * another mount makes at the same time: whatever a transition answers,
  * the mount's own reads agree with it at once (read-your-writes),
@@ -33,7 +33,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "store/remote.h"
+#include "redis/redis.h"
 #include "store/store.h"
 
 #define META "statefs:{statefs}:meta"

@@ -6,7 +6,7 @@
  * What it owns
  * ------------
  * Nothing that lasts.  A mount whose position fell off a tenant's log
- * (store/follow.c) has lost the entries of a gap, and with them what
+ * (redis/follow.c) has lost the entries of a gap, and with them what
  * each said; the dump says what the tenant is now.  A node is one
  * incarnation of a name for as long as it lives, and the shared store
  * never gives its inode number to another: so a node of the copy whose
@@ -56,7 +56,7 @@
  * mirror's lock only inside index_get and index_put.
  */
 #include "store/internal.h"
-#include "store/mirror.h"
+#include "redis/mirror.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -5,15 +5,15 @@
  * The design
  * ----------
  * One interface, two authorities.  fs/ calls store.h whatever the store
- * is.  A store made by store_new_remote() is a mirror (store/mirror.c):
+ * is.  A store made by store_new_remote() is a mirror (redis/apply.c):
  * the embedded store's own structures, changed only by applying the
  * shared store's log entries in seq order.  Each transition of store.h
  * dispatches in its first two lines: the embedded store runs its own
  * code; a mirror calls the function of statefs's Functions library that
- * makes that transition (store/statefs.lua, whose opening essay is the
+ * makes that transition (redis/statefs.lua, whose opening essay is the
  * contract between Redis and the mount: keys, calling convention,
  * outcomes, entries), here, through the connection pool
- * (store/rconn.c).  Redis makes every check, in the embedded store's
+ * (redis/conn.c).  Redis makes every check, in the embedded store's
  * order, and decides every number; the mount never reads, checks and
  * writes from the client.  Each call carries an operation id (this
  * mount's id, a counter: MOUNT:N; a retry after a lost reply applies it
@@ -29,7 +29,7 @@
  * stage reads, snapshots, leases, names, events) are the mirror's,
  * unchanged.
  *
- * The follower (store/follow.c) is one thread with one dedicated
+ * The follower (redis/follow.c) is one thread with one dedicated
  * connection, blocked in XREAD on the root log and every followed
  * tenant's log; it applies each entry in order, reloads a tenant from
  * sfs_dump when its position fell off a trimmed log (a gap) or the
@@ -63,25 +63,25 @@
  *
  * Failure: rconn retries within store_timeout; a mutation that got no
  * reply in time is fenced (sfs_fence: its recorded outcome, or a
- * refusal recorded so that it never runs; store/remote_call.c), so it
+ * refusal recorded so that it never runs; redis/call.c), so it
  * returns what it did, or -EIO and did not happen.  .stats says "store
  * connected" or "disconnected".  A key of the store that is not as
  * statefs made it (outcome EDAMAGED KEY: nothing was written; or an
  * ESTALE for a node the mirror, caught up, still shows: settle_node)
  * is -EIO, counted (.stats store_damaged) and logged once
- * (remote_damaged_key, store/remote_call.c); the follower leaves a
- * tenant's log of another type out until it is mended (store/follow.c).
+ * (remote_damaged_key, redis/call.c); the follower leaves a
+ * tenant's log of another type out until it is mended (redis/follow.c).
  *
  * What it owns
  * ------------
  * Here: the transitions, each a call of the library's function and an
  * answer from the mirror.  The shared store's other files: the calling
  * convention, outcomes and the wait for the follower
- * (store/remote_call.c); the clock estimate and expiry
- * (store/remote_clock.c); start, stop, a new instance's init and load,
- * .stats (store/remote_start.c); the follower (store/follow.c); the
- * mirror (store/mirror.c, store/mirror_index.c, store/mirror_load.c).
- * What they share, struct remote (store/shared.h): the configuration,
+ * (redis/call.c); the clock estimate and expiry
+ * (redis/clock.c); start, stop, a new instance's init and load,
+ * .stats (redis/start.c); the follower (redis/follow.c); the
+ * mirror (redis/apply.c, redis/index.c, redis/load.c).
+ * What they share, struct remote (redis/internal.h): the configuration,
  * the pool, this mount's id and operation counter, the clock estimate,
  * the instance, and the follower's state.
  *
@@ -96,8 +96,8 @@
  * store's locks in their order, and then broadcasts remote->applied.
  */
 #include "store/internal.h"
-#include "store/mirror.h"
-#include "store/shared.h"
+#include "redis/mirror.h"
+#include "redis/internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -12,7 +12,7 @@
  * whatever the store's clock, a lower bound of the server's real time
  * (remote->real_off_ms, real_at_ms: from the replies off testclock, from
  * TIME when the latest is stale), which mutations' deadlines are on
- * (store/remote_call.c).  A mirror
+ * (redis/call.c).  A mirror
  * expires nothing by itself: when its deadline heap says something is
  * due (or a drain runs), store_expire() asks Redis (sfs_expire of each
  * tenant that has a lease due or a drain running, as the mirror shows
@@ -25,11 +25,11 @@
  * The clock is read on any thread, without a lock; the real time's
  * sample under remote->lock (LOCK_REMOTE, held alone).  Expiry runs on the
  * store's reaper thread (store/reaper.c) and after a .clock write; each
- * call and each wait as store/remote_call.c says, no store lock held.
+ * call and each wait as redis/call.c says, no store lock held.
  */
 #include "store/internal.h"
-#include "store/mirror.h"
-#include "store/shared.h"
+#include "redis/mirror.h"
+#include "redis/internal.h"
 
 #include <errno.h>
 

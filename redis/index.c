@@ -26,7 +26,7 @@
  * applied (mirror_apply): ids are given in order, so an id at or below
  * the highest followed that is no longer in the table has gone.
  *
- * The mirror's own state (struct mirror, store/mirror.h) is made here
+ * The mirror's own state (struct mirror, redis/mirror.h) is made here
  * (mirror_attach), emptied for a new store instance (mirror_reset) and
  * freed with the store (mirror_free).
  *
@@ -35,12 +35,12 @@
  * mirror->lock (LOCK_MIRROR, a leaf) guards the index and the tenant
  * table, held only to look up or change them, never across a
  * transition; a reference is dropped after it is let go.  The applying
- * thread (store/mirror.c, store/mirror_load.c) changes them;
+ * thread (redis/apply.c, redis/load.c) changes them;
  * transitions, on their callers' threads, look them up (a tenant's id,
  * a node by the shared store's number, what was applied).
  */
 #include "store/internal.h"
-#include "store/mirror.h"
+#include "redis/mirror.h"
 
 #include <errno.h>
 

@@ -1,7 +1,7 @@
 /*
  * mirror_load.c - a mirror's tenant loaded from the shared store's dump
  * (sfs_dump): at start, after a gap or an entry the mirror could not
- * apply, and for a new store instance (store/follow.c).
+ * apply, and for a new store instance (redis/follow.c).
  *
  * What it owns
  * ------------
@@ -10,15 +10,15 @@
  * context with quiet set: no .events line), each node with the shared
  * store's inode number; sets what the dump says of each (owner, mode,
  * times, lease, generation, version, content); and puts each in the
- * index (store/mirror_index.c).  A tenant the mirror holds already
+ * index (redis/index.c).  A tenant the mirror holds already
  * gives its readers one "overflow" line (the lines of the gap are not
  * known); when the dump is of the same incarnation of it, the copy is
- * made the dump by the difference (store/mirror_diff.c: the nodes that
+ * made the dump by the difference (redis/diff.c: the nodes that
  * live on are kept, and the watchers see what changed); else, or when
  * that fails, it is replaced whole and every node of the old copy dies.
  * A load that fails leaves the tenant unloaded and its seq where it
  * was, so the follower's next entry of it reloads it.  The dump's
- * readers (dump_*) serve store/mirror_diff.c too.
+ * readers (dump_*) serve redis/diff.c too.
  *
  * Threads and locks
  * -----------------
@@ -30,7 +30,7 @@
  * entry in the table.
  */
 #include "store/internal.h"
-#include "store/mirror.h"
+#include "redis/mirror.h"
 
 #include <errno.h>
 
@@ -404,7 +404,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 		event_hook_run(s);
 	}
 	/* The same incarnation of the tenant: its copy becomes the dump
-	 * by the difference (store/mirror_diff.c), keeping every node that
+	 * by the difference (redis/diff.c), keeping every node that
 	 * lives on; when that fails, it is replaced whole. */
 	if (old && !is_dead(&old->node) &&
 	    old->node.ino == ino + m->ino_offset &&

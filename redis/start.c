@@ -8,7 +8,7 @@
  *
  * What it owns
  * ------------
- * The making and freeing of struct remote (store/shared.h), and the
+ * The making and freeing of struct remote (redis/internal.h), and the
  * library version this mount speaks.
  *
  * Threads and locks
@@ -20,16 +20,16 @@
  * asked on any thread, no store lock held across the call.
  */
 #include "store/internal.h"
-#include "store/mirror.h"
-#include "store/shared.h"
-#include "store/statefs_lua.h"
+#include "redis/mirror.h"
+#include "redis/internal.h"
+#include "redis/statefs_lua.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <sys/random.h>
 #include <unistd.h>
 
-/* The library version this mount speaks (store/statefs.lua). */
+/* The library version this mount speaks (redis/statefs.lua). */
 #define LIBVERSION 4
 #define POOL_SIZE 8
 

@@ -2,8 +2,8 @@
  * follow.c - the follower of a mirror: one thread, one dedicated
  * connection, blocked in XREAD on the store's root log and the log of
  * every tenant it follows, applying each entry to the mirror in order
- * (store/mirror.c), then waking the transitions that wait for their
- * outcome's seq (store/remote_call.c).
+ * (redis/apply.c), then waking the transitions that wait for their
+ * outcome's seq (redis/call.c).
  *
  * What it owns
  * ------------
@@ -16,7 +16,7 @@
  * past it: checked every BLOCK_MS), an entry the mirror could not
  * apply, or a missing stream, reloads that tenant from sfs_dump
  * (mirror_load_tenant: an overflow line for its readers, the copy
- * changed by the difference, store/mirror_diff.c: the nodes that live
+ * changed by the difference, redis/diff.c: the nodes that live
  * on kept, the difference echoed for inotify) and continues from the
  * dump's last id.  An ESTALEINST (the store's instance changed: Redis
  * lost its data or failed over to another history), seen here or by a
@@ -32,8 +32,8 @@
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include "store/internal.h"
-#include "store/mirror.h"
-#include "store/shared.h"
+#include "redis/mirror.h"
+#include "redis/internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

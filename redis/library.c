@@ -1,7 +1,7 @@
 /*
  * rconn_lib.c - statefs's Functions library on the shared store:
  * rconn_library_ensure (contract in rconn.h), made of commands through
- * the pool (store/rconn.c), so it owns nothing and takes no lock of its
+ * the pool (redis/conn.c), so it owns nothing and takes no lock of its
  * own; every call may wait on the network, no store lock held.
  */
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/rconn.h"
+#include "redis/conn.h"
 
 /* Longest text of a failure kept for messages (rconn.c's). */
 #define WHY_MAX 256

@@ -1,6 +1,6 @@
 /*
  * statefs_lua.h - the shared store's Redis Functions library
- * (store/statefs.lua, whose opening essay is its contract), built into
+ * (redis/statefs.lua, whose opening essay is its contract), built into
  * the program: the Makefile turns the file into build/gen/statefs_lua.c,
  * so a mount installs exactly the library its code was written against.
  */

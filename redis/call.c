@@ -4,28 +4,28 @@
  * when its reply did not come in time), and the wait until
  * this mount's mirror has applied what the outcome says
  * (read-your-writes); store_sync(), that wait for every log.  The design
- * is told at the top of store/remote_ops.c; the convention itself (keys,
- * common arguments, outcomes) at the top of store/statefs.lua.
+ * is told at the top of redis/ops.c; the convention itself (keys,
+ * common arguments, outcomes) at the top of redis/statefs.lua.
  *
  * What it owns
  * ------------
- * Nothing that lasts: it reads struct remote (store/shared.h) and
+ * Nothing that lasts: it reads struct remote (redis/internal.h) and
  * advances its operation counter.  An outcome's now_ms feeds the clock
- * estimate (store/remote_clock.c); an ESTALEINST sets remote->reinit,
- * which the follower acts on (store/follow.c).
+ * estimate (redis/clock.c); an ESTALEINST sets remote->reinit,
+ * which the follower acts on (redis/follow.c).
  *
  * Threads and locks
  * -----------------
  * Any caller's thread, with no store lock held: a call waits on the
- * network (store/rconn.c bounds it by store_timeout); a wait for the
+ * network (redis/conn.c bounds it by store_timeout); a wait for the
  * follower sleeps on remote->applied under remote->lock (LOCK_REMOTE,
  * held alone), woken after each batch the follower applies, and ends
  * within store_timeout and a second.  remote->lock is let go before the
  * mirror's lock is taken to read what was applied.
  */
 #include "store/internal.h"
-#include "store/mirror.h"
-#include "store/shared.h"
+#include "redis/mirror.h"
+#include "redis/internal.h"
 
 #include <errno.h>
 #include <inttypes.h>

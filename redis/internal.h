@@ -1,10 +1,10 @@
 /*
  * shared.h - a store with the shared store behind it: what its files
- * share (the transitions, store/remote_ops.c; the calling convention,
- * store/remote_call.c; the clock and expiry, store/remote_clock.c; start
- * and stop, store/remote_start.c; the follower, store/follow.c), their
+ * share (the transitions, redis/ops.c; the calling convention,
+ * redis/call.c; the clock and expiry, redis/clock.c; start
+ * and stop, redis/start.c; the follower, redis/follow.c), their
  * functions grouped by the file that defines them.  Private to store/;
- * the design is told at the top of store/remote_ops.c.
+ * the design is told at the top of redis/ops.c.
  */
 #ifndef STATEFS_STORE_SHARED_H
 #define STATEFS_STORE_SHARED_H
@@ -16,8 +16,8 @@
 
 #include <hiredis/hiredis.h>
 
-#include "store/rconn.h"
-#include "store/remote.h"
+#include "redis/conn.h"
+#include "redis/redis.h"
 #include "store/store.h"
 
 /* A tenant log the follower reads: its tenant id and last entry id. */
@@ -52,7 +52,7 @@ struct remote {
 	atomic_uint_fast64_t floor_ms;
 
 	/* The server's real time (TIME), which a mutation's deadline is
-	 * on whatever the store's clock (store/remote_clock.c): TIME in ms
+	 * on whatever the store's clock (redis/clock.c): TIME in ms
 	 * minus the local CLOCK_MONOTONIC ms when it was received, and
 	 * when that was; 0, 0 before the first.  Under lock. */
 	int64_t real_off_ms;
@@ -74,7 +74,7 @@ struct remote {
 	atomic_bool damaged_seen;      /* damaged_key is set */
 	atomic_uint_fast64_t damaged;  /* calls refused as damaged */
 
-	/* The follower (store/follow.c): its thread, its connection, its
+	/* The follower (redis/follow.c): its thread, its connection, its
 	 * positions (its own), whether it runs. */
 	pthread_t thread;
 	bool running;
@@ -87,7 +87,7 @@ struct remote {
 	struct follow_ix *ix;          /* tid -> its place in pos */
 };
 
-/* store/remote_call.c */
+/* redis/call.c */
 
 /* Key @key of the store is not as statefs made it, found by @fn: count
  * it (.stats store_damaged), log it once until a mutation succeeds;
@@ -177,13 +177,13 @@ bool tkey(struct store *s, struct store_node *t, uint64_t *tid,
  * NULL when memory ran out. */
 uint64_t *remote_tenants(struct store *s, size_t *n);
 
-/* store/remote_ops.c */
+/* redis/ops.c */
 
 /* The tenant node state @c belongs to (its links' parents'), with a
  * reference, or NULL when it has no link (takes its stripe). */
 struct store_node *remote_state_tenant(struct store *s, struct child *c);
 
-/* store/remote_clock.c */
+/* redis/clock.c */
 
 /* Local CLOCK_MONOTONIC in ms. */
 uint64_t mono_ms(void);
@@ -216,7 +216,7 @@ int remote_real_ms(struct store *s, uint64_t *real_ms);
 #define REAL_SAMPLE_MAX_MS 10000
 #define REAL_ERROR_MS 25
 
-/* store/remote_start.c */
+/* redis/start.c */
 
 /* Install this mount's Functions library when the store lacks it (a
  * Redis that lost its data lost its functions too).  0 or -errno
@@ -231,7 +231,7 @@ int remote_reinit(struct store *s);
  * new instance).  0 or -errno. */
 int remote_load_all(struct store *s);
 
-/* store/follow.c */
+/* redis/follow.c */
 
 /* The follower: start it (0 or -errno), stop it (no-op when stopped). */
 int follow_start(struct store *s);

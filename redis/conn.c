@@ -81,7 +81,7 @@
 #include <time.h>
 
 #include "store/internal.h"
-#include "store/rconn.h"
+#include "redis/conn.h"
 
 /* Longest text of a failure kept for messages. */
 #define WHY_MAX 256

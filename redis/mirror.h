@@ -1,14 +1,14 @@
 /*
  * mirror.h - a mirror: the embedded store's structures changed only by
  * the shared store's log entries.  Private to store/: a mirror's files
- * (store/mirror.c applies entries, store/mirror_index.c keeps the index
- * and the tenants followed, store/mirror_load.c loads dumps and
- * store/mirror_diff.c applies one as a difference), the shared
- * store's transitions and follower (store/remote_*.c, store/follow.c)
+ * (redis/apply.c applies entries, redis/index.c keeps the index
+ * and the tenants followed, redis/load.c loads dumps and
+ * redis/diff.c applies one as a difference), the shared
+ * store's transitions and follower (store/remote_*.c, redis/follow.c)
  * and the tests use it; fs/ sees store.h only.
  *
  * Entries and dumps come as hiredis replies, as XREAD and sfs_dump give
- * them (store/statefs.lua's essay says every field).  Every function
+ * them (redis/statefs.lua's essay says every field).  Every function
  * returns 0 or -errno; none may be called with a store lock held.
  */
 #ifndef STATEFS_STORE_MIRROR_H
@@ -57,7 +57,7 @@ struct mirror {
 	char by[64];                   /* immutable: this mount's id */
 };
 
-/* store/mirror.c */
+/* redis/apply.c */
 
 /* One log entry, parsed: the common fields and the reply's name/value
  * array for the rest (borrowed: valid while the reply is). */
@@ -87,7 +87,7 @@ int mirror_apply(struct store *s, uint64_t tid, const struct mentry *e);
 bool dec_u64(const char *s, uint64_t *v);
 bool dec_i64(const char *s, int64_t *v);
 
-/* store/mirror_index.c */
+/* redis/index.c */
 
 /*
  * Make @s (new, empty, not used yet) a mirror: its transitions enforce no
@@ -160,7 +160,7 @@ struct mtenant *mt_find_locked(struct mirror *m, uint64_t tid);
  * copy), which learns its id (mirror->lock held). */
 void mt_set_locked(struct mirror *m, struct mtenant *mt, struct tenant *t);
 
-/* store/mirror_load.c */
+/* redis/load.c */
 
 /*
  * Load tenant @tid from @dump, the reply of sfs_dump for it (OK now seq
@@ -197,7 +197,7 @@ int dump_lease(struct store *s, struct store_node *n, const redisReply *r);
 void dump_drain(struct store *s, struct tenant *t, const redisReply *T);
 int dump_tombs(struct store *s, struct tenant *t, const redisReply *tombs);
 
-/* store/mirror_diff.c */
+/* redis/diff.c */
 
 /*
  * Make tenant @t, which the mirror holds, what @dump (of the same

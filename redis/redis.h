@@ -1,7 +1,7 @@
 /*
  * remote.h - where a shared store lives and how to reach it: the
  * -o store* mount options, parsed by layout/ (layout_remote_option) and
- * taken by store/rconn.c, which connects to it.
+ * taken by redis/conn.c, which connects to it.
  *
  * A plain value type with fixed-size fields, so it is copied, compared
  * and wiped as a whole and a refused option can leave it byte-identical.

@@ -5,7 +5,7 @@
  *
  * A pool of connections for the threads that serve requests, dedicated
  * connections for blocking readers (XREAD BLOCK), and the loading of
- * statefs's Functions library (store/rconn_lib.c).  Every call is bounded by a time budget
+ * statefs's Functions library (redis/library.c).  Every call is bounded by a time budget
  * and reconnects (re-discovering the primary through the Sentinels) while
  * the budget lasts.  The design, the locks and the failure classes are at
  * the top of rconn.c.
@@ -25,7 +25,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "store/remote.h"
+#include "redis/redis.h"
 
 struct rconn;
 struct rconn_pool;

@@ -5,7 +5,7 @@
  *
  * What it owns
  * ------------
- * A mirror decides nothing.  Redis decided (store/statefs.lua: every
+ * A mirror decides nothing.  Redis decided (redis/statefs.lua: every
  * check, every number); an entry says what changed, with every number
  * it needs.  The mirror applies it with the embedded store's own
  * transitions (do_create, parent_leave, child_expire, ...: the same
@@ -26,22 +26,22 @@
  *
  * Here: an entry parsed, and each kind applied.  The index of nodes by
  * the shared store's inode number and the tenants followed are
- * store/mirror_index.c's; loading a tenant from its dump is
- * store/mirror_load.c's; the structures of the three are in
- * store/mirror.h.
+ * redis/index.c's; loading a tenant from its dump is
+ * redis/load.c's; the structures of the three are in
+ * redis/mirror.h.
  *
  * Locks
  * -----
  * Applying an entry runs the embedded transitions, which take their own
  * locks (the world lock shared, then the tenant's, the bucket's, the
  * stripe...); a drain's clear holds the world lock exclusive.  The
- * mirror's lock (LOCK_MIRROR, store/mirror_index.c) is taken only to
+ * mirror's lock (LOCK_MIRROR, redis/index.c) is taken only to
  * look up or change the index and the tenants, never across a
- * transition.  One thread applies (the follower, store/follow.c, or a
+ * transition.  One thread applies (the follower, redis/follow.c, or a
  * test); readers use the hierarchy as they always do.
  */
 #include "store/internal.h"
-#include "store/mirror.h"
+#include "redis/mirror.h"
 
 #include <errno.h>
 #include <inttypes.h>

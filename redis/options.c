@@ -2,14 +2,14 @@
  * remote.c - the value helpers of struct store_remote (remote.h): its
  * defaults and how it is named in messages.
  *
- * Pure functions, no state and no locks; kept apart from store/rconn.c
+ * Pure functions, no state and no locks; kept apart from redis/conn.c
  * so that layout/ and everything linking it need no Redis client.
  */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "store/remote.h"
+#include "redis/redis.h"
 
 void store_remote_default(struct store_remote *r)
 {
