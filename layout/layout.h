@@ -3,7 +3,10 @@
  * store, the formats of the special files, and the mount options.
  *
  * Pure functions over strings and store value types: nothing here takes a
- * lock or keeps state, so everything is unit-tested directly.
+ * lock or keeps state, so everything is unit-tested directly.  layout.c
+ * holds the tables, names, formats and options; parse.c the numbers and
+ * durations every other file parses with; store_options.c the shared
+ * store's mount options.
  *
  * The tree has a fixed depth: root (0) / tenant (1) / parent (2) /
  * child (3).  In the root and the tenants, names that begin with '.' are
@@ -234,7 +237,7 @@ int layout_source(const char *source, char *opt, size_t optcap, char *err,
 		  size_t errlen);
 
 /*
- * Number parsing shared by options and control files.
+ * Number parsing shared by options and control files (layout/parse.c).
  * layout_parse_u64: a decimal integer, no sign, no junk, no overflow.
  * layout_parse_seconds: a duration in seconds, "30" or "1.5" (at most
  * millisecond precision), into milliseconds, at most
@@ -244,7 +247,7 @@ int layout_source(const char *source, char *opt, size_t optcap, char *err,
 int layout_parse_u64(const char *s, uint64_t *out);
 int layout_parse_seconds(const char *s, uint64_t *ms);
 
-/* Shared store options (layout/remote.c) -------------------------------- */
+/* Shared store options (layout/store_options.c) ------------------------- */
 
 /*
  * Apply one shared store option to @r: store=URL (redis://HOST:PORT,

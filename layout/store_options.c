@@ -1,5 +1,5 @@
 /*
- * remote.c - the shared store mount options: where the Redis primary is
+ * store_options.c - the shared store mount options: where the Redis primary is
  * (store=URL), how to authenticate (store_user, store_password_file),
  * which keys are this store's (store_prefix), how long an operation waits
  * (store_timeout) and whose limits count (store_limits).

@@ -1,6 +1,6 @@
 /*
  * test_remote_options.c - unit tests of the shared store options
- * (layout/remote.c): store=URL in its three forms, the sentinel list
+ * (layout/store_options.c): store=URL in its three forms, the sentinel list
  * that FUSE splits at commas, store_user, store_password_file (read at
  * finish), store_prefix, store_timeout, store_limits, the one-line
  * refusals that name the option, and --help.
