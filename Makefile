@@ -24,6 +24,9 @@ B       := build
 STORE_SRC  := $(wildcard store/*.c)
 REDIS_SRC  := $(wildcard redis/*.c) $(B)/gen/statefs_lua.c
 LAYOUT_SRC := $(wildcard layout/*.c)
+# lib/: what every layer may use and that uses none of them (lib/text.c,
+# the snprintf-style appender); it goes with the core, wherever store/ goes.
+COMMON_SRC := $(wildcard lib/*.c)
 FS_SRC     := $(wildcard fs/*.c)
 
 # Each source is compiled once per flavour into build/obj/FLAVOUR/, with
@@ -42,7 +45,7 @@ TSAN := -O1 -g -fsanitize=thread -DSTORE_FAULTS -DSTORE_LOCKCHECK
 BASE := -std=gnu11 $(WARN) -pthread -I. -MMD -MP
 
 obj = $(patsubst %.c,$(B)/obj/$(1)/%.o,$(2))
-LIB_SRC := $(STORE_SRC) $(REDIS_SRC) $(LAYOUT_SRC)
+LIB_SRC := $(STORE_SRC) $(COMMON_SRC) $(REDIS_SRC) $(LAYOUT_SRC)
 
 $(B)/obj/rel/%.o: %.c
 	@mkdir -p $(@D)
@@ -139,13 +142,13 @@ $(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call obj,asan,$(LIB_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
-$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress_store.c fs/inode.c $(STORE_SRC) $(REDIS_SRC))
+$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress_store.c fs/inode.c $(STORE_SRC) $(COMMON_SRC) $(REDIS_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
 # A mount on a shared store runs its follower beside the callers'
 # threads: its test runs under TSan too.
-$(B)/unit/test_remote_ops.tsan: $(call obj,tsan,tests/unit/test_remote_ops.c $(STORE_SRC) $(REDIS_SRC))
+$(B)/unit/test_remote_ops.tsan: $(call obj,tsan,tests/unit/test_remote_ops.c $(STORE_SRC) $(COMMON_SRC) $(REDIS_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
@@ -174,7 +177,7 @@ clean:
 
 # Snapshot stall benchmark: 1,000,000 children, admissions timed while
 # store_snapshot_take() runs (scripts/bench/snapshot_stall.c).
-$(B)/bench/snapshot_stall: $(call obj,rel,scripts/bench/snapshot_stall.c $(STORE_SRC) $(REDIS_SRC))
+$(B)/bench/snapshot_stall: $(call obj,rel,scripts/bench/snapshot_stall.c $(STORE_SRC) $(COMMON_SRC) $(REDIS_SRC))
 	@mkdir -p $(B)/bench
 	$(CC) $(CFLAGS) -o $@ $^ $(HIREDIS_LIBS)
 

@@ -18,12 +18,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "layout/layout.h"
+#include "lib/text.h"
 
 /* Names ------------------------------------------------------------------ */
 
@@ -267,34 +267,9 @@ size_t layout_format_drain(char *buf, size_t cap, enum store_state st,
 
 /* .stats ------------------------------------------------------------------ */
 
-/* snprintf-style appender: counts what the whole text needs. */
-struct text {
-	char *buf;
-	size_t cap;
-	size_t len;
-};
-
-static void put(struct text *t, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void put(struct text *t, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	if (t->len < t->cap)
-		n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-	else
-		n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		t->len += (size_t)n;
-}
-
 static void put_u64(struct text *t, const char *key, uint64_t v)
 {
-	put(t, "%s %" PRIu64 "\n", key, v);
+	text_put(t, "%s %" PRIu64 "\n", key, v);
 }
 
 /* Named in enum store_refusal order. */
@@ -325,24 +300,21 @@ static void put_tenant_shares(struct text *t, const struct store_limits *l)
 size_t layout_format_stats(char *buf, size_t cap,
 			   const struct layout_stats_view *v)
 {
-	struct text t = { buf, cap, 0 };
+	struct text t = text_start(buf, cap);
 	const struct store_stats *s = &v->stats;
 	const struct store_limits *l = v->limits;
 
-	if (cap > 0)
-		buf[0] = '\0';
-
-	put(&t, "instance %016" PRIx64 "\n", v->instance);
+	text_put(&t, "instance %016" PRIx64 "\n", v->instance);
 	if (!v->tenant)
 		put_u64(&t, "pid", v->pid); /* whom to send SIGTERM */
-	put(&t, "state %s\n", layout_state_name(v->state));
-	put(&t, "store %s\n", v->link == STORE_LINK_CONNECTED ? "connected" :
+	text_put(&t, "state %s\n", layout_state_name(v->state));
+	text_put(&t, "store %s\n", v->link == STORE_LINK_CONNECTED ? "connected" :
 	    v->link == STORE_LINK_DISCONNECTED ? "disconnected" : "embedded");
 	if (v->link != STORE_LINK_EMBEDDED)
 		put_u64(&t, "store_damaged", s->damaged);
 	put_u64(&t, "uptime_ms", v->uptime_ms);
 	if (v->tenant)
-		put(&t, "tenant %s\n", v->tenant);
+		text_put(&t, "tenant %s\n", v->tenant);
 
 	put_u64(&t, "tenants", s->tenants);
 	put_u64(&t, "parents", s->parents);
