@@ -58,6 +58,77 @@ if [ -n "$bad" ]; then
 	done <<<"$bad"
 fi
 
+# includes_outside DIR "HEADERS" FILE...: each include in FILE... of a
+# header of DIR/ that is not one of HEADERS, as "FILE:LINE: includes H";
+# store/store_test.h counts as one of them inside an #if of STORE_FAULTS.
+includes_outside() {
+	local dir=$1 ok=$2
+	shift 2
+	awk -v dir="$dir" -v ok=" $ok " '
+		FNR == 1 { depth = 0 }
+		/^[ \t]*#[ \t]*if/ {
+			depth++
+			faults[depth] = $0 ~ /STORE_FAULTS/
+		}
+		/^[ \t]*#[ \t]*endif/ { depth-- }
+		/^[ \t]*#[ \t]*include[ \t]*"/ {
+			h = $0
+			sub(/^[^"]*"/, "", h)
+			sub(/".*/, "", h)
+			if (index(h, dir "/") != 1 || index(ok, " " h " "))
+				next
+			in_faults = 0
+			for (i = 1; i <= depth; i++)
+				if (faults[i])
+					in_faults = 1
+			if (h == "store/store_test.h" && in_faults)
+				next
+			printf "%s:%d: includes %s\n", FILENAME, FNR, h
+		}' "$@"
+}
+
+# 1b. The core names no engine: nothing in store/ includes a header of
+# redis/ or of hiredis.  The embedded store is every engine's mirror; an
+# engine reaches it through store/store.h and store/engine.h, never the
+# other way.
+bad=$(grep -Hn '^[[:space:]]*#[[:space:]]*include[[:space:]]*["<]\(redis/\|hiredis\)' \
+	store/*.[ch] | cut -d: -f1,2)
+if [ -n "$bad" ]; then
+	while read -r line; do
+		h=$(sed -n "${line#*:}p" "${line%%:*}" | sed 's/^[^"<]*["<]//; s/[">].*//')
+		problem "$line: includes $h: the core includes nothing of an engine"
+	done <<<"$bad"
+fi
+
+# 1c. What redis/ includes of store/: the interface (store/store.h and
+# the store/cred.h it includes), the engine's header (store/engine.h:
+# struct store_ops and the core functions an engine may call), and
+# store/store_test.h inside #ifdef STORE_FAULTS, as for fs/.  The core's
+# private header, store/internal.h, is the core's alone.
+ENGINE_SEES="store/store.h store/cred.h store/engine.h"
+bad=$(includes_outside store "$ENGINE_SEES" redis/*.[ch])
+if [ -n "$bad" ]; then
+	while read -r line; do
+		problem "$line, not the store's interface or engine header"
+	done <<<"$bad"
+fi
+
+# 1d. lib/ sits below every layer: it includes nothing of store/, redis/,
+# layout/ or fs/, and each of its files stays under MAX_LINES.
+bad=$(grep -Hn '^[[:space:]]*#[[:space:]]*include[[:space:]]*"\(store\|redis\|layout\|fs\)/' \
+	lib/*.[ch] | cut -d: -f1,2)
+if [ -n "$bad" ]; then
+	while read -r line; do
+		h=$(sed -n "${line#*:}p" "${line%%:*}" | sed 's/^[^"]*"//; s/".*//')
+		problem "$line: includes $h: lib/ includes nothing of the layers above it"
+	done <<<"$bad"
+fi
+for f in lib/*.[ch]; do
+	n=$(wc -l <"$f")
+	[ "$n" -le "$MAX_LINES" ] ||
+		problem "$f has $n lines (more than $MAX_LINES: split it by mechanism)"
+done
+
 # 2. The structs the interface defines: only the allowed values.
 for s in $(sed -n 's/^struct \(store_[a-z_]*\) {.*/\1/p' $PUBLIC); do
 	case " $(echo $ALLOWED) " in
