@@ -20,7 +20,7 @@ B       := build
 
 # store/ is the interface and the embedded store; redis/ the shared
 # store's engine on Redis: its mirror, transport and Functions library
-# (redis/statefs.lua as C data, build/gen/statefs_lua.c, below).
+# (redis/lua/contract.lua as C data, build/gen/statefs_lua.c, below).
 STORE_SRC  := $(wildcard store/*.c)
 REDIS_SRC  := $(wildcard redis/*.c) $(B)/gen/statefs_lua.c
 LAYOUT_SRC := $(wildcard layout/*.c)
@@ -58,13 +58,13 @@ $(B)/obj/tsan/%.o: %.c
 # Objects are kept between builds, not removed as intermediates.
 .SECONDARY:
 
-# The shared store's Redis Functions library, redis/statefs.lua, as C
+# The shared store's Redis Functions library, redis/lua/contract.lua, as C
 # data (redis/statefs_lua.h): each byte becomes a 0xNN initializer (od
 # and sed, nothing more), then a NUL.  Compiled per flavour like any
 # source, as build/obj/FLAVOUR/build/gen/statefs_lua.o.
-$(B)/gen/statefs_lua.c: redis/statefs.lua
+$(B)/gen/statefs_lua.c: redis/lua/contract.lua
 	@mkdir -p $(@D)
-	{ echo '/* Made from redis/statefs.lua by the Makefile: do not edit. */'; \
+	{ echo '/* Made from redis/lua/contract.lua by the Makefile: do not edit. */'; \
 	  echo '#include "redis/statefs_lua.h"'; \
 	  echo 'const char store_statefs_lua[] = {'; \
 	  od -An -v -tx1 $< | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \

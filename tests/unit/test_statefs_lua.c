@@ -1,13 +1,13 @@
 /*
  * test_statefs_lua.c - the shared store's Redis Functions library as the
  * program carries it (redis/statefs_lua.h, made by the Makefile from
- * redis/statefs.lua): the same bytes as the source, loadable as is, and
+ * redis/lua/contract.lua): the same bytes as the source, loadable as is, and
  * in step with the embedded store's numbers (limit defaults, special
  * inode slots).  What the functions do is tested against a real
  * redis-server by tests/bats/redis_functions.bats.
  *
  * Run from the project root (make test does): the source is read from
- * redis/statefs.lua.
+ * redis/lua/contract.lua.
  */
 #include "tests/unit/unit.h"
 
@@ -19,7 +19,7 @@
 #include "redis/statefs_lua.h"
 #include "store/store.h"
 
-#define SOURCE "redis/statefs.lua"
+#define SOURCE "redis/lua/contract.lua"
 
 /* The whole of @path, NUL-terminated, its length in *@len; NULL if it
  * cannot be read. */
