@@ -20,7 +20,7 @@ B       := build
 
 # store/ is the interface and the embedded store; redis/ the shared
 # store's engine on Redis: its mirror, transport and Functions library
-# (redis/statefs.lua as C data, build/gen/statefs_lua.c, below).
+# (redis/lua/*.lua as C data, build/gen/statefs_lua.c, below).
 STORE_SRC  := $(wildcard store/*.c)
 REDIS_SRC  := $(wildcard redis/*.c) $(B)/gen/statefs_lua.c
 LAYOUT_SRC := $(wildcard layout/*.c)
@@ -61,13 +61,28 @@ $(B)/obj/tsan/%.o: %.c
 # Objects are kept between builds, not removed as intermediates.
 .SECONDARY:
 
-# The shared store's Redis Functions library, redis/statefs.lua, as C
-# data (redis/statefs_lua.h): each byte becomes a 0xNN initializer (od
-# and sed, nothing more), then a NUL.  Compiled per flavour like any
-# source, as build/obj/FLAVOUR/build/gen/statefs_lua.o.
-$(B)/gen/statefs_lua.c: redis/statefs.lua
+# The shared store's Redis Functions library: the parts of redis/lua/,
+# in this order, one after the other, make build/gen/statefs.lua, the
+# text FUNCTION LOAD takes (contract.lua, with the `#!lua name=statefs`
+# line, first; each part uses only what the parts before it define:
+# "Files" in contract.lua's essay).  Every part is listed here:
+# tests/unit/test_statefs_lua.c checks that none is left out.
+LUA_SRC := $(addprefix redis/lua/,contract.lua base.lua call.lua \
+	   tomb.lua bucket.lua parent.lua tenant.lua child.lua content.lua \
+	   setattr.lua lease.lua drain.lua reaper.lua store.lua dump.lua \
+	   register.lua)
+
+$(B)/gen/statefs.lua: $(LUA_SRC)
 	@mkdir -p $(@D)
-	{ echo '/* Made from redis/statefs.lua by the Makefile: do not edit. */'; \
+	cat $(LUA_SRC) >$@.tmp
+	mv $@.tmp $@
+
+# That library as C data (redis/statefs_lua.h): each byte becomes a 0xNN
+# initializer (od and sed, nothing more), then a NUL.  Compiled per
+# flavour like any source, as build/obj/FLAVOUR/build/gen/statefs_lua.o.
+$(B)/gen/statefs_lua.c: $(B)/gen/statefs.lua
+	@mkdir -p $(@D)
+	{ echo '/* Made from build/gen/statefs.lua (LUA_SRC) by the Makefile: do not edit. */'; \
 	  echo '#include "redis/statefs_lua.h"'; \
 	  echo 'const char store_statefs_lua[] = {'; \
 	  od -An -v -tx1 $< | sed 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \

@@ -5,7 +5,7 @@
  *
  * What it owns
  * ------------
- * A mirror decides nothing.  Redis decided (redis/statefs.lua: every
+ * A mirror decides nothing.  Redis decided (redis/lua/: every
  * check, every number); an entry says what changed, with every number
  * it needs.  The mirror applies it with the embedded store's own
  * transitions (do_create, parent_leave, child_expire, ...: the same

@@ -5,7 +5,7 @@
  * this mount's mirror has applied what the outcome says
  * (read-your-writes); store_sync(), that wait for every log.  The design
  * is told at the top of redis/ops.c; the convention itself (keys,
- * common arguments, outcomes) at the top of redis/statefs.lua.
+ * common arguments, outcomes) at the top of redis/lua/contract.lua.
  *
  * What it owns
  * ------------

@@ -8,7 +8,7 @@
  * and the tests use it; fs/ sees store.h only.
  *
  * Entries and dumps come as hiredis replies, as XREAD and sfs_dump give
- * them (redis/statefs.lua's essay says every field).  Every function
+ * them (redis/lua/contract.lua's essay says every field).  Every function
  * returns 0 or -errno; none may be called with a store lock held.
  */
 #ifndef STATEFS_STORE_MIRROR_H

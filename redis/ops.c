@@ -10,7 +10,7 @@
  * shared store's log entries in seq order.  Each transition of store.h
  * dispatches in its first two lines: the embedded store runs its own
  * code; a mirror calls the function of statefs's Functions library that
- * makes that transition (redis/statefs.lua, whose opening essay is the
+ * makes that transition (redis/lua/contract.lua, whose opening essay is the
  * contract between Redis and the mount: keys, calling convention,
  * outcomes, entries), here, through the connection pool
  * (redis/conn.c).  Redis makes every check, in the embedded store's

@@ -29,7 +29,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-/* The library version this mount speaks (redis/statefs.lua). */
+/* The library version this mount speaks (redis/lua/contract.lua). */
 #define LIBVERSION 4
 #define POOL_SIZE 8
 

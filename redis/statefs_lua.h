@@ -1,8 +1,10 @@
 /*
- * statefs_lua.h - the shared store's Redis Functions library
- * (redis/statefs.lua, whose opening essay is its contract), built into
- * the program: the Makefile turns the file into build/gen/statefs_lua.c,
- * so a mount installs exactly the library its code was written against.
+ * statefs_lua.h - the shared store's Redis Functions library (the .lua
+ * parts of redis/lua/; the first, contract.lua, opens with the essay that
+ * is its contract), built into the program: the Makefile joins the parts,
+ * in the order of LUA_SRC, into build/gen/statefs.lua and turns that into
+ * build/gen/statefs_lua.c, so a mount installs exactly the library its
+ * code was written against.
  */
 #ifndef STATEFS_STATEFS_LUA_H
 #define STATEFS_STATEFS_LUA_H

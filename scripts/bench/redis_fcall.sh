@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Redis CPU per transition of the shared store's Functions library
-# (redis/statefs.lua): usec_per_call of FCALL from INFO commandstats for
-# sfs_create, sfs_publish and sfs_unlink on a populated tenant.
+# (build/gen/statefs.lua, made of redis/lua/*.lua by `make`): usec_per_call
+# of FCALL from INFO commandstats for sfs_create, sfs_publish and
+# sfs_unlink on a populated tenant.
 #
 #   scripts/bench/redis_fcall.sh [CHILDREN] [CALLS] [ROUNDS]
 #
@@ -56,7 +57,7 @@ R() { redis-cli -s "$dir/r.sock" "$@"; }
 M='statefs:{statefs}:meta'
 T='statefs:{statefs.t1}:t'
 I=0123456789abcdef
-R FUNCTION LOAD REPLACE "$(cat redis/statefs.lua)" >/dev/null
+R FUNCTION LOAD REPLACE "$(cat build/gen/statefs.lua)" >/dev/null
 R FCALL sfs_init 1 "$M" "" "" "" 1 "$I" 0 >/dev/null
 R FCALL sfs_mkdir_tenant 1 "$M" "$I" "" "" bench 0 0 493 >/dev/null
 for p in 0 1 2 3 4 5 6 7 8 9; do

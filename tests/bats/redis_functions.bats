@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # docs/shared-store.md: the shared store's transitions, as the Redis Functions
-# library redis/statefs.lua makes them (its opening essay is the contract
+# library redis/lua/*.lua makes them (contract.lua's essay is the contract
 # these tests hold it to).  Each test starts its own redis-server, loads
 # the library and drives it with redis-cli FCALL: every outcome of every
 # function, in the embedded store's order of checks, the state it leaves
@@ -17,7 +17,7 @@ META='statefs:{statefs}:meta'
 ROOTLOG='statefs:{statefs}:log'
 INST=0123456789abcdef
 # The library's version: what a mount of this statefs sends to sfs_init.
-LIBV=$(sed -n 's/^local LIBVERSION = \([0-9]*\)$/\1/p' "$BATS_TEST_DIRNAME/../../redis/statefs.lua")
+LIBV=$(sed -n 's/^local LIBVERSION = \([0-9]*\)$/\1/p' "$REDIS_LIBRARY")
 
 setup() {
 	redis_start

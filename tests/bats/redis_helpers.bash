@@ -15,8 +15,10 @@
 #                            server started is in REDIS_PIDS/REDIS_SOCKS.
 #   redis_stop_all           stop every redis-server this test started
 #   rcli ARGS...             redis-cli on REDIS_SOCK
-#   redis_load_library       FUNCTION LOAD REPLACE redis/statefs.lua on
-#                            REDIS_SOCK; prints the library name
+#   redis_load_library       FUNCTION LOAD REPLACE build/gen/statefs.lua
+#                            (the library as the build makes it of
+#                            redis/lua/*.lua) on REDIS_SOCK; prints the
+#                            library name
 #   mount2 [OPTS...]         two mounts of REDIS_SOCK's store (statefs_mount,
 #                            helpers.bash), as two hosts: A and B
 #   mount3 [OPTS...]         three: A, B and C
@@ -27,7 +29,7 @@
 load '/usr/lib/bats/bats-support/load'
 load '/usr/lib/bats/bats-assert/load'
 
-REDIS_LIBRARY="${REDIS_LIBRARY:-$BATS_TEST_DIRNAME/../../redis/statefs.lua}"
+REDIS_LIBRARY="${REDIS_LIBRARY:-$BATS_TEST_DIRNAME/../../build/gen/statefs.lua}"
 
 REDIS_PIDS=()
 REDIS_SOCKS=()

@@ -2,7 +2,7 @@
 # docs/shared-store.md, "A damaged store": a key of the
 # shared store damaged by another client (a field set to a bad value, a
 # key of the wrong type).  Redis never rolls a function back, so every
-# function of redis/statefs.lua checks all it reads before its first
+# function of redis/lua/*.lua checks all it reads before its first
 # write: each operation below, run through a real mount with one key
 # damaged by a second redis-cli client, fails with EIO and leaves Redis
 # byte for byte as it was (DEBUG DIGEST of the test's own server), is

@@ -1,16 +1,19 @@
 /*
  * test_statefs_lua.c - the shared store's Redis Functions library as the
- * program carries it (redis/statefs_lua.h, made by the Makefile from
- * redis/statefs.lua): the same bytes as the source, loadable as is, and
- * in step with the embedded store's numbers (limit defaults, special
- * inode slots).  What the functions do is tested against a real
- * redis-server by tests/bats/redis_functions.bats.
+ * program carries it (redis/statefs_lua.h, made by the Makefile from the
+ * .lua parts of redis/lua/, in the order of LUA_SRC): every part once and
+ * nothing else, the same bytes as build/gen/statefs.lua (the text the
+ * bats suites load), loadable as is, and in step with the embedded
+ * store's numbers (limit defaults, special inode slots).  What the
+ * functions do is tested against a real redis-server by
+ * tests/bats/redis_functions.bats.
  *
- * Run from the project root (make test does): the source is read from
- * redis/statefs.lua.
+ * Run from the project root (make test does): the parts are read from
+ * redis/lua/, the library as built from build/gen/statefs.lua.
  */
 #include "tests/unit/unit.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +22,9 @@
 #include "redis/statefs_lua.h"
 #include "store/store.h"
 
-#define SOURCE "redis/statefs.lua"
+#define PARTS "redis/lua"
+#define BUILT "build/gen/statefs.lua"
+#define MAX_PARTS 64
 
 /* The whole of @path, NUL-terminated, its length in *@len; NULL if it
  * cannot be read. */
@@ -74,14 +79,81 @@ static void test_text_is_loadable(void **state)
 	assert_int_equal(store_statefs_lua[store_statefs_lua_len - 1], '\n');
 }
 
-static void test_same_bytes_as_source(void **state)
+struct part {
+	char name[256];
+	size_t at, len;
+};
+
+static int part_cmp(const void *a, const void *b)
+{
+	const struct part *x = a, *y = b;
+
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/*
+ * The library is the parts of redis/lua/ one after the other, each once,
+ * nothing left out (a part the Makefile's LUA_SRC does not list) and
+ * nothing else: each part is found in it at the start of a line, and the
+ * parts, by where they are found, tile it from its first byte to its
+ * last.  contract.lua, with the #!lua line, comes first.
+ */
+static void test_made_of_the_parts(void **state)
+{
+	struct part parts[MAX_PARTS];
+	size_t n = 0, end = 0;
+	DIR *d = opendir(PARTS);
+	struct dirent *e;
+
+	(void)state;
+	if (!d)
+		fail_msg("cannot read %s (run from the project root)", PARTS);
+	while ((e = readdir(d))) {
+		size_t nl = strlen(e->d_name), len = 0;
+		char path[512];
+		char *src;
+		const char *at;
+
+		if (nl < 5 || strcmp(e->d_name + nl - 4, ".lua") != 0)
+			continue;
+		if (n == MAX_PARTS || nl >= sizeof(parts[n].name))
+			fail_msg("too many parts, or too long a name: %s", e->d_name);
+		snprintf(path, sizeof(path), "%s/%s", PARTS, e->d_name);
+		src = slurp(path, &len);
+		if (!src)
+			fail_msg("cannot read %s", path);
+		at = strstr(store_statefs_lua, src);
+		while (at && at != store_statefs_lua && at[-1] != '\n')
+			at = strstr(at + 1, src);
+		if (!len || !at)
+			fail_msg("%s is not in the library (is it in LUA_SRC?)", path);
+		memcpy(parts[n].name, e->d_name, nl + 1);
+		parts[n].at = (size_t)(at - store_statefs_lua);
+		parts[n].len = len;
+		n++;
+		free(src);
+	}
+	closedir(d);
+	qsort(parts, n, sizeof(parts[0]), part_cmp);
+	assert_true(n > 0);
+	assert_string_equal(parts[0].name, "contract.lua");
+	for (size_t i = 0; i < n; i++) {
+		if (parts[i].at != end)
+			fail_msg("%s starts at byte %zu, not %zu where the part before"
+				 " it ends", parts[i].name, parts[i].at, end);
+		end += parts[i].len;
+	}
+	assert_int_equal(end, store_statefs_lua_len);
+}
+
+static void test_same_bytes_as_built(void **state)
 {
 	size_t len = 0;
-	char *src = slurp(SOURCE, &len);
+	char *src = slurp(BUILT, &len);
 
 	(void)state;
 	if (!src)
-		fail_msg("cannot read %s (run from the project root)", SOURCE);
+		fail_msg("cannot read %s (run from the project root)", BUILT);
 	assert_int_equal(len, store_statefs_lua_len);
 	assert_memory_equal(src, store_statefs_lua, len);
 	free(src);
@@ -198,7 +270,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_text_is_loadable),
-		cmocka_unit_test(test_same_bytes_as_source),
+		cmocka_unit_test(test_made_of_the_parts),
+		cmocka_unit_test(test_same_bytes_as_built),
 		cmocka_unit_test(test_version),
 		cmocka_unit_test(test_every_function_registered),
 		cmocka_unit_test(test_limit_defaults_match_the_store),

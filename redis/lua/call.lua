@@ -1,0 +1,310 @@
+-- call.lua - one call of a function, on the server's side (the mount's
+-- side is redis/call.c): the key names of a store and of its tenants,
+-- the records of the keys a call is about, begin() (TIME once, the
+-- instance, the operation record, the deadline) and finish() (the write
+-- phase, the outcome kept for a retry), the outcomes (ok, refuse, fail),
+-- sfs_fence, the logs a call appends to, the gauges it moves and the
+-- inode numbers it hands out.  The calling convention itself is the
+-- essay's (contract.lua).
+--
+-- A call's context (ctx) lives for one FCALL: every record it opens is
+-- read once and written back once, by finish(), so every read in the
+-- call sees the call's own changes, and a call that ends without
+-- finish() (an outcome of begin(), damage) has written nothing.
+
+-- The call ---------------------------------------------------------------------
+
+local cur_ctx -- the call that runs, for its EDAMAGED outcome
+
+-- The limits of a store instance never change once recorded, so they are
+-- read once per instance and kept here, by meta key, between calls.
+local limits_seen = {}
+
+local function limits_of(M)
+	local inst = M.h.instance
+	local c = limits_seen[M.key]
+	if inst and c and c.instance == inst then return c.lim end
+	local lim = {}
+	for _, l in ipairs(LIMITS) do
+		local f = 'lim_' .. l[1]
+		lim[l[1]] = get(M, f) and num(M, f) or l[2]
+	end
+	if inst then limits_seen[M.key] = { instance = inst, lim = lim } end
+	return lim
+end
+
+-- The names a store prefix makes, by meta key, also kept between calls.
+local names_seen = {}
+
+local function names_of(mk)
+	local n = names_seen[mk]
+	if n then return n end
+	local P = string.match(mk, '^(.*):{.*}:meta$')
+	if not P or mk ~= P .. ':{' .. P .. '}:meta' then
+		error('statefs: the first key must be PREFIX:{PREFIX}:meta')
+	end
+	n = { P = P, root = P .. ':{' .. P .. '}', head = P .. ':{' .. P .. '.t' }
+	names_seen[mk] = n
+	return n
+end
+
+local function expired(deadline, now)
+	return deadline > 0 and deadline <= now
+end
+
+local function tenant_key(ctx, tid)
+	return ctx.P .. ':{' .. ctx.P .. '.t' .. tid .. '}:t'
+end
+
+-- The tenant whose record is @key (a tenant that does not exist, or no
+-- longer, has live = false; one whose log lives on with no end in
+-- sight, as only a live tenant's does, is damage).
+local function tenant_rec(ctx, key)
+	local T = rec_open(ctx, key, TFIELDS)
+	if not T.pre then
+		T.pre = string.sub(key, 1, -3)
+		T.keys = {}
+		if not T.live and redis.call('PTTL', T.pre .. ':log') == -1 then
+			damaged(key)
+		end
+	end
+	return T
+end
+
+-- The key of tenant @T's @what ('parents', 'tombs', 'due', 'log').
+local function tkey(T, what)
+	local k = T.keys[what]
+	if not k then
+		k = T.pre .. ':' .. what
+		T.keys[what] = k
+	end
+	return k
+end
+local function nkey(T, what, ino) return T.pre .. ':' .. what .. ':' .. ino end
+
+local function parent_rec(ctx, T, pino)
+	local P = rec_open(ctx, nkey(T, 'p', pino), PFIELDS)
+	P.ino = pino
+	return P
+end
+
+local function state_rec(ctx, T, sino)
+	local S = rec_open(ctx, nkey(T, 's', sino), SFIELDS)
+	S.ino = sino
+	return S
+end
+
+-- The live parent record of @pino that a link or a map names, else damage.
+local function parent_named(ctx, T, pino)
+	local P = parent_rec(ctx, T, pino)
+	if not P.live then damaged(P.key) end
+	return P
+end
+
+-- The state entry @i of bucket @B's fields names, else damage.
+local function linked_state(ctx, T, B, sino)
+	if not ino_arg(sino) then damaged(B.key) end
+	local S = state_rec(ctx, T, sino)
+	if not S.live then damaged(S.key) end
+	return S
+end
+
+-- The record of node @kind @ino (tenant, parent, child) of @T.
+local function node_rec(ctx, T, kind, ino)
+	if kind == 'tenant' then
+		if str(T, 'ino') ~= ino then return { live = false, h = {} } end
+		return T
+	elseif kind == 'parent' then
+		return parent_rec(ctx, T, ino)
+	elseif kind == 'child' then
+		return state_rec(ctx, T, ino)
+	end
+	return nil
+end
+
+-- Dead (removed) or past its deadline at now: no operation may use it.
+local function gone(ctx, r)
+	return not r.live or expired(num(r, 'deadline'), ctx.now)
+end
+
+-- Does the store, or tenant @T, refuse new things (a drain)?
+local function draining(ctx, T)
+	return state_of(ctx.M) ~= 'ready' or
+		(T ~= nil and T.live and state_of(T) ~= 'ready')
+end
+
+-- The outcome's seq: the tenant's when the call has one, else the root's.
+local function cur_seq(ctx)
+	if ctx.T and ctx.T.live then return num(ctx.T, 'seq') end
+	if ctx.T then return ctx.T.lastseq or 0 end
+	return num(ctx.M, 'seq')
+end
+
+local function ok(ctx, ...)
+	local out = { 'OK', ctx.now, cur_seq(ctx) }
+	for _, v in ipairs({ ... }) do out[#out + 1] = v end
+	return out
+end
+
+-- A refusal the embedded store counts (refuse(), store/store.c).
+local function refuse(ctx, code)
+	add(ctx.M, REFUSED[code], 1)
+	return { code, ctx.now, cur_seq(ctx) }
+end
+
+-- A refusal the embedded store does not count, or a bad argument.
+local function fail(ctx, code, ...)
+	local out = { code, ctx.now, cur_seq(ctx) }
+	for _, v in ipairs({ ... }) do out[#out + 1] = v end
+	return out
+end
+
+-- The write phase: check the type of every key to be written that the
+-- call did not read (damage stops it before its first write), make the
+-- kept commands in order, write back every changed record, keep the
+-- outcome for a retry, return it.
+local function finish(ctx, out)
+	for _, w in ipairs(ctx.jr) do check_type(ctx, w.kind, w[2]) end
+	for _, r in ipairs(ctx.order) do
+		if r.live and r.d then check_type(ctx, r.new and 'new' or 'hash', r.key) end
+	end
+	for _, w in ipairs(ctx.jr) do redis.call(unpack(w)) end
+	for _, r in ipairs(ctx.order) do flush(r) end
+	if ctx.opkey then
+		redis.call('SET', ctx.opkey, cmsgpack.pack(out), 'PX', OP_KEEP_MS)
+	end
+	return out
+end
+
+--[[
+  The common start of every function: keys, TIME (once), the instance,
+  the operation record, the deadline.  @scope: 'root' (keys[1] only is
+  the call's), 'tenant' (keys[2] is the tenant the call is about), 'init'
+  (no instance yet), 'read' (read-only: no record, no deadline).  Returns
+  the context, or nil and the outcome to return at once.
+]]
+local function begin(keys, args, scope)
+	local mk = keys[1] or ''
+	local names = names_of(mk)
+	local ctx = { keys = keys, args = args, P = names.P, root = names.root,
+		recs = {}, order = {}, typed = {}, jr = {} }
+	cur_ctx = ctx
+	local t = redis.call('TIME')
+	local sec, usec = tonumber(t[1]), tonumber(t[2])
+	ctx.real_ms = sec * 1000 + math.floor(usec / 1000)
+	ctx.ns = t[1] .. string.format('%06d', usec) .. '000'
+	ctx.M = rec_open(ctx, mk, MFIELDS)
+	local M = ctx.M
+	ctx.lim = limits_of(M)
+	ctx.now = ctx.real_ms
+	if ctx.lim.testclock == 1 then ctx.now = num(M, 'clock_ms') end
+	local head = names.head
+	for i = 2, #keys do
+		if string.find(keys[i], head, 1, true) ~= 1 or
+			not string.find(keys[i], '^%d+}:t$', #head + 1) then
+			error('statefs: a tenant key must be PREFIX:{PREFIX.tTID}:t')
+		end
+	end
+	if scope == 'init' then return ctx end
+	if not M.live or args[1] ~= str(M, 'instance') then
+		return nil, { 'ESTALEINST', ctx.now, 0, str(M, 'instance') }
+	end
+	if scope == 'read' then return ctx end
+	if scope == 'tenant' then
+		ctx.T = tenant_rec(ctx, keys[2])
+	end
+	local opid = args[2] or ''
+	-- "MOUNT:N": the mount that asks, which every entry names (by).
+	ctx.by = string.match(opid, '^([^:]*):') or ''
+	if opid ~= '' then
+		ctx.opkey = (scope == 'tenant' and ctx.T.pre or ctx.root) .. ':op:' .. opid
+		local rec = redis.call('GET', ctx.opkey)
+		if rec then return nil, cmsgpack.unpack(rec) end
+	end
+	-- The deadline is on TIME, not on ctx.now: under testclock the
+	-- store's clock stands still while Redis is busy, so a call held
+	-- up past store_timeout would still be in time by it.
+	local deadline = unum(args[3] or '')
+	if deadline and deadline > 0 and ctx.real_ms > deadline then
+		-- Not recorded: nothing was decided, and no later run of this
+		-- operation can be before its deadline either.
+		return nil, { 'ETIMEDOUT', ctx.now, cur_seq(ctx), ctx.real_ms }
+	end
+	return ctx
+end
+
+-- The scope of a function that takes one key (the store) or two (a tenant).
+local function scope_of(keys) return #keys >= 2 and 'tenant' or 'root' end
+
+-- sfs_fence (see the calling convention): the recorded outcome of the
+-- operation, or its refusal, recorded now.  begin() returns the record
+-- when there is one; else the refusal is recorded as an outcome, so a
+-- later run of the call finds it (begin) and does nothing.
+local function fn_fence(keys, args)
+	local ctx, early = begin(keys, { args[1], args[2], '' },
+		#keys >= 2 and 'tenant' or 'root')
+	if not ctx then return early end
+	if not ctx.opkey then return fail(ctx, 'EINVAL') end
+	return finish(ctx, fail(ctx, 'ETIMEDOUT', ctx.real_ms))
+end
+
+-- Logs ------------------------------------------------------------------------
+
+local function xadd(ctx, key, seq, nseq, op, fields)
+	local by = ctx.by or ''
+	if nseq > 1 then
+		wr(ctx, 'stream', 'XADD', key, 'MAXLEN', '~', ctx.lim.log_max, '*',
+			'seq', seq, 'nseq', nseq, 'op', op, 'ms', ctx.now, 'ns', ctx.ns,
+			'by', by, unpack(fields))
+	else
+		wr(ctx, 'stream', 'XADD', key, 'MAXLEN', '~', ctx.lim.log_max, '*',
+			'seq', seq, 'op', op, 'ms', ctx.now, 'ns', ctx.ns, 'by', by,
+			unpack(fields))
+	end
+end
+
+-- Append one entry standing for @nlines .events lines (at least one seq
+-- is consumed) to tenant @T's log.  Returns its first seq.
+local function tlog(ctx, T, op, nlines, fields)
+	local n = nlines > 1 and nlines or 1
+	local seq = num(T, 'seq') + 1
+	set(T, 'seq', seq + n - 1)
+	T.lastseq = seq + n - 1
+	xadd(ctx, tkey(T, 'log'), seq, n, op, fields)
+	return seq
+end
+
+-- Append one entry to the root log.
+local function rlog(ctx, op, fields)
+	local seq = num(ctx.M, 'seq') + 1
+	set(ctx.M, 'seq', seq)
+	xadd(ctx, ctx.root .. ':log', seq, 1, op, fields)
+	return seq
+end
+
+-- Gauges -------------------------------------------------------------------------
+
+-- A gauge kept per tenant and store-wide.
+local function gauge(ctx, T, f, d)
+	add(T, f, d)
+	add(ctx.M, f, d)
+end
+
+-- Hand out @n inode numbers; the first, as a decimal string (inode
+-- numbers are only ever compared and put in names).
+local function alloc_ino(ctx, n)
+	local v = num(ctx.M, 'ino')
+	if v < FIRST_INO then damaged(ctx.M.key) end
+	set(ctx.M, 'ino', v + n)
+	return dec(v)
+end
+
+local function touch(ctx, r)
+	set(r, 'mtime', ctx.ns)
+	set(r, 'ctime', ctx.ns)
+end
+
+-- The maps of tenant @T: its parents, its tombstones, a bucket.
+local function tmap(ctx, T, what) return map_open(ctx, tkey(T, what)) end
+local function bucket(ctx, T, pino) return map_open(ctx, nkey(T, 'l', pino)) end
+local function tenants_map(ctx) return map_open(ctx, ctx.root .. ':tenants') end

@@ -1,0 +1,115 @@
+-- drain.lua - draining the store or one tenant (store/drain.c): refuse
+-- what is new, let what is there finish or expire for drain_window_ms,
+-- then clear the scope in one call.
+--
+-- The state (ready, draining, drained) and drain_deadline are fields of
+-- meta for the store's drain, of the tenant's hash for a tenant's.  A
+-- drain in scope makes every admission refuse with EROFS (draining(),
+-- call.lua).  sfs_drain and sfs_drain_now start one; a due drain is
+-- cleared by them or by sfs_expire (reaper.lua).
+
+local function drain_due(ctx, T)
+	local r = T or ctx.M
+	return state_of(r) == 'draining' and
+		(ctx.now >= num(r, 'drain_deadline') or num(r, 'children') == 0)
+end
+
+-- Clear tenant @T for a drain: every parent (one drain line each, in
+-- join order), every tombstone; with @dead (a drain of the whole store)
+-- the tenant goes too, with one more drain line.
+local function drain_clear_tenant(ctx, T, dead)
+	local names = tenant_clear(ctx, T)
+	set(T, 'state', 'drained')
+	local n = #names + (dead and 1 or 0)
+	local f = { 'clear', 1, 'parents', table.concat(names, ' ') }
+	if dead then
+		f[#f + 1] = 'dead'
+		f[#f + 1] = 1
+	end
+	tlog(ctx, T, 'drain', n, f)
+	if dead then tenant_delete(ctx, T) end
+end
+
+-- Clear the store for its drain: every tenant goes; the store is drained.
+local function drain_clear_store(ctx)
+	local n = 0
+	for _, T in ipairs(tenants_in_order(ctx)) do
+		drain_clear_tenant(ctx, T, true)
+		n = n + 1
+	end
+	set(ctx.M, 'state', 'drained')
+	rlog(ctx, 'drained', { 'tenants', n })
+end
+
+-- Settle what is due: the store's drain, then @T's (drains_settle_all).
+local function drains_settle(ctx, T)
+	if drain_due(ctx, nil) then drain_clear_store(ctx) end
+	if T and T.live and drain_due(ctx, T) then drain_clear_tenant(ctx, T, false) end
+end
+
+-- Start a drain of @T (nil: the store); a running one is left as it is.
+local function drain_start(ctx, T)
+	local r = T or ctx.M
+	if state_of(r) ~= 'ready' then return end
+	local deadline = ctx.now + ctx.lim.drain_window_ms
+	set(r, 'state', 'draining')
+	set(r, 'drain_deadline', deadline)
+	if T then
+		tlog(ctx, T, 'drain', 1, { 'deadline', deadline })
+	else
+		rlog(ctx, 'drain', { 'deadline', deadline })
+	end
+end
+
+-- How far the drain of @T's scope is: the further of its own and the
+-- store's (store_drain_state).
+local function scope_state(ctx, T)
+	local ms = state_of(ctx.M)
+	if T and T.live and STATE_RANK[state_of(T)] > STATE_RANK[ms] then
+		return state_of(T)
+	end
+	return ms
+end
+
+-- sfs_drain (store_drain) and sfs_drain_now (store_drain_now).
+local function drain(keys, args, now)
+	local ctx, early = begin(keys, args, scope_of(keys))
+	if not ctx then return early end
+	local T = ctx.T
+	local cred, good = nil, true
+	if not now then cred, good = cred_parse(args[4], args[5], args[6]) end
+	if not good then return finish(ctx, fail(ctx, 'EINVAL')) end
+	if T and not T.live then return finish(ctx, fail(ctx, 'ESTALE')) end
+	-- A tenant's clear removes what its cleanup would: the drain starts
+	-- only for who could do that by hand (store_drain_as); one that runs
+	-- already is not judged again.
+	if T and cred and cred.uid ~= 0 and state_of(T) == 'ready' and
+		not may_clear_tenant(ctx, T, cred) then
+		return finish(ctx, fail(ctx, 'EACCES'))
+	end
+	drain_start(ctx, T)
+	if now then
+		-- Leases past their deadline go first (store_drain_state), then
+		-- the scope is cleared at once.
+		local ts = T and { T } or tenants_in_order(ctx)
+		for _, t in ipairs(ts) do leases_expire(ctx, t, 4096) end
+		drains_settle(ctx, T)
+		if T then
+			if T.live and state_of(T) == 'draining' then
+				drain_clear_tenant(ctx, T, false)
+			end
+		elseif state_of(ctx.M) == 'draining' then
+			drain_clear_store(ctx)
+		end
+	else
+		if T then
+			if drain_due(ctx, T) then drain_clear_tenant(ctx, T, false) end
+		elseif drain_due(ctx, nil) then
+			drain_clear_store(ctx)
+		end
+	end
+	return finish(ctx, ok(ctx, scope_state(ctx, T)))
+end
+
+local function fn_drain(keys, args) return drain(keys, args, false) end
+local function fn_drain_now(keys, args) return drain(keys, args, true) end
