@@ -705,7 +705,7 @@ void *fs_echo_main(void *arg)
 		int rc;
 
 		/* Kicked by the hook after an internal transition, by a wait
-		 * for it (fs_watch_caught_up) and the stop: no timeout needed.
+		 * for it (fs_inval_caught_up) and the stop: no timeout needed.
 		 * Looking moves the reader past other lines: progress to
 		 * report. */
 		pthread_mutex_lock(&fs->watch_lock);

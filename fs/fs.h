@@ -403,19 +403,15 @@ void fs_watch_hook(void *arg, bool internal);
  * complete.  Call before fuse_session_exit().
  */
 void fs_watch_quiesce(struct fs *fs);
-/*
- * Wait at most @ms until the inval thread (when caching is on) and, with
- * @echo, the echo thread have handled every event logged so far and
- * every invalidation queued so far.  Takes watch_lock.
- */
-void fs_watch_caught_up(struct fs *fs, long ms, bool echo);
+
+/* fs/clock.c -------------------------------------------------------------- */
+
 /* CLOCK_MONOTONIC @ms from now (the clock of every condition of fs/), and
  * whether it has passed. */
 struct timespec fs_deadline_in(unsigned ms);
 bool fs_deadline_passed(const struct timespec *dl);
 /* The wait after one more failure to allocate, after waiting @ms. */
 unsigned fs_backoff_next(unsigned ms);
-
 /* The manual clock of -o testclock (store_clock callback). */
 uint64_t fs_manual_clock(void *arg);
 /* .clock written: advance by @ms and run every due expiry.  0, or
@@ -437,6 +433,12 @@ void fs_inval_names(struct fs *fs, struct store_node *n);
  * invalidation lands a little later).
  */
 void fs_inval_sync(struct fs *fs);
+/*
+ * Wait at most @ms until the inval thread (when caching is on) and, with
+ * @echo, the echo thread have handled every event logged so far and
+ * every invalidation queued so far.  Takes watch_lock.
+ */
+void fs_inval_caught_up(struct fs *fs, long ms, bool echo);
 /* Drop @ino's cached attributes now (safe in any handler, not under
  * watch_lock). */
 void fs_inval_attr(struct fs *fs, uint64_t ino);
