@@ -262,8 +262,11 @@ static inline struct fs_file *file_of(struct fuse_file_info *fi)
 
 /* fs/ops.c ---------------------------------------------------------------- */
 
-/* The low-level operations table. */
+/* The low-level operations table, and the session's init. */
 extern const struct fuse_lowlevel_ops fs_ops;
+void fs_init(void *userdata, struct fuse_conn_info *conn);
+
+/* fs/reply.c -------------------------------------------------------------- */
 
 /* @a as stat(2) shows it. */
 void fs_stat_from(struct stat *st, const struct store_attr *a);
@@ -290,7 +293,6 @@ void fs_cred_free(struct fs_cred *fc);
  * fs_cred_free().  0 or -ENOMEM. */
 int fs_cascade_cred(fuse_req_t req, struct fs *fs, struct fs_cred *fc,
 		    const struct store_cred **use);
-void fs_init(void *userdata, struct fuse_conn_info *conn);
 
 /* fs/entry.c -------------------------------------------------------------- */
 
