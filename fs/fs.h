@@ -481,14 +481,14 @@ void fs_events_release(struct fs *fs, struct fs_file *f);
 /* The events thread (started by fs_watch_start). */
 void *fs_events_main(void *arg);
 
-/* fs/echo.c --------------------------------------------------------------- */
+/* fs/echo_answer.c -------------------------------------------------------- */
 
 /*
- * Echoes: the echo thread replays, through the mount, a transition the
- * kernel did not see (a removal the store made by itself; on a shared
- * store, every transition another mount made), so the kernel raises the
- * inotify events.  Every request of the echo thread is answered by these
- * (true: replied), never by a store transition.
+ * The answers to the echo thread's requests (fs/echo.c replays, through
+ * the mount, a transition the kernel did not see, so the kernel raises
+ * the inotify events).  Each is asked first by the handler the request
+ * reaches: true when the request was the echo's and has been replied to,
+ * never by a store transition; false for every other request.
  *
  * fs_echo_lookup_first() answers, before the store is asked, the names
  * an appearing or moving echo must show as they were (the new name
@@ -500,7 +500,9 @@ void *fs_events_main(void *arg);
  * from the kernel's view.  fs_echo_appear() answers its mkdir, create
  * (@fi: the open file's, else NULL) and link with the live node,
  * fs_echo_move() its rename, fs_echo_open() its open of a published
- * child (an FS_ECHO open file: writes are answered, never staged).
+ * child (an open file of the echo's: writes are answered, never staged),
+ * fs_echo_setattr() its chmod of a node another mount changed, with its
+ * attributes.
  */
 bool fs_echo_lookup_first(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 			  const char *name);
@@ -514,20 +516,31 @@ bool fs_echo_move(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 		  const char *name);
 bool fs_echo_open(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		  struct fuse_file_info *fi);
-/* fs_echo_setattr() answers the echo thread's chmod of a node another
- * mount changed with its attributes; fs_echo_touched() is the store's
- * touch hook (store_set_touch_hook), fs_echo_untouch() lets go of what
- * it queued (after the echo thread is joined). */
 bool fs_echo_setattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino);
-/* fs/echo_call.c: start the echo's process (from the echo thread: it
- * dies with it), make one call through it (0 or -errno; -EPIPE when it
- * is gone), stop it (after the echo thread is joined). */
-int fs_echo_proc_start(struct fs *fs);
-int fs_echo_proc_call(struct fs *fs, const struct fs_echo_req *rq);
-void fs_echo_proc_stop(struct fs *fs);
+
+/* fs/echo.c --------------------------------------------------------------- */
+
+/*
+ * Echoes: the echo thread replays, through the mount, a transition the
+ * kernel did not see (a removal the store made by itself; on a shared
+ * store, every transition another mount made), so the kernel raises the
+ * inotify events; fs/echo_answer.c answers its requests.
+ * fs_echo_touched() is the store's touch hook (store_set_touch_hook):
+ * it queues a node another mount changed for an ATTRIB; fs_echo_untouch()
+ * lets go of what it queued (after the echo thread is joined).
+ */
 void fs_echo_touched(void *arg, struct store_node *n);
 void fs_echo_untouch(struct fs *fs);
 /* The echo thread (started by fs_watch_start). */
 void *fs_echo_main(void *arg);
+
+/* fs/echo_call.c ---------------------------------------------------------- */
+
+/* Start the echo's process (from the echo thread: it dies with it), make
+ * one call through it (0 or -errno; -EPIPE when it is gone), stop it
+ * (after the echo thread is joined). */
+int fs_echo_proc_start(struct fs *fs);
+int fs_echo_proc_call(struct fs *fs, const struct fs_echo_req *rq);
+void fs_echo_proc_stop(struct fs *fs);
 
 #endif /* STATEFS_FS_H */
