@@ -63,9 +63,6 @@ struct fs_cred {
 	gid_t *groups;                  /* owned */
 };
 
-enum fs_file_kind { FS_STAGE, FS_TEXT, FS_DEPART, FS_EVENTS, FS_CLOCK, FS_DRAIN,
-		    FS_ECHO };
-
 /* What the echo in flight replays (fs/echo.c). */
 enum fs_echo_kind {
 	FS_ECHO_REMOVE,  /* a removal: unlink or rmdir of the name */
@@ -98,20 +95,60 @@ struct fs_echo_req {
 	char from[3 * (NAME_MAX + 1)];
 };
 
+struct fs;
+struct fs_file;
+
+/*
+ * What an open file does, by its kind, as the kernel's file->f_op and
+ * kernfs's struct kernfs_ops: each kind's file defines its table
+ * (fs/stage.c a child's stage; fs/special.c .stats, .snapshot, .depart,
+ * .drain, .clock; fs/events.c .events; fs/echo_answer.c the echo's), its
+ * open sets f->ops, which never changes after, and fs/file.c's handlers
+ * call through it.  A NULL slot has fs/file.c's answer, the same for
+ * every kind (given beside it).
+ */
+struct fs_file_ops {
+	/* Reply to a read of @size bytes at @off, exactly once (perhaps
+	 * later: a read may be parked).  NULL: EBADF. */
+	void (*read)(fuse_req_t req, struct fs *fs, struct fs_file *f,
+		     size_t size, off_t off, struct fuse_file_info *fi);
+	/* A write of @size bytes at @off: the bytes taken, or -errno (the
+	 * caller replies).  NULL: -EBADF. */
+	ssize_t (*write)(fuse_req_t req, struct fs *fs, struct fs_file *f,
+			 const char *buf, size_t size, off_t off);
+	/* flush (a close(2) of the open file), fsync: 0 or -errno.
+	 * NULL: 0. */
+	int (*flush)(struct fs *fs, struct fs_file *f);
+	int (*fsync)(struct fs *fs, struct fs_file *f);
+	/* The last close, before fs_file_free(): nobody is told how it
+	 * went.  NULL: nothing but the free. */
+	void (*release)(struct fs *fs, struct fs_file *f);
+	/* Reply to a poll, exactly once, keeping or destroying @ph.
+	 * NULL: always ready, as a regular file is. */
+	void (*poll)(fuse_req_t req, struct fs *fs, struct fs_file *f,
+		     struct fuse_pollhandle *ph);
+	/* fallocate(2) @mode of @len bytes at @off: 0 or -errno (the caller
+	 * replies).  NULL: -EOPNOTSUPP. */
+	int (*fallocate)(fuse_req_t req, struct fs *fs, struct fs_file *f,
+			 int mode, off_t off, off_t len);
+};
+
 /*
  * An open file (fi->fh).  Threads that share a descriptor send requests
  * for one open file at once, so every field a request changes is guarded:
- * kind and node are set at open and never change; a stage has its own
+ * ops and node are set at open and never change; a stage has its own
  * lock; text and len are, by kind:
- *   FS_TEXT, FS_CLOCK  made at open, never changed after (no lock);
- *   FS_DRAIN           text_lock: a read at offset 0 rewrites them in
+ *   .stats, .snapshot, .clock  made at open, never changed after (no
+ *                      lock);
+ *   .drain             text_lock: a read at offset 0 rewrites them in
  *                      place (text is allocated once, at open);
- *   FS_EVENTS          fs->watch_lock: the unread rest of its last lines.
+ *   .events            fs->watch_lock: the unread rest of its last lines.
+ * fs_file_free() lets go of every field a kind may have set.
  */
 struct fs_file {
-	enum fs_file_kind kind;
+	const struct fs_file_ops *ops;  /* its kind's */
 	struct store_node *node;        /* counted */
-	struct store_stage *stage;      /* FS_STAGE */
+	struct store_stage *stage;      /* a child's open file's alone */
 	char *text;
 	size_t len;
 	/* A leaf lock: nothing else is taken while it is held, and it is
@@ -121,7 +158,7 @@ struct fs_file {
 	 * held_uid until the file is released (0: none). */
 	uint64_t held;
 	uid_t held_uid;
-	/* FS_EVENTS; guarded by fs->watch_lock. */
+	/* .events; guarded by fs->watch_lock. */
 	struct store_event_reader *reader; /* with its opener's eyes */
 	fuse_req_t waiting;             /* a parked read, or NULL */
 	fuse_req_t interrupted;         /* interrupted before it was parked */
@@ -330,19 +367,13 @@ void fs_statfs(fuse_req_t req, fuse_ino_t ino);
 
 /* fs/file.c --------------------------------------------------------------- */
 
-/* The stage mode open(2) flags ask for. */
-enum store_stage_mode fs_stage_mode(int flags);
-/* A new open file, empty; free it with fs_file_free(). */
+/* A new open file, empty, no ops yet (its open sets them before it is
+ * given to the kernel); free it with fs_file_free().  NULL: no memory. */
 struct fs_file *fs_file_new(void);
-/* Make @f, whose stage is open on child @n, the open file of @fi.
- * Cannot fail. */
-void fs_file_init_child(struct fs_file *f, struct store_node *n,
-			int flags, struct fuse_file_info *fi);
+/* Let go of everything @f holds (its stage, its text and held snapshot
+ * bytes, its reader, its node) and free it.  NULL: nothing. */
 void fs_file_free(struct fs *fs, struct fs_file *f);
-/* A write to child @n, or an O_TRUNC open of it, by the caller of @req:
- * clear the set-user-ID and set-group-ID bits as Linux does. */
-void fs_kill_suidgid(fuse_req_t req, struct fs *fs, struct store_node *n);
-void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* The handlers: each calls @fi's open file's ops. */
 void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	     struct fuse_file_info *fi);
 void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
@@ -356,18 +387,33 @@ void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 void fs_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	     struct fuse_pollhandle *ph);
 
+/* fs/stage.c -------------------------------------------------------------- */
+
+/* The stage mode open(2) flags ask for. */
+enum store_stage_mode fs_stage_mode(int flags);
+/* Make @f, whose stage is open on child @n, the open file of @fi (with
+ * the stage's ops).  Cannot fail. */
+void fs_file_init_child(struct fs_file *f, struct store_node *n,
+			int flags, struct fuse_file_info *fi);
+/* Open child @n for the caller of @req with @fi's flags: a stage, made
+ * the open file of @fi (an O_TRUNC open clears the set-ID bits).  0 or
+ * the store's -errno. */
+int fs_stage_open(fuse_req_t req, struct fs *fs, struct store_node *n,
+		  struct fuse_file_info *fi);
+/* A write to child @n, or an O_TRUNC open of it, by the caller of @req:
+ * clear the set-user-ID and set-group-ID bits as Linux does. */
+void fs_kill_suidgid(fuse_req_t req, struct fs *fs, struct store_node *n);
+
+/* fs/open.c --------------------------------------------------------------- */
+
+void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+
 /* fs/special.c ------------------------------------------------------------ */
 
-/* Open special file @n with open(2) @flags into @fi.  0 or -errno. */
+/* Open special file @n with open(2) @flags into @fi, with the ops of its
+ * kind.  0 or -errno. */
 int fs_special_open(fuse_req_t req, struct fs *fs, struct store_node *n,
 		    int flags, struct fuse_file_info *fi);
-/* Read @size bytes at @off from special open file @f: replies. */
-void fs_special_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
-		     size_t size, off_t off, struct fuse_file_info *fi);
-/* Write @size bytes to special open file @f: @size or -errno (the caller
- * replies). */
-ssize_t fs_special_write(fuse_req_t req, struct fs *fs, struct fs_file *f,
-			 const char *buf, size_t size);
 
 /* fs/dir.c ---------------------------------------------------------------- */
 
@@ -468,16 +514,12 @@ void fs_inval_join(struct fs *fs);
 
 /* fs/events.c ------------------------------------------------------------- */
 
-/* .events open files.  @cred is who opened it (fs_cred_get): the reader
- * sees only the lines of tenants it may list, each judged as the tenant
- * was when the line was appended.  0 or -ENOMEM. */
+/* Make @f an open .events of @dir (root or tenant), with the stream's
+ * ops.  @cred is who opened it (fs_cred_get): the reader sees only the
+ * lines of tenants it may list, each judged as the tenant was when the
+ * line was appended.  0 or -ENOMEM. */
 int fs_events_open(struct fs *fs, struct store_node *dir,
 		   const struct store_cred *cred, struct fs_file *f);
-void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
-		    size_t size, bool nonblock);
-void fs_events_poll(fuse_req_t req, struct fs *fs, struct fs_file *f,
-		    struct fuse_pollhandle *ph);
-void fs_events_release(struct fs *fs, struct fs_file *f);
 /* The events thread (started by fs_watch_start). */
 void *fs_events_main(void *arg);
 

@@ -84,7 +84,7 @@
 
 #define INVAL_WAIT_MS 200
 /* Events the inval thread handles before it says how far it got: an
- * .events reader's end (fs_events_read) then moves in steps well inside
+ * .events reader's end (fs/events.c) then moves in steps well inside
  * its window, so a lagging inval thread that catches up never pushes a
  * reader out of its window by itself. */
 #define INVAL_BATCH 256
