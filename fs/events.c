@@ -18,6 +18,10 @@
  * too: it is woken) fails with ESTALE, and poll reports it readable, so
  * no reader waits for ever on a tenant that cannot come back.
  *
+ * An open .events has operations of its own (events_ops: read, poll,
+ * release; fs/file.c calls them), set by fs_events_open, which
+ * fs/special.c calls when a .events is opened.
+ *
  * Locks: fs->watch_lock guards the open .events files (fs->watchers),
  * each one's reader, parked read, poll handle and unread rest; the store
  * reader is called under it.  Replies and poll notifications go out with

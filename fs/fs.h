@@ -9,23 +9,40 @@
  * inode table (fs/inode.c) and, per request, the counted handles it
  * gives out.
  *
- *   ops.c      the operations table and the helpers every handler uses
+ *   ops.c      the operations table (fs_ops) and the session's init
+ *   reply.c    what every handler answers with: stat, entries, the
+ *              special files a directory has, a caller's credentials
  *   entry.c    lookup, forget, mkdir, mknod, create, link, rename,
  *              unlink, rmdir
  *   attr.c     getattr, setattr, the extended attributes, statfs
- *   file.c     open files: a child's open, read, write, flush, fsync,
- *              release, fallocate; poll
- *   special.c  the special files' open, read and write
+ *   open.c     open: the open file a node's kind makes
+ *   file.c     open files: struct fs_file's life, and read, write,
+ *              flush, fsync, release, fallocate, poll through its
+ *              struct fs_file_ops
+ *   stage.c    a child's open file: its stage's operations, the
+ *              set-ID bits a write clears
+ *   special.c  the special files' open and their operations
  *   dir.c      opendir, readdir, readdirplus, releasedir
  *   inode.c    the kernel's inode table
+ *   clock.c    deadlines, backoff, the manual clock of -o testclock
  *   watch.c    the threads that act when nobody calls in: start, stop,
- *              the store's hook, the manual clock
- *   events.c   .events readers and the events thread
+ *              the store's hook
+ *   events.c   .events open files (their operations) and the events
+ *              thread
  *   inval.c    the kernel's caches: timeouts, the inval thread, replies
- *              in flight
+ *              in flight, the wait for the inval and echo threads
  *   echo.c     the echo thread
+ *   echo_answer.c  the answers to the echo thread's own requests
+ *   echo_call.c    the echo's system calls, made by a process of its own
  *   main.c     options, the store, signals, the session and its
  *              /dev/fuse I/O (the INIT flag that allows a shared mmap)
+ *
+ * Calls between these files go one way, downwards: the handlers
+ * (entry.c, attr.c, open.c, dir.c; file.c's only through f->ops) call
+ * the kinds of open file (stage.c, special.c, events.c, echo_answer.c),
+ * which call file.c and the helpers below them (reply.c, inval.c,
+ * clock.c, inode.c); watch.c starts the threads (events.c, echo.c,
+ * inval.c) and none of them calls it back.
  *
  * Threads: the session's workers run the handlers; fs_watch_start()
  * starts the events, echo and inval threads and the store's reaper.

@@ -2,16 +2,17 @@
  * ops.c - the FUSE low-level operations table of statefs (fs_ops), and
  * the session's init, which says what the kernel may send it.
  *
- * Each handler (fs/entry.c, attr.c, file.c, special.c, dir.c) resolves
- * the kernel's inode numbers to store handles through the kernel's inode
- * table (fs/inode.c; each handle counted, dropped before the handler
- * returns), applies the layout/ rules (depth, names, special files),
- * calls the store and replies exactly once.  Most make one store call; a
- * few make more, each an operation of its own that checks what it needs
- * (create opens the stage it admitted into, a setattr of a special
- * file's directory drops the specials' cached attributes, a write clears
- * set-user-ID bits).  No store lock is ever held here, so no lock is
- * held across a reply.
+ * Each handler (fs/entry.c, attr.c, open.c, dir.c, and file.c with the
+ * open files' operations it calls; they answer with fs/reply.c's
+ * helpers) resolves the kernel's inode numbers to store handles through
+ * the kernel's inode table (fs/inode.c; each handle counted, dropped
+ * before the handler returns), applies the layout/ rules (depth, names,
+ * special files), calls the store and replies exactly once.  Most make
+ * one store call; a few make more, each an operation of its own that
+ * checks what it needs (create opens the stage it admitted into, a
+ * setattr of a special file's directory drops the specials' cached
+ * attributes, a write clears set-user-ID bits).  No store lock is ever
+ * held here, so no lock is held across a reply.
  *
  * Caching: the kernel may keep names and attributes for -o cache_timeout
  * (default an hour), but never past a deadline that could end the node

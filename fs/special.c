@@ -286,7 +286,8 @@ static void text_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 	fuse_reply_buf(req, f->text + (n ? off : 0), (size_t)n);
 }
 
-/* .depart: one name a write, the caller's own leaving of it. */
+/* .depart: one name a write, departed (store_depart), a cascade judged
+ * as rmdir's. */
 static ssize_t depart_write(fuse_req_t req, struct fs *fs, struct fs_file *f,
 			    const char *buf, size_t size, off_t off)
 {
