@@ -115,6 +115,8 @@ void fs_kill_suidgid(fuse_req_t req, struct fs *fs, struct store_node *n)
 		fs_inval_attr(fs, store_node_ino(n));
 }
 
+/* open(2) of child @n with @fi's flags: a stage on it, the open file of
+ * @fi.  0 or the store's -errno (nothing made). */
 int fs_stage_open(fuse_req_t req, struct fs *fs, struct store_node *n,
 		  struct fuse_file_info *fi)
 {
