@@ -141,9 +141,9 @@ uninstall:
 	for u in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$u; done
 
 # The fs/ adapter's unit test runs every file of fs/ but main.c against
-# the stand-in for libfuse in tests/unit/test_fs.c (it defines every
+# the stand-in for libfuse in tests/unit/fuse_stub.c (it defines every
 # libfuse function they call: not linked with libfuse).
-$(B)/unit/test_fs: $(call obj,asan,tests/unit/test_fs.c $(filter-out fs/main.c,$(FS_SRC)) $(LIB_SRC))
+$(B)/unit/test_fs: $(call obj,asan,tests/unit/test_fs.c tests/unit/fuse_stub.c $(filter-out fs/main.c,$(FS_SRC)) $(LIB_SRC))
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 

@@ -112,10 +112,11 @@ void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 	if (to_set & FUSE_SET_ATTR_SIZE) {
 		if (attr->st_size < 0)
 			rc = -EINVAL;
-		else if (f && f->kind == FS_STAGE)
-			/* ftruncate on an open file: part of its stage, made
-			 * after the transition below; what could refuse it is
-			 * taken first. */
+		else if (f && f->stage)
+			/* ftruncate on an open file (a child's: only it has
+			 * a stage): part of its stage, made after the
+			 * transition below; what could refuse it is taken
+			 * first. */
 			rc = store_stage_truncate_reserve(
 				f->stage, (uint64_t)attr->st_size);
 		else if (store_node_kind(n) == STORE_SPECIAL)
@@ -138,7 +139,7 @@ void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 		rc = (mask & ~(unsigned)STORE_SET_SIZE) ? -EPERM : 0;
 	else if (rc == 0 && mask)
 		rc = store_setattr(fs->store, n, mask, &in, &out);
-	if (rc == 0 && f && f->kind == FS_STAGE &&
+	if (rc == 0 && f && f->stage &&
 	    (to_set & FUSE_SET_ATTR_SIZE))
 		rc = store_stage_truncate(f->stage, (uint64_t)attr->st_size);
 	if (rc == 0 && (mask & (STORE_SET_MODE | STORE_SET_UID | STORE_SET_GID)))

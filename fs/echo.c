@@ -9,8 +9,8 @@
  * events a watcher of the directory expects (FUSE notifications raise
  * none in the parent directory on this kernel) and updates its cache.
  * The echo's requests are recognised by the thread id and answered from
- * the echo record without a store transition, so an echo never changes
- * the store.  What each line becomes:
+ * the echo record without a store transition (fs/echo_answer.c), so an
+ * echo never changes the store.  What each line becomes:
  *
  *   expire, depart, drain, cleanup,   unlink or rmdir: DELETE,
  *   another mount's unlink, leave     DELETE,ISDIR
@@ -42,293 +42,23 @@
  * while one of its threads waited on its own mount could never finish
  * dying, and would take the mount with it.
  *
+ * This file is the thread: it arms the echo record (fs->echo_*), makes
+ * the call, and disarms it; it also keeps the nodes the store's touch
+ * hook queues for an ATTRIB (fs_echo_touched).  The answers to the
+ * calls, which read the record, are fs/echo_answer.c's.
+ *
  * Locks: fs->echo_lock, a leaf, guards the echo record (one echo at a
- * time); fs->watch_lock guards echo_seq, how far the thread has got.
- * The echo's calls are made holding neither.
+ * time); fs->watch_lock guards echo_seq, how far the thread has got, and
+ * the touched nodes.  The echo's calls are made holding neither.
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "fs/fs.h"
-
-
-static bool from_echo(fuse_req_t req, struct fs *fs)
-{
-	return fuse_req_ctx(req)->pid == atomic_load(&fs->echo_tid);
-}
-
-/* The live node the armed echo shows at @dir/@name before it is
- * replayed, with a reference (NULL: none; *hide: the name is absent). */
-static struct store_node *shown_before(struct fs *fs, fuse_ino_t dir,
-				       const char *name, bool *hide)
-{
-	struct store_node *n = NULL;
-	bool at_new, at_from;
-
-	*hide = false;
-	pthread_mutex_lock(&fs->echo_lock);
-	at_new = fs->echo_dir_ino == dir && strcmp(fs->echo_name, name) == 0;
-	at_from = fs->echo_from_dir_ino == dir &&
-		  strcmp(fs->echo_from, name) == 0;
-	if (!fs->echo_armed || fs->echo_kind == FS_ECHO_REMOVE ||
-	    fs->echo_kind == FS_ECHO_PUBLISH) {
-		/* removals and publications show the store as it is */
-	} else if (at_from && fs->echo_node) {
-		n = fs->echo_node;          /* a move's source */
-	} else if (at_new && fs->echo_other) {
-		n = fs->echo_other;         /* an exchange's other name */
-	} else if (at_new) {
-		*hide = true;               /* a new name: not there yet */
-	}
-	if (n)
-		store_node_ref(n);
-	pthread_mutex_unlock(&fs->echo_lock);
-	return n;
-}
-
-/* An open file of the echo thread: nothing staged, nothing published. */
-static int echo_file(struct fs *fs, struct store_node *n,
-		     struct fuse_file_info *fi)
-{
-	struct fs_file *f = fs_file_new();
-
-	if (!f)
-		return -ENOMEM;
-	f->kind = FS_ECHO;
-	f->node = n;
-	store_node_ref(n);
-	fi->fh = (uintptr_t)f;
-	fi->direct_io = 1;
-	return 0;
-}
-
-/*
- * Answer the echo's request with @n's entry (@rc 0) or @rc, and end the
- * reply begun with @tok; with @fi, an open file made for it by
- * echo_file(), as a create's reply (freed when the entry cannot be
- * made).  Lets go of @n.
- */
-static void reply_shown(fuse_req_t req, struct fs *fs, struct store_node *n,
-			int rc, struct fuse_file_info *fi, unsigned tok)
-{
-	struct fuse_entry_param e;
-
-	if (rc == 0) {
-		rc = fs_entry_fill(fs, n, &e);
-		if (rc && fi)
-			fs_file_free(fs, (struct fs_file *)(uintptr_t)fi->fh);
-	}
-	if (rc)
-		reply_err(req, rc);
-	else if (fi)
-		fuse_reply_create(req, &e, fi);
-	else
-		fuse_reply_entry(req, &e);
-	fs_reply_end(fs, tok);
-	if (n)
-		store_node_unref(fs->store, n);
-}
-
-bool fs_echo_lookup_first(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
-			  const char *name)
-{
-	struct store_node *n;
-	unsigned tok;
-	bool hide;
-
-	if (!from_echo(req, fs))
-		return false;
-	tok = fs_reply_begin(fs);
-	n = shown_before(fs, dir, name, &hide);
-	if (!n && !hide) {
-		fs_reply_end(fs, tok);
-		return false;
-	}
-	reply_shown(req, fs, n, n ? 0 : -ENOENT, NULL, tok);
-	return true;
-}
-
-bool fs_echo_lookup(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
-		    const char *name)
-{
-	struct fuse_entry_param e = { 0 };
-	bool mine;
-
-	if (!from_echo(req, fs))
-		return false;
-	pthread_mutex_lock(&fs->echo_lock);
-	mine = fs->echo_armed && fs->echo_kind == FS_ECHO_REMOVE &&
-	       strcmp(fs->echo_name, name) == 0 &&
-	       (!fs->echo_dir_ino || fs->echo_dir_ino == dir);
-	if (mine) {
-		/* The node is gone from the store: the kernel gets an entry
-		 * for the old inode number only so it can remove it.  It
-		 * never reaches the store: any use answers ESTALE. */
-		e.ino = fs->echo_ino;
-		e.attr.st_mode = fs->echo_dir ? S_IFDIR | 0755 : S_IFREG | 0644;
-	} else if (fs->echo_armed && fs->echo_kind == FS_ECHO_REMOVE &&
-		   dir == STORE_ROOT_INO &&
-		   strcmp(fs->echo_tenant, name) == 0) {
-		/* The way there: a tenant a drain removed with its parents. */
-		mine = true;
-		e.ino = fs->echo_tenant_ino;
-		e.attr.st_mode = S_IFDIR | 0755;
-	}
-	if (mine) {
-		e.generation = 1;
-		e.attr.st_ino = e.ino;
-		e.attr.st_nlink = 1;
-	}
-	pthread_mutex_unlock(&fs->echo_lock);
-	if (mine)
-		fuse_reply_entry(req, &e);
-	return mine;
-}
-
-/* Does a live node own @name in kernel directory @dir now? */
-static bool live_in(struct fs *fs, fuse_ino_t dir, const char *name)
-{
-	struct store_node *d = fs_inode_get(&fs->inodes, fs->store, dir);
-	struct store_node *n = NULL;
-	bool live = d && store_lookup(fs->store, d, name, &n) == 0;
-
-	if (n)
-		store_node_unref(fs->store, n);
-	if (d)
-		store_node_unref(fs->store, d);
-	return live;
-}
-
-bool fs_echo_remove(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
-		    const char *name, bool isdir)
-{
-	bool mine;
-
-	if (!from_echo(req, fs))
-		return false;
-	/*
-	 * The kernel holds @dir locked from its lookup of the name to this
-	 * reply, and every new incarnation of a name in @dir (mkdir, create,
-	 * link, rename) is made under that lock: so if no live node owns
-	 * the name now, the node the kernel is removing is not a live one,
-	 * and a mkdir that follows comes after this removal (its CREATE
-	 * after this DELETE).  Anything else of the echo thread's, or a
-	 * name a live node owns, is refused: the echo never reaches the
-	 * store.
-	 */
-	pthread_mutex_lock(&fs->echo_lock);
-	mine = fs->echo_armed && fs->echo_kind == FS_ECHO_REMOVE &&
-	       fs->echo_dir == isdir && strcmp(fs->echo_name, name) == 0 &&
-	       (!fs->echo_dir_ino || fs->echo_dir_ino == dir);
-	pthread_mutex_unlock(&fs->echo_lock);
-	if (mine && live_in(fs, dir, name))
-		mine = false;
-	if (mine) {
-		pthread_mutex_lock(&fs->echo_lock);
-		fs->echo_armed = false;
-		pthread_mutex_unlock(&fs->echo_lock);
-	}
-	fuse_reply_err(req, mine ? 0 : ENOENT);
-	return true;
-}
-
-/* The armed echo's node if the echo is of @kind at @dir/@name (any
- * name when @name is NULL), with a reference; else NULL. */
-static struct store_node *echo_target(struct fs *fs, enum fs_echo_kind kind,
-				      fuse_ino_t dir, const char *name)
-{
-	struct store_node *n = NULL;
-
-	pthread_mutex_lock(&fs->echo_lock);
-	if (fs->echo_armed && fs->echo_kind == kind && fs->echo_node &&
-	    (!name || (fs->echo_dir_ino == dir &&
-		       strcmp(fs->echo_name, name) == 0))) {
-		n = fs->echo_node;
-		store_node_ref(n);
-	}
-	pthread_mutex_unlock(&fs->echo_lock);
-	return n;
-}
-
-bool fs_echo_appear(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
-		    const char *name, struct fuse_file_info *fi)
-{
-	struct store_node *n;
-	unsigned tok;
-	int rc;
-
-	if (!from_echo(req, fs))
-		return false;
-	tok = fs_reply_begin(fs);
-	n = echo_target(fs, FS_ECHO_APPEAR, dir, name);
-	rc = n ? 0 : -EEXIST;
-	if (rc == 0 && fi)
-		rc = echo_file(fs, n, fi);
-	reply_shown(req, fs, n, rc, rc == 0 ? fi : NULL, tok);
-	return true;
-}
-
-bool fs_echo_move(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
-		  const char *name)
-{
-	struct store_node *n;
-
-	if (!from_echo(req, fs))
-		return false;
-	n = echo_target(fs, FS_ECHO_MOVE, dir, name);
-	reply_err(req, n ? 0 : -EPERM);
-	if (n)
-		store_node_unref(fs->store, n);
-	return true;
-}
-
-bool fs_echo_open(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
-		  struct fuse_file_info *fi)
-{
-	struct store_node *n;
-	int rc = -EACCES;
-
-	if (!from_echo(req, fs))
-		return false;
-	n = echo_target(fs, FS_ECHO_PUBLISH, 0, NULL);
-	if (n && store_node_ino(n) == ino)
-		rc = echo_file(fs, n, fi);
-	if (rc)
-		reply_err(req, rc);
-	else
-		fuse_reply_open(req, fi);
-	if (n)
-		store_node_unref(fs->store, n);
-	return true;
-}
-
-bool fs_echo_setattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino)
-{
-	struct store_node *n;
-	struct stat st;
-	unsigned tok;
-	int rc = -EPERM;
-
-	if (!from_echo(req, fs))
-		return false;
-	tok = fs_reply_begin(fs);
-	n = echo_target(fs, FS_ECHO_ATTRIB, 0, NULL);
-	if (n && store_node_ino(n) == ino)
-		rc = fs_node_stat(fs, n, &st);
-	if (rc)
-		reply_err(req, rc);
-	else
-		fuse_reply_attr(req, &st, fs_cache_timeout(fs, n));
-	fs_reply_end(fs, tok);
-	if (n)
-		store_node_unref(fs->store, n);
-	return true;
-}
 
 void fs_echo_touched(void *arg, struct store_node *n)
 {
@@ -705,7 +435,7 @@ void *fs_echo_main(void *arg)
 		int rc;
 
 		/* Kicked by the hook after an internal transition, by a wait
-		 * for it (fs_watch_caught_up) and the stop: no timeout needed.
+		 * for it (fs_inval_caught_up) and the stop: no timeout needed.
 		 * Looking moves the reader past other lines: progress to
 		 * report. */
 		pthread_mutex_lock(&fs->watch_lock);

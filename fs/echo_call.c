@@ -38,7 +38,7 @@
  * The echo thread sends one request at a time over a socket pair and
  * waits for the answer.  The child is a fork of a threaded process: it
  * makes system calls only (no allocation, no stdio).  Its requests reach
- * the daemon with its pid, which is how fs/echo.c knows them.
+ * the daemon with its pid, which is how fs/echo_answer.c knows them.
  *
  * No lock: the socket is the echo thread's alone.
  */

@@ -13,7 +13,8 @@
  * attributes itself (store_*_entry): once the store has changed, the
  * reply has nothing left that can fail, so a failed call changes
  * nothing, in the store or in .events.  The echo thread's requests are
- * answered from the echo record (fs/echo.c), never by a transition.
+ * answered from the echo record (fs/echo_answer.c), never by a
+ * transition.
  *
  * Owns no state and takes no lock of its own (the inode table's, for
  * one probe).

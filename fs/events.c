@@ -18,6 +18,10 @@
  * too: it is woken) fails with ESTALE, and poll reports it readable, so
  * no reader waits for ever on a tenant that cannot come back.
  *
+ * An open .events has operations of its own (events_ops: read, poll,
+ * release; fs/file.c calls them), set by fs_events_open, which
+ * fs/special.c calls when a .events is opened.
+ *
  * Locks: fs->watch_lock guards the open .events files (fs->watchers),
  * each one's reader, parked read, poll handle and unread rest; the store
  * reader is called under it.  Replies and poll notifications go out with
@@ -25,6 +29,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,13 +38,15 @@
 
 #define EVENTS_CHUNK 65536
 
+static const struct fs_file_ops events_ops;
+
 int fs_events_open(struct fs *fs, struct store_node *dir,
 		   const struct store_cred *cred, struct fs_file *f)
 {
 	bool tenant = store_node_kind(dir) == STORE_TENANT;
 	int rc;
 
-	f->kind = FS_EVENTS;
+	f->ops = &events_ops;
 	pthread_mutex_lock(&fs->watch_lock);
 	/* Each line is judged by the tenant's owner and mode when it was
 	 * appended, so a tenant closed after the open stops showing. */
@@ -122,11 +129,14 @@ static void events_interrupted(fuse_req_t req, void *data)
 		fuse_reply_err(req, EINTR);
 }
 
-void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
-		    size_t size, bool nonblock)
+static void events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
+			size_t size, off_t off, struct fuse_file_info *fi)
 {
+	bool nonblock = (fi->flags & O_NONBLOCK) != 0;
 	char *buf;
 	ssize_t n;
+
+	(void)off; /* a stream: nonseekable */
 
 	/* A line this reader may see has passed the inval thread before the
 	 * caller's last transition returned: wait for it (bounded). */
@@ -168,8 +178,8 @@ void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 	free(buf);
 }
 
-void fs_events_poll(fuse_req_t req, struct fs *fs, struct fs_file *f,
-		    struct fuse_pollhandle *ph)
+static void events_poll(fuse_req_t req, struct fs *fs, struct fs_file *f,
+			struct fuse_pollhandle *ph)
 {
 	struct fuse_pollhandle *drop = ph;
 	unsigned revents = 0;
@@ -188,7 +198,8 @@ void fs_events_poll(fuse_req_t req, struct fs *fs, struct fs_file *f,
 	fuse_reply_poll(req, revents);
 }
 
-void fs_events_release(struct fs *fs, struct fs_file *f)
+/* Before the open file is freed (which closes its reader). */
+static void events_release(struct fs *fs, struct fs_file *f)
 {
 	struct fuse_pollhandle *ph;
 
@@ -206,6 +217,14 @@ void fs_events_release(struct fs *fs, struct fs_file *f)
 	if (ph)
 		fuse_pollhandle_destroy(ph);
 }
+
+/* An open .events: a write is EBADF, flush and fsync have nothing to do
+ * (fs/file.c). */
+static const struct fs_file_ops events_ops = {
+	.read = events_read,
+	.poll = events_poll,
+	.release = events_release,
+};
 
 /* One reply or poll notification the events thread owes. */
 struct owed {

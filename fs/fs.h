@@ -9,23 +9,40 @@
  * inode table (fs/inode.c) and, per request, the counted handles it
  * gives out.
  *
- *   ops.c      the operations table and the helpers every handler uses
+ *   ops.c      the operations table (fs_ops) and the session's init
+ *   reply.c    what every handler answers with: stat, entries, the
+ *              special files a directory has, a caller's credentials
  *   entry.c    lookup, forget, mkdir, mknod, create, link, rename,
  *              unlink, rmdir
  *   attr.c     getattr, setattr, the extended attributes, statfs
- *   file.c     open files: a child's open, read, write, flush, fsync,
- *              release, fallocate; poll
- *   special.c  the special files' open, read and write
+ *   open.c     open: the open file a node's kind makes
+ *   file.c     open files: struct fs_file's life, and read, write,
+ *              flush, fsync, release, fallocate, poll through its
+ *              struct fs_file_ops
+ *   stage.c    a child's open file: its stage's operations, the
+ *              set-ID bits a write clears
+ *   special.c  the special files' open and their operations
  *   dir.c      opendir, readdir, readdirplus, releasedir
  *   inode.c    the kernel's inode table
+ *   clock.c    deadlines, backoff, the manual clock of -o testclock
  *   watch.c    the threads that act when nobody calls in: start, stop,
- *              the store's hook, the manual clock
- *   events.c   .events readers and the events thread
+ *              the store's hook
+ *   events.c   .events open files (their operations) and the events
+ *              thread
  *   inval.c    the kernel's caches: timeouts, the inval thread, replies
- *              in flight
+ *              in flight, the wait for the inval and echo threads
  *   echo.c     the echo thread
+ *   echo_answer.c  the answers to the echo thread's own requests
+ *   echo_call.c    the echo's system calls, made by a process of its own
  *   main.c     options, the store, signals, the session and its
  *              /dev/fuse I/O (the INIT flag that allows a shared mmap)
+ *
+ * Calls between these files go one way, downwards: the handlers
+ * (entry.c, attr.c, open.c, dir.c; file.c's only through f->ops) call
+ * the kinds of open file (stage.c, special.c, events.c, echo_answer.c),
+ * which call file.c and the helpers below them (reply.c, inval.c,
+ * clock.c, inode.c); watch.c starts the threads (events.c, echo.c,
+ * inval.c) and none of them calls it back.
  *
  * Threads: the session's workers run the handlers; fs_watch_start()
  * starts the events, echo and inval threads and the store's reaper.
@@ -63,9 +80,6 @@ struct fs_cred {
 	gid_t *groups;                  /* owned */
 };
 
-enum fs_file_kind { FS_STAGE, FS_TEXT, FS_DEPART, FS_EVENTS, FS_CLOCK, FS_DRAIN,
-		    FS_ECHO };
-
 /* What the echo in flight replays (fs/echo.c). */
 enum fs_echo_kind {
 	FS_ECHO_REMOVE,  /* a removal: unlink or rmdir of the name */
@@ -98,20 +112,60 @@ struct fs_echo_req {
 	char from[3 * (NAME_MAX + 1)];
 };
 
+struct fs;
+struct fs_file;
+
+/*
+ * What an open file does, by its kind, as the kernel's file->f_op and
+ * kernfs's struct kernfs_ops: each kind's file defines its table
+ * (fs/stage.c a child's stage; fs/special.c .stats, .snapshot, .depart,
+ * .drain, .clock; fs/events.c .events; fs/echo_answer.c the echo's), its
+ * open sets f->ops, which never changes after, and fs/file.c's handlers
+ * call through it.  A NULL slot has fs/file.c's answer, the same for
+ * every kind (given beside it).
+ */
+struct fs_file_ops {
+	/* Reply to a read of @size bytes at @off, exactly once (perhaps
+	 * later: a read may be parked).  NULL: EBADF. */
+	void (*read)(fuse_req_t req, struct fs *fs, struct fs_file *f,
+		     size_t size, off_t off, struct fuse_file_info *fi);
+	/* A write of @size bytes at @off: the bytes taken, or -errno (the
+	 * caller replies).  NULL: -EBADF. */
+	ssize_t (*write)(fuse_req_t req, struct fs *fs, struct fs_file *f,
+			 const char *buf, size_t size, off_t off);
+	/* flush (a close(2) of the open file), fsync: 0 or -errno.
+	 * NULL: 0. */
+	int (*flush)(struct fs *fs, struct fs_file *f);
+	int (*fsync)(struct fs *fs, struct fs_file *f);
+	/* The last close, before fs_file_free(): nobody is told how it
+	 * went.  NULL: nothing but the free. */
+	void (*release)(struct fs *fs, struct fs_file *f);
+	/* Reply to a poll, exactly once, keeping or destroying @ph.
+	 * NULL: always ready, as a regular file is. */
+	void (*poll)(fuse_req_t req, struct fs *fs, struct fs_file *f,
+		     struct fuse_pollhandle *ph);
+	/* fallocate(2) @mode of @len bytes at @off: 0 or -errno (the caller
+	 * replies).  NULL: -EOPNOTSUPP. */
+	int (*fallocate)(fuse_req_t req, struct fs *fs, struct fs_file *f,
+			 int mode, off_t off, off_t len);
+};
+
 /*
  * An open file (fi->fh).  Threads that share a descriptor send requests
  * for one open file at once, so every field a request changes is guarded:
- * kind and node are set at open and never change; a stage has its own
+ * ops and node are set at open and never change; a stage has its own
  * lock; text and len are, by kind:
- *   FS_TEXT, FS_CLOCK  made at open, never changed after (no lock);
- *   FS_DRAIN           text_lock: a read at offset 0 rewrites them in
+ *   .stats, .snapshot, .clock  made at open, never changed after (no
+ *                      lock);
+ *   .drain             text_lock: a read at offset 0 rewrites them in
  *                      place (text is allocated once, at open);
- *   FS_EVENTS          fs->watch_lock: the unread rest of its last lines.
+ *   .events            fs->watch_lock: the unread rest of its last lines.
+ * fs_file_free() lets go of every field a kind may have set.
  */
 struct fs_file {
-	enum fs_file_kind kind;
+	const struct fs_file_ops *ops;  /* its kind's */
 	struct store_node *node;        /* counted */
-	struct store_stage *stage;      /* FS_STAGE */
+	struct store_stage *stage;      /* a child's open file's alone */
 	char *text;
 	size_t len;
 	/* A leaf lock: nothing else is taken while it is held, and it is
@@ -121,7 +175,7 @@ struct fs_file {
 	 * held_uid until the file is released (0: none). */
 	uint64_t held;
 	uid_t held_uid;
-	/* FS_EVENTS; guarded by fs->watch_lock. */
+	/* .events; guarded by fs->watch_lock. */
 	struct store_event_reader *reader; /* with its opener's eyes */
 	fuse_req_t waiting;             /* a parked read, or NULL */
 	fuse_req_t interrupted;         /* interrupted before it was parked */
@@ -262,8 +316,11 @@ static inline struct fs_file *file_of(struct fuse_file_info *fi)
 
 /* fs/ops.c ---------------------------------------------------------------- */
 
-/* The low-level operations table. */
+/* The low-level operations table, and the session's init. */
 extern const struct fuse_lowlevel_ops fs_ops;
+void fs_init(void *userdata, struct fuse_conn_info *conn);
+
+/* fs/reply.c -------------------------------------------------------------- */
 
 /* @a as stat(2) shows it. */
 void fs_stat_from(struct stat *st, const struct store_attr *a);
@@ -290,7 +347,6 @@ void fs_cred_free(struct fs_cred *fc);
  * fs_cred_free().  0 or -ENOMEM. */
 int fs_cascade_cred(fuse_req_t req, struct fs *fs, struct fs_cred *fc,
 		    const struct store_cred **use);
-void fs_init(void *userdata, struct fuse_conn_info *conn);
 
 /* fs/entry.c -------------------------------------------------------------- */
 
@@ -328,19 +384,13 @@ void fs_statfs(fuse_req_t req, fuse_ino_t ino);
 
 /* fs/file.c --------------------------------------------------------------- */
 
-/* The stage mode open(2) flags ask for. */
-enum store_stage_mode fs_stage_mode(int flags);
-/* A new open file, empty; free it with fs_file_free(). */
+/* A new open file, empty, no ops yet (its open sets them before it is
+ * given to the kernel); free it with fs_file_free().  NULL: no memory. */
 struct fs_file *fs_file_new(void);
-/* Make @f, whose stage is open on child @n, the open file of @fi.
- * Cannot fail. */
-void fs_file_init_child(struct fs_file *f, struct store_node *n,
-			int flags, struct fuse_file_info *fi);
+/* Let go of everything @f holds (its stage, its text and held snapshot
+ * bytes, its reader, its node) and free it.  NULL: nothing. */
 void fs_file_free(struct fs *fs, struct fs_file *f);
-/* A write to child @n, or an O_TRUNC open of it, by the caller of @req:
- * clear the set-user-ID and set-group-ID bits as Linux does. */
-void fs_kill_suidgid(fuse_req_t req, struct fs *fs, struct store_node *n);
-void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* The handlers: each calls @fi's open file's ops. */
 void fs_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	     struct fuse_file_info *fi);
 void fs_write(fuse_req_t req, fuse_ino_t ino, const char *buf,
@@ -354,18 +404,33 @@ void fs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off,
 void fs_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	     struct fuse_pollhandle *ph);
 
+/* fs/stage.c -------------------------------------------------------------- */
+
+/* The stage mode open(2) flags ask for. */
+enum store_stage_mode fs_stage_mode(int flags);
+/* Make @f, whose stage is open on child @n, the open file of @fi (with
+ * the stage's ops).  Cannot fail. */
+void fs_file_init_child(struct fs_file *f, struct store_node *n,
+			int flags, struct fuse_file_info *fi);
+/* Open child @n for the caller of @req with @fi's flags: a stage, made
+ * the open file of @fi (an O_TRUNC open clears the set-ID bits).  0 or
+ * the store's -errno. */
+int fs_stage_open(fuse_req_t req, struct fs *fs, struct store_node *n,
+		  struct fuse_file_info *fi);
+/* A write to child @n, or an O_TRUNC open of it, by the caller of @req:
+ * clear the set-user-ID and set-group-ID bits as Linux does. */
+void fs_kill_suidgid(fuse_req_t req, struct fs *fs, struct store_node *n);
+
+/* fs/open.c --------------------------------------------------------------- */
+
+void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+
 /* fs/special.c ------------------------------------------------------------ */
 
-/* Open special file @n with open(2) @flags into @fi.  0 or -errno. */
+/* Open special file @n with open(2) @flags into @fi, with the ops of its
+ * kind.  0 or -errno. */
 int fs_special_open(fuse_req_t req, struct fs *fs, struct store_node *n,
 		    int flags, struct fuse_file_info *fi);
-/* Read @size bytes at @off from special open file @f: replies. */
-void fs_special_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
-		     size_t size, off_t off, struct fuse_file_info *fi);
-/* Write @size bytes to special open file @f: @size or -errno (the caller
- * replies). */
-ssize_t fs_special_write(fuse_req_t req, struct fs *fs, struct fs_file *f,
-			 const char *buf, size_t size);
 
 /* fs/dir.c ---------------------------------------------------------------- */
 
@@ -403,19 +468,15 @@ void fs_watch_hook(void *arg, bool internal);
  * complete.  Call before fuse_session_exit().
  */
 void fs_watch_quiesce(struct fs *fs);
-/*
- * Wait at most @ms until the inval thread (when caching is on) and, with
- * @echo, the echo thread have handled every event logged so far and
- * every invalidation queued so far.  Takes watch_lock.
- */
-void fs_watch_caught_up(struct fs *fs, long ms, bool echo);
+
+/* fs/clock.c -------------------------------------------------------------- */
+
 /* CLOCK_MONOTONIC @ms from now (the clock of every condition of fs/), and
  * whether it has passed. */
 struct timespec fs_deadline_in(unsigned ms);
 bool fs_deadline_passed(const struct timespec *dl);
 /* The wait after one more failure to allocate, after waiting @ms. */
 unsigned fs_backoff_next(unsigned ms);
-
 /* The manual clock of -o testclock (store_clock callback). */
 uint64_t fs_manual_clock(void *arg);
 /* .clock written: advance by @ms and run every due expiry.  0, or
@@ -437,6 +498,12 @@ void fs_inval_names(struct fs *fs, struct store_node *n);
  * invalidation lands a little later).
  */
 void fs_inval_sync(struct fs *fs);
+/*
+ * Wait at most @ms until the inval thread (when caching is on) and, with
+ * @echo, the echo thread have handled every event logged so far and
+ * every invalidation queued so far.  Takes watch_lock.
+ */
+void fs_inval_caught_up(struct fs *fs, long ms, bool echo);
 /* Drop @ino's cached attributes now (safe in any handler, not under
  * watch_lock). */
 void fs_inval_attr(struct fs *fs, uint64_t ino);
@@ -464,27 +531,23 @@ void fs_inval_join(struct fs *fs);
 
 /* fs/events.c ------------------------------------------------------------- */
 
-/* .events open files.  @cred is who opened it (fs_cred_get): the reader
- * sees only the lines of tenants it may list, each judged as the tenant
- * was when the line was appended.  0 or -ENOMEM. */
+/* Make @f an open .events of @dir (root or tenant), with the stream's
+ * ops.  @cred is who opened it (fs_cred_get): the reader sees only the
+ * lines of tenants it may list, each judged as the tenant was when the
+ * line was appended.  0 or -ENOMEM. */
 int fs_events_open(struct fs *fs, struct store_node *dir,
 		   const struct store_cred *cred, struct fs_file *f);
-void fs_events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
-		    size_t size, bool nonblock);
-void fs_events_poll(fuse_req_t req, struct fs *fs, struct fs_file *f,
-		    struct fuse_pollhandle *ph);
-void fs_events_release(struct fs *fs, struct fs_file *f);
 /* The events thread (started by fs_watch_start). */
 void *fs_events_main(void *arg);
 
-/* fs/echo.c --------------------------------------------------------------- */
+/* fs/echo_answer.c -------------------------------------------------------- */
 
 /*
- * Echoes: the echo thread replays, through the mount, a transition the
- * kernel did not see (a removal the store made by itself; on a shared
- * store, every transition another mount made), so the kernel raises the
- * inotify events.  Every request of the echo thread is answered by these
- * (true: replied), never by a store transition.
+ * The answers to the echo thread's requests (fs/echo.c replays, through
+ * the mount, a transition the kernel did not see, so the kernel raises
+ * the inotify events).  Each is asked first by the handler the request
+ * reaches: true when the request was the echo's and has been replied to,
+ * never by a store transition; false for every other request.
  *
  * fs_echo_lookup_first() answers, before the store is asked, the names
  * an appearing or moving echo must show as they were (the new name
@@ -496,7 +559,9 @@ void *fs_events_main(void *arg);
  * from the kernel's view.  fs_echo_appear() answers its mkdir, create
  * (@fi: the open file's, else NULL) and link with the live node,
  * fs_echo_move() its rename, fs_echo_open() its open of a published
- * child (an FS_ECHO open file: writes are answered, never staged).
+ * child (an open file of the echo's: writes are answered, never staged),
+ * fs_echo_setattr() its chmod of a node another mount changed, with its
+ * attributes.
  */
 bool fs_echo_lookup_first(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 			  const char *name);
@@ -510,20 +575,31 @@ bool fs_echo_move(fuse_req_t req, struct fs *fs, fuse_ino_t dir,
 		  const char *name);
 bool fs_echo_open(fuse_req_t req, struct fs *fs, fuse_ino_t ino,
 		  struct fuse_file_info *fi);
-/* fs_echo_setattr() answers the echo thread's chmod of a node another
- * mount changed with its attributes; fs_echo_touched() is the store's
- * touch hook (store_set_touch_hook), fs_echo_untouch() lets go of what
- * it queued (after the echo thread is joined). */
 bool fs_echo_setattr(fuse_req_t req, struct fs *fs, fuse_ino_t ino);
-/* fs/echo_call.c: start the echo's process (from the echo thread: it
- * dies with it), make one call through it (0 or -errno; -EPIPE when it
- * is gone), stop it (after the echo thread is joined). */
-int fs_echo_proc_start(struct fs *fs);
-int fs_echo_proc_call(struct fs *fs, const struct fs_echo_req *rq);
-void fs_echo_proc_stop(struct fs *fs);
+
+/* fs/echo.c --------------------------------------------------------------- */
+
+/*
+ * Echoes: the echo thread replays, through the mount, a transition the
+ * kernel did not see (a removal the store made by itself; on a shared
+ * store, every transition another mount made), so the kernel raises the
+ * inotify events; fs/echo_answer.c answers its requests.
+ * fs_echo_touched() is the store's touch hook (store_set_touch_hook):
+ * it queues a node another mount changed for an ATTRIB; fs_echo_untouch()
+ * lets go of what it queued (after the echo thread is joined).
+ */
 void fs_echo_touched(void *arg, struct store_node *n);
 void fs_echo_untouch(struct fs *fs);
 /* The echo thread (started by fs_watch_start). */
 void *fs_echo_main(void *arg);
+
+/* fs/echo_call.c ---------------------------------------------------------- */
+
+/* Start the echo's process (from the echo thread: it dies with it), make
+ * one call through it (0 or -errno; -EPIPE when it is gone), stop it
+ * (after the echo thread is joined). */
+int fs_echo_proc_start(struct fs *fs);
+int fs_echo_proc_call(struct fs *fs, const struct fs_echo_req *rq);
+void fs_echo_proc_stop(struct fs *fs);
 
 #endif /* STATEFS_FS_H */

@@ -14,7 +14,10 @@
  * .events lines are handed out only once it has passed them, so whoever
  * learns of a change from the stream finds the caches already dropped.
  * Handlers that make such a change wait for it (fs_inval_sync), with a
- * bound: they hold a kernel lock that it may need in turn.
+ * bound: they hold a kernel lock that it may need in turn.  The same wait
+ * (fs_inval_caught_up) can wait for the echo thread too, which reports
+ * its progress on the same condition (fs_watch_quiesce, before a drain
+ * ends the session).
  *
  * Replies in flight.  A reply the kernel caches (an entry: lookup,
  * mkdir, mknod, link, create, each readdirplus entry; attributes:
@@ -81,7 +84,7 @@
 
 #define INVAL_WAIT_MS 200
 /* Events the inval thread handles before it says how far it got: an
- * .events reader's end (fs_events_read) then moves in steps well inside
+ * .events reader's end (fs/events.c) then moves in steps well inside
  * its window, so a lagging inval thread that catches up never pushes a
  * reader out of its window by itself. */
 #define INVAL_BATCH 256
@@ -284,10 +287,44 @@ void fs_inval_names(struct fs *fs, struct store_node *n)
 	pthread_mutex_unlock(&fs->watch_lock);
 }
 
+/*
+ * Wait at most @ms until the inval thread (when caching is on) and, with
+ * @echo, the echo thread have handled every event logged so far and
+ * every invalidation queued so far.  Both threads say how far they got
+ * on fs->inval_progress.
+ */
+void fs_inval_caught_up(struct fs *fs, long ms, bool echo)
+{
+	struct timespec dl;
+	uint64_t asked, head;
+	bool inval = fs->cache_s > 0;
+
+	if (!fs->threads)
+		return;
+	head = store_events_end(fs->store);
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_nsec += ms * 1000000L;
+	dl.tv_sec += dl.tv_nsec / 1000000000L;
+	dl.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&fs->watch_lock);
+	asked = fs->inval_asked;
+	pthread_cond_signal(&fs->inval_cond);
+	if (echo)
+		pthread_cond_signal(&fs->echo_cond);
+	while (!fs->stopping &&
+	       ((inval && !fs->inval_quit &&
+		 (fs->inval_seq < head || fs->inval_done < asked)) ||
+		(echo && fs->echo_seq < head)))
+		if (pthread_cond_timedwait(&fs->inval_progress, &fs->watch_lock,
+					   &dl) == ETIMEDOUT)
+			break;
+	pthread_mutex_unlock(&fs->watch_lock);
+}
+
 void fs_inval_sync(struct fs *fs)
 {
 	if (fs->cache_s > 0)
-		fs_watch_caught_up(fs, INVAL_WAIT_MS, false);
+		fs_inval_caught_up(fs, INVAL_WAIT_MS, false);
 }
 
 /* The inval thread -------------------------------------------------------- */
@@ -508,7 +545,7 @@ void *fs_inval_main(void *arg)
 		/*
 		 * Kicked by the hook after an internal transition, or after
 		 * any while .events is open; by a queued request, a resend, a
-		 * handler waiting for it (fs_watch_caught_up) and the stop.  Each
+		 * handler waiting for it (fs_inval_caught_up) and the stop.  Each
 		 * sets what this checks under watch_lock, so no wake-up is
 		 * missed and no timeout is needed.  Looking moves the reader
 		 * past lines it does not act on: progress to report too.

@@ -46,7 +46,7 @@
 
 /*
  * A shared mmap of a child.  Children are opened with direct I/O (every
- * read and write reaches the store: fs/file.c), and the kernel refuses
+ * read and write reaches the store: fs/stage.c), and the kernel refuses
  * MAP_SHARED of a direct-I/O file (ENODEV) unless the filesystem set
  * FUSE_DIRECT_IO_ALLOW_MMAP in its INIT reply (Linux 6.6, protocol
  * 7.39).  A libfuse that knows the flag asks for it in fs_init; the

@@ -1,15 +1,18 @@
 /*
  * special.c - the special files of the root and the tenants: their open,
- * read and write (a special file is a row of layout/'s table, with a
- * case here for what its open file does).
+ * and the operations (struct fs_file_ops) of the open files it makes (a
+ * special file is a row of layout/'s table, with a case here for what
+ * its open file does).
  *
  * .stats and .snapshot are texts made at open and served from the open
  * file; a .snapshot's text counts against the bound on snapshot memory
  * until it is released (store_snapshot_hold).  .drain reads its state
  * anew at each read from offset 0 and starts a drain when written;
  * .depart takes one name per write; .clock (-o testclock) shows the
- * manual clock and moves it; .events is a stream (fs/events.c).  Reading
- * a tenant's .snapshot or .events asks for the right to list the tenant.
+ * manual clock and moves it; .events is a stream (fs/events.c, which
+ * has its own operations).  Reading a tenant's .snapshot or .events asks
+ * for the right to list the tenant.  Each kind is one table: text_ops
+ * (.stats, .snapshot), depart_ops, drain_ops, clock_ops.
  *
  * Locks: an open .drain's text_lock (fs.h), a leaf, guards the text that
  * reads at offset 0 rewrite in place; the reply goes out from a copy,
@@ -27,6 +30,8 @@
 
 #include "fs/fs.h"
 #include "layout/layout.h"
+
+static const struct fs_file_ops text_ops, depart_ops, drain_ops, clock_ops;
 
 /* Format a .stats file for directory @dir (root or tenant). */
 static int stats_text(struct fs *fs, struct store_node *dir, struct fs_file *f)
@@ -165,12 +170,13 @@ static size_t drain_text(struct fs *fs, struct store_node *dir, char *buf)
  * and the reply goes out from the copy with no lock held.
  */
 static void drain_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
-		       size_t size, off_t off)
+		       size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct store_node *dir = store_node_tenant(f->node);
 	char now[DRAIN_TEXT_MAX], out[DRAIN_TEXT_MAX];
 	size_t nowlen = 0, n = 0;
 
+	(void)fi;
 	if (off == 0)
 		nowlen = drain_text(fs, dir ? dir : store_root(fs->store), now);
 	pthread_mutex_lock(&f->text_lock);
@@ -210,11 +216,11 @@ int fs_special_open(fuse_req_t req, struct fs *fs, struct store_node *n,
 		dir = store_root(fs->store);
 	switch (sp->slot) {
 	case LAYOUT_SLOT_STATS:
-		f->kind = FS_TEXT;
+		f->ops = &text_ops;
 		rc = stats_text(fs, dir, f);
 		break;
 	case LAYOUT_SLOT_DEPART:
-		f->kind = FS_DEPART;
+		f->ops = &depart_ops;
 		break;
 	case LAYOUT_SLOT_EVENTS:
 		/* A stream shows the reader only the lines of tenants it may
@@ -228,11 +234,11 @@ int fs_special_open(fuse_req_t req, struct fs *fs, struct store_node *n,
 		fs_cred_free(&fc);
 		break;
 	case LAYOUT_SLOT_SNAPSHOT:
-		f->kind = FS_TEXT;
+		f->ops = &text_ops;
 		rc = snapshot_text(req, fs, dir, f);
 		break;
 	case LAYOUT_SLOT_DRAIN:
-		f->kind = FS_DRAIN;
+		f->ops = &drain_ops;
 		/* Made once: reads rewrite it in place (drain_read). */
 		f->text = malloc(DRAIN_TEXT_MAX);
 		if (!f->text)
@@ -241,7 +247,7 @@ int fs_special_open(fuse_req_t req, struct fs *fs, struct store_node *n,
 			f->len = drain_text(fs, dir, f->text);
 		break;
 	case LAYOUT_SLOT_CLOCK:
-		f->kind = FS_CLOCK;
+		f->ops = &clock_ops;
 		rc = asprintf(&f->text, "%" PRIu64 "\n",
 			      store_now_ms(fs->store)) < 0 ? -ENOMEM : 0;
 		if (rc)
@@ -265,75 +271,97 @@ int fs_special_open(fuse_req_t req, struct fs *fs, struct store_node *n,
 	return 0;
 }
 
-void fs_special_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
-		     size_t size, off_t off, struct fuse_file_info *fi)
+/* A text made at open (.stats, .snapshot, .clock), never changed after:
+ * read with no lock (fs.h). */
+static void text_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
+		      size_t size, off_t off, struct fuse_file_info *fi)
 {
 	ssize_t n = 0;
 
-	if (f->kind == FS_DEPART) {
-		reply_err(req, EBADF);
-		return;
-	}
-	if (f->kind == FS_EVENTS) {
-		fs_events_read(req, fs, f, size,
-			       (fi->flags & O_NONBLOCK) != 0);
-		return;
-	}
-	if (f->kind == FS_DRAIN) {
-		drain_read(req, fs, f, size, off);
-		return;
-	}
-	/* Made at open and never changed: no lock (fs.h). */
+	(void)fs;
+	(void)fi;
 	if ((size_t)off < f->len)
 		n = (ssize_t)(f->len - (size_t)off < size ?
 			      f->len - (size_t)off : size);
 	fuse_reply_buf(req, f->text + (n ? off : 0), (size_t)n);
 }
 
-ssize_t fs_special_write(fuse_req_t req, struct fs *fs, struct fs_file *f,
-			 const char *buf, size_t size)
+/* .depart: one name a write, departed (store_depart), a cascade judged
+ * as rmdir's. */
+static ssize_t depart_write(fuse_req_t req, struct fs *fs, struct fs_file *f,
+			    const char *buf, size_t size, off_t off)
 {
 	const struct store_cred *cred = NULL;
 	struct fs_cred fc = { 0 };
 	char name[NAME_MAX + 1];
-	uint64_t ms;
-	ssize_t n;
 	int rc;
 
-	switch (f->kind) {
-	case FS_DEPART:
-		rc = layout_parse_depart(buf, size,
-					 store_limits(fs->store)->max_name,
-					 name, sizeof(name));
-		if (rc == 0)
-			rc = fs_cascade_cred(req, fs, &fc, &cred);
-		if (rc == 0)
-			rc = store_depart(fs->store, store_node_tenant(f->node),
-					  name, cred);
-		fs_cred_free(&fc);
-		fs_inval_sync(fs);
-		n = rc ? rc : (ssize_t)size;
-		break;
-	case FS_DRAIN:
-		/* Any write starts the drain; later writes change nothing.
-		 * A tenant's clear is a cascade: judged as rmdir's. */
+	(void)off;
+	rc = layout_parse_depart(buf, size, store_limits(fs->store)->max_name,
+				 name, sizeof(name));
+	if (rc == 0)
 		rc = fs_cascade_cred(req, fs, &fc, &cred);
-		if (rc == 0)
-			rc = store_drain_as(fs->store, store_node_tenant(f->node),
-					    cred);
-		fs_cred_free(&fc);
-		fs_inval_sync(fs);
-		n = rc ? rc : (ssize_t)size;
-		break;
-	case FS_CLOCK:
-		rc = layout_parse_control_ms(buf, size, &ms);
-		if (rc == 0)
-			rc = fs_clock_advance(fs, ms);
-		fs_inval_sync(fs);
-		n = rc ? rc : (ssize_t)size;
-		break;
-	default:
-		n = -EBADF;
-	}
-	return n;
+	if (rc == 0)
+		rc = store_depart(fs->store, store_node_tenant(f->node), name,
+				  cred);
+	fs_cred_free(&fc);
+	fs_inval_sync(fs);
+	return rc ? rc : (ssize_t)size;
 }
+
+/* .drain: any write starts the drain; later writes change nothing.  A
+ * tenant's clear is a cascade: judged as rmdir's. */
+static ssize_t drain_write(fuse_req_t req, struct fs *fs, struct fs_file *f,
+			   const char *buf, size_t size, off_t off)
+{
+	const struct store_cred *cred = NULL;
+	struct fs_cred fc = { 0 };
+	int rc;
+
+	(void)buf;
+	(void)off;
+	rc = fs_cascade_cred(req, fs, &fc, &cred);
+	if (rc == 0)
+		rc = store_drain_as(fs->store, store_node_tenant(f->node), cred);
+	fs_cred_free(&fc);
+	fs_inval_sync(fs);
+	return rc ? rc : (ssize_t)size;
+}
+
+/* .clock (-o testclock): a write moves the manual clock on. */
+static ssize_t clock_write(fuse_req_t req, struct fs *fs, struct fs_file *f,
+			   const char *buf, size_t size, off_t off)
+{
+	uint64_t ms;
+	int rc;
+
+	(void)req;
+	(void)f;
+	(void)off;
+	rc = layout_parse_control_ms(buf, size, &ms);
+	if (rc == 0)
+		rc = fs_clock_advance(fs, ms);
+	fs_inval_sync(fs);
+	return rc ? rc : (ssize_t)size;
+}
+
+/* The special files' operations: a read of .depart, and a write of a
+ * text, are EBADF (fs/file.c); flush, fsync and release have nothing to
+ * do. */
+static const struct fs_file_ops text_ops = {
+	.read = text_read,
+};
+
+static const struct fs_file_ops depart_ops = {
+	.write = depart_write,
+};
+
+static const struct fs_file_ops drain_ops = {
+	.read = drain_read,
+	.write = drain_write,
+};
+
+static const struct fs_file_ops clock_ops = {
+	.read = text_read,
+	.write = clock_write,
+};

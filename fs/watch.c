@@ -23,7 +23,7 @@
  * and the inval thread drops every name (inval_everything) only when an
  * internal line left the log before it read it.  Under -o testclock the
  * clock moves only through .clock, which runs the expiries itself
- * (fs_clock_advance).
+ * (fs_clock_advance, fs/clock.c).
  *
  * Lock order of fs/: watch_lock, echo_lock, an open file's text_lock
  * (fs.h) and the inode table's lock (fs/inode.h) are never held across
@@ -42,10 +42,6 @@
 
 #include "fs/fs.h"
 
-/* Out of memory in the inval or echo thread: wait this long before
- * trying again, doubling each time it fails again. */
-#define BACKOFF_MIN_MS 1
-#define BACKOFF_MAX_MS 250
 #define QUIESCE_MS 5000
 
 void fs_watch_init(struct fs *fs)
@@ -64,43 +60,6 @@ void fs_watch_init(struct fs *fs)
 	pthread_condattr_destroy(&ca);
 }
 
-uint64_t fs_manual_clock(void *arg)
-{
-	return atomic_load(&((struct fs *)arg)->clock_ms);
-}
-
-/* CLOCK_MONOTONIC @ms from now (the clock of every condition here). */
-struct timespec fs_deadline_in(unsigned ms)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(ms / 1000);
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	return ts;
-}
-
-bool fs_deadline_passed(const struct timespec *dl)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > dl->tv_sec ||
-	       (now.tv_sec == dl->tv_sec && now.tv_nsec >= dl->tv_nsec);
-}
-
-/* The wait after one more failure to allocate, after waiting @ms. */
-unsigned fs_backoff_next(unsigned ms)
-{
-	if (!ms)
-		return BACKOFF_MIN_MS;
-	return ms * 2 < BACKOFF_MAX_MS ? ms * 2 : BACKOFF_MAX_MS;
-}
-
 void fs_watch_hook(void *arg, bool internal)
 {
 	struct fs *fs = arg;
@@ -117,61 +76,7 @@ void fs_watch_hook(void *arg, bool internal)
 	pthread_mutex_unlock(&fs->watch_lock);
 }
 
-/* The manual clock -------------------------------------------------------- */
-
-int fs_clock_advance(struct fs *fs, uint64_t ms)
-{
-	uint_fast64_t now = atomic_load(&fs->clock_ms);
-
-	/* A shared store's clock is the store's: every mount's moves. */
-	if (store_is_shared(fs->store))
-		return store_clock_advance(fs->store, ms);
-	/* Bounded, so now + any duration stays a valid deadline (store.h);
-	 * writers racing each other each see the clock they move. */
-	do {
-		if (ms > STORE_DURATION_MAX_MS || now > STORE_CLOCK_MAX_MS - ms)
-			return -EINVAL;
-	} while (!atomic_compare_exchange_weak(&fs->clock_ms, &now, now + ms));
-	/* The store starts no reaper on a manual clock: what the move made
-	 * due ends here, before the write returns. */
-	store_reap_due(fs->store);
-	return 0;
-}
-
 /* Start, stop, wait ------------------------------------------------------- */
-
-/*
- * Wait at most @ms until the inval thread (when caching is on) and, with
- * @echo, the echo thread have handled every event logged so far and
- * every invalidation queued so far.
- */
-void fs_watch_caught_up(struct fs *fs, long ms, bool echo)
-{
-	struct timespec dl;
-	uint64_t asked, head;
-	bool inval = fs->cache_s > 0;
-
-	if (!fs->threads)
-		return;
-	head = store_events_end(fs->store);
-	clock_gettime(CLOCK_MONOTONIC, &dl);
-	dl.tv_nsec += ms * 1000000L;
-	dl.tv_sec += dl.tv_nsec / 1000000000L;
-	dl.tv_nsec %= 1000000000L;
-	pthread_mutex_lock(&fs->watch_lock);
-	asked = fs->inval_asked;
-	pthread_cond_signal(&fs->inval_cond);
-	if (echo)
-		pthread_cond_signal(&fs->echo_cond);
-	while (!fs->stopping &&
-	       ((inval && !fs->inval_quit &&
-		 (fs->inval_seq < head || fs->inval_done < asked)) ||
-		(echo && fs->echo_seq < head)))
-		if (pthread_cond_timedwait(&fs->inval_progress, &fs->watch_lock,
-					   &dl) == ETIMEDOUT)
-			break;
-	pthread_mutex_unlock(&fs->watch_lock);
-}
 
 /*
  * Before the session ends on its own (a drain): let the echo and inval
@@ -190,7 +95,7 @@ void fs_watch_caught_up(struct fs *fs, long ms, bool echo)
  */
 void fs_watch_quiesce(struct fs *fs)
 {
-	fs_watch_caught_up(fs, QUIESCE_MS, true);
+	fs_inval_caught_up(fs, QUIESCE_MS, true);
 	pthread_mutex_lock(&fs->watch_lock);
 	fs->inval_quit = true;
 	pthread_cond_broadcast(&fs->inval_cond);
