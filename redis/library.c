@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "store/internal.h"
+#include "redis/internal.h"
+#include "redis/statefs_lua.h"
 #include "redis/wire.h"
 
 /* Rounds of rconn_library_ensure before concurrent loaders count as
@@ -180,5 +183,19 @@ out:
 			*ch = '?';
 	if (rc == 0)
 		err[0] = '\0';
+	return rc;
+}
+
+/* This mount's library ------------------------------------------------------ */
+
+int remote_library_ensure(struct store *s)
+{
+	char err[512];
+	int rc = rconn_library_ensure(s->remote->pool, "statefs",
+				      store_statefs_lua, LIBVERSION, err,
+				      sizeof(err));
+
+	if (rc)
+		fprintf(stderr, "%s\n", err);
 	return rc;
 }
