@@ -236,10 +236,10 @@ static int load_state(struct store *s, const redisReply *srow)
 			bool created;
 
 			applying->ino = sino + m->ino_offset;
-			rc = TRANSITION(s, do_create(s, p, slash + 1, &o, true,
+			rc = TRANSITION(s, child_create(s, p, slash + 1, &o, true,
 						     &c, &created, NULL));
 		} else {
-			rc = TRANSITION(s, do_link(s, c, p, slash + 1, NULL));
+			rc = TRANSITION(s, child_link(s, c, p, slash + 1, NULL));
 		}
 		store_node_unref(s, p);
 	}
@@ -313,7 +313,7 @@ static int load_contents(struct store *s, struct tenant *t, const redisReply *du
 			return -EPROTO;
 		dump_kvu(P, "child_ttl", &cttl);
 		applying->ino = pino + m->ino_offset;
-		rc = TRANSITION(s, do_mkdir(s, &t->node, name, &o, &n, NULL));
+		rc = TRANSITION(s, parent_join(s, t, name, &o, &n, NULL));
 		if (rc)
 			break;
 		/* Made by this load, seen by no one yet: its generation is
@@ -439,7 +439,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 	ctx.ms = 0;
 	ctx.ino = ino + m->ino_offset;
 	applying = &ctx;
-	rc = TRANSITION(s, do_mkdir(s, &s->root, name, &o, &n, NULL));
+	rc = TRANSITION(s, tenant_create(s, name, &o, &n, NULL));
 	if (rc == 0) {
 		struct tenant *t = as_tenant(n);
 
