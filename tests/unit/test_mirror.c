@@ -195,10 +195,10 @@ static uint64_t follow(struct world *w, struct store *s, int tid)
 	assert_non_null(r);
 	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
 	for (size_t i = 0; i < r->elements; i++) {
-		struct mentry e;
+		struct entry e;
 		int rc;
 
-		assert_int_equal(mentry_parse(r->element[i]->element[1], &e), 0);
+		assert_int_equal(entry_parse(r->element[i]->element[1], &e), 0);
 		rc = mirror_apply(s, (uint64_t)tid, &e);
 		if (rc)
 			fail_msg("tenant %d: entry seq %llu op %s: %d", tid,
@@ -486,7 +486,7 @@ static void test_load_equals_embedded(void **state)
 	struct world *w = *state;
 	redisReply *r;
 	char id[64], why[256];
-	struct mentry e;
+	struct entry e;
 	uint64_t seq;
 	bool gone;
 
@@ -497,7 +497,7 @@ static void test_load_equals_embedded(void **state)
 		r = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 				 tk(tid), INST, "", "");
 		assert_non_null(r);
-		assert_int_equal(mirror_load_tenant(w->mir, (uint64_t)tid, r, id,
+		assert_int_equal(mirror_load_tenant(w->mir, (uint64_t)tid, dump_of(r), id,
 						    sizeof(id)), 0);
 		assert_true(strchr(id, '-') != NULL);
 		freeReplyObject(r);
@@ -511,7 +511,7 @@ static void test_load_equals_embedded(void **state)
 	assert_int_equal(mirror_applied(w->mir, 1, &seq, &gone), 0);
 	assert_false(gone);
 	r = redisCommand(w->rc, "XRANGE statefs:{statefs.t1}:log - + COUNT 1");
-	assert_int_equal(mentry_parse(r->element[0]->element[1], &e), 0);
+	assert_int_equal(entry_parse(r->element[0]->element[1], &e), 0);
 	e.seq = seq + 2;
 	assert_int_equal(mirror_apply(w->mir, 1, &e), -ERANGE);
 	freeReplyObject(r);
@@ -560,7 +560,7 @@ static void test_join_after_failed_load(void **state)
 	struct store_owner own = { 0, 0, 0755 };
 	struct store_node *a, *p;
 	redisReply *dump, *r;
-	struct mentry e;
+	struct entry e;
 	char id[64], why[256];
 
 	init(w);
@@ -571,12 +571,12 @@ static void test_join_after_failed_load(void **state)
 	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 			    tk(1), INST, "", "");
 	assert_non_null(dump);
-	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
 	/* The same dump with its parents unreadable: the reload fails
 	 * once the old copy went. */
 	assert_int_equal(dump->element[5]->type, REDIS_REPLY_ARRAY);
 	dump->element[5]->type = REDIS_REPLY_NIL;
-	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)),
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)),
 			 -EPROTO);
 	dump->element[5]->type = REDIS_REPLY_ARRAY;
 	/* The tenant's next entry: a join. */
@@ -585,7 +585,7 @@ static void test_join_after_failed_load(void **state)
 	r = redisCommand(w->rc, "XRANGE statefs:{statefs.t1}:log - +");
 	assert_non_null(r);
 	assert_int_equal(r->elements, 2);
-	assert_int_equal(mentry_parse(r->element[1]->element[1], &e), 0);
+	assert_int_equal(entry_parse(r->element[1]->element[1], &e), 0);
 	assert_int_equal(e.seq, 2);
 	assert_int_equal(mirror_apply(w->mir, 1, &e), -EUCLEAN);
 	freeReplyObject(r);
@@ -594,7 +594,7 @@ static void test_join_after_failed_load(void **state)
 	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 			    tk(1), INST, "", "");
 	assert_non_null(dump);
-	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
 	freeReplyObject(dump);
 	same_snapshot(w->emb, w->mir);
 	assert_int_equal(store_check_all(w->mir, why, sizeof(why)), 0);
@@ -623,7 +623,7 @@ static void load_must_not_break(struct store *s, redisReply *dump, size_t at,
 				const char *as)
 {
 	char id[64], why[256];
-	int rc = mirror_load_tenant(s, 1, dump, id, sizeof(id));
+	int rc = mirror_load_tenant(s, 1, dump_of(dump), id, sizeof(id));
 
 	if (rc != 0 && rc != -EPROTO)
 		fail_msg("element %zu made %s: load %d", at, as, rc);
@@ -675,7 +675,7 @@ static void test_load_malformed_dump(void **state)
 		load_must_not_break(w->mir, dump, k, "the end");
 		dump->elements = all;
 	}
-	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
 	freeReplyObject(dump);
 	follow(w, w->mir, 2);
 	same_snapshot(w->emb, w->mir);
@@ -713,7 +713,7 @@ static void test_load_dump_past_limits(void **state)
 		l.max_name = small[i].max_name;
 		assert_int_equal(store_new(&l, &c, &s), 0);
 		assert_int_equal(mirror_attach(s, "", 0), 0);
-		assert_int_equal(mirror_load_tenant(s, 1, dump, id, sizeof(id)),
+		assert_int_equal(mirror_load_tenant(s, 1, dump_of(dump), id, sizeof(id)),
 				 -EPROTO);
 		assert_int_equal(store_lookup(s, store_root(s), "acme", &t),
 				 -ENOENT);
@@ -721,7 +721,7 @@ static void test_load_dump_past_limits(void **state)
 	}
 	/* Within them it loads. */
 	w->mir = new_mirror(w);
-	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
 	/* A parent's name with a '/', a leading '.': refused. */
 	for (size_t i = 0; i < 2; i++) {
 		redisReply *P = dump->element[5]->element[0]->element[1];
@@ -734,14 +734,14 @@ static void test_load_dump_past_limits(void **state)
 
 				P->element[k + 1]->str = i ? dot : slash;
 				P->element[k + 1]->len = strlen(P->element[k + 1]->str);
-				assert_int_equal(mirror_load_tenant(w->mir, 1, dump,
+				assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump),
 								    id, sizeof(id)),
 						 -EPROTO);
 				P->element[k + 1]->str = keep;
 				P->element[k + 1]->len = len;
 			}
 	}
-	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
 	freeReplyObject(dump);
 }
 
@@ -887,7 +887,7 @@ static void test_reload_keeps_nodes(void **state)
 	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 			    tk(1), INST, "", "");
 	assert_non_null(dump);
-	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
 	/* Kept: the same nodes, under their names of now. */
 	assert_true(store_node_live(t) && store_node_live(p) && store_node_live(q));
 	assert_true(store_node_live(keep) && store_node_live(rw) &&
@@ -930,7 +930,7 @@ static void test_reload_keeps_nodes(void **state)
 	assert_int_equal(store_node_ino(mv), strtoull(mi, NULL, 10));
 	/* The same tree as a mirror that loads the dump afresh. */
 	fresh = new_mirror(w);
-	assert_int_equal(mirror_load_tenant(fresh, 1, dump, id, sizeof(id)), 0);
+	assert_int_equal(mirror_load_tenant(fresh, 1, dump_of(dump), id, sizeof(id)), 0);
 	same_snapshot(fresh, w->mir);
 	store_free(fresh);
 	assert_int_equal(store_check_all(w->mir, why, sizeof(why)), 0);
