@@ -10,12 +10,13 @@
  * authorities.
  *
  * Each test starts its own redis-server on a unix socket in a temporary
- * directory (no TCP, no persistence); the teardown kills it, and it dies
- * with this process (PR_SET_PDEATHSIG).  Both stores run on a manual
+ * directory (no TCP, no persistence; tests/unit/redis_fixture.h); the
+ * teardown kills it, and it dies with this process (PR_SET_PDEATHSIG).  Both stores run on a manual
  * clock (testclock), moved together, so deadlines are exact.
  */
 #define _GNU_SOURCE
 #include "tests/unit/unit.h"
+#include "tests/unit/redis_fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,67 +41,31 @@
 #define INST "0123456789abcdef"
 
 struct world {
-	char dir[64], sock[96];
-	pid_t pid;
-	redisContext *rc;
+	struct redis_fixture redis; /* its server, the test's connection */
 	struct fake_clock clock;   /* the embedded store's and the mirror's */
 	struct store *emb;         /* the embedded store */
 	struct store *mir;         /* a mirror of the shared store */
 	unsigned opn;
 };
 
-static void nap(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
 static int setup(void **state)
 {
 	struct world *w = calloc(1, sizeof(*w));
-	pid_t parent = getpid();
 	redisReply *r;
 
 	if (!w)
 		return -1;
-	strcpy(w->dir, "/tmp/statefs-mirror.XXXXXX");
-	if (!mkdtemp(w->dir))
+	if (redis_fixture_start(&w->redis, "mirror") != 0) {
+		free(w);
 		return -1;
-	snprintf(w->sock, sizeof(w->sock), "%s/redis.sock", w->dir);
-	w->pid = fork();
-	if (w->pid == 0) {
-		int fd = open("/dev/null", O_RDWR);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl("/usr/bin/redis-server", "redis-server", "--port", "0",
-		      "--unixsocket", w->sock, "--save", "", "--appendonly", "no",
-		      "--dir", w->dir, (char *)NULL);
-		_exit(127);
 	}
-	/* Generous: a loaded machine may take a while to start it. */
-	for (int i = 0; i < 1500 && !w->rc; i++) {
-		redisContext *c = redisConnectUnix(w->sock);
-
-		if (c && !c->err) {
-			w->rc = c;
-			break;
-		}
-		if (c)
-			redisFree(c);
-		nap(20);
-	}
-	if (!w->rc)
-		return -1;
-	r = redisCommand(w->rc, "FUNCTION LOAD REPLACE %b", store_statefs_lua,
+	r = redisCommand(w->redis.rc, "FUNCTION LOAD REPLACE %b", store_statefs_lua,
 			 store_statefs_lua_len);
-	if (!r || r->type == REDIS_REPLY_ERROR)
+	if (!r || r->type == REDIS_REPLY_ERROR) {
+		redis_fixture_stop(&w->redis);
+		free(w);
 		return -1;
+	}
 	freeReplyObject(r);
 	*state = w;
 	return 0;
@@ -112,14 +77,7 @@ static int teardown(void **state)
 
 	store_free(w->emb);
 	store_free(w->mir);
-	if (w->rc)
-		redisFree(w->rc);
-	if (w->pid > 0) {
-		kill(w->pid, SIGKILL);
-		waitpid(w->pid, NULL, 0);
-	}
-	unlink(w->sock);
-	rmdir(w->dir);
+	redis_fixture_stop(&w->redis);
 	free(w);
 	return 0;
 }
@@ -152,7 +110,7 @@ static redisReply *fcall(struct world *w, const char *want, const char *fn,
 	for (const char *a; (a = va_arg(ap, const char *)) != NULL;)
 		argv[argc++] = a;
 	va_end(ap);
-	r = redisCommandArgv(w->rc, argc, argv, NULL);
+	r = redisCommandArgv(w->redis.rc, argc, argv, NULL);
 	assert_non_null(r);
 	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
 	    strcmp(r->element[0]->str, want) != 0)
@@ -191,7 +149,7 @@ static uint64_t follow(struct world *w, struct store *s, int tid)
 		snprintf(key, sizeof(key), "statefs:{statefs.t%d}:log", tid);
 	else
 		snprintf(key, sizeof(key), "statefs:{statefs}:log");
-	r = redisCommand(w->rc, "XRANGE %s - +", key);
+	r = redisCommand(w->redis.rc, "XRANGE %s - +", key);
 	assert_non_null(r);
 	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
 	for (size_t i = 0; i < r->elements; i++) {
@@ -494,7 +452,7 @@ static void test_load_equals_embedded(void **state)
 	run_both(w);
 	w->mir = new_mirror(w);
 	for (int tid = 1; tid <= 2; tid++) {
-		r = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+		r = redisCommand(w->redis.rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 				 tk(tid), INST, "", "");
 		assert_non_null(r);
 		assert_int_equal(mirror_load_tenant(w->mir, (uint64_t)tid, dump_of(r), id,
@@ -510,7 +468,7 @@ static void test_load_equals_embedded(void **state)
 	/* An entry past a gap is refused. */
 	assert_int_equal(mirror_applied(w->mir, 1, &seq, &gone), 0);
 	assert_false(gone);
-	r = redisCommand(w->rc, "XRANGE statefs:{statefs.t1}:log - + COUNT 1");
+	r = redisCommand(w->redis.rc, "XRANGE statefs:{statefs.t1}:log - + COUNT 1");
 	assert_int_equal(entry_parse(r->element[0]->element[1], &e), 0);
 	e.seq = seq + 2;
 	assert_int_equal(mirror_apply(w->mir, 1, &e), -ERANGE);
@@ -568,7 +526,7 @@ static void test_join_after_failed_load(void **state)
 	assert_int_equal(store_mkdir(w->emb, store_root(w->emb), "acme", &own, &a), 0);
 	fok(w, fcall(w, "OK", "sfs_mkdir_tenant", 1, META, "acme", "0", "0", "493", NULL));
 	follow(w, w->mir, 0);
-	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+	dump = redisCommand(w->redis.rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 			    tk(1), INST, "", "");
 	assert_non_null(dump);
 	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
@@ -582,7 +540,7 @@ static void test_join_after_failed_load(void **state)
 	/* The tenant's next entry: a join. */
 	assert_int_equal(store_mkdir(w->emb, a, "p", &own, &p), 0);
 	fok(w, fcall(w, "OK", "sfs_join", 2, META, tk(1), "p", "0", "0", "493", NULL));
-	r = redisCommand(w->rc, "XRANGE statefs:{statefs.t1}:log - +");
+	r = redisCommand(w->redis.rc, "XRANGE statefs:{statefs.t1}:log - +");
 	assert_non_null(r);
 	assert_int_equal(r->elements, 2);
 	assert_int_equal(entry_parse(r->element[1]->element[1], &e), 0);
@@ -591,7 +549,7 @@ static void test_join_after_failed_load(void **state)
 	freeReplyObject(r);
 	freeReplyObject(dump);
 	/* The reload the follower makes then. */
-	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+	dump = redisCommand(w->redis.rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 			    tk(1), INST, "", "");
 	assert_non_null(dump);
 	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
@@ -647,7 +605,7 @@ static void test_load_malformed_dump(void **state)
 	run_both(w);
 	w->mir = new_mirror(w);
 	follow(w, w->mir, 0);
-	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+	dump = redisCommand(w->redis.rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 			    tk(1), INST, "", "");
 	assert_non_null(dump);
 	n = reply_nodes(dump, nodes, 0, sizeof(nodes) / sizeof(nodes[0]));
@@ -702,7 +660,7 @@ static void test_load_dump_past_limits(void **state)
 	fok(w, fcall(w, "OK", "sfs_create", 2, META, tk(1), "19", "c", "0", "0", "420", "1", NULL));
 	fok(w, fcall(w, "OK", "sfs_publish", 2, META, tk(1), "20", "replace", "",
 		     "hello world", "0", "0", NULL));
-	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+	dump = redisCommand(w->redis.rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 			    tk(1), INST, "", "");
 	assert_non_null(dump);
 	for (size_t i = 0; i < sizeof(small) / sizeof(small[0]); i++) {
@@ -884,7 +842,7 @@ static void test_reload_keeps_nodes(void **state)
 	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), oi, "oc", pi, "oc", "0", NULL));
 	fok(w, fcall(w, "OK", "sfs_leave", 2, META, tk(1), "old", "", "", "", NULL));
 	fok(w, fcall(w, "OK", "sfs_join", 2, META, tk(1), "old", "0", "0", "493", NULL));
-	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+	dump = redisCommand(w->redis.rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 			    tk(1), INST, "", "");
 	assert_non_null(dump);
 	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
