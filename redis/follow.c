@@ -8,8 +8,10 @@
  * What it owns
  * ------------
  * Its positions: the last entry id of the root log and of each tenant's
- * log.  It learns tenants from the root log (a tenant entry: follow its
- * log from its start) and stops following one whose cleanup it applied.
+ * log (kept by redis/index.c).  It learns tenants from the root log (a
+ * tenant entry: follow its log from its start) and stops following one
+ * whose cleanup it applied.  Each entry read is parsed into a plain
+ * struct entry (redis/entry.c) before it is applied.
  * A gap (an entry whose seq is not the next: the position fell off a
  * trimmed log), a log that holds nothing past its position while the
  * tenant's seq in the store is past the mirror's (trimmed to nothing

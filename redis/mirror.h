@@ -1,15 +1,18 @@
 /*
  * mirror.h - a mirror: the embedded store's structures changed only by
- * the shared store's log entries.  Private to store/: a mirror's files
- * (redis/apply.c applies entries, redis/index.c keeps the index
- * and the tenants followed, redis/load.c loads dumps and
- * redis/diff.c applies one as a difference), the shared
- * store's transitions and follower (store/remote_*.c, redis/follow.c)
- * and the tests use it; fs/ sees store.h only.
+ * the shared store's log entries.  Private to redis/: a mirror's files
+ * (redis/apply.c applies entries, redis/index.c keeps the index and
+ * the tenants followed, redis/load.c loads dumps, redis/dump.c reads
+ * them and redis/diff.c applies one as a difference), the engine's
+ * transitions and follower (redis/ops.c, redis/follow.c) and the tests
+ * use it; fs/ sees store.h only.
  *
- * Entries and dumps come as hiredis replies, as XREAD and sfs_dump give
- * them (redis/statefs.lua's essay says every field).  Every function
- * returns 0 or -errno; none may be called with a store lock held.
+ * It names no hiredis type: an entry is a plain struct entry
+ * (redis/entry.h, parsed by redis/entry.c from what XREAD gives), a dump
+ * an opaque struct dump_val read through redis/dump.c (from what
+ * sfs_dump gives; redis/statefs.lua's essay says every field).  Every
+ * function returns 0 or -errno; none may be called with a store lock
+ * held.
  */
 #ifndef STATEFS_STORE_MIRROR_H
 #define STATEFS_STORE_MIRROR_H

@@ -1,6 +1,7 @@
 /*
- * test_mirror.c - a mirror (redis/apply.c, mirror_index.c,
- * mirror_load.c) against the embedded store: the same operations made
+ * test_mirror.c - a mirror (redis/apply.c, redis/entry.c,
+ * redis/index.c, redis/load.c, redis/dump.c, redis/diff.c) against the
+ * embedded store: the same operations made
  * by the embedded store (store.h) and by the shared store's Functions
  * library on a real redis-server (FCALL), whose log entries a mirror
  * applies; the mirror's snapshot must equal the embedded store's
