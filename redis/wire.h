@@ -20,7 +20,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "redis/conn.h"
+#include "redis/redis.h"
 
 /* Longest text of a failure kept for messages. */
 #define WHY_MAX 256
