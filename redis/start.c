@@ -15,7 +15,7 @@
  * -----------------
  * store_new_remote() runs before the store has any other thread;
  * remote_reinit() and remote_load_all() run on the follower's thread (a
- * new instance), remote->lock (LOCK_REMOTE, held alone) taken only to
+ * new instance), remote->lock (LOCK_ENGINE_STATE, held alone) taken only to
  * set the instance; remote_free() stops the follower first.  .stats is
  * asked on any thread, no store lock held across the call.
  */
@@ -41,7 +41,7 @@ static void random_hex(char *buf, size_t n)
 	uint8_t b[16];
 
 	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
-		uint64_t x = (uint64_t)wall_now() ^ ((uint64_t)getpid() << 32);
+		uint64_t x = (uint64_t)wall_now(NULL) ^ ((uint64_t)getpid() << 32);
 
 		memcpy(b, &x, 8);
 		memcpy(b + 8, &x, 8);
@@ -170,7 +170,7 @@ static int init_store(struct remote *r, struct store_limits *l,
 int remote_library_ensure(struct store *s)
 {
 	char err[512];
-	int rc = rconn_library_ensure(s->remote->pool, "statefs",
+	int rc = rconn_library_ensure(remote_of(s)->pool, "statefs",
 				      store_statefs_lua, LIBVERSION, err,
 				      sizeof(err));
 
@@ -181,7 +181,7 @@ int remote_library_ensure(struct store *s)
 
 int remote_reinit(struct store *s)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	struct store_limits l = s->shown;
 	char inst[17], err[512];
 	int rc;
@@ -195,18 +195,18 @@ int remote_reinit(struct store *s)
 		fprintf(stderr, "%s\n", err);
 		return rc;
 	}
-	lock(&r->lock, LOCK_REMOTE);
+	lock(&r->lock, LOCK_ENGINE_STATE);
 	memcpy(r->instance, inst, sizeof(inst));
 	r->instance_id = strtoull(inst, NULL, 16);
 	s->instance = r->instance_id;
 	r->generation++;
-	unlock(&r->lock, LOCK_REMOTE);
+	unlock(&r->lock, LOCK_ENGINE_STATE);
 	return 0;
 }
 
 int remote_load_all(struct store *s)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	redisReply *rep = NULL, *tl;
 	uint64_t clock_ms = 0;
 	const char *state;
@@ -325,7 +325,8 @@ int store_new_remote(const struct store_limits *limits,
 		rc = mirror_attach(s, r->mount, 0);
 	if (rc == 0) {
 		r->s = s;
-		s->remote = r;
+		mirror_of(s)->remote = r;
+		store_set_engine(s, &redis_ops, mirror_of(s));
 		memcpy(r->instance, inst, sizeof(inst));
 		r->instance_id = strtoull(inst, NULL, 16);
 		s->instance = r->instance_id;
@@ -362,7 +363,7 @@ int store_new_remote(const struct store_limits *limits,
 
 void remote_free(struct store *s)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 
 	if (!r)
 		return;
@@ -373,19 +374,18 @@ void remote_free(struct store *s)
 	follow_pos_clear(r);
 	free(r->pos);
 	free(r);
-	s->remote = NULL;
+	mirror_of(s)->remote = NULL;
 }
 
-bool store_is_shared(const struct store *s)
+void remote_close(struct store *s)
 {
-	return s->remote != NULL;
+	remote_free(s);
+	mirror_free(s);
 }
 
-enum store_link store_connection(const struct store *s)
+enum store_link remote_connection(const struct store *s)
 {
-	if (!s->remote)
-		return STORE_LINK_EMBEDDED;
-	return rconn_pool_connected(s->remote->pool) ? STORE_LINK_CONNECTED :
+	return rconn_pool_connected(remote_of(s)->pool) ? STORE_LINK_CONNECTED :
 						       STORE_LINK_DISCONNECTED;
 }
 
@@ -439,7 +439,26 @@ int remote_stats(struct store *s, struct store_node *tenant,
 	return rc;
 }
 
+int remote_stats_all(struct store *s, struct store_node *tenant,
+		     struct store_stats *o)
+{
+	int rc;
+
+	/* A mirror's counters are the shared store's, plus the refusals
+	 * this mount made alone (a stage's write over a limit never reaches
+	 * Redis); its own gauges when Redis does not answer.  What open
+	 * snapshots and stages hold is this mount's. */
+	if (remote_stats(s, tenant, o) == 0) {
+		stats_add_local(s, tenant, o);
+		return 0;
+	}
+	rc = stats_gauges(s, tenant, o);
+	if (rc == 0)
+		o->damaged = remote_damaged(s);
+	return rc;
+}
+
 uint64_t remote_damaged(struct store *s)
 {
-	return atomic_load(&s->remote->damaged);
+	return atomic_load(&remote_of(s)->damaged);
 }
