@@ -53,6 +53,7 @@
 #include "redis/conn.h"
 #include "redis/redis.h"
 #include "store/store.h"
+#include "store/engine.h"
 
 /* A tenant log the follower reads: its tenant id and last entry id. */
 struct follow_pos {
@@ -92,7 +93,7 @@ struct remote {
 	int64_t real_off_ms;
 	uint64_t real_at_ms;
 
-	/* LOCK_REMOTE, held alone: the instance and what the follower
+	/* LOCK_ENGINE_STATE, held alone: the instance and what the follower
 	 * applied (its broadcasts wake the transitions that wait for
 	 * their outcome's seq). */
 	pthread_mutex_t lock;
@@ -306,5 +307,30 @@ void follow_pos_del(struct remote *r, size_t i);
 /* The follower: start it (0 or -errno), stop it (no-op when stopped). */
 int follow_start(struct store *s);
 void follow_stop(struct store *s);
+
+/* redis/ops.c: the shared store's method table (store/engine.h) */
+extern const struct store_ops redis_ops;
+
+/* redis/call.c */
+int remote_sync(struct store *s);
+
+/* redis/clock.c */
+unsigned remote_expire(struct store *s, unsigned budget);
+/* store_expire() of a mirror: asks Redis when something is due. */
+unsigned remote_expire_due(struct store *s, unsigned budget);
+/* -o testclock: the store's clock moved @ms, then what is due expired. */
+int remote_clock_move(struct store *s, uint64_t ms);
+
+/* redis/start.c */
+int remote_stats(struct store *s, struct store_node *tenant,
+		 struct store_stats *o);
+/* .stats: the shared store's counters, or this mount's when unreachable */
+int remote_stats_all(struct store *s, struct store_node *tenant,
+		     struct store_stats *o);
+uint64_t remote_damaged(struct store *s); /* store_stats' damaged */
+enum store_link remote_connection(const struct store *s);
+void remote_free(struct store *s);
+/* The table's close: the shared store, then the mirror, let go of. */
+void remote_close(struct store *s);
 
 #endif /* STATEFS_STORE_SHARED_H */

@@ -77,7 +77,8 @@ int store_new_remote(const struct store_limits *limits,
 		rc = mirror_attach(s, r->mount, 0);
 	if (rc == 0) {
 		r->s = s;
-		s->remote = r;
+		mirror_of(s)->remote = r;
+		store_set_engine(s, &redis_ops, mirror_of(s));
 		memcpy(r->instance, inst, sizeof(inst));
 		r->instance_id = strtoull(inst, NULL, 16);
 		s->instance = r->instance_id;
@@ -114,7 +115,7 @@ int store_new_remote(const struct store_limits *limits,
 
 void remote_free(struct store *s)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 
 	if (!r)
 		return;
@@ -125,19 +126,18 @@ void remote_free(struct store *s)
 	follow_pos_clear(r);
 	free(r->pos);
 	free(r);
-	s->remote = NULL;
+	mirror_of(s)->remote = NULL;
 }
 
-bool store_is_shared(const struct store *s)
+void remote_close(struct store *s)
 {
-	return s->remote != NULL;
+	remote_free(s);
+	mirror_free(s);
 }
 
-enum store_link store_connection(const struct store *s)
+enum store_link remote_connection(const struct store *s)
 {
-	if (!s->remote)
-		return STORE_LINK_EMBEDDED;
-	return rconn_pool_connected(s->remote->pool) ? STORE_LINK_CONNECTED :
+	return rconn_pool_connected(remote_of(s)->pool) ? STORE_LINK_CONNECTED :
 						       STORE_LINK_DISCONNECTED;
 }
 
@@ -191,8 +191,27 @@ int remote_stats(struct store *s, struct store_node *tenant,
 	return rc;
 }
 
+int remote_stats_all(struct store *s, struct store_node *tenant,
+		     struct store_stats *o)
+{
+	int rc;
+
+	/* A mirror's counters are the shared store's, plus the refusals
+	 * this mount made alone (a stage's write over a limit never reaches
+	 * Redis); its own gauges when Redis does not answer.  What open
+	 * snapshots and stages hold is this mount's. */
+	if (remote_stats(s, tenant, o) == 0) {
+		stats_add_local(s, tenant, o);
+		return 0;
+	}
+	rc = stats_gauges(s, tenant, o);
+	if (rc == 0)
+		o->damaged = remote_damaged(s);
+	return rc;
+}
+
 uint64_t remote_damaged(struct store *s)
 {
-	return atomic_load(&s->remote->damaged);
+	return atomic_load(&remote_of(s)->damaged);
 }
 

@@ -64,12 +64,12 @@ void specials_init(struct special *sp, struct store_node *owner)
 
 /* Node @n with attributes @m starts owned as @o says, stamped now. */
 void meta_init(struct store_node *n, struct meta *m,
-	       const struct store_owner *o)
+	       const struct store_owner *o, struct given *g)
 {
 	m->uid = o->uid;
 	m->gid = o->gid;
 	n->mode = o->mode & 07777;
-	m->atime = m->mtime = m->ctime = wall_now();
+	m->atime = m->mtime = m->ctime = wall_now(g);
 }
 
 /*
@@ -333,7 +333,7 @@ int store_getattr(struct store *s, struct store_node *n, struct store_attr *a)
 }
 
 static void meta_apply(struct store_node *n, struct meta *m, unsigned mask,
-		       const struct store_attr *in)
+		       const struct store_attr *in, struct given *g)
 {
 	if (mask & STORE_SET_MODE)
 		n->mode = in->mode & 07777;
@@ -349,7 +349,7 @@ static void meta_apply(struct store_node *n, struct meta *m, unsigned mask,
 		m->atime = ns_of(in->atime);
 	if (mask & STORE_SET_MTIME)
 		m->mtime = ns_of(in->mtime);
-	m->ctime = wall_now();
+	m->ctime = wall_now(g);
 }
 
 /*
@@ -358,7 +358,7 @@ static void meta_apply(struct store_node *n, struct meta *m, unsigned mask,
  * refusal first, renew_locked() then cannot fail.  *@ttl 0: no lease, a
  * plain touch.
  */
-static int renew_check_locked(struct store *s, struct store_node *n,
+static int renew_check_locked(struct store *s, struct given *g, struct store_node *n,
 			      uint64_t *ttl)
 {
 	struct parent *p = as_parent(n);
@@ -366,7 +366,7 @@ static int renew_check_locked(struct store *s, struct store_node *n,
 	*ttl = ttl_of(s, n);
 	if (*ttl == 0)
 		return 0;
-	if (draining(s, p ? p->tenant : child_tenant(as_child(n))))
+	if (draining(s, g, p ? p->tenant : child_tenant(as_child(n))))
 		return -EROFS;
 	return lease_ensure(s, n) ? -ENOMEM : 0;
 }
@@ -383,12 +383,12 @@ static void renew_locked(struct store *s, struct store_node *n, uint64_t ttl,
 	lease_set(s, n, now + ttl);
 }
 
-int node_setattr(struct store *s, struct store_node *n, unsigned mask,
+int node_setattr(struct store *s, struct given *g, struct store_node *n, unsigned mask,
 		  const struct store_attr *in, struct store_attr *out)
 {
 	struct child *c;
 	struct meta *m;
-	uint64_t now = store_now_ms(s), ttl = 0;
+	uint64_t now = now_of(s, g), ttl = 0;
 	bool renew;
 	int rc = 0;
 
@@ -418,13 +418,13 @@ int node_setattr(struct store *s, struct store_node *n, unsigned mask,
 	    (n->kind == STORE_CHILD && as_child(n)->node.nlink == 0))
 		rc = -ESTALE;
 	else if (renew)
-		rc = renew_check_locked(s, n, &ttl);
+		rc = renew_check_locked(s, g, n, &ttl);
 	if (rc == 0 && (mask & STORE_SET_SIZE))
-		rc = content_resize_locked(s, as_child(n), in->size);
+		rc = content_resize_locked(s, g, as_child(n), in->size);
 	if (rc == 0 && (mask & ~(STORE_SET_SIZE | STORE_SET_RENEW))) {
 		if (n->kind == STORE_TENANT)
 			lock(&as_tenant(n)->acl_lock, LOCK_ACL);
-		meta_apply(n, m, mask, in);
+		meta_apply(n, m, mask, in, g);
 		if (n->kind == STORE_TENANT)
 			unlock(&as_tenant(n)->acl_lock, LOCK_ACL);
 	}
@@ -434,14 +434,6 @@ int node_setattr(struct store *s, struct store_node *n, unsigned mask,
 		attr_locked(s, n, out);
 	node_unlock(s, n);
 	return rc ? refuse(s, rc) : 0;
-}
-
-int store_setattr(struct store *s, struct store_node *n, unsigned mask,
-		  const struct store_attr *in, struct store_attr *out)
-{
-	if (s->remote)
-		return remote_setattr(s, n, mask, in, out);
-	return TRANSITION(s, node_setattr(s, n, mask, in, out));
 }
 
 int store_parent_generation(struct store *s, struct store_node *n, uint64_t *gen)

@@ -58,19 +58,16 @@
 static int expire_one(struct store *s, struct store_node *n, uint64_t now)
 {
 	if (n->kind == STORE_PARENT)
-		return parent_expire(s, as_parent(n), now);
-	return child_expire(s, as_child(n), now);
+		return parent_expire(s, NULL, as_parent(n), now);
+	return child_expire(s, NULL, as_child(n), now);
 }
 
-unsigned store_expire(struct store *s, unsigned budget)
+/* The embedded store's pass (struct store_ops's expire; store_expire). */
+unsigned reaper_expire(struct store *s, unsigned budget)
 {
 	uint64_t now = store_now_ms(s);
 	unsigned done = 0;
 
-	/* A mirror expires nothing by itself: the shared store does, and
-	 * its log says what went (remote_clock.c). */
-	if (s->remote)
-		return remote_expire_due(s, budget);
 	world_enter(s);
 	for (uint64_t tries = 0; done < budget && tries < 2 * (uint64_t)budget;
 	     tries++) {
