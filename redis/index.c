@@ -379,6 +379,20 @@ uint64_t mirror_testclock(struct store *s)
 	return atomic_load(&mirror_of(s)->testclock_ms);
 }
 
+/* Contract in redis/internal.h. */
+struct store_node *remote_state_tenant(struct store *s, struct child *c)
+{
+	struct store_node *t = NULL;
+
+	lock(stripe(s, c), LOCK_STRIPE);
+	if (c->node.nlink) {
+		t = &child_tenant(c)->node;
+		store_node_ref(t);
+	}
+	unlock(stripe(s, c), LOCK_STRIPE);
+	return t;
+}
+
 /* The follower's positions ------------------------------------------------------ */
 
 struct follow_ix *follow_pos_find(struct remote *r, uint64_t tid)

@@ -77,10 +77,12 @@
  * Here: the transitions, each a call of the library's function and an
  * answer from the mirror.  The shared store's other files: the calling
  * convention, outcomes and the wait for the follower
- * (redis/call.c); the clock estimate and expiry
- * (redis/clock.c); start, stop, a new instance's init and load,
- * .stats (redis/start.c); the follower (redis/follow.c); the
- * mirror (redis/apply.c, redis/index.c, redis/load.c).
+ * (redis/call.c); the clock estimate (redis/estimate.c) and expiry
+ * (redis/clock.c); start (redis/start.c), a new instance's init
+ * (redis/instance.c), loads (redis/load.c), stop (redis/stop.c),
+ * .stats (redis/stats.c); the follower (redis/follow.c); the mirror
+ * (redis/apply.c, redis/index.c, redis/dump.c, redis/diff.c); every
+ * file in order in redis/internal.h.
  * What they share, struct remote (redis/internal.h): the configuration,
  * the pool, this mount's id and operation counter, the clock estimate,
  * the instance, and the follower's state.
@@ -102,19 +104,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <sys/stat.h>
-
-struct store_node *remote_state_tenant(struct store *s, struct child *c)
-{
-	struct store_node *t = NULL;
-
-	lock(stripe(s, c), LOCK_STRIPE);
-	if (c->node.nlink) {
-		t = &child_tenant(c)->node;
-		store_node_ref(t);
-	}
-	unlock(stripe(s, c), LOCK_STRIPE);
-	return t;
-}
 
 /* The node the outcome names (inode @ino), with a reference, for the
  * caller (and its attributes as of now when @attr). */
@@ -722,8 +711,8 @@ const struct store_ops redis_ops = {
 	.expire_due = remote_expire_due_drains,
 	.clock_advance = remote_clock_move, /* redis/clock.c */
 	.drain = remote_drain,
-	.stats = remote_stats_all,          /* redis/start.c */
+	.stats = remote_stats_all,          /* redis/stats.c */
 	.sync = remote_sync_dir,
-	.connection = remote_connection,    /* redis/start.c */
-	.close = remote_close,              /* redis/start.c */
+	.connection = remote_connection,    /* redis/stats.c */
+	.close = remote_close,              /* redis/stop.c */
 };
