@@ -13,7 +13,7 @@
  *
  * Threads and locks
  * -----------------
- * store_new_remote() runs before the store has any other thread;
+ * redis_store_new() runs before the store has any other thread;
  * remote_reinit() and remote_load_all() run on the follower's thread (a
  * new instance), remote->lock (LOCK_ENGINE_STATE, held alone) taken only to
  * set the instance; remote_free() stops the follower first.  .stats is
@@ -274,7 +274,7 @@ int remote_load_all(struct store *s)
 	return rc;
 }
 
-int store_new_remote(const struct store_limits *limits,
+int redis_store_new(const struct store_limits *limits,
 		     const struct store_remote *cfg, struct store **out,
 		     char *err, size_t errlen)
 {
