@@ -1,16 +1,18 @@
 /*
- * remote_ops.c - a store with the shared store behind it: several mounts
- * on several hosts share one state through Redis (docs/shared-store.md).
+ * ops.c - a store with the shared store behind it: several mounts on
+ * several hosts share one state through Redis (docs/shared-store.md).
  *
  * The design
  * ----------
  * One interface, two authorities.  fs/ calls store.h whatever the store
- * is.  A store made by store_new_remote() is a mirror (redis/apply.c):
+ * is.  A store made by redis_store_new() is a mirror (redis/apply.c):
  * the embedded store's own structures, changed only by applying the
  * shared store's log entries in seq order.  Each transition of store.h
- * dispatches in its first two lines: the embedded store runs its own
- * code; a mirror calls the function of statefs's Functions library that
- * makes that transition (redis/statefs.lua, whose opening essay is the
+ * makes its common checks (store/api.c), then calls its slot of the
+ * store's method table (store/engine.h): the embedded store's runs its
+ * own code; a mirror's, redis_ops below, calls the function of statefs's
+ * Functions library that makes that transition (redis/statefs.lua,
+ * whose opening essay is the
  * contract between Redis and the mount: keys, calling convention,
  * outcomes, entries), here, through the connection pool
  * (redis/conn.c).  Redis makes every check, in the embedded store's

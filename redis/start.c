@@ -14,7 +14,7 @@
  *
  * Threads and locks
  * -----------------
- * store_new_remote() runs before the store has any other thread.
+ * redis_store_new() runs before the store has any other thread.
  */
 #include "store/internal.h"
 #include "redis/mirror.h"
@@ -26,7 +26,7 @@
 /* The pool's connections, for the threads that serve requests. */
 #define POOL_SIZE 8
 
-int store_new_remote(const struct store_limits *limits,
+int redis_store_new(const struct store_limits *limits,
 		     const struct store_remote *cfg, struct store **out,
 		     char *err, size_t errlen)
 {

@@ -152,6 +152,15 @@ int store_stage_publish(struct store_stage *st)
 	return OP(s, publish)(st);
 }
 
+int store_stage_flush(struct store_stage *st)
+{
+	int rc = stage_flush_due(st);
+
+	/* A racing write between here and the publication is published
+	 * with it: both belong to this open file. */
+	return rc > 0 ? store_stage_publish(st) : rc;
+}
+
 /* Leases ----------------------------------------------------------------------- */
 
 int store_set_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)

@@ -777,7 +777,9 @@ out:
 	return rc ? refuse(s, rc) : 0;
 }
 
-int store_stage_flush(struct store_stage *st)
+/* What store_stage_flush() does with @st (api.c publishes): 1 when it
+ * was written to or truncated, 0 when not, a refused write's error. */
+int stage_flush_due(struct store_stage *st)
 {
 	bool written;
 	int failed;
@@ -790,9 +792,7 @@ int store_stage_flush(struct store_stage *st)
 	 * the close must still say that nothing was published. */
 	if (failed)
 		return failed;
-	/* A racing write between here and the publication is published
-	 * with it: both belong to this open file. */
-	return written ? store_stage_publish(st) : 0;
+	return written ? 1 : 0;
 }
 
 void store_stage_close(struct store_stage *st)

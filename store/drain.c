@@ -151,7 +151,7 @@ bool drain_due(struct store *s, struct tenant *t, uint64_t now)
  * Clear the store's or @t's drain if it is due (or @now_forced), as one
  * transition under the exclusive world lock.  Returns true when it did.
  */
-static bool drain_settle(struct store *s, struct tenant *t, bool force)
+bool drain_settle(struct store *s, struct tenant *t, bool force)
 {
 	bool done = false;
 	uint64_t now;
@@ -214,21 +214,6 @@ int drain_run(struct store *s, struct store_node *tenant,
 	else if (rc == 0 && store_drain_state(s, tenant, NULL) != STORE_DRAINED)
 		drain_settle(s, t, true);
 	return rc;
-}
-
-/* The embedded store's settling before a drain's state is read (struct
- * store_ops's expire_due): leases past their deadline go first (an
- * expired child no longer keeps a drain running), then the drains due. */
-void drain_expire_due(struct store *s, struct store_node *tenant, uint64_t now)
-{
-	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
-
-	if (store_next_deadline(s) <= now)
-		store_expire(s, 4096);
-	if (drain_due(s, NULL, now))
-		drain_settle(s, NULL, false);
-	if (t && drain_due(s, t, now))
-		drain_settle(s, t, false);
 }
 
 enum store_state store_drain_state(struct store *s, struct store_node *tenant,

@@ -128,7 +128,7 @@ const struct store_ops embedded_ops = {
 	.renew = renew,
 	.set_child_ttl = lease_child_ttl,   /* lease.c */
 	.expire = reaper_expire,            /* reaper.c */
-	.expire_due = drain_expire_due,     /* drain.c */
+	.expire_due = drain_expire_due,     /* reaper.c */
 	.drain = drain_run,                 /* drain.c */
 	.stats = stats_embedded,            /* store.c */
 	/* clock_advance, sync, connection, close: none (api.c answers). */

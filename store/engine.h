@@ -208,6 +208,8 @@ int node_lookup(struct store *s, const struct given *g, struct store_node *dir,
 /* store/node.c */
 void attr_locked(struct store *s, struct store_node *n,
 		 struct store_attr *a);
+
+/* store/setattr.c */
 int node_setattr(struct store *s, struct given *g, struct store_node *n, unsigned mask,
 		 const struct store_attr *in, struct store_attr *out);
 
@@ -219,9 +221,11 @@ int parent_expire(struct store *s, struct given *g, struct parent *p, uint64_t n
 int parent_leave(struct store *s, struct given *g, struct tenant *t, const char *name,
 		 bool must_exist, const struct store_cred *cred);
 
-/* store/store.c */
+/* store/base.c */
 /* Count refusal @rc by its kind for .stats, and return it. */
 int refuse(struct store *s, int rc);
+
+/* store/store.c */
 /* Make @s an engine's (its table @ops, its state @engine, which the
  * engine's close slot lets go of): once, before the store is used. */
 void store_set_engine(struct store *s, const struct store_ops *ops,

@@ -33,13 +33,21 @@
  *
  * Files
  * -----
- *   store.c     the store object: lifecycle, clock, limits, counters,
- *               refusals
- *   node.c      nodes: identity, references, attributes, special files
+ *   engine.h    the method table an authority implements (struct
+ *               store_ops), what an engine decides for a transition it
+ *               applies (struct given), the core functions it may call
+ *   api.c       store.h's transitions: the common front checks, then the
+ *               table
+ *   embedded.c  the embedded authority's table (embedded_ops)
+ *   base.c      the ground floor: refusals, the clock, node references,
+ *               a lease record's release, the reaper's wake-up
+ *   store.c     the store object: lifecycle, limits, counters, .stats
+ *   node.c      nodes: identity, attributes read, special files
+ *   setattr.c   the setattr transition
  *   lookup.c    lookup and directory listings
  *   bucket.c    a bucket's links and their states; the cascade
  *   tenant.c    tenants: create, cleanup
- *   parent.c    parents: join, leave, depart, expire; mkdir, rmdir
+ *   parent.c    parents: join, leave, depart, expire
  *   tomb.c      departed tombstones and their queue
  *   child.c     children: create, unlink, link, rename, exchange, expiry
  *   content.c   content: stages of open files, publication
@@ -52,24 +60,10 @@
  *   lockcheck.c the lock order, checked in test builds
  * and, apart: evlog.c (the event log's ring), ptab.c (the open-addressed
  * tables), cred.c (permissions), fault.c (allocation failures in test
- * builds), remote.c and rconn.c (the shared store's options and
- * transport).  A mount on a shared store (private headers shared.h and
- * mirror.h):
- *   remote_ops.c   its design essay; the transitions Redis makes
- *   remote_call.c  the calling convention, outcomes, the wait for the
- *                  follower (read-your-writes), sync
- *   remote_clock.c the estimate of the store's clock, its test clock,
- *                  expiry asked of Redis
- *   remote_start.c start and stop, a new instance's init and load,
- *                  .stats
- *   follow.c       the follower: the logs read, gaps reloaded, a new
- *                  store instance
- *   mirror.c       a mirror: each log entry applied with the embedded
- *                  transitions
- *   mirror_index.c its index by the shared store's inode number, the
- *                  tenants it follows
- *   mirror_load.c  a tenant loaded from its dump
- *   mirror_diff.c  a tenant held reloaded as the difference from a dump
+ * builds).  Calls go one way: api.c and embedded.c above the mechanisms,
+ * the mechanisms above base.c; no two files call each other in a circle.
+ * An engine (the shared store on Redis, redis/) is no part of the core:
+ * it includes store.h and engine.h, and the core names none of it.
  */
 #ifndef STATEFS_STORE_INTERNAL_H
 #define STATEFS_STORE_INTERNAL_H
@@ -576,15 +570,10 @@ static inline int64_t ns_of(struct timespec ts)
 
 /*
  * What a transition reads from its struct given (engine.h) when an engine
- * decided it, else from the store: the store clock, the wall time, the
- * next inode number, whether a drain refuses it.  @g NULL: the store
+ * decided it, else from the store: the store clock (now_of, base.c),
+ * the wall time, the next inode number, whether a drain refuses it.  @g NULL: the store
  * decides (the embedded store, every transition of its own).
  */
-static inline uint64_t now_of(const struct store *s, const struct given *g)
-{
-	return g ? g->ms : store_now_ms(s);
-}
-
 static inline int64_t wall_now(const struct given *g)
 {
 	struct timespec ts;
@@ -780,6 +769,12 @@ static inline void blob_unref(struct blob *b)
 
 /* (And the core functions an engine may call too: store/engine.h.) */
 
+/* store/base.c: the ground floor (refuse() and store_now_ms() are in
+ * engine.h and store.h) */
+uint64_t now_of(const struct store *s, const struct given *g);
+void lease_release(struct store *s, struct store_node *n);
+void reaper_note(struct store *s, uint64_t deadline);
+
 /* store/bucket.c */
 uint32_t link_hash(const void *l);
 struct link *bucket_find(const struct parent *p, const char *name);
@@ -800,14 +795,14 @@ struct ptab bucket_clear_locked(struct store *s, struct given *g, struct parent 
 
 /* store/content.c */
 int stage_publish(struct store_stage *st);
+int stage_flush_due(struct store_stage *st);
 int content_resize_locked(struct store *s, struct given *g, struct child *c, uint64_t size);
 
 /* store/drain.c */
 void drains_settle_all(struct store *s);
 int drain_run(struct store *s, struct store_node *tenant,
 	      const struct store_cred *cred, bool now);
-void drain_expire_due(struct store *s, struct store_node *tenant,
-		      uint64_t now);
+bool drain_settle(struct store *s, struct tenant *t, bool force);
 
 /* store/events.c */
 void emit(struct store *s, struct given *g, enum store_op op, bool internal,
@@ -821,7 +816,6 @@ void note_attrs_changed(uint64_t ino);
 /* store/lease.c */
 int lease_child_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms);
 int lease_ensure(struct store *s, struct store_node *n);
-void lease_release(struct store *s, struct store_node *n);
 void lease_set(struct store *s, struct store_node *n, uint64_t deadline);
 void lease_clear(struct store *s, struct store_node *n);
 
@@ -847,8 +841,9 @@ int do_mkdir(struct store *s, struct store_node *dir, const char *name,
 	     struct store_attr *attr);
 
 /* store/reaper.c */
-void reaper_note(struct store *s, uint64_t deadline);
 unsigned reaper_expire(struct store *s, unsigned budget);
+void drain_expire_due(struct store *s, struct store_node *tenant,
+		      uint64_t now);
 
 /* store/store.c */
 int stats_embedded(struct store *s, struct store_node *tenant,

@@ -88,19 +88,6 @@ int lease_ensure(struct store *s, struct store_node *n)
 	return rc;
 }
 
-/* @n is being freed: its record goes back to the free list. */
-void lease_release(struct store *s, struct store_node *n)
-{
-	uint32_t i = atomic_load(&n->lease);
-
-	if (!i)
-		return;
-	lock(&s->heap_lock, LOCK_HEAP);
-	lease_at(s, i)->next_free = s->lease_free;
-	s->lease_free = i;
-	unlock(&s->heap_lock, LOCK_HEAP);
-}
-
 /* The lease heap (heap_lock held) ----------------------------------------- */
 
 static void heap_place(struct store *s, size_t i, struct store_node *n)

@@ -1,6 +1,8 @@
 /*
- * store.c - the store object: its lifecycle, clock and limits, the
- * counters behind .stats and the refusals they count.
+ * store.c - the store object: its lifecycle and limits, its method
+ * table (embedded_ops unless an engine sets its own: store_set_engine),
+ * and the counters behind .stats (the refusals are counted by refuse()
+ * and the clock read by store_now_ms(), base.c).
  *
  * What it owns
  * ------------
@@ -34,8 +36,8 @@
  * -----
  * store_new() and store_free() run with no other thread using the store
  * (store_free() stops the reaper first, if it runs).
- * store_stats() ages out due tombstones as a transition would, then
- * reads the gauges without a lock and the snapshot memory under
+ * The embedded store's .stats (stats_embedded) ages out due tombstones
+ * as a transition would, then reads the gauges without a lock and the snapshot memory under
  * s->hold_lock (LOCK_SNAP_HOLD, a leaf).
  */
 #include "store/internal.h"
@@ -46,28 +48,6 @@
 
 /* uthash ran out of memory in this thread's last add (internal.h). */
 __thread int hash_oom;
-
-/* Refusals --------------------------------------------------------------- */
-
-/* Count refusal @rc by its kind for .stats, and return it. */
-int refuse(struct store *s, int rc)
-{
-	int r = -1;
-
-	switch (rc) {
-	case -ENOSPC: r = STORE_REFUSED_CAPACITY; break;
-	case -EDQUOT: r = STORE_REFUSED_QUOTA; break;
-	case -EFBIG: r = STORE_REFUSED_PAYLOAD; break;
-	case -EROFS: r = STORE_REFUSED_DRAINING; break;
-	case -EEXIST: r = STORE_REFUSED_EXISTS; break;
-	case -ESTALE: r = STORE_REFUSED_STALE; break;
-	case -EAGAIN: r = STORE_REFUSED_CONFLICT; break;
-	case -ENOENT: r = STORE_REFUSED_GONE; break;
-	}
-	if (r >= 0)
-		atomic_fetch_add(&s->refused[r], 1);
-	return rc;
-}
 
 /* Lifecycle -------------------------------------------------------------- */
 
@@ -254,11 +234,6 @@ const struct store_limits *store_limits(const struct store *s)
 uint64_t store_instance_id(const struct store *s)
 {
 	return s->instance;
-}
-
-uint64_t store_now_ms(const struct store *s)
-{
-	return s->clock.now_ms(s->clock.arg);
 }
 
 uint64_t store_uptime_ms(const struct store *s)
