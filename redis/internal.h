@@ -42,8 +42,8 @@
  * index.c, load.c, dump.c and diff.c) and statefs.lua (the Functions
  * library, which statefs_lua.h carries into the program).
  */
-#ifndef STATEFS_STORE_SHARED_H
-#define STATEFS_STORE_SHARED_H
+#ifndef STATEFS_REDIS_INTERNAL_H
+#define STATEFS_REDIS_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -214,6 +214,11 @@ bool tkey(struct store *s, struct store_node *t, uint64_t *tid,
  * NULL when memory ran out. */
 uint64_t *remote_tenants(struct store *s, size_t *n);
 
+/* store_sync() of a shared store: wait until the mirror has applied
+ * every log up to what Redis holds now (the root's first).  0 or -EIO,
+ * -ENOMEM. */
+int remote_sync(struct store *s);
+
 /* redis/estimate.c */
 
 /* Local CLOCK_MONOTONIC in ms. */
@@ -311,9 +316,6 @@ void follow_stop(struct store *s);
 /* redis/ops.c: the shared store's method table (store/engine.h) */
 extern const struct store_ops redis_ops;
 
-/* redis/call.c */
-int remote_sync(struct store *s);
-
 /* redis/clock.c */
 unsigned remote_expire(struct store *s, unsigned budget);
 /* store_expire() of a mirror: asks Redis when something is due. */
@@ -335,4 +337,4 @@ void remote_free(struct store *s);
 /* The table's close: the shared store, then the mirror, let go of. */
 void remote_close(struct store *s);
 
-#endif /* STATEFS_STORE_SHARED_H */
+#endif /* STATEFS_REDIS_INTERNAL_H */

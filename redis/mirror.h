@@ -14,8 +14,8 @@
  * function returns 0 or -errno; none may be called with a store lock
  * held.
  */
-#ifndef STATEFS_STORE_MIRROR_H
-#define STATEFS_STORE_MIRROR_H
+#ifndef STATEFS_REDIS_MIRROR_H
+#define STATEFS_REDIS_MIRROR_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -234,4 +234,4 @@ int dump_tombs(struct store *s, struct tenant *t, const struct dump_val *tombs);
 int mirror_diff_tenant(struct store *s, struct tenant *t,
 		       const struct dump_val *dump);
 
-#endif /* STATEFS_STORE_MIRROR_H */
+#endif /* STATEFS_REDIS_MIRROR_H */
