@@ -1,5 +1,5 @@
 /*
- * mirror.c - a mirror: the embedded store's own structures, changed only
+ * apply.c - a mirror: the embedded store's own structures, changed only
  * by applying the shared store's log entries in seq order, and loaded
  * from its dumps.
  *
@@ -8,10 +8,10 @@
  * A mirror decides nothing.  Redis decided (redis/lua/: every
  * check, every number); an entry says what changed, with every number
  * it needs.  The mirror applies it with the embedded store's own
- * transitions (do_create, parent_leave, child_expire, ...: the same
+ * transitions (child_create, parent_leave, child_expire, ...: the same
  * mutation code, the same cascades, the same .events lines), run with
- * the entry as their source of numbers: while an entry is applied, this
- * thread's apply context (struct apply_ctx, internal.h) gives the wall
+ * the entry as their source of numbers: each is passed the entry's
+ * struct given (store/engine.h), which gives the wall
  * time they stamp (the entry's ns), the store clock they read (its ms,
  * so a lease's or a tombstone's deadline is the one Redis computed), the
  * inode number of the node they make, the sequence numbers their lines
@@ -24,18 +24,19 @@
  * deadline) is compared with the entry: a difference means the mirror
  * is not the store, and the tenant is reloaded (-EUCLEAN).
  *
- * Here: an entry parsed, and each kind applied.  The index of nodes by
- * the shared store's inode number and the tenants followed are
- * redis/index.c's; loading a tenant from its dump is
- * redis/load.c's; the structures of the three are in
- * redis/mirror.h.
+ * Here: each kind of entry applied, from a plain struct entry
+ * (redis/entry.h; parsed from the reply by redis/entry.c, so nothing
+ * here knows how an entry travels).  The index of nodes by the shared
+ * store's inode number and the tenants followed are redis/index.c's;
+ * loading a tenant from its dump is redis/load.c's; the structures of
+ * the three are in redis/mirror.h.
  *
  * Locks
  * -----
  * Applying an entry runs the embedded transitions, which take their own
  * locks (the world lock shared, then the tenant's, the bucket's, the
  * stripe...); a drain's clear holds the world lock exclusive.  The
- * mirror's lock (LOCK_MIRROR, redis/index.c) is taken only to
+ * mirror's lock (LOCK_ENGINE_INDEX, redis/index.c) is taken only to
  * look up or change the index and the tenants, never across a
  * transition.  One thread applies (the follower, redis/follow.c, or a
  * test); readers use the hierarchy as they always do.
@@ -47,90 +48,19 @@
 #include <inttypes.h>
 #include <sys/stat.h>
 
-/* Entries ------------------------------------------------------------------ */
-
-/* The value of field @name of @e, or NULL; its length in *@len. */
-static const char *mf_len(const struct mentry *e, const char *name, size_t *len)
-{
-	const redisReply *f = e->fields;
-
-	for (size_t i = 0; i + 1 < f->elements; i += 2)
-		if (f->element[i]->type == REDIS_REPLY_STRING &&
-		    strcmp(f->element[i]->str, name) == 0) {
-			if (len)
-				*len = f->element[i + 1]->len;
-			return f->element[i + 1]->str;
-		}
-	return NULL;
-}
-
-static const char *mf(const struct mentry *e, const char *name)
-{
-	return mf_len(e, name, NULL);
-}
-
-/* Decimal @s into *@v; false when absent or malformed. */
-bool dec_u64(const char *s, uint64_t *v)
-{
-	char *end;
-
-	if (!s || !*s || *s == '-')
-		return false;
-	errno = 0;
-	*v = strtoull(s, &end, 10);
-	return errno == 0 && *end == '\0';
-}
-
-bool dec_i64(const char *s, int64_t *v)
-{
-	char *end;
-
-	if (!s || !*s)
-		return false;
-	errno = 0;
-	*v = strtoll(s, &end, 10);
-	return errno == 0 && *end == '\0';
-}
-
-static bool mfu(const struct mentry *e, const char *name, uint64_t *v)
-{
-	return dec_u64(mf(e, name), v);
-}
-
-int mentry_parse(const redisReply *fields, struct mentry *e)
-{
-	memset(e, 0, sizeof(*e));
-	if (!fields || fields->type != REDIS_REPLY_ARRAY || fields->elements % 2)
-		return -EPROTO;
-	for (size_t i = 0; i < fields->elements; i++)
-		if (fields->element[i]->type != REDIS_REPLY_STRING)
-			return -EPROTO;
-	e->fields = fields;
-	e->op = mf(e, "op");
-	e->by = mf(e, "by");
-	if (!e->by)
-		e->by = "";
-	if (!e->op || !mfu(e, "seq", &e->seq) || !mfu(e, "ms", &e->ms) ||
-	    !dec_i64(mf(e, "ns"), &e->ns))
-		return -EPROTO;
-	if (!mfu(e, "nseq", &e->nseq))
-		e->nseq = 1;
-	return 0;
-}
-
 /* Applying ------------------------------------------------------------------ */
 
 /* The node entry field @name names (a shared store inode number), of
  * kind @kind, with a reference; NULL when it is not live here. */
-static struct store_node *node_of(struct store *s, const struct mentry *e,
+static struct store_node *node_of(struct store *s, const struct entry *e,
 				  const char *name, enum store_kind kind)
 {
 	uint64_t ino;
 	struct store_node *n;
 
-	if (!mfu(e, name, &ino))
+	if (!entry_u64(e, name, &ino))
 		return NULL;
-	n = index_get(s->mirror, ino + s->mirror->ino_offset);
+	n = index_get(mirror_of(s), ino + mirror_of(s)->ino_offset);
 	if (n && n->kind != kind) {
 		store_node_unref(s, n);
 		n = NULL;
@@ -138,11 +68,11 @@ static struct store_node *node_of(struct store *s, const struct mentry *e,
 	return n;
 }
 
-static bool owner_of(const struct mentry *e, struct store_owner *o)
+static bool owner_of(const struct entry *e, struct store_owner *o)
 {
 	uint64_t uid, gid, mode;
 
-	if (!mfu(e, "uid", &uid) || !mfu(e, "gid", &gid) || !mfu(e, "mode", &mode))
+	if (!entry_u64(e, "uid", &uid) || !entry_u64(e, "gid", &gid) || !entry_u64(e, "mode", &mode))
 		return false;
 	o->uid = (uid_t)uid;
 	o->gid = (gid_t)gid;
@@ -157,19 +87,19 @@ static int applied(int rc)
 	return rc < 0 ? -EUCLEAN : 0;
 }
 
-static int apply_join(struct store *s, struct mtenant *mt,
-		      const struct mentry *e)
+static int apply_join(struct store *s, struct given *g, struct mtenant *mt,
+		      const struct entry *e)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	struct store_owner o;
 	struct store_node *n = NULL;
-	const char *kind = mf(e, "kind"), *name = mf(e, "name");
+	const char *kind = entry_str(e, "kind"), *name = entry_str(e, "name");
 	uint64_t ino, gen;
 	int rc;
 
-	if (!kind || !name || !owner_of(e, &o) || !mfu(e, "ino", &ino))
+	if (!kind || !name || !owner_of(e, &o) || !entry_u64(e, "ino", &ino))
 		return -EPROTO;
-	applying->ino = ino + m->ino_offset;
+	g->ino = ino + m->ino_offset;
 	if (strcmp(kind, "tenant") == 0) {
 		struct tenant *old;
 
@@ -182,32 +112,30 @@ static int apply_join(struct store *s, struct mtenant *mt,
 			store_node_ref(&old->node);
 		unlock(&s->lock, LOCK_STORE);
 		if (old) {
-			struct apply_ctx *a = applying, q = *a;
+			struct given q = *g;
 
 			q.quiet = true;
-			applying = &q;
-			TRANSITION(s, tenant_cleanup(s, name, NULL));
-			applying = a;
+			TRANSITION(s, tenant_cleanup(s, &q, name, NULL));
 			store_node_unref(s, &old->node);
 		}
-		rc = TRANSITION(s, do_mkdir(s, &s->root, name, &o, &n, NULL));
+		rc = TRANSITION(s, tenant_create(s, g, name, &o, &n, NULL));
 		if (rc)
 			return applied(rc);
 		store_node_ref(n);
-		lock(&m->lock, LOCK_MIRROR);
+		lock(&m->lock, LOCK_ENGINE_INDEX);
 		if (mt->t)
 			store_node_unref(s, &mt->t->node);
 		mt_set_locked(m, mt, as_tenant(n));
-		unlock(&m->lock, LOCK_MIRROR);
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
 		return index_put(s, m, n);
 	}
-	if (strcmp(kind, "parent") != 0 || !mfu(e, "gen", &gen))
+	if (strcmp(kind, "parent") != 0 || !entry_u64(e, "gen", &gen))
 		return -EPROTO;
 	/* No copy of the tenant (a reload of it failed), or a dead one:
 	 * nothing of it applies until it is reloaded. */
 	if (!mt->t || is_dead(&mt->t->node))
 		return -EUCLEAN;
-	rc = TRANSITION(s, do_mkdir(s, &mt->t->node, name, &o, &n, NULL));
+	rc = TRANSITION(s, parent_join(s, g, mt->t, name, &o, &n, NULL));
 	if (rc)
 		return applied(rc);
 	if (as_parent(n)->generation != gen) {
@@ -217,10 +145,10 @@ static int apply_join(struct store *s, struct mtenant *mt,
 	return index_put(s, m, n);
 }
 
-static int apply_create(struct store *s, const struct mentry *e)
+static int apply_create(struct store *s, struct given *g, const struct entry *e)
 {
 	struct store_node *p = node_of(s, e, "pino", STORE_PARENT), *n = NULL;
-	const char *name = mf(e, "child");
+	const char *name = entry_str(e, "child");
 	struct store_owner o;
 	uint64_t ino, deadline;
 	bool created = false;
@@ -228,13 +156,13 @@ static int apply_create(struct store *s, const struct mentry *e)
 
 	if (!p)
 		return -EUCLEAN;
-	if (!name || !owner_of(e, &o) || !mfu(e, "ino", &ino) ||
-	    !mfu(e, "deadline", &deadline)) {
+	if (!name || !owner_of(e, &o) || !entry_u64(e, "ino", &ino) ||
+	    !entry_u64(e, "deadline", &deadline)) {
 		store_node_unref(s, p);
 		return -EPROTO;
 	}
-	applying->ino = ino + s->mirror->ino_offset;
-	rc = TRANSITION(s, do_create(s, p, name, &o, true, &n, &created, NULL));
+	g->ino = ino + mirror_of(s)->ino_offset;
+	rc = TRANSITION(s, child_create(s, g, p, name, &o, true, &n, &created, NULL));
 	store_node_unref(s, p);
 	if (rc)
 		return applied(rc);
@@ -242,13 +170,13 @@ static int apply_create(struct store *s, const struct mentry *e)
 		store_node_unref(s, n);
 		return -EUCLEAN;
 	}
-	return index_put(s, s->mirror, n);
+	return index_put(s, mirror_of(s), n);
 }
 
 /* Set @n's attributes as entry @e gives them (an attr entry, or the
  * attributes of a size change), and its renewed deadline. */
-static int apply_attrs(struct store *s, struct store_node *n,
-		       const struct mentry *e)
+static int apply_attrs(struct store *s, struct given *g, struct store_node *n,
+		       const struct entry *e)
 {
 	struct store_attr in = { 0 };
 	unsigned mask = 0;
@@ -256,33 +184,33 @@ static int apply_attrs(struct store *s, struct store_node *n,
 	int64_t t;
 	int rc;
 
-	if (mfu(e, "mode", &v)) {
+	if (entry_u64(e, "mode", &v)) {
 		mask |= STORE_SET_MODE;
 		in.mode = (mode_t)v;
 	}
-	if (mfu(e, "uid", &v)) {
+	if (entry_u64(e, "uid", &v)) {
 		mask |= STORE_SET_UID;
 		in.uid = (uid_t)v;
 	}
-	if (mfu(e, "gid", &v)) {
+	if (entry_u64(e, "gid", &v)) {
 		mask |= STORE_SET_GID;
 		in.gid = (gid_t)v;
 	}
-	if (dec_i64(mf(e, "atime"), &t)) {
+	if (dec_i64(entry_str(e, "atime"), &t)) {
 		mask |= STORE_SET_ATIME;
 		in.atime.tv_sec = t / NS_PER_S;
 		in.atime.tv_nsec = t % NS_PER_S;
 	}
-	if (dec_i64(mf(e, "mtime"), &t) && strcmp(e->op, "attr") == 0) {
+	if (dec_i64(entry_str(e, "mtime"), &t) && strcmp(e->op, "attr") == 0) {
 		mask |= STORE_SET_MTIME;
 		in.mtime.tv_sec = t / NS_PER_S;
 		in.mtime.tv_nsec = t % NS_PER_S;
 	}
-	if (mfu(e, "deadline", &deadline))
+	if (entry_u64(e, "deadline", &deadline))
 		mask |= STORE_SET_RENEW;
-	if (!mask && !mf(e, "ctime"))
+	if (!mask && !entry_str(e, "ctime"))
 		return 0;
-	rc = TRANSITION(s, do_setattr(s, n, mask, &in, NULL));
+	rc = TRANSITION(s, node_setattr(s, g, n, mask, &in, NULL));
 	if (rc)
 		return applied(rc);
 	if ((mask & STORE_SET_RENEW) && deadline_of(s, n) != deadline)
@@ -290,7 +218,7 @@ static int apply_attrs(struct store *s, struct store_node *n,
 	return 0;
 }
 
-static int apply_write(struct store *s, const struct mentry *e)
+static int apply_write(struct store *s, struct given *g, const struct entry *e)
 {
 	struct store_node *n = node_of(s, e, "ino", STORE_CHILD);
 	const char *data;
@@ -302,23 +230,23 @@ static int apply_write(struct store *s, const struct mentry *e)
 
 	if (!n)
 		return -EUCLEAN;
-	data = mf_len(e, "data", &len);
-	if (!data || !mfu(e, "ver", &ver)) {
+	data = entry_get(e, "data", &len);
+	if (!data || !entry_u64(e, "ver", &ver)) {
 		store_node_unref(s, n);
 		return -EPROTO;
 	}
 	/* A write entry of sfs_publish names the mtime it kept; one of
 	 * sfs_setattr (kind=child) names the mtime the call set. */
-	keep = !mf(e, "kind") && dec_i64(mf(e, "mtime"), &mtime);
+	keep = !entry_str(e, "kind") && dec_i64(entry_str(e, "mtime"), &mtime);
 	world_enter(s);
-	rc = content_publish(s, as_child(n), data, len, keep ? &mtime : NULL);
+	rc = content_publish(s, g, as_child(n), data, len, keep ? &mtime : NULL);
 	world_exit(s);
 	event_hook_run(s);
 	if (rc == 0 && as_child(n)->version != ver)
 		rc = -EUCLEAN;
-	if (rc == 0 && mf(e, "kind")) {
-		rc = apply_attrs(s, n, e);
-		if (rc == 0 && dec_i64(mf(e, "mtime"), &mtime)) {
+	if (rc == 0 && entry_str(e, "kind")) {
+		rc = apply_attrs(s, g, n, e);
+		if (rc == 0 && dec_i64(entry_str(e, "mtime"), &mtime)) {
 			lock(stripe(s, as_child(n)), LOCK_STRIPE);
 			as_child(n)->meta.mtime = mtime;
 			unlock(stripe(s, as_child(n)), LOCK_STRIPE);
@@ -330,17 +258,17 @@ static int apply_write(struct store *s, const struct mentry *e)
 
 /* The node an attr, ttl or renew entry names: KIND and INO. */
 static struct store_node *node_of_kind(struct store *s, struct mtenant *mt,
-				       const struct mentry *e)
+				       const struct entry *e)
 {
-	const char *kind = mf(e, "kind");
+	const char *kind = entry_str(e, "kind");
 
 	if (!kind)
 		return NULL;
 	if (strcmp(kind, "tenant") == 0) {
 		uint64_t ino;
 
-		if (!mfu(e, "ino", &ino) ||
-		    mt->t->node.ino != ino + s->mirror->ino_offset)
+		if (!entry_u64(e, "ino", &ino) ||
+		    mt->t->node.ino != ino + mirror_of(s)->ino_offset)
 			return NULL;
 		store_node_ref(&mt->t->node);
 		return &mt->t->node;
@@ -351,14 +279,14 @@ static struct store_node *node_of_kind(struct store *s, struct mtenant *mt,
 
 /* Another mount changed @n's attributes, which no line tells of: the
  * watcher machinery raises ATTRIB for it (store_set_touch_hook). */
-static void touched(struct store *s, struct store_node *n)
+static void touched(struct store *s, struct given *g, struct store_node *n)
 {
-	if (applying && applying->others && !applying->quiet && s->touch_hook)
+	if (g->others && !g->quiet && s->touch_hook)
 		s->touch_hook(s->touch_arg, n);
 }
 
-static int apply_lease(struct store *s, struct mtenant *mt,
-		       const struct mentry *e, bool set)
+static int apply_lease(struct store *s, struct given *g, struct mtenant *mt,
+		       const struct entry *e, bool set)
 {
 	struct store_node *n = node_of_kind(s, mt, e);
 	uint64_t ttl, deadline;
@@ -366,22 +294,22 @@ static int apply_lease(struct store *s, struct mtenant *mt,
 
 	if (!n)
 		return -EUCLEAN;
-	if (!mfu(e, "ttl", &ttl) || !mfu(e, "deadline", &deadline)) {
+	if (!entry_u64(e, "ttl", &ttl) || !entry_u64(e, "deadline", &deadline)) {
 		store_node_unref(s, n);
 		return -EPROTO;
 	}
-	rc = TRANSITION(s, do_lease(s, n, set, ttl));
+	rc = TRANSITION(s, lease_change(s, g, n, set, ttl));
 	if (rc == 0 && deadline_of(s, n) != deadline)
 		rc = -EUCLEAN;
 	if (rc == 0)
-		touched(s, n);
+		touched(s, g, n);
 	store_node_unref(s, n);
 	return applied(rc);
 }
 
-static int apply_expire(struct store *s, const struct mentry *e)
+static int apply_expire(struct store *s, struct given *g, const struct entry *e)
 {
-	const char *kind = mf(e, "kind");
+	const char *kind = entry_str(e, "kind");
 	struct store_node *n;
 	int done;
 
@@ -392,22 +320,22 @@ static int apply_expire(struct store *s, const struct mentry *e)
 	if (!n)
 		return -EUCLEAN;
 	if (n->kind == STORE_PARENT)
-		done = TRANSITION(s, parent_expire(s, as_parent(n), e->ms));
+		done = TRANSITION(s, parent_expire(s, g, as_parent(n), e->ms));
 	else
-		done = TRANSITION(s, child_expire(s, as_child(n), e->ms));
+		done = TRANSITION(s, child_expire(s, g, as_child(n), e->ms));
 	store_node_unref(s, n);
 	return done == 1 ? 0 : -EUCLEAN;
 }
 
-static int apply_rename(struct store *s, const struct mentry *e, unsigned flags)
+static int apply_rename(struct store *s, struct given *g, const struct entry *e, unsigned flags)
 {
 	struct store_node *a = node_of(s, e, "pino", STORE_PARENT);
 	struct store_node *b = node_of(s, e, "to_pino", STORE_PARENT);
-	const char *name = mf(e, "child"), *to = mf(e, "to_child");
+	const char *name = entry_str(e, "child"), *to = entry_str(e, "to_child");
 	int rc = -EUCLEAN;
 
 	if (a && b && name && to)
-		rc = applied(TRANSITION(s, do_rename(s, a, name, b, to, flags)));
+		rc = applied(TRANSITION(s, child_rename(s, g, a, name, b, to, flags)));
 	if (a)
 		store_node_unref(s, a);
 	if (b)
@@ -416,9 +344,9 @@ static int apply_rename(struct store *s, const struct mentry *e, unsigned flags)
 }
 
 static int apply_tomb_age(struct store *s, struct tenant *t,
-			  const struct mentry *e)
+			  const struct entry *e)
 {
-	const char *name = mf(e, "name");
+	const char *name = entry_str(e, "name");
 	struct tomb *tb;
 
 	if (!name)
@@ -433,21 +361,21 @@ static int apply_tomb_age(struct store *s, struct tenant *t,
 	return 0;
 }
 
-static int apply_child_ttl(struct store *s, const struct mentry *e)
+static int apply_child_ttl(struct store *s, struct given *g, const struct entry *e)
 {
 	struct store_node *n = node_of(s, e, "ino", STORE_PARENT);
 	uint64_t ttl;
 
 	if (!n)
 		return -EUCLEAN;
-	if (!mfu(e, "ttl", &ttl)) {
+	if (!entry_u64(e, "ttl", &ttl)) {
 		store_node_unref(s, n);
 		return -EPROTO;
 	}
 	bucket_lock(as_parent(n));
 	as_parent(n)->child_ttl_ms = ttl;
 	bucket_unlock(as_parent(n));
-	touched(s, n);
+	touched(s, g, n);
 	store_node_unref(s, n);
 	return 0;
 }
@@ -455,13 +383,13 @@ static int apply_child_ttl(struct store *s, const struct mentry *e)
 /* The tenant of @mt goes (a cleanup, or a drain of the store). */
 static void mt_gone(struct store *s, struct mtenant *mt)
 {
-	lock(&s->mirror->lock, LOCK_MIRROR);
+	lock(&mirror_of(s)->lock, LOCK_ENGINE_INDEX);
 	mt->gone = true;
-	unlock(&s->mirror->lock, LOCK_MIRROR);
+	unlock(&mirror_of(s)->lock, LOCK_ENGINE_INDEX);
 }
 
-static int apply_tenant(struct store *s, struct mtenant *mt,
-			const struct mentry *e)
+static int apply_tenant(struct store *s, struct given *g, struct mtenant *mt,
+			const struct entry *e)
 {
 	const char *op = e->op;
 	struct tenant *t = mt->t;
@@ -470,23 +398,23 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 	int rc;
 
 	if (strcmp(op, "join") == 0)
-		return apply_join(s, mt, e);
+		return apply_join(s, g, mt, e);
 	if (!t || is_dead(&t->node))
 		return -EUCLEAN;
 	if (strcmp(op, "leave") == 0 || strcmp(op, "depart") == 0) {
-		const char *name = mf(e, "name");
+		const char *name = entry_str(e, "name");
 
-		if (!name || !mfu(e, "gen", &v))
+		if (!name || !entry_u64(e, "gen", &v))
 			return -EPROTO;
-		rc = TRANSITION(s, parent_leave(s, t, name, op[0] == 'l', NULL));
+		rc = TRANSITION(s, parent_leave(s, g, t, name, op[0] == 'l', NULL));
 		return applied(rc);
 	}
 	if (strcmp(op, "expire") == 0)
-		return apply_expire(s, e);
+		return apply_expire(s, g, e);
 	if (strcmp(op, "create") == 0)
-		return apply_create(s, e);
+		return apply_create(s, g, e);
 	if (strcmp(op, "unlink") == 0) {
-		const char *name = mf(e, "child");
+		const char *name = entry_str(e, "child");
 
 		a = node_of(s, e, "pino", STORE_PARENT);
 		if (!a || !name) {
@@ -494,17 +422,17 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 				store_node_unref(s, a);
 			return -EUCLEAN;
 		}
-		rc = TRANSITION(s, do_unlink(s, a, name));
+		rc = TRANSITION(s, child_unlink(s, g, a, name));
 		store_node_unref(s, a);
 		return applied(rc);
 	}
 	if (strcmp(op, "link") == 0) {
-		const char *name = mf(e, "child");
+		const char *name = entry_str(e, "child");
 
 		a = node_of(s, e, "ino", STORE_CHILD);
 		b = node_of(s, e, "pino", STORE_PARENT);
 		rc = a && b && name ?
-		     TRANSITION(s, do_link(s, a, b, name, NULL)) : -EUCLEAN;
+		     TRANSITION(s, child_link(s, g, a, b, name, NULL)) : -EUCLEAN;
 		if (a)
 			store_node_unref(s, a);
 		if (b)
@@ -512,34 +440,34 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 		return applied(rc);
 	}
 	if (strcmp(op, "rename") == 0)
-		return apply_rename(s, e, 0);
+		return apply_rename(s, g, e, 0);
 	if (strcmp(op, "exchange") == 0)
-		return apply_rename(s, e, STORE_RENAME_EXCHANGE);
+		return apply_rename(s, g, e, STORE_RENAME_EXCHANGE);
 	if (strcmp(op, "write") == 0)
-		return apply_write(s, e);
+		return apply_write(s, g, e);
 	if (strcmp(op, "attr") == 0) {
 		a = node_of_kind(s, mt, e);
 		if (!a)
 			return -EUCLEAN;
-		rc = apply_attrs(s, a, e);
+		rc = apply_attrs(s, g, a, e);
 		if (rc == 0)
-			touched(s, a);
+			touched(s, g, a);
 		store_node_unref(s, a);
 		return rc;
 	}
 	if (strcmp(op, "ttl") == 0 || strcmp(op, "renew") == 0)
-		return apply_lease(s, mt, e, op[0] == 't');
+		return apply_lease(s, g, mt, e, op[0] == 't');
 	if (strcmp(op, "child_ttl") == 0)
-		return apply_child_ttl(s, e);
+		return apply_child_ttl(s, g, e);
 	if (strcmp(op, "tomb_age") == 0)
 		return apply_tomb_age(s, t, e);
 	if (strcmp(op, "drain") == 0) {
-		if (!mf(e, "clear")) {
-			rc = TRANSITION(s, do_drain_start(s, t, e->ms, NULL));
+		if (!entry_str(e, "clear")) {
+			rc = TRANSITION(s, drain_start(s, g, t, e->ms, NULL));
 			return applied(rc);
 		}
-		drain_clear_tenant(s, t, mf(e, "dead") != NULL);
-		if (mf(e, "dead"))
+		drain_clear_tenant(s, g, t, entry_str(e, "dead") != NULL);
+		if (entry_str(e, "dead"))
 			mt_gone(s, mt);
 		return 0;
 	}
@@ -552,25 +480,25 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 		HASH_FIND_STR(s->tenants, t->name, cur);
 		unlock(&s->lock, LOCK_STORE);
 		if (cur == t)
-			TRANSITION(s, tenant_cleanup(s, t->name, NULL));
+			TRANSITION(s, tenant_cleanup(s, g, t->name, NULL));
 		mt_gone(s, mt);
 		return 0;
 	}
 	return -EPROTO;
 }
 
-static int apply_root(struct store *s, const struct mentry *e)
+static int apply_root(struct store *s, struct given *g, const struct entry *e)
 {
 	const char *op = e->op;
 	uint64_t v;
 
 	if (strcmp(op, "tenant") == 0) {
-		if (!mfu(e, "tid", &v))
+		if (!entry_u64(e, "tid", &v))
 			return -EPROTO;
-		return mirror_tenant_add(s, v, mf(e, "name"));
+		return mirror_tenant_add(s, v, entry_str(e, "name"));
 	}
 	if (strcmp(op, "drain") == 0)
-		return applied(TRANSITION(s, do_drain_start(s, NULL, e->ms, NULL)));
+		return applied(TRANSITION(s, drain_start(s, g, NULL, e->ms, NULL)));
 	if (strcmp(op, "drained") == 0) {
 		lock(&s->lock, LOCK_STORE);
 		atomic_store(&s->state, STORE_DRAINED);
@@ -578,19 +506,19 @@ static int apply_root(struct store *s, const struct mentry *e)
 		return 0;
 	}
 	if (strcmp(op, "clock") == 0) {
-		if (!mfu(e, "clock_ms", &v))
+		if (!entry_u64(e, "clock_ms", &v))
 			return -EPROTO;
-		atomic_store(&s->mirror->testclock_ms, v);
+		atomic_store(&mirror_of(s)->testclock_ms, v);
 		return 0;
 	}
 	return 0; /* cleanup: the tenant's own log says it */
 }
 
-int mirror_apply(struct store *s, uint64_t tid, const struct mentry *e)
+int mirror_apply(struct store *s, uint64_t tid, const struct entry *e)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	struct mtenant *mt = NULL;
-	struct apply_ctx ctx = {
+	struct given ctx = {
 		.ns = e->ns, .ms = e->ms, .seq = e->seq,
 		.others = strcmp(e->by, m->by) != 0 || !*e->by,
 	};
@@ -598,10 +526,10 @@ int mirror_apply(struct store *s, uint64_t tid, const struct mentry *e)
 	int rc;
 
 	if (tid) {
-		lock(&m->lock, LOCK_MIRROR);
+		lock(&m->lock, LOCK_ENGINE_INDEX);
 		mt = mt_find_locked(m, tid);
 		last = mt ? mt->seq : 0;
-		unlock(&m->lock, LOCK_MIRROR);
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
 		if (!mt)
 			return -ENOENT;
 	} else {
@@ -615,15 +543,13 @@ int mirror_apply(struct store *s, uint64_t tid, const struct mentry *e)
 	 * is this mount's own. */
 	if (!*m->by)
 		ctx.others = false;
-	applying = &ctx;
-	rc = tid ? apply_tenant(s, mt, e) : apply_root(s, e);
-	applying = NULL;
+	rc = tid ? apply_tenant(s, &ctx, mt, e) : apply_root(s, &ctx, e);
 	if (rc)
 		return rc;
 	if (tid) {
 		struct tenant *drop = NULL;
 
-		lock(&m->lock, LOCK_MIRROR);
+		lock(&m->lock, LOCK_ENGINE_INDEX);
 		mt->seq = e->seq + n - 1;
 		if (mt->gone) {
 			/* Its log has ended: forget it, so that the mirror
@@ -633,7 +559,7 @@ int mirror_apply(struct store *s, uint64_t tid, const struct mentry *e)
 			drop = mt->t;
 			free(mt);
 		}
-		unlock(&m->lock, LOCK_MIRROR);
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
 		if (drop)
 			store_node_unref(s, &drop->node);
 	} else {

@@ -8,8 +8,10 @@
  * What it owns
  * ------------
  * Its positions: the last entry id of the root log and of each tenant's
- * log.  It learns tenants from the root log (a tenant entry: follow its
- * log from its start) and stops following one whose cleanup it applied.
+ * log (kept by redis/index.c).  It learns tenants from the root log (a
+ * tenant entry: follow its log from its start) and stops following one
+ * whose cleanup it applied.  Each entry read is parsed into a plain
+ * struct entry (redis/entry.c) before it is applied.
  * A gap (an entry whose seq is not the next: the position fell off a
  * trimmed log), a log that holds nothing past its position while the
  * tenant's seq in the store is past the mirror's (trimmed to nothing
@@ -26,7 +28,7 @@
  * -----------------
  * One thread.  It holds no store lock while it waits on the network; it
  * applies entries through the embedded transitions (their locks, in the
- * store's order), then takes remote->lock (LOCK_REMOTE, alone) to count
+ * store's order), then takes remote->lock (LOCK_ENGINE_STATE, alone) to count
  * the batch and broadcast.  follow_stop() interrupts its connection
  * (rconn_interrupt) and joins it.
  */
@@ -53,88 +55,19 @@
 #define PAUSE_MAX_MS 1000
 #define PAUSE_SLICE_MS 50
 
-static struct follow_ix *ix_find(struct remote *r, uint64_t tid)
-{
-	struct follow_ix *x;
-
-	HASH_FIND(hh, r->ix, &tid, sizeof(tid), x);
-	return x;
-}
-
-int follow_pos_add(struct remote *r, uint64_t tid, const char *id)
-{
-	struct follow_pos *np;
-	struct follow_ix *x;
-
-	if (ix_find(r, tid))
-		return 0;
-	if (r->npos == r->cappos) {
-		size_t cap = r->cappos ? r->cappos * 2 : 16;
-
-		np = st_realloc(r->pos, cap * sizeof(*np));
-		if (!np)
-			return -ENOMEM;
-		r->pos = np;
-		r->cappos = cap;
-	}
-	x = st_calloc(1, sizeof(*x));
-	if (!x)
-		return -ENOMEM;
-	x->tid = tid;
-	x->i = r->npos;
-	hash_oom = 0;
-	HASH_ADD(hh, r->ix, tid, sizeof(x->tid), x);
-	if (hash_oom) {
-		free(x);
-		return -ENOMEM;
-	}
-	r->pos[r->npos].tid = tid;
-	r->pos[r->npos].damaged = false;
-	snprintf(r->pos[r->npos].id, sizeof(r->pos[0].id), "%s", id);
-	r->npos++;
-	return 0;
-}
-
-void follow_pos_clear(struct remote *r)
-{
-	struct follow_ix *x, *xt;
-
-	HASH_ITER(hh, r->ix, x, xt) {
-		HASH_DEL(r->ix, x);
-		free(x);
-	}
-	r->npos = 0;
-	r->root_damaged = false;
-}
-
-/* Stop following the log at position @i: the last position takes its
- * place. */
-static void pos_del(struct remote *r, size_t i)
-{
-	struct follow_ix *x = ix_find(r, r->pos[i].tid);
-
-	if (x) {
-		HASH_DEL(r->ix, x);
-		free(x);
-	}
-	r->pos[i] = r->pos[--r->npos];
-	if (i < r->npos && (x = ix_find(r, r->pos[i].tid)) != NULL)
-		x->i = i;
-}
-
 /* Wake the transitions waiting for the mirror. */
 static void batch_done(struct remote *r)
 {
-	lock(&r->lock, LOCK_REMOTE);
+	lock(&r->lock, LOCK_ENGINE_STATE);
 	r->batches++;
 	pthread_cond_broadcast(&r->applied);
-	unlock(&r->lock, LOCK_REMOTE);
+	unlock(&r->lock, LOCK_ENGINE_STATE);
 }
 
 /* Reload tenant @tid (position @i) from its dump. */
 static int reload(struct store *s, size_t i)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	char key[160], id[48];
 	redisReply *d = NULL;
 	int rc;
@@ -143,12 +76,12 @@ static int reload(struct store *s, size_t i)
 	rc = remote_fcall(s, "sfs_dump", false, 1, (const char *[]){ key }, 0,
 			  NULL, NULL, &d);
 	if (rc == 0) {
-		rc = mirror_load_tenant(s, r->pos[i].tid, d, id, sizeof(id));
+		rc = mirror_load_tenant(s, r->pos[i].tid, dump_of(d), id, sizeof(id));
 		if (rc == 0)
 			snprintf(r->pos[i].id, sizeof(r->pos[i].id), "%s", id);
 	} else if (rc == -ESTALE && d && strcmp(d->element[0]->str, "ESTALE") == 0) {
 		/* The tenant is gone from the store. */
-		pos_del(r, i);
+		follow_pos_del(r, i);
 		rc = 0;
 	}
 	if (d)
@@ -165,7 +98,7 @@ static int reload(struct store *s, size_t i)
 static int new_instance(struct store *s)
 {
 	struct tenant *t, *tt;
-	struct apply_ctx q = { .quiet = true };
+	struct given q = { .quiet = true };
 
 	/* Every tenant of the old instance goes, silently but for the end
 	 * of the instance in the log: an "overflow" line for the root's
@@ -173,11 +106,9 @@ static int new_instance(struct store *s)
 	 * cleanups, so a tenant's .events opened past it finds its tenant
 	 * dead (store_events_open).  Only this thread changes the tenant
 	 * table (each cleanup takes the store lock to take one out). */
-	q.ns = wall_now();
-	applying = &q;
+	q.ns = wall_now(NULL);
 	HASH_ITER(hh, s->tenants, t, tt)
-		TRANSITION(s, tenant_cleanup(s, t->name, NULL));
-	applying = NULL;
+		TRANSITION(s, tenant_cleanup(s, &q, t->name, NULL));
 	emit_overflow(s, NULL);
 	event_hook_run(s);
 	lock(&s->lock, LOCK_STORE);
@@ -191,7 +122,7 @@ static int new_instance(struct store *s)
 /* Apply the entries of one stream of an XREAD reply. */
 static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	const char *key;
 	const redisReply *es;
 	uint64_t tid = 0;
@@ -214,18 +145,18 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 		tid = strtoull(t + 2, NULL, 10);
 		if (tid == 0)
 			return -EPROTO;
-		x = ix_find(r, tid);
+		x = follow_pos_find(r, tid);
 		if (!x)
 			return 0;
 		pi = x->i;
 	}
 	for (size_t k = 0; k < es->elements; k++) {
 		const redisReply *ent = es->element[k];
-		struct mentry e;
+		struct entry e;
 
 		if (ent->type != REDIS_REPLY_ARRAY || ent->elements != 2 ||
 		    !out_str(ent, 0) || ent->element[0]->len >= sizeof(r->root_id) ||
-		    mentry_parse(ent->element[1], &e) != 0)
+		    entry_parse(ent->element[1], &e) != 0)
 			return -EPROTO;
 		rc = mirror_apply(s, tid, &e);
 		if (rc == -EUCLEAN || rc == -EPROTO)
@@ -254,12 +185,8 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 			if (strcmp(e.op, "tenant") == 0) {
 				uint64_t ntid = 0;
 
-				/* mentry_parse checked every field is a
-				 * string. */
-				for (size_t f = 0; f + 1 < e.fields->elements; f += 2)
-					if (strcmp(e.fields->element[f]->str, "tid") == 0 &&
-					    !dec_u64(e.fields->element[f + 1]->str, &ntid))
-						ntid = 0;
+				if (!entry_u64(&e, "tid", &ntid))
+					ntid = 0;
 				if (ntid && follow_pos_add(r, ntid, "0-0") == 0)
 					*reread = true;
 			}
@@ -270,7 +197,7 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 			snprintf(r->pos[pi].id, sizeof(r->pos[pi].id), "%s",
 				 ent->element[0]->str);
 			if (mirror_applied(s, tid, &seq, &gone) == 0 && gone) {
-				pos_del(r, pi);
+				follow_pos_del(r, pi);
 				*reread = true;
 				return 0;
 			}
@@ -297,7 +224,7 @@ static int log_has_more(struct store *s, uint64_t tid, const char *id)
 
 	log_key(s, tid, key, sizeof(key));
 	snprintf(from, sizeof(from), "(%s", id);
-	rc = rconn_call(s->remote->conn, 0, 6, av, NULL, &rep);
+	rc = rconn_call(remote_of(s)->conn, 0, 6, av, NULL, &rep);
 	if (rc)
 		return rc;
 	rc = rep->type != REDIS_REPLY_ARRAY ? -EPROTO : rep->elements > 0;
@@ -317,7 +244,7 @@ static int log_has_more(struct store *s, uint64_t tid, const char *id)
  */
 static int check_logs(struct store *s)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	size_t n = r->npos;
 	char (*keys)[160] = st_calloc(n + 1, sizeof(*keys));
 	const char **kp = st_calloc(n + 1, sizeof(*kp));
@@ -371,13 +298,13 @@ static bool log_damaged(struct store *s, const char *key, bool was)
 	redisReply *rep = NULL;
 	bool bad;
 
-	if (rconn_call(s->remote->conn, 0, 2, av, NULL, &rep) != 0)
+	if (rconn_call(remote_of(s)->conn, 0, 2, av, NULL, &rep) != 0)
 		return was;
 	bad = rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "stream") != 0 &&
 	      strcmp(rep->str, "none") != 0;
 	freeReplyObject(rep);
 	if (bad && !was)
-		remote_damaged_key(s->remote, "follower", key);
+		remote_damaged_key(remote_of(s), "follower", key);
 	return bad;
 }
 
@@ -389,7 +316,7 @@ static bool log_damaged(struct store *s, const char *key, bool was)
  */
 static void logs_check_damage(struct store *s, bool all)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	char key[160];
 
 	if (all || r->root_damaged)
@@ -430,7 +357,7 @@ static void back_off(struct remote *r, unsigned *pause)
 static void *follow_main(void *arg)
 {
 	struct store *s = arg;
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	unsigned pause = 0;
 
 	uint64_t checked = mono_ms();
@@ -444,10 +371,10 @@ static void *follow_main(void *arg)
 		bool reread = false, reinit, failed = false;
 		int rc;
 
-		lock(&r->lock, LOCK_REMOTE);
+		lock(&r->lock, LOCK_ENGINE_STATE);
 		reinit = r->reinit;
 		r->reinit = false;
-		unlock(&r->lock, LOCK_REMOTE);
+		unlock(&r->lock, LOCK_ENGINE_STATE);
 		if (reinit) {
 			free(av);
 			/* A new instance: every node of the old one dies, the
@@ -456,15 +383,15 @@ static void *follow_main(void *arg)
 			new_instance(s);
 			follow_pos_clear(r);
 			if (remote_reinit(s) != 0 || remote_load_all(s) != 0) {
-				lock(&r->lock, LOCK_REMOTE);
+				lock(&r->lock, LOCK_ENGINE_STATE);
 				r->reinit = true;
-				unlock(&r->lock, LOCK_REMOTE);
+				unlock(&r->lock, LOCK_ENGINE_STATE);
 				back_off(r, &pause);
 			} else {
 				pause = 0;
-				lock(&r->lock, LOCK_REMOTE);
+				lock(&r->lock, LOCK_ENGINE_STATE);
 				r->loaded++;
-				unlock(&r->lock, LOCK_REMOTE);
+				unlock(&r->lock, LOCK_ENGINE_STATE);
 			}
 			batch_done(r);
 			continue;
@@ -559,7 +486,7 @@ static void *follow_main(void *arg)
 
 int follow_start(struct store *s)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	sigset_t all, old;
 	bool made;
 	int rc;
@@ -586,7 +513,7 @@ int follow_start(struct store *s)
 
 void follow_stop(struct store *s)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 
 	if (!r->running)
 		return;

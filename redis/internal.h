@@ -1,13 +1,49 @@
 /*
- * shared.h - a store with the shared store behind it: what its files
- * share (the transitions, redis/ops.c; the calling convention,
- * redis/call.c; the clock and expiry, redis/clock.c; start
- * and stop, redis/start.c; the follower, redis/follow.c), their
- * functions grouped by the file that defines them.  Private to store/;
- * the design is told at the top of redis/ops.c.
+ * internal.h - what the files of the Redis engine share: struct remote
+ * (each field with what guards it) and their functions, grouped by the
+ * file that defines them.  Private to redis/; the engine's design is
+ * told at the top of redis/ops.c.
+ *
+ * The files, from the top down: each calls only files below it (no
+ * circle of calls), and the engine's ground, the clock estimate, the
+ * index and the transport, calls no file above it.
+ *   start.c     a mount's start on a shared store
+ *   ops.c       the transitions: each one FCALL, its wait, the answer
+ *               from the mirror; the engine's table (redis_ops)
+ *   stop.c      a mount's stop: the follower, the pool, the mirror
+ *   follow.c    the follower thread: the logs read, gaps reloaded, a new
+ *               store instance
+ *   stats.c     what .stats and the link state show of the shared store
+ *   clock.c     the test clock moved through Redis, expiry asked of Redis
+ *   load.c      a tenant loaded from its dump; every tenant loaded
+ *   instance.c  sfs_init (this mount's limits, the store's instance), a
+ *               new instance's init
+ *   call.c      a call: arguments, the FCALL, its outcome (the fence),
+ *               the wait for the follower, sync
+ *   estimate.c  the estimate of the store's clock and of the server's
+ *               real time
+ *   library.c   the Functions library installed and checked
+ *   diff.c      a tenant reloaded as the difference from its dump
+ *   apply.c     each kind of log entry applied with the core's
+ *               transitions
+ *   dump.c      a dump read, and what its rows say set on nodes
+ *   entry.c     a log entry parsed into a plain struct entry (entry.h)
+ *   index.c     the mirror's index by the store's inode numbers, the
+ *               tenants followed and the follower's positions in their
+ *               logs, the tenant of a state
+ *   conn.c      the transport (conn.h): the pool, connections, a call's
+ *               deadline and retries
+ *   discover.c  the primary found and greeted: Sentinels, AUTH,
+ *               ROLE/HELLO, the maxmemory-policy
+ *   wire.c      the transport's ground (wire.h): deadlines, a failure's
+ *               text, one exchange
+ *   options.c   the store option's defaults and names (redis.h)
+ * with mirror.h (a mirror's structures, the functions of apply.c,
+ * index.c, load.c, dump.c and diff.c) and redis/lua/ (the Functions
+ * library, which statefs_lua.h carries into the program).
  */
-#ifndef STATEFS_STORE_SHARED_H
-#define STATEFS_STORE_SHARED_H
+#ifndef STATEFS_REDIS_INTERNAL_H
+#define STATEFS_REDIS_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -19,6 +55,7 @@
 #include "redis/conn.h"
 #include "redis/redis.h"
 #include "store/store.h"
+#include "store/engine.h"
 
 /* A tenant log the follower reads: its tenant id and last entry id. */
 struct follow_pos {
@@ -52,13 +89,13 @@ struct remote {
 	atomic_uint_fast64_t floor_ms;
 
 	/* The server's real time (TIME), which a mutation's deadline is
-	 * on whatever the store's clock (redis/clock.c): TIME in ms
+	 * on whatever the store's clock (redis/estimate.c): TIME in ms
 	 * minus the local CLOCK_MONOTONIC ms when it was received, and
 	 * when that was; 0, 0 before the first.  Under lock. */
 	int64_t real_off_ms;
 	uint64_t real_at_ms;
 
-	/* LOCK_REMOTE, held alone: the instance and what the follower
+	/* LOCK_ENGINE_STATE, held alone: the instance and what the follower
 	 * applied (its broadcasts wake the transitions that wait for
 	 * their outcome's seq). */
 	pthread_mutex_t lock;
@@ -75,7 +112,7 @@ struct remote {
 	atomic_uint_fast64_t damaged;  /* calls refused as damaged */
 
 	/* The follower (redis/follow.c): its thread, its connection, its
-	 * positions (its own), whether it runs. */
+	 * positions (its own; kept by redis/index.c), whether it runs. */
 	pthread_t thread;
 	bool running;
 	atomic_bool stop;
@@ -177,13 +214,12 @@ bool tkey(struct store *s, struct store_node *t, uint64_t *tid,
  * NULL when memory ran out. */
 uint64_t *remote_tenants(struct store *s, size_t *n);
 
-/* redis/ops.c */
+/* store_sync() of a shared store: wait until the mirror has applied
+ * every log up to what Redis holds now (the root's first).  0 or -EIO,
+ * -ENOMEM. */
+int remote_sync(struct store *s);
 
-/* The tenant node state @c belongs to (its links' parents'), with a
- * reference, or NULL when it has no link (takes its stripe). */
-struct store_node *remote_state_tenant(struct store *s, struct child *c);
-
-/* redis/clock.c */
+/* redis/estimate.c */
 
 /* Local CLOCK_MONOTONIC in ms. */
 uint64_t mono_ms(void);
@@ -216,26 +252,46 @@ int remote_real_ms(struct store *s, uint64_t *real_ms);
 #define REAL_SAMPLE_MAX_MS 10000
 #define REAL_ERROR_MS 25
 
-/* redis/start.c */
+/* redis/library.c */
+
+/* The library version this mount speaks (redis/lua/contract.lua). */
+#define LIBVERSION 4
 
 /* Install this mount's Functions library when the store lacks it (a
  * Redis that lost its data lost its functions too).  0 or -errno
  * (logged). */
 int remote_library_ensure(struct store *s);
 
+/* redis/instance.c */
+
+/* Random hex of @n digits into @buf (@n + 1 bytes). */
+void instance_random_hex(char *buf, size_t n);
+
+/*
+ * sfs_init: record this mount's limits, or compare them with the store's
+ * (adopt them with store_limits=adopt).  Fills @l with what the store
+ * has, and @instance (17 bytes).  0, or -EINVAL / -EPROTO / -EIO with a
+ * one-line message in @err.
+ */
+int instance_init(struct remote *r, struct store_limits *l, char *instance,
+		  char *err, size_t errlen);
+
 /* The store is a new instance: sfs_init it (record this mount's limits
  * when it is empty) and take its instance.  0 or -errno (logged). */
 int remote_reinit(struct store *s);
 
+/* redis/load.c */
+
 /* Load the root's dump and every tenant's into the mirror (start, or a
- * new instance).  0 or -errno. */
+ * new instance), and follow each tenant's log from the dump's last id.
+ * 0 or -errno. */
 int remote_load_all(struct store *s);
 
-/* redis/follow.c */
+/* redis/index.c */
 
-/* The follower: start it (0 or -errno), stop it (no-op when stopped). */
-int follow_start(struct store *s);
-void follow_stop(struct store *s);
+/* The tenant node state @c belongs to (its links' parents'), with a
+ * reference, or NULL when it has no link (takes its stripe). */
+struct store_node *remote_state_tenant(struct store *s, struct child *c);
 
 /* The follower's positions (its thread's, or before it runs): follow
  * tenant @tid's log from entry @id when not followed yet (0 or
@@ -243,4 +299,42 @@ void follow_stop(struct store *s);
 int follow_pos_add(struct remote *r, uint64_t tid, const char *id);
 void follow_pos_clear(struct remote *r);
 
-#endif /* STATEFS_STORE_SHARED_H */
+/* Where tenant @tid's position is, or NULL when its log is not
+ * followed. */
+struct follow_ix *follow_pos_find(struct remote *r, uint64_t tid);
+
+/* Stop following the log at position @i: the last position takes its
+ * place. */
+void follow_pos_del(struct remote *r, size_t i);
+
+/* redis/follow.c */
+
+/* The follower: start it (0 or -errno), stop it (no-op when stopped). */
+int follow_start(struct store *s);
+void follow_stop(struct store *s);
+
+/* redis/ops.c: the shared store's method table (store/engine.h) */
+extern const struct store_ops redis_ops;
+
+/* redis/clock.c */
+unsigned remote_expire(struct store *s, unsigned budget);
+/* store_expire() of a mirror: asks Redis when something is due. */
+unsigned remote_expire_due(struct store *s, unsigned budget);
+/* -o testclock: the store's clock moved @ms, then what is due expired. */
+int remote_clock_move(struct store *s, uint64_t ms);
+
+/* redis/stats.c */
+int remote_stats(struct store *s, struct store_node *tenant,
+		 struct store_stats *o);
+/* .stats: the shared store's counters, or this mount's when unreachable */
+int remote_stats_all(struct store *s, struct store_node *tenant,
+		     struct store_stats *o);
+uint64_t remote_damaged(struct store *s); /* store_stats' damaged */
+enum store_link remote_connection(const struct store *s);
+
+/* redis/stop.c */
+void remote_free(struct store *s);
+/* The table's close: the shared store, then the mirror, let go of. */
+void remote_close(struct store *s);
+
+#endif /* STATEFS_REDIS_INTERNAL_H */

@@ -1,7 +1,10 @@
 /*
- * mirror_load.c - a mirror's tenant loaded from the shared store's dump
+ * load.c - a mirror's tenant loaded from the shared store's dump
  * (sfs_dump): at start, after a gap or an entry the mirror could not
- * apply, and for a new store instance (redis/follow.c).
+ * apply, and for a new store instance (redis/follow.c); and every
+ * tenant loaded, the root's dump first (remote_load_all: at start, and
+ * for a new instance), each tenant's log then followed from its dump's
+ * last id.
  *
  * What it owns
  * ------------
@@ -31,158 +34,20 @@
  */
 #include "store/internal.h"
 #include "redis/mirror.h"
+#include "redis/internal.h"
 
 #include <errno.h>
 
 /* Loading ----------------------------------------------------------------- */
 
-/* Field @name of a dump's K V array @dump_kv, or NULL. */
-const char *dump_kv(const redisReply *r, const char *name)
-{
-	if (!r || r->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	for (size_t i = 0; i + 1 < r->elements; i += 2)
-		if (r->element[i]->type == REDIS_REPLY_STRING &&
-		    strcmp(r->element[i]->str, name) == 0 &&
-		    r->element[i + 1]->type == REDIS_REPLY_STRING)
-			return r->element[i + 1]->str;
-	return NULL;
-}
-
-/* The same with its length in *@len (binary-safe: a state's data). */
-const char *dump_kv_len(const redisReply *r, const char *name, size_t *len)
-{
-	if (!r || r->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	for (size_t i = 0; i + 1 < r->elements; i += 2)
-		if (r->element[i]->type == REDIS_REPLY_STRING &&
-		    strcmp(r->element[i]->str, name) == 0 &&
-		    r->element[i + 1]->type == REDIS_REPLY_STRING) {
-			*len = r->element[i + 1]->len;
-			return r->element[i + 1]->str;
-		}
-	return NULL;
-}
-
-bool dump_kvu(const redisReply *r, const char *name, uint64_t *v)
-{
-	return dec_u64(dump_kv(r, name), v);
-}
-
-/*
- * Is @name one this mount could show (1..max_name bytes, no '/', no
- * NUL, not a special file's leading '.')?  A dump is the store's word,
- * but it is checked against this mount's limits as a request would be:
- * a store written by another version, or by hand, must not make the
- * mirror hold what no path can name.
- */
-bool dump_name_ok(const struct store *s, const char *name)
-{
-	size_t len = name ? strlen(name) : 0;
-
-	return len > 0 && len <= s->lim.max_name && name[0] != '.' &&
-	       !strchr(name, '/');
-}
-
-/* An owner as the dump has it: ids that fit, a mode of 12 bits. */
-bool dump_owner(const redisReply *r, struct store_owner *o)
-{
-	uint64_t uid, gid, mode;
-
-	if (!dump_kvu(r, "uid", &uid) || !dump_kvu(r, "gid", &gid) || !dump_kvu(r, "mode", &mode))
-		return false;
-	if (uid > UINT32_MAX || gid > UINT32_MAX || mode > 07777)
-		return false;
-	o->uid = (uid_t)uid;
-	o->gid = (gid_t)gid;
-	o->mode = (mode_t)mode;
-	return true;
-}
-
-/* Node @n's owner, mode and times as the dump has them (its lock taken
- * here): what a setgid directory gave it at its making may have been
- * changed since. */
-void dump_times(struct store *s, struct store_node *n, struct meta *m,
-		       const redisReply *r)
-{
-	struct store_owner o;
-	int64_t a, mt, c;
-
-	if (!dec_i64(dump_kv(r, "atime"), &a) || !dec_i64(dump_kv(r, "mtime"), &mt) ||
-	    !dec_i64(dump_kv(r, "ctime"), &c) || !dump_owner(r, &o))
-		return;
-	node_lock(s, n);
-	if (n->kind == STORE_TENANT)
-		lock(&as_tenant(n)->acl_lock, LOCK_ACL);
-	m->uid = o.uid;
-	m->gid = o.gid;
-	n->mode = (uint16_t)(o.mode & 07777);
-	m->atime = a;
-	m->mtime = mt;
-	m->ctime = c;
-	if (n->kind == STORE_TENANT)
-		unlock(&as_tenant(n)->acl_lock, LOCK_ACL);
-	node_unlock(s, n);
-}
-
-/* @n's lease as the dump has it (ttl and deadline). */
-int dump_lease(struct store *s, struct store_node *n, const redisReply *r)
-{
-	uint64_t ttl = 0, deadline = 0;
-	int rc = 0;
-
-	dump_kvu(r, "ttl", &ttl);
-	dump_kvu(r, "deadline", &deadline);
-	if (!ttl && !deadline && !lease_of(s, n))
-		return 0;
-	node_lock(s, n);
-	if (lease_ensure(s, n)) {
-		rc = -ENOMEM;
-	} else {
-		lease_of(s, n)->ttl_ms = ttl;
-		lease_set(s, n, deadline);
-	}
-	node_unlock(s, n);
-	return rc;
-}
-
-/* The element of array @r at @i when it is an array (else NULL). */
-const redisReply *dump_arr(const redisReply *r, size_t i)
-{
-	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements ||
-	    r->element[i]->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	return r->element[i];
-}
-
-const char *dump_str(const redisReply *r, size_t i)
-{
-	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
-		return NULL;
-	if (r->element[i]->type == REDIS_REPLY_STRING ||
-	    r->element[i]->type == REDIS_REPLY_STATUS)
-		return r->element[i]->str;
-	return NULL;
-}
-
-bool dump_u64(const redisReply *r, size_t i, uint64_t *v)
-{
-	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
-		return false;
-	if (r->element[i]->type == REDIS_REPLY_INTEGER) {
-		*v = (uint64_t)r->element[i]->integer;
-		return r->element[i]->integer >= 0;
-	}
-	return dec_u64(dump_str(r, i), v);
-}
-
 /* The state of dump row @srow: the link that made it first, then every
  * other link; its content, version, times and lease.  @pnodes maps the
  * parents just loaded.  Links are "PINO/NAME", newest first. */
-static int load_state(struct store *s, const redisReply *srow)
+static int load_state(struct store *s, struct given *g,
+		      const struct dump_val *srow)
 {
-	struct mirror *m = s->mirror;
-	const redisReply *S = dump_arr(srow, 1);
+	struct mirror *m = mirror_of(s);
+	const struct dump_val *S = dump_arr(srow, 1);
 	const char *links = dump_kv(S, "links"), *data;
 	struct store_owner o;
 	uint64_t sino, ver;
@@ -231,11 +96,11 @@ static int load_state(struct store *s, const redisReply *srow)
 		if (!c) {
 			bool created;
 
-			applying->ino = sino + m->ino_offset;
-			rc = TRANSITION(s, do_create(s, p, slash + 1, &o, true,
+			g->ino = sino + m->ino_offset;
+			rc = TRANSITION(s, child_create(s, g, p, slash + 1, &o, true,
 						     &c, &created, NULL));
 		} else {
-			rc = TRANSITION(s, do_link(s, c, p, slash + 1, NULL));
+			rc = TRANSITION(s, child_link(s, g, c, p, slash + 1, NULL));
 		}
 		store_node_unref(s, p);
 	}
@@ -244,7 +109,7 @@ static int load_state(struct store *s, const redisReply *srow)
 		struct child *ch = as_child(c);
 
 		if (data && len)
-			rc = content_publish(s, ch, data, len, NULL);
+			rc = content_publish(s, g, ch, data, len, NULL);
 		if (rc == 0) {
 			lock(stripe(s, ch), LOCK_STRIPE);
 			ch->version = ver;
@@ -258,47 +123,18 @@ static int load_state(struct store *s, const redisReply *srow)
 	return rc;
 }
 
-/* Tenant @t's tombstones from the dump's TOMBS array @tombs, by
- * deadline, so the store's queue stays in order. */
-int dump_tombs(struct store *s, struct tenant *t, const redisReply *tombs)
-{
-	int rc = 0;
-
-	for (size_t i = 0; i + 1 < tombs->elements && rc == 0; i += 2) {
-		const char *name = dump_str(tombs, i), *gd = dump_str(tombs, i + 1);
-		unsigned long long g, d;
-		struct tomb *tb;
-
-		if (!dump_name_ok(s, name) || !gd ||
-		    sscanf(gd, "%llu %llu", &g, &d) != 2 ||
-		    d < s->lim.tombstone_ttl_ms)
-			return -EPROTO;
-		tb = tomb_new(name);
-		if (!tb)
-			return -ENOMEM;
-		world_enter(s);
-		lock(&t->lock, LOCK_TENANT);
-		tomb_reserve_locked(s, t);
-		rc = tomb_insert_locked(s, t, tb, g, d - s->lim.tombstone_ttl_ms);
-		unlock(&t->lock, LOCK_TENANT);
-		world_exit(s);
-		if (rc)
-			free(tb);
-	}
-	return rc;
-}
-
 /* Tenant @t's parents, states and tombstones from @dump. */
-static int load_contents(struct store *s, struct tenant *t, const redisReply *dump)
+static int load_contents(struct store *s, struct given *g, struct tenant *t,
+			 const struct dump_val *dump)
 {
-	struct mirror *m = s->mirror;
-	const redisReply *ps = dump_arr(dump, 5), *ss = dump_arr(dump, 6), *tombs = dump_arr(dump, 7);
+	struct mirror *m = mirror_of(s);
+	const struct dump_val *ps = dump_arr(dump, 5), *ss = dump_arr(dump, 6), *tombs = dump_arr(dump, 7);
 	int rc = 0;
 
 	if (!ps || !ss || !tombs)
 		return -EPROTO;
-	for (size_t i = 0; i < ps->elements && rc == 0; i++) {
-		const redisReply *row = dump_arr(ps, i), *P = dump_arr(row, 1);
+	for (size_t i = 0; i < dump_len(ps) && rc == 0; i++) {
+		const struct dump_val *row = dump_arr(ps, i), *P = dump_arr(row, 1);
 		struct store_owner o;
 		struct store_node *n = NULL;
 		uint64_t pino, gen, cttl = 0;
@@ -308,8 +144,8 @@ static int load_contents(struct store *s, struct tenant *t, const redisReply *du
 		    !dump_owner(P, &o) || !dump_kvu(P, "gen", &gen) || gen == 0)
 			return -EPROTO;
 		dump_kvu(P, "child_ttl", &cttl);
-		applying->ino = pino + m->ino_offset;
-		rc = TRANSITION(s, do_mkdir(s, &t->node, name, &o, &n, NULL));
+		g->ino = pino + m->ino_offset;
+		rc = TRANSITION(s, parent_join(s, g, t, name, &o, &n, NULL));
 		if (rc)
 			break;
 		/* Made by this load, seen by no one yet: its generation is
@@ -323,42 +159,18 @@ static int load_contents(struct store *s, struct tenant *t, const redisReply *du
 		else
 			store_node_unref(s, n);
 	}
-	for (size_t i = 0; i < ss->elements && rc == 0; i++)
-		rc = load_state(s, dump_arr(ss, i));
+	for (size_t i = 0; i < dump_len(ss) && rc == 0; i++)
+		rc = load_state(s, g, dump_arr(ss, i));
 	if (rc == 0)
 		rc = dump_tombs(s, t, tombs);
 	return rc;
 }
 
-/* Tenant @t's drain as tenant row @T has it (its state and deadline). */
-void dump_drain(struct store *s, struct tenant *t, const redisReply *T)
-{
-	const char *state = dump_kv(T, "state");
-	int want = STORE_READY, was;
-	uint64_t dd = 0;
-
-	dump_kvu(T, "drain_deadline", &dd);
-	if (state && strcmp(state, "draining") == 0)
-		want = STORE_DRAINING;
-	else if (state && strcmp(state, "ready") != 0)
-		want = STORE_DRAINED;
-	lock(&t->lock, LOCK_TENANT);
-	was = atomic_load(&t->drain_state);
-	if (want != STORE_READY || was != STORE_READY)
-		atomic_store(&t->drain_deadline, dd);
-	atomic_store(&t->drain_state, want);
-	if (want == STORE_DRAINING && was != STORE_DRAINING)
-		atomic_fetch_add(&s->tenants_draining, 1);
-	else if (want != STORE_DRAINING && was == STORE_DRAINING)
-		atomic_fetch_sub(&s->tenants_draining, 1);
-	unlock(&t->lock, LOCK_TENANT);
-}
-
 /* Drop tenant @t from the mirror, silently (a reload replaces it). */
 static void unload_tenant(struct store *s, struct tenant *t)
 {
-	struct apply_ctx q = { .quiet = true, .ns = wall_now(),
-			       .ms = store_now_ms(s) };
+	struct given q = { .quiet = true, .ns = wall_now(NULL),
+			   .ms = store_now_ms(s) };
 	struct tenant *cur;
 
 	lock(&s->lock, LOCK_STORE);
@@ -366,18 +178,16 @@ static void unload_tenant(struct store *s, struct tenant *t)
 	unlock(&s->lock, LOCK_STORE);
 	if (cur != t)
 		return;
-	applying = &q;
-	TRANSITION(s, tenant_cleanup(s, t->name, NULL));
-	applying = NULL;
+	TRANSITION(s, tenant_cleanup(s, &q, t->name, NULL));
 }
 
-int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
-		       char *lastid, size_t idlen)
+int mirror_load_tenant(struct store *s, uint64_t tid,
+		       const struct dump_val *dump, char *lastid, size_t idlen)
 {
-	struct mirror *m = s->mirror;
-	const redisReply *T = dump_arr(dump, 4);
+	struct mirror *m = mirror_of(s);
+	const struct dump_val *T = dump_arr(dump, 4);
 	const char *code = dump_str(dump, 0), *name = dump_kv(T, "name"), *id;
-	struct apply_ctx ctx = { .quiet = true };
+	struct given ctx = { .quiet = true };
 	struct store_owner o;
 	struct store_node *n = NULL;
 	struct mtenant *mt;
@@ -392,12 +202,12 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 		return -EPROTO;
 	if (mirror_tenant_add(s, tid, name))
 		return -ENOMEM;
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt = mt_find_locked(m, tid);
 	old = mt->t;
 	if (old)
 		store_node_ref(&old->node);
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	if (old) {
 		/* Readers of the tenant lose what was in between. */
 		emit_overflow(s, old);
@@ -410,20 +220,20 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 	    old->node.ino == ino + m->ino_offset &&
 	    mirror_diff_tenant(s, old, dump) == 0) {
 		store_node_unref(s, &old->node);
-		lock(&m->lock, LOCK_MIRROR);
+		lock(&m->lock, LOCK_ENGINE_INDEX);
 		mt->seq = seq;
 		mt->gone = false;
-		unlock(&m->lock, LOCK_MIRROR);
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
 		if (lastid)
 			snprintf(lastid, idlen, "%s", id);
 		return 0;
 	}
 	if (old)
 		store_node_unref(s, &old->node);
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	old = mt->t;
 	mt_set_locked(m, mt, NULL);
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	if (old) {
 		unload_tenant(s, old);
 		store_node_unref(s, &old->node);
@@ -434,16 +244,14 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 	 * are the dump's, set after each node is made. */
 	ctx.ms = 0;
 	ctx.ino = ino + m->ino_offset;
-	applying = &ctx;
-	rc = TRANSITION(s, do_mkdir(s, &s->root, name, &o, &n, NULL));
+	rc = TRANSITION(s, tenant_create(s, &ctx, name, &o, &n, NULL));
 	if (rc == 0) {
 		struct tenant *t = as_tenant(n);
 
 		dump_times(s, n, &t->meta, T);
 		dump_drain(s, t, T);
-		rc = load_contents(s, t, dump);
+		rc = load_contents(s, &ctx, t, dump);
 	}
-	applying = NULL;
 	if (rc) {
 		if (n) {
 			unload_tenant(s, as_tenant(n));
@@ -452,12 +260,84 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 		return rc;
 	}
 	store_node_ref(n);
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt_set_locked(m, mt, as_tenant(n));
 	mt->seq = seq;
 	mt->gone = false;
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	if (lastid)
 		snprintf(lastid, idlen, "%s", id);
 	return index_put(s, m, n);
+}
+
+/* Every tenant ------------------------------------------------------------------ */
+
+int remote_load_all(struct store *s)
+{
+	struct remote *r = remote_of(s);
+	redisReply *rep = NULL, *tl;
+	uint64_t clock_ms = 0;
+	const char *state;
+	int rc;
+
+	rc = remote_fcall(s, "sfs_dump", false, 0, NULL, 0, NULL, NULL, &rep);
+	if (rc) {
+		if (rep)
+			freeReplyObject(rep);
+		return rc;
+	}
+	if (rep->elements < 6 || rep->element[4]->type != REDIS_REPLY_ARRAY ||
+	    rep->element[5]->type != REDIS_REPLY_ARRAY) {
+		freeReplyObject(rep);
+		return -EPROTO;
+	}
+	mirror_root_at(s, out_u64(rep, 2));
+	snprintf(r->root_id, sizeof(r->root_id), "%s",
+		 out_str(rep, 3) ? out_str(rep, 3) : "0-0");
+	/* The store's drain and clock, from its meta. */
+	for (size_t i = 0; i + 1 < rep->element[4]->elements; i += 2) {
+		const char *k = out_str(rep->element[4], i);
+		const char *v = out_str(rep->element[4], i + 1);
+
+		if (!k || !v)
+			continue;
+		if (strcmp(k, "state") == 0)
+			state = v, atomic_store(&s->state,
+				strcmp(state, "draining") == 0 ? STORE_DRAINING :
+				strcmp(state, "drained") == 0 ? STORE_DRAINED :
+				STORE_READY);
+		else if (strcmp(k, "drain_deadline") == 0)
+			atomic_store(&s->drain_deadline, strtoull(v, NULL, 10));
+		else if (strcmp(k, "clock_ms") == 0)
+			clock_ms = strtoull(v, NULL, 10);
+	}
+	if (r->testclock)
+		remote_saw_now(s, clock_ms);
+	tl = rep->element[5];
+	follow_pos_clear(r);
+	for (size_t i = 0; i + 1 < tl->elements && rc == 0; i += 2) {
+		uint64_t tid = 0;
+		char key[160], id[48];
+		redisReply *d = NULL;
+		bool gone = false;
+
+		if (!dec_u64(out_str(tl, i + 1), &tid) || tid == 0) {
+			rc = -EPROTO;
+			break;
+		}
+		remote_tenant_key(s, tid, key, sizeof(key));
+		rc = remote_fcall(s, "sfs_dump", false, 1, (const char *[]){ key },
+				  0, NULL, NULL, &d);
+		if (rc == -ESTALE && d && strcmp(d->element[0]->str, "ESTALE") == 0)
+			rc = 0, gone = true; /* gone since the root's dump */
+		else if (rc == 0)
+			rc = mirror_load_tenant(s, tid, dump_of(d), id, sizeof(id));
+		if (d)
+			freeReplyObject(d);
+		/* A tenant gone has no log to follow (and no id was read). */
+		if (rc == 0 && !gone)
+			rc = follow_pos_add(r, tid, id);
+	}
+	freeReplyObject(rep);
+	return rc;
 }
