@@ -12,6 +12,15 @@
  * gated at inval_seq), so whoever learns of a change from the stream
  * finds the kernel's caches already dropped.
  *
+ * The file is seekable for one purpose: the offset of its first read
+ * (lseek(fd, N, SEEK_SET) before it; dd's skip=N iflag=skip_bytes) is the
+ * sequence number its reader starts at (store_events_start): its first
+ * line is the first numbered N or more, after one "overflow" line when
+ * the log no longer holds N; a number not reached yet waits.  Offset 0
+ * (no seek) is the present, as the open left it.  The kernel keeps the
+ * offset and moves it by the bytes read, so every later read's offset
+ * is ignored: a seek after the first read changes nothing.
+ *
  * A tenant's .events whose tenant went with its store instance (a shared
  * store that lost its data) is a handle of the old instance: once its
  * reader has read every line before the end, each read (a parked one
@@ -133,16 +142,26 @@ static void events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 			size_t size, off_t off, struct fuse_file_info *fi)
 {
 	bool nonblock = (fi->flags & O_NONBLOCK) != 0;
+	bool start;
 	char *buf;
 	ssize_t n;
 
-	(void)off; /* a stream: nonseekable */
-
+	/* The first read's offset is the number to start at (0: the
+	 * present); the kernel moves the offset by the bytes read, so a
+	 * later one means nothing and is ignored. */
+	pthread_mutex_lock(&fs->watch_lock);
+	start = !f->read_once && off > 0;
+	f->read_once = true;
+	pthread_mutex_unlock(&fs->watch_lock);
 	/* A line this reader may see has passed the inval thread before the
-	 * caller's last transition returned: wait for it (bounded). */
-	if (nonblock)
+	 * caller's last transition returned: wait for it (bounded).  A
+	 * reader started in the past waits too: with no .events open, the
+	 * inval thread is not woken by every transition. */
+	if (nonblock || start)
 		fs_inval_sync(fs);
 	pthread_mutex_lock(&fs->watch_lock);
+	if (start)
+		store_events_start(fs->store, f->reader, (uint64_t)off);
 	n = events_take(fs, f, size, &buf);
 	if (n == 0 && !nonblock && !f->waiting) {
 		pthread_mutex_unlock(&fs->watch_lock);

@@ -180,6 +180,8 @@ struct fs_file {
 	fuse_req_t waiting;             /* a parked read, or NULL */
 	fuse_req_t interrupted;         /* interrupted before it was parked */
 	size_t want;                    /* its size */
+	bool read_once;                 /* its first read came (its offset
+					 * is where the reader starts) */
 	struct fuse_pollhandle *ph;     /* a poll waiting for data */
 	struct fs_file *wprev, *wnext;  /* fs->watchers */
 };

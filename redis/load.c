@@ -219,6 +219,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 	if (old && !is_dead(&old->node) &&
 	    old->node.ino == ino + m->ino_offset &&
 	    mirror_diff_tenant(s, old, dump) == 0) {
+		store_tenant_seq_set(&old->node, seq);
 		store_node_unref(s, &old->node);
 		lock(&m->lock, LOCK_ENGINE_INDEX);
 		mt->seq = seq;
@@ -259,6 +260,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 		}
 		return rc;
 	}
+	store_tenant_seq_set(n, seq);
 	store_node_ref(n);
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt_set_locked(m, mt, as_tenant(n));

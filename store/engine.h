@@ -194,6 +194,9 @@ void drain_clear_tenant(struct store *s, struct given *g, struct tenant *t, bool
  * and lost the lines in between.  @t NULL: the store instance ended (the
  * root's readers get "overflow", every tenant's reader -ESTALE). */
 void emit_overflow(struct store *s, struct tenant *t);
+/* Tenant @tenant was loaded as of its engine's number @seq (it showed no
+ * line for it): what its .snapshot's seq row says until its next line. */
+void store_tenant_seq_set(struct store_node *tenant, uint64_t seq);
 void event_hook_run(struct store *s);
 
 /* store/lease.c */

@@ -83,6 +83,10 @@ static void emit_entry(struct store *s, struct given *g, struct tenant *t, struc
 	lock_call_begin(LOCK_EVLOG);
 	seq = evlog_append(s->events, e);
 	lock_call_end(LOCK_EVLOG);
+	/* What the tenant's .snapshot ends at: the engine's numbers only
+	 * for an engine's lines, never a reload's marks. */
+	if (seq && t && !e->overflow && !e->hidden)
+		atomic_store(&t->seq_shown, e->shown ? e->shown : seq);
 	if (seq) {
 		event_appended = true;
 		event_internal |= e->internal;
@@ -285,6 +289,19 @@ void store_events_close(struct store_event_reader *r)
 void store_events_gate(struct store_event_reader *r, uint64_t until)
 {
 	r->until = until;
+}
+
+void store_events_start(struct store *s, struct store_event_reader *r,
+			uint64_t seq)
+{
+	lock_call_begin(LOCK_EVLOG);
+	evlog_start(s->events, r, seq, store_is_shared(s));
+	lock_call_end(LOCK_EVLOG);
+}
+
+void store_tenant_seq_set(struct store_node *tenant, uint64_t seq)
+{
+	atomic_store(&as_tenant(tenant)->seq_shown, seq);
 }
 
 uint64_t store_events_position(const struct store_event_reader *r)

@@ -27,6 +27,14 @@
  * an internal one went with it: if none did, it lost nothing it would
  * have seen, and it moves on to the oldest entry without falling behind.
  *
+ * A reader may start at a number instead of the present (evlog_start):
+ * by places in the log, it starts there (an overwritten place makes it
+ * fall behind, so it gets "overflow" and the oldest entry); by an
+ * engine's numbers (a mirror's lines, numbered per tenant), it starts at
+ * the oldest entry with the lines below its number made invisible, and
+ * the first line it reads says whether the log held the number: one
+ * numbered past it comes after "overflow".  Its window is the whole log.
+ *
  * The end of the store instance (an entry with end) is counted the same
  * way (ends_before, ends_seen).  A tenant's reader that got past one, by
  * reading up to it or by jumping over it when it fell behind, lost its
@@ -221,7 +229,37 @@ static void reader_to(struct evlog *l, struct store_event_reader *r,
 
 bool evlog_gone(const struct store_event_reader *r)
 {
-	return r->tenant_ino && r->ends_seen != r->ends_open;
+	/* Past, not at: a reader started before an end (evlog_start) reads
+	 * up to it first. */
+	return r->tenant_ino && r->ends_seen > r->ends_open;
+}
+
+/* The number entry @sl shows: an engine's, or its place in the log. */
+static uint64_t shown_of(const struct slot *sl)
+{
+	return sl->e.shown ? sl->e.shown : sl->seq;
+}
+
+void evlog_start(struct evlog *l, struct store_event_reader *r, uint64_t seq,
+		 bool shown)
+{
+	uint64_t first;
+
+	pthread_mutex_lock(&l->lock);
+	first = l->next > l->cap ? l->next - l->cap : 1;
+	/* "As far as the log holds it": the whole ring, not a window. */
+	r->window = UINT64_MAX;
+	r->from = seq;
+	r->from_check = shown;
+	if (shown)
+		reader_to(l, r, first);
+	else if (seq >= l->next)
+		reader_to(l, r, l->next); /* the future: lines below wait */
+	else if (seq >= first)
+		reader_to(l, r, seq);
+	else
+		r->next = seq; /* overwritten: catch_up_locked says so */
+	pthread_mutex_unlock(&l->lock);
 }
 
 /* Where reader @r stops for now: the end of the log, or r->until. */
@@ -255,6 +293,12 @@ static uint64_t oldest_locked(struct evlog *l, const struct store_event_reader *
 static bool visible(const struct slot *sl, const struct store_event_reader *r)
 {
 	if (r->internal_only ? !sl->e.internal : sl->e.hidden)
+		return false;
+	/* A reader started at a number: a reload's mark counts once it is
+	 * past its first line; a line below its number is not its own. */
+	if (r->from && sl->e.overflow && !sl->e.end)
+		return !r->from_check;
+	if (r->from && !sl->e.end && shown_of(sl) < r->from)
 		return false;
 	if (r->tenant_ino && sl->e.tenant_ino != r->tenant_ino && !sl->e.end)
 		return false;
@@ -323,7 +367,7 @@ size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 	     reader_to(l, r, r->next + 1)) {
 		struct slot *sl = &l->ring[r->next % l->cap];
 		const char *text;
-		size_t tlen;
+		size_t tlen, skip;
 		char seq[24];
 		int sn;
 
@@ -338,10 +382,18 @@ size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 		}
 		text = sl->text ? sl->text : lost;
 		tlen = sl->text ? sl->len : sizeof(lost) - 1;
-		sn = snprintf(seq, sizeof(seq), "%" PRIu64 "\t",
-			      sl->e.shown ? sl->e.shown : sl->seq);
-		if (used + (size_t)sn + tlen > len)
+		sn = snprintf(seq, sizeof(seq), "%" PRIu64 "\t", shown_of(sl));
+		/* The first line of a reader started at an engine's number:
+		 * past that number, the log did not hold it. */
+		skip = r->from_check && shown_of(sl) > r->from ?
+		       sizeof(overflow) - 1 : 0;
+		if (used + skip + (size_t)sn + tlen > len)
 			break;
+		if (r->from_check) {
+			memcpy(buf + used, overflow, skip);
+			used += skip;
+			r->from_check = false;
+		}
 		memcpy(buf + used, seq, (size_t)sn);
 		memcpy(buf + used + sn, text, tlen);
 		used += (size_t)sn + tlen;

@@ -34,6 +34,11 @@ struct store_event_reader {
 	 * (evlog_gone). */
 	uint64_t ends_seen, ends_open;
 	struct store_cred own; /* the copy of the opener's credentials */
+	/* Started at a number (evlog_start): lines showing less are not
+	 * its own.  from_check: by an engine's numbers, not yet at its
+	 * first line; the first it reads tells whether some were lost. */
+	uint64_t from;
+	bool from_check;
 };
 
 /* Make an empty log of @cap entries.  NULL when out of memory. */
@@ -87,6 +92,16 @@ uint64_t evlog_next_seq(struct evlog *l);
 
 /* Start @r at the end of the log (its position and internal count). */
 void evlog_open(struct evlog *l, struct store_event_reader *r);
+
+/*
+ * Start @r at number @seq (store_events_start).  @shown: the lines show
+ * an engine's numbers (a mirror's), not their places in the log, so the
+ * reader starts at the oldest entry and skips the lines below @seq; the
+ * first line it reads at @seq or past it is preceded by "overflow" when
+ * its number is past @seq (the log does not hold @seq).
+ */
+void evlog_start(struct evlog *l, struct store_event_reader *r, uint64_t seq,
+		 bool shown);
 
 /* See store_events_read / store_events_pending / store_events_next. */
 size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,

@@ -749,6 +749,19 @@ void store_events_close(struct store_event_reader *r);
  */
 void store_events_gate(struct store_event_reader *r, uint64_t until);
 
+/*
+ * Start @r at the line whose number is @seq or the first after it, in
+ * place of the present, before its first read (its owner serializes it
+ * with the reads).  The numbers are those its lines show: a place in
+ * the log, or on a shared store the tenant's own numbers (the reader of
+ * one tenant; the whole store's reader skips the lines of each tenant
+ * numbered below @seq).  A number the log no longer holds gives one
+ * "overflow" line first, then the oldest line it has (the reader's
+ * window becomes the whole log); a number not reached yet waits for it.
+ */
+void store_events_start(struct store *s, struct store_event_reader *r,
+			uint64_t seq);
+
 /* The sequence number @r reads next. */
 uint64_t store_events_position(const struct store_event_reader *r);
 
@@ -931,6 +944,12 @@ struct store_snapshot {
 	uint64_t taken_ms;              /* store clock when it was taken */
 	uint64_t stall_us;              /* how long all transitions were
 					 * held off */
+	/* The number of the last line of the event log it includes (its
+	 * .snapshot's "seq" row; a reader started at seq + 1 reads every
+	 * transition after it): of the tenant's lines for a tenant, of the
+	 * log for the whole store; -1 where there is no one order (the
+	 * whole of a shared store, whose numbers are per tenant). */
+	int64_t seq;
 };
 
 /*

@@ -5,7 +5,8 @@
  * them at the inval thread's progress), so the log may run far ahead of
  * what such a reader may read.  Only what it could have read and lost
  * makes it fall behind: entries overwritten before it got to them, or
- * more than its window of entries before its end.
+ * more than its window of entries before its end.  And where a reader
+ * started at a number begins (evlog_start).
  */
 #include "tests/unit/unit.h"
 
@@ -409,6 +410,140 @@ static void test_next_gives_the_other_name(void **state)
 	evlog_free(l);
 }
 
+/*
+ * A reader started at a place in the log (evlog_start): its first line is
+ * that place's, then every later one once; a place not reached yet waits
+ * for its line (the lines before it are not the reader's).
+ */
+static void test_start_at_a_place(void **state)
+{
+	struct evlog *l = evlog_new(64);
+	struct store_event_reader r = { 0 };
+	char *got;
+
+	(void)state;
+	assert_non_null(l);
+	append_n(l, 1, 10);
+	evlog_open(l, &r);
+	evlog_start(l, &r, 4, false);
+	assert_true(evlog_pending(l, &r));
+	got = take(l, &r);
+	assert_seqs(got, 4, 11);
+	free(got);
+	append_n(l, 11, 2);
+	got = take(l, &r);
+	assert_seqs(got, 11, 13);
+	free(got);
+
+	/* In the future: nothing until its number comes, then from it. */
+	evlog_open(l, &r);
+	evlog_start(l, &r, 15, false);
+	append_n(l, 13, 2); /* 13 and 14 */
+	assert_false(evlog_pending(l, &r));
+	got = take(l, &r);
+	assert_string_equal(got, "");
+	free(got);
+	append_n(l, 15, 2);
+	got = take(l, &r);
+	assert_seqs(got, 15, 17);
+	free(got);
+
+	/* Past the last line: exactly the next one. */
+	evlog_open(l, &r);
+	evlog_start(l, &r, evlog_next_seq(l), false);
+	append_n(l, 17, 1);
+	got = take(l, &r);
+	assert_seqs(got, 17, 18);
+	free(got);
+	evlog_free(l);
+}
+
+/*
+ * A place the ring no longer holds: one overflow line, then the oldest
+ * entry it has and every one after it (the whole ring: no window).
+ */
+static void test_start_before_the_oldest_is_overflow(void **state)
+{
+	struct evlog *l = evlog_new(16);
+	struct store_event_reader r = { 0 };
+	char *got;
+
+	(void)state;
+	assert_non_null(l);
+	append_n(l, 1, 40); /* holds 25..40 */
+	evlog_open(l, &r);
+	r.window = 4; /* a started reader's window is the whole ring */
+	evlog_start(l, &r, 3, false);
+	got = take(l, &r);
+	assert_memory_equal(got, "overflow\n", 9);
+	assert_seqs(got + 9, 25, 41);
+	free(got);
+	evlog_free(l);
+}
+
+/* Append @n lines of tenant @tino showing engine numbers @shown.. . */
+static void append_shown(struct evlog *l, uint64_t tino, uint64_t shown, int n)
+{
+	for (int i = 0; i < n; i++) {
+		struct evlog_entry e = {
+			.op = STORE_OP_CREATE, .kind = STORE_CHILD,
+			.ino = 100, .tenant_ino = tino,
+			.tenant = "t", .parent = "p", .child = "c",
+			.generation = 1, .version = 0,
+			.shown = shown + (uint64_t)i,
+		};
+
+		assert_int_not_equal(evlog_append(l, &e), 0);
+	}
+}
+
+/*
+ * By an engine's numbers (a mirror's, per tenant): the reader of one
+ * tenant starts at the first of its lines numbered @seq or more; the
+ * other tenant's lines, numbered apart, never count.  A number the ring
+ * holds no more comes after one overflow line; one to come waits.
+ */
+static void test_start_by_shown_numbers(void **state)
+{
+	struct evlog *l = evlog_new(64);
+	struct store_event_reader r = { .tenant_ino = 2 };
+	char *got;
+
+	(void)state;
+	assert_non_null(l);
+	append_shown(l, 2, 50, 3); /* t: 50 51 52 */
+	append_shown(l, 3, 1, 3);  /* another tenant: 1 2 3 */
+	append_shown(l, 2, 53, 2); /* t: 53 54 */
+	evlog_open(l, &r);
+	evlog_start(l, &r, 52, true);
+	got = take(l, &r);
+	assert_non_null(strstr(got, "52\tcreate"));
+	assert_null(strstr(got, "overflow"));
+	assert_null(strstr(got, "51\t"));
+	assert_int_equal(count_lines(got), 3);
+	free(got);
+
+	/* 40 is older than anything the ring holds of t. */
+	evlog_open(l, &r);
+	evlog_start(l, &r, 40, true);
+	got = take(l, &r);
+	assert_memory_equal(got, "overflow\n50\tcreate", 18);
+	assert_int_equal(count_lines(got), 6);
+	free(got);
+
+	/* 56 is yet to come: 55 is not its own, 56 is the first. */
+	evlog_open(l, &r);
+	evlog_start(l, &r, 56, true);
+	assert_false(evlog_pending(l, &r));
+	append_shown(l, 2, 55, 1);
+	assert_false(evlog_pending(l, &r));
+	append_shown(l, 2, 56, 1);
+	got = take(l, &r);
+	assert_string_equal(got, "56\tcreate\tt\tp\tc\t1\t0\n");
+	free(got);
+	evlog_free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -421,6 +556,9 @@ int main(void)
 		cmocka_unit_test(test_internal_only_is_behind_when_one_went),
 		cmocka_unit_test(test_next_gives_the_other_name),
 		cmocka_unit_test(test_end_of_instance_ends_tenant_readers),
+		cmocka_unit_test(test_start_at_a_place),
+		cmocka_unit_test(test_start_before_the_oldest_is_overflow),
+		cmocka_unit_test(test_start_by_shown_numbers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
