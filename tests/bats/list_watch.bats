@@ -1,0 +1,177 @@
+#!/usr/bin/env bats
+# statefs(8), WATCHING, list then watch: .snapshot's second line is
+#   seq \t N \t - \t - \t - \t - \t - \t - \t - \t -
+# N the number of the last event line the snapshot includes; an open
+# .events whose first read is at offset N (lseek, dd skip=N
+# iflag=skip_bytes) starts at the first line numbered N or more, after
+# one "overflow" line when the log no longer holds N; a number yet to
+# come waits for it.  With shell tools only, through a tenant's files
+# (the same on both stores: a tenant's numbers are one order).
+
+load helpers
+
+setup() {
+	statefs_mount
+	OUT="$BATS_TEST_TMPDIR/events"
+}
+
+teardown() {
+	bg_teardown
+}
+
+# snap_seq FILE: the seq line's number.
+snap_seq() {
+	awk -F'\t' '$1 == "seq" { print $2 }' "$1"
+}
+
+# follow FROM DIR OUT: copy DIR/.events from number FROM into OUT in the
+# background (dd, for at most 20 s).
+follow() {
+	timeout 20 dd if="$2/.events" iflag=skip_bytes skip="$1" bs=64K \
+		status=none >"$3" 2>"$3.err" 3>&- &
+	BG_PIDS+=($!)
+}
+
+# until_line OUT REGEX: wait (10 s at most) for a line of OUT to match.
+until_line() {
+	local i
+	for i in $(seq 200); do
+		grep -qE -- "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	fail "no line matching '$2' in $1: $(cat "$1")"
+}
+
+@test "the seq line comes right after the header, at the root and in a tenant; kind filters skip it" {
+	mkdir -p "$MNT/t/p"
+	echo x >"$MNT/t/p/c"
+	run sed -n 2p "$MNT/t/.snapshot"
+	assert_output --regexp $'^seq\t[0-9]+(\t-){8}$'
+	run sed -n 2p "$MNT/.snapshot"
+	assert_output --regexp $'^seq\t([0-9]+|-)(\t-){8}$'
+	run awk -F'\t' '$1 == "child" { print $4 }' "$MNT/t/.snapshot"
+	assert_output c
+	# The tenant's number is its last line's.
+	local n
+	n=$(snap_seq "$MNT/t/.snapshot")
+	follow 1 "$MNT/t" "$OUT"
+	until_line "$OUT" $'\twrite\tt\tp\tc\t'
+	run tail -n 1 "$OUT"
+	assert_output --regexp "^$n	write	t	p	c	"
+}
+
+@test "a snapshot's seq then .events from the next number replays onto a later snapshot exactly, under a writer" {
+	mkdir -p "$MNT/t/p"
+	local i
+	for i in $(seq 20); do echo "$i" >"$MNT/t/p/c$i"; done
+	# A writer creates and removes children while the snapshot is taken.
+	(
+		for i in $(seq 21 220); do
+			: >"$MNT/t/p/c$i"
+			[ $((i % 3)) -eq 0 ] && rm "$MNT/t/p/c$((i - 5))"
+		done
+		mkdir "$MNT/t/end"
+	) 3>&- &
+	BG_PIDS+=($!)
+	sleep 0.1
+	cat "$MNT/t/.snapshot" >"$BATS_TEST_TMPDIR/s1"
+	local n
+	n=$(snap_seq "$BATS_TEST_TMPDIR/s1")
+	follow $((n + 1)) "$MNT/t" "$OUT"
+	until_line "$OUT" $'\tjoin\tt\tend\t'
+	cat "$MNT/t/.snapshot" >"$BATS_TEST_TMPDIR/s2"
+	# Numbers: from n + 1 on, each once, in order, with no gap (one
+	# tenant, one order) and no overflow.
+	run awk -F'\t' -v n="$n" '
+		$1 !~ /^[0-9]+$/ { print "not a line: " $0; bad = 1 }
+		$1 != n + NR { print "line " NR " is " $1 ", not " n + NR; bad = 1 }
+		END { exit bad }' "$OUT"
+	assert_success
+	# Replayed onto the first snapshot's children: the second's.
+	awk -F'\t' '
+		FILENAME == ARGV[1] && $1 == "child" { c[$4] = 1; next }
+		FILENAME == ARGV[2] && $2 == "create" { c[$5] = 1 }
+		FILENAME == ARGV[2] && $2 == "unlink" { delete c[$5] }
+		END { for (k in c) print k }' "$BATS_TEST_TMPDIR/s1" "$OUT" |
+		sort >"$BATS_TEST_TMPDIR/replayed"
+	run diff "$BATS_TEST_TMPDIR/replayed" \
+		<(awk -F'\t' '$1 == "child" { print $4 }' "$BATS_TEST_TMPDIR/s2" | sort)
+	assert_success
+	[ "$(wc -l <"$BATS_TEST_TMPDIR/replayed")" -gt 100 ]
+}
+
+@test "no seek is the present; a later seek changes nothing" {
+	mkdir -p "$MNT/t/p"
+	run python3 -c '
+import os, sys
+fd = os.open(sys.argv[1] + "/t/.events", os.O_RDONLY)
+os.mkdir(sys.argv[1] + "/t/c")
+print(os.read(fd, 65536).decode(), end="")
+os.lseek(fd, 1, os.SEEK_SET)
+os.mkdir(sys.argv[1] + "/t/d")
+print(os.read(fd, 65536).decode(), end="")
+' "$MNT"
+	assert_success
+	run cut -f2-4 <<<"$output"
+	assert_output $'join\tt\tc\njoin\tt\td'
+}
+
+@test "a number yet to come waits for it" {
+	mkdir -p "$MNT/t/p"
+	local n
+	n=$(snap_seq "$MNT/t/.snapshot")
+	follow $((n + 3)) "$MNT/t" "$OUT"
+	sleep 0.3
+	mkdir "$MNT/t/a"
+	mkdir "$MNT/t/b"
+	sleep 0.3
+	run cat "$OUT"
+	assert_output ''
+	mkdir "$MNT/t/c"
+	mkdir "$MNT/t/d"
+	until_line "$OUT" $'\tjoin\tt\td\t'
+	run cut -f1-4 "$OUT"
+	assert_output "$((n + 3))	join	t	c
+$((n + 4))	join	t	d"
+}
+
+@test "a number the log no longer holds gives one overflow line, then the oldest line it has" {
+	mkdir -p "$MNT/t"
+	# More lines than the log keeps (65536): a join and a leave each.
+	python3 -c '
+import os, sys
+d = sys.argv[1] + "/t/"
+for i in range(33000):
+    os.mkdir(d + "p")
+    os.rmdir(d + "p")
+os.mkdir(d + "end")
+' "$MNT"
+	local n
+	n=$(snap_seq "$MNT/t/.snapshot")
+	follow 1 "$MNT/t" "$OUT"
+	until_line "$OUT" $'\tjoin\tt\tend\t'
+	run head -n 1 "$OUT"
+	assert_output overflow
+	run grep -c '^overflow$' "$OUT"
+	assert_output 1
+	# Then contiguous numbers up to the last, the oldest far past 1.
+	run awk -F'\t' -v n="$n" '
+		NR == 2 { if ($1 <= 1) { print "oldest " $1; bad = 1 } }
+		NR > 2 && $1 != prev + 1 { print "gap at " $0; bad = 1 }
+		NR > 1 { prev = $1 }
+		END { if (prev != n) { print "last " prev " not " n; bad = 1 }; exit bad }' "$OUT"
+	assert_success
+}
+
+@test "a reader started at a number sees no line its reader may not see" {
+	statefs_remount -o allow_other,default_permissions
+	# Each line is judged as its tenant was when it was appended.
+	mkdir -m 0700 "$MNT/closed"
+	mkdir -m 0755 "$MNT/open"
+	mkdir "$MNT/open/p" "$MNT/closed/p"
+	mkdir "$MNT/open/q" "$MNT/closed/q"
+	run as_nobody timeout 2 dd if="$MNT/.events" iflag=skip_bytes skip=1 \
+		bs=64K status=none
+	refute_output --partial closed
+	assert_output --partial $'join\topen\tq'
+}
