@@ -18,8 +18,10 @@
  * line is the first numbered N or more, after one "overflow" line when
  * the log no longer holds N; a number not reached yet waits.  Offset 0
  * (no seek) is the present, as the open left it.  The kernel keeps the
- * offset and moves it by the bytes read, so every later read's offset
- * is ignored: a seek after the first read changes nothing.
+ * offset and moves it by the bytes read, so a later read's offset is no
+ * number: a seek back into the last reply's bytes (bash's read takes a
+ * chunk and seeks back past the line it used) gets those bytes again;
+ * any other seek after the first read changes nothing.
  *
  * A tenant's .events whose tenant went with its store instance (a shared
  * store that lost its data) is a handle of the old instance: once its
@@ -116,6 +118,14 @@ static ssize_t events_take(struct fs *fs, struct fs_file *f, size_t size,
 	memcpy(*out, f->text, n);
 	memmove(f->text, f->text + n, f->len - n);
 	f->len -= n;
+	/* Kept, so that a read seeking back into it gets it again. */
+	free(f->last);
+	f->last = malloc(n);
+	f->last_len = f->last ? n : 0;
+	if (f->last)
+		memcpy(f->last, *out, n);
+	f->last_off = f->pos;
+	f->pos += n;
 	return (ssize_t)n;
 }
 
@@ -151,7 +161,28 @@ static void events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 	 * later one means nothing and is ignored. */
 	pthread_mutex_lock(&fs->watch_lock);
 	start = !f->read_once && off > 0;
+	if (!f->read_once)
+		f->pos = (uint64_t)off;
 	f->read_once = true;
+	/* A seek back into the last reply (bash's read takes a chunk and
+	 * seeks back past the line it used; head seeks back past what it
+	 * did not print): those bytes come again. */
+	if ((uint64_t)off < f->pos && (uint64_t)off >= f->last_off &&
+	    f->last && f->text &&
+	    f->len + (size_t)(f->pos - (uint64_t)off) <= EVENTS_CHUNK) {
+		size_t back = (size_t)(f->pos - (uint64_t)off);
+
+		memmove(f->text + back, f->text, f->len);
+		memcpy(f->text, f->last + f->last_len - back, back);
+		f->len += back;
+		f->pos = (uint64_t)off;
+		f->last_len -= back;
+	} else if ((uint64_t)off != f->pos) {
+		/* Any other seek: the stream goes on; the offset is the
+		 * kernel's from here. */
+		f->pos = f->last_off = (uint64_t)off;
+		f->last_len = 0;
+	}
 	pthread_mutex_unlock(&fs->watch_lock);
 	/* A line this reader may see has passed the inval thread before the
 	 * caller's last transition returned: wait for it (bounded).  A

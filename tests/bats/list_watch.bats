@@ -100,20 +100,33 @@ until_line() {
 	[ "$(wc -l <"$BATS_TEST_TMPDIR/replayed")" -gt 100 ]
 }
 
-@test "no seek is the present; a later seek changes nothing" {
+@test "no seek is the present; a later seek forward changes nothing, one back into the last read gets its bytes again" {
 	mkdir -p "$MNT/t/p"
+	echo old >"$MNT/t/p/old"
 	run python3 -c '
 import os, sys
 fd = os.open(sys.argv[1] + "/t/.events", os.O_RDONLY)
 os.mkdir(sys.argv[1] + "/t/c")
-print(os.read(fd, 65536).decode(), end="")
-os.lseek(fd, 1, os.SEEK_SET)
+first = os.read(fd, 65536)
+print(first.decode(), end="")
+os.lseek(fd, 1 << 20, os.SEEK_SET)
 os.mkdir(sys.argv[1] + "/t/d")
+print(os.read(fd, 65536).decode(), end="")
+pos = os.lseek(fd, 0, os.SEEK_CUR)
+os.lseek(fd, pos - 4, os.SEEK_SET)
 print(os.read(fd, 65536).decode(), end="")
 ' "$MNT"
 	assert_success
 	run cut -f2-4 <<<"$output"
-	assert_output $'join\tt\tc\njoin\tt\td'
+	assert_output $'join\tt\tc\njoin\tt\td\n-'
+	# bash's read, which reads a chunk and seeks back past its line.
+	timeout 5 bash -c '
+		exec 9<"$1/t/.events"
+		mkdir "$1/t/e" "$1/t/f"
+		read -r l1 <&9; read -r l2 <&9
+		printf "%s\n" "$l1" "$l2"' _ "$MNT" >"$OUT"
+	run cut -f2-4 "$OUT"
+	assert_output $'join\tt\te\njoin\tt\tf'
 }
 
 @test "a number yet to come waits for it" {
