@@ -8,7 +8,7 @@
  * A mirror decides nothing.  Redis decided (redis/statefs.lua: every
  * check, every number); an entry says what changed, with every number
  * it needs.  The mirror applies it with the embedded store's own
- * transitions (do_create, parent_leave, child_expire, ...: the same
+ * transitions (child_create, parent_leave, child_expire, ...: the same
  * mutation code, the same cascades, the same .events lines), run with
  * the entry as their source of numbers: while an entry is applied, this
  * thread's apply context (struct apply_ctx, internal.h) gives the wall
@@ -190,7 +190,7 @@ static int apply_join(struct store *s, struct mtenant *mt,
 			applying = a;
 			store_node_unref(s, &old->node);
 		}
-		rc = TRANSITION(s, do_mkdir(s, &s->root, name, &o, &n, NULL));
+		rc = TRANSITION(s, tenant_create(s, name, &o, &n, NULL));
 		if (rc)
 			return applied(rc);
 		store_node_ref(n);
@@ -207,7 +207,7 @@ static int apply_join(struct store *s, struct mtenant *mt,
 	 * nothing of it applies until it is reloaded. */
 	if (!mt->t || is_dead(&mt->t->node))
 		return -EUCLEAN;
-	rc = TRANSITION(s, do_mkdir(s, &mt->t->node, name, &o, &n, NULL));
+	rc = TRANSITION(s, parent_join(s, mt->t, name, &o, &n, NULL));
 	if (rc)
 		return applied(rc);
 	if (as_parent(n)->generation != gen) {
@@ -234,7 +234,7 @@ static int apply_create(struct store *s, const struct mentry *e)
 		return -EPROTO;
 	}
 	applying->ino = ino + s->mirror->ino_offset;
-	rc = TRANSITION(s, do_create(s, p, name, &o, true, &n, &created, NULL));
+	rc = TRANSITION(s, child_create(s, p, name, &o, true, &n, &created, NULL));
 	store_node_unref(s, p);
 	if (rc)
 		return applied(rc);
@@ -282,7 +282,7 @@ static int apply_attrs(struct store *s, struct store_node *n,
 		mask |= STORE_SET_RENEW;
 	if (!mask && !mf(e, "ctime"))
 		return 0;
-	rc = TRANSITION(s, do_setattr(s, n, mask, &in, NULL));
+	rc = TRANSITION(s, node_setattr(s, n, mask, &in, NULL));
 	if (rc)
 		return applied(rc);
 	if ((mask & STORE_SET_RENEW) && deadline_of(s, n) != deadline)
@@ -370,7 +370,7 @@ static int apply_lease(struct store *s, struct mtenant *mt,
 		store_node_unref(s, n);
 		return -EPROTO;
 	}
-	rc = TRANSITION(s, do_lease(s, n, set, ttl));
+	rc = TRANSITION(s, lease_change(s, n, set, ttl));
 	if (rc == 0 && deadline_of(s, n) != deadline)
 		rc = -EUCLEAN;
 	if (rc == 0)
@@ -407,7 +407,7 @@ static int apply_rename(struct store *s, const struct mentry *e, unsigned flags)
 	int rc = -EUCLEAN;
 
 	if (a && b && name && to)
-		rc = applied(TRANSITION(s, do_rename(s, a, name, b, to, flags)));
+		rc = applied(TRANSITION(s, child_rename(s, a, name, b, to, flags)));
 	if (a)
 		store_node_unref(s, a);
 	if (b)
@@ -494,7 +494,7 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 				store_node_unref(s, a);
 			return -EUCLEAN;
 		}
-		rc = TRANSITION(s, do_unlink(s, a, name));
+		rc = TRANSITION(s, child_unlink(s, a, name));
 		store_node_unref(s, a);
 		return applied(rc);
 	}
@@ -504,7 +504,7 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 		a = node_of(s, e, "ino", STORE_CHILD);
 		b = node_of(s, e, "pino", STORE_PARENT);
 		rc = a && b && name ?
-		     TRANSITION(s, do_link(s, a, b, name, NULL)) : -EUCLEAN;
+		     TRANSITION(s, child_link(s, a, b, name, NULL)) : -EUCLEAN;
 		if (a)
 			store_node_unref(s, a);
 		if (b)
@@ -535,7 +535,7 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 		return apply_tomb_age(s, t, e);
 	if (strcmp(op, "drain") == 0) {
 		if (!mf(e, "clear")) {
-			rc = TRANSITION(s, do_drain_start(s, t, e->ms, NULL));
+			rc = TRANSITION(s, drain_start(s, t, e->ms, NULL));
 			return applied(rc);
 		}
 		drain_clear_tenant(s, t, mf(e, "dead") != NULL);
@@ -570,7 +570,7 @@ static int apply_root(struct store *s, const struct mentry *e)
 		return mirror_tenant_add(s, v, mf(e, "name"));
 	}
 	if (strcmp(op, "drain") == 0)
-		return applied(TRANSITION(s, do_drain_start(s, NULL, e->ms, NULL)));
+		return applied(TRANSITION(s, drain_start(s, NULL, e->ms, NULL)));
 	if (strcmp(op, "drained") == 0) {
 		lock(&s->lock, LOCK_STORE);
 		atomic_store(&s->state, STORE_DRAINED);

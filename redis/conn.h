@@ -1,14 +1,15 @@
 /*
- * rconn.h - connections to the Redis primary of a shared store.  Private
- * to store/: the shared store's mirror and follower use it; fs/ and
- * layout/ never see Redis.
+ * conn.h - connections to the Redis primary of a shared store: the
+ * transport's face.  Private to redis/: the engine's calls and its
+ * follower use it; fs/ and layout/ never see Redis.
  *
  * A pool of connections for the threads that serve requests, dedicated
- * connections for blocking readers (XREAD BLOCK), and the loading of
- * statefs's Functions library (redis/library.c).  Every call is bounded by a time budget
- * and reconnects (re-discovering the primary through the Sentinels) while
- * the budget lasts.  The design, the locks and the failure classes are at
- * the top of rconn.c.
+ * connections for blocking readers (XREAD BLOCK) (redis/conn.c; the
+ * primary found by redis/discover.c), and the loading of statefs's
+ * Functions library (redis/library.c).  Every call is bounded by a time
+ * budget and reconnects (re-discovering the primary through the
+ * Sentinels) while the budget lasts.  The design, the locks and the
+ * failure classes are at the top of redis/conn.c.
  *
  * Errors follow store/'s convention: 0 or -errno.  A reply handed out is
  * the caller's, freed with freeReplyObject().  The process must ignore

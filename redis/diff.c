@@ -429,7 +429,7 @@ static int drop_links(struct diff *d, bool all)
 			if (links <= 1)
 				continue; /* it moves (add_links) */
 		}
-		rc = done(TRANSITION(d->s, do_unlink(d->s, v[i].p, v[i].name)));
+		rc = done(TRANSITION(d->s, child_unlink(d->s, v[i].p, v[i].name)));
 	}
 	clinks_free(d, v, n);
 	return rc;
@@ -444,7 +444,7 @@ static int make_state(struct diff *d, struct dstate *ds, struct store_node *p,
 	int rc;
 
 	applying->ino = ds->ino;
-	rc = TRANSITION(d->s, do_create(d->s, p, name, &ds->o, true, &c,
+	rc = TRANSITION(d->s, child_create(d->s, p, name, &ds->o, true, &c,
 					 &created, NULL));
 	applying->ino = 0;
 	if (rc)
@@ -483,10 +483,10 @@ static int add_links(struct diff *d)
 		if (!n)
 			rc = make_state(d, dl->st, p, dl->name);
 		else if (anchor_of(d, n, &ap, aname))
-			rc = done(TRANSITION(d->s, do_rename(d->s, ap, aname, p,
+			rc = done(TRANSITION(d->s, child_rename(d->s, ap, aname, p,
 							     dl->name, 0)));
 		else
-			rc = done(TRANSITION(d->s, do_link(d->s, n, p, dl->name,
+			rc = done(TRANSITION(d->s, child_link(d->s, n, p, dl->name,
 							   NULL)));
 		if (ap)
 			store_node_unref(d->s, ap);
@@ -527,11 +527,11 @@ static int unblock(struct diff *d, bool kill)
 		store_node_unref(d->s, at);
 		n = live(d, dl->st->ino, STORE_CHILD);
 		if (n && anchor_of(d, n, &ap, aname)) {
-			rc = done(TRANSITION(d->s, do_rename(d->s, ap, aname, p,
+			rc = done(TRANSITION(d->s, child_rename(d->s, ap, aname, p,
 					     dl->name, STORE_RENAME_EXCHANGE)));
 			rc = rc ? rc : 1;
 		} else if (kill) {
-			rc = done(TRANSITION(d->s, do_unlink(d->s, p, dl->name)));
+			rc = done(TRANSITION(d->s, child_unlink(d->s, p, dl->name)));
 			rc = rc ? rc : 1;
 		}
 		if (ap)
@@ -588,7 +588,7 @@ static int join_parents(struct diff *d, bool all)
 			continue; /* its name leaves first */
 		}
 		applying->ino = dp->ino;
-		rc = TRANSITION(d->s, do_mkdir(d->s, &d->t->node, dp->name,
+		rc = TRANSITION(d->s, parent_join(d->s, d->t, dp->name,
 					       &dp->o, &n, NULL));
 		applying->ino = 0;
 		if (rc)

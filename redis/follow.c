@@ -53,75 +53,6 @@
 #define PAUSE_MAX_MS 1000
 #define PAUSE_SLICE_MS 50
 
-static struct follow_ix *ix_find(struct remote *r, uint64_t tid)
-{
-	struct follow_ix *x;
-
-	HASH_FIND(hh, r->ix, &tid, sizeof(tid), x);
-	return x;
-}
-
-int follow_pos_add(struct remote *r, uint64_t tid, const char *id)
-{
-	struct follow_pos *np;
-	struct follow_ix *x;
-
-	if (ix_find(r, tid))
-		return 0;
-	if (r->npos == r->cappos) {
-		size_t cap = r->cappos ? r->cappos * 2 : 16;
-
-		np = st_realloc(r->pos, cap * sizeof(*np));
-		if (!np)
-			return -ENOMEM;
-		r->pos = np;
-		r->cappos = cap;
-	}
-	x = st_calloc(1, sizeof(*x));
-	if (!x)
-		return -ENOMEM;
-	x->tid = tid;
-	x->i = r->npos;
-	hash_oom = 0;
-	HASH_ADD(hh, r->ix, tid, sizeof(x->tid), x);
-	if (hash_oom) {
-		free(x);
-		return -ENOMEM;
-	}
-	r->pos[r->npos].tid = tid;
-	r->pos[r->npos].damaged = false;
-	snprintf(r->pos[r->npos].id, sizeof(r->pos[0].id), "%s", id);
-	r->npos++;
-	return 0;
-}
-
-void follow_pos_clear(struct remote *r)
-{
-	struct follow_ix *x, *xt;
-
-	HASH_ITER(hh, r->ix, x, xt) {
-		HASH_DEL(r->ix, x);
-		free(x);
-	}
-	r->npos = 0;
-	r->root_damaged = false;
-}
-
-/* Stop following the log at position @i: the last position takes its
- * place. */
-static void pos_del(struct remote *r, size_t i)
-{
-	struct follow_ix *x = ix_find(r, r->pos[i].tid);
-
-	if (x) {
-		HASH_DEL(r->ix, x);
-		free(x);
-	}
-	r->pos[i] = r->pos[--r->npos];
-	if (i < r->npos && (x = ix_find(r, r->pos[i].tid)) != NULL)
-		x->i = i;
-}
-
 /* Wake the transitions waiting for the mirror. */
 static void batch_done(struct remote *r)
 {
@@ -148,7 +79,7 @@ static int reload(struct store *s, size_t i)
 			snprintf(r->pos[i].id, sizeof(r->pos[i].id), "%s", id);
 	} else if (rc == -ESTALE && d && strcmp(d->element[0]->str, "ESTALE") == 0) {
 		/* The tenant is gone from the store. */
-		pos_del(r, i);
+		follow_pos_del(r, i);
 		rc = 0;
 	}
 	if (d)
@@ -214,7 +145,7 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 		tid = strtoull(t + 2, NULL, 10);
 		if (tid == 0)
 			return -EPROTO;
-		x = ix_find(r, tid);
+		x = follow_pos_find(r, tid);
 		if (!x)
 			return 0;
 		pi = x->i;
@@ -270,7 +201,7 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 			snprintf(r->pos[pi].id, sizeof(r->pos[pi].id), "%s",
 				 ent->element[0]->str);
 			if (mirror_applied(s, tid, &seq, &gone) == 0 && gone) {
-				pos_del(r, pi);
+				follow_pos_del(r, pi);
 				*reread = true;
 				return 0;
 			}

@@ -41,6 +41,7 @@
  */
 #include "store/internal.h"
 #include "redis/mirror.h"
+#include "redis/internal.h"
 
 #include <errno.h>
 
@@ -362,4 +363,73 @@ void mt_set_locked(struct mirror *m, struct mtenant *mt, struct tenant *t)
 uint64_t mirror_testclock(struct store *s)
 {
 	return atomic_load(&s->mirror->testclock_ms);
+}
+
+/* The follower's positions ------------------------------------------------------ */
+
+struct follow_ix *follow_pos_find(struct remote *r, uint64_t tid)
+{
+	struct follow_ix *x;
+
+	HASH_FIND(hh, r->ix, &tid, sizeof(tid), x);
+	return x;
+}
+
+int follow_pos_add(struct remote *r, uint64_t tid, const char *id)
+{
+	struct follow_pos *np;
+	struct follow_ix *x;
+
+	if (follow_pos_find(r, tid))
+		return 0;
+	if (r->npos == r->cappos) {
+		size_t cap = r->cappos ? r->cappos * 2 : 16;
+
+		np = st_realloc(r->pos, cap * sizeof(*np));
+		if (!np)
+			return -ENOMEM;
+		r->pos = np;
+		r->cappos = cap;
+	}
+	x = st_calloc(1, sizeof(*x));
+	if (!x)
+		return -ENOMEM;
+	x->tid = tid;
+	x->i = r->npos;
+	hash_oom = 0;
+	HASH_ADD(hh, r->ix, tid, sizeof(x->tid), x);
+	if (hash_oom) {
+		free(x);
+		return -ENOMEM;
+	}
+	r->pos[r->npos].tid = tid;
+	r->pos[r->npos].damaged = false;
+	snprintf(r->pos[r->npos].id, sizeof(r->pos[0].id), "%s", id);
+	r->npos++;
+	return 0;
+}
+
+void follow_pos_clear(struct remote *r)
+{
+	struct follow_ix *x, *xt;
+
+	HASH_ITER(hh, r->ix, x, xt) {
+		HASH_DEL(r->ix, x);
+		free(x);
+	}
+	r->npos = 0;
+	r->root_damaged = false;
+}
+
+void follow_pos_del(struct remote *r, size_t i)
+{
+	struct follow_ix *x = follow_pos_find(r, r->pos[i].tid);
+
+	if (x) {
+		HASH_DEL(r->ix, x);
+		free(x);
+	}
+	r->pos[i] = r->pos[--r->npos];
+	if (i < r->npos && (x = follow_pos_find(r, r->pos[i].tid)) != NULL)
+		x->i = i;
 }

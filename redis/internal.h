@@ -183,7 +183,7 @@ uint64_t *remote_tenants(struct store *s, size_t *n);
  * reference, or NULL when it has no link (takes its stripe). */
 struct store_node *remote_state_tenant(struct store *s, struct child *c);
 
-/* redis/clock.c */
+/* redis/estimate.c */
 
 /* Local CLOCK_MONOTONIC in ms. */
 uint64_t mono_ms(void);
@@ -216,31 +216,61 @@ int remote_real_ms(struct store *s, uint64_t *real_ms);
 #define REAL_SAMPLE_MAX_MS 10000
 #define REAL_ERROR_MS 25
 
-/* redis/start.c */
+/* redis/library.c */
+
+/* The library version this mount speaks (redis/statefs.lua). */
+#define LIBVERSION 4
 
 /* Install this mount's Functions library when the store lacks it (a
  * Redis that lost its data lost its functions too).  0 or -errno
  * (logged). */
 int remote_library_ensure(struct store *s);
 
+/* redis/instance.c */
+
+/* Random hex of @n digits into @buf (@n + 1 bytes). */
+void instance_random_hex(char *buf, size_t n);
+
+/*
+ * sfs_init: record this mount's limits, or compare them with the store's
+ * (adopt them with store_limits=adopt).  Fills @l with what the store
+ * has, and @instance (17 bytes).  0, or -EINVAL / -EPROTO / -EIO with a
+ * one-line message in @err.
+ */
+int instance_init(struct remote *r, struct store_limits *l, char *instance,
+		  char *err, size_t errlen);
+
 /* The store is a new instance: sfs_init it (record this mount's limits
  * when it is empty) and take its instance.  0 or -errno (logged). */
 int remote_reinit(struct store *s);
 
+/* redis/load.c */
+
 /* Load the root's dump and every tenant's into the mirror (start, or a
- * new instance).  0 or -errno. */
+ * new instance), and follow each tenant's log from the dump's last id.
+ * 0 or -errno. */
 int remote_load_all(struct store *s);
 
-/* redis/follow.c */
-
-/* The follower: start it (0 or -errno), stop it (no-op when stopped). */
-int follow_start(struct store *s);
-void follow_stop(struct store *s);
+/* redis/index.c */
 
 /* The follower's positions (its thread's, or before it runs): follow
  * tenant @tid's log from entry @id when not followed yet (0 or
  * -ENOMEM); follow none. */
 int follow_pos_add(struct remote *r, uint64_t tid, const char *id);
 void follow_pos_clear(struct remote *r);
+
+/* Where tenant @tid's position is, or NULL when its log is not
+ * followed. */
+struct follow_ix *follow_pos_find(struct remote *r, uint64_t tid);
+
+/* Stop following the log at position @i: the last position takes its
+ * place. */
+void follow_pos_del(struct remote *r, size_t i);
+
+/* redis/follow.c */
+
+/* The follower: start it (0 or -errno), stop it (no-op when stopped). */
+int follow_start(struct store *s);
+void follow_stop(struct store *s);
 
 #endif /* STATEFS_STORE_SHARED_H */

@@ -1,8 +1,8 @@
 /*
- * rconn_lib.c - statefs's Functions library on the shared store:
- * rconn_library_ensure (contract in rconn.h), made of commands through
- * the pool (redis/conn.c), so it owns nothing and takes no lock of its
- * own; every call may wait on the network, no store lock held.
+ * library.c - statefs's Functions library on the shared store:
+ * rconn_library_ensure (contract in redis/conn.h), made of commands
+ * through the pool (redis/conn.c), so it owns nothing and takes no lock
+ * of its own; every call may wait on the network, no store lock held.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -10,20 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "redis/conn.h"
+#include "store/internal.h"
+#include "redis/internal.h"
+#include "redis/statefs_lua.h"
+#include "redis/wire.h"
 
-/* Longest text of a failure kept for messages (rconn.c's). */
-#define WHY_MAX 256
 /* Rounds of rconn_library_ensure before concurrent loaders count as
  * never settling. */
 #define LIBRARY_ROUNDS 5
-
-static bool str_is(const redisReply *rep, const char *s)
-{
-	return (rep->type == REDIS_REPLY_STRING ||
-		rep->type == REDIS_REPLY_STATUS) &&
-	       rep->len == strlen(s) && memcmp(rep->str, s, rep->len) == 0;
-}
 
 /* The Functions library -------------------------------------------------------- */
 
@@ -72,8 +66,8 @@ static int library_present(struct rconn_pool *p, const char *name,
 		if (lib->type != REDIS_REPLY_ARRAY)
 			continue;
 		for (size_t k = 0; k + 1 < lib->elements; k += 2)
-			if (str_is(lib->element[k], "library_name") &&
-			    str_is(lib->element[k + 1], name))
+			if (wire_str_is(lib->element[k], "library_name") &&
+			    wire_str_is(lib->element[k + 1], name))
 				*present = true;
 	}
 	freeReplyObject(rep);
@@ -110,7 +104,7 @@ static int library_version(struct rconn_pool *p, const char *name,
 	return rc;
 }
 
-/* Contract in rconn.h. */
+/* Contract in redis/conn.h. */
 int rconn_library_ensure(struct rconn_pool *p, const char *name,
 			 const char *code, uint64_t version, char *err,
 			 size_t errlen)
@@ -189,5 +183,19 @@ out:
 			*ch = '?';
 	if (rc == 0)
 		err[0] = '\0';
+	return rc;
+}
+
+/* This mount's library ------------------------------------------------------ */
+
+int remote_library_ensure(struct store *s)
+{
+	char err[512];
+	int rc = rconn_library_ensure(s->remote->pool, "statefs",
+				      store_statefs_lua, LIBVERSION, err,
+				      sizeof(err));
+
+	if (rc)
+		fprintf(stderr, "%s\n", err);
 	return rc;
 }

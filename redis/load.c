@@ -1,7 +1,10 @@
 /*
- * mirror_load.c - a mirror's tenant loaded from the shared store's dump
+ * load.c - a mirror's tenant loaded from the shared store's dump
  * (sfs_dump): at start, after a gap or an entry the mirror could not
- * apply, and for a new store instance (redis/follow.c).
+ * apply, and for a new store instance (redis/follow.c); and every
+ * tenant loaded, the root's dump first (remote_load_all: at start, and
+ * for a new instance), each tenant's log then followed from its dump's
+ * last id.
  *
  * What it owns
  * ------------
@@ -31,6 +34,7 @@
  */
 #include "store/internal.h"
 #include "redis/mirror.h"
+#include "redis/internal.h"
 
 #include <errno.h>
 
@@ -232,10 +236,10 @@ static int load_state(struct store *s, const redisReply *srow)
 			bool created;
 
 			applying->ino = sino + m->ino_offset;
-			rc = TRANSITION(s, do_create(s, p, slash + 1, &o, true,
+			rc = TRANSITION(s, child_create(s, p, slash + 1, &o, true,
 						     &c, &created, NULL));
 		} else {
-			rc = TRANSITION(s, do_link(s, c, p, slash + 1, NULL));
+			rc = TRANSITION(s, child_link(s, c, p, slash + 1, NULL));
 		}
 		store_node_unref(s, p);
 	}
@@ -309,7 +313,7 @@ static int load_contents(struct store *s, struct tenant *t, const redisReply *du
 			return -EPROTO;
 		dump_kvu(P, "child_ttl", &cttl);
 		applying->ino = pino + m->ino_offset;
-		rc = TRANSITION(s, do_mkdir(s, &t->node, name, &o, &n, NULL));
+		rc = TRANSITION(s, parent_join(s, t, name, &o, &n, NULL));
 		if (rc)
 			break;
 		/* Made by this load, seen by no one yet: its generation is
@@ -435,7 +439,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 	ctx.ms = 0;
 	ctx.ino = ino + m->ino_offset;
 	applying = &ctx;
-	rc = TRANSITION(s, do_mkdir(s, &s->root, name, &o, &n, NULL));
+	rc = TRANSITION(s, tenant_create(s, name, &o, &n, NULL));
 	if (rc == 0) {
 		struct tenant *t = as_tenant(n);
 
@@ -460,4 +464,76 @@ int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
 	if (lastid)
 		snprintf(lastid, idlen, "%s", id);
 	return index_put(s, m, n);
+}
+
+/* Every tenant ------------------------------------------------------------------ */
+
+int remote_load_all(struct store *s)
+{
+	struct remote *r = s->remote;
+	redisReply *rep = NULL, *tl;
+	uint64_t clock_ms = 0;
+	const char *state;
+	int rc;
+
+	rc = remote_fcall(s, "sfs_dump", false, 0, NULL, 0, NULL, NULL, &rep);
+	if (rc) {
+		if (rep)
+			freeReplyObject(rep);
+		return rc;
+	}
+	if (rep->elements < 6 || rep->element[4]->type != REDIS_REPLY_ARRAY ||
+	    rep->element[5]->type != REDIS_REPLY_ARRAY) {
+		freeReplyObject(rep);
+		return -EPROTO;
+	}
+	mirror_root_at(s, out_u64(rep, 2));
+	snprintf(r->root_id, sizeof(r->root_id), "%s",
+		 out_str(rep, 3) ? out_str(rep, 3) : "0-0");
+	/* The store's drain and clock, from its meta. */
+	for (size_t i = 0; i + 1 < rep->element[4]->elements; i += 2) {
+		const char *k = out_str(rep->element[4], i);
+		const char *v = out_str(rep->element[4], i + 1);
+
+		if (!k || !v)
+			continue;
+		if (strcmp(k, "state") == 0)
+			state = v, atomic_store(&s->state,
+				strcmp(state, "draining") == 0 ? STORE_DRAINING :
+				strcmp(state, "drained") == 0 ? STORE_DRAINED :
+				STORE_READY);
+		else if (strcmp(k, "drain_deadline") == 0)
+			atomic_store(&s->drain_deadline, strtoull(v, NULL, 10));
+		else if (strcmp(k, "clock_ms") == 0)
+			clock_ms = strtoull(v, NULL, 10);
+	}
+	if (r->testclock)
+		remote_saw_now(s, clock_ms);
+	tl = rep->element[5];
+	follow_pos_clear(r);
+	for (size_t i = 0; i + 1 < tl->elements && rc == 0; i += 2) {
+		uint64_t tid = 0;
+		char key[160], id[48];
+		redisReply *d = NULL;
+		bool gone = false;
+
+		if (!dec_u64(out_str(tl, i + 1), &tid) || tid == 0) {
+			rc = -EPROTO;
+			break;
+		}
+		remote_tenant_key(s, tid, key, sizeof(key));
+		rc = remote_fcall(s, "sfs_dump", false, 1, (const char *[]){ key },
+				  0, NULL, NULL, &d);
+		if (rc == -ESTALE && d && strcmp(d->element[0]->str, "ESTALE") == 0)
+			rc = 0, gone = true; /* gone since the root's dump */
+		else if (rc == 0)
+			rc = mirror_load_tenant(s, tid, d, id, sizeof(id));
+		if (d)
+			freeReplyObject(d);
+		/* A tenant gone has no log to follow (and no id was read). */
+		if (rc == 0 && !gone)
+			rc = follow_pos_add(r, tid, id);
+	}
+	freeReplyObject(rep);
+	return rc;
 }

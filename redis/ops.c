@@ -467,7 +467,7 @@ int remote_setattr(struct store *s, struct store_node *n, unsigned mask,
 
 	if (n->kind == STORE_ROOT)
 		/* The root is this mount's own (its mounter's). */
-		return TRANSITION(s, do_setattr(s, n, mask, in, out));
+		return TRANSITION(s, node_setattr(s, n, mask, in, out));
 	kind = kind_name(n, &t);
 	if (!kind)
 		return -EPERM;
@@ -648,7 +648,7 @@ int remote_drain(struct store *s, struct store_node *tenant,
 	if (tenant && tenant->kind != STORE_TENANT)
 		return -EINVAL;
 	if (tenant && !tkey(s, tenant, &tid, key, sizeof(key)))
-		return -ESTALE; /* not counted, as do_drain_start */
+		return -ESTALE; /* not counted, as drain_start */
 	if (!now)
 		a_cred(&a, cred, groups, sizeof(groups));
 	rc = remote_fcall(s, now ? "sfs_drain_now" : "sfs_drain", true,

@@ -208,7 +208,7 @@ static void expired_reap(struct store *s, struct child **c, uint64_t now)
 	*c = NULL;
 }
 
-int do_create(struct store *s, struct store_node *parent, const char *name,
+int child_create(struct store *s, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
 		 struct store_node **out, bool *created,
 		 struct store_attr *attr)
@@ -307,7 +307,7 @@ int store_create(struct store *s, struct store_node *parent, const char *name,
 {
 	if (s->remote)
 		return remote_create(s, parent, name, owner, excl, out, created, NULL);
-	return TRANSITION(s, do_create(s, parent, name, owner, excl, out,
+	return TRANSITION(s, child_create(s, parent, name, owner, excl, out,
 				       created, NULL));
 }
 
@@ -318,11 +318,11 @@ int store_create_entry(struct store *s, struct store_node *parent,
 {
 	if (s->remote)
 		return remote_create(s, parent, name, owner, excl, out, created, attr);
-	return TRANSITION(s, do_create(s, parent, name, owner, excl, out,
+	return TRANSITION(s, child_create(s, parent, name, owner, excl, out,
 				       created, attr));
 }
 
-int do_unlink(struct store *s, struct store_node *parent, const char *name)
+int child_unlink(struct store *s, struct store_node *parent, const char *name)
 {
 	struct parent *p = as_parent(parent);
 	struct child *expired = NULL;
@@ -355,10 +355,10 @@ int store_unlink(struct store *s, struct store_node *parent, const char *name)
 {
 	if (s->remote)
 		return remote_unlink(s, parent, name);
-	return TRANSITION(s, do_unlink(s, parent, name));
+	return TRANSITION(s, child_unlink(s, parent, name));
 }
 
-int do_link(struct store *s, struct store_node *child,
+int child_link(struct store *s, struct store_node *child,
 	       struct store_node *parent, const char *name,
 	       struct store_attr *attr)
 {
@@ -438,7 +438,7 @@ int store_link(struct store *s, struct store_node *child,
 {
 	if (s->remote)
 		return remote_link(s, child, parent, name, NULL);
-	return TRANSITION(s, do_link(s, child, parent, name, NULL));
+	return TRANSITION(s, child_link(s, child, parent, name, NULL));
 }
 
 int store_link_entry(struct store *s, struct store_node *child,
@@ -447,7 +447,7 @@ int store_link_entry(struct store *s, struct store_node *child,
 {
 	if (s->remote)
 		return remote_link(s, child, parent, name, attr);
-	return TRANSITION(s, do_link(s, child, parent, name, attr));
+	return TRANSITION(s, child_link(s, child, parent, name, attr));
 }
 
 /*
@@ -480,7 +480,7 @@ static void links_exchange_locked(struct store *s, struct link *x,
 	unlock(mx < my ? mx : my, LOCK_STRIPE);
 }
 
-int do_rename(struct store *s, struct store_node *from, const char *name,
+int child_rename(struct store *s, struct store_node *from, const char *name,
 		 struct store_node *to, const char *to_name, unsigned flags)
 {
 	struct parent *a = as_parent(from), *b = as_parent(to);
@@ -595,5 +595,5 @@ int store_rename(struct store *s, struct store_node *from, const char *name,
 {
 	if (s->remote)
 		return remote_rename(s, from, name, to, to_name, flags);
-	return TRANSITION(s, do_rename(s, from, name, to, to_name, flags));
+	return TRANSITION(s, child_rename(s, from, name, to, to_name, flags));
 }

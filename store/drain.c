@@ -28,7 +28,7 @@
 
 #include <errno.h>
 
-int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
+int drain_start(struct store *s, struct tenant *t, uint64_t now,
 			  const struct store_cred *cred)
 {
 	int rc = 0;
@@ -214,7 +214,7 @@ int store_drain_as(struct store *s, struct store_node *tenant,
 		return remote_drain(s, tenant, cred, false);
 	if (tenant && !t)
 		return -EINVAL;
-	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s), cred));
+	rc = TRANSITION(s, drain_start(s, t, store_now_ms(s), cred));
 	if (rc == 0)
 		drain_settle(s, t, false); /* nothing to wait for: ends now */
 	return rc;
@@ -229,7 +229,7 @@ int store_drain_now(struct store *s, struct store_node *tenant)
 		return remote_drain(s, tenant, NULL, true);
 	if (tenant && !t)
 		return -EINVAL;
-	rc = TRANSITION(s, do_drain_start(s, t, store_now_ms(s), NULL));
+	rc = TRANSITION(s, drain_start(s, t, store_now_ms(s), NULL));
 	if (rc == 0 && store_drain_state(s, tenant, NULL) != STORE_DRAINED)
 		drain_settle(s, t, true);
 	return rc;

@@ -75,6 +75,7 @@
 #define STATEFS_STORE_INTERNAL_H
 
 #include "store/store.h"
+#include "store/engine.h"
 #include "store/alloc.h"
 
 #include <pthread.h>
@@ -782,6 +783,8 @@ static inline void blob_unref(struct blob *b)
 
 /* Shared between the files of store/ ------------------------------------- */
 
+/* (And the core functions an engine may call too: store/engine.h.) */
+
 /* store/bucket.c */
 uint32_t link_hash(const void *l);
 struct link *bucket_find(const struct parent *p, const char *name);
@@ -800,34 +803,11 @@ void link_remove_locked(struct store *s, struct parent *p, struct link *l);
 bool state_unlink_locked(struct store *s, struct link *l, enum store_op op);
 struct ptab bucket_clear_locked(struct store *s, struct parent *p);
 
-/* store/child.c: the embedded transitions a mirror also applies
- * entries with (their store.h forms, less TRANSITION) */
-int child_expire(struct store *s, struct child *c, uint64_t now);
-int do_create(struct store *s, struct store_node *parent, const char *name,
-	      const struct store_owner *owner, bool excl,
-	      struct store_node **out, bool *created,
-	      struct store_attr *attr);
-int do_unlink(struct store *s, struct store_node *parent, const char *name);
-int do_link(struct store *s, struct store_node *child,
-	    struct store_node *parent, const char *name,
-	    struct store_attr *attr);
-int do_rename(struct store *s, struct store_node *from, const char *name,
-	      struct store_node *to, const char *to_name, unsigned flags);
-
 /* store/content.c */
 int content_resize_locked(struct store *s, struct child *c, uint64_t size);
-/* Publish @len bytes @data as @c's content (a mirror's write entry), its
- * mtime @mtime when not NULL; takes the stripe.  0, -ESTALE, -ENOMEM. */
-int content_publish(struct store *s, struct child *c, const void *data,
-		    size_t len, const int64_t *mtime);
 
 /* store/drain.c */
 void drains_settle_all(struct store *s);
-int do_drain_start(struct store *s, struct tenant *t, uint64_t now,
-		   const struct store_cred *cred);
-/* Clear @t's drain scope now, as one transition (a mirror's drain clear
- * entry); with @dead the tenant goes too. */
-void drain_clear_tenant(struct store *s, struct tenant *t, bool dead);
 
 /* store/events.c */
 void emit(struct store *s, enum store_op op, bool internal,
@@ -837,15 +817,8 @@ void emit_from_locked(struct store *s, enum store_op op,
 		      struct child *c, const struct link *to,
 		      const struct link *from);
 void note_attrs_changed(uint64_t ino);
-/* Readers in @t's scope get one "overflow" line here: a mirror reloaded
- * and lost the lines in between.  @t NULL: the store instance ended (the
- * root's readers get "overflow", every tenant's reader -ESTALE). */
-void emit_overflow(struct store *s, struct tenant *t);
-void event_hook_run(struct store *s);
 
 /* store/lease.c */
-int do_lease(struct store *s, struct store_node *n, bool set,
-	     uint64_t ttl_ms);
 int lease_ensure(struct store *s, struct store_node *n);
 void lease_release(struct store *s, struct store_node *n);
 void lease_set(struct store *s, struct store_node *n, uint64_t deadline);
@@ -859,10 +832,6 @@ void meta_init(struct store_node *n, struct meta *m,
 void meta_inherit(struct store_node *n, struct meta *m,
 		  const struct store_node *dir, const struct meta *dm,
 		  bool is_dir);
-void attr_locked(struct store *s, struct store_node *n,
-		 struct store_attr *a);
-int do_setattr(struct store *s, struct store_node *n, unsigned mask,
-	       const struct store_attr *in, struct store_attr *out);
 
 /* store/parent.c */
 struct ptab parent_unhook_locked(struct store *s, struct tenant *t,
@@ -872,9 +841,6 @@ struct ptab parent_remove_locked(struct store *s, struct tenant *t,
 bool may_remove_parent_locked(struct store *s, struct tenant *t,
 			      struct parent *p,
 			      const struct store_cred *cred, uint64_t now);
-int parent_expire(struct store *s, struct parent *p, uint64_t now);
-int parent_leave(struct store *s, struct tenant *t, const char *name,
-		 bool must_exist, const struct store_cred *cred);
 int do_mkdir(struct store *s, struct store_node *dir, const char *name,
 	     const struct store_owner *owner, struct store_node **out,
 	     struct store_attr *attr);
@@ -928,31 +894,18 @@ void snap_tenant_cow(struct store *s, struct tenant *t);
 void snap_parent_cow(struct store *s, struct parent *p);
 void snap_state_cow(struct store *s, struct child *c);
 
-/* store/store.c */
-int refuse(struct store *s, int rc);
-
 /* store/tenant.c */
-int tenant_create(struct store *s, const char *name,
-		  const struct store_owner *owner,
-		  struct store_node **out, struct store_attr *attr);
 void tenant_clear_locked(struct store *s, struct tenant *t,
 			 enum store_op op, bool plocked);
 int tenant_lock_for_cascade(struct store *s, struct tenant *t,
 			    const struct store_cred *cred);
-int tenant_cleanup(struct store *s, const char *name,
-		   const struct store_cred *cred);
 
 /* store/tomb.c */
 void tomb_refresh_locked(struct store *s, struct tomb *tb, uint64_t now);
-void tomb_drop_locked(struct store *s, struct tenant *t, struct tomb *tb);
 struct tomb *tomb_find_locked(struct store *s, struct tenant *t,
 			      const char *name, uint64_t now);
 void tombs_drop_all_locked(struct store *s, struct tenant *t);
 void tombs_free(struct tenant *t);
 unsigned tombs_reap(struct store *s, uint64_t now, unsigned budget);
-struct tomb *tomb_new(const char *name);
-int tomb_insert_locked(struct store *s, struct tenant *t,
-		       struct tomb *tb, uint64_t gen, uint64_t now);
-int tomb_reserve_locked(struct store *s, struct tenant *t);
 
 #endif /* STATEFS_STORE_INTERNAL_H */

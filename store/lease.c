@@ -240,7 +240,7 @@ int store_lease_get(struct store *s, struct store_node *n, struct store_lease *o
  * now + ttl.  The node must be live at @now; renewals are refused while
  * draining.
  */
-int do_lease(struct store *s, struct store_node *n, bool set,
+int lease_change(struct store *s, struct store_node *n, bool set,
 		    uint64_t ttl_ms)
 {
 	struct parent *p = as_parent(n);
@@ -284,14 +284,14 @@ int store_set_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
 {
 	if (s->remote)
 		return remote_set_ttl(s, n, ttl_ms);
-	return TRANSITION(s, do_lease(s, n, true, ttl_ms));
+	return TRANSITION(s, lease_change(s, n, true, ttl_ms));
 }
 
 int store_renew(struct store *s, struct store_node *n)
 {
 	if (s->remote)
 		return remote_renew(s, n);
-	return TRANSITION(s, do_lease(s, n, false, 0));
+	return TRANSITION(s, lease_change(s, n, false, 0));
 }
 
 int store_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)

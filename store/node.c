@@ -354,7 +354,7 @@ static void meta_apply(struct store_node *n, struct meta *m, unsigned mask,
 
 /*
  * The lease renewal of a setattr (STORE_SET_RENEW), the owner's lock held
- * (bucket or stripe, as do_lease takes): renew_check_locked() takes every
+ * (bucket or stripe, as lease_change takes): renew_check_locked() takes every
  * refusal first, renew_locked() then cannot fail.  *@ttl 0: no lease, a
  * plain touch.
  */
@@ -383,7 +383,7 @@ static void renew_locked(struct store *s, struct store_node *n, uint64_t ttl,
 	lease_set(s, n, now + ttl);
 }
 
-int do_setattr(struct store *s, struct store_node *n, unsigned mask,
+int node_setattr(struct store *s, struct store_node *n, unsigned mask,
 		  const struct store_attr *in, struct store_attr *out)
 {
 	struct child *c;
@@ -441,7 +441,7 @@ int store_setattr(struct store *s, struct store_node *n, unsigned mask,
 {
 	if (s->remote)
 		return remote_setattr(s, n, mask, in, out);
-	return TRANSITION(s, do_setattr(s, n, mask, in, out));
+	return TRANSITION(s, node_setattr(s, n, mask, in, out));
 }
 
 int store_parent_generation(struct store *s, struct store_node *n, uint64_t *gen)

@@ -174,7 +174,7 @@ static void reaped_free(struct store *s, struct parent *p, struct ptab *links)
 	}
 }
 
-static int parent_join(struct store *s, struct tenant *t, const char *name,
+int parent_join(struct store *s, struct tenant *t, const char *name,
 		       const struct store_owner *owner, struct store_node **out,
 		       struct store_attr *attr)
 {

@@ -1,0 +1,209 @@
+/*
+ * engine.h - what an authority behind store.h implements, and the core
+ * functions it may call.
+ *
+ * One interface, several authorities.  fs/ and layout/ call store.h
+ * whatever stands behind it; store.h's transitions (store/api.c) make the
+ * checks every authority makes identically and first (the kind of node,
+ * ENOTDIR, the root's mkdir and rmdir meaning a tenant), then call the
+ * store's method table, struct store_ops below, one slot per transition
+ * of the domain: the embedded store's table (store/embedded.c, each slot
+ * a core transition in its TRANSITION wrapper) or an engine's (the shared
+ * store on Redis: redis/ops.c, each slot one call of the Functions
+ * library, the wait for the follower, the answer from the mirror).  The
+ * shape is SQLite's sqlite3_io_methods: a table of function pointers the
+ * core calls and never looks behind; the engine keeps its own state
+ * behind the store's opaque engine pointer, as Redis's ae.c keeps
+ * ae_epoll.c's behind apidata.
+ *
+ * An order of checks the contract fixes past those common ones stays with
+ * each authority: written once in C (the core) for the embedded store,
+ * once in the engine's own terms (redis/statefs.lua) for another.
+ *
+ * A mirror
+ * --------
+ * An engine whose reads are served from a copy of the store (a mirror:
+ * the core's own structures, changed only by applying what the engine's
+ * authority decided) applies each change with the core's own transitions,
+ * listed below, so one set of mutation code serves every authority.  What
+ * the engine decided for a transition it applies (the time, the inode
+ * number, the sequence numbers of its lines, whether they are internal)
+ * reaches the core as a struct given, passed to the transition; the
+ * embedded store passes NULL: the core decides.
+ *
+ * The functions below are grouped by the file that defines them, as the
+ * kernel's fs/kernfs/kernfs-internal.h groups its own.  Their structs and
+ * locks are in store/internal.h.
+ */
+#ifndef STATEFS_STORE_ENGINE_H
+#define STATEFS_STORE_ENGINE_H
+
+#include "store/store.h"
+
+struct tenant;
+struct parent;
+struct child;
+struct tomb;
+
+/*
+ * What an engine decided for one transition it applies, in place of what
+ * the core would decide: a mirror's copy of a change the engine's
+ * authority made.  NULL wherever a transition takes one: the core
+ * decides (the embedded store).  Owned by the caller, for the one call;
+ * the core consumes ino (0 once the node it names is made) and advances
+ * seq (one per line).
+ */
+struct given {
+	int64_t ns;                    /* wall time stamped on nodes */
+	uint64_t ms;                   /* the store clock the transition reads */
+	uint64_t ino;                  /* the next node's inode; 0 once taken */
+	uint64_t seq;                  /* the next line's shown number */
+	bool others;                   /* another mount's or a reaper's change:
+					* every line is internal */
+	bool quiet;                    /* a load, not a change: no line */
+	bool hidden;                   /* a reload's difference: lines for
+					* the watch machinery only */
+};
+
+/*
+ * The method table: one slot per transition of the domain.  Each returns
+ * what the store.h function it serves returns (the errno sets are
+ * store.h's), and is called by that function (store/api.c) once its
+ * common checks passed: the node kinds are the ones named below.  A slot
+ * left NULL is the embedded store's answer (embedded_ops).  Set once,
+ * before the store is used, and never changed.
+ */
+struct store_ops {
+	/* mkdir and rmdir in the root: a tenant made, a tenant's cleanup. */
+	int (*tenant_make)(struct store *s, const char *name,
+			   const struct store_owner *owner,
+			   struct store_node **out, struct store_attr *attr);
+	int (*tenant_remove)(struct store *s, const char *name,
+			     const struct store_cred *cred);
+	/* mkdir and rmdir in tenant @tenant, and its .depart. */
+	int (*join)(struct store *s, struct store_node *tenant,
+		    const char *name, const struct store_owner *owner,
+		    struct store_node **out, struct store_attr *attr);
+	int (*leave)(struct store *s, struct store_node *tenant,
+		     const char *name, const struct store_cred *cred);
+	int (*depart)(struct store *s, struct store_node *tenant,
+		      const char *name, const struct store_cred *cred);
+	/* The children: @parent a parent, @child a child. */
+	int (*create)(struct store *s, struct store_node *parent,
+		      const char *name, const struct store_owner *owner,
+		      bool excl, struct store_node **out, bool *created,
+		      struct store_attr *attr);
+	int (*unlink)(struct store *s, struct store_node *parent,
+		      const char *name);
+	int (*link)(struct store *s, struct store_node *child,
+		    struct store_node *parent, const char *name,
+		    struct store_attr *attr);
+	int (*rename)(struct store *s, struct store_node *from,
+		      const char *name, struct store_node *to,
+		      const char *to_name, unsigned flags);
+	int (*setattr)(struct store *s, struct store_node *n, unsigned mask,
+		       const struct store_attr *in, struct store_attr *out);
+	/* A stage's publication (store_stage_publish). */
+	int (*publish)(struct store_stage *st);
+	/* Leases. */
+	int (*set_ttl)(struct store *s, struct store_node *n, uint64_t ttl_ms);
+	int (*renew)(struct store *s, struct store_node *n);
+	int (*set_child_ttl)(struct store *s, struct store_node *n,
+			     uint64_t ttl_ms);
+	/* A pass of the reaper (store_expire). */
+	unsigned (*expire)(struct store *s, unsigned budget);
+	/* Settle what is due before a drain's state is read (@now the store
+	 * clock; @tenant NULL: the store's): expiries and due drains. */
+	void (*expire_due)(struct store *s, struct store_node *tenant,
+			   uint64_t now);
+	/* -o testclock moved by @ms (NULL: -ENOTSUP, fs/ keeps the clock). */
+	int (*clock_advance)(struct store *s, uint64_t ms);
+	/* store_drain_as (@now false) and store_drain_now (@now true, @cred
+	 * NULL); @tenant NULL or a tenant. */
+	int (*drain)(struct store *s, struct store_node *tenant,
+		     const struct store_cred *cred, bool now);
+	/* .stats (@tenant NULL or a tenant). */
+	int (*stats)(struct store *s, struct store_node *tenant,
+		     struct store_stats *out);
+	/* A directory's fsync (NULL: 0 at once). */
+	int (*sync)(struct store *s, struct store_node *n);
+	/* The link to the authority (NULL: STORE_LINK_EMBEDDED, and the store
+	 * is not shared: store_is_shared). */
+	enum store_link (*connection)(const struct store *s);
+	/* Let go of the engine's state, before the core frees the store
+	 * (store_free; NULL: nothing to do). */
+	void (*close)(struct store *s);
+};
+
+/* The core functions an engine may call ---------------------------------- */
+
+/* store/child.c: the children's transitions (their store.h forms, less
+ * TRANSITION and the common checks) */
+int child_expire(struct store *s, struct child *c, uint64_t now);
+int child_create(struct store *s, struct store_node *parent, const char *name,
+		 const struct store_owner *owner, bool excl,
+		 struct store_node **out, bool *created,
+		 struct store_attr *attr);
+int child_unlink(struct store *s, struct store_node *parent, const char *name);
+int child_link(struct store *s, struct store_node *child,
+	       struct store_node *parent, const char *name,
+	       struct store_attr *attr);
+int child_rename(struct store *s, struct store_node *from, const char *name,
+		 struct store_node *to, const char *to_name, unsigned flags);
+
+/* store/content.c */
+/* Publish @len bytes @data as @c's content (a mirror's write entry), its
+ * mtime @mtime when not NULL; takes the stripe.  0, -ESTALE, -ENOMEM. */
+int content_publish(struct store *s, struct child *c, const void *data,
+		    size_t len, const int64_t *mtime);
+
+/* store/drain.c */
+int drain_start(struct store *s, struct tenant *t, uint64_t now,
+		const struct store_cred *cred);
+/* Clear @t's drain scope now, as one transition (a mirror's drain clear
+ * entry); with @dead the tenant goes too. */
+void drain_clear_tenant(struct store *s, struct tenant *t, bool dead);
+
+/* store/events.c */
+/* Readers in @t's scope get one "overflow" line here: a mirror reloaded
+ * and lost the lines in between.  @t NULL: the store instance ended (the
+ * root's readers get "overflow", every tenant's reader -ESTALE). */
+void emit_overflow(struct store *s, struct tenant *t);
+void event_hook_run(struct store *s);
+
+/* store/lease.c */
+int lease_change(struct store *s, struct store_node *n, bool set,
+		 uint64_t ttl_ms);
+
+/* store/node.c */
+void attr_locked(struct store *s, struct store_node *n,
+		 struct store_attr *a);
+int node_setattr(struct store *s, struct store_node *n, unsigned mask,
+		 const struct store_attr *in, struct store_attr *out);
+
+/* store/parent.c */
+int parent_join(struct store *s, struct tenant *t, const char *name,
+		const struct store_owner *owner, struct store_node **out,
+		struct store_attr *attr);
+int parent_expire(struct store *s, struct parent *p, uint64_t now);
+int parent_leave(struct store *s, struct tenant *t, const char *name,
+		 bool must_exist, const struct store_cred *cred);
+
+/* store/store.c */
+int refuse(struct store *s, int rc);
+
+/* store/tenant.c */
+int tenant_create(struct store *s, const char *name,
+		  const struct store_owner *owner,
+		  struct store_node **out, struct store_attr *attr);
+int tenant_cleanup(struct store *s, const char *name,
+		   const struct store_cred *cred);
+
+/* store/tomb.c */
+void tomb_drop_locked(struct store *s, struct tenant *t, struct tomb *tb);
+struct tomb *tomb_new(const char *name);
+int tomb_insert_locked(struct store *s, struct tenant *t,
+		       struct tomb *tb, uint64_t gen, uint64_t now);
+int tomb_reserve_locked(struct store *s, struct tenant *t);
+
+#endif /* STATEFS_STORE_ENGINE_H */
