@@ -10,6 +10,10 @@ FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 FUSE_LIBS   := $(shell pkg-config --libs fuse3 2>/dev/null)
 HIREDIS_CFLAGS := $(shell pkg-config --cflags hiredis 2>/dev/null)
 HIREDIS_LIBS   := $(shell pkg-config --libs hiredis 2>/dev/null)
+# The shared store's TLS stream (redis/link.c) is OpenSSL's; hiredis
+# formats and parses the protocol on it, so whatever links redis/ links both.
+OPENSSL_LIBS   := $(shell pkg-config --libs openssl 2>/dev/null)
+HIREDIS_LIBS   += $(OPENSSL_LIBS)
 # sd_notify(3): the daemon tells systemd when the mount is ready.
 SYSTEMD_CFLAGS := $(shell pkg-config --cflags libsystemd 2>/dev/null)
 SYSTEMD_LIBS   := $(shell pkg-config --libs libsystemd 2>/dev/null)
