@@ -1,5 +1,5 @@
 /*
- * mirror.c - a mirror: the embedded store's own structures, changed only
+ * apply.c - a mirror: the embedded store's own structures, changed only
  * by applying the shared store's log entries in seq order, and loaded
  * from its dumps.
  *
@@ -24,11 +24,12 @@
  * deadline) is compared with the entry: a difference means the mirror
  * is not the store, and the tenant is reloaded (-EUCLEAN).
  *
- * Here: an entry parsed, and each kind applied.  The index of nodes by
- * the shared store's inode number and the tenants followed are
- * redis/index.c's; loading a tenant from its dump is
- * redis/load.c's; the structures of the three are in
- * redis/mirror.h.
+ * Here: each kind of entry applied, from a plain struct entry
+ * (redis/entry.h; parsed from the reply by redis/entry.c, so nothing
+ * here knows how an entry travels).  The index of nodes by the shared
+ * store's inode number and the tenants followed are redis/index.c's;
+ * loading a tenant from its dump is redis/load.c's; the structures of
+ * the three are in redis/mirror.h.
  *
  * Locks
  * -----
@@ -47,88 +48,17 @@
 #include <inttypes.h>
 #include <sys/stat.h>
 
-/* Entries ------------------------------------------------------------------ */
-
-/* The value of field @name of @e, or NULL; its length in *@len. */
-static const char *mf_len(const struct mentry *e, const char *name, size_t *len)
-{
-	const redisReply *f = e->fields;
-
-	for (size_t i = 0; i + 1 < f->elements; i += 2)
-		if (f->element[i]->type == REDIS_REPLY_STRING &&
-		    strcmp(f->element[i]->str, name) == 0) {
-			if (len)
-				*len = f->element[i + 1]->len;
-			return f->element[i + 1]->str;
-		}
-	return NULL;
-}
-
-static const char *mf(const struct mentry *e, const char *name)
-{
-	return mf_len(e, name, NULL);
-}
-
-/* Decimal @s into *@v; false when absent or malformed. */
-bool dec_u64(const char *s, uint64_t *v)
-{
-	char *end;
-
-	if (!s || !*s || *s == '-')
-		return false;
-	errno = 0;
-	*v = strtoull(s, &end, 10);
-	return errno == 0 && *end == '\0';
-}
-
-bool dec_i64(const char *s, int64_t *v)
-{
-	char *end;
-
-	if (!s || !*s)
-		return false;
-	errno = 0;
-	*v = strtoll(s, &end, 10);
-	return errno == 0 && *end == '\0';
-}
-
-static bool mfu(const struct mentry *e, const char *name, uint64_t *v)
-{
-	return dec_u64(mf(e, name), v);
-}
-
-int mentry_parse(const redisReply *fields, struct mentry *e)
-{
-	memset(e, 0, sizeof(*e));
-	if (!fields || fields->type != REDIS_REPLY_ARRAY || fields->elements % 2)
-		return -EPROTO;
-	for (size_t i = 0; i < fields->elements; i++)
-		if (fields->element[i]->type != REDIS_REPLY_STRING)
-			return -EPROTO;
-	e->fields = fields;
-	e->op = mf(e, "op");
-	e->by = mf(e, "by");
-	if (!e->by)
-		e->by = "";
-	if (!e->op || !mfu(e, "seq", &e->seq) || !mfu(e, "ms", &e->ms) ||
-	    !dec_i64(mf(e, "ns"), &e->ns))
-		return -EPROTO;
-	if (!mfu(e, "nseq", &e->nseq))
-		e->nseq = 1;
-	return 0;
-}
-
 /* Applying ------------------------------------------------------------------ */
 
 /* The node entry field @name names (a shared store inode number), of
  * kind @kind, with a reference; NULL when it is not live here. */
-static struct store_node *node_of(struct store *s, const struct mentry *e,
+static struct store_node *node_of(struct store *s, const struct entry *e,
 				  const char *name, enum store_kind kind)
 {
 	uint64_t ino;
 	struct store_node *n;
 
-	if (!mfu(e, name, &ino))
+	if (!entry_u64(e, name, &ino))
 		return NULL;
 	n = index_get(s->mirror, ino + s->mirror->ino_offset);
 	if (n && n->kind != kind) {
@@ -138,11 +68,11 @@ static struct store_node *node_of(struct store *s, const struct mentry *e,
 	return n;
 }
 
-static bool owner_of(const struct mentry *e, struct store_owner *o)
+static bool owner_of(const struct entry *e, struct store_owner *o)
 {
 	uint64_t uid, gid, mode;
 
-	if (!mfu(e, "uid", &uid) || !mfu(e, "gid", &gid) || !mfu(e, "mode", &mode))
+	if (!entry_u64(e, "uid", &uid) || !entry_u64(e, "gid", &gid) || !entry_u64(e, "mode", &mode))
 		return false;
 	o->uid = (uid_t)uid;
 	o->gid = (gid_t)gid;
@@ -158,16 +88,16 @@ static int applied(int rc)
 }
 
 static int apply_join(struct store *s, struct mtenant *mt,
-		      const struct mentry *e)
+		      const struct entry *e)
 {
 	struct mirror *m = s->mirror;
 	struct store_owner o;
 	struct store_node *n = NULL;
-	const char *kind = mf(e, "kind"), *name = mf(e, "name");
+	const char *kind = entry_str(e, "kind"), *name = entry_str(e, "name");
 	uint64_t ino, gen;
 	int rc;
 
-	if (!kind || !name || !owner_of(e, &o) || !mfu(e, "ino", &ino))
+	if (!kind || !name || !owner_of(e, &o) || !entry_u64(e, "ino", &ino))
 		return -EPROTO;
 	applying->ino = ino + m->ino_offset;
 	if (strcmp(kind, "tenant") == 0) {
@@ -201,7 +131,7 @@ static int apply_join(struct store *s, struct mtenant *mt,
 		unlock(&m->lock, LOCK_MIRROR);
 		return index_put(s, m, n);
 	}
-	if (strcmp(kind, "parent") != 0 || !mfu(e, "gen", &gen))
+	if (strcmp(kind, "parent") != 0 || !entry_u64(e, "gen", &gen))
 		return -EPROTO;
 	/* No copy of the tenant (a reload of it failed), or a dead one:
 	 * nothing of it applies until it is reloaded. */
@@ -217,10 +147,10 @@ static int apply_join(struct store *s, struct mtenant *mt,
 	return index_put(s, m, n);
 }
 
-static int apply_create(struct store *s, const struct mentry *e)
+static int apply_create(struct store *s, const struct entry *e)
 {
 	struct store_node *p = node_of(s, e, "pino", STORE_PARENT), *n = NULL;
-	const char *name = mf(e, "child");
+	const char *name = entry_str(e, "child");
 	struct store_owner o;
 	uint64_t ino, deadline;
 	bool created = false;
@@ -228,8 +158,8 @@ static int apply_create(struct store *s, const struct mentry *e)
 
 	if (!p)
 		return -EUCLEAN;
-	if (!name || !owner_of(e, &o) || !mfu(e, "ino", &ino) ||
-	    !mfu(e, "deadline", &deadline)) {
+	if (!name || !owner_of(e, &o) || !entry_u64(e, "ino", &ino) ||
+	    !entry_u64(e, "deadline", &deadline)) {
 		store_node_unref(s, p);
 		return -EPROTO;
 	}
@@ -248,7 +178,7 @@ static int apply_create(struct store *s, const struct mentry *e)
 /* Set @n's attributes as entry @e gives them (an attr entry, or the
  * attributes of a size change), and its renewed deadline. */
 static int apply_attrs(struct store *s, struct store_node *n,
-		       const struct mentry *e)
+		       const struct entry *e)
 {
 	struct store_attr in = { 0 };
 	unsigned mask = 0;
@@ -256,31 +186,31 @@ static int apply_attrs(struct store *s, struct store_node *n,
 	int64_t t;
 	int rc;
 
-	if (mfu(e, "mode", &v)) {
+	if (entry_u64(e, "mode", &v)) {
 		mask |= STORE_SET_MODE;
 		in.mode = (mode_t)v;
 	}
-	if (mfu(e, "uid", &v)) {
+	if (entry_u64(e, "uid", &v)) {
 		mask |= STORE_SET_UID;
 		in.uid = (uid_t)v;
 	}
-	if (mfu(e, "gid", &v)) {
+	if (entry_u64(e, "gid", &v)) {
 		mask |= STORE_SET_GID;
 		in.gid = (gid_t)v;
 	}
-	if (dec_i64(mf(e, "atime"), &t)) {
+	if (dec_i64(entry_str(e, "atime"), &t)) {
 		mask |= STORE_SET_ATIME;
 		in.atime.tv_sec = t / NS_PER_S;
 		in.atime.tv_nsec = t % NS_PER_S;
 	}
-	if (dec_i64(mf(e, "mtime"), &t) && strcmp(e->op, "attr") == 0) {
+	if (dec_i64(entry_str(e, "mtime"), &t) && strcmp(e->op, "attr") == 0) {
 		mask |= STORE_SET_MTIME;
 		in.mtime.tv_sec = t / NS_PER_S;
 		in.mtime.tv_nsec = t % NS_PER_S;
 	}
-	if (mfu(e, "deadline", &deadline))
+	if (entry_u64(e, "deadline", &deadline))
 		mask |= STORE_SET_RENEW;
-	if (!mask && !mf(e, "ctime"))
+	if (!mask && !entry_str(e, "ctime"))
 		return 0;
 	rc = TRANSITION(s, node_setattr(s, n, mask, &in, NULL));
 	if (rc)
@@ -290,7 +220,7 @@ static int apply_attrs(struct store *s, struct store_node *n,
 	return 0;
 }
 
-static int apply_write(struct store *s, const struct mentry *e)
+static int apply_write(struct store *s, const struct entry *e)
 {
 	struct store_node *n = node_of(s, e, "ino", STORE_CHILD);
 	const char *data;
@@ -302,23 +232,23 @@ static int apply_write(struct store *s, const struct mentry *e)
 
 	if (!n)
 		return -EUCLEAN;
-	data = mf_len(e, "data", &len);
-	if (!data || !mfu(e, "ver", &ver)) {
+	data = entry_get(e, "data", &len);
+	if (!data || !entry_u64(e, "ver", &ver)) {
 		store_node_unref(s, n);
 		return -EPROTO;
 	}
 	/* A write entry of sfs_publish names the mtime it kept; one of
 	 * sfs_setattr (kind=child) names the mtime the call set. */
-	keep = !mf(e, "kind") && dec_i64(mf(e, "mtime"), &mtime);
+	keep = !entry_str(e, "kind") && dec_i64(entry_str(e, "mtime"), &mtime);
 	world_enter(s);
 	rc = content_publish(s, as_child(n), data, len, keep ? &mtime : NULL);
 	world_exit(s);
 	event_hook_run(s);
 	if (rc == 0 && as_child(n)->version != ver)
 		rc = -EUCLEAN;
-	if (rc == 0 && mf(e, "kind")) {
+	if (rc == 0 && entry_str(e, "kind")) {
 		rc = apply_attrs(s, n, e);
-		if (rc == 0 && dec_i64(mf(e, "mtime"), &mtime)) {
+		if (rc == 0 && dec_i64(entry_str(e, "mtime"), &mtime)) {
 			lock(stripe(s, as_child(n)), LOCK_STRIPE);
 			as_child(n)->meta.mtime = mtime;
 			unlock(stripe(s, as_child(n)), LOCK_STRIPE);
@@ -330,16 +260,16 @@ static int apply_write(struct store *s, const struct mentry *e)
 
 /* The node an attr, ttl or renew entry names: KIND and INO. */
 static struct store_node *node_of_kind(struct store *s, struct mtenant *mt,
-				       const struct mentry *e)
+				       const struct entry *e)
 {
-	const char *kind = mf(e, "kind");
+	const char *kind = entry_str(e, "kind");
 
 	if (!kind)
 		return NULL;
 	if (strcmp(kind, "tenant") == 0) {
 		uint64_t ino;
 
-		if (!mfu(e, "ino", &ino) ||
+		if (!entry_u64(e, "ino", &ino) ||
 		    mt->t->node.ino != ino + s->mirror->ino_offset)
 			return NULL;
 		store_node_ref(&mt->t->node);
@@ -358,7 +288,7 @@ static void touched(struct store *s, struct store_node *n)
 }
 
 static int apply_lease(struct store *s, struct mtenant *mt,
-		       const struct mentry *e, bool set)
+		       const struct entry *e, bool set)
 {
 	struct store_node *n = node_of_kind(s, mt, e);
 	uint64_t ttl, deadline;
@@ -366,7 +296,7 @@ static int apply_lease(struct store *s, struct mtenant *mt,
 
 	if (!n)
 		return -EUCLEAN;
-	if (!mfu(e, "ttl", &ttl) || !mfu(e, "deadline", &deadline)) {
+	if (!entry_u64(e, "ttl", &ttl) || !entry_u64(e, "deadline", &deadline)) {
 		store_node_unref(s, n);
 		return -EPROTO;
 	}
@@ -379,9 +309,9 @@ static int apply_lease(struct store *s, struct mtenant *mt,
 	return applied(rc);
 }
 
-static int apply_expire(struct store *s, const struct mentry *e)
+static int apply_expire(struct store *s, const struct entry *e)
 {
-	const char *kind = mf(e, "kind");
+	const char *kind = entry_str(e, "kind");
 	struct store_node *n;
 	int done;
 
@@ -399,11 +329,11 @@ static int apply_expire(struct store *s, const struct mentry *e)
 	return done == 1 ? 0 : -EUCLEAN;
 }
 
-static int apply_rename(struct store *s, const struct mentry *e, unsigned flags)
+static int apply_rename(struct store *s, const struct entry *e, unsigned flags)
 {
 	struct store_node *a = node_of(s, e, "pino", STORE_PARENT);
 	struct store_node *b = node_of(s, e, "to_pino", STORE_PARENT);
-	const char *name = mf(e, "child"), *to = mf(e, "to_child");
+	const char *name = entry_str(e, "child"), *to = entry_str(e, "to_child");
 	int rc = -EUCLEAN;
 
 	if (a && b && name && to)
@@ -416,9 +346,9 @@ static int apply_rename(struct store *s, const struct mentry *e, unsigned flags)
 }
 
 static int apply_tomb_age(struct store *s, struct tenant *t,
-			  const struct mentry *e)
+			  const struct entry *e)
 {
-	const char *name = mf(e, "name");
+	const char *name = entry_str(e, "name");
 	struct tomb *tb;
 
 	if (!name)
@@ -433,14 +363,14 @@ static int apply_tomb_age(struct store *s, struct tenant *t,
 	return 0;
 }
 
-static int apply_child_ttl(struct store *s, const struct mentry *e)
+static int apply_child_ttl(struct store *s, const struct entry *e)
 {
 	struct store_node *n = node_of(s, e, "ino", STORE_PARENT);
 	uint64_t ttl;
 
 	if (!n)
 		return -EUCLEAN;
-	if (!mfu(e, "ttl", &ttl)) {
+	if (!entry_u64(e, "ttl", &ttl)) {
 		store_node_unref(s, n);
 		return -EPROTO;
 	}
@@ -461,7 +391,7 @@ static void mt_gone(struct store *s, struct mtenant *mt)
 }
 
 static int apply_tenant(struct store *s, struct mtenant *mt,
-			const struct mentry *e)
+			const struct entry *e)
 {
 	const char *op = e->op;
 	struct tenant *t = mt->t;
@@ -474,9 +404,9 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 	if (!t || is_dead(&t->node))
 		return -EUCLEAN;
 	if (strcmp(op, "leave") == 0 || strcmp(op, "depart") == 0) {
-		const char *name = mf(e, "name");
+		const char *name = entry_str(e, "name");
 
-		if (!name || !mfu(e, "gen", &v))
+		if (!name || !entry_u64(e, "gen", &v))
 			return -EPROTO;
 		rc = TRANSITION(s, parent_leave(s, t, name, op[0] == 'l', NULL));
 		return applied(rc);
@@ -486,7 +416,7 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 	if (strcmp(op, "create") == 0)
 		return apply_create(s, e);
 	if (strcmp(op, "unlink") == 0) {
-		const char *name = mf(e, "child");
+		const char *name = entry_str(e, "child");
 
 		a = node_of(s, e, "pino", STORE_PARENT);
 		if (!a || !name) {
@@ -499,7 +429,7 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 		return applied(rc);
 	}
 	if (strcmp(op, "link") == 0) {
-		const char *name = mf(e, "child");
+		const char *name = entry_str(e, "child");
 
 		a = node_of(s, e, "ino", STORE_CHILD);
 		b = node_of(s, e, "pino", STORE_PARENT);
@@ -534,12 +464,12 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 	if (strcmp(op, "tomb_age") == 0)
 		return apply_tomb_age(s, t, e);
 	if (strcmp(op, "drain") == 0) {
-		if (!mf(e, "clear")) {
+		if (!entry_str(e, "clear")) {
 			rc = TRANSITION(s, drain_start(s, t, e->ms, NULL));
 			return applied(rc);
 		}
-		drain_clear_tenant(s, t, mf(e, "dead") != NULL);
-		if (mf(e, "dead"))
+		drain_clear_tenant(s, t, entry_str(e, "dead") != NULL);
+		if (entry_str(e, "dead"))
 			mt_gone(s, mt);
 		return 0;
 	}
@@ -559,15 +489,15 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 	return -EPROTO;
 }
 
-static int apply_root(struct store *s, const struct mentry *e)
+static int apply_root(struct store *s, const struct entry *e)
 {
 	const char *op = e->op;
 	uint64_t v;
 
 	if (strcmp(op, "tenant") == 0) {
-		if (!mfu(e, "tid", &v))
+		if (!entry_u64(e, "tid", &v))
 			return -EPROTO;
-		return mirror_tenant_add(s, v, mf(e, "name"));
+		return mirror_tenant_add(s, v, entry_str(e, "name"));
 	}
 	if (strcmp(op, "drain") == 0)
 		return applied(TRANSITION(s, drain_start(s, NULL, e->ms, NULL)));
@@ -578,7 +508,7 @@ static int apply_root(struct store *s, const struct mentry *e)
 		return 0;
 	}
 	if (strcmp(op, "clock") == 0) {
-		if (!mfu(e, "clock_ms", &v))
+		if (!entry_u64(e, "clock_ms", &v))
 			return -EPROTO;
 		atomic_store(&s->mirror->testclock_ms, v);
 		return 0;
@@ -586,7 +516,7 @@ static int apply_root(struct store *s, const struct mentry *e)
 	return 0; /* cleanup: the tenant's own log says it */
 }
 
-int mirror_apply(struct store *s, uint64_t tid, const struct mentry *e)
+int mirror_apply(struct store *s, uint64_t tid, const struct entry *e)
 {
 	struct mirror *m = s->mirror;
 	struct mtenant *mt = NULL;

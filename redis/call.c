@@ -1,5 +1,5 @@
 /*
- * remote_call.c - how a mount calls the shared store: a call's
+ * call.c - how a mount calls the shared store: a call's
  * arguments, the FCALL through the pool, its outcome (learned by a fence
  * when its reply did not come in time), and the wait until
  * this mount's mirror has applied what the outcome says
@@ -11,7 +11,7 @@
  * ------------
  * Nothing that lasts: it reads struct remote (redis/internal.h) and
  * advances its operation counter.  An outcome's now_ms feeds the clock
- * estimate (redis/clock.c); an ESTALEINST sets remote->reinit,
+ * estimate (redis/estimate.c); an ESTALEINST sets remote->reinit,
  * which the follower acts on (redis/follow.c).
  *
  * Threads and locks
@@ -147,7 +147,7 @@ void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len)
  *     TIME when it was sent (remote_real_ms); past D the call does
  *     nothing.  The caller is answered -EIO only once the local clock
  *     has run store_timeout + REAL_ERROR_MS since then: TIME is then
- *     past D (by the bound's error, shared.h), so a call that runs from
+ *     past D (by the bound's error, redis/internal.h), so a call that runs from
  *     now on is refused.  The fence waits for what is left of that
  *     time, and FENCE_MIN_MS at least (a reply lost on a live Redis is
  *     answered at once), so a call and its fence end within about

@@ -76,6 +76,7 @@
 #include <time.h>
 
 #include "store/internal.h"
+#include "redis/conn.h"
 #include "redis/wire.h"
 
 /* Pause between failed attempts to connect: first and longest. */

@@ -69,14 +69,14 @@ struct dparent {
 	const char *name;              /* the dump's */
 	uint64_t gen, cttl;
 	struct store_owner o;
-	const redisReply *row;
+	const struct dump_val *row;
 	bool made;                     /* joined by this diff */
 };
 
 struct dstate {
 	UT_hash_handle hh;             /* diff.states, by ino */
 	uint64_t ino;                  /* local */
-	const redisReply *row;
+	const struct dump_val *row;
 	struct store_owner o;
 	uint64_t ver;
 	const char *data;
@@ -95,7 +95,7 @@ struct dlink {
 struct diff {
 	struct store *s;
 	struct tenant *t;
-	const redisReply *T, *tombs;
+	const struct dump_val *T, *tombs;
 	struct dparent *pv, *parents;  /* array, hash */
 	size_t np;
 	struct dstate *sv, *states;
@@ -168,9 +168,9 @@ static int add_dlink(struct diff *d, struct dstate *ds, uint64_t pino,
 }
 
 /* State row @srow: its fields and its links, "PINO/NAME" newest first. */
-static int parse_state(struct diff *d, const redisReply *srow)
+static int parse_state(struct diff *d, const struct dump_val *srow)
 {
-	const redisReply *S = dump_arr(srow, 1);
+	const struct dump_val *S = dump_arr(srow, 1);
 	const char *links = dump_kv(S, "links");
 	struct dstate *ds = &d->sv[d->ns];
 	char *copy, *tok, *save = NULL, **v;
@@ -235,20 +235,20 @@ static int parse_state(struct diff *d, const redisReply *srow)
 }
 
 /* Step 1: the dump, checked as mirror_load_tenant checks it. */
-static int parse(struct diff *d, const redisReply *dump)
+static int parse(struct diff *d, const struct dump_val *dump)
 {
-	const redisReply *ps = dump_arr(dump, 5), *ss = dump_arr(dump, 6);
+	const struct dump_val *ps = dump_arr(dump, 5), *ss = dump_arr(dump, 6);
 	int rc = 0;
 
 	d->tombs = dump_arr(dump, 7);
 	if (!ps || !ss || !d->tombs)
 		return -EPROTO;
-	d->pv = st_calloc(ps->elements + 1, sizeof(*d->pv));
-	d->sv = st_calloc(ss->elements + 1, sizeof(*d->sv));
+	d->pv = st_calloc(dump_len(ps) + 1, sizeof(*d->pv));
+	d->sv = st_calloc(dump_len(ss) + 1, sizeof(*d->sv));
 	if (!d->pv || !d->sv)
 		return -ENOMEM;
-	for (size_t i = 0; i < ps->elements; i++) {
-		const redisReply *row = dump_arr(ps, i), *P = dump_arr(row, 1);
+	for (size_t i = 0; i < dump_len(ps); i++) {
+		const struct dump_val *row = dump_arr(ps, i), *P = dump_arr(row, 1);
 		struct dparent *dp = &d->pv[d->np];
 		uint64_t pino;
 
@@ -268,7 +268,7 @@ static int parse(struct diff *d, const redisReply *dump)
 			return -ENOMEM;
 		d->np++;
 	}
-	for (size_t i = 0; i < ss->elements && rc == 0; i++)
+	for (size_t i = 0; i < dump_len(ss) && rc == 0; i++)
 		rc = parse_state(d, dump_arr(ss, i));
 	/* The tombstones are checked as they are loaded (step 5). */
 	return rc;
@@ -759,7 +759,8 @@ static int tenant_attrs(struct diff *d)
 	return rc;
 }
 
-int mirror_diff_tenant(struct store *s, struct tenant *t, const redisReply *dump)
+int mirror_diff_tenant(struct store *s, struct tenant *t,
+		       const struct dump_val *dump)
 {
 	struct diff d = { .s = s, .t = t, .T = dump_arr(dump, 4) };
 	struct apply_ctx ctx = { .others = true, .hidden = true };

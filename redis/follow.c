@@ -8,8 +8,10 @@
  * What it owns
  * ------------
  * Its positions: the last entry id of the root log and of each tenant's
- * log.  It learns tenants from the root log (a tenant entry: follow its
- * log from its start) and stops following one whose cleanup it applied.
+ * log (kept by redis/index.c).  It learns tenants from the root log (a
+ * tenant entry: follow its log from its start) and stops following one
+ * whose cleanup it applied.  Each entry read is parsed into a plain
+ * struct entry (redis/entry.c) before it is applied.
  * A gap (an entry whose seq is not the next: the position fell off a
  * trimmed log), a log that holds nothing past its position while the
  * tenant's seq in the store is past the mirror's (trimmed to nothing
@@ -74,7 +76,7 @@ static int reload(struct store *s, size_t i)
 	rc = remote_fcall(s, "sfs_dump", false, 1, (const char *[]){ key }, 0,
 			  NULL, NULL, &d);
 	if (rc == 0) {
-		rc = mirror_load_tenant(s, r->pos[i].tid, d, id, sizeof(id));
+		rc = mirror_load_tenant(s, r->pos[i].tid, dump_of(d), id, sizeof(id));
 		if (rc == 0)
 			snprintf(r->pos[i].id, sizeof(r->pos[i].id), "%s", id);
 	} else if (rc == -ESTALE && d && strcmp(d->element[0]->str, "ESTALE") == 0) {
@@ -152,11 +154,11 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 	}
 	for (size_t k = 0; k < es->elements; k++) {
 		const redisReply *ent = es->element[k];
-		struct mentry e;
+		struct entry e;
 
 		if (ent->type != REDIS_REPLY_ARRAY || ent->elements != 2 ||
 		    !out_str(ent, 0) || ent->element[0]->len >= sizeof(r->root_id) ||
-		    mentry_parse(ent->element[1], &e) != 0)
+		    entry_parse(ent->element[1], &e) != 0)
 			return -EPROTO;
 		rc = mirror_apply(s, tid, &e);
 		if (rc == -EUCLEAN || rc == -EPROTO)
@@ -185,12 +187,8 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 			if (strcmp(e.op, "tenant") == 0) {
 				uint64_t ntid = 0;
 
-				/* mentry_parse checked every field is a
-				 * string. */
-				for (size_t f = 0; f + 1 < e.fields->elements; f += 2)
-					if (strcmp(e.fields->element[f]->str, "tid") == 0 &&
-					    !dec_u64(e.fields->element[f + 1]->str, &ntid))
-						ntid = 0;
+				if (!entry_u64(&e, "tid", &ntid))
+					ntid = 0;
 				if (ntid && follow_pos_add(r, ntid, "0-0") == 0)
 					*reread = true;
 			}

@@ -1,6 +1,7 @@
 /*
- * mirror_index.c - a mirror's index of nodes by the shared store's inode
- * number, and the table of the tenants it follows.
+ * index.c - a mirror's index of nodes by the shared store's inode
+ * number, the table of the tenants it follows, and the follower's
+ * positions in their logs.
  *
  * What it owns
  * ------------
@@ -30,6 +31,12 @@
  * (mirror_attach), emptied for a new store instance (mirror_reset) and
  * freed with the store (mirror_free).
  *
+ * The follower's positions (remote->pos, remote->ix: the last entry id
+ * read of each tenant's log, found by tenant id through a hash) are
+ * kept here too, beside the tenants they follow: the follower
+ * (redis/follow.c) moves them as it reads, and a load of every tenant
+ * (redis/load.c) sets them anew.
+ *
  * Threads and locks
  * -----------------
  * mirror->lock (LOCK_MIRROR, a leaf) guards the index and the tenant
@@ -37,7 +44,9 @@
  * transition; a reference is dropped after it is let go.  The applying
  * thread (redis/apply.c, redis/load.c) changes them;
  * transitions, on their callers' threads, look them up (a tenant's id,
- * a node by the shared store's number, what was applied).
+ * a node by the shared store's number, what was applied).  The
+ * positions are the follower thread's alone (or its starter's, before it
+ * runs): no lock.
  */
 #include "store/internal.h"
 #include "redis/mirror.h"

@@ -1,10 +1,44 @@
 /*
- * shared.h - a store with the shared store behind it: what its files
- * share (the transitions, redis/ops.c; the calling convention,
- * redis/call.c; the clock and expiry, redis/clock.c; start
- * and stop, redis/start.c; the follower, redis/follow.c), their
- * functions grouped by the file that defines them.  Private to store/;
- * the design is told at the top of redis/ops.c.
+ * internal.h - what the files of the Redis engine share: struct remote
+ * (each field with what guards it) and their functions, grouped by the
+ * file that defines them.  Private to redis/; the engine's design is
+ * told at the top of redis/ops.c.
+ *
+ * The files, from the top down: each calls only files below it (no
+ * circle of calls), and the engine's ground, the clock estimate, the
+ * index and the transport, calls no file above it.
+ *   start.c     a mount's start and stop on a shared store, .stats
+ *   follow.c    the follower thread: the logs read, gaps reloaded, a new
+ *               store instance
+ *   clock.c     the test clock moved through Redis, expiry asked of Redis
+ *   ops.c       the transitions: each one FCALL, its wait, the answer
+ *               from the mirror
+ *   load.c      a tenant loaded from its dump; every tenant loaded
+ *   instance.c  sfs_init (this mount's limits, the store's instance), a
+ *               new instance's init
+ *   call.c      a call: arguments, the FCALL, its outcome (the fence),
+ *               the wait for the follower, sync
+ *   estimate.c  the estimate of the store's clock and of the server's
+ *               real time
+ *   library.c   the Functions library installed and checked
+ *   diff.c      a tenant reloaded as the difference from its dump
+ *   apply.c     each kind of log entry applied with the core's
+ *               transitions
+ *   dump.c      a dump read, and what its rows say set on nodes
+ *   entry.c     a log entry parsed into a plain struct entry (entry.h)
+ *   index.c     the mirror's index by the store's inode numbers, the
+ *               tenants followed and the follower's positions in their
+ *               logs
+ *   conn.c      the transport (conn.h): the pool, connections, a call's
+ *               deadline and retries
+ *   discover.c  the primary found and greeted: Sentinels, AUTH,
+ *               ROLE/HELLO, the maxmemory-policy
+ *   wire.c      the transport's ground (wire.h): deadlines, a failure's
+ *               text, one exchange
+ *   options.c   the store option's defaults and names (redis.h)
+ * with mirror.h (a mirror's structures, the functions of apply.c,
+ * index.c, load.c, dump.c and diff.c) and statefs.lua (the Functions
+ * library, which statefs_lua.h carries into the program).
  */
 #ifndef STATEFS_STORE_SHARED_H
 #define STATEFS_STORE_SHARED_H
@@ -52,7 +86,7 @@ struct remote {
 	atomic_uint_fast64_t floor_ms;
 
 	/* The server's real time (TIME), which a mutation's deadline is
-	 * on whatever the store's clock (redis/clock.c): TIME in ms
+	 * on whatever the store's clock (redis/estimate.c): TIME in ms
 	 * minus the local CLOCK_MONOTONIC ms when it was received, and
 	 * when that was; 0, 0 before the first.  Under lock. */
 	int64_t real_off_ms;
@@ -75,7 +109,7 @@ struct remote {
 	atomic_uint_fast64_t damaged;  /* calls refused as damaged */
 
 	/* The follower (redis/follow.c): its thread, its connection, its
-	 * positions (its own), whether it runs. */
+	 * positions (its own; kept by redis/index.c), whether it runs. */
 	pthread_t thread;
 	bool running;
 	atomic_bool stop;

@@ -13,6 +13,7 @@
 #include "store/internal.h"
 #include "redis/internal.h"
 #include "redis/statefs_lua.h"
+#include "redis/conn.h"
 #include "redis/wire.h"
 
 /* Rounds of rconn_library_ensure before concurrent loaders count as

@@ -40,153 +40,13 @@
 
 /* Loading ----------------------------------------------------------------- */
 
-/* Field @name of a dump's K V array @dump_kv, or NULL. */
-const char *dump_kv(const redisReply *r, const char *name)
-{
-	if (!r || r->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	for (size_t i = 0; i + 1 < r->elements; i += 2)
-		if (r->element[i]->type == REDIS_REPLY_STRING &&
-		    strcmp(r->element[i]->str, name) == 0 &&
-		    r->element[i + 1]->type == REDIS_REPLY_STRING)
-			return r->element[i + 1]->str;
-	return NULL;
-}
-
-/* The same with its length in *@len (binary-safe: a state's data). */
-const char *dump_kv_len(const redisReply *r, const char *name, size_t *len)
-{
-	if (!r || r->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	for (size_t i = 0; i + 1 < r->elements; i += 2)
-		if (r->element[i]->type == REDIS_REPLY_STRING &&
-		    strcmp(r->element[i]->str, name) == 0 &&
-		    r->element[i + 1]->type == REDIS_REPLY_STRING) {
-			*len = r->element[i + 1]->len;
-			return r->element[i + 1]->str;
-		}
-	return NULL;
-}
-
-bool dump_kvu(const redisReply *r, const char *name, uint64_t *v)
-{
-	return dec_u64(dump_kv(r, name), v);
-}
-
-/*
- * Is @name one this mount could show (1..max_name bytes, no '/', no
- * NUL, not a special file's leading '.')?  A dump is the store's word,
- * but it is checked against this mount's limits as a request would be:
- * a store written by another version, or by hand, must not make the
- * mirror hold what no path can name.
- */
-bool dump_name_ok(const struct store *s, const char *name)
-{
-	size_t len = name ? strlen(name) : 0;
-
-	return len > 0 && len <= s->lim.max_name && name[0] != '.' &&
-	       !strchr(name, '/');
-}
-
-/* An owner as the dump has it: ids that fit, a mode of 12 bits. */
-bool dump_owner(const redisReply *r, struct store_owner *o)
-{
-	uint64_t uid, gid, mode;
-
-	if (!dump_kvu(r, "uid", &uid) || !dump_kvu(r, "gid", &gid) || !dump_kvu(r, "mode", &mode))
-		return false;
-	if (uid > UINT32_MAX || gid > UINT32_MAX || mode > 07777)
-		return false;
-	o->uid = (uid_t)uid;
-	o->gid = (gid_t)gid;
-	o->mode = (mode_t)mode;
-	return true;
-}
-
-/* Node @n's owner, mode and times as the dump has them (its lock taken
- * here): what a setgid directory gave it at its making may have been
- * changed since. */
-void dump_times(struct store *s, struct store_node *n, struct meta *m,
-		       const redisReply *r)
-{
-	struct store_owner o;
-	int64_t a, mt, c;
-
-	if (!dec_i64(dump_kv(r, "atime"), &a) || !dec_i64(dump_kv(r, "mtime"), &mt) ||
-	    !dec_i64(dump_kv(r, "ctime"), &c) || !dump_owner(r, &o))
-		return;
-	node_lock(s, n);
-	if (n->kind == STORE_TENANT)
-		lock(&as_tenant(n)->acl_lock, LOCK_ACL);
-	m->uid = o.uid;
-	m->gid = o.gid;
-	n->mode = (uint16_t)(o.mode & 07777);
-	m->atime = a;
-	m->mtime = mt;
-	m->ctime = c;
-	if (n->kind == STORE_TENANT)
-		unlock(&as_tenant(n)->acl_lock, LOCK_ACL);
-	node_unlock(s, n);
-}
-
-/* @n's lease as the dump has it (ttl and deadline). */
-int dump_lease(struct store *s, struct store_node *n, const redisReply *r)
-{
-	uint64_t ttl = 0, deadline = 0;
-	int rc = 0;
-
-	dump_kvu(r, "ttl", &ttl);
-	dump_kvu(r, "deadline", &deadline);
-	if (!ttl && !deadline && !lease_of(s, n))
-		return 0;
-	node_lock(s, n);
-	if (lease_ensure(s, n)) {
-		rc = -ENOMEM;
-	} else {
-		lease_of(s, n)->ttl_ms = ttl;
-		lease_set(s, n, deadline);
-	}
-	node_unlock(s, n);
-	return rc;
-}
-
-/* The element of array @r at @i when it is an array (else NULL). */
-const redisReply *dump_arr(const redisReply *r, size_t i)
-{
-	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements ||
-	    r->element[i]->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	return r->element[i];
-}
-
-const char *dump_str(const redisReply *r, size_t i)
-{
-	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
-		return NULL;
-	if (r->element[i]->type == REDIS_REPLY_STRING ||
-	    r->element[i]->type == REDIS_REPLY_STATUS)
-		return r->element[i]->str;
-	return NULL;
-}
-
-bool dump_u64(const redisReply *r, size_t i, uint64_t *v)
-{
-	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
-		return false;
-	if (r->element[i]->type == REDIS_REPLY_INTEGER) {
-		*v = (uint64_t)r->element[i]->integer;
-		return r->element[i]->integer >= 0;
-	}
-	return dec_u64(dump_str(r, i), v);
-}
-
 /* The state of dump row @srow: the link that made it first, then every
  * other link; its content, version, times and lease.  @pnodes maps the
  * parents just loaded.  Links are "PINO/NAME", newest first. */
-static int load_state(struct store *s, const redisReply *srow)
+static int load_state(struct store *s, const struct dump_val *srow)
 {
 	struct mirror *m = s->mirror;
-	const redisReply *S = dump_arr(srow, 1);
+	const struct dump_val *S = dump_arr(srow, 1);
 	const char *links = dump_kv(S, "links"), *data;
 	struct store_owner o;
 	uint64_t sino, ver;
@@ -262,47 +122,17 @@ static int load_state(struct store *s, const redisReply *srow)
 	return rc;
 }
 
-/* Tenant @t's tombstones from the dump's TOMBS array @tombs, by
- * deadline, so the store's queue stays in order. */
-int dump_tombs(struct store *s, struct tenant *t, const redisReply *tombs)
-{
-	int rc = 0;
-
-	for (size_t i = 0; i + 1 < tombs->elements && rc == 0; i += 2) {
-		const char *name = dump_str(tombs, i), *gd = dump_str(tombs, i + 1);
-		unsigned long long g, d;
-		struct tomb *tb;
-
-		if (!dump_name_ok(s, name) || !gd ||
-		    sscanf(gd, "%llu %llu", &g, &d) != 2 ||
-		    d < s->lim.tombstone_ttl_ms)
-			return -EPROTO;
-		tb = tomb_new(name);
-		if (!tb)
-			return -ENOMEM;
-		world_enter(s);
-		lock(&t->lock, LOCK_TENANT);
-		tomb_reserve_locked(s, t);
-		rc = tomb_insert_locked(s, t, tb, g, d - s->lim.tombstone_ttl_ms);
-		unlock(&t->lock, LOCK_TENANT);
-		world_exit(s);
-		if (rc)
-			free(tb);
-	}
-	return rc;
-}
-
 /* Tenant @t's parents, states and tombstones from @dump. */
-static int load_contents(struct store *s, struct tenant *t, const redisReply *dump)
+static int load_contents(struct store *s, struct tenant *t, const struct dump_val *dump)
 {
 	struct mirror *m = s->mirror;
-	const redisReply *ps = dump_arr(dump, 5), *ss = dump_arr(dump, 6), *tombs = dump_arr(dump, 7);
+	const struct dump_val *ps = dump_arr(dump, 5), *ss = dump_arr(dump, 6), *tombs = dump_arr(dump, 7);
 	int rc = 0;
 
 	if (!ps || !ss || !tombs)
 		return -EPROTO;
-	for (size_t i = 0; i < ps->elements && rc == 0; i++) {
-		const redisReply *row = dump_arr(ps, i), *P = dump_arr(row, 1);
+	for (size_t i = 0; i < dump_len(ps) && rc == 0; i++) {
+		const struct dump_val *row = dump_arr(ps, i), *P = dump_arr(row, 1);
 		struct store_owner o;
 		struct store_node *n = NULL;
 		uint64_t pino, gen, cttl = 0;
@@ -327,35 +157,11 @@ static int load_contents(struct store *s, struct tenant *t, const redisReply *du
 		else
 			store_node_unref(s, n);
 	}
-	for (size_t i = 0; i < ss->elements && rc == 0; i++)
+	for (size_t i = 0; i < dump_len(ss) && rc == 0; i++)
 		rc = load_state(s, dump_arr(ss, i));
 	if (rc == 0)
 		rc = dump_tombs(s, t, tombs);
 	return rc;
-}
-
-/* Tenant @t's drain as tenant row @T has it (its state and deadline). */
-void dump_drain(struct store *s, struct tenant *t, const redisReply *T)
-{
-	const char *state = dump_kv(T, "state");
-	int want = STORE_READY, was;
-	uint64_t dd = 0;
-
-	dump_kvu(T, "drain_deadline", &dd);
-	if (state && strcmp(state, "draining") == 0)
-		want = STORE_DRAINING;
-	else if (state && strcmp(state, "ready") != 0)
-		want = STORE_DRAINED;
-	lock(&t->lock, LOCK_TENANT);
-	was = atomic_load(&t->drain_state);
-	if (want != STORE_READY || was != STORE_READY)
-		atomic_store(&t->drain_deadline, dd);
-	atomic_store(&t->drain_state, want);
-	if (want == STORE_DRAINING && was != STORE_DRAINING)
-		atomic_fetch_add(&s->tenants_draining, 1);
-	else if (want != STORE_DRAINING && was == STORE_DRAINING)
-		atomic_fetch_sub(&s->tenants_draining, 1);
-	unlock(&t->lock, LOCK_TENANT);
 }
 
 /* Drop tenant @t from the mirror, silently (a reload replaces it). */
@@ -375,11 +181,11 @@ static void unload_tenant(struct store *s, struct tenant *t)
 	applying = NULL;
 }
 
-int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
-		       char *lastid, size_t idlen)
+int mirror_load_tenant(struct store *s, uint64_t tid,
+		       const struct dump_val *dump, char *lastid, size_t idlen)
 {
 	struct mirror *m = s->mirror;
-	const redisReply *T = dump_arr(dump, 4);
+	const struct dump_val *T = dump_arr(dump, 4);
 	const char *code = dump_str(dump, 0), *name = dump_kv(T, "name"), *id;
 	struct apply_ctx ctx = { .quiet = true };
 	struct store_owner o;
@@ -527,7 +333,7 @@ int remote_load_all(struct store *s)
 		if (rc == -ESTALE && d && strcmp(d->element[0]->str, "ESTALE") == 0)
 			rc = 0, gone = true; /* gone since the root's dump */
 		else if (rc == 0)
-			rc = mirror_load_tenant(s, tid, d, id, sizeof(id));
+			rc = mirror_load_tenant(s, tid, dump_of(d), id, sizeof(id));
 		if (d)
 			freeReplyObject(d);
 		/* A tenant gone has no log to follow (and no id was read). */

@@ -1,15 +1,18 @@
 /*
  * mirror.h - a mirror: the embedded store's structures changed only by
- * the shared store's log entries.  Private to store/: a mirror's files
- * (redis/apply.c applies entries, redis/index.c keeps the index
- * and the tenants followed, redis/load.c loads dumps and
- * redis/diff.c applies one as a difference), the shared
- * store's transitions and follower (store/remote_*.c, redis/follow.c)
- * and the tests use it; fs/ sees store.h only.
+ * the shared store's log entries.  Private to redis/: a mirror's files
+ * (redis/apply.c applies entries, redis/index.c keeps the index and
+ * the tenants followed, redis/load.c loads dumps, redis/dump.c reads
+ * them and redis/diff.c applies one as a difference), the engine's
+ * transitions and follower (redis/ops.c, redis/follow.c) and the tests
+ * use it; fs/ sees store.h only.
  *
- * Entries and dumps come as hiredis replies, as XREAD and sfs_dump give
- * them (redis/statefs.lua's essay says every field).  Every function
- * returns 0 or -errno; none may be called with a store lock held.
+ * It names no hiredis type: an entry is a plain struct entry
+ * (redis/entry.h, parsed by redis/entry.c from what XREAD gives), a dump
+ * an opaque struct dump_val read through redis/dump.c (from what
+ * sfs_dump gives; redis/statefs.lua's essay says every field).  Every
+ * function returns 0 or -errno; none may be called with a store lock
+ * held.
  */
 #ifndef STATEFS_STORE_MIRROR_H
 #define STATEFS_STORE_MIRROR_H
@@ -17,10 +20,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <hiredis/hiredis.h>
-
+#include "redis/entry.h"
 #include "store/internal.h"
 #include "store/store.h"
+
+/* A value of a dump (an array, a string, a number): read only through
+ * redis/dump.c's functions, which alone know how a dump travels. */
+struct dump_val;
+struct redisReply;
 
 /* A mirror's own structures (its three files'): the index's entries, the
  * tenants followed, the mirror. */
@@ -59,19 +66,6 @@ struct mirror {
 
 /* redis/apply.c */
 
-/* One log entry, parsed: the common fields and the reply's name/value
- * array for the rest (borrowed: valid while the reply is). */
-struct mentry {
-	uint64_t seq, nseq, ms;
-	int64_t ns;
-	const char *op, *by;
-	const redisReply *fields;
-};
-
-/* Parse the field array @fields of one stream entry.  -EPROTO when a
- * common field is missing or malformed. */
-int mentry_parse(const redisReply *fields, struct mentry *e);
-
 /*
  * Apply entry @e of tenant @tid's log (0: the root log) in order.  An
  * entry at or below what was applied already is skipped (0); one that
@@ -81,11 +75,7 @@ int mentry_parse(const redisReply *fields, struct mentry *e);
  * -EUCLEAN, and the caller reloads the tenant.  -ENOENT for a tenant
  * the mirror does not follow.
  */
-int mirror_apply(struct store *s, uint64_t tid, const struct mentry *e);
-
-/* Decimal @s into *@v; false when absent or malformed. */
-bool dec_u64(const char *s, uint64_t *v);
-bool dec_i64(const char *s, int64_t *v);
+int mirror_apply(struct store *s, uint64_t tid, const struct entry *e);
 
 /* redis/index.c */
 
@@ -174,28 +164,38 @@ void mt_set_locked(struct mirror *m, struct mtenant *mt, struct tenant *t);
  * numbers.  Copies the log's last id into @lastid (at least 32 bytes).
  * 0, -EPROTO, -ENOMEM.
  */
-int mirror_load_tenant(struct store *s, uint64_t tid, const redisReply *dump,
-		       char *lastid, size_t idlen);
+int mirror_load_tenant(struct store *s, uint64_t tid,
+		       const struct dump_val *dump, char *lastid, size_t idlen);
 
-/* A dump's fields, as mirror_load_tenant reads and checks them: a K V
- * array's field (its length too; a number), an array's element (an
- * array, a string, a number), a name this mount could show, an owner. */
-const char *dump_kv(const redisReply *r, const char *name);
-const char *dump_kv_len(const redisReply *r, const char *name, size_t *len);
-bool dump_kvu(const redisReply *r, const char *name, uint64_t *v);
-const redisReply *dump_arr(const redisReply *r, size_t i);
-const char *dump_str(const redisReply *r, size_t i);
-bool dump_u64(const redisReply *r, size_t i, uint64_t *v);
+/* redis/dump.c */
+
+/* A dump as sfs_dump's reply @rep gives it (borrowed: valid while the
+ * reply is). */
+const struct dump_val *dump_of(const struct redisReply *rep);
+
+/* A dump's fields, as mirror_load_tenant reads and checks them: an
+ * array's length (0 for what is no array), a K V array's field (its
+ * length too; a number), an array's element (an array, a string, a
+ * number), a name this mount could show, an owner. */
+size_t dump_len(const struct dump_val *v);
+const char *dump_kv(const struct dump_val *v, const char *name);
+const char *dump_kv_len(const struct dump_val *v, const char *name,
+			size_t *len);
+bool dump_kvu(const struct dump_val *r, const char *name, uint64_t *v);
+const struct dump_val *dump_arr(const struct dump_val *v, size_t i);
+const char *dump_str(const struct dump_val *v, size_t i);
+bool dump_u64(const struct dump_val *d, size_t i, uint64_t *v);
 bool dump_name_ok(const struct store *s, const char *name);
-bool dump_owner(const redisReply *r, struct store_owner *o);
+bool dump_owner(const struct dump_val *r, struct store_owner *o);
 /* Set what a dump's row @r says of node @n: owner, mode and times (@m
  * its meta), its lease (0 or -ENOMEM), a tenant's drain (@T its row),
  * a tenant's tombstones (@tombs the TOMBS array: 0, -EPROTO, -ENOMEM). */
 void dump_times(struct store *s, struct store_node *n, struct meta *m,
-		const redisReply *r);
-int dump_lease(struct store *s, struct store_node *n, const redisReply *r);
-void dump_drain(struct store *s, struct tenant *t, const redisReply *T);
-int dump_tombs(struct store *s, struct tenant *t, const redisReply *tombs);
+		const struct dump_val *r);
+int dump_lease(struct store *s, struct store_node *n, const struct dump_val *r);
+void dump_drain(struct store *s, struct tenant *t, const struct dump_val *T);
+int dump_tombs(struct store *s, struct tenant *t, const struct dump_val *tombs);
+
 
 /* redis/diff.c */
 
@@ -210,6 +210,7 @@ int dump_tombs(struct store *s, struct tenant *t, const redisReply *tombs);
  * not be applied (the caller replaces the tenant whole).  The applying
  * thread only, no store lock held.
  */
-int mirror_diff_tenant(struct store *s, struct tenant *t, const redisReply *dump);
+int mirror_diff_tenant(struct store *s, struct tenant *t,
+		       const struct dump_val *dump);
 
 #endif /* STATEFS_STORE_MIRROR_H */

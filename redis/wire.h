@@ -21,8 +21,8 @@
 
 #include <hiredis/hiredis.h>
 
-#include "redis/conn.h"
 #include "redis/link.h"
+#include "redis/redis.h"
 
 struct rconn {
 	struct rconn_pool *pool;  /* immutable */

@@ -44,7 +44,8 @@
  * ESTALE), and operations meaningless at their depth.
  *
  * The shared store.  LLVMFuzzerInitialize starts redis-server (no TCP,
- * no persistence) on a unix socket in a mkdtemp directory; it dies with
+ * no persistence) on a unix socket in a mkdtemp directory
+ * (tests/unit/redis_fixture.h); it dies with
  * this process (PR_SET_PDEATHSIG) and is killed, and the directory
  * removed, at exit or before a mismatch aborts (a sanitizer's report or
  * a libFuzzer timeout ends the process without either: the server still
@@ -82,6 +83,7 @@
 #include <hiredis/hiredis.h>
 
 #include "redis/redis.h"
+#include "tests/unit/redis_fixture.h"
 #include "store/store.h"
 
 #define NT 2
@@ -125,9 +127,7 @@ struct side {
 
 static struct {
 	/* the redis-server of this process */
-	char dir[64], sock[96];
-	pid_t pid;
-	redisContext *rc;
+	struct redis_fixture redis;
 	/* the current input */
 	struct side d[2];
 	uint64_t clock;                /* the embedded store's clock */
@@ -144,72 +144,19 @@ static struct {
 
 /* Redis ------------------------------------------------------------------- */
 
-static void nap(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
+/* At exit, and before a mismatch aborts. */
 static void redis_stop(void)
 {
-	if (F.rc) {
-		redisFree(F.rc);
-		F.rc = NULL;
-	}
-	if (F.pid > 0) {
-		kill(F.pid, SIGKILL);
-		waitpid(F.pid, NULL, 0);
-		F.pid = 0;
-	}
-	if (F.dir[0]) {
-		unlink(F.sock);
-		rmdir(F.dir);
-		F.dir[0] = '\0';
-	}
+	redis_fixture_stop(&F.redis);
 }
 
 static void redis_start(void)
 {
-	pid_t parent = getpid();
-
-	strcpy(F.dir, "/tmp/statefs-fuzz.XXXXXX");
-	if (!mkdtemp(F.dir)) {
-		perror("fuzz_shared: mkdtemp");
-		exit(1);
-	}
-	snprintf(F.sock, sizeof(F.sock), "%s/redis.sock", F.dir);
-	F.pid = fork();
-	if (F.pid == 0) {
-		int fd = open("/dev/null", O_RDWR);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl("/usr/bin/redis-server", "redis-server", "--port", "0",
-		      "--unixsocket", F.sock, "--save", "", "--appendonly",
-		      "no", "--dir", F.dir, (char *)NULL);
-		_exit(127);
-	}
-	atexit(redis_stop);
-	/* Generous: a loaded machine may take a while to start it. */
-	for (int i = 0; i < 1500 && !F.rc; i++) {
-		redisContext *c = redisConnectUnix(F.sock);
-
-		if (c && !c->err)
-			F.rc = c;
-		else if (c)
-			redisFree(c);
-		if (!F.rc)
-			nap(20);
-	}
-	if (!F.rc) {
+	if (redis_fixture_start(&F.redis, "fuzz") != 0) {
 		fprintf(stderr, "fuzz_shared: redis-server did not start\n");
 		exit(1);
 	}
+	atexit(redis_stop);
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -1179,7 +1126,7 @@ static void setup(unsigned config)
 		die("store_new: %d", rc);
 	store_remote_default(&r);
 	r.kind = STORE_REMOTE_UNIX;
-	snprintf(r.path, sizeof(r.path), "%s", F.sock);
+	snprintf(r.path, sizeof(r.path), "%s", F.redis.sock);
 	r.timeout_ms = 60000;
 	rc = store_new_remote(&l, &r, &F.d[SHR].s, err, sizeof(err));
 	if (rc != 0)
@@ -1201,9 +1148,9 @@ static void teardown(void)
 	}
 	memset(F.d, 0, sizeof(F.d));
 	/* The next input finds an empty store (the library stays). */
-	rep = redisCommand(F.rc, "FLUSHALL SYNC");
+	rep = redisCommand(F.redis.rc, "FLUSHALL SYNC");
 	if (!rep || rep->type == REDIS_REPLY_ERROR)
-		die("FLUSHALL: %s", rep ? rep->str : F.rc->errstr);
+		die("FLUSHALL: %s", rep ? rep->str : F.redis.rc->errstr);
 	freeReplyObject(rep);
 }
 

@@ -51,6 +51,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <hiredis/hiredis.h>
+
 #include "fs/inode.h"
 #include "redis/mirror.h"
 #include "store/store.h"
@@ -2782,10 +2784,10 @@ static void *root_applier(void *arg)
 
 	for (uint64_t seq = 1; seq <= ROOT_ENTRIES; seq++) {
 		struct root_entry x;
-		struct mentry e;
+		struct entry e;
 
 		root_entry_make(&x, seq);
-		if (mentry_parse(&x.fields, &e) != 0 ||
+		if (entry_parse(&x.fields, &e) != 0 ||
 		    mirror_apply(r->s, 0, &e) != 0) {
 			failf("root entry %llu does not apply",
 			      (unsigned long long)seq);

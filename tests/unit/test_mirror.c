@@ -1,6 +1,7 @@
 /*
- * test_mirror.c - a mirror (redis/apply.c, mirror_index.c,
- * mirror_load.c) against the embedded store: the same operations made
+ * test_mirror.c - a mirror (redis/apply.c, redis/entry.c,
+ * redis/index.c, redis/load.c, redis/dump.c, redis/diff.c) against the
+ * embedded store: the same operations made
  * by the embedded store (store.h) and by the shared store's Functions
  * library on a real redis-server (FCALL), whose log entries a mirror
  * applies; the mirror's snapshot must equal the embedded store's
@@ -10,12 +11,13 @@
  * authorities.
  *
  * Each test starts its own redis-server on a unix socket in a temporary
- * directory (no TCP, no persistence); the teardown kills it, and it dies
- * with this process (PR_SET_PDEATHSIG).  Both stores run on a manual
+ * directory (no TCP, no persistence; tests/unit/redis_fixture.h); the
+ * teardown kills it, and it dies with this process (PR_SET_PDEATHSIG).  Both stores run on a manual
  * clock (testclock), moved together, so deadlines are exact.
  */
 #define _GNU_SOURCE
 #include "tests/unit/unit.h"
+#include "tests/unit/redis_fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,67 +42,31 @@
 #define INST "0123456789abcdef"
 
 struct world {
-	char dir[64], sock[96];
-	pid_t pid;
-	redisContext *rc;
+	struct redis_fixture redis; /* its server, the test's connection */
 	struct fake_clock clock;   /* the embedded store's and the mirror's */
 	struct store *emb;         /* the embedded store */
 	struct store *mir;         /* a mirror of the shared store */
 	unsigned opn;
 };
 
-static void nap(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
 static int setup(void **state)
 {
 	struct world *w = calloc(1, sizeof(*w));
-	pid_t parent = getpid();
 	redisReply *r;
 
 	if (!w)
 		return -1;
-	strcpy(w->dir, "/tmp/statefs-mirror.XXXXXX");
-	if (!mkdtemp(w->dir))
+	if (redis_fixture_start(&w->redis, "mirror") != 0) {
+		free(w);
 		return -1;
-	snprintf(w->sock, sizeof(w->sock), "%s/redis.sock", w->dir);
-	w->pid = fork();
-	if (w->pid == 0) {
-		int fd = open("/dev/null", O_RDWR);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl("/usr/bin/redis-server", "redis-server", "--port", "0",
-		      "--unixsocket", w->sock, "--save", "", "--appendonly", "no",
-		      "--dir", w->dir, (char *)NULL);
-		_exit(127);
 	}
-	/* Generous: a loaded machine may take a while to start it. */
-	for (int i = 0; i < 1500 && !w->rc; i++) {
-		redisContext *c = redisConnectUnix(w->sock);
-
-		if (c && !c->err) {
-			w->rc = c;
-			break;
-		}
-		if (c)
-			redisFree(c);
-		nap(20);
-	}
-	if (!w->rc)
-		return -1;
-	r = redisCommand(w->rc, "FUNCTION LOAD REPLACE %b", store_statefs_lua,
+	r = redisCommand(w->redis.rc, "FUNCTION LOAD REPLACE %b", store_statefs_lua,
 			 store_statefs_lua_len);
-	if (!r || r->type == REDIS_REPLY_ERROR)
+	if (!r || r->type == REDIS_REPLY_ERROR) {
+		redis_fixture_stop(&w->redis);
+		free(w);
 		return -1;
+	}
 	freeReplyObject(r);
 	*state = w;
 	return 0;
@@ -112,14 +78,7 @@ static int teardown(void **state)
 
 	store_free(w->emb);
 	store_free(w->mir);
-	if (w->rc)
-		redisFree(w->rc);
-	if (w->pid > 0) {
-		kill(w->pid, SIGKILL);
-		waitpid(w->pid, NULL, 0);
-	}
-	unlink(w->sock);
-	rmdir(w->dir);
+	redis_fixture_stop(&w->redis);
 	free(w);
 	return 0;
 }
@@ -152,7 +111,7 @@ static redisReply *fcall(struct world *w, const char *want, const char *fn,
 	for (const char *a; (a = va_arg(ap, const char *)) != NULL;)
 		argv[argc++] = a;
 	va_end(ap);
-	r = redisCommandArgv(w->rc, argc, argv, NULL);
+	r = redisCommandArgv(w->redis.rc, argc, argv, NULL);
 	assert_non_null(r);
 	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
 	    strcmp(r->element[0]->str, want) != 0)
@@ -191,14 +150,14 @@ static uint64_t follow(struct world *w, struct store *s, int tid)
 		snprintf(key, sizeof(key), "statefs:{statefs.t%d}:log", tid);
 	else
 		snprintf(key, sizeof(key), "statefs:{statefs}:log");
-	r = redisCommand(w->rc, "XRANGE %s - +", key);
+	r = redisCommand(w->redis.rc, "XRANGE %s - +", key);
 	assert_non_null(r);
 	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
 	for (size_t i = 0; i < r->elements; i++) {
-		struct mentry e;
+		struct entry e;
 		int rc;
 
-		assert_int_equal(mentry_parse(r->element[i]->element[1], &e), 0);
+		assert_int_equal(entry_parse(r->element[i]->element[1], &e), 0);
 		rc = mirror_apply(s, (uint64_t)tid, &e);
 		if (rc)
 			fail_msg("tenant %d: entry seq %llu op %s: %d", tid,
@@ -486,7 +445,7 @@ static void test_load_equals_embedded(void **state)
 	struct world *w = *state;
 	redisReply *r;
 	char id[64], why[256];
-	struct mentry e;
+	struct entry e;
 	uint64_t seq;
 	bool gone;
 
@@ -494,10 +453,10 @@ static void test_load_equals_embedded(void **state)
 	run_both(w);
 	w->mir = new_mirror(w);
 	for (int tid = 1; tid <= 2; tid++) {
-		r = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+		r = redisCommand(w->redis.rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 				 tk(tid), INST, "", "");
 		assert_non_null(r);
-		assert_int_equal(mirror_load_tenant(w->mir, (uint64_t)tid, r, id,
+		assert_int_equal(mirror_load_tenant(w->mir, (uint64_t)tid, dump_of(r), id,
 						    sizeof(id)), 0);
 		assert_true(strchr(id, '-') != NULL);
 		freeReplyObject(r);
@@ -510,8 +469,8 @@ static void test_load_equals_embedded(void **state)
 	/* An entry past a gap is refused. */
 	assert_int_equal(mirror_applied(w->mir, 1, &seq, &gone), 0);
 	assert_false(gone);
-	r = redisCommand(w->rc, "XRANGE statefs:{statefs.t1}:log - + COUNT 1");
-	assert_int_equal(mentry_parse(r->element[0]->element[1], &e), 0);
+	r = redisCommand(w->redis.rc, "XRANGE statefs:{statefs.t1}:log - + COUNT 1");
+	assert_int_equal(entry_parse(r->element[0]->element[1], &e), 0);
 	e.seq = seq + 2;
 	assert_int_equal(mirror_apply(w->mir, 1, &e), -ERANGE);
 	freeReplyObject(r);
@@ -560,7 +519,7 @@ static void test_join_after_failed_load(void **state)
 	struct store_owner own = { 0, 0, 0755 };
 	struct store_node *a, *p;
 	redisReply *dump, *r;
-	struct mentry e;
+	struct entry e;
 	char id[64], why[256];
 
 	init(w);
@@ -568,33 +527,33 @@ static void test_join_after_failed_load(void **state)
 	assert_int_equal(store_mkdir(w->emb, store_root(w->emb), "acme", &own, &a), 0);
 	fok(w, fcall(w, "OK", "sfs_mkdir_tenant", 1, META, "acme", "0", "0", "493", NULL));
 	follow(w, w->mir, 0);
-	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+	dump = redisCommand(w->redis.rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 			    tk(1), INST, "", "");
 	assert_non_null(dump);
-	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
 	/* The same dump with its parents unreadable: the reload fails
 	 * once the old copy went. */
 	assert_int_equal(dump->element[5]->type, REDIS_REPLY_ARRAY);
 	dump->element[5]->type = REDIS_REPLY_NIL;
-	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)),
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)),
 			 -EPROTO);
 	dump->element[5]->type = REDIS_REPLY_ARRAY;
 	/* The tenant's next entry: a join. */
 	assert_int_equal(store_mkdir(w->emb, a, "p", &own, &p), 0);
 	fok(w, fcall(w, "OK", "sfs_join", 2, META, tk(1), "p", "0", "0", "493", NULL));
-	r = redisCommand(w->rc, "XRANGE statefs:{statefs.t1}:log - +");
+	r = redisCommand(w->redis.rc, "XRANGE statefs:{statefs.t1}:log - +");
 	assert_non_null(r);
 	assert_int_equal(r->elements, 2);
-	assert_int_equal(mentry_parse(r->element[1]->element[1], &e), 0);
+	assert_int_equal(entry_parse(r->element[1]->element[1], &e), 0);
 	assert_int_equal(e.seq, 2);
 	assert_int_equal(mirror_apply(w->mir, 1, &e), -EUCLEAN);
 	freeReplyObject(r);
 	freeReplyObject(dump);
 	/* The reload the follower makes then. */
-	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+	dump = redisCommand(w->redis.rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 			    tk(1), INST, "", "");
 	assert_non_null(dump);
-	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
 	freeReplyObject(dump);
 	same_snapshot(w->emb, w->mir);
 	assert_int_equal(store_check_all(w->mir, why, sizeof(why)), 0);
@@ -623,7 +582,7 @@ static void load_must_not_break(struct store *s, redisReply *dump, size_t at,
 				const char *as)
 {
 	char id[64], why[256];
-	int rc = mirror_load_tenant(s, 1, dump, id, sizeof(id));
+	int rc = mirror_load_tenant(s, 1, dump_of(dump), id, sizeof(id));
 
 	if (rc != 0 && rc != -EPROTO)
 		fail_msg("element %zu made %s: load %d", at, as, rc);
@@ -647,7 +606,7 @@ static void test_load_malformed_dump(void **state)
 	run_both(w);
 	w->mir = new_mirror(w);
 	follow(w, w->mir, 0);
-	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+	dump = redisCommand(w->redis.rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 			    tk(1), INST, "", "");
 	assert_non_null(dump);
 	n = reply_nodes(dump, nodes, 0, sizeof(nodes) / sizeof(nodes[0]));
@@ -675,7 +634,7 @@ static void test_load_malformed_dump(void **state)
 		load_must_not_break(w->mir, dump, k, "the end");
 		dump->elements = all;
 	}
-	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
 	freeReplyObject(dump);
 	follow(w, w->mir, 2);
 	same_snapshot(w->emb, w->mir);
@@ -702,7 +661,7 @@ static void test_load_dump_past_limits(void **state)
 	fok(w, fcall(w, "OK", "sfs_create", 2, META, tk(1), "19", "c", "0", "0", "420", "1", NULL));
 	fok(w, fcall(w, "OK", "sfs_publish", 2, META, tk(1), "20", "replace", "",
 		     "hello world", "0", "0", NULL));
-	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+	dump = redisCommand(w->redis.rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 			    tk(1), INST, "", "");
 	assert_non_null(dump);
 	for (size_t i = 0; i < sizeof(small) / sizeof(small[0]); i++) {
@@ -713,7 +672,7 @@ static void test_load_dump_past_limits(void **state)
 		l.max_name = small[i].max_name;
 		assert_int_equal(store_new(&l, &c, &s), 0);
 		assert_int_equal(mirror_attach(s, "", 0), 0);
-		assert_int_equal(mirror_load_tenant(s, 1, dump, id, sizeof(id)),
+		assert_int_equal(mirror_load_tenant(s, 1, dump_of(dump), id, sizeof(id)),
 				 -EPROTO);
 		assert_int_equal(store_lookup(s, store_root(s), "acme", &t),
 				 -ENOENT);
@@ -721,7 +680,7 @@ static void test_load_dump_past_limits(void **state)
 	}
 	/* Within them it loads. */
 	w->mir = new_mirror(w);
-	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
 	/* A parent's name with a '/', a leading '.': refused. */
 	for (size_t i = 0; i < 2; i++) {
 		redisReply *P = dump->element[5]->element[0]->element[1];
@@ -734,14 +693,14 @@ static void test_load_dump_past_limits(void **state)
 
 				P->element[k + 1]->str = i ? dot : slash;
 				P->element[k + 1]->len = strlen(P->element[k + 1]->str);
-				assert_int_equal(mirror_load_tenant(w->mir, 1, dump,
+				assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump),
 								    id, sizeof(id)),
 						 -EPROTO);
 				P->element[k + 1]->str = keep;
 				P->element[k + 1]->len = len;
 			}
 	}
-	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
 	freeReplyObject(dump);
 }
 
@@ -884,10 +843,10 @@ static void test_reload_keeps_nodes(void **state)
 	fok(w, fcall(w, "OK", "sfs_rename", 3, META, tk(1), tk(1), oi, "oc", pi, "oc", "0", NULL));
 	fok(w, fcall(w, "OK", "sfs_leave", 2, META, tk(1), "old", "", "", "", NULL));
 	fok(w, fcall(w, "OK", "sfs_join", 2, META, tk(1), "old", "0", "0", "493", NULL));
-	dump = redisCommand(w->rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
+	dump = redisCommand(w->redis.rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s", META,
 			    tk(1), INST, "", "");
 	assert_non_null(dump);
-	assert_int_equal(mirror_load_tenant(w->mir, 1, dump, id, sizeof(id)), 0);
+	assert_int_equal(mirror_load_tenant(w->mir, 1, dump_of(dump), id, sizeof(id)), 0);
 	/* Kept: the same nodes, under their names of now. */
 	assert_true(store_node_live(t) && store_node_live(p) && store_node_live(q));
 	assert_true(store_node_live(keep) && store_node_live(rw) &&
@@ -930,7 +889,7 @@ static void test_reload_keeps_nodes(void **state)
 	assert_int_equal(store_node_ino(mv), strtoull(mi, NULL, 10));
 	/* The same tree as a mirror that loads the dump afresh. */
 	fresh = new_mirror(w);
-	assert_int_equal(mirror_load_tenant(fresh, 1, dump, id, sizeof(id)), 0);
+	assert_int_equal(mirror_load_tenant(fresh, 1, dump_of(dump), id, sizeof(id)), 0);
 	same_snapshot(fresh, w->mir);
 	store_free(fresh);
 	assert_int_equal(store_check_all(w->mir, why, sizeof(why)), 0);

@@ -10,8 +10,9 @@
  *
  * Each test makes its own temporary directory and starts its own servers
  * there (unix sockets, and loopback ports for TCP, replicas and
- * Sentinels); the teardown kills and reaps every one of them, also after
- * a failed test, and each server dies with this process
+ * Sentinels; each spawned and killed as tests/unit/redis_fixture.h
+ * does); the teardown kills and reaps every one of them, also after a
+ * failed test, and each server dies with this process
  * (PR_SET_PDEATHSIG) should it crash.  Nothing leaves the machine.
  *
  * Durations are only bounded from above, generously ("within the budget
@@ -20,6 +21,7 @@
  */
 #define _GNU_SOURCE /* nftw */
 #include "tests/unit/unit.h"
+#include "tests/unit/redis_fixture.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,7 +43,6 @@
 #include "layout/layout.h"
 #include "redis/conn.h"
 
-#define REDIS_SERVER "/usr/bin/redis-server"
 #define MAXPROC 8
 /* How long a server may take to come up or reach a state. */
 #define READY_MS 30000
@@ -105,21 +106,9 @@ static void free_ports(int *ports, int n)
 /* fork/exec redis-server with @argv; the child dies with this process. */
 static pid_t spawn(char *const argv[])
 {
-	pid_t parent = getpid(), pid = fork();
+	pid_t pid = redis_fixture_spawn(argv);
 
 	assert_true(pid >= 0);
-	if (pid == 0) {
-		int fd = open("/dev/null", O_RDWR);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execv(REDIS_SERVER, argv);
-		_exit(127);
-	}
 	return pid;
 }
 
@@ -282,11 +271,7 @@ static struct proc *start_sentinel(struct world *w, const char *name,
 
 static void kill_proc(struct proc *p)
 {
-	if (p->pid > 0) {
-		kill(p->pid, SIGKILL);
-		waitpid(p->pid, NULL, 0);
-		p->pid = 0;
-	}
+	redis_fixture_kill(&p->pid);
 }
 
 /* Start @p again, as it was started before (same ports and socket). */

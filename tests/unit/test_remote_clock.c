@@ -6,15 +6,17 @@
  * removes at most its budget.
  *
  * Each test starts its own redis-server on a unix socket in a temporary
- * directory (no TCP, no persistence); the teardown unmounts, kills it,
- * and it dies with this process (PR_SET_PDEATHSIG).  What the test makes
- * in bulk it makes through a connection of its own (another mount, as
- * far as the store can tell); the mount under test runs on the store's
- * manual clock (testclock), so deadlines are exact.  Waits are bounded
- * by store_timeout, set generously for a loaded machine.
+ * directory (no TCP, no persistence; tests/unit/redis_fixture.h); the
+ * teardown unmounts, kills it, and it dies with this process
+ * (PR_SET_PDEATHSIG).  What the test makes in bulk it makes through a
+ * connection of its own (another mount, as far as the store can tell);
+ * the mount under test runs on the store's manual clock (testclock), so
+ * deadlines are exact.  Waits are bounded by store_timeout, set
+ * generously for a loaded machine.
  */
 #define _GNU_SOURCE
 #include "tests/unit/unit.h"
+#include "tests/unit/redis_fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,61 +37,22 @@
 #define META "statefs:{statefs}:meta"
 
 struct world {
-	char dir[64], sock[96];
-	pid_t pid;
-	redisContext *rc;          /* the test's own connection */
+	struct redis_fixture redis; /* its server, the test's connection */
 	char inst[24];             /* the store's instance */
 	struct store *s;           /* the mount under test */
 	unsigned opn;
 };
 
-static void nap(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
 static int setup(void **state)
 {
 	struct world *w = calloc(1, sizeof(*w));
-	pid_t parent = getpid();
 
 	if (!w)
 		return -1;
-	strcpy(w->dir, "/tmp/statefs-rclock.XXXXXX");
-	if (!mkdtemp(w->dir))
+	if (redis_fixture_start(&w->redis, "rclock") != 0) {
+		free(w);
 		return -1;
-	snprintf(w->sock, sizeof(w->sock), "%s/redis.sock", w->dir);
-	w->pid = fork();
-	if (w->pid == 0) {
-		int fd = open("/dev/null", O_RDWR);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl("/usr/bin/redis-server", "redis-server", "--port", "0",
-		      "--unixsocket", w->sock, "--save", "", "--appendonly", "no",
-		      "--dir", w->dir, (char *)NULL);
-		_exit(127);
 	}
-	/* Generous: a loaded machine may take a while to start it. */
-	for (int i = 0; i < 1500 && !w->rc; i++) {
-		redisContext *c = redisConnectUnix(w->sock);
-
-		if (c && !c->err) {
-			w->rc = c;
-			break;
-		}
-		if (c)
-			redisFree(c);
-		nap(20);
-	}
-	if (!w->rc)
-		return -1;
 	*state = w;
 	return 0;
 }
@@ -99,14 +62,7 @@ static int teardown(void **state)
 	struct world *w = *state;
 
 	store_free(w->s);
-	if (w->rc)
-		redisFree(w->rc);
-	if (w->pid > 0) {
-		kill(w->pid, SIGKILL);
-		waitpid(w->pid, NULL, 0);
-	}
-	unlink(w->sock);
-	rmdir(w->dir);
+	redis_fixture_stop(&w->redis);
 	free(w);
 	return 0;
 }
@@ -124,11 +80,11 @@ static void mount(struct world *w, uint64_t max_tenants)
 	l.max_tenants = max_tenants;
 	store_remote_default(&cfg);
 	cfg.kind = STORE_REMOTE_UNIX;
-	snprintf(cfg.path, sizeof(cfg.path), "%s", w->sock);
+	snprintf(cfg.path, sizeof(cfg.path), "%s", w->redis.sock);
 	cfg.timeout_ms = 60000;
 	if (store_new_remote(&l, &cfg, &w->s, err, sizeof(err)) != 0)
 		fail_msg("cannot mount: %s", err);
-	r = redisCommand(w->rc, "HGET %s instance", META);
+	r = redisCommand(w->redis.rc, "HGET %s instance", META);
 	assert_non_null(r);
 	assert_int_equal(r->type, REDIS_REPLY_STRING);
 	snprintf(w->inst, sizeof(w->inst), "%s", r->str);
@@ -161,7 +117,7 @@ static redisReply *fcall(struct world *w, const char *fn, int nkeys, ...)
 	for (const char *a; (a = va_arg(ap, const char *)) != NULL;)
 		argv[argc++] = a;
 	va_end(ap);
-	r = redisCommandArgv(w->rc, argc, argv, NULL);
+	r = redisCommandArgv(w->redis.rc, argc, argv, NULL);
 	assert_non_null(r);
 	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
 	    strcmp(r->element[0]->str, "OK") != 0)

@@ -8,14 +8,15 @@
  * shows every change made before it.
  *
  * Each test starts its own redis-server on a unix socket in a temporary
- * directory (no TCP, no persistence); the teardown unmounts, kills it,
- * and it dies with this process (PR_SET_PDEATHSIG).  The other mount is
- * the test's own connection, calling the Functions library as a mount
- * does.  Waits are bounded by store_timeout, set generously for a
- * loaded machine.
+ * directory (no TCP, no persistence; tests/unit/redis_fixture.h); the
+ * teardown unmounts, kills it, and it dies with this process
+ * (PR_SET_PDEATHSIG).  The other mount is the test's own connection,
+ * calling the Functions library as a mount does.  Waits are bounded by
+ * store_timeout, set generously for a loaded machine.
  */
 #define _GNU_SOURCE
 #include "tests/unit/unit.h"
+#include "tests/unit/redis_fixture.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -39,9 +40,7 @@
 #define META "statefs:{statefs}:meta"
 
 struct world {
-	char dir[64], sock[96];
-	pid_t pid;
-	redisContext *rc;          /* the test's own connection */
+	struct redis_fixture redis; /* its server, the test's connection */
 	char inst[24];             /* the store's instance */
 	struct store *s;           /* the mount under test */
 	unsigned opn;
@@ -57,43 +56,13 @@ static void nap(unsigned ms)
 static int setup(void **state)
 {
 	struct world *w = calloc(1, sizeof(*w));
-	pid_t parent = getpid();
 
 	if (!w)
 		return -1;
-	strcpy(w->dir, "/tmp/statefs-rops.XXXXXX");
-	if (!mkdtemp(w->dir))
+	if (redis_fixture_start(&w->redis, "rops") != 0) {
+		free(w);
 		return -1;
-	snprintf(w->sock, sizeof(w->sock), "%s/redis.sock", w->dir);
-	w->pid = fork();
-	if (w->pid == 0) {
-		int fd = open("/dev/null", O_RDWR);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl("/usr/bin/redis-server", "redis-server", "--port", "0",
-		      "--unixsocket", w->sock, "--save", "", "--appendonly", "no",
-		      "--dir", w->dir, (char *)NULL);
-		_exit(127);
 	}
-	/* Generous: a loaded machine may take a while to start it. */
-	for (int i = 0; i < 1500 && !w->rc; i++) {
-		redisContext *c = redisConnectUnix(w->sock);
-
-		if (c && !c->err) {
-			w->rc = c;
-			break;
-		}
-		if (c)
-			redisFree(c);
-		nap(20);
-	}
-	if (!w->rc)
-		return -1;
 	*state = w;
 	return 0;
 }
@@ -103,14 +72,7 @@ static int teardown(void **state)
 	struct world *w = *state;
 
 	store_free(w->s);
-	if (w->rc)
-		redisFree(w->rc);
-	if (w->pid > 0) {
-		kill(w->pid, SIGKILL);
-		waitpid(w->pid, NULL, 0);
-	}
-	unlink(w->sock);
-	rmdir(w->dir);
+	redis_fixture_stop(&w->redis);
 	free(w);
 	return 0;
 }
@@ -128,11 +90,11 @@ static void mount(struct world *w, uint64_t max_tenants)
 	l.max_tenants = max_tenants;
 	store_remote_default(&cfg);
 	cfg.kind = STORE_REMOTE_UNIX;
-	snprintf(cfg.path, sizeof(cfg.path), "%s", w->sock);
+	snprintf(cfg.path, sizeof(cfg.path), "%s", w->redis.sock);
 	cfg.timeout_ms = 60000;
 	if (store_new_remote(&l, &cfg, &w->s, err, sizeof(err)) != 0)
 		fail_msg("cannot mount: %s", err);
-	r = redisCommand(w->rc, "HGET %s instance", META);
+	r = redisCommand(w->redis.rc, "HGET %s instance", META);
 	assert_non_null(r);
 	assert_int_equal(r->type, REDIS_REPLY_STRING);
 	snprintf(w->inst, sizeof(w->inst), "%s", r->str);
@@ -165,7 +127,7 @@ static redisReply *fcall(struct world *w, const char *fn, int nkeys, ...)
 	for (const char *a; (a = va_arg(ap, const char *)) != NULL;)
 		argv[argc++] = a;
 	va_end(ap);
-	r = redisCommandArgv(w->rc, argc, argv, NULL);
+	r = redisCommandArgv(w->redis.rc, argc, argv, NULL);
 	assert_non_null(r);
 	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
 	    strcmp(r->element[0]->str, "OK") != 0)
@@ -196,13 +158,13 @@ static void other_joins(struct world *w, const char *key, int count)
 
 		snprintf(opid, sizeof(opid), "t:%u", ++w->opn);
 		snprintf(name, sizeof(name), "p%d", i);
-		assert_int_equal(redisAppendCommandArgv(w->rc, 12, argv, NULL),
+		assert_int_equal(redisAppendCommandArgv(w->redis.rc, 12, argv, NULL),
 				 REDIS_OK);
 	}
 	for (int i = 0; i < count; i++) {
 		redisReply *r = NULL;
 
-		assert_int_equal(redisGetReply(w->rc, (void **)&r), REDIS_OK);
+		assert_int_equal(redisGetReply(w->redis.rc, (void **)&r), REDIS_OK);
 		assert_non_null(r);
 		assert_int_equal(r->type, REDIS_REPLY_ARRAY);
 		assert_string_equal(r->element[0]->str, "OK");
@@ -326,7 +288,7 @@ static void test_new_instance_while_read(void **state)
 	atomic_store(&r.stop, false);
 	old = store_instance_id(w->s);
 	assert_int_equal(pthread_create(&th, NULL, read_instance, &r), 0);
-	rep = redisCommand(w->rc, "FLUSHALL");
+	rep = redisCommand(w->redis.rc, "FLUSHALL");
 	assert_non_null(rep);
 	freeReplyObject(rep);
 	/* The follower finds out within a second or so; generous. */
@@ -355,7 +317,7 @@ static void test_first_call_after_new_instance(void **state)
 	mount(w, 1024);
 	assert_int_equal(store_mkdir(w->s, store_root(w->s), "acme", &own, &a), 0);
 	inst = store_instance_id(w->s);
-	r = redisCommand(w->rc, "FLUSHALL");
+	r = redisCommand(w->redis.rc, "FLUSHALL");
 	assert_non_null(r);
 	freeReplyObject(r);
 	assert_int_equal(store_mkdir(w->s, store_root(w->s), "beta", &own, &b), 0);
@@ -375,7 +337,7 @@ static void test_first_call_after_new_instance(void **state)
 	 * instance is loaded, long before store_timeout (no wait for a seq
 	 * of the old instance's logs). */
 	inst = store_instance_id(w->s);
-	r = redisCommand(w->rc, "FLUSHALL");
+	r = redisCommand(w->redis.rc, "FLUSHALL");
 	assert_non_null(r);
 	freeReplyObject(r);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -389,7 +351,7 @@ static void test_first_call_after_new_instance(void **state)
 	assert_int_equal(store_lookup(w->s, store_root(w->s), "beta", &n),
 			 -ENOENT);
 	/* And a tenant's rmdir as the first call: ENOENT on the new one. */
-	r = redisCommand(w->rc, "FLUSHALL");
+	r = redisCommand(w->redis.rc, "FLUSHALL");
 	assert_non_null(r);
 	freeReplyObject(r);
 	assert_int_equal(store_rmdir(w->s, store_root(w->s), "acme", NULL),
@@ -483,7 +445,7 @@ static void test_stale_refusals_counted(void **state)
 /* How many times the server ran command @cmd (lower case) so far. */
 static unsigned long long calls_of(struct world *w, const char *cmd)
 {
-	redisReply *r = redisCommand(w->rc, "INFO commandstats");
+	redisReply *r = redisCommand(w->redis.rc, "INFO commandstats");
 	char pat[64];
 	const char *at;
 	unsigned long long n = 0;
@@ -609,17 +571,17 @@ static void test_follower_backs_off_wrong_reply(void **state)
 
 	mount(w, 1024);
 	assert_int_equal(store_mkdir(w->s, store_root(w->s), "acme", &own, &t), 0);
-	r = redisCommand(w->rc, "DEL statefs:{statefs.t1}:log");
+	r = redisCommand(w->redis.rc, "DEL statefs:{statefs.t1}:log");
 	assert_non_null(r);
 	assert_int_equal(r->integer, 1);
 	freeReplyObject(r);
-	r = redisCommand(w->rc, "SET statefs:{statefs.t1}:log x");
+	r = redisCommand(w->redis.rc, "SET statefs:{statefs.t1}:log x");
 	assert_non_null(r);
 	freeReplyObject(r);
 	/* Its first failures, then the period. */
 	nap(200);
 	follower_must_back_off(w, 2000);
-	r = redisCommand(w->rc, "DEL statefs:{statefs.t1}:log");
+	r = redisCommand(w->redis.rc, "DEL statefs:{statefs.t1}:log");
 	freeReplyObject(r);
 	/* The follower applies the root log again: a new tenant appears. */
 	assert_int_equal(store_mkdir(w->s, store_root(w->s), "beta", &own, &u), 0);
@@ -635,9 +597,9 @@ static void test_follower_backs_off_store_gone(void **state)
 	unsigned long long t0, t1;
 
 	mount(w, 1024);
-	kill(w->pid, SIGKILL);
-	waitpid(w->pid, NULL, 0);
-	w->pid = 0;
+	kill(w->redis.pid, SIGKILL);
+	waitpid(w->redis.pid, NULL, 0);
+	w->redis.pid = 0;
 	nap(200);
 	t0 = follower_ticks();
 	nap(2000);
@@ -659,11 +621,11 @@ static void test_follower_backs_off_no_library(void **state)
 
 	mount(w, 1024);
 	assert_int_equal(store_mkdir(w->s, store_root(w->s), "acme", &own, &t), 0);
-	r = redisCommand(w->rc, "FUNCTION DELETE statefs");
+	r = redisCommand(w->redis.rc, "FUNCTION DELETE statefs");
 	assert_non_null(r);
 	assert_int_equal(r->type, REDIS_REPLY_STATUS);
 	freeReplyObject(r);
-	r = redisCommand(w->rc, "XADD statefs:{statefs.t1}:log * op join "
+	r = redisCommand(w->redis.rc, "XADD statefs:{statefs.t1}:log * op join "
 			 "seq 99 ms 1 ns 1");
 	assert_non_null(r);
 	assert_int_equal(r->type, REDIS_REPLY_STRING);

@@ -1,0 +1,137 @@
+/*
+ * redis_fixture.h - the redis-server the shared store's tests run
+ * against: one server of the test's own, on a unix socket in a
+ * temporary directory of its own (no TCP, no persistence), with the
+ * test's connection to it; stopped by redis_fixture_stop(), which a
+ * test's teardown calls whatever the test did, so a failed test leaves
+ * no server and no directory behind.  Each server dies with the process
+ * that started it (PR_SET_PDEATHSIG), should that one crash.
+ *
+ * Used by the unit tests of redis/ (tests/unit/test_mirror.c,
+ * test_remote_clock.c, test_remote_ops.c; test_rconn.c starts its
+ * servers, replicas and Sentinels with redis_fixture_spawn) and by
+ * tests/fuzz/fuzz_shared.c.  No cmocka here: each function says how it
+ * failed, and the caller fails its test (or exits) as it must.
+ */
+#ifndef STATEFS_UNIT_REDIS_FIXTURE_H
+#define STATEFS_UNIT_REDIS_FIXTURE_H
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#define REDIS_FIXTURE_SERVER "/usr/bin/redis-server"
+
+/* One server and the test's connection to it.  Zeroed (or stopped), it
+ * holds nothing. */
+struct redis_fixture {
+	char dir[64];              /* its temporary directory */
+	char sock[96];             /* DIR/redis.sock */
+	pid_t pid;                 /* the server; 0 when none */
+	redisContext *rc;          /* the test's own connection */
+};
+
+/*
+ * fork and exec redis-server with @argv (argv[0] "redis-server"), its
+ * standard streams on /dev/null, killed when this process dies.  The
+ * server's pid, or -1 when fork failed.
+ */
+static inline pid_t redis_fixture_spawn(char *const argv[])
+{
+	pid_t parent = getpid(), pid = fork();
+
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(127);
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv(REDIS_FIXTURE_SERVER, argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* Kill server *@pid (SIGKILL, even a stopped one) and reap it; *@pid
+ * becomes 0.  Nothing when it is 0 already. */
+static inline void redis_fixture_kill(pid_t *pid)
+{
+	if (*pid > 0) {
+		kill(*pid, SIGKILL);
+		waitpid(*pid, NULL, 0);
+	}
+	*pid = 0;
+}
+
+/* Stop @f's server and remove its directory; @f then holds nothing.
+ * Safe on a fixture that is zeroed, stopped already or half started. */
+static inline void redis_fixture_stop(struct redis_fixture *f)
+{
+	if (f->rc) {
+		redisFree(f->rc);
+		f->rc = NULL;
+	}
+	redis_fixture_kill(&f->pid);
+	if (f->dir[0]) {
+		unlink(f->sock);
+		rmdir(f->dir);
+		f->dir[0] = '\0';
+	}
+}
+
+/*
+ * Start a server in a new directory /tmp/statefs-@name.XXXXXX and
+ * connect to it, waiting up to 30 s (a loaded machine may take a while
+ * to start it).  0; -1 when the directory, the server or the connection
+ * could not be made, with everything already stopped again.
+ */
+static inline int redis_fixture_start(struct redis_fixture *f, const char *name)
+{
+	char *argv[] = { "redis-server", "--port", "0", "--unixsocket", f->sock,
+			 "--save", "", "--appendonly", "no", "--dir", f->dir,
+			 NULL };
+
+	memset(f, 0, sizeof(*f));
+	snprintf(f->dir, sizeof(f->dir), "/tmp/statefs-%s.XXXXXX", name);
+	if (!mkdtemp(f->dir)) {
+		f->dir[0] = '\0';
+		return -1;
+	}
+	snprintf(f->sock, sizeof(f->sock), "%s/redis.sock", f->dir);
+	f->pid = redis_fixture_spawn(argv);
+	if (f->pid < 0) {
+		f->pid = 0;
+		redis_fixture_stop(f);
+		return -1;
+	}
+	for (int i = 0; i < 1500 && !f->rc; i++) {
+		redisContext *c = redisConnectUnix(f->sock);
+		struct timespec ts = { 0, 20 * 1000000L };
+
+		if (c && !c->err) {
+			f->rc = c;
+			break;
+		}
+		if (c)
+			redisFree(c);
+		nanosleep(&ts, NULL);
+	}
+	if (!f->rc) {
+		redis_fixture_stop(f);
+		return -1;
+	}
+	return 0;
+}
+
+#endif /* STATEFS_UNIT_REDIS_FIXTURE_H */
