@@ -13,9 +13,9 @@
  *
  * The group's setup makes two CAs and their certificates with openssl(1)
  * in a temporary directory; each test starts its own servers on loopback
- * ports in its own directory, and the teardown kills and reaps them,
- * also after a failed test (each also dies with this process:
- * PR_SET_PDEATHSIG).  Durations are only bounded from above, generously.
+ * ports in its own directory (redis_fixture_spawn), and the teardown
+ * kills and reaps them, also after a failed test (each also dies with
+ * this process).  Durations are only bounded from above, generously.
  */
 #define _GNU_SOURCE /* nftw */
 #include "tests/unit/unit.h"
@@ -40,8 +40,8 @@
 #include "layout/layout.h"
 #include "redis/conn.h"
 #include "redis/link.h"
+#include "tests/unit/redis_fixture.h"
 
-#define REDIS_SERVER "/usr/bin/redis-server"
 #define MAXPROC 4
 #define READY_MS 30000
 #define SLACK_MS 2000
@@ -187,24 +187,11 @@ static void arg(struct proc *p, const char *a)
 	p->argv[p->argc] = NULL;
 }
 
+/* Start @p's server and wait until its port takes connections. */
 static void spawn(struct proc *p)
 {
-	pid_t parent = getpid(), pid = fork();
-
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int fd = open("/dev/null", O_RDWR);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execv(REDIS_SERVER, p->argv);
-		_exit(127);
-	}
-	p->pid = pid;
+	p->pid = redis_fixture_spawn(p->argv);
+	assert_true(p->pid > 0);
 	for (uint64_t end = now_ms() + READY_MS; now_ms() < end; nap(20)) {
 		int status;
 
@@ -268,11 +255,7 @@ static struct proc *start(struct world *w, const char *server_cert,
 
 static void kill_proc(struct proc *p)
 {
-	if (p->pid > 0) {
-		kill(p->pid, SIGKILL);
-		waitpid(p->pid, NULL, 0);
-		p->pid = 0;
-	}
+	redis_fixture_kill(&p->pid);
 }
 
 static int setup(void **state)
@@ -294,11 +277,8 @@ static int teardown(void **state)
 {
 	struct world *w = *state;
 
-	for (int i = 0; i < w->n; i++) {
-		if (w->procs[i].pid > 0)
-			kill(w->procs[i].pid, SIGCONT);
+	for (int i = 0; i < w->n; i++)
 		kill_proc(&w->procs[i]);
-	}
 	link_close(w->link);
 	link_tls_free(w->tls);
 	rconn_pool_close(w->pool);
