@@ -42,7 +42,7 @@
  * redis/discover.c finds, dials and greets it (Sentinels, AUTH, ROLE
  * or HELLO, the maxmemory-policy); this file calls it for every new
  * link.  The files of the transport call one way, library.c ->
- * conn.c -> discover.c -> wire.c, and both to link.c (redis/wire.h).
+ * conn.c -> discover.c -> link.c -> wire.c (redis/wire.h).
  *
  * Time and failure
  * ----------------

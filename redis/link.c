@@ -78,6 +78,7 @@
 #include <openssl/x509v3.h>
 
 #include "redis/link.h"
+#include "redis/wire.h"
 
 struct link_tls {
 	SSL_CTX *ctx;                             /* immutable once made */
@@ -98,29 +99,7 @@ struct link {
 	bool asked, shown, heard;
 };
 
-/* Time and text ------------------------------------------------------------ */
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void put_why(char *why, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void put_why(char *why, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(why, WHY_MAX, fmt, ap);
-	va_end(ap);
-	for (char *c = why; *c; c++)
-		if ((unsigned char)*c < ' ' || *c == 0x7f)
-			*c = '?';
-}
+/* Failures ------------------------------------------------------------------- */
 
 /* Fail @l as @kind with the text; returns -EIO (-ENOMEM for LINK_OOM,
  * -EPROTO for LINK_REFUSED). */
@@ -136,7 +115,7 @@ static int fail(struct link *l, enum link_fail kind, const char *fmt, ...)
 	va_end(ap);
 	if (l->fail == LINK_OK) {
 		l->fail = kind;
-		put_why(l->why, "%s", buf);
+		wire_why(l->why, "%s", buf);
 	}
 	return kind == LINK_OOM ? -ENOMEM : kind == LINK_REFUSED ? -EPROTO : -EIO;
 }
@@ -196,13 +175,13 @@ int link_tls_new(const struct store_remote *r, struct link_tls **out,
 		return 0;
 	t = calloc(1, sizeof(*t));
 	if (!t) {
-		put_why(why, "out of memory");
+		wire_why(why, "out of memory");
 		return -ENOMEM;
 	}
 	ERR_clear_error();
 	t->ctx = SSL_CTX_new(TLS_client_method());
 	if (!t->ctx) {
-		put_why(why, "TLS: %s", ssl_text());
+		wire_why(why, "TLS: %s", ssl_text());
 		free(t);
 		return -ENOMEM;
 	}
@@ -212,13 +191,13 @@ int link_tls_new(const struct store_remote *r, struct link_tls **out,
 	SSL_CTX_set_cert_cb(t->ctx, cert_asked, NULL);
 	if (r->tls_ca[0] ? SSL_CTX_load_verify_locations(t->ctx, r->tls_ca, NULL) != 1
 			 : SSL_CTX_set_default_verify_paths(t->ctx) != 1) {
-		put_why(why, "-o store_tls_ca=%s: no CA certificate read (%s)",
+		wire_why(why, "-o store_tls_ca=%s: no CA certificate read (%s)",
 			r->tls_ca[0] ? r->tls_ca : "(the system's)", ssl_text());
 		goto refuse;
 	}
 	if (r->tls_cert[0]) {
 		if (SSL_CTX_use_certificate_chain_file(t->ctx, r->tls_cert) != 1) {
-			put_why(why, "-o store_tls_cert=%s: no certificate read "
+			wire_why(why, "-o store_tls_cert=%s: no certificate read "
 				"(%s)", r->tls_cert, ssl_text());
 			goto refuse;
 		}
@@ -226,16 +205,16 @@ int link_tls_new(const struct store_remote *r, struct link_tls **out,
 						SSL_FILETYPE_PEM) != 1) {
 			if (ERR_GET_REASON(ERR_peek_last_error()) ==
 			    X509_R_KEY_VALUES_MISMATCH)
-				put_why(why, "-o store_tls_key=%s is not the key "
+				wire_why(why, "-o store_tls_key=%s is not the key "
 					"of -o store_tls_cert=%s", r->tls_key,
 					r->tls_cert);
 			else
-				put_why(why, "-o store_tls_key=%s: no private "
+				wire_why(why, "-o store_tls_key=%s: no private "
 					"key read (%s)", r->tls_key, ssl_text());
 			goto refuse;
 		}
 		if (SSL_CTX_check_private_key(t->ctx) != 1) {
-			put_why(why, "-o store_tls_key=%s is not the key of "
+			wire_why(why, "-o store_tls_key=%s is not the key of "
 				"-o store_tls_cert=%s", r->tls_key, r->tls_cert);
 			goto refuse;
 		}
@@ -275,7 +254,7 @@ static int connect_until(int fd, const struct sockaddr *sa, socklen_t len,
 		return -errno;
 	for (;;) {
 		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-		uint64_t now = now_ms();
+		uint64_t now = wire_now_ms();
 		int n;
 
 		if (now >= deadline)
@@ -318,7 +297,7 @@ static int dial(const char *host, uint16_t port, const char *path,
 		snprintf(service, sizeof(service), "%u", (unsigned)port);
 		rc = getaddrinfo(host, service, &hints, &res);
 		if (rc != 0) {
-			put_why(why, "%s", rc == EAI_SYSTEM ? strerror(errno)
+			wire_why(why, "%s", rc == EAI_SYSTEM ? strerror(errno)
 							    : gai_strerror(rc));
 			return rc == EAI_MEMORY ? -ENOMEM : -EIO;
 		}
@@ -347,7 +326,7 @@ static int dial(const char *host, uint16_t port, const char *path,
 			rc = -errno;
 	}
 	if (rc < 0) {
-		put_why(why, "%s", rc == -ETIMEDOUT ? "Connection timed out"
+		wire_why(why, "%s", rc == -ETIMEDOUT ? "Connection timed out"
 						    : strerror(-rc));
 		if (fd >= 0)
 			close(fd);
@@ -365,7 +344,7 @@ static bool answers_plain(const char *host, uint16_t port, uint64_t ms)
 {
 	static const char ping[] = "*1\r\n$4\r\nPING\r\n";
 	char why[WHY_MAX], c = 0;
-	int fd = dial(host, port, NULL, now_ms() + ms, why);
+	int fd = dial(host, port, NULL, wire_now_ms() + ms, why);
 	bool plain;
 
 	if (fd < 0)
@@ -508,14 +487,14 @@ int link_open(const char *host, uint16_t port, const char *path,
 	      const struct link_tls *tls, uint64_t ms, struct link **out,
 	      char *why)
 {
-	uint64_t start = now_ms(), deadline = start + (ms ? ms : 1), left;
+	uint64_t start = wire_now_ms(), deadline = start + (ms ? ms : 1), left;
 	struct link *l = calloc(1, sizeof(*l));
 	int rc;
 
 	*out = NULL;
 	if (!l || !(l->reader = redisReaderCreate())) {
 		free(l);
-		put_why(why, "out of memory");
+		wire_why(why, "out of memory");
 		return -ENOMEM;
 	}
 	l->fd = dial(host, port, path, deadline, why);
@@ -524,19 +503,19 @@ int link_open(const char *host, uint16_t port, const char *path,
 		l->fd = -1;
 		goto fail;
 	}
-	left = deadline > now_ms() ? deadline - now_ms() : 1;
+	left = deadline > wire_now_ms() ? deadline - wire_now_ms() : 1;
 	if (tls && !path) {
 		uint64_t probe = left / 4;
 
 		rc = handshake(l, tls, host, port, left - probe, probe);
 		if (rc < 0) {
-			put_why(why, "%s", l->why);
+			wire_why(why, "%s", l->why);
 			goto fail;
 		}
 	}
 	rc = link_set_timeout(l, ms);
 	if (rc < 0) {
-		put_why(why, "cannot set the socket timeout");
+		wire_why(why, "cannot set the socket timeout");
 		goto fail;
 	}
 	*out = l;
@@ -696,7 +675,7 @@ redisReply *link_exchange(struct link *l, int argc, const char **argv,
 	redisReply *rep = NULL;
 
 	if (link_queue(l, argc, argv, argvlen) < 0 || link_read(l, &rep) < 0) {
-		put_why(why, "%s", l->why[0] ? l->why : "no reply");
+		wire_why(why, "%s", l->why[0] ? l->why : "no reply");
 		return NULL;
 	}
 	return rep;

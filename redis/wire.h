@@ -6,8 +6,8 @@
  * defines them.  The engine's other files see redis/conn.h only.
  *
  * The files of the transport call one way: library.c -> conn.c ->
- * discover.c -> wire.c, and conn.c and discover.c down to link.c (one
- * connection to one server, plain or TLS: redis/link.h).  The design,
+ * discover.c -> link.c -> wire.c (conn.c calls link.c and wire.c too;
+ * link.c is one connection to one server, plain or TLS: redis/link.h).  The design,
  * the locks and the failure classes are told at the top of redis/conn.c.
  */
 #ifndef STATEFS_REDIS_WIRE_H
