@@ -8,8 +8,9 @@
  * that asks for one, every refusal named on one line (an unknown CA, a
  * name that does not match, a client certificate missing or refused, a
  * plain server behind rediss://, unusable TLS files), a read woken from
- * another thread, a read bounded by the link's timeout, and a pool that
- * recovers from a restart of its TLS server.
+ * another thread, a read bounded by the link's timeout, a pool that
+ * recovers from a restart of its TLS server, and sentinels:// (the
+ * Sentinels and the primary over TLS).
  *
  * The group's setup makes two CAs and their certificates with openssl(1)
  * in a temporary directory; each test starts its own servers on loopback
@@ -249,6 +250,37 @@ static struct proc *start(struct world *w, const char *server_cert,
 	arg(p, "no");
 	arg(p, "--dir");
 	arg(p, w->dir);
+	spawn(p);
+	return p;
+}
+
+/* Start a Sentinel on a loopback TLS port (the certificate server's,
+ * also shown to the primary), watching master "m" at @master's port
+ * over TLS. */
+static struct proc *start_sentinel(struct world *w, const struct proc *master)
+{
+	struct proc *p;
+	char conf[128];
+	FILE *f;
+
+	assert_true(w->n < MAXPROC);
+	p = &w->procs[w->n++];
+	memset(p, 0, sizeof(*p));
+	p->port = free_port();
+	snprintf(conf, sizeof(conf), "%s/sentinel.conf", w->dir);
+	f = fopen(conf, "w");
+	assert_non_null(f);
+	fprintf(f, "port 0\ntls-port %d\nbind 127.0.0.1\ndir %s\n"
+		"tls-cert-file %s.crt\ntls-key-file %s.key\n"
+		"tls-ca-cert-file %s\ntls-auth-clients no\n"
+		"tls-replication yes\n"
+		"sentinel monitor m 127.0.0.1 %d 1\n",
+		p->port, w->dir, cert("server"), cert("server"), cert("ca.crt"),
+		master->port);
+	assert_int_equal(fclose(f), 0);
+	arg(p, "redis-server");
+	arg(p, conf);
+	arg(p, "--sentinel");
 	spawn(p);
 	return p;
 }
@@ -694,6 +726,39 @@ static void test_pool(void **state)
 	assert_non_null(strstr(err, "speaks plain Redis"));
 }
 
+/* sentinels://: the Sentinels and the primary they name over TLS. */
+static void test_sentinels(void **state)
+{
+	static const char *ping[] = { "PING" };
+	struct world *w = *state;
+	struct proc *m = start(w, "server", true), *s = start_sentinel(w, m);
+	char url[64], ca[200], c[200], k[200], err[400] = "";
+	const char *opts[6] = { url, ca, c, k, NULL };
+	struct store_remote r;
+	redisReply *rep;
+
+	snprintf(url, sizeof(url), "store=sentinels://127.0.0.1:%d/m", s->port);
+	snprintf(ca, sizeof(ca), "store_tls_ca=%s", cert("ca.crt"));
+	snprintf(c, sizeof(c), "store_tls_cert=%s", cert("client.crt"));
+	snprintf(k, sizeof(k), "store_tls_key=%s", cert("client.key"));
+	remote_of(&r, opts);
+	if (rconn_pool_open(&r, 2, &w->pool, err, sizeof(err)) != 0)
+		fail_msg("%s", err);
+	assert_int_equal(rconn_pool_call(w->pool, 0, 1, ping, NULL, &rep), 0);
+	expect_str(rep, "PONG");
+	rconn_pool_close(w->pool);
+	w->pool = NULL;
+	/* A Sentinel whose certificate no CA given signs: refused, named. */
+	snprintf(ca, sizeof(ca), "store_tls_ca=%s", cert("other.crt"));
+	remote_of(&r, opts);
+	assert_int_equal(rconn_pool_open(&r, 2, &w->pool, err, sizeof(err)),
+			 -EPROTO);
+	assert_null(strchr(err, '\n'));
+	if (!strstr(err, "Sentinel 127.0.0.1:") ||
+	    !strstr(err, "signed by no CA trusted"))
+		fail_msg("%s", err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -709,6 +774,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wake_and_timeout, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_pool, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_sentinels, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
