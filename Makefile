@@ -84,7 +84,7 @@ UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*
 STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan \
 	      $(B)/unit/test_remote_ops.tsan
 
-.PHONY: all deps unit test check run clean bench bench-snapshot install uninstall
+.PHONY: all deps unit test check run clean bench bench-snapshot bench-tls install uninstall
 
 all: $(B)/statefs $(B)/statefs.8
 
@@ -205,7 +205,13 @@ bench: deps
 	@$(MAKE) --no-print-directory all $(B)/bench/loadgen $(B)/bench/floorfs \
 		$(B)/bench/snapshot_stall
 	scripts/bench/run.sh
-	$(MAKE) --no-print-directory bench-snapshot
+	$(MAKE) --no-print-directory bench-snapshot bench-tls
+
+# The cost of TLS per transition: create, unlink and the other point
+# phases on a mount over rediss:// against one over redis://, one
+# redis-server, in one run (scripts/bench/tls.sh).
+bench-tls: all $(B)/bench/loadgen
+	scripts/bench/tls.sh
 
 bench-snapshot: $(B)/bench/snapshot_stall
 	$(B)/bench/snapshot_stall
