@@ -49,7 +49,12 @@
  * refused this mount's certificate or wanted one; the server answered
  * without TLS.  TLS 1.3 lets the server refuse a client's certificate
  * after the client's handshake is done, so the first reply read may be
- * that alert instead: link_read reports it the same way.  A plain Redis
+ * that alert instead; or, the command written meanwhile turning the
+ * server's close into a reset that loses the alert, a server that asked
+ * for a certificate hangs up before its first reply (the link notes the
+ * request in OpenSSL's certificate callback, which runs only then):
+ * link_read reports either as the refusal, saying whether this mount
+ * showed a certificate.  Both end the link LINK_REFUSED.  A plain Redis
  * behind rediss:// answers nothing at all to a ClientHello (it waits for
  * the end of an inline command that never comes), so when the server
  * sent no byte within three quarters of the budget, the rest of it asks

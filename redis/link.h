@@ -87,8 +87,9 @@ int link_queue(struct link *l, int argc, const char **argv,
 
 /*
  * Write what is queued on @l, then read one reply into *@out, each wait
- * bounded by @l's timeout.  0, or -EIO with @l failed (link_failure
- * says how; a failed link stays failed: close it).
+ * bounded by @l's timeout.  0, or with @l failed (link_failure says how;
+ * a failed link stays failed: close it) -EIO, -ENOMEM, or -EPROTO (TLS:
+ * the server refused this mount's certificate after the handshake).
  */
 int link_read(struct link *l, redisReply **out);
 
