@@ -28,10 +28,13 @@ B       := build
 STORE_SRC  := $(wildcard store/*.c)
 REDIS_SRC  := $(wildcard redis/*.c) $(B)/gen/statefs_lua.c
 LAYOUT_SRC := $(wildcard layout/*.c)
-# lib/: what every layer may use and that uses none of them (lib/text.c,
-# the snprintf-style appender); it goes with the core, wherever store/ goes.
-COMMON_SRC := $(wildcard lib/*.c)
 FS_SRC     := $(wildcard fs/*.c)
+# Two libraries, each one archive per flavour (below): libstatefs.a, the
+# core and layout/ (and lib/, when there is one), which needs no hiredis;
+# libstatefs-redis.a, the engine on Redis, which needs the first.  The
+# embedded store's tests and tools link the first alone, the daemon and
+# the shared store's tests both.
+CORE_SRC   := $(STORE_SRC) $(LAYOUT_SRC) $(wildcard lib/*.c)
 
 # Each source is compiled once per flavour into build/obj/FLAVOUR/, with
 # -MMD -MP dependency files, and every binary of that flavour links the
@@ -49,7 +52,26 @@ TSAN := -O1 -g -fsanitize=thread -DSTORE_FAULTS -DSTORE_LOCKCHECK
 BASE := -std=gnu11 $(WARN) -pthread -I. -MMD -MP
 
 obj = $(patsubst %.c,$(B)/obj/$(1)/%.o,$(2))
-LIB_SRC := $(STORE_SRC) $(COMMON_SRC) $(REDIS_SRC) $(LAYOUT_SRC)
+LIB_SRC := $(CORE_SRC) $(REDIS_SRC)
+
+# The archives: build/libstatefs.a and build/libstatefs-redis.a for the
+# daemon and the tools (rel), build/FLAVOUR/lib*.a for the tests.
+# $(call core,FLAVOUR) is the first alone, $(call libs,FLAVOUR) both, in
+# link order (the engine before the core it calls).
+libdir = $(if $(filter rel,$(1)),$(B),$(B)/$(1))
+core = $(call libdir,$(1))/libstatefs.a
+libs = $(call libdir,$(1))/libstatefs-redis.a $(call core,$(1))
+define LIBRARIES
+$(call core,$(1)): $(call obj,$(1),$(CORE_SRC))
+	@mkdir -p $$(@D)
+	rm -f $$@
+	ar rcs $$@ $$^
+$(call libdir,$(1))/libstatefs-redis.a: $(call obj,$(1),$(REDIS_SRC))
+	@mkdir -p $$(@D)
+	rm -f $$@
+	ar rcs $$@ $$^
+endef
+$(foreach f,rel asan tsan,$(eval $(call LIBRARIES,$(f))))
 
 $(B)/obj/rel/%.o: %.c
 	@mkdir -p $(@D)
@@ -88,14 +110,14 @@ STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan \
 
 all: $(B)/statefs $(B)/statefs.8
 
-$(B)/statefs: $(call obj,rel,$(LIB_SRC) $(FS_SRC))
+$(B)/statefs: $(call obj,rel,$(FS_SRC)) $(call libs,rel)
 	$(CC) $(CFLAGS) -o $@ $^ $(FUSE_LIBS) $(SYSTEMD_LIBS) $(HIREDIS_LIBS)
 
 # The man page: docs/statefs.8.scd with its @OPTIONS@ line replaced by
 # the option table --help prints (layout_help_scdoc, through
 # scripts/mangen.c), then scdoc(1).
-$(B)/mangen: $(call obj,rel,scripts/mangen.c $(LIB_SRC))
-	$(CC) $(CFLAGS) -o $@ $^ $(HIREDIS_LIBS)
+$(B)/mangen: $(call obj,rel,scripts/mangen.c) $(call core,rel)
+	$(CC) $(CFLAGS) -o $@ $^
 
 $(B)/statefs.8: docs/statefs.8.scd $(B)/mangen
 	$(B)/mangen < $< > $(B)/statefs.8.scd
@@ -132,27 +154,38 @@ uninstall:
 # The fs/ adapter's unit test runs every file of fs/ but main.c against
 # the stand-in for libfuse in tests/unit/test_fs.c (it defines every
 # libfuse function they call: not linked with libfuse).
-$(B)/unit/test_fs: $(call obj,asan,tests/unit/test_fs.c $(filter-out fs/main.c,$(FS_SRC)) $(LIB_SRC))
+$(B)/unit/test_fs: $(call obj,asan,tests/unit/test_fs.c $(filter-out fs/main.c,$(FS_SRC))) $(call core,asan)
 	@mkdir -p $(@D)
-	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
+	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
 
 # The store's stress test races the kernel's inode table (fs/inode.c,
 # which needs no libfuse) against the removals of the nodes it holds.
-$(B)/unit/stress_store: $(call obj,asan,tests/unit/stress_store.c fs/inode.c $(LIB_SRC))
+# (It also races a mirror's applying: both libraries.)
+$(B)/unit/stress_store: $(call obj,asan,tests/unit/stress_store.c fs/inode.c) $(call libs,asan)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
-$(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call obj,asan,$(LIB_SRC))
+# The shared store's tests (the mirror, the transport, the engine, the
+# Functions library) link both libraries; every other unit test the
+# core's alone.
+REDIS_TESTS := $(patsubst %,$(B)/unit/%,test_mirror test_rconn test_remote_clock \
+	       test_remote_ops test_remote_options test_statefs_lua)
+
+$(REDIS_TESTS): $(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call libs,asan)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
-$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress_store.c fs/inode.c $(STORE_SRC) $(COMMON_SRC) $(REDIS_SRC))
+$(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call core,asan)
+	@mkdir -p $(@D)
+	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
+
+$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress_store.c fs/inode.c) $(call libs,tsan)
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
 # A mount on a shared store runs its follower beside the callers'
 # threads: its test runs under TSan too.
-$(B)/unit/test_remote_ops.tsan: $(call obj,tsan,tests/unit/test_remote_ops.c $(STORE_SRC) $(COMMON_SRC) $(REDIS_SRC))
+$(B)/unit/test_remote_ops.tsan: $(call obj,tsan,tests/unit/test_remote_ops.c) $(call libs,tsan)
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
@@ -181,9 +214,9 @@ clean:
 
 # Snapshot stall benchmark: 1,000,000 children, admissions timed while
 # store_snapshot_take() runs (scripts/bench/snapshot_stall.c).
-$(B)/bench/snapshot_stall: $(call obj,rel,scripts/bench/snapshot_stall.c $(STORE_SRC) $(COMMON_SRC) $(REDIS_SRC))
+$(B)/bench/snapshot_stall: $(call obj,rel,scripts/bench/snapshot_stall.c) $(call core,rel)
 	@mkdir -p $(B)/bench
-	$(CC) $(CFLAGS) -o $@ $^ $(HIREDIS_LIBS)
+	$(CC) $(CFLAGS) -o $@ $^
 
 # The benchmark suite (scripts/bench/run.sh): statefs against tmpfs and
 # a minimal FUSE filesystem (the floor), statefs on the shared store (its

@@ -6,7 +6,7 @@
  * runs the multi-threaded FUSE session until unmount or a signal.
  *
  * With -o store=URL (or a SOURCE with ':'), the mount is a mirror of a
- * shared store (store_new_remote): several mounts, on several hosts,
+ * shared store (redis_store_new): several mounts, on several hosts,
  * share its state.  A limit that differs from the store's refuses the
  * mount with one line naming the option.
  *
@@ -470,7 +470,7 @@ int main(int argc, char *argv[])
 		 * (testclock included). */
 		char serr[1024];
 
-		if (store_new_remote(&p.limits, &p.remote, &fs.store, serr,
+		if (redis_store_new(&p.limits, &p.remote, &fs.store, serr,
 				     sizeof(serr)) != 0) {
 			fprintf(stderr, "%s\n", serr);
 			goto out;

@@ -10,8 +10,8 @@
  * it needs.  The mirror applies it with the embedded store's own
  * transitions (child_create, parent_leave, child_expire, ...: the same
  * mutation code, the same cascades, the same .events lines), run with
- * the entry as their source of numbers: while an entry is applied, this
- * thread's apply context (struct apply_ctx, internal.h) gives the wall
+ * the entry as their source of numbers: each is passed the entry's
+ * struct given (store/engine.h), which gives the wall
  * time they stamp (the entry's ns), the store clock they read (its ms,
  * so a lease's or a tombstone's deadline is the one Redis computed), the
  * inode number of the node they make, the sequence numbers their lines
@@ -36,7 +36,7 @@
  * Applying an entry runs the embedded transitions, which take their own
  * locks (the world lock shared, then the tenant's, the bucket's, the
  * stripe...); a drain's clear holds the world lock exclusive.  The
- * mirror's lock (LOCK_MIRROR, redis/index.c) is taken only to
+ * mirror's lock (LOCK_ENGINE_INDEX, redis/index.c) is taken only to
  * look up or change the index and the tenants, never across a
  * transition.  One thread applies (the follower, redis/follow.c, or a
  * test); readers use the hierarchy as they always do.
@@ -60,7 +60,7 @@ static struct store_node *node_of(struct store *s, const struct entry *e,
 
 	if (!entry_u64(e, name, &ino))
 		return NULL;
-	n = index_get(s->mirror, ino + s->mirror->ino_offset);
+	n = index_get(mirror_of(s), ino + mirror_of(s)->ino_offset);
 	if (n && n->kind != kind) {
 		store_node_unref(s, n);
 		n = NULL;
@@ -87,10 +87,10 @@ static int applied(int rc)
 	return rc < 0 ? -EUCLEAN : 0;
 }
 
-static int apply_join(struct store *s, struct mtenant *mt,
+static int apply_join(struct store *s, struct given *g, struct mtenant *mt,
 		      const struct entry *e)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	struct store_owner o;
 	struct store_node *n = NULL;
 	const char *kind = entry_str(e, "kind"), *name = entry_str(e, "name");
@@ -99,7 +99,7 @@ static int apply_join(struct store *s, struct mtenant *mt,
 
 	if (!kind || !name || !owner_of(e, &o) || !entry_u64(e, "ino", &ino))
 		return -EPROTO;
-	applying->ino = ino + m->ino_offset;
+	g->ino = ino + m->ino_offset;
 	if (strcmp(kind, "tenant") == 0) {
 		struct tenant *old;
 
@@ -112,23 +112,21 @@ static int apply_join(struct store *s, struct mtenant *mt,
 			store_node_ref(&old->node);
 		unlock(&s->lock, LOCK_STORE);
 		if (old) {
-			struct apply_ctx *a = applying, q = *a;
+			struct given q = *g;
 
 			q.quiet = true;
-			applying = &q;
-			TRANSITION(s, tenant_cleanup(s, name, NULL));
-			applying = a;
+			TRANSITION(s, tenant_cleanup(s, &q, name, NULL));
 			store_node_unref(s, &old->node);
 		}
-		rc = TRANSITION(s, tenant_create(s, name, &o, &n, NULL));
+		rc = TRANSITION(s, tenant_create(s, g, name, &o, &n, NULL));
 		if (rc)
 			return applied(rc);
 		store_node_ref(n);
-		lock(&m->lock, LOCK_MIRROR);
+		lock(&m->lock, LOCK_ENGINE_INDEX);
 		if (mt->t)
 			store_node_unref(s, &mt->t->node);
 		mt_set_locked(m, mt, as_tenant(n));
-		unlock(&m->lock, LOCK_MIRROR);
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
 		return index_put(s, m, n);
 	}
 	if (strcmp(kind, "parent") != 0 || !entry_u64(e, "gen", &gen))
@@ -137,7 +135,7 @@ static int apply_join(struct store *s, struct mtenant *mt,
 	 * nothing of it applies until it is reloaded. */
 	if (!mt->t || is_dead(&mt->t->node))
 		return -EUCLEAN;
-	rc = TRANSITION(s, parent_join(s, mt->t, name, &o, &n, NULL));
+	rc = TRANSITION(s, parent_join(s, g, mt->t, name, &o, &n, NULL));
 	if (rc)
 		return applied(rc);
 	if (as_parent(n)->generation != gen) {
@@ -147,7 +145,7 @@ static int apply_join(struct store *s, struct mtenant *mt,
 	return index_put(s, m, n);
 }
 
-static int apply_create(struct store *s, const struct entry *e)
+static int apply_create(struct store *s, struct given *g, const struct entry *e)
 {
 	struct store_node *p = node_of(s, e, "pino", STORE_PARENT), *n = NULL;
 	const char *name = entry_str(e, "child");
@@ -163,8 +161,8 @@ static int apply_create(struct store *s, const struct entry *e)
 		store_node_unref(s, p);
 		return -EPROTO;
 	}
-	applying->ino = ino + s->mirror->ino_offset;
-	rc = TRANSITION(s, child_create(s, p, name, &o, true, &n, &created, NULL));
+	g->ino = ino + mirror_of(s)->ino_offset;
+	rc = TRANSITION(s, child_create(s, g, p, name, &o, true, &n, &created, NULL));
 	store_node_unref(s, p);
 	if (rc)
 		return applied(rc);
@@ -172,12 +170,12 @@ static int apply_create(struct store *s, const struct entry *e)
 		store_node_unref(s, n);
 		return -EUCLEAN;
 	}
-	return index_put(s, s->mirror, n);
+	return index_put(s, mirror_of(s), n);
 }
 
 /* Set @n's attributes as entry @e gives them (an attr entry, or the
  * attributes of a size change), and its renewed deadline. */
-static int apply_attrs(struct store *s, struct store_node *n,
+static int apply_attrs(struct store *s, struct given *g, struct store_node *n,
 		       const struct entry *e)
 {
 	struct store_attr in = { 0 };
@@ -212,7 +210,7 @@ static int apply_attrs(struct store *s, struct store_node *n,
 		mask |= STORE_SET_RENEW;
 	if (!mask && !entry_str(e, "ctime"))
 		return 0;
-	rc = TRANSITION(s, node_setattr(s, n, mask, &in, NULL));
+	rc = TRANSITION(s, node_setattr(s, g, n, mask, &in, NULL));
 	if (rc)
 		return applied(rc);
 	if ((mask & STORE_SET_RENEW) && deadline_of(s, n) != deadline)
@@ -220,7 +218,7 @@ static int apply_attrs(struct store *s, struct store_node *n,
 	return 0;
 }
 
-static int apply_write(struct store *s, const struct entry *e)
+static int apply_write(struct store *s, struct given *g, const struct entry *e)
 {
 	struct store_node *n = node_of(s, e, "ino", STORE_CHILD);
 	const char *data;
@@ -241,13 +239,13 @@ static int apply_write(struct store *s, const struct entry *e)
 	 * sfs_setattr (kind=child) names the mtime the call set. */
 	keep = !entry_str(e, "kind") && dec_i64(entry_str(e, "mtime"), &mtime);
 	world_enter(s);
-	rc = content_publish(s, as_child(n), data, len, keep ? &mtime : NULL);
+	rc = content_publish(s, g, as_child(n), data, len, keep ? &mtime : NULL);
 	world_exit(s);
 	event_hook_run(s);
 	if (rc == 0 && as_child(n)->version != ver)
 		rc = -EUCLEAN;
 	if (rc == 0 && entry_str(e, "kind")) {
-		rc = apply_attrs(s, n, e);
+		rc = apply_attrs(s, g, n, e);
 		if (rc == 0 && dec_i64(entry_str(e, "mtime"), &mtime)) {
 			lock(stripe(s, as_child(n)), LOCK_STRIPE);
 			as_child(n)->meta.mtime = mtime;
@@ -270,7 +268,7 @@ static struct store_node *node_of_kind(struct store *s, struct mtenant *mt,
 		uint64_t ino;
 
 		if (!entry_u64(e, "ino", &ino) ||
-		    mt->t->node.ino != ino + s->mirror->ino_offset)
+		    mt->t->node.ino != ino + mirror_of(s)->ino_offset)
 			return NULL;
 		store_node_ref(&mt->t->node);
 		return &mt->t->node;
@@ -281,13 +279,13 @@ static struct store_node *node_of_kind(struct store *s, struct mtenant *mt,
 
 /* Another mount changed @n's attributes, which no line tells of: the
  * watcher machinery raises ATTRIB for it (store_set_touch_hook). */
-static void touched(struct store *s, struct store_node *n)
+static void touched(struct store *s, struct given *g, struct store_node *n)
 {
-	if (applying && applying->others && !applying->quiet && s->touch_hook)
+	if (g->others && !g->quiet && s->touch_hook)
 		s->touch_hook(s->touch_arg, n);
 }
 
-static int apply_lease(struct store *s, struct mtenant *mt,
+static int apply_lease(struct store *s, struct given *g, struct mtenant *mt,
 		       const struct entry *e, bool set)
 {
 	struct store_node *n = node_of_kind(s, mt, e);
@@ -300,16 +298,16 @@ static int apply_lease(struct store *s, struct mtenant *mt,
 		store_node_unref(s, n);
 		return -EPROTO;
 	}
-	rc = TRANSITION(s, lease_change(s, n, set, ttl));
+	rc = TRANSITION(s, lease_change(s, g, n, set, ttl));
 	if (rc == 0 && deadline_of(s, n) != deadline)
 		rc = -EUCLEAN;
 	if (rc == 0)
-		touched(s, n);
+		touched(s, g, n);
 	store_node_unref(s, n);
 	return applied(rc);
 }
 
-static int apply_expire(struct store *s, const struct entry *e)
+static int apply_expire(struct store *s, struct given *g, const struct entry *e)
 {
 	const char *kind = entry_str(e, "kind");
 	struct store_node *n;
@@ -322,14 +320,14 @@ static int apply_expire(struct store *s, const struct entry *e)
 	if (!n)
 		return -EUCLEAN;
 	if (n->kind == STORE_PARENT)
-		done = TRANSITION(s, parent_expire(s, as_parent(n), e->ms));
+		done = TRANSITION(s, parent_expire(s, g, as_parent(n), e->ms));
 	else
-		done = TRANSITION(s, child_expire(s, as_child(n), e->ms));
+		done = TRANSITION(s, child_expire(s, g, as_child(n), e->ms));
 	store_node_unref(s, n);
 	return done == 1 ? 0 : -EUCLEAN;
 }
 
-static int apply_rename(struct store *s, const struct entry *e, unsigned flags)
+static int apply_rename(struct store *s, struct given *g, const struct entry *e, unsigned flags)
 {
 	struct store_node *a = node_of(s, e, "pino", STORE_PARENT);
 	struct store_node *b = node_of(s, e, "to_pino", STORE_PARENT);
@@ -337,7 +335,7 @@ static int apply_rename(struct store *s, const struct entry *e, unsigned flags)
 	int rc = -EUCLEAN;
 
 	if (a && b && name && to)
-		rc = applied(TRANSITION(s, child_rename(s, a, name, b, to, flags)));
+		rc = applied(TRANSITION(s, child_rename(s, g, a, name, b, to, flags)));
 	if (a)
 		store_node_unref(s, a);
 	if (b)
@@ -363,7 +361,7 @@ static int apply_tomb_age(struct store *s, struct tenant *t,
 	return 0;
 }
 
-static int apply_child_ttl(struct store *s, const struct entry *e)
+static int apply_child_ttl(struct store *s, struct given *g, const struct entry *e)
 {
 	struct store_node *n = node_of(s, e, "ino", STORE_PARENT);
 	uint64_t ttl;
@@ -377,7 +375,7 @@ static int apply_child_ttl(struct store *s, const struct entry *e)
 	bucket_lock(as_parent(n));
 	as_parent(n)->child_ttl_ms = ttl;
 	bucket_unlock(as_parent(n));
-	touched(s, n);
+	touched(s, g, n);
 	store_node_unref(s, n);
 	return 0;
 }
@@ -385,12 +383,12 @@ static int apply_child_ttl(struct store *s, const struct entry *e)
 /* The tenant of @mt goes (a cleanup, or a drain of the store). */
 static void mt_gone(struct store *s, struct mtenant *mt)
 {
-	lock(&s->mirror->lock, LOCK_MIRROR);
+	lock(&mirror_of(s)->lock, LOCK_ENGINE_INDEX);
 	mt->gone = true;
-	unlock(&s->mirror->lock, LOCK_MIRROR);
+	unlock(&mirror_of(s)->lock, LOCK_ENGINE_INDEX);
 }
 
-static int apply_tenant(struct store *s, struct mtenant *mt,
+static int apply_tenant(struct store *s, struct given *g, struct mtenant *mt,
 			const struct entry *e)
 {
 	const char *op = e->op;
@@ -400,7 +398,7 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 	int rc;
 
 	if (strcmp(op, "join") == 0)
-		return apply_join(s, mt, e);
+		return apply_join(s, g, mt, e);
 	if (!t || is_dead(&t->node))
 		return -EUCLEAN;
 	if (strcmp(op, "leave") == 0 || strcmp(op, "depart") == 0) {
@@ -408,13 +406,13 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 
 		if (!name || !entry_u64(e, "gen", &v))
 			return -EPROTO;
-		rc = TRANSITION(s, parent_leave(s, t, name, op[0] == 'l', NULL));
+		rc = TRANSITION(s, parent_leave(s, g, t, name, op[0] == 'l', NULL));
 		return applied(rc);
 	}
 	if (strcmp(op, "expire") == 0)
-		return apply_expire(s, e);
+		return apply_expire(s, g, e);
 	if (strcmp(op, "create") == 0)
-		return apply_create(s, e);
+		return apply_create(s, g, e);
 	if (strcmp(op, "unlink") == 0) {
 		const char *name = entry_str(e, "child");
 
@@ -424,7 +422,7 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 				store_node_unref(s, a);
 			return -EUCLEAN;
 		}
-		rc = TRANSITION(s, child_unlink(s, a, name));
+		rc = TRANSITION(s, child_unlink(s, g, a, name));
 		store_node_unref(s, a);
 		return applied(rc);
 	}
@@ -434,7 +432,7 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 		a = node_of(s, e, "ino", STORE_CHILD);
 		b = node_of(s, e, "pino", STORE_PARENT);
 		rc = a && b && name ?
-		     TRANSITION(s, child_link(s, a, b, name, NULL)) : -EUCLEAN;
+		     TRANSITION(s, child_link(s, g, a, b, name, NULL)) : -EUCLEAN;
 		if (a)
 			store_node_unref(s, a);
 		if (b)
@@ -442,33 +440,33 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 		return applied(rc);
 	}
 	if (strcmp(op, "rename") == 0)
-		return apply_rename(s, e, 0);
+		return apply_rename(s, g, e, 0);
 	if (strcmp(op, "exchange") == 0)
-		return apply_rename(s, e, STORE_RENAME_EXCHANGE);
+		return apply_rename(s, g, e, STORE_RENAME_EXCHANGE);
 	if (strcmp(op, "write") == 0)
-		return apply_write(s, e);
+		return apply_write(s, g, e);
 	if (strcmp(op, "attr") == 0) {
 		a = node_of_kind(s, mt, e);
 		if (!a)
 			return -EUCLEAN;
-		rc = apply_attrs(s, a, e);
+		rc = apply_attrs(s, g, a, e);
 		if (rc == 0)
-			touched(s, a);
+			touched(s, g, a);
 		store_node_unref(s, a);
 		return rc;
 	}
 	if (strcmp(op, "ttl") == 0 || strcmp(op, "renew") == 0)
-		return apply_lease(s, mt, e, op[0] == 't');
+		return apply_lease(s, g, mt, e, op[0] == 't');
 	if (strcmp(op, "child_ttl") == 0)
-		return apply_child_ttl(s, e);
+		return apply_child_ttl(s, g, e);
 	if (strcmp(op, "tomb_age") == 0)
 		return apply_tomb_age(s, t, e);
 	if (strcmp(op, "drain") == 0) {
 		if (!entry_str(e, "clear")) {
-			rc = TRANSITION(s, drain_start(s, t, e->ms, NULL));
+			rc = TRANSITION(s, drain_start(s, g, t, e->ms, NULL));
 			return applied(rc);
 		}
-		drain_clear_tenant(s, t, entry_str(e, "dead") != NULL);
+		drain_clear_tenant(s, g, t, entry_str(e, "dead") != NULL);
 		if (entry_str(e, "dead"))
 			mt_gone(s, mt);
 		return 0;
@@ -482,14 +480,14 @@ static int apply_tenant(struct store *s, struct mtenant *mt,
 		HASH_FIND_STR(s->tenants, t->name, cur);
 		unlock(&s->lock, LOCK_STORE);
 		if (cur == t)
-			TRANSITION(s, tenant_cleanup(s, t->name, NULL));
+			TRANSITION(s, tenant_cleanup(s, g, t->name, NULL));
 		mt_gone(s, mt);
 		return 0;
 	}
 	return -EPROTO;
 }
 
-static int apply_root(struct store *s, const struct entry *e)
+static int apply_root(struct store *s, struct given *g, const struct entry *e)
 {
 	const char *op = e->op;
 	uint64_t v;
@@ -500,7 +498,7 @@ static int apply_root(struct store *s, const struct entry *e)
 		return mirror_tenant_add(s, v, entry_str(e, "name"));
 	}
 	if (strcmp(op, "drain") == 0)
-		return applied(TRANSITION(s, drain_start(s, NULL, e->ms, NULL)));
+		return applied(TRANSITION(s, drain_start(s, g, NULL, e->ms, NULL)));
 	if (strcmp(op, "drained") == 0) {
 		lock(&s->lock, LOCK_STORE);
 		atomic_store(&s->state, STORE_DRAINED);
@@ -510,7 +508,7 @@ static int apply_root(struct store *s, const struct entry *e)
 	if (strcmp(op, "clock") == 0) {
 		if (!entry_u64(e, "clock_ms", &v))
 			return -EPROTO;
-		atomic_store(&s->mirror->testclock_ms, v);
+		atomic_store(&mirror_of(s)->testclock_ms, v);
 		return 0;
 	}
 	return 0; /* cleanup: the tenant's own log says it */
@@ -518,9 +516,9 @@ static int apply_root(struct store *s, const struct entry *e)
 
 int mirror_apply(struct store *s, uint64_t tid, const struct entry *e)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	struct mtenant *mt = NULL;
-	struct apply_ctx ctx = {
+	struct given ctx = {
 		.ns = e->ns, .ms = e->ms, .seq = e->seq,
 		.others = strcmp(e->by, m->by) != 0 || !*e->by,
 	};
@@ -528,10 +526,10 @@ int mirror_apply(struct store *s, uint64_t tid, const struct entry *e)
 	int rc;
 
 	if (tid) {
-		lock(&m->lock, LOCK_MIRROR);
+		lock(&m->lock, LOCK_ENGINE_INDEX);
 		mt = mt_find_locked(m, tid);
 		last = mt ? mt->seq : 0;
-		unlock(&m->lock, LOCK_MIRROR);
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
 		if (!mt)
 			return -ENOENT;
 	} else {
@@ -545,15 +543,13 @@ int mirror_apply(struct store *s, uint64_t tid, const struct entry *e)
 	 * is this mount's own. */
 	if (!*m->by)
 		ctx.others = false;
-	applying = &ctx;
-	rc = tid ? apply_tenant(s, mt, e) : apply_root(s, e);
-	applying = NULL;
+	rc = tid ? apply_tenant(s, &ctx, mt, e) : apply_root(s, &ctx, e);
 	if (rc)
 		return rc;
 	if (tid) {
 		struct tenant *drop = NULL;
 
-		lock(&m->lock, LOCK_MIRROR);
+		lock(&m->lock, LOCK_ENGINE_INDEX);
 		mt->seq = e->seq + n - 1;
 		if (mt->gone) {
 			/* Its log has ended: forget it, so that the mirror
@@ -563,7 +559,7 @@ int mirror_apply(struct store *s, uint64_t tid, const struct entry *e)
 			drop = mt->t;
 			free(mt);
 		}
-		unlock(&m->lock, LOCK_MIRROR);
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
 		if (drop)
 			store_node_unref(s, &drop->node);
 	} else {

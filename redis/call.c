@@ -18,7 +18,7 @@
  * -----------------
  * Any caller's thread, with no store lock held: a call waits on the
  * network (redis/conn.c bounds it by store_timeout); a wait for the
- * follower sleeps on remote->applied under remote->lock (LOCK_REMOTE,
+ * follower sleeps on remote->applied under remote->lock (LOCK_ENGINE_STATE,
  * held alone), woken after each batch the follower applies, and ends
  * within store_timeout and a second.  remote->lock is let go before the
  * mirror's lock is taken to read what was applied.
@@ -104,12 +104,12 @@ int remote_damaged_key(struct remote *r, const char *fn, const char *key)
 		key = "?";
 	if (!r->running || !pthread_equal(pthread_self(), r->thread))
 		atomic_fetch_add(&r->damaged, 1);
-	lock(&r->lock, LOCK_REMOTE);
+	lock(&r->lock, LOCK_ENGINE_STATE);
 	say = strncmp(r->damaged_key, key, sizeof(r->damaged_key) - 1) != 0;
 	if (say)
 		snprintf(r->damaged_key, sizeof(r->damaged_key), "%s", key);
 	atomic_store(&r->damaged_seen, true);
-	unlock(&r->lock, LOCK_REMOTE);
+	unlock(&r->lock, LOCK_ENGINE_STATE);
 	if (say)
 		fprintf(stderr, "statefs: %s: the shared store is damaged: key %s "
 			"is not as statefs made it; what needs it gets EIO and "
@@ -121,7 +121,7 @@ int remote_damaged_key(struct remote *r, const char *fn, const char *key)
 
 void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len)
 {
-	const char *p = s->remote->cfg.prefix;
+	const char *p = remote_of(s)->cfg.prefix;
 
 	snprintf(buf, len, "%s:{%s.t%" PRIu64 "}:t", p, p, tid);
 }
@@ -166,7 +166,7 @@ static int fence(struct store *s, int nkeys, const char **av,
 		 const char *inst, const char *opid, uint64_t sent,
 		 redisReply **rep)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	const char *fv[4 + 16 + 2];
 	char nk[16];
 	int n = 0, rc = -EIO;
@@ -215,7 +215,7 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 		      const char *const *argv, const size_t *argvlen,
 		      redisReply **out, uint64_t *loaded, bool *newinst)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	int n = 0, total = 4 + nkeys + 3 + argc, rc;
 	uint64_t sent = 0;
 	const char **av = st_calloc((size_t)total, sizeof(*av));
@@ -229,10 +229,10 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 		free(al);
 		return -ENOMEM;
 	}
-	lock(&r->lock, LOCK_REMOTE);
+	lock(&r->lock, LOCK_ENGINE_STATE);
 	memcpy(inst, r->instance, sizeof(inst));
 	*loaded = r->loaded;
-	unlock(&r->lock, LOCK_REMOTE);
+	unlock(&r->lock, LOCK_ENGINE_STATE);
 	*newinst = false;
 	snprintf(nk, sizeof(nk), "%d", nkeys + 1);
 	opid[0] = deadline[0] = '\0';
@@ -309,19 +309,19 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 	if (strcmp(rep->element[0]->str, "OK") == 0) {
 		if (mutation && atomic_load(&r->damaged_seen)) {
 			/* Its tenant works again: the next damage is news. */
-			lock(&r->lock, LOCK_REMOTE);
+			lock(&r->lock, LOCK_ENGINE_STATE);
 			if (same_tag(r->damaged_key, nkeys ? keys[0] : r->meta)) {
 				r->damaged_key[0] = '\0';
 				atomic_store(&r->damaged_seen, false);
 			}
-			unlock(&r->lock, LOCK_REMOTE);
+			unlock(&r->lock, LOCK_ENGINE_STATE);
 		}
 		return 0;
 	}
 	if (strcmp(rep->element[0]->str, "ESTALEINST") == 0) {
-		lock(&r->lock, LOCK_REMOTE);
+		lock(&r->lock, LOCK_ENGINE_STATE);
 		r->reinit = true;
-		unlock(&r->lock, LOCK_REMOTE);
+		unlock(&r->lock, LOCK_ENGINE_STATE);
 		*newinst = true;
 		return -ESTALE;
 	}
@@ -341,7 +341,7 @@ static bool wait_new_instance(struct remote *r, uint64_t loaded)
 
 	if (!r->running || pthread_equal(pthread_self(), r->thread))
 		return false;
-	lock(&r->lock, LOCK_REMOTE);
+	lock(&r->lock, LOCK_ENGINE_STATE);
 	while (r->loaded == loaded && mono_ms() < until) {
 		struct timespec ts;
 
@@ -354,7 +354,7 @@ static bool wait_new_instance(struct remote *r, uint64_t loaded)
 		pthread_cond_timedwait(&r->applied, &r->lock, &ts);
 	}
 	done = r->loaded != loaded;
-	unlock(&r->lock, LOCK_REMOTE);
+	unlock(&r->lock, LOCK_ENGINE_STATE);
 	return done;
 }
 
@@ -372,7 +372,7 @@ int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 	 * to another history).  Only the nodes of the old one are stale:
 	 * once the mirror shows the new one, a fresh lookup finds what it
 	 * has, and a call about the root alone is made again. */
-	if (newinst && wait_new_instance(s->remote, loaded) && nkeys == 0) {
+	if (newinst && wait_new_instance(remote_of(s), loaded) && nkeys == 0) {
 		freeReplyObject(*out);
 		rc = fcall_once(s, fn, mutation, nkeys, keys, argc, argv,
 				argvlen, out, &loaded, &newinst);
@@ -381,8 +381,8 @@ int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 		/* A caller's call refused for the instance is an ESTALE
 		 * refusal, counted as the embedded store counts one (the
 		 * store did not). */
-		if (mutation && s->remote->running &&
-		    !pthread_equal(pthread_self(), s->remote->thread))
+		if (mutation && remote_of(s)->running &&
+		    !pthread_equal(pthread_self(), remote_of(s)->thread))
 			refuse(s, -ESTALE);
 		/* Its outcome names no seq of this instance's logs: no
 		 * caller may wait for one (settle() returns at once). */
@@ -394,12 +394,12 @@ int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 
 uint64_t remote_generation(struct store *s)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	uint64_t g;
 
-	lock(&r->lock, LOCK_REMOTE);
+	lock(&r->lock, LOCK_ENGINE_STATE);
 	g = r->generation;
-	unlock(&r->lock, LOCK_REMOTE);
+	unlock(&r->lock, LOCK_ENGINE_STATE);
 	return g;
 }
 
@@ -410,7 +410,7 @@ uint64_t remote_generation(struct store *s)
  */
 int wait_seq(struct store *s, uint64_t tid, uint64_t seq)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	uint64_t until = mono_ms() + r->cfg.timeout_ms + 1000;
 
 	for (;;) {
@@ -418,14 +418,14 @@ int wait_seq(struct store *s, uint64_t tid, uint64_t seq)
 		bool gone = false;
 		struct timespec ts;
 
-		lock(&r->lock, LOCK_REMOTE);
+		lock(&r->lock, LOCK_ENGINE_STATE);
 		batches = r->batches;
-		unlock(&r->lock, LOCK_REMOTE);
+		unlock(&r->lock, LOCK_ENGINE_STATE);
 		if (mirror_applied(s, tid, &at, &gone) == 0 && (gone || at >= seq))
 			return 0;
 		if (mono_ms() >= until)
 			return -EIO;
-		lock(&r->lock, LOCK_REMOTE);
+		lock(&r->lock, LOCK_ENGINE_STATE);
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 50 * 1000000;
 		if (ts.tv_nsec >= 1000000000) {
@@ -434,7 +434,7 @@ int wait_seq(struct store *s, uint64_t tid, uint64_t seq)
 		}
 		if (r->batches == batches)
 			pthread_cond_timedwait(&r->applied, &r->lock, &ts);
-		unlock(&r->lock, LOCK_REMOTE);
+		unlock(&r->lock, LOCK_ENGINE_STATE);
 	}
 }
 
@@ -469,7 +469,7 @@ int settle_node(struct store *s, uint64_t tid, int rc, redisReply *rep,
 	len = strlen(key) - 1; /* "...:t" -> "...:" */
 	snprintf(key + len, sizeof(key) - len, "%c:%" PRIu64,
 		 n->kind == STORE_PARENT ? 'p' : 's', mirror_remote_ino(s, n));
-	return remote_damaged_key(s->remote, "mirror", key);
+	return remote_damaged_key(remote_of(s), "mirror", key);
 }
 
 /* Arguments ---------------------------------------------------------------- */
@@ -626,10 +626,4 @@ int remote_sync(struct store *s)
 	free(keys);
 	free(kp);
 	return rc;
-}
-
-int store_sync(struct store *s, struct store_node *n)
-{
-	(void)n;
-	return s->remote ? remote_sync(s) : 0;
 }

@@ -209,12 +209,10 @@ int remote_clock_advance(struct store *s, uint64_t ms)
 	return rc;
 }
 
-int store_clock_advance(struct store *s, uint64_t ms)
+int remote_clock_move(struct store *s, uint64_t ms)
 {
 	int rc;
 
-	if (!s->remote)
-		return -ENOTSUP;
 	rc = remote_clock_advance(s, ms);
 	/* Then what is due goes, as the embedded store's reaper does when
 	 * the manual clock moves. */

@@ -33,7 +33,7 @@
  * order they come after everything, and no store lock may be held while
  * calling in here at all (every call may wait on the network), so they
  * are never held while a store lock is taken.  Both take their levels
- * (LOCK_RCONN_POOL, LOCK_RCONN_CONN) from the store's lock order
+ * (LOCK_ENGINE_POOL, LOCK_ENGINE_CONN) from the store's lock order
  * (store/internal.h), which test builds check: taking either while any
  * store lock is held is reported there.
  *
@@ -97,9 +97,9 @@ static void sleep_ms(uint64_t ms)
 static void note_failure(struct rconn_pool *p, const char *why)
 {
 	atomic_store(&p->connected, false);
-	lock(&p->lock, LOCK_RCONN_POOL);
+	lock(&p->lock, LOCK_ENGINE_POOL);
 	snprintf(p->why, sizeof(p->why), "%s", why);
-	unlock(&p->lock, LOCK_RCONN_POOL);
+	unlock(&p->lock, LOCK_ENGINE_POOL);
 }
 
 /* Errors that say "not here, or not now": another connection, later,
@@ -127,9 +127,9 @@ static int conn_init(struct rconn *c, struct rconn_pool *p, uint64_t timeout_ms)
 /* Swap @ln in as @c's link (the owner only). */
 static void conn_set(struct rconn *c, struct link *ln)
 {
-	lock(&c->lock, LOCK_RCONN_CONN);
+	lock(&c->lock, LOCK_ENGINE_CONN);
 	c->link = ln;
-	unlock(&c->lock, LOCK_RCONN_CONN);
+	unlock(&c->lock, LOCK_ENGINE_CONN);
 }
 
 /* Drop @c's link, if any (the owner only). */
@@ -137,10 +137,10 @@ static void conn_drop(struct rconn *c)
 {
 	struct link *ln;
 
-	lock(&c->lock, LOCK_RCONN_CONN);
+	lock(&c->lock, LOCK_ENGINE_CONN);
 	ln = c->link;
 	c->link = NULL;
-	unlock(&c->lock, LOCK_RCONN_CONN);
+	unlock(&c->lock, LOCK_ENGINE_CONN);
 	link_close(ln);
 }
 
@@ -245,7 +245,7 @@ static struct rconn *take(struct rconn_pool *p, uint64_t deadline)
 			       (long)(deadline % 1000) * 1000000 };
 	struct rconn *c;
 
-	lock(&p->lock, LOCK_RCONN_POOL);
+	lock(&p->lock, LOCK_ENGINE_POOL);
 	while (!p->free)
 		if (pthread_cond_timedwait(&p->freed, &p->lock, &ts) ==
 			    ETIMEDOUT &&
@@ -254,17 +254,17 @@ static struct rconn *take(struct rconn_pool *p, uint64_t deadline)
 	c = p->free;
 	if (c)
 		p->free = c->next_free;
-	unlock(&p->lock, LOCK_RCONN_POOL);
+	unlock(&p->lock, LOCK_ENGINE_POOL);
 	return c;
 }
 
 static void give_back(struct rconn_pool *p, struct rconn *c)
 {
-	lock(&p->lock, LOCK_RCONN_POOL);
+	lock(&p->lock, LOCK_ENGINE_POOL);
 	c->next_free = p->free;
 	p->free = c;
 	pthread_cond_signal(&p->freed);
-	unlock(&p->lock, LOCK_RCONN_POOL);
+	unlock(&p->lock, LOCK_ENGINE_POOL);
 }
 
 /* Contract in redis/conn.h. */
@@ -399,9 +399,9 @@ void rconn_pool_last_error(struct rconn_pool *p, char *buf, size_t cap)
 {
 	if (cap == 0)
 		return;
-	lock(&p->lock, LOCK_RCONN_POOL);
+	lock(&p->lock, LOCK_ENGINE_POOL);
 	snprintf(buf, cap, "%s", p->why);
-	unlock(&p->lock, LOCK_RCONN_POOL);
+	unlock(&p->lock, LOCK_ENGINE_POOL);
 }
 
 /* Contract in redis/conn.h. */
@@ -460,10 +460,10 @@ void rconn_interrupt(struct rconn *c)
 	atomic_store(&c->interrupted, true);
 	/* Under the lock the link cannot be freed, so its descriptor is
 	 * still this connection's. */
-	lock(&c->lock, LOCK_RCONN_CONN);
+	lock(&c->lock, LOCK_ENGINE_CONN);
 	if (c->link)
 		link_wake(c->link);
-	unlock(&c->lock, LOCK_RCONN_CONN);
+	unlock(&c->lock, LOCK_ENGINE_CONN);
 }
 
 void rconn_close(struct rconn *c)

@@ -17,8 +17,8 @@
  * closed must fail, not kill the daemon.  No caller may hold a store lock
  * while calling in here: every call may wait on the network.
  */
-#ifndef STATEFS_RCONN_H
-#define STATEFS_RCONN_H
+#ifndef STATEFS_REDIS_CONN_H
+#define STATEFS_REDIS_CONN_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -138,4 +138,4 @@ int rconn_library_ensure(struct rconn_pool *p, const char *name,
 			 const char *code, uint64_t version, char *err,
 			 size_t errlen);
 
-#endif /* STATEFS_RCONN_H */
+#endif /* STATEFS_REDIS_CONN_H */

@@ -102,6 +102,10 @@ struct diff {
 	size_t ns;
 	struct dlink **lv, *links;     /* each state's oldest first; hash */
 	size_t nl, capl;
+	/* What each transition applying the difference is given: the time
+	 * of the reload, a store clock of 0 (nothing is past its deadline
+	 * until the dump's are set), hidden lines of another's change. */
+	struct given g;
 };
 
 static struct dlink *dlink_find(struct diff *d, uint64_t pino, const char *name)
@@ -134,7 +138,7 @@ static struct dparent *dparent_find(struct diff *d, uint64_t ino)
 static int add_dlink(struct diff *d, struct dstate *ds, uint64_t pino,
 		     const char *name)
 {
-	uint64_t local = pino + d->s->mirror->ino_offset;
+	uint64_t local = pino + mirror_of(d->s)->ino_offset;
 	size_t klen = 24 + strlen(name) + 2;
 	struct dlink *dl;
 
@@ -184,7 +188,7 @@ static int parse_state(struct diff *d, const struct dump_val *srow)
 	ds->data = dump_kv_len(S, "data", &ds->len);
 	if (ds->data && ds->len > d->s->lim.max_payload)
 		return -EPROTO;
-	ds->ino = sino + d->s->mirror->ino_offset;
+	ds->ino = sino + mirror_of(d->s)->ino_offset;
 	ds->row = S;
 	if (dstate_find(d, ds->ino))
 		return -EPROTO;
@@ -258,7 +262,7 @@ static int parse(struct diff *d, const struct dump_val *dump)
 		    dp->gen == 0)
 			return -EPROTO;
 		dump_kvu(P, "child_ttl", &dp->cttl);
-		dp->ino = pino + d->s->mirror->ino_offset;
+		dp->ino = pino + mirror_of(d->s)->ino_offset;
 		dp->row = P;
 		if (dparent_find(d, dp->ino))
 			return -EPROTO;
@@ -367,7 +371,7 @@ static int clinks(struct diff *d, struct clink **out, size_t *n)
 static struct store_node *live(struct diff *d, uint64_t ino,
 			       enum store_kind kind)
 {
-	struct store_node *n = index_get(d->s->mirror, ino);
+	struct store_node *n = index_get(mirror_of(d->s), ino);
 
 	if (n && (n->kind != kind ||
 		  (kind == STORE_PARENT && as_parent(n)->tenant != d->t))) {
@@ -429,7 +433,7 @@ static int drop_links(struct diff *d, bool all)
 			if (links <= 1)
 				continue; /* it moves (add_links) */
 		}
-		rc = done(TRANSITION(d->s, child_unlink(d->s, v[i].p, v[i].name)));
+		rc = done(TRANSITION(d->s, child_unlink(d->s, &d->g, v[i].p, v[i].name)));
 	}
 	clinks_free(d, v, n);
 	return rc;
@@ -443,10 +447,10 @@ static int make_state(struct diff *d, struct dstate *ds, struct store_node *p,
 	bool created = false;
 	int rc;
 
-	applying->ino = ds->ino;
-	rc = TRANSITION(d->s, child_create(d->s, p, name, &ds->o, true, &c,
+	d->g.ino = ds->ino;
+	rc = TRANSITION(d->s, child_create(d->s, &d->g, p, name, &ds->o, true, &c,
 					 &created, NULL));
-	applying->ino = 0;
+	d->g.ino = 0;
 	if (rc)
 		return done(rc);
 	ds->made = true;
@@ -457,7 +461,7 @@ static int make_state(struct diff *d, struct dstate *ds, struct store_node *p,
 		store_node_unref(d->s, c);
 		return rc;
 	}
-	return index_put(d->s, d->s->mirror, c);
+	return index_put(d->s, mirror_of(d->s), c);
 }
 
 /* Step 3's additions: each link of the dump the copy lacks, in a parent
@@ -474,7 +478,7 @@ static int add_links(struct diff *d)
 
 		if (!p)
 			continue;
-		if (store_lookup(d->s, p, dl->name, &at) == 0) {
+		if (node_lookup(d->s, &d->g, p, dl->name, &at) == 0) {
 			store_node_unref(d->s, at);
 			store_node_unref(d->s, p);
 			continue; /* there, or taken for now */
@@ -483,10 +487,10 @@ static int add_links(struct diff *d)
 		if (!n)
 			rc = make_state(d, dl->st, p, dl->name);
 		else if (anchor_of(d, n, &ap, aname))
-			rc = done(TRANSITION(d->s, child_rename(d->s, ap, aname, p,
+			rc = done(TRANSITION(d->s, child_rename(d->s, &d->g, ap, aname, p,
 							     dl->name, 0)));
 		else
-			rc = done(TRANSITION(d->s, child_link(d->s, n, p, dl->name,
+			rc = done(TRANSITION(d->s, child_link(d->s, &d->g, n, p, dl->name,
 							   NULL)));
 		if (ap)
 			store_node_unref(d->s, ap);
@@ -517,7 +521,7 @@ static int unblock(struct diff *d, bool kill)
 
 		if (!p)
 			continue;
-		if (store_lookup(d->s, p, dl->name, &at) != 0 ||
+		if (node_lookup(d->s, &d->g, p, dl->name, &at) != 0 ||
 		    at->ino == dl->st->ino) {
 			if (at)
 				store_node_unref(d->s, at);
@@ -527,11 +531,11 @@ static int unblock(struct diff *d, bool kill)
 		store_node_unref(d->s, at);
 		n = live(d, dl->st->ino, STORE_CHILD);
 		if (n && anchor_of(d, n, &ap, aname)) {
-			rc = done(TRANSITION(d->s, child_rename(d->s, ap, aname, p,
+			rc = done(TRANSITION(d->s, child_rename(d->s, &d->g, ap, aname, p,
 					     dl->name, STORE_RENAME_EXCHANGE)));
 			rc = rc ? rc : 1;
 		} else if (kill) {
-			rc = done(TRANSITION(d->s, child_unlink(d->s, p, dl->name)));
+			rc = done(TRANSITION(d->s, child_unlink(d->s, &d->g, p, dl->name)));
 			rc = rc ? rc : 1;
 		}
 		if (ap)
@@ -581,22 +585,22 @@ static int join_parents(struct diff *d, bool all)
 			store_node_unref(d->s, n);
 			continue;
 		}
-		if (store_lookup(d->s, &d->t->node, dp->name, &n) == 0) {
+		if (node_lookup(d->s, &d->g, &d->t->node, dp->name, &n) == 0) {
 			store_node_unref(d->s, n);
 			if (all)
 				return -EUCLEAN;
 			continue; /* its name leaves first */
 		}
-		applying->ino = dp->ino;
-		rc = TRANSITION(d->s, parent_join(d->s, d->t, dp->name,
+		d->g.ino = dp->ino;
+		rc = TRANSITION(d->s, parent_join(d->s, &d->g, d->t, dp->name,
 					       &dp->o, &n, NULL));
-		applying->ino = 0;
+		d->g.ino = 0;
 		if (rc)
 			return done(rc);
 		/* Made here, for the dump: its generation is the store's. */
 		as_parent(n)->generation = dp->gen;
 		dp->made = true;
-		rc = index_put(d->s, d->s->mirror, n);
+		rc = index_put(d->s, mirror_of(d->s), n);
 		if (rc)
 			return rc;
 	}
@@ -635,7 +639,7 @@ static int leave_parents(struct diff *d)
 	unlock(&d->t->lock, LOCK_TENANT);
 	for (size_t i = 0; i < n; i++) {
 		if (rc == 0)
-			rc = done(TRANSITION(d->s, parent_leave(d->s, d->t,
+			rc = done(TRANSITION(d->s, parent_leave(d->s, &d->g, d->t,
 						names[i], true, NULL)));
 		free(names[i]);
 	}
@@ -700,7 +704,7 @@ static int state_attrs(struct diff *d, struct dstate *ds)
 	if (ver != ds->ver) {
 		/* A publication: its write line is the echo's MODIFY. */
 		world_enter(d->s);
-		rc = content_publish(d->s, c, ds->data ? ds->data : "", ds->len,
+		rc = content_publish(d->s, &d->g, c, ds->data ? ds->data : "", ds->len,
 				     NULL);
 		world_exit(d->s);
 		event_hook_run(d->s);
@@ -762,8 +766,8 @@ static int tenant_attrs(struct diff *d)
 int mirror_diff_tenant(struct store *s, struct tenant *t,
 		       const struct dump_val *dump)
 {
-	struct diff d = { .s = s, .t = t, .T = dump_arr(dump, 4) };
-	struct apply_ctx ctx = { .others = true, .hidden = true };
+	struct diff d = { .s = s, .t = t, .T = dump_arr(dump, 4),
+			  .g = { .others = true, .hidden = true } };
 	struct timespec now;
 	int rc;
 
@@ -771,11 +775,10 @@ int mirror_diff_tenant(struct store *s, struct tenant *t,
 	if (rc)
 		goto out;
 	clock_gettime(CLOCK_REALTIME, &now);
-	ctx.ns = ns_of(now);
+	d.g.ns = ns_of(now);
 	/* Nothing is past its deadline while the difference is applied:
 	 * the deadlines are the dump's, set at the end (step 5). */
-	ctx.ms = 0;
-	applying = &ctx;
+	d.g.ms = 0;
 	rc = join_parents(&d, false);
 	if (rc == 0)
 		rc = converge(&d, false);
@@ -791,7 +794,6 @@ int mirror_diff_tenant(struct store *s, struct tenant *t,
 		rc = parent_attrs(&d, &d.pv[i]);
 	if (rc == 0)
 		rc = tenant_attrs(&d);
-	applying = NULL;
 out:
 	diff_free(&d);
 	return rc;

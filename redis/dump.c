@@ -47,22 +47,8 @@ size_t dump_len(const struct dump_val *v)
 	return r && r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
 }
 
-/* Field @name of a dump's K V array @dump_kv, or NULL. */
-const char *dump_kv(const struct dump_val *v, const char *name)
-{
-	const redisReply *r = reply_of(v);
-
-	if (!r || r->type != REDIS_REPLY_ARRAY)
-		return NULL;
-	for (size_t i = 0; i + 1 < r->elements; i += 2)
-		if (r->element[i]->type == REDIS_REPLY_STRING &&
-		    strcmp(r->element[i]->str, name) == 0 &&
-		    r->element[i + 1]->type == REDIS_REPLY_STRING)
-			return r->element[i + 1]->str;
-	return NULL;
-}
-
-/* The same with its length in *@len (binary-safe: a state's data). */
+/* Field @name of a dump's K V array @v, or NULL; its length in *@len
+ * (binary-safe: a state's data). */
 const char *dump_kv_len(const struct dump_val *v, const char *name,
 			size_t *len)
 {
@@ -78,6 +64,14 @@ const char *dump_kv_len(const struct dump_val *v, const char *name,
 			return r->element[i + 1]->str;
 		}
 	return NULL;
+}
+
+/* The same without its length. */
+const char *dump_kv(const struct dump_val *v, const char *name)
+{
+	size_t len;
+
+	return dump_kv_len(v, name, &len);
 }
 
 bool dump_kvu(const struct dump_val *r, const char *name, uint64_t *v)

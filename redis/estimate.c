@@ -20,7 +20,7 @@
  * Threads and locks
  * -----------------
  * The clock is read on any thread, without a lock; the real time's
- * sample under remote->lock (LOCK_REMOTE, held alone), never across
+ * sample under remote->lock (LOCK_ENGINE_STATE, held alone), never across
  * the network.
  */
 #include "store/internal.h"
@@ -46,7 +46,7 @@ uint64_t remote_clock(void *arg)
 	uint64_t est, floor = atomic_load(&r->floor_ms);
 
 	if (r->testclock) {
-		est = r->s && r->s->mirror ? mirror_testclock(r->s) : 0;
+		est = r->s && mirror_of(r->s) ? mirror_testclock(r->s) : 0;
 	} else {
 		est = (uint64_t)((int64_t)mono_ms() + atomic_load(&r->offset_ms));
 	}
@@ -58,7 +58,7 @@ uint64_t remote_clock(void *arg)
 
 void remote_saw_now(struct store *s, uint64_t now_ms)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	int_fast64_t off = (int64_t)now_ms - (int64_t)mono_ms();
 	int_fast64_t cur = atomic_load(&r->offset_ms);
 	uint64_t floor = atomic_load(&r->floor_ms);
@@ -94,28 +94,28 @@ void remote_saw_real(struct remote *r, uint64_t real_ms, uint64_t at_ms)
 {
 	int64_t off = (int64_t)real_ms - (int64_t)at_ms;
 
-	lock(&r->lock, LOCK_REMOTE);
+	lock(&r->lock, LOCK_ENGINE_STATE);
 	if (r->real_at_ms == 0 || off >= r->real_off_ms ||
 	    at_ms > r->real_at_ms + 1000) {
 		r->real_off_ms = off;
 		r->real_at_ms = at_ms ? at_ms : 1;
 	}
-	unlock(&r->lock, LOCK_REMOTE);
+	unlock(&r->lock, LOCK_ENGINE_STATE);
 }
 
 int remote_real_ms(struct store *s, uint64_t *real_ms)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	const char *av[] = { "TIME" };
 	redisReply *rep = NULL;
 	uint64_t now = mono_ms();
 	bool fresh;
 	int rc;
 
-	lock(&r->lock, LOCK_REMOTE);
+	lock(&r->lock, LOCK_ENGINE_STATE);
 	fresh = r->real_at_ms != 0 && now - r->real_at_ms <= REAL_SAMPLE_MAX_MS;
 	*real_ms = (uint64_t)(r->real_off_ms + (int64_t)now);
-	unlock(&r->lock, LOCK_REMOTE);
+	unlock(&r->lock, LOCK_ENGINE_STATE);
 	if (fresh)
 		return 0;
 	/* Under testclock no outcome tells the server's real time: ask. */
@@ -135,8 +135,8 @@ int remote_real_ms(struct store *s, uint64_t *real_ms)
 			mono_ms());
 	freeReplyObject(rep);
 	now = mono_ms();
-	lock(&r->lock, LOCK_REMOTE);
+	lock(&r->lock, LOCK_ENGINE_STATE);
 	*real_ms = (uint64_t)(r->real_off_ms + (int64_t)now);
-	unlock(&r->lock, LOCK_REMOTE);
+	unlock(&r->lock, LOCK_ENGINE_STATE);
 	return 0;
 }

@@ -28,7 +28,7 @@
  * -----------------
  * One thread.  It holds no store lock while it waits on the network; it
  * applies entries through the embedded transitions (their locks, in the
- * store's order), then takes remote->lock (LOCK_REMOTE, alone) to count
+ * store's order), then takes remote->lock (LOCK_ENGINE_STATE, alone) to count
  * the batch and broadcast.  follow_stop() interrupts its connection
  * (rconn_interrupt) and joins it.
  */
@@ -58,16 +58,16 @@
 /* Wake the transitions waiting for the mirror. */
 static void batch_done(struct remote *r)
 {
-	lock(&r->lock, LOCK_REMOTE);
+	lock(&r->lock, LOCK_ENGINE_STATE);
 	r->batches++;
 	pthread_cond_broadcast(&r->applied);
-	unlock(&r->lock, LOCK_REMOTE);
+	unlock(&r->lock, LOCK_ENGINE_STATE);
 }
 
 /* Reload tenant @tid (position @i) from its dump. */
 static int reload(struct store *s, size_t i)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	char key[160], id[48];
 	redisReply *d = NULL;
 	int rc;
@@ -98,7 +98,7 @@ static int reload(struct store *s, size_t i)
 static int new_instance(struct store *s)
 {
 	struct tenant *t, *tt;
-	struct apply_ctx q = { .quiet = true };
+	struct given q = { .quiet = true };
 
 	/* Every tenant of the old instance goes, silently but for the end
 	 * of the instance in the log: an "overflow" line for the root's
@@ -106,11 +106,9 @@ static int new_instance(struct store *s)
 	 * cleanups, so a tenant's .events opened past it finds its tenant
 	 * dead (store_events_open).  Only this thread changes the tenant
 	 * table (each cleanup takes the store lock to take one out). */
-	q.ns = wall_now();
-	applying = &q;
+	q.ns = wall_now(NULL);
 	HASH_ITER(hh, s->tenants, t, tt)
-		TRANSITION(s, tenant_cleanup(s, t->name, NULL));
-	applying = NULL;
+		TRANSITION(s, tenant_cleanup(s, &q, t->name, NULL));
 	emit_overflow(s, NULL);
 	event_hook_run(s);
 	lock(&s->lock, LOCK_STORE);
@@ -124,7 +122,7 @@ static int new_instance(struct store *s)
 /* Apply the entries of one stream of an XREAD reply. */
 static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	const char *key;
 	const redisReply *es;
 	uint64_t tid = 0;
@@ -226,7 +224,7 @@ static int log_has_more(struct store *s, uint64_t tid, const char *id)
 
 	log_key(s, tid, key, sizeof(key));
 	snprintf(from, sizeof(from), "(%s", id);
-	rc = rconn_call(s->remote->conn, 0, 6, av, NULL, &rep);
+	rc = rconn_call(remote_of(s)->conn, 0, 6, av, NULL, &rep);
 	if (rc)
 		return rc;
 	rc = rep->type != REDIS_REPLY_ARRAY ? -EPROTO : rep->elements > 0;
@@ -246,7 +244,7 @@ static int log_has_more(struct store *s, uint64_t tid, const char *id)
  */
 static int check_logs(struct store *s)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	size_t n = r->npos;
 	char (*keys)[160] = st_calloc(n + 1, sizeof(*keys));
 	const char **kp = st_calloc(n + 1, sizeof(*kp));
@@ -300,13 +298,13 @@ static bool log_damaged(struct store *s, const char *key, bool was)
 	redisReply *rep = NULL;
 	bool bad;
 
-	if (rconn_call(s->remote->conn, 0, 2, av, NULL, &rep) != 0)
+	if (rconn_call(remote_of(s)->conn, 0, 2, av, NULL, &rep) != 0)
 		return was;
 	bad = rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "stream") != 0 &&
 	      strcmp(rep->str, "none") != 0;
 	freeReplyObject(rep);
 	if (bad && !was)
-		remote_damaged_key(s->remote, "follower", key);
+		remote_damaged_key(remote_of(s), "follower", key);
 	return bad;
 }
 
@@ -318,7 +316,7 @@ static bool log_damaged(struct store *s, const char *key, bool was)
  */
 static void logs_check_damage(struct store *s, bool all)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	char key[160];
 
 	if (all || r->root_damaged)
@@ -359,7 +357,7 @@ static void back_off(struct remote *r, unsigned *pause)
 static void *follow_main(void *arg)
 {
 	struct store *s = arg;
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	unsigned pause = 0;
 
 	uint64_t checked = mono_ms();
@@ -373,10 +371,10 @@ static void *follow_main(void *arg)
 		bool reread = false, reinit, failed = false;
 		int rc;
 
-		lock(&r->lock, LOCK_REMOTE);
+		lock(&r->lock, LOCK_ENGINE_STATE);
 		reinit = r->reinit;
 		r->reinit = false;
-		unlock(&r->lock, LOCK_REMOTE);
+		unlock(&r->lock, LOCK_ENGINE_STATE);
 		if (reinit) {
 			free(av);
 			/* A new instance: every node of the old one dies, the
@@ -385,15 +383,15 @@ static void *follow_main(void *arg)
 			new_instance(s);
 			follow_pos_clear(r);
 			if (remote_reinit(s) != 0 || remote_load_all(s) != 0) {
-				lock(&r->lock, LOCK_REMOTE);
+				lock(&r->lock, LOCK_ENGINE_STATE);
 				r->reinit = true;
-				unlock(&r->lock, LOCK_REMOTE);
+				unlock(&r->lock, LOCK_ENGINE_STATE);
 				back_off(r, &pause);
 			} else {
 				pause = 0;
-				lock(&r->lock, LOCK_REMOTE);
+				lock(&r->lock, LOCK_ENGINE_STATE);
 				r->loaded++;
-				unlock(&r->lock, LOCK_REMOTE);
+				unlock(&r->lock, LOCK_ENGINE_STATE);
 			}
 			batch_done(r);
 			continue;
@@ -488,7 +486,7 @@ static void *follow_main(void *arg)
 
 int follow_start(struct store *s)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	sigset_t all, old;
 	bool made;
 	int rc;
@@ -515,7 +513,7 @@ int follow_start(struct store *s)
 
 void follow_stop(struct store *s)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 
 	if (!r->running)
 		return;

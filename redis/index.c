@@ -21,7 +21,7 @@
  *     embedded store's snapshot).
  * Tenants are followed by id (struct mtenant): the tenant node, the
  * last seq applied, whether it has gone.  A tenant node knows its id
- * (tenant->mirror_tid), so a transition finds it by hash, never by a
+ * (tenant->engine_id), so a transition finds it by hash, never by a
  * walk of the table.  A tenant whose log has ended (its cleanup, or a
  * drain that removed it) is dropped from the table once that entry is
  * applied (mirror_apply): ids are given in order, so an id at or below
@@ -39,7 +39,7 @@
  *
  * Threads and locks
  * -----------------
- * mirror->lock (LOCK_MIRROR, a leaf) guards the index and the tenant
+ * mirror->lock (LOCK_ENGINE_INDEX, a leaf) guards the index and the tenant
  * table, held only to look up or change them, never across a
  * transition; a reference is dropped after it is let go.  The applying
  * thread (redis/apply.c, redis/load.c) changes them;
@@ -55,6 +55,11 @@
 #include <errno.h>
 
 /* The index and the tenants ----------------------------------------------- */
+
+/* A mirror alone (a test's, or one not yet behind a shared store): the
+ * embedded transitions (every slot NULL), and the index freed with the
+ * store. */
+const struct store_ops mirror_ops = { .close = mirror_free };
 
 int mirror_attach(struct store *s, const char *by, uint64_t ino_offset)
 {
@@ -72,17 +77,17 @@ int mirror_attach(struct store *s, const char *by, uint64_t ino_offset)
 	s->lim.tenant_max_parents = s->lim.tenant_max_children = 0;
 	s->lim.tenant_max_bytes = s->lim.tenant_max_tombstones = 0;
 	atomic_store(&s->next_ino, ino_offset + STORE_ROOT_INO + 1 + STORE_NSPECIAL);
-	s->mirror = m;
+	store_set_engine(s, &mirror_ops, m);
 	return 0;
 }
 
 int mirror_reset(struct store *s, uint64_t ino_offset)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	struct mnode *x, *xt, *idx;
 	struct mtenant *mt, *mtt, *ts;
 
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	idx = m->index;
 	ts = m->tenants;
 	m->index = NULL;
@@ -91,7 +96,7 @@ int mirror_reset(struct store *s, uint64_t ino_offset)
 	m->max_tid = 0;
 	m->root_seq = 0;
 	atomic_store(&m->ino_offset, ino_offset);
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	HASH_ITER(hh, idx, x, xt) {
 		HASH_DELETE(hh, idx, x);
 		store_node_unref(s, x->n);
@@ -108,7 +113,7 @@ int mirror_reset(struct store *s, uint64_t ino_offset)
 
 void mirror_free(struct store *s)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	struct mnode *x, *xt;
 	struct mtenant *mt, *mtt;
 
@@ -127,7 +132,7 @@ void mirror_free(struct store *s)
 	}
 	pthread_mutex_destroy(&m->lock);
 	free(m);
-	s->mirror = NULL;
+	s->engine = NULL;
 }
 
 /*
@@ -140,7 +145,7 @@ static void index_sweep(struct store *s, struct mirror *m)
 {
 	struct mnode *x, *xt, *dead = NULL;
 
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	HASH_ITER(hh, m->index, x, xt) {
 		if (is_dead(x->n) && !x->doomed) {
 			x->doomed = true;
@@ -151,7 +156,7 @@ static void index_sweep(struct store *s, struct mirror *m)
 		}
 	}
 	m->added = 0;
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	while ((x = dead)) {
 		dead = x->hh.next;
 		store_node_unref(s, x->n);
@@ -171,20 +176,20 @@ int index_put(struct store *s, struct mirror *m, struct store_node *n)
 	}
 	x->ino = n->ino;
 	x->n = n;
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	HASH_FIND(hh, m->index, &x->ino, sizeof(x->ino), old);
 	if (old)
 		HASH_DEL(m->index, old);
 	hash_oom = 0;
 	HASH_ADD(hh, m->index, ino, sizeof(x->ino), x);
 	if (hash_oom) {
-		unlock(&m->lock, LOCK_MIRROR);
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
 		store_node_unref(s, n);
 		free(x);
 		x = NULL;
 	} else {
 		sweep = ++m->added > 1024 && m->added > HASH_COUNT(m->index) / 2;
-		unlock(&m->lock, LOCK_MIRROR);
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
 	}
 	if (old) {
 		store_node_unref(s, old->n);
@@ -203,61 +208,61 @@ struct store_node *index_get(struct mirror *m, uint64_t ino)
 	struct mnode *x;
 	struct store_node *n = NULL;
 
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	HASH_FIND(hh, m->index, &ino, sizeof(ino), x);
 	if (x && !is_dead(x->n)) {
 		n = x->n;
 		store_node_ref(n);
 	}
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	return n;
 }
 
 struct store_node *mirror_node_any(struct store *s, uint64_t ino)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	uint64_t local = ino + m->ino_offset;
 	struct store_node *n = NULL;
 	struct mnode *x;
 
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	HASH_FIND(hh, m->index, &local, sizeof(local), x);
 	if (x) {
 		n = x->n;
 		store_node_ref(n);
 	}
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	return n;
 }
 
 struct store_node *mirror_node(struct store *s, uint64_t ino)
 {
-	return index_get(s->mirror, ino + s->mirror->ino_offset);
+	return index_get(mirror_of(s), ino + mirror_of(s)->ino_offset);
 }
 
 uint64_t mirror_remote_ino(struct store *s, const struct store_node *n)
 {
-	return n->ino - s->mirror->ino_offset;
+	return n->ino - mirror_of(s)->ino_offset;
 }
 
 struct mtenant *mt_find_locked(struct mirror *m, uint64_t tid)
 {
 	struct mtenant *mt;
 
-	store_assert_held(LOCK_MIRROR);
+	store_assert_held(LOCK_ENGINE_INDEX);
 	HASH_FIND(hh, m->tenants, &tid, sizeof(tid), mt);
 	return mt;
 }
 
 int mirror_tenant_add(struct store *s, uint64_t tid, const char *name)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	struct mtenant *mt;
 	int rc = 0;
 
 	if (!name)
 		name = "";
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	if (!mt_find_locked(m, tid)) {
 		mt = st_calloc(1, sizeof(*mt) + strlen(name) + 1);
 		if (!mt) {
@@ -275,13 +280,13 @@ int mirror_tenant_add(struct store *s, uint64_t tid, const char *name)
 			}
 		}
 	}
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	return rc;
 }
 
 int mirror_applied(struct store *s, uint64_t tid, uint64_t *seq, bool *gone)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	struct mtenant *mt;
 	int rc = 0;
 
@@ -290,7 +295,7 @@ int mirror_applied(struct store *s, uint64_t tid, uint64_t *seq, bool *gone)
 		*gone = false;
 		return 0;
 	}
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt = mt_find_locked(m, tid);
 	if (mt) {
 		*seq = mt->seq;
@@ -301,43 +306,43 @@ int mirror_applied(struct store *s, uint64_t tid, uint64_t *seq, bool *gone)
 	} else {
 		rc = -ENOENT;
 	}
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	return rc;
 }
 
 void mirror_root_at(struct store *s, uint64_t seq)
 {
-	s->mirror->root_seq = seq;
+	mirror_of(s)->root_seq = seq;
 }
 
 size_t mirror_tenants(struct store *s, uint64_t *tids, size_t cap)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	struct mtenant *mt;
 	size_t n = 0;
 
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	for (mt = m->tenants; mt; mt = mt->hh.next)
 		if (!mt->gone) {
 			if (n < cap)
 				tids[n] = mt->tid;
 			n++;
 		}
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	return n;
 }
 
 uint64_t mirror_tid_named(struct store *s, const char *name)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	struct mtenant *mt;
 	uint64_t tid = 0;
 
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	for (mt = m->tenants; mt; mt = mt->hh.next)
 		if (!mt->gone && mt->tid > tid && strcmp(mt->name, name) == 0)
 			tid = mt->tid;
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	return tid;
 }
 
@@ -346,32 +351,46 @@ uint64_t mirror_tid_named(struct store *s, const char *name)
  * as this node (a reload or a new instance made another). */
 uint64_t mirror_tid_of(struct store *s, struct store_node *tenant)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	struct mtenant *mt;
 	uint64_t tid = 0;
 
 	if (!tenant || tenant->kind != STORE_TENANT)
 		return 0;
-	lock(&m->lock, LOCK_MIRROR);
-	tid = as_tenant(tenant)->mirror_tid;
+	lock(&m->lock, LOCK_ENGINE_INDEX);
+	tid = as_tenant(tenant)->engine_id;
 	mt = tid ? mt_find_locked(m, tid) : NULL;
 	if (!mt || !mt->t || &mt->t->node != tenant)
 		tid = 0;
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	return tid;
 }
 
 void mt_set_locked(struct mirror *m, struct mtenant *mt, struct tenant *t)
 {
-	store_assert_held(LOCK_MIRROR);
+	store_assert_held(LOCK_ENGINE_INDEX);
 	mt->t = t;
 	if (t)
-		t->mirror_tid = mt->tid;
+		t->engine_id = mt->tid;
 }
 
 uint64_t mirror_testclock(struct store *s)
 {
-	return atomic_load(&s->mirror->testclock_ms);
+	return atomic_load(&mirror_of(s)->testclock_ms);
+}
+
+/* Contract in redis/internal.h. */
+struct store_node *remote_state_tenant(struct store *s, struct child *c)
+{
+	struct store_node *t = NULL;
+
+	lock(stripe(s, c), LOCK_STRIPE);
+	if (c->node.nlink) {
+		t = &child_tenant(c)->node;
+		store_node_ref(t);
+	}
+	unlock(stripe(s, c), LOCK_STRIPE);
+	return t;
 }
 
 /* The follower's positions ------------------------------------------------------ */

@@ -16,10 +16,11 @@
  * -----------------
  * instance_init() runs at start, before the store has any other thread;
  * remote_reinit() on the follower's thread (a new instance), with
- * remote->lock (LOCK_REMOTE, held alone) taken only to set the instance.
+ * remote->lock (LOCK_ENGINE_STATE, held alone) taken only to set the instance.
  * Each call waits on the network, no store lock held.
  */
 #include "store/internal.h"
+#include "redis/mirror.h"
 #include "redis/internal.h"
 
 #include <errno.h>
@@ -33,7 +34,7 @@ void instance_random_hex(char *buf, size_t n)
 	uint8_t b[16];
 
 	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
-		uint64_t x = (uint64_t)wall_now() ^ ((uint64_t)getpid() << 32);
+		uint64_t x = (uint64_t)wall_now(NULL) ^ ((uint64_t)getpid() << 32);
 
 		memcpy(b, &x, 8);
 		memcpy(b + 8, &x, 8);
@@ -156,7 +157,7 @@ int instance_init(struct remote *r, struct store_limits *l,
 
 int remote_reinit(struct store *s)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	struct store_limits l = s->shown;
 	char inst[17], err[512];
 	int rc;
@@ -170,11 +171,11 @@ int remote_reinit(struct store *s)
 		fprintf(stderr, "%s\n", err);
 		return rc;
 	}
-	lock(&r->lock, LOCK_REMOTE);
+	lock(&r->lock, LOCK_ENGINE_STATE);
 	memcpy(r->instance, inst, sizeof(inst));
 	r->instance_id = strtoull(inst, NULL, 16);
 	s->instance = r->instance_id;
 	r->generation++;
-	unlock(&r->lock, LOCK_REMOTE);
+	unlock(&r->lock, LOCK_ENGINE_STATE);
 	return 0;
 }

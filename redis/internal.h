@@ -7,12 +7,14 @@
  * The files, from the top down: each calls only files below it (no
  * circle of calls), and the engine's ground, the clock estimate, the
  * index and the transport, calls no file above it.
- *   start.c     a mount's start and stop on a shared store, .stats
+ *   start.c     a mount's start on a shared store
+ *   ops.c       the transitions: each one FCALL, its wait, the answer
+ *               from the mirror; the engine's table (redis_ops)
+ *   stop.c      a mount's stop: the follower, the pool, the mirror
  *   follow.c    the follower thread: the logs read, gaps reloaded, a new
  *               store instance
+ *   stats.c     what .stats and the link state show of the shared store
  *   clock.c     the test clock moved through Redis, expiry asked of Redis
- *   ops.c       the transitions: each one FCALL, its wait, the answer
- *               from the mirror
  *   load.c      a tenant loaded from its dump; every tenant loaded
  *   instance.c  sfs_init (this mount's limits, the store's instance), a
  *               new instance's init
@@ -28,7 +30,7 @@
  *   entry.c     a log entry parsed into a plain struct entry (entry.h)
  *   index.c     the mirror's index by the store's inode numbers, the
  *               tenants followed and the follower's positions in their
- *               logs
+ *               logs, the tenant of a state
  *   conn.c      the transport (conn.h): the pool, connections, a call's
  *               deadline and retries
  *   discover.c  the primary found and greeted: Sentinels, AUTH,
@@ -42,8 +44,8 @@
  * index.c, load.c, dump.c and diff.c) and statefs.lua (the Functions
  * library, which statefs_lua.h carries into the program).
  */
-#ifndef STATEFS_STORE_SHARED_H
-#define STATEFS_STORE_SHARED_H
+#ifndef STATEFS_REDIS_INTERNAL_H
+#define STATEFS_REDIS_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -55,6 +57,7 @@
 #include "redis/conn.h"
 #include "redis/redis.h"
 #include "store/store.h"
+#include "store/engine.h"
 
 /* A tenant log the follower reads: its tenant id and last entry id. */
 struct follow_pos {
@@ -94,7 +97,7 @@ struct remote {
 	int64_t real_off_ms;
 	uint64_t real_at_ms;
 
-	/* LOCK_REMOTE, held alone: the instance and what the follower
+	/* LOCK_ENGINE_STATE, held alone: the instance and what the follower
 	 * applied (its broadcasts wake the transitions that wait for
 	 * their outcome's seq). */
 	pthread_mutex_t lock;
@@ -213,11 +216,10 @@ bool tkey(struct store *s, struct store_node *t, uint64_t *tid,
  * NULL when memory ran out. */
 uint64_t *remote_tenants(struct store *s, size_t *n);
 
-/* redis/ops.c */
-
-/* The tenant node state @c belongs to (its links' parents'), with a
- * reference, or NULL when it has no link (takes its stripe). */
-struct store_node *remote_state_tenant(struct store *s, struct child *c);
+/* store_sync() of a shared store: wait until the mirror has applied
+ * every log up to what Redis holds now (the root's first).  0 or -EIO,
+ * -ENOMEM. */
+int remote_sync(struct store *s);
 
 /* redis/estimate.c */
 
@@ -289,6 +291,10 @@ int remote_load_all(struct store *s);
 
 /* redis/index.c */
 
+/* The tenant node state @c belongs to (its links' parents'), with a
+ * reference, or NULL when it has no link (takes its stripe). */
+struct store_node *remote_state_tenant(struct store *s, struct child *c);
+
 /* The follower's positions (its thread's, or before it runs): follow
  * tenant @tid's log from entry @id when not followed yet (0 or
  * -ENOMEM); follow none. */
@@ -309,4 +315,28 @@ void follow_pos_del(struct remote *r, size_t i);
 int follow_start(struct store *s);
 void follow_stop(struct store *s);
 
-#endif /* STATEFS_STORE_SHARED_H */
+/* redis/ops.c: the shared store's method table (store/engine.h) */
+extern const struct store_ops redis_ops;
+
+/* redis/clock.c */
+unsigned remote_expire(struct store *s, unsigned budget);
+/* store_expire() of a mirror: asks Redis when something is due. */
+unsigned remote_expire_due(struct store *s, unsigned budget);
+/* -o testclock: the store's clock moved @ms, then what is due expired. */
+int remote_clock_move(struct store *s, uint64_t ms);
+
+/* redis/stats.c */
+int remote_stats(struct store *s, struct store_node *tenant,
+		 struct store_stats *o);
+/* .stats: the shared store's counters, or this mount's when unreachable */
+int remote_stats_all(struct store *s, struct store_node *tenant,
+		     struct store_stats *o);
+uint64_t remote_damaged(struct store *s); /* store_stats' damaged */
+enum store_link remote_connection(const struct store *s);
+
+/* redis/stop.c */
+void remote_free(struct store *s);
+/* The table's close: the shared store, then the mirror, let go of. */
+void remote_close(struct store *s);
+
+#endif /* STATEFS_REDIS_INTERNAL_H */

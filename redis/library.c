@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "store/internal.h"
+#include "redis/mirror.h"
 #include "redis/internal.h"
 #include "redis/statefs_lua.h"
 #include "redis/conn.h"
@@ -192,7 +193,7 @@ out:
 int remote_library_ensure(struct store *s)
 {
 	char err[512];
-	int rc = rconn_library_ensure(s->remote->pool, "statefs",
+	int rc = rconn_library_ensure(remote_of(s)->pool, "statefs",
 				      store_statefs_lua, LIBVERSION, err,
 				      sizeof(err));
 

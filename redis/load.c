@@ -43,9 +43,10 @@
 /* The state of dump row @srow: the link that made it first, then every
  * other link; its content, version, times and lease.  @pnodes maps the
  * parents just loaded.  Links are "PINO/NAME", newest first. */
-static int load_state(struct store *s, const struct dump_val *srow)
+static int load_state(struct store *s, struct given *g,
+		      const struct dump_val *srow)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	const struct dump_val *S = dump_arr(srow, 1);
 	const char *links = dump_kv(S, "links"), *data;
 	struct store_owner o;
@@ -95,11 +96,11 @@ static int load_state(struct store *s, const struct dump_val *srow)
 		if (!c) {
 			bool created;
 
-			applying->ino = sino + m->ino_offset;
-			rc = TRANSITION(s, child_create(s, p, slash + 1, &o, true,
+			g->ino = sino + m->ino_offset;
+			rc = TRANSITION(s, child_create(s, g, p, slash + 1, &o, true,
 						     &c, &created, NULL));
 		} else {
-			rc = TRANSITION(s, child_link(s, c, p, slash + 1, NULL));
+			rc = TRANSITION(s, child_link(s, g, c, p, slash + 1, NULL));
 		}
 		store_node_unref(s, p);
 	}
@@ -108,7 +109,7 @@ static int load_state(struct store *s, const struct dump_val *srow)
 		struct child *ch = as_child(c);
 
 		if (data && len)
-			rc = content_publish(s, ch, data, len, NULL);
+			rc = content_publish(s, g, ch, data, len, NULL);
 		if (rc == 0) {
 			lock(stripe(s, ch), LOCK_STRIPE);
 			ch->version = ver;
@@ -123,9 +124,10 @@ static int load_state(struct store *s, const struct dump_val *srow)
 }
 
 /* Tenant @t's parents, states and tombstones from @dump. */
-static int load_contents(struct store *s, struct tenant *t, const struct dump_val *dump)
+static int load_contents(struct store *s, struct given *g, struct tenant *t,
+			 const struct dump_val *dump)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	const struct dump_val *ps = dump_arr(dump, 5), *ss = dump_arr(dump, 6), *tombs = dump_arr(dump, 7);
 	int rc = 0;
 
@@ -142,8 +144,8 @@ static int load_contents(struct store *s, struct tenant *t, const struct dump_va
 		    !dump_owner(P, &o) || !dump_kvu(P, "gen", &gen) || gen == 0)
 			return -EPROTO;
 		dump_kvu(P, "child_ttl", &cttl);
-		applying->ino = pino + m->ino_offset;
-		rc = TRANSITION(s, parent_join(s, t, name, &o, &n, NULL));
+		g->ino = pino + m->ino_offset;
+		rc = TRANSITION(s, parent_join(s, g, t, name, &o, &n, NULL));
 		if (rc)
 			break;
 		/* Made by this load, seen by no one yet: its generation is
@@ -158,7 +160,7 @@ static int load_contents(struct store *s, struct tenant *t, const struct dump_va
 			store_node_unref(s, n);
 	}
 	for (size_t i = 0; i < dump_len(ss) && rc == 0; i++)
-		rc = load_state(s, dump_arr(ss, i));
+		rc = load_state(s, g, dump_arr(ss, i));
 	if (rc == 0)
 		rc = dump_tombs(s, t, tombs);
 	return rc;
@@ -167,8 +169,8 @@ static int load_contents(struct store *s, struct tenant *t, const struct dump_va
 /* Drop tenant @t from the mirror, silently (a reload replaces it). */
 static void unload_tenant(struct store *s, struct tenant *t)
 {
-	struct apply_ctx q = { .quiet = true, .ns = wall_now(),
-			       .ms = store_now_ms(s) };
+	struct given q = { .quiet = true, .ns = wall_now(NULL),
+			   .ms = store_now_ms(s) };
 	struct tenant *cur;
 
 	lock(&s->lock, LOCK_STORE);
@@ -176,18 +178,16 @@ static void unload_tenant(struct store *s, struct tenant *t)
 	unlock(&s->lock, LOCK_STORE);
 	if (cur != t)
 		return;
-	applying = &q;
-	TRANSITION(s, tenant_cleanup(s, t->name, NULL));
-	applying = NULL;
+	TRANSITION(s, tenant_cleanup(s, &q, t->name, NULL));
 }
 
 int mirror_load_tenant(struct store *s, uint64_t tid,
 		       const struct dump_val *dump, char *lastid, size_t idlen)
 {
-	struct mirror *m = s->mirror;
+	struct mirror *m = mirror_of(s);
 	const struct dump_val *T = dump_arr(dump, 4);
 	const char *code = dump_str(dump, 0), *name = dump_kv(T, "name"), *id;
-	struct apply_ctx ctx = { .quiet = true };
+	struct given ctx = { .quiet = true };
 	struct store_owner o;
 	struct store_node *n = NULL;
 	struct mtenant *mt;
@@ -202,12 +202,12 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 		return -EPROTO;
 	if (mirror_tenant_add(s, tid, name))
 		return -ENOMEM;
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt = mt_find_locked(m, tid);
 	old = mt->t;
 	if (old)
 		store_node_ref(&old->node);
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	if (old) {
 		/* Readers of the tenant lose what was in between. */
 		emit_overflow(s, old);
@@ -220,20 +220,20 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 	    old->node.ino == ino + m->ino_offset &&
 	    mirror_diff_tenant(s, old, dump) == 0) {
 		store_node_unref(s, &old->node);
-		lock(&m->lock, LOCK_MIRROR);
+		lock(&m->lock, LOCK_ENGINE_INDEX);
 		mt->seq = seq;
 		mt->gone = false;
-		unlock(&m->lock, LOCK_MIRROR);
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
 		if (lastid)
 			snprintf(lastid, idlen, "%s", id);
 		return 0;
 	}
 	if (old)
 		store_node_unref(s, &old->node);
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	old = mt->t;
 	mt_set_locked(m, mt, NULL);
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	if (old) {
 		unload_tenant(s, old);
 		store_node_unref(s, &old->node);
@@ -244,16 +244,14 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 	 * are the dump's, set after each node is made. */
 	ctx.ms = 0;
 	ctx.ino = ino + m->ino_offset;
-	applying = &ctx;
-	rc = TRANSITION(s, tenant_create(s, name, &o, &n, NULL));
+	rc = TRANSITION(s, tenant_create(s, &ctx, name, &o, &n, NULL));
 	if (rc == 0) {
 		struct tenant *t = as_tenant(n);
 
 		dump_times(s, n, &t->meta, T);
 		dump_drain(s, t, T);
-		rc = load_contents(s, t, dump);
+		rc = load_contents(s, &ctx, t, dump);
 	}
-	applying = NULL;
 	if (rc) {
 		if (n) {
 			unload_tenant(s, as_tenant(n));
@@ -262,11 +260,11 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 		return rc;
 	}
 	store_node_ref(n);
-	lock(&m->lock, LOCK_MIRROR);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt_set_locked(m, mt, as_tenant(n));
 	mt->seq = seq;
 	mt->gone = false;
-	unlock(&m->lock, LOCK_MIRROR);
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	if (lastid)
 		snprintf(lastid, idlen, "%s", id);
 	return index_put(s, m, n);
@@ -276,7 +274,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 
 int remote_load_all(struct store *s)
 {
-	struct remote *r = s->remote;
+	struct remote *r = remote_of(s);
 	redisReply *rep = NULL, *tl;
 	uint64_t clock_ms = 0;
 	const char *state;

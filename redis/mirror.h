@@ -14,8 +14,8 @@
  * function returns 0 or -errno; none may be called with a store lock
  * held.
  */
-#ifndef STATEFS_STORE_MIRROR_H
-#define STATEFS_STORE_MIRROR_H
+#ifndef STATEFS_REDIS_MIRROR_H
+#define STATEFS_REDIS_MIRROR_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -48,7 +48,7 @@ struct mtenant {
 };
 
 struct mirror {
-	pthread_mutex_t lock;          /* LOCK_MIRROR */
+	pthread_mutex_t lock;          /* LOCK_ENGINE_INDEX */
 	struct mnode *index;           /* lock: local ino -> node */
 	size_t added;                  /* lock: since the last sweep */
 	struct mtenant *tenants;       /* lock: tid -> tenant */
@@ -62,7 +62,28 @@ struct mirror {
 	_Atomic uint64_t ino_offset;   /* changes with a new instance */
 	_Atomic uint64_t testclock_ms;
 	char by[64];                   /* immutable: this mount's id */
+	/* The shared store behind it (redis/internal.h), NULL for a mirror
+	 * alone (a test's).  Set once, before the store is used. */
+	struct remote *remote;
 };
+
+/* The mirror of store @s: its engine state (store_set_engine). */
+static inline struct mirror *mirror_of(const struct store *s)
+{
+	return (struct mirror *)s->engine;
+}
+
+/* The shared store behind @s, or NULL. */
+static inline struct remote *remote_of(const struct store *s)
+{
+	struct mirror *m = mirror_of(s);
+
+	return m ? m->remote : NULL;
+}
+
+/* A mirror alone: the embedded transitions, and its index freed with the
+ * store (redis/index.c). */
+extern const struct store_ops mirror_ops;
 
 /* redis/apply.c */
 
@@ -213,4 +234,4 @@ int dump_tombs(struct store *s, struct tenant *t, const struct dump_val *tombs);
 int mirror_diff_tenant(struct store *s, struct tenant *t,
 		       const struct dump_val *dump);
 
-#endif /* STATEFS_STORE_MIRROR_H */
+#endif /* STATEFS_REDIS_MIRROR_H */

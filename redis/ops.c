@@ -1,16 +1,18 @@
 /*
- * remote_ops.c - a store with the shared store behind it: several mounts
- * on several hosts share one state through Redis (docs/shared-store.md).
+ * ops.c - a store with the shared store behind it: several mounts on
+ * several hosts share one state through Redis (docs/shared-store.md).
  *
  * The design
  * ----------
  * One interface, two authorities.  fs/ calls store.h whatever the store
- * is.  A store made by store_new_remote() is a mirror (redis/apply.c):
+ * is.  A store made by redis_store_new() is a mirror (redis/apply.c):
  * the embedded store's own structures, changed only by applying the
  * shared store's log entries in seq order.  Each transition of store.h
- * dispatches in its first two lines: the embedded store runs its own
- * code; a mirror calls the function of statefs's Functions library that
- * makes that transition (redis/statefs.lua, whose opening essay is the
+ * makes its common checks (store/api.c), then calls its slot of the
+ * store's method table (store/engine.h): the embedded store's runs its
+ * own code; a mirror's, redis_ops below, calls the function of statefs's
+ * Functions library that makes that transition (redis/statefs.lua,
+ * whose opening essay is the
  * contract between Redis and the mount: keys, calling convention,
  * outcomes, entries), here, through the connection pool
  * (redis/conn.c).  Redis makes every check, in the embedded store's
@@ -77,10 +79,12 @@
  * Here: the transitions, each a call of the library's function and an
  * answer from the mirror.  The shared store's other files: the calling
  * convention, outcomes and the wait for the follower
- * (redis/call.c); the clock estimate and expiry
- * (redis/clock.c); start, stop, a new instance's init and load,
- * .stats (redis/start.c); the follower (redis/follow.c); the
- * mirror (redis/apply.c, redis/index.c, redis/load.c).
+ * (redis/call.c); the clock estimate (redis/estimate.c) and expiry
+ * (redis/clock.c); start (redis/start.c), a new instance's init
+ * (redis/instance.c), loads (redis/load.c), stop (redis/stop.c),
+ * .stats (redis/stats.c); the follower (redis/follow.c); the mirror
+ * (redis/apply.c, redis/index.c, redis/dump.c, redis/diff.c); every
+ * file in order in redis/internal.h.
  * What they share, struct remote (redis/internal.h): the configuration,
  * the pool, this mount's id and operation counter, the clock estimate,
  * the instance, and the follower's state.
@@ -89,7 +93,7 @@
  * -----------------
  * Transitions run on the caller's thread and hold no store lock while
  * they wait on the network or for the follower: they call Redis, then
- * wait on remote->applied under remote->lock (LOCK_REMOTE, held alone:
+ * wait on remote->applied under remote->lock (LOCK_ENGINE_STATE, held alone:
  * the mirror's own lock is taken only after it is let go), then read
  * the mirror as any reader does.  The follower thread (follow.c)
  * applies entries through the embedded transitions, which take the
@@ -102,19 +106,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <sys/stat.h>
-
-struct store_node *remote_state_tenant(struct store *s, struct child *c)
-{
-	struct store_node *t = NULL;
-
-	lock(stripe(s, c), LOCK_STRIPE);
-	if (c->node.nlink) {
-		t = &child_tenant(c)->node;
-		store_node_ref(t);
-	}
-	unlock(stripe(s, c), LOCK_STRIPE);
-	return t;
-}
 
 /* The node the outcome names (inode @ino), with a reference, for the
  * caller (and its attributes as of now when @attr). */
@@ -142,11 +133,55 @@ static int answer(struct store *s, uint64_t ino, struct store_node **out,
 
 /* Transitions --------------------------------------------------------------- */
 
-int remote_mkdir(struct store *s, struct store_node *dir, const char *name,
-		 const struct store_owner *owner, struct store_node **out,
-		 struct store_attr *attr)
+static int remote_tenant_make(struct store *s, const char *name,
+			      const struct store_owner *owner,
+			      struct store_node **out, struct store_attr *attr)
 {
 	struct store_owner o = *owner;
+	struct args a = { .n = 0 };
+	redisReply *rep = NULL;
+	uint64_t tid, ino;
+	int rc;
+
+	/* A new tenant inherits from this mount's root. */
+	lock(&s->lock, LOCK_STORE);
+	if (s->root.mode & S_ISGID) {
+		o.gid = s->root_meta.gid;
+		o.mode |= S_ISGID;
+	}
+	unlock(&s->lock, LOCK_STORE);
+	a_str(&a, name);
+	a_u64(&a, o.uid);
+	a_u64(&a, o.gid);
+	a_u64(&a, o.mode & 07777);
+	rc = remote_fcall(s, "sfs_mkdir_tenant", true, 0, NULL, a.n, a.v,
+			  NULL, &rep);
+	if (rc == 0) {
+		tid = out_u64(rep, 3);
+		ino = out_u64(rep, 4);
+		rc = wait_seq(s, 0, out_u64(rep, 5));
+		if (rc == 0)
+			rc = wait_seq(s, tid, out_u64(rep, 2));
+		if (rc == 0)
+			rc = answer(s, ino, out, attr);
+	} else if (rep) {
+		/* A refusal: from here on the mirror answers as Redis
+		 * did (read-your-writes), so the tenant an EEXIST
+		 * names, another mount's, is there when this returns:
+		 * the root log names it, its own log makes it. */
+		if (wait_seq(s, 0, out_u64(rep, 2)) == 0 && rc == -EEXIST &&
+		    (tid = mirror_tid_named(s, name)) != 0)
+			wait_seq(s, tid, 1);
+	}
+	if (rep)
+		freeReplyObject(rep);
+	return rc;
+}
+
+static int remote_join(struct store *s, struct store_node *dir,
+		       const char *name, const struct store_owner *owner,
+		       struct store_node **out, struct store_attr *attr)
+{
 	struct args a = { .n = 0 };
 	char key[160];
 	redisReply *rep = NULL;
@@ -155,132 +190,92 @@ int remote_mkdir(struct store *s, struct store_node *dir, const char *name,
 
 	if (is_dead(dir))
 		return refuse(s, -ESTALE);
-	switch (dir->kind) {
-	case STORE_ROOT:
-		/* A new tenant inherits from this mount's root. */
-		lock(&s->lock, LOCK_STORE);
-		if (s->root.mode & S_ISGID) {
-			o.gid = s->root_meta.gid;
-			o.mode |= S_ISGID;
-		}
-		unlock(&s->lock, LOCK_STORE);
-		a_str(&a, name);
-		a_u64(&a, o.uid);
-		a_u64(&a, o.gid);
-		a_u64(&a, o.mode & 07777);
-		rc = remote_fcall(s, "sfs_mkdir_tenant", true, 0, NULL, a.n, a.v,
-				  NULL, &rep);
-		if (rc == 0) {
-			tid = out_u64(rep, 3);
-			ino = out_u64(rep, 4);
-			rc = wait_seq(s, 0, out_u64(rep, 5));
-			if (rc == 0)
-				rc = wait_seq(s, tid, out_u64(rep, 2));
-			if (rc == 0)
-				rc = answer(s, ino, out, attr);
-		} else if (rep) {
-			/* A refusal: from here on the mirror answers as Redis
-			 * did (read-your-writes), so the tenant an EEXIST
-			 * names, another mount's, is there when this returns:
-			 * the root log names it, its own log makes it. */
-			if (wait_seq(s, 0, out_u64(rep, 2)) == 0 && rc == -EEXIST &&
-			    (tid = mirror_tid_named(s, name)) != 0)
-				wait_seq(s, tid, 1);
-		}
-		break;
-	case STORE_TENANT:
-		if (!tkey(s, dir, &tid, key, sizeof(key)))
-			return refuse(s, -ESTALE);
-		a_str(&a, name);
-		a_u64(&a, o.uid);
-		a_u64(&a, o.gid);
-		a_u64(&a, o.mode & 07777);
-		rc = remote_fcall(s, "sfs_join", true, 1,
-				  (const char *[]){ key }, a.n, a.v, NULL, &rep);
-		ino = rc == 0 ? out_u64(rep, 3) : 0;
-		rc = settle(s, tid, rc, rep);
-		if (rc == 0)
-			rc = answer(s, ino, out, attr);
-		break;
-	case STORE_PARENT:
-		return -EPERM;
-	default:
-		return -ENOTDIR;
-	}
+	if (!tkey(s, dir, &tid, key, sizeof(key)))
+		return refuse(s, -ESTALE);
+	a_str(&a, name);
+	a_u64(&a, owner->uid);
+	a_u64(&a, owner->gid);
+	a_u64(&a, owner->mode & 07777);
+	rc = remote_fcall(s, "sfs_join", true, 1,
+			  (const char *[]){ key }, a.n, a.v, NULL, &rep);
+	ino = rc == 0 ? out_u64(rep, 3) : 0;
+	rc = settle(s, tid, rc, rep);
+	if (rc == 0)
+		rc = answer(s, ino, out, attr);
 	if (rep)
 		freeReplyObject(rep);
 	return rc;
 }
 
-int remote_rmdir(struct store *s, struct store_node *dir, const char *name,
-		 const struct store_cred *cred)
+static int remote_tenant_remove(struct store *s, const char *name,
+				const struct store_cred *cred)
 {
 	struct args a = { .n = 0 };
-	char key[160], groups[4096];
+	char groups[4096];
 	redisReply *rep = NULL;
-	struct store_node *n;
+	struct store_node *n, *dir = store_root(s);
 	uint64_t tid = 0, gen;
 	int rc;
 
-	switch (dir->kind) {
-	case STORE_ROOT:
-		gen = remote_generation(s);
+	gen = remote_generation(s);
+	if (store_lookup(s, dir, name, &n) == 0) {
+		tid = mirror_tid_of(s, n);
+		store_node_unref(s, n);
+	}
+	a_str(&a, name);
+	a_cred(&a, cred, groups, sizeof(groups));
+	rc = remote_fcall(s, "sfs_rmdir_tenant", true, 0, NULL, a.n,
+			  a.v, NULL, &rep);
+	if (remote_generation(s) != gen) {
+		/* Made again on a new instance (remote_fcall): the
+		 * tenant, if any, is the new instance's. */
+		tid = 0;
 		if (store_lookup(s, dir, name, &n) == 0) {
 			tid = mirror_tid_of(s, n);
 			store_node_unref(s, n);
 		}
-		a_str(&a, name);
-		a_cred(&a, cred, groups, sizeof(groups));
-		rc = remote_fcall(s, "sfs_rmdir_tenant", true, 0, NULL, a.n,
-				  a.v, NULL, &rep);
-		if (remote_generation(s) != gen) {
-			/* Made again on a new instance (remote_fcall): the
-			 * tenant, if any, is the new instance's. */
-			tid = 0;
-			if (store_lookup(s, dir, name, &n) == 0) {
-				tid = mirror_tid_of(s, n);
-				store_node_unref(s, n);
-			}
-		}
-		if (rc == 0) {
-			if (tid)
-				rc = wait_seq(s, tid, out_u64(rep, 2));
-			if (rc == 0)
-				rc = wait_seq(s, 0, out_u64(rep, 3));
-		} else if (rep) {
-			/* A refusal: from here on the mirror answers as Redis
-			 * did (read-your-writes), so a tenant an ENOENT says
-			 * another mount removed is gone from it too. */
-			if (wait_seq(s, 0, out_u64(rep, 2)) == 0 && rc == -ENOENT &&
-			    tid)
-				wait_seq(s, tid, UINT64_MAX);
-		}
-		break;
-	case STORE_TENANT:
-		if (!tkey(s, dir, &tid, key, sizeof(key)))
-			return refuse(s, -ESTALE);
-		a_str(&a, name);
-		a_cred(&a, cred, groups, sizeof(groups));
-		rc = remote_fcall(s, "sfs_leave", true, 1,
-				  (const char *[]){ key }, a.n, a.v, NULL, &rep);
-		rc = settle(s, tid, rc, rep);
-		break;
-	case STORE_PARENT:
-		rc = store_lookup(s, dir, name, &n);
-		if (rc)
-			return rc;
-		store_node_unref(s, n);
-		return -ENOTDIR;
-	default:
-		return -ENOTDIR;
+	}
+	if (rc == 0) {
+		if (tid)
+			rc = wait_seq(s, tid, out_u64(rep, 2));
+		if (rc == 0)
+			rc = wait_seq(s, 0, out_u64(rep, 3));
+	} else if (rep) {
+		/* A refusal: from here on the mirror answers as Redis
+		 * did (read-your-writes), so a tenant an ENOENT says
+		 * another mount removed is gone from it too. */
+		if (wait_seq(s, 0, out_u64(rep, 2)) == 0 && rc == -ENOENT &&
+		    tid)
+			wait_seq(s, tid, UINT64_MAX);
 	}
 	if (rep)
 		freeReplyObject(rep);
 	return rc;
 }
 
-int remote_depart(struct store *s, struct store_node *tenant, const char *name,
-		  const struct store_cred *cred)
+static int remote_leave(struct store *s, struct store_node *dir,
+			const char *name, const struct store_cred *cred)
+{
+	struct args a = { .n = 0 };
+	char key[160], groups[4096];
+	redisReply *rep = NULL;
+	uint64_t tid = 0;
+	int rc;
+
+	if (!tkey(s, dir, &tid, key, sizeof(key)))
+		return refuse(s, -ESTALE);
+	a_str(&a, name);
+	a_cred(&a, cred, groups, sizeof(groups));
+	rc = remote_fcall(s, "sfs_leave", true, 1,
+			  (const char *[]){ key }, a.n, a.v, NULL, &rep);
+	rc = settle(s, tid, rc, rep);
+	if (rep)
+		freeReplyObject(rep);
+	return rc;
+}
+
+static int remote_depart(struct store *s, struct store_node *tenant,
+			 const char *name, const struct store_cred *cred)
 {
 	struct args a = { .n = 0 };
 	char key[160], groups[4096];
@@ -288,8 +283,6 @@ int remote_depart(struct store *s, struct store_node *tenant, const char *name,
 	uint64_t tid;
 	int rc;
 
-	if (tenant->kind != STORE_TENANT)
-		return -EPERM;
 	if (!tkey(s, tenant, &tid, key, sizeof(key)))
 		return refuse(s, -ESTALE);
 	a_str(&a, name);
@@ -302,7 +295,7 @@ int remote_depart(struct store *s, struct store_node *tenant, const char *name,
 	return rc;
 }
 
-int remote_create(struct store *s, struct store_node *parent, const char *name,
+static int remote_create(struct store *s, struct store_node *parent, const char *name,
 		  const struct store_owner *owner, bool excl,
 		  struct store_node **out, bool *created,
 		  struct store_attr *attr)
@@ -315,12 +308,10 @@ int remote_create(struct store *s, struct store_node *parent, const char *name,
 	bool made = false;
 	int rc;
 
-	if (!p)
-		return parent->kind == STORE_CHILD ? -ENOTDIR : -EPERM;
 	/* A tenant gone from the mirror: the admission's order, a drain of
 	 * the store (EROFS) before the parent's death (ESTALE). */
 	if (!tkey(s, &p->tenant->node, &tid, key, sizeof(key)))
-		return refuse(s, draining(s, NULL) ? -EROFS : -ESTALE);
+		return refuse(s, draining(s, NULL, NULL) ? -EROFS : -ESTALE);
 	a_u64(&a, mirror_remote_ino(s, parent));
 	a_str(&a, name);
 	a_u64(&a, owner->uid);
@@ -343,7 +334,8 @@ int remote_create(struct store *s, struct store_node *parent, const char *name,
 	return rc;
 }
 
-int remote_unlink(struct store *s, struct store_node *parent, const char *name)
+static int remote_unlink(struct store *s, struct store_node *parent,
+			 const char *name)
 {
 	struct args a = { .n = 0 };
 	struct parent *p = as_parent(parent);
@@ -352,8 +344,6 @@ int remote_unlink(struct store *s, struct store_node *parent, const char *name)
 	uint64_t tid;
 	int rc;
 
-	if (!p)
-		return parent->kind == STORE_CHILD ? -ENOTDIR : -EPERM;
 	if (!tkey(s, &p->tenant->node, &tid, key, sizeof(key)))
 		return refuse(s, -ESTALE);
 	a_u64(&a, mirror_remote_ino(s, parent));
@@ -366,7 +356,7 @@ int remote_unlink(struct store *s, struct store_node *parent, const char *name)
 	return rc;
 }
 
-int remote_link(struct store *s, struct store_node *child,
+static int remote_link(struct store *s, struct store_node *child,
 		struct store_node *parent, const char *name,
 		struct store_attr *attr)
 {
@@ -379,8 +369,6 @@ int remote_link(struct store *s, struct store_node *child,
 	uint64_t tid, ctid;
 	int rc;
 
-	if (!c || !p)
-		return -EPERM;
 	if (!tkey(s, &p->tenant->node, &tid, key, sizeof(key)))
 		return refuse(s, -ESTALE);
 	ct = remote_state_tenant(s, c);
@@ -406,7 +394,7 @@ int remote_link(struct store *s, struct store_node *child,
 	return rc;
 }
 
-int remote_rename(struct store *s, struct store_node *from, const char *name,
+static int remote_rename(struct store *s, struct store_node *from, const char *name,
 		  struct store_node *to, const char *to_name, unsigned flags)
 {
 	struct args a = { .n = 0 };
@@ -416,8 +404,6 @@ int remote_rename(struct store *s, struct store_node *from, const char *name,
 	uint64_t tid, btid;
 	int rc;
 
-	if (!pa || !pb)
-		return -EPERM;
 	if (!tkey(s, &pa->tenant->node, &tid, key, sizeof(key)) ||
 	    !tkey(s, &pb->tenant->node, &btid, bkey, sizeof(bkey)))
 		return refuse(s, -ESTALE);
@@ -454,7 +440,7 @@ static const char *kind_name(struct store_node *n, struct store_node **tenant)
 	}
 }
 
-int remote_setattr(struct store *s, struct store_node *n, unsigned mask,
+static int remote_setattr(struct store *s, struct store_node *n, unsigned mask,
 		   const struct store_attr *in, struct store_attr *out)
 {
 	struct args a = { .n = 0 };
@@ -467,7 +453,7 @@ int remote_setattr(struct store *s, struct store_node *n, unsigned mask,
 
 	if (n->kind == STORE_ROOT)
 		/* The root is this mount's own (its mounter's). */
-		return TRANSITION(s, node_setattr(s, n, mask, in, out));
+		return TRANSITION(s, node_setattr(s, NULL, n, mask, in, out));
 	kind = kind_name(n, &t);
 	if (!kind)
 		return -EPERM;
@@ -523,7 +509,7 @@ int remote_setattr(struct store *s, struct store_node *n, unsigned mask,
 	return rc;
 }
 
-int remote_publish(struct store *s, struct store_node *n, const char *mode,
+static int remote_publish(struct store *s, struct store_node *n, const char *mode,
 		   uint64_t base, const void *data, size_t len,
 		   uint64_t seen_version, int64_t seen_mtime)
 {
@@ -578,10 +564,6 @@ static int remote_lease(struct store *s, struct store_node *n, bool set,
 	uint64_t tid;
 	int rc;
 
-	if (n->kind != STORE_PARENT && n->kind != STORE_CHILD)
-		return -EINVAL;
-	if (set && ttl > STORE_DURATION_MAX_MS)
-		return -EINVAL;
 	kind = kind_name(n, &t);
 	if (n->kind == STORE_CHILD)
 		t = remote_state_tenant(s, as_child(n));
@@ -603,17 +585,18 @@ static int remote_lease(struct store *s, struct store_node *n, bool set,
 	return rc;
 }
 
-int remote_set_ttl(struct store *s, struct store_node *n, uint64_t ttl)
+static int remote_set_ttl(struct store *s, struct store_node *n, uint64_t ttl)
 {
 	return remote_lease(s, n, true, ttl);
 }
 
-int remote_renew(struct store *s, struct store_node *n)
+static int remote_renew(struct store *s, struct store_node *n)
 {
 	return remote_lease(s, n, false, 0);
 }
 
-int remote_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl)
+static int remote_set_child_ttl(struct store *s, struct store_node *n,
+				uint64_t ttl)
 {
 	struct args a = { .n = 0 };
 	struct parent *p = as_parent(n);
@@ -622,10 +605,8 @@ int remote_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl)
 	uint64_t tid;
 	int rc;
 
-	if (!p || ttl > STORE_DURATION_MAX_MS)
-		return -EINVAL;
 	if (!tkey(s, &p->tenant->node, &tid, key, sizeof(key)))
-		return -ESTALE; /* not counted, as store_set_child_ttl */
+		return -ESTALE; /* not counted, as lease_child_ttl */
 	a_u64(&a, mirror_remote_ino(s, n));
 	a_u64(&a, ttl);
 	rc = remote_fcall(s, "sfs_set_child_ttl", true, 1,
@@ -636,7 +617,7 @@ int remote_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl)
 	return rc;
 }
 
-int remote_drain(struct store *s, struct store_node *tenant,
+static int remote_drain(struct store *s, struct store_node *tenant,
 		 const struct store_cred *cred, bool now)
 {
 	struct args a = { .n = 0 };
@@ -645,8 +626,6 @@ int remote_drain(struct store *s, struct store_node *tenant,
 	uint64_t tid = 0;
 	int rc;
 
-	if (tenant && tenant->kind != STORE_TENANT)
-		return -EINVAL;
 	if (tenant && !tkey(s, tenant, &tid, key, sizeof(key)))
 		return -ESTALE; /* not counted, as drain_start */
 	if (!now)
@@ -672,3 +651,70 @@ int remote_drain(struct store *s, struct store_node *tenant,
 		freeReplyObject(rep);
 	return rc;
 }
+
+/*
+ * A stage's publication: the shared store makes it (sfs_publish), with
+ * no store lock held while it waits (the stage keeps its staged bytes
+ * meanwhile, so its readers see them); then the stage is based on the
+ * version it made, as the mirror shows it (stage_settle).
+ */
+static int remote_stage_publish(struct store_stage *st)
+{
+	struct stage_copy c;
+	int rc = stage_take(st, &c);
+
+	if (rc <= 0)
+		return rc;
+	rc = remote_publish(stage_store(st), c.child,
+			    c.mode == STORE_STAGE_APPEND ? "append" :
+			    c.mode == STORE_STAGE_CAS ? "cas" : "replace",
+			    c.base_version, c.data, c.len, c.seen_version,
+			    c.seen_mtime);
+	stage_settle(st, &c, rc);
+	return rc;
+}
+
+/* Before a drain's state is read: the mirror settles nothing itself, it
+ * asks the shared store to (store_expire) when something is due. */
+static void remote_expire_due_drains(struct store *s, struct store_node *tenant,
+				     uint64_t now)
+{
+	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
+
+	if (store_next_deadline(s) <= now || drain_due(s, NULL, now) ||
+	    (t && drain_due(s, t, now)))
+		store_expire(s, 4096);
+}
+
+static int remote_sync_dir(struct store *s, struct store_node *n)
+{
+	(void)n;
+	return remote_sync(s);
+}
+
+/* The shared store's table: every transition of the domain one call of
+ * the Functions library (the reads are the mirror's, the core's). */
+const struct store_ops redis_ops = {
+	.tenant_make = remote_tenant_make,
+	.tenant_remove = remote_tenant_remove,
+	.join = remote_join,
+	.leave = remote_leave,
+	.depart = remote_depart,
+	.create = remote_create,
+	.unlink = remote_unlink,
+	.link = remote_link,
+	.rename = remote_rename,
+	.setattr = remote_setattr,
+	.publish = remote_stage_publish,
+	.set_ttl = remote_set_ttl,
+	.renew = remote_renew,
+	.set_child_ttl = remote_set_child_ttl,
+	.expire = remote_expire_due,        /* redis/clock.c */
+	.expire_due = remote_expire_due_drains,
+	.clock_advance = remote_clock_move, /* redis/clock.c */
+	.drain = remote_drain,
+	.stats = remote_stats_all,          /* redis/stats.c */
+	.sync = remote_sync_dir,
+	.connection = remote_connection,    /* redis/stats.c */
+	.close = remote_close,              /* redis/stop.c */
+};

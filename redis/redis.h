@@ -102,13 +102,13 @@ size_t store_remote_describe(char *buf, size_t cap,
 			     const struct store_remote *r);
 
 /*
- * The shared store (docs/shared-store.md).  A store made by store_new_remote()
+ * The shared store (docs/shared-store.md).  A store made by redis_store_new()
  * is a mirror of the shared store @remote points to (-o store=...): each
  * transition below is made by the shared store (Redis decides, in one
  * step, with the embedded store's checks, their order and their errno),
  * then answered from the mirror once it has applied the outcome (this
  * mount sees its own transitions at once); reads are the mirror's.
- * store_new_remote() connects, installs or checks statefs's Functions
+ * redis_store_new() connects, installs or checks statefs's Functions
  * library, records @limits in a new store or compares them with the
  * store's (adopts them with store_limits=adopt), loads the store and
  * starts following it.  0, or -errno with a one-line message starting
@@ -126,7 +126,7 @@ size_t store_remote_describe(char *buf, size_t cap,
  */
 struct store;
 struct store_limits;
-int store_new_remote(const struct store_limits *limits,
+int redis_store_new(const struct store_limits *limits,
 		     const struct store_remote *remote, struct store **out,
 		     char *err, size_t errlen);
 

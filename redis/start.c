@@ -1,20 +1,20 @@
 /*
- * start.c - a mount's start on a shared store, and its stop: the pool
- * opened and the Functions library loaded (redis/library.c), sfs_init
+ * start.c - a mount's start on a shared store: the pool opened and the
+ * Functions library loaded (redis/library.c), sfs_init
  * (redis/instance.c), the mirror made and loaded from the dumps
- * (redis/load.c), the follower started (redis/follow.c); and what
- * .stats shows of the shared store (its connection, its counters).
+ * (redis/load.c), the follower started (redis/follow.c), and the store
+ * given the engine's table (redis_ops, redis/ops.c).  Its stop is
+ * redis/stop.c's, what .stats shows of it redis/stats.c's.
  *
  * What it owns
  * ------------
- * The making and freeing of struct remote (redis/internal.h).  It is
- * the engine's top: it calls the other files, none calls it.
+ * The making of struct remote (redis/internal.h).  It is the engine's
+ * top: it calls the other files, none calls it (the table's slots,
+ * close included, are below it).
  *
  * Threads and locks
  * -----------------
- * store_new_remote() runs before the store has any other thread;
- * remote_free() stops the follower first.  .stats is asked on any
- * thread, no store lock held across the call.
+ * redis_store_new() runs before the store has any other thread.
  */
 #include "store/internal.h"
 #include "redis/mirror.h"
@@ -26,7 +26,7 @@
 /* The pool's connections, for the threads that serve requests. */
 #define POOL_SIZE 8
 
-int store_new_remote(const struct store_limits *limits,
+int redis_store_new(const struct store_limits *limits,
 		     const struct store_remote *cfg, struct store **out,
 		     char *err, size_t errlen)
 {
@@ -77,7 +77,8 @@ int store_new_remote(const struct store_limits *limits,
 		rc = mirror_attach(s, r->mount, 0);
 	if (rc == 0) {
 		r->s = s;
-		s->remote = r;
+		mirror_of(s)->remote = r;
+		store_set_engine(s, &redis_ops, mirror_of(s));
 		memcpy(r->instance, inst, sizeof(inst));
 		r->instance_id = strtoull(inst, NULL, 16);
 		s->instance = r->instance_id;
@@ -111,88 +112,3 @@ int store_new_remote(const struct store_limits *limits,
 	*out = s;
 	return 0;
 }
-
-void remote_free(struct store *s)
-{
-	struct remote *r = s->remote;
-
-	if (!r)
-		return;
-	follow_stop(s);
-	rconn_pool_close(r->pool);
-	pthread_mutex_destroy(&r->lock);
-	pthread_cond_destroy(&r->applied);
-	follow_pos_clear(r);
-	free(r->pos);
-	free(r);
-	s->remote = NULL;
-}
-
-bool store_is_shared(const struct store *s)
-{
-	return s->remote != NULL;
-}
-
-enum store_link store_connection(const struct store *s)
-{
-	if (!s->remote)
-		return STORE_LINK_EMBEDDED;
-	return rconn_pool_connected(s->remote->pool) ? STORE_LINK_CONNECTED :
-						       STORE_LINK_DISCONNECTED;
-}
-
-int remote_stats(struct store *s, struct store_node *tenant,
-		 struct store_stats *o)
-{
-	static const char *const refused[STORE_NREFUSAL] = {
-		"refused_capacity", "refused_quota", "refused_payload",
-		"refused_draining", "refused_exists", "refused_stale",
-		"refused_conflict", "refused_gone",
-	};
-	struct {
-		const char *name;
-		uint64_t *v;
-	} f[] = {
-		{ "tenants", &o->tenants }, { "parents", &o->parents },
-		{ "children", &o->children }, { "links", &o->links },
-		{ "tombstones", &o->tombstones }, { "bytes", &o->bytes },
-		{ "admissions", &o->admissions }, { "removals", &o->removals },
-		{ "expiries", &o->expiries }, { "joins", &o->joins },
-		{ "leaves", &o->leaves },
-	};
-	char key[160];
-	redisReply *rep = NULL;
-	uint64_t tid;
-	int rc;
-
-	memset(o, 0, sizeof(*o));
-	if (tenant && !tkey(s, tenant, &tid, key, sizeof(key)))
-		return -ESTALE;
-	rc = remote_fcall(s, "sfs_stats", false, tenant ? 1 : 0,
-			  (const char *[]){ key }, 0, NULL, NULL, &rep);
-	if (rc == 0) {
-		for (size_t i = 3; i + 1 < rep->elements; i += 2) {
-			const char *k = out_str(rep, i);
-			uint64_t v = out_u64(rep, i + 1);
-
-			if (!k)
-				continue;
-			for (size_t j = 0; j < sizeof(f) / sizeof(f[0]); j++)
-				if (strcmp(k, f[j].name) == 0)
-					*f[j].v = v;
-			for (int j = 0; j < STORE_NREFUSAL; j++)
-				if (strcmp(k, refused[j]) == 0)
-					o->refused[j] = v;
-		}
-	}
-	if (rep)
-		freeReplyObject(rep);
-	o->damaged = remote_damaged(s);
-	return rc;
-}
-
-uint64_t remote_damaged(struct store *s)
-{
-	return atomic_load(&s->remote->damaged);
-}
-

@@ -147,7 +147,7 @@ void link_attach_locked(struct parent *p, struct link *l)
 
 /* Insert link @l, attached to its state, into @p after
  * link_reserve_locked() (p->lock held).  Cannot fail. */
-void link_insert_locked(struct store *s, struct parent *p, struct link *l,
+void link_insert_locked(struct store *s, struct given *g, struct parent *p, struct link *l,
 			bool new_state)
 {
 	store_assert_held(LOCK_PARENT);
@@ -155,19 +155,19 @@ void link_insert_locked(struct store *s, struct parent *p, struct link *l,
 	ptab_insert(&p->links, l, l->hash);
 	p->nlinks++;
 	gauge_add(&s->links_n, 1);
-	touch_dir(&p->meta);
+	touch_dir(&p->meta, g);
 }
 
 /* Unhook link @l from bucket @p (p->lock held); the caller frees it. */
-void link_remove_locked(struct store *s, struct parent *p, struct link *l)
+void link_remove_locked(struct store *s, struct given *g, struct parent *p, struct link *l)
 {
 	store_assert_held(LOCK_PARENT);
 	bucket_del(p, l);
 	p->nlinks--;
 	gauge_sub(&s->links_n, 1, "links");
 	gauge_sub(&p->tenant->links_n, 1, "tenant links");
-	touch_dir(&p->meta);
-	state_unlink_locked(s, l, STORE_OP_UNLINK);
+	touch_dir(&p->meta, g);
+	state_unlink_locked(s, g, l, STORE_OP_UNLINK);
 }
 
 /* A state's links --------------------------------------------------------- */
@@ -199,7 +199,7 @@ static void state_end_locked(struct store *s, struct tenant *t,
  * Event @op (unlink, expire) is appended under the state's stripe, so it
  * is ordered with the state's publications.
  */
-bool state_unlink_locked(struct store *s, struct link *l, enum store_op op)
+bool state_unlink_locked(struct store *s, struct given *g, struct link *l, enum store_op op)
 {
 	struct child *c = l->child;
 	bool expired = op == STORE_OP_EXPIRE;
@@ -209,14 +209,14 @@ bool state_unlink_locked(struct store *s, struct link *l, enum store_op op)
 	lock(stripe(s, c), LOCK_STRIPE);
 	snap_state_cow(s, c);
 	if (op != NO_EVENT)
-		emit(s, op, expired, &c->node, l->parent->tenant, l->parent->name,
+		emit(s, g, op, expired, &c->node, l->parent->tenant, l->parent->name,
 		     l->name, (int64_t)l->parent->generation,
 		     (int64_t)c->version);
 	LL_DELETE2(c->slinks, l, snext);
 	ended = --c->node.nlink == 0;
 	if (ended)
 		state_end_locked(s, l->parent->tenant, c, expired);
-	c->meta.ctime = wall_now();
+	c->meta.ctime = wall_now(g);
 	unlock(stripe(s, c), LOCK_STRIPE);
 	return ended;
 }
@@ -244,7 +244,7 @@ static void cascade_step(struct store *s)
  * loses one link, and ends when it was the last.  Returns the detached
  * links for links_free() after the lock is dropped.
  */
-struct ptab bucket_clear_locked(struct store *s, struct parent *p)
+struct ptab bucket_clear_locked(struct store *s, struct given *g, struct parent *p)
 {
 	struct ptab links = p->links;
 	struct tenant *t = p->tenant;
@@ -254,7 +254,7 @@ struct ptab bucket_clear_locked(struct store *s, struct parent *p)
 	store_assert_held(LOCK_PARENT);
 	ptab_for_each(&links, i, l) {
 		cascade_step(s);
-		if (!state_unlink_locked(s, l, NO_EVENT))
+		if (!state_unlink_locked(s, g, l, NO_EVENT))
 			note_attrs_changed(l->child->node.ino);
 	}
 	gauge_sub(&s->links_n, p->nlinks, "links");

@@ -36,11 +36,11 @@
 #include <errno.h>
 
 /* Emit @op for link @l of bucket @p (p->lock held). */
-static void emit_link(struct store *s, enum store_op op, bool internal,
+static void emit_link(struct store *s, struct given *g, enum store_op op, bool internal,
 		      struct parent *p, const char *name, struct child *c,
 		      int64_t version)
 {
-	emit(s, op, internal, &c->node, p->tenant, p->name, name,
+	emit(s, g, op, internal, &c->node, p->tenant, p->name, name,
 	     (int64_t)p->generation, version);
 }
 
@@ -51,7 +51,7 @@ static void emit_link(struct store *s, enum store_op op, bool internal,
  * caller.  Returns 1 when it expired, 0 when it was renewed or removed
  * meanwhile.
  */
-int child_expire(struct store *s, struct child *c, uint64_t now)
+int child_expire(struct store *s, struct given *g, struct child *c, uint64_t now)
 {
 	for (int tries = 0; tries < 16; tries++) {
 		struct parent **ps;
@@ -99,8 +99,8 @@ int child_expire(struct store *s, struct child *c, uint64_t now)
 				p->nlinks--;
 				gauge_sub(&s->links_n, 1, "links");
 				gauge_sub(&p->tenant->links_n, 1, "tenant links");
-				touch_dir(&p->meta);
-				state_unlink_locked(s, l, STORE_OP_EXPIRE);
+				touch_dir(&p->meta, g);
+				state_unlink_locked(s, g, l, STORE_OP_EXPIRE);
 				l->snext = detached;
 				detached = l;
 			}
@@ -130,13 +130,13 @@ int child_expire(struct store *s, struct child *c, uint64_t now)
  * max_children and the tenant's share when @new_state); the caller
  * inserts or calls admit_undo().
  */
-static int admit_locked(struct store *s, struct parent *p, bool new_state,
+static int admit_locked(struct store *s, struct given *g, struct parent *p, bool new_state,
 			uint64_t now)
 {
 	struct tenant *t = p->tenant;
 
 	store_assert_held(LOCK_PARENT);
-	if (draining(s, t))
+	if (draining(s, g, t))
 		return -EROFS;
 	if (gone(s, &p->node, now))
 		return -ESTALE;
@@ -169,7 +169,7 @@ static void admit_undo(struct store *s, struct parent *p, bool new_state)
 /* Room for one more entry in @p, whose admission is reserved (p->lock
  * held): the one step of an insert that can fail.  -ENOMEM undoes the
  * admission. */
-static int link_reserve_locked(struct store *s, struct parent *p,
+static int link_reserve_locked(struct store *s, struct given *g, struct parent *p,
 			       bool new_state)
 {
 	store_assert_held(LOCK_PARENT);
@@ -201,14 +201,14 @@ static struct link *link_find_locked(struct store *s, struct parent *p,
 }
 
 /* Reap a state found expired under a bucket lock (now released). */
-static void expired_reap(struct store *s, struct child **c, uint64_t now)
+static void expired_reap(struct store *s, struct given *g, struct child **c, uint64_t now)
 {
-	child_expire(s, *c, now);
+	child_expire(s, g, *c, now);
 	store_node_unref(s, &(*c)->node);
 	*c = NULL;
 }
 
-int child_create(struct store *s, struct store_node *parent, const char *name,
+int child_create(struct store *s, struct given *g, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
 		 struct store_node **out, bool *created,
 		 struct store_attr *attr)
@@ -216,7 +216,7 @@ int child_create(struct store *s, struct store_node *parent, const char *name,
 	struct parent *p = as_parent(parent);
 	struct child *c, *expired = NULL;
 	struct link *l, *old;
-	uint64_t now = store_now_ms(s), ttl;
+	uint64_t now = now_of(s, g), ttl;
 	int rc;
 
 	if (!p)
@@ -227,9 +227,9 @@ int child_create(struct store *s, struct store_node *parent, const char *name,
 		free(c);
 		return -ENOMEM;
 	}
-	node_init(&c->node, ino_alloc(s, 1), STORE_CHILD);
+	node_init(&c->node, ino_alloc(s, g, 1), STORE_CHILD);
 	c->node.epoch = (uint32_t)s->snap_epochs; /* not in a snapshot being taken */
-	meta_init(&c->node, &c->meta, owner);
+	meta_init(&c->node, &c->meta, owner, g);
 retry:
 	bucket_lock(p);
 	snap_parent_cow(s, p);
@@ -239,7 +239,7 @@ retry:
 		link_find_locked(s, p, name, now, &expired);
 	if (expired) {
 		bucket_unlock(p);
-		expired_reap(s, &expired, now);
+		expired_reap(s, g, &expired, now);
 		goto retry;
 	}
 	if (old) {
@@ -259,7 +259,7 @@ retry:
 		free(c);
 		return rc ? refuse(s, rc) : 0;
 	}
-	rc = admit_locked(s, p, true, now);
+	rc = admit_locked(s, g, p, true, now);
 	ttl = p->child_ttl_ms ? p->child_ttl_ms : s->lim.default_ttl_ms;
 	if (rc == 0 && ttl && lease_ensure(s, &c->node)) {
 		admit_undo(s, p, true);
@@ -267,13 +267,13 @@ retry:
 	}
 	/* The last step that can fail: nothing else is undone after it. */
 	if (rc == 0)
-		rc = link_reserve_locked(s, p, true);
+		rc = link_reserve_locked(s, g, p, true);
 	if (rc == 0) {
 		meta_inherit(&c->node, &c->meta, &p->node, &p->meta, false);
 		lock(stripe(s, c), LOCK_STRIPE);
 		link_attach_locked(p, l);
 		unlock(stripe(s, c), LOCK_STRIPE);
-		link_insert_locked(s, p, l, true);
+		link_insert_locked(s, g, p, l, true);
 	}
 	if (rc == 0) {
 		store_node_ref(&c->node);          /* the caller's */
@@ -282,7 +282,7 @@ retry:
 			lease_of(s, &c->node)->ttl_ms = ttl;
 			lease_set(s, &c->node, now + ttl);
 		}
-		emit_link(s, STORE_OP_CREATE, false, p, name, c, 0);
+		emit_link(s, g, STORE_OP_CREATE, false, p, name, c, 0);
 		if (attr) {
 			lock(stripe(s, c), LOCK_STRIPE);
 			attr_locked(s, &c->node, attr);
@@ -301,33 +301,12 @@ retry:
 	return 0;
 }
 
-int store_create(struct store *s, struct store_node *parent, const char *name,
-		 const struct store_owner *owner, bool excl,
-		 struct store_node **out, bool *created)
-{
-	if (s->remote)
-		return remote_create(s, parent, name, owner, excl, out, created, NULL);
-	return TRANSITION(s, child_create(s, parent, name, owner, excl, out,
-				       created, NULL));
-}
-
-int store_create_entry(struct store *s, struct store_node *parent,
-		       const char *name, const struct store_owner *owner,
-		       bool excl, struct store_node **out, bool *created,
-		       struct store_attr *attr)
-{
-	if (s->remote)
-		return remote_create(s, parent, name, owner, excl, out, created, attr);
-	return TRANSITION(s, child_create(s, parent, name, owner, excl, out,
-				       created, attr));
-}
-
-int child_unlink(struct store *s, struct store_node *parent, const char *name)
+int child_unlink(struct store *s, struct given *g, struct store_node *parent, const char *name)
 {
 	struct parent *p = as_parent(parent);
 	struct child *expired = NULL;
 	struct link *l = NULL;
-	uint64_t now = store_now_ms(s);
+	uint64_t now = now_of(s, g);
 	int rc = 0;
 
 	if (!p)
@@ -341,24 +320,17 @@ int child_unlink(struct store *s, struct store_node *parent, const char *name)
 	if (!rc && !l)
 		rc = -ENOENT; /* an expired child is gone already */
 	if (!rc)
-		link_remove_locked(s, p, l);
+		link_remove_locked(s, g, p, l);
 	bucket_unlock(p);
 	if (expired)
-		expired_reap(s, &expired, now);
+		expired_reap(s, g, &expired, now);
 	if (rc)
 		return refuse(s, rc);
 	link_free(s, l);
 	return 0;
 }
 
-int store_unlink(struct store *s, struct store_node *parent, const char *name)
-{
-	if (s->remote)
-		return remote_unlink(s, parent, name);
-	return TRANSITION(s, child_unlink(s, parent, name));
-}
-
-int child_link(struct store *s, struct store_node *child,
+int child_link(struct store *s, struct given *g, struct store_node *child,
 	       struct store_node *parent, const char *name,
 	       struct store_attr *attr)
 {
@@ -366,7 +338,7 @@ int child_link(struct store *s, struct store_node *child,
 	struct child *c = as_child(child), *expired = NULL;
 	struct link *l, *old;
 	struct tenant *t;
-	uint64_t now = store_now_ms(s);
+	uint64_t now = now_of(s, g);
 	int rc = 0;
 
 	if (!c || !p)
@@ -389,7 +361,7 @@ retry:
 	old = link_find_locked(s, p, name, now, &expired);
 	if (expired) {
 		bucket_unlock(p);
-		expired_reap(s, &expired, now);
+		expired_reap(s, g, &expired, now);
 		goto retry;
 	}
 	if (gone(s, parent, now))
@@ -397,9 +369,9 @@ retry:
 	else if (old)
 		rc = -EEXIST;
 	else
-		rc = admit_locked(s, p, false, now);
+		rc = admit_locked(s, g, p, false, now);
 	if (rc == 0)
-		rc = link_reserve_locked(s, p, false);
+		rc = link_reserve_locked(s, g, p, false);
 	if (rc == 0) {
 		/* The state must still live, checked under its stripe: a
 		 * concurrent last unlink either ran first (stale) or will
@@ -410,9 +382,9 @@ retry:
 		if (rc == 0) {
 			snap_state_cow(s, c);
 			link_attach_locked(p, l);
-			c->meta.ctime = wall_now();
+			c->meta.ctime = wall_now(g);
 			/* The source: the name the state gained before. */
-			emit_from_locked(s, STORE_OP_LINK, c, l, l->snext);
+			emit_from_locked(s, g, STORE_OP_LINK, c, l, l->snext);
 			if (attr)
 				attr_locked(s, &c->node, attr);
 		}
@@ -421,7 +393,7 @@ retry:
 			admit_undo(s, p, false);
 	}
 	if (rc == 0) {
-		link_insert_locked(s, p, l, false);
+		link_insert_locked(s, g, p, l, false);
 		store_node_ref(&c->node); /* the link's */
 		atomic_fetch_add(&s->admissions, 1);
 	}
@@ -433,30 +405,13 @@ retry:
 	return 0;
 }
 
-int store_link(struct store *s, struct store_node *child,
-	       struct store_node *parent, const char *name)
-{
-	if (s->remote)
-		return remote_link(s, child, parent, name, NULL);
-	return TRANSITION(s, child_link(s, child, parent, name, NULL));
-}
-
-int store_link_entry(struct store *s, struct store_node *child,
-		     struct store_node *parent, const char *name,
-		     struct store_attr *attr)
-{
-	if (s->remote)
-		return remote_link(s, child, parent, name, attr);
-	return TRANSITION(s, child_link(s, child, parent, name, attr));
-}
-
 /*
  * Links @x and @y trade states (both bucket locks held), in one critical
  * section of both states' stripes (the lower stripe first), so neither
  * state is ever seen counting a link it cannot find; the exchange line
  * (destination @y, source @x) is appended in it.
  */
-static void links_exchange_locked(struct store *s, struct link *x,
+static void links_exchange_locked(struct store *s, struct given *g, struct link *x,
 				  struct link *y)
 {
 	struct child *cx = x->child, *cy = y->child;
@@ -474,19 +429,19 @@ static void links_exchange_locked(struct store *s, struct link *x,
 		LL_PREPEND2(cy->slinks, x, snext);
 		LL_PREPEND2(cx->slinks, y, snext);
 	}
-	emit_from_locked(s, STORE_OP_EXCHANGE, y->child, y, x);
+	emit_from_locked(s, g, STORE_OP_EXCHANGE, y->child, y, x);
 	if (mx != my)
 		unlock(mx < my ? my : mx, LOCK_STRIPE);
 	unlock(mx < my ? mx : my, LOCK_STRIPE);
 }
 
-int child_rename(struct store *s, struct store_node *from, const char *name,
+int child_rename(struct store *s, struct given *g, struct store_node *from, const char *name,
 		 struct store_node *to, const char *to_name, unsigned flags)
 {
 	struct parent *a = as_parent(from), *b = as_parent(to);
 	struct link *src = NULL, *dst = NULL, *moved = NULL;
 	struct child *replaced = NULL, *expired = NULL, *c;
-	uint64_t now = store_now_ms(s);
+	uint64_t now = now_of(s, g);
 	bool same = false;
 	int rc = 0;
 
@@ -513,7 +468,7 @@ retry:
 			dst = link_find_locked(s, b, to_name, now, &expired);
 		if (expired) {
 			unlock_pair(a, b);
-			expired_reap(s, &expired, now);
+			expired_reap(s, g, &expired, now);
 			goto retry;
 		}
 		if (!src)
@@ -527,15 +482,15 @@ retry:
 	}
 	if (rc || same)
 		goto out;
-	if (draining(s, a->tenant)) {
+	if (draining(s, g, a->tenant)) {
 		rc = -EROFS;
 		goto out;
 	}
 	c = src->child;
 	if (flags & STORE_RENAME_EXCHANGE) {
-		links_exchange_locked(s, src, dst);
-		touch_dir(&a->meta);
-		touch_dir(&b->meta);
+		links_exchange_locked(s, g, src, dst);
+		touch_dir(&a->meta, g);
+		touch_dir(&b->meta, g);
 		goto out;
 	}
 	if (dst) {
@@ -543,14 +498,14 @@ retry:
 		 * allocation, so nothing can fail half-way.  The replaced
 		 * state's unlink line comes first. */
 		replaced = dst->child; /* the link's reference, dropped last */
-		state_unlink_locked(s, dst, STORE_OP_UNLINK);
+		state_unlink_locked(s, g, dst, STORE_OP_UNLINK);
 		dst->child = c;
 		bucket_del(a, src);
 		lock(stripe(s, c), LOCK_STRIPE);
 		LL_PREPEND2(c->slinks, dst, snext);
 		LL_DELETE2(c->slinks, src, snext);
-		c->meta.ctime = wall_now();
-		emit_from_locked(s, STORE_OP_RENAME, c, dst, src);
+		c->meta.ctime = wall_now(g);
+		emit_from_locked(s, g, STORE_OP_RENAME, c, dst, src);
 		unlock(stripe(s, c), LOCK_STRIPE);
 		a->nlinks--;
 		gauge_sub(&s->links_n, 1, "links");
@@ -574,13 +529,13 @@ retry:
 		lock(stripe(s, c), LOCK_STRIPE);
 		LL_DELETE2(c->slinks, src, snext);
 		LL_PREPEND2(c->slinks, moved, snext);
-		c->meta.ctime = wall_now();
-		emit_from_locked(s, STORE_OP_RENAME, c, moved, src);
+		c->meta.ctime = wall_now(g);
+		emit_from_locked(s, g, STORE_OP_RENAME, c, moved, src);
 		unlock(stripe(s, c), LOCK_STRIPE);
 		moved = NULL;
 	}
-	touch_dir(&a->meta);
-	touch_dir(&b->meta);
+	touch_dir(&a->meta, g);
+	touch_dir(&b->meta, g);
 	free(src); /* its state reference moved with the entry */
 out:
 	unlock_pair(a, b);
@@ -590,10 +545,3 @@ out:
 	return rc ? refuse(s, rc) : 0;
 }
 
-int store_rename(struct store *s, struct store_node *from, const char *name,
-		 struct store_node *to, const char *to_name, unsigned flags)
-{
-	if (s->remote)
-		return remote_rename(s, from, name, to, to_name, flags);
-	return TRANSITION(s, child_rename(s, from, name, to, to_name, flags));
-}

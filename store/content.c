@@ -160,7 +160,7 @@ static int bytes_charge_locked(struct store *s, struct child *c,
 
 /* Swap in new content (stripe held): one publication, reported under
  * each name that reaches the state. */
-static void publish_locked(struct store *s, struct child *c, struct blob *b)
+static void publish_locked(struct store *s, struct given *g, struct child *c, struct blob *b)
 {
 	struct blob *old = c->content;
 	struct link *l;
@@ -170,15 +170,15 @@ static void publish_locked(struct store *s, struct child *c, struct blob *b)
 	note_attrs_changed(c->node.ino);
 	c->content = b;
 	c->version++;
-	c->meta.mtime = c->meta.ctime = wall_now();
+	c->meta.mtime = c->meta.ctime = wall_now(g);
 	blob_unref(old);
 	LL_FOREACH2(c->slinks, l, snext)
-		emit(s, STORE_OP_WRITE, false, &c->node, l->parent->tenant,
+		emit(s, g, STORE_OP_WRITE, false, &c->node, l->parent->tenant,
 		     l->parent->name, l->name, (int64_t)l->parent->generation,
 		     (int64_t)c->version);
 }
 
-int content_publish(struct store *s, struct child *c, const void *data,
+int content_publish(struct store *s, struct given *g, struct child *c, const void *data,
 		    size_t len, const int64_t *mtime)
 {
 	struct blob *b = blob_new(data, len);
@@ -192,7 +192,7 @@ int content_publish(struct store *s, struct child *c, const void *data,
 	else
 		rc = bytes_charge_locked(s, c, blob_len(c->content), len, true);
 	if (rc == 0) {
-		publish_locked(s, c, b);
+		publish_locked(s, g, c, b);
 		b = NULL;
 		if (mtime)
 			c->meta.mtime = *mtime;
@@ -202,7 +202,7 @@ int content_publish(struct store *s, struct child *c, const void *data,
 	return rc;
 }
 
-int content_resize_locked(struct store *s, struct child *c, uint64_t size)
+int content_resize_locked(struct store *s, struct given *g, struct child *c, uint64_t size)
 {
 	size_t oldlen = blob_len(c->content);
 	struct blob *b;
@@ -226,7 +226,7 @@ int content_resize_locked(struct store *s, struct child *c, uint64_t size)
 		blob_unref(b);
 		return rc;
 	}
-	publish_locked(s, c, b);
+	publish_locked(s, g, c, b);
 	return 0;
 }
 
@@ -704,7 +704,8 @@ int store_stage_truncate(struct store_stage *st, uint64_t size)
 	return rc;
 }
 
-static int do_stage_publish(struct store_stage *st)
+/* The embedded store's publication (its TRANSITION is embedded.c's). */
+int stage_publish(struct store_stage *st)
 {
 	struct store *s = st->s;
 	struct child *c = st->c;
@@ -756,7 +757,7 @@ static int do_stage_publish(struct store_stage *st)
 			    c->meta.mtime != st->seen_mtime;
 		int64_t mtime = c->meta.mtime;
 
-		publish_locked(s, c, blob_ref(b));
+		publish_locked(s, NULL, c, blob_ref(b));
 		if (keep)
 			c->meta.mtime = mtime;
 		st->base_version = c->version;
@@ -776,7 +777,9 @@ out:
 	return rc ? refuse(s, rc) : 0;
 }
 
-int store_stage_flush(struct store_stage *st)
+/* What store_stage_flush() does with @st (api.c publishes): 1 when it
+ * was written to or truncated, 0 when not, a refused write's error. */
+int stage_flush_due(struct store_stage *st)
 {
 	bool written;
 	int failed;
@@ -789,9 +792,7 @@ int store_stage_flush(struct store_stage *st)
 	 * the close must still say that nothing was published. */
 	if (failed)
 		return failed;
-	/* A racing write between here and the publication is published
-	 * with it: both belong to this open file. */
-	return written ? store_stage_publish(st) : 0;
+	return written ? 1 : 0;
 }
 
 void store_stage_close(struct store_stage *st)
@@ -809,50 +810,57 @@ void store_stage_close(struct store_stage *st)
 	free(st);
 }
 
-/*
- * The publication of a stage of a mirror: the shared store makes it
- * (remote_publish), with no store lock held while it waits (the stage
- * keeps its staged bytes meanwhile, so its readers see them); then the
- * stage is based on the version it made, as the mirror shows it, and
- * its staged bytes are spent unless another write of the same open
- * file came meanwhile (they are published next).
- */
-static int stage_publish_remote(struct store_stage *st)
+struct store *stage_store(const struct store_stage *st)
 {
-	struct store *s = st->s;
-	struct child *c = st->c;
-	struct blob *pin = NULL;
-	const char *mode;
-	uint64_t base, seen_version, writes;
-	int64_t seen_mtime;
-	char *data;
-	size_t len;
+	return st->s;
+}
+
+/*
+ * A publication an engine makes (its struct store_ops's publish), with
+ * no store lock held while it waits: stage_take() copies what there is
+ * to publish (the stage keeps its staged bytes meanwhile, so its readers
+ * see them), stage_settle() then bases the stage on the version the
+ * publication made, as the store shows it, and spends its staged bytes
+ * unless another write of the same open file came meanwhile (they are
+ * published next).
+ */
+int stage_take(struct store_stage *st, struct stage_copy *out)
+{
 	int rc;
 
+	memset(out, 0, sizeof(*out));
 	lock(&st->lock, LOCK_STAGE);
 	if (st->failed || !st->dirty) {
 		rc = st->failed;
 		unlock(&st->lock, LOCK_STAGE);
 		return rc;
 	}
-	mode = st->mode == STORE_STAGE_APPEND ? "append" :
-	       st->mode == STORE_STAGE_CAS ? "cas" : "replace";
-	len = st->len;
-	data = st_malloc(len ? len : 1);
-	if (!data) {
+	out->child = &st->c->node;
+	out->mode = st->mode;
+	out->len = st->len;
+	out->data = st_malloc(out->len ? out->len : 1);
+	if (!out->data) {
 		unlock(&st->lock, LOCK_STAGE);
 		return -ENOMEM;
 	}
-	if (len)
-		memcpy(data, st->buf, len);
-	base = st->base_version;
-	seen_version = st->seen_version;
-	seen_mtime = st->seen_mtime;
-	writes = st->writes;
+	if (out->len)
+		memcpy(out->data, st->buf, out->len);
+	out->base_version = st->base_version;
+	out->seen_version = st->seen_version;
+	out->seen_mtime = st->seen_mtime;
+	out->writes = st->writes;
 	unlock(&st->lock, LOCK_STAGE);
-	rc = remote_publish(s, &c->node, mode, base, data, len, seen_version,
-			    seen_mtime);
-	free(data);
+	return 1;
+}
+
+void stage_settle(struct store_stage *st, struct stage_copy *copy, int rc)
+{
+	struct store *s = st->s;
+	struct child *c = st->c;
+	struct blob *pin = NULL;
+
+	free(copy->data);
+	copy->data = NULL;
 	lock(&st->lock, LOCK_STAGE);
 	if (rc == 0) {
 		lock(stripe(s, c), LOCK_STRIPE);
@@ -864,16 +872,8 @@ static int stage_publish_remote(struct store_stage *st)
 		unlock(stripe(s, c), LOCK_STRIPE);
 	}
 	/* Published or refused, the staged bytes are spent. */
-	if (st->writes == writes)
+	if (st->writes == copy->writes)
 		stage_reset_locked(st);
 	unlock(&st->lock, LOCK_STAGE);
 	blob_unref(pin);
-	return rc;
-}
-
-int store_stage_publish(struct store_stage *st)
-{
-	if (st->s->remote)
-		return stage_publish_remote(st);
-	return TRANSITION(st->s, do_stage_publish(st));
 }

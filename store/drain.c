@@ -28,7 +28,7 @@
 
 #include <errno.h>
 
-int drain_start(struct store *s, struct tenant *t, uint64_t now,
+int drain_start(struct store *s, struct given *g, struct tenant *t, uint64_t now,
 			  const struct store_cred *cred)
 {
 	int rc = 0;
@@ -43,7 +43,7 @@ int drain_start(struct store *s, struct tenant *t, uint64_t now,
 		 * it starts only for who could do that by hand.  The buckets
 		 * are locked for the check only. */
 		if (rc == 0 && cred && cred->uid != 0) {
-			rc = tenant_lock_for_cascade(s, t, cred);
+			rc = tenant_lock_for_cascade(s, g, t, cred);
 			for (struct parent *p = t->parents; p && rc == 0;
 			     p = p->hh.next)
 				bucket_unlock(p);
@@ -53,7 +53,7 @@ int drain_start(struct store *s, struct tenant *t, uint64_t now,
 			atomic_store(&t->drain_state, STORE_DRAINING);
 			atomic_fetch_add(&s->tenants_draining, 1);
 			reaper_note(s, now + s->lim.drain_window_ms);
-			emit(s, STORE_OP_DRAIN, false, NULL, t, NULL, NULL, -1, -1);
+			emit(s, g, STORE_OP_DRAIN, false, NULL, t, NULL, NULL, -1, -1);
 		}
 		unlock(&t->lock, LOCK_TENANT);
 	} else {
@@ -62,7 +62,7 @@ int drain_start(struct store *s, struct tenant *t, uint64_t now,
 			atomic_store(&s->drain_deadline, now + s->lim.drain_window_ms);
 			atomic_store(&s->state, STORE_DRAINING);
 			reaper_note(s, now + s->lim.drain_window_ms);
-			emit(s, STORE_OP_DRAIN, false, NULL, NULL, NULL, NULL, -1, -1);
+			emit(s, g, STORE_OP_DRAIN, false, NULL, NULL, NULL, NULL, -1, -1);
 		}
 		unlock(&s->lock, LOCK_STORE);
 	}
@@ -82,12 +82,12 @@ int drain_start(struct store *s, struct tenant *t, uint64_t now,
  * Returns the table's reference on a tenant that went, for the caller to
  * drop once it has let go of the locks (else NULL).
  */
-static struct tenant *drain_clear_one_locked(struct store *s, struct tenant *t,
+static struct tenant *drain_clear_one_locked(struct store *s, struct given *g, struct tenant *t,
 					     bool dead)
 {
 	store_assert_held(LOCK_STORE);
 	lock(&t->lock, LOCK_TENANT);
-	tenant_clear_locked(s, t, STORE_OP_DRAIN, false);
+	tenant_clear_locked(s, g, t, STORE_OP_DRAIN, false);
 	if (atomic_load(&t->drain_state) == STORE_DRAINING)
 		atomic_fetch_sub(&s->tenants_draining, 1);
 	atomic_store(&t->drain_state, STORE_DRAINED);
@@ -95,15 +95,15 @@ static struct tenant *drain_clear_one_locked(struct store *s, struct tenant *t,
 		atomic_store(&t->node.dead, true);
 		HASH_DEL(s->tenants, t);
 		gauge_sub(&s->tenants_n, 1, "tenants");
-		touch_dir(&s->root_meta);
+		touch_dir(&s->root_meta, g);
 		/* The tenant goes: a cleanup, not a drain starting. */
-		emit(s, STORE_OP_CLEANUP, true, &t->node, t, NULL, NULL, -1, -1);
+		emit(s, g, STORE_OP_CLEANUP, true, &t->node, t, NULL, NULL, -1, -1);
 	}
 	unlock(&t->lock, LOCK_TENANT);
 	return dead ? t : NULL;
 }
 
-static void drain_clear(struct store *s, struct tenant *only)
+static void drain_clear(struct store *s, struct given *g, struct tenant *only)
 {
 	struct tenant *t, *tt, *gone;
 
@@ -111,7 +111,7 @@ static void drain_clear(struct store *s, struct tenant *only)
 	HASH_ITER(hh, s->tenants, t, tt) {
 		if (only && t != only)
 			continue;
-		gone = drain_clear_one_locked(s, t, !only);
+		gone = drain_clear_one_locked(s, g, t, !only);
 		if (gone)
 			store_node_unref(s, &gone->node);
 	}
@@ -120,14 +120,14 @@ static void drain_clear(struct store *s, struct tenant *only)
 	unlock(&s->lock, LOCK_STORE);
 }
 
-void drain_clear_tenant(struct store *s, struct tenant *t, bool dead)
+void drain_clear_tenant(struct store *s, struct given *g, struct tenant *t, bool dead)
 {
 	struct tenant *gone = NULL;
 
 	scan_begin(s);
 	lock(&s->lock, LOCK_STORE);
 	if (!is_dead(&t->node))
-		gone = drain_clear_one_locked(s, t, dead);
+		gone = drain_clear_one_locked(s, g, t, dead);
 	unlock(&s->lock, LOCK_STORE);
 	scan_end(s);
 	event_hook_run(s);
@@ -136,7 +136,7 @@ void drain_clear_tenant(struct store *s, struct tenant *t, bool dead)
 }
 
 /* Is a drain of the store (@t NULL) or of @t due to be cleared? */
-static bool drain_due(struct store *s, struct tenant *t, uint64_t now)
+bool drain_due(struct store *s, struct tenant *t, uint64_t now)
 {
 	if (!t)
 		return atomic_load(&s->state) == STORE_DRAINING &&
@@ -151,7 +151,7 @@ static bool drain_due(struct store *s, struct tenant *t, uint64_t now)
  * Clear the store's or @t's drain if it is due (or @now_forced), as one
  * transition under the exclusive world lock.  Returns true when it did.
  */
-static bool drain_settle(struct store *s, struct tenant *t, bool force)
+bool drain_settle(struct store *s, struct tenant *t, bool force)
 {
 	bool done = false;
 	uint64_t now;
@@ -163,7 +163,7 @@ static bool drain_settle(struct store *s, struct tenant *t, bool force)
 		return false;
 	}
 	if (force || drain_due(s, t, now)) {
-		drain_clear(s, t);
+		drain_clear(s, NULL, t);
 		done = true;
 	}
 	scan_end(s);
@@ -199,38 +199,19 @@ void drains_settle_all(struct store *s)
 	}
 }
 
-int store_drain(struct store *s, struct store_node *tenant)
-{
-	return store_drain_as(s, tenant, NULL);
-}
-
-int store_drain_as(struct store *s, struct store_node *tenant,
-		   const struct store_cred *cred)
+/* The embedded store's drain (struct store_ops's drain): start it as one
+ * transition; a drain with nothing left to wait for, or one ended @now,
+ * is cleared at once. */
+int drain_run(struct store *s, struct store_node *tenant,
+	      const struct store_cred *cred, bool now)
 {
 	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
 	int rc;
 
-	if (s->remote)
-		return remote_drain(s, tenant, cred, false);
-	if (tenant && !t)
-		return -EINVAL;
-	rc = TRANSITION(s, drain_start(s, t, store_now_ms(s), cred));
-	if (rc == 0)
+	rc = TRANSITION(s, drain_start(s, NULL, t, store_now_ms(s), cred));
+	if (rc == 0 && !now)
 		drain_settle(s, t, false); /* nothing to wait for: ends now */
-	return rc;
-}
-
-int store_drain_now(struct store *s, struct store_node *tenant)
-{
-	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
-	int rc;
-
-	if (s->remote)
-		return remote_drain(s, tenant, NULL, true);
-	if (tenant && !t)
-		return -EINVAL;
-	rc = TRANSITION(s, drain_start(s, t, store_now_ms(s), NULL));
-	if (rc == 0 && store_drain_state(s, tenant, NULL) != STORE_DRAINED)
+	else if (rc == 0 && store_drain_state(s, tenant, NULL) != STORE_DRAINED)
 		drain_settle(s, t, true);
 	return rc;
 }
@@ -242,16 +223,9 @@ enum store_state store_drain_state(struct store *s, struct store_node *tenant,
 	enum store_state st;
 	uint64_t now = store_now_ms(s), deadline;
 
-	/* Leases past their deadline go first: an expired child no longer
-	 * keeps a drain running.  A mirror asks the shared store to settle
-	 * what is due (store_expire): it settles nothing itself. */
-	if (store_next_deadline(s) <= now ||
-	    (s->remote && (drain_due(s, NULL, now) || (t && drain_due(s, t, now)))))
-		store_expire(s, 4096);
-	if (!s->remote && drain_due(s, NULL, now))
-		drain_settle(s, NULL, false);
-	if (!s->remote && t && drain_due(s, t, now))
-		drain_settle(s, t, false);
+	/* What is due is settled first, by the authority (an engine may
+	 * ask its own to: it settles nothing itself). */
+	OP(s, expire_due)(s, tenant, now);
 	st = (enum store_state)atomic_load(&s->state);
 	deadline = atomic_load(&s->drain_deadline);
 	if (t) {

@@ -135,34 +135,59 @@ struct store_ops {
 	void (*close)(struct store *s);
 };
 
+/* The embedded store's table: every slot filled (store/embedded.c). */
+extern const struct store_ops embedded_ops;
+
 /* The core functions an engine may call ---------------------------------- */
 
 /* store/child.c: the children's transitions (their store.h forms, less
  * TRANSITION and the common checks) */
-int child_expire(struct store *s, struct child *c, uint64_t now);
-int child_create(struct store *s, struct store_node *parent, const char *name,
+int child_expire(struct store *s, struct given *g, struct child *c, uint64_t now);
+int child_create(struct store *s, struct given *g, struct store_node *parent, const char *name,
 		 const struct store_owner *owner, bool excl,
 		 struct store_node **out, bool *created,
 		 struct store_attr *attr);
-int child_unlink(struct store *s, struct store_node *parent, const char *name);
-int child_link(struct store *s, struct store_node *child,
+int child_unlink(struct store *s, struct given *g, struct store_node *parent, const char *name);
+int child_link(struct store *s, struct given *g, struct store_node *child,
 	       struct store_node *parent, const char *name,
 	       struct store_attr *attr);
-int child_rename(struct store *s, struct store_node *from, const char *name,
+int child_rename(struct store *s, struct given *g, struct store_node *from, const char *name,
 		 struct store_node *to, const char *to_name, unsigned flags);
 
 /* store/content.c */
+/* What a stage publishes, copied for an engine's publication. */
+struct stage_copy {
+	struct store_node *child;      /* borrowed: the stage's */
+	enum store_stage_mode mode;
+	char *data;                    /* the staged bytes (owned) */
+	size_t len;
+	uint64_t base_version;         /* a CAS stage's base */
+	uint64_t seen_version;         /* the state as the stage last saw it */
+	int64_t seen_mtime;
+	uint64_t writes;               /* the stage's writes when copied */
+};
+struct store *stage_store(const struct store_stage *st);
+/* Copy what @st would publish into @out: 1 when there is something to
+ * publish, else what store_stage_publish() returns at once (0 when
+ * clean, a refused write's error, -ENOMEM).  Takes the stage's lock. */
+int stage_take(struct store_stage *st, struct stage_copy *out);
+/* After the engine's publication of @copy answered @rc: the stage based
+ * on what is published now, its staged bytes spent unless written again
+ * meanwhile; frees @copy's data. */
+void stage_settle(struct store_stage *st, struct stage_copy *copy, int rc);
 /* Publish @len bytes @data as @c's content (a mirror's write entry), its
  * mtime @mtime when not NULL; takes the stripe.  0, -ESTALE, -ENOMEM. */
-int content_publish(struct store *s, struct child *c, const void *data,
+int content_publish(struct store *s, struct given *g, struct child *c, const void *data,
 		    size_t len, const int64_t *mtime);
 
 /* store/drain.c */
-int drain_start(struct store *s, struct tenant *t, uint64_t now,
+/* Is a drain of the store (@t NULL) or of @t due to be cleared at @now? */
+bool drain_due(struct store *s, struct tenant *t, uint64_t now);
+int drain_start(struct store *s, struct given *g, struct tenant *t, uint64_t now,
 		const struct store_cred *cred);
 /* Clear @t's drain scope now, as one transition (a mirror's drain clear
  * entry); with @dead the tenant goes too. */
-void drain_clear_tenant(struct store *s, struct tenant *t, bool dead);
+void drain_clear_tenant(struct store *s, struct given *g, struct tenant *t, bool dead);
 
 /* store/events.c */
 /* Readers in @t's scope get one "overflow" line here: a mirror reloaded
@@ -172,31 +197,53 @@ void emit_overflow(struct store *s, struct tenant *t);
 void event_hook_run(struct store *s);
 
 /* store/lease.c */
-int lease_change(struct store *s, struct store_node *n, bool set,
+int lease_change(struct store *s, struct given *g, struct store_node *n, bool set,
 		 uint64_t ttl_ms);
+
+/* store/lookup.c */
+/* store_lookup() at the store clock @g gives (NULL: the store's). */
+int node_lookup(struct store *s, const struct given *g, struct store_node *dir,
+		const char *name, struct store_node **out);
 
 /* store/node.c */
 void attr_locked(struct store *s, struct store_node *n,
 		 struct store_attr *a);
-int node_setattr(struct store *s, struct store_node *n, unsigned mask,
+
+/* store/setattr.c */
+int node_setattr(struct store *s, struct given *g, struct store_node *n, unsigned mask,
 		 const struct store_attr *in, struct store_attr *out);
 
 /* store/parent.c */
-int parent_join(struct store *s, struct tenant *t, const char *name,
+int parent_join(struct store *s, struct given *g, struct tenant *t, const char *name,
 		const struct store_owner *owner, struct store_node **out,
 		struct store_attr *attr);
-int parent_expire(struct store *s, struct parent *p, uint64_t now);
-int parent_leave(struct store *s, struct tenant *t, const char *name,
+int parent_expire(struct store *s, struct given *g, struct parent *p, uint64_t now);
+int parent_leave(struct store *s, struct given *g, struct tenant *t, const char *name,
 		 bool must_exist, const struct store_cred *cred);
 
-/* store/store.c */
+/* store/base.c */
+/* Count refusal @rc by its kind for .stats, and return it. */
 int refuse(struct store *s, int rc);
 
+/* store/store.c */
+/* Make @s an engine's (its table @ops, its state @engine, which the
+ * engine's close slot lets go of): once, before the store is used. */
+void store_set_engine(struct store *s, const struct store_ops *ops,
+		      void *engine);
+/* The store's own gauges and counters (no tombstone aged first): 0,
+ * -EINVAL or -ESTALE for @tenant, as store_stats(). */
+int stats_gauges(struct store *s, struct store_node *tenant,
+		 struct store_stats *o);
+/* Add to @o what only this store knows: its own refusals, the memory its
+ * open snapshots and stages hold. */
+void stats_add_local(struct store *s, struct store_node *tenant,
+		     struct store_stats *o);
+
 /* store/tenant.c */
-int tenant_create(struct store *s, const char *name,
+int tenant_create(struct store *s, struct given *g, const char *name,
 		  const struct store_owner *owner,
 		  struct store_node **out, struct store_attr *attr);
-int tenant_cleanup(struct store *s, const char *name,
+int tenant_cleanup(struct store *s, struct given *g, const char *name,
 		   const struct store_cred *cred);
 
 /* store/tomb.c */

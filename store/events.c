@@ -59,18 +59,18 @@
 static __thread bool event_appended, event_internal;
 
 /* Append entry @e of tenant @t (NULL: of no tenant). */
-static void emit_entry(struct store *s, struct tenant *t, struct evlog_entry *e)
+static void emit_entry(struct store *s, struct given *g, struct tenant *t, struct evlog_entry *e)
 {
 	uint64_t seq;
 
-	/* A mirror's line shows the shared store's number, and another
-	 * mount's change is internal here (mirror.c). */
-	if (applying) {
-		if (applying->quiet)
+	/* A line of a change an engine decided shows the engine's number,
+	 * and another mount's change is internal here (struct given). */
+	if (g) {
+		if (g->quiet)
 			return;
-		e->shown = applying->seq++;
-		e->internal = e->internal || applying->others;
-		e->hidden = applying->hidden;
+		e->shown = g->seq++;
+		e->internal = e->internal || g->others;
+		e->hidden = g->hidden;
 	}
 	/* Who may read the line: the tenant's owner and mode now. */
 	if (t) {
@@ -93,7 +93,7 @@ static void emit_entry(struct store *s, struct tenant *t, struct evlog_entry *e)
  * Append one event line (inside the transition's critical section, so
  * sequence numbers follow the order of the transitions).
  */
-void emit(struct store *s, enum store_op op, bool internal,
+void emit(struct store *s, struct given *g, enum store_op op, bool internal,
 	  struct store_node *n, struct tenant *t, const char *parent,
 	  const char *child, int64_t gen, int64_t version)
 {
@@ -111,7 +111,7 @@ void emit(struct store *s, enum store_op op, bool internal,
 		.version = version,
 	};
 
-	emit_entry(s, t, &e);
+	emit_entry(s, g, t, &e);
 }
 
 void emit_overflow(struct store *s, struct tenant *t)
@@ -128,13 +128,9 @@ void emit_overflow(struct store *s, struct tenant *t)
 		.overflow = true,
 		.end = t == NULL,
 	};
-	bool was = applying != NULL;
-	struct apply_ctx *a = applying;
 
-	/* No number of the shared store: it stands for lost ones. */
-	applying = NULL;
-	emit_entry(s, t, &e);
-	applying = was ? a : NULL;
+	/* No number of the engine's: it stands for lost ones. */
+	emit_entry(s, NULL, t, &e);
 }
 
 /*
@@ -144,7 +140,7 @@ void emit_overflow(struct store *s, struct tenant *t)
  * ordered with @c's publications and @from names the state at that point
  * of the stream.
  */
-void emit_from_locked(struct store *s, enum store_op op,
+void emit_from_locked(struct store *s, struct given *g, enum store_op op,
 		      struct child *c, const struct link *to,
 		      const struct link *from)
 {
@@ -164,7 +160,7 @@ void emit_from_locked(struct store *s, enum store_op op,
 	};
 
 	store_assert_held(LOCK_STRIPE);
-	emit_entry(s, p->tenant, &e);
+	emit_entry(s, g, p->tenant, &e);
 }
 
 /*

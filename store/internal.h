@@ -33,13 +33,21 @@
  *
  * Files
  * -----
- *   store.c     the store object: lifecycle, clock, limits, counters,
- *               refusals
- *   node.c      nodes: identity, references, attributes, special files
+ *   engine.h    the method table an authority implements (struct
+ *               store_ops), what an engine decides for a transition it
+ *               applies (struct given), the core functions it may call
+ *   api.c       store.h's transitions: the common front checks, then the
+ *               table
+ *   embedded.c  the embedded authority's table (embedded_ops)
+ *   base.c      the ground floor: refusals, the clock, node references,
+ *               a lease record's release, the reaper's wake-up
+ *   store.c     the store object: lifecycle, limits, counters, .stats
+ *   node.c      nodes: identity, attributes read, special files
+ *   setattr.c   the setattr transition
  *   lookup.c    lookup and directory listings
  *   bucket.c    a bucket's links and their states; the cascade
  *   tenant.c    tenants: create, cleanup
- *   parent.c    parents: join, leave, depart, expire; mkdir, rmdir
+ *   parent.c    parents: join, leave, depart, expire
  *   tomb.c      departed tombstones and their queue
  *   child.c     children: create, unlink, link, rename, exchange, expiry
  *   content.c   content: stages of open files, publication
@@ -52,24 +60,10 @@
  *   lockcheck.c the lock order, checked in test builds
  * and, apart: evlog.c (the event log's ring), ptab.c (the open-addressed
  * tables), cred.c (permissions), fault.c (allocation failures in test
- * builds), remote.c and rconn.c (the shared store's options and
- * transport).  A mount on a shared store (private headers shared.h and
- * mirror.h):
- *   remote_ops.c   its design essay; the transitions Redis makes
- *   remote_call.c  the calling convention, outcomes, the wait for the
- *                  follower (read-your-writes), sync
- *   remote_clock.c the estimate of the store's clock, its test clock,
- *                  expiry asked of Redis
- *   remote_start.c start and stop, a new instance's init and load,
- *                  .stats
- *   follow.c       the follower: the logs read, gaps reloaded, a new
- *                  store instance
- *   mirror.c       a mirror: each log entry applied with the embedded
- *                  transitions
- *   mirror_index.c its index by the shared store's inode number, the
- *                  tenants it follows
- *   mirror_load.c  a tenant loaded from its dump
- *   mirror_diff.c  a tenant held reloaded as the difference from a dump
+ * builds).  Calls go one way: api.c and embedded.c above the mechanisms,
+ * the mechanisms above base.c; no two files call each other in a circle.
+ * An engine (the shared store on Redis, redis/) is no part of the core:
+ * it includes store.h and engine.h, and the core names none of it.
  */
 #ifndef STATEFS_STORE_INTERNAL_H
 #define STATEFS_STORE_INTERNAL_H
@@ -110,11 +104,11 @@ extern __thread int hash_oom;
  *    and stripes (LOCK_STRIPE), two at once only when links exchange
  *    states, the lower address first;
  *  - a leaf (LOCK_FIRST_LEAF and above) takes nothing while held;
- *  - the shared store's transport (rconn.c) has two locks outside the
- *    store's, and a mirror's remote state (follow.c) one: each is held
- *    alone, and no store lock is held while calling into the transport
- *    or waiting for the follower at all (every call may wait on the
- *    network).
+ *  - an engine (engine.h) has one leaf of its own (LOCK_ENGINE_INDEX)
+ *    and three locks outside the store's (its transport's two, the state
+ *    of what it applied): each of those is held alone, and no store lock
+ *    is held while calling into the engine's transport or waiting for it
+ *    at all (every call may wait on the network).
  * Hooks and callbacks run with no store lock held (the event and
  * attribute hooks run after the transition let go), but one:
  * store_node_names() calls its callback under the state's stripe, and
@@ -139,19 +133,19 @@ enum store_lock_level {
 	LOCK_TOMBQ,       /* 13 s->tomb_lock: the tombstone queue */
 	LOCK_SNAP_HOLD,   /* 14 s->hold_lock: what open snapshots hold */
 	LOCK_REAPER,      /* 15 s->reap_lock: the reaper's wake-ups */
-	LOCK_MIRROR,      /* 16 mirror->lock: a mirror's inode index and
-			   *    tenants (redis/index.c) */
-	/* Held alone: no store lock is held while calling into the shared
-	 * store's transport (it waits on the network). */
-	LOCK_RCONN_POOL,  /* 17 rconn_pool->lock (redis/conn.c) */
-	LOCK_RCONN_CONN,  /* 18 rconn->lock (redis/conn.c) */
-	LOCK_REMOTE,      /* 19 remote->lock: what the follower applied and
-			   *    the connection's state (redis/follow.c) */
+	LOCK_ENGINE_INDEX, /* 16 an engine's index of its nodes and tenants
+			   *    (redis/index.c) */
+	/* Held alone: no store lock is held while calling into an
+	 * engine's transport (it waits on the network). */
+	LOCK_ENGINE_POOL, /* 17 its connection pool (redis/conn.c) */
+	LOCK_ENGINE_CONN, /* 18 one connection (redis/conn.c) */
+	LOCK_ENGINE_STATE, /* 19 what its follower applied and the link's
+			   *    state (redis/follow.c) */
 	LOCK_NLEVELS
 };
 
 #define LOCK_FIRST_LEAF LOCK_FROZEN
-#define LOCK_FIRST_ALONE LOCK_RCONN_POOL
+#define LOCK_FIRST_ALONE LOCK_ENGINE_POOL
 
 #define STRIPES 256
 
@@ -256,9 +250,9 @@ struct tenant {
 	 * changed under lock, read anywhere. */
 	atomic_int drain_state;
 	atomic_uint_fast64_t drain_deadline;
-	/* A mirror's: the shared store's id of this tenant, 0 until the
-	 * mirror follows it as this node (mirror->lock). */
-	uint64_t mirror_tid;
+	/* An engine's id of this tenant, 0 until the engine knows it as
+	 * this node (the engine's lock). */
+	uint64_t engine_id;
 };
 
 struct parent {
@@ -309,19 +303,20 @@ static inline struct tenant *child_tenant(const struct child *c)
 }
 
 struct store {
-	/* The limits the transitions enforce (immutable).  A mirror's
-	 * store-wide ceilings, quotas and shares are 0 (none): the shared
-	 * store enforces them, and a mirror applies entries of several
-	 * tenants' logs in an order of its own. */
+	/* The limits the transitions enforce (immutable).  A store an
+	 * engine applies changes to may have its store-wide ceilings,
+	 * quotas and shares 0 (none): the engine's authority enforces them,
+	 * and the copy applies them in an order of its own. */
 	struct store_limits lim;
 	/* The store's limits as store_limits() shows them and a stage's
 	 * write checks them (immutable): lim, for the embedded store. */
 	struct store_limits shown;
-	/* A mirror's own structures (redis/mirror.h) and the shared store
-	 * behind it (redis/internal.h); NULL for the embedded store.  Set
-	 * once, before the store is used. */
-	struct mirror *mirror;
-	struct remote *remote;
+	/* The authority's method table (engine.h: embedded_ops unless an
+	 * engine set its own) and the engine's state, opaque to the core;
+	 * NULL for the embedded store.  Set once, before the store is used
+	 * (store_set_engine). */
+	const struct store_ops *ops;
+	void *engine;
 	struct store_clock clock;      /* immutable */
 	/* Immutable, but a mirror's: a new store instance changes it (the
 	 * follower) while .stats reads it. */
@@ -574,52 +569,36 @@ static inline int64_t ns_of(struct timespec ts)
 }
 
 /*
- * The entry a mirror applies on this thread (redis/apply.c), or NULL.
- * While it is set, the embedded transitions that apply it take every
- * number from it instead of deciding: the wall time they stamp, the store
- * clock they read, the inode number of the node they make, the sequence
- * numbers their lines show and whether those lines are internal; and they
- * refuse nothing for a drain (draining(), below): the shared store has
- * decided, and the mirror only follows.
+ * What a transition reads from its struct given (engine.h) when an engine
+ * decided it, else from the store: the store clock (now_of, base.c),
+ * the wall time, the next inode number, whether a drain refuses it.  @g NULL: the store
+ * decides (the embedded store, every transition of its own).
  */
-struct apply_ctx {
-	int64_t ns;                    /* wall time stamped on nodes */
-	uint64_t ms;                   /* the store clock */
-	uint64_t ino;                  /* the next node's inode; 0 once taken */
-	uint64_t seq;                  /* the next line's shown number */
-	bool others;                   /* another mount's or a reaper's change:
-					* every line is internal */
-	bool quiet;                    /* a load, not a change: no line */
-	bool hidden;                   /* a reload's difference: lines for
-					* the watch machinery only */
-};
-extern __thread struct apply_ctx *applying;
-
-static inline int64_t wall_now(void)
+static inline int64_t wall_now(const struct given *g)
 {
 	struct timespec ts;
 
-	if (applying)
-		return applying->ns;
+	if (g)
+		return g->ns;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return ns_of(ts);
 }
 
-static inline void touch_dir(struct meta *m)
+static inline void touch_dir(struct meta *m, const struct given *g)
 {
-	m->mtime = m->ctime = wall_now();
+	m->mtime = m->ctime = wall_now(g);
 }
 
-static inline uint64_t ino_alloc(struct store *s, uint64_t n)
+static inline uint64_t ino_alloc(struct store *s, struct given *g, uint64_t n)
 {
 	uint64_t ino, top;
 
-	if (!applying || !applying->ino)
+	if (!g || !g->ino)
 		return atomic_fetch_add(&s->next_ino, n);
-	/* A mirror's node: the entry's number.  next_ino stays past every
+	/* The engine's number for the node.  next_ino stays past every
 	 * number handed out (a new instance's numbers start above it). */
-	ino = applying->ino;
-	applying->ino = 0;
+	ino = g->ino;
+	g->ino = 0;
 	top = atomic_load(&s->next_ino);
 	while (top < ino + n &&
 	       !atomic_compare_exchange_weak(&s->next_ino, &top, ino + n))
@@ -652,10 +631,11 @@ static inline bool is_dead(const struct store_node *n)
 
 /* Does the store, or tenant @t, refuse new things (a drain)?  A tenant
  * that was removed has no drain left: what reaches it is stale. */
-static inline bool draining(struct store *s, struct tenant *t)
+static inline bool draining(struct store *s, const struct given *g,
+			    struct tenant *t)
 {
-	if (applying)
-		return false; /* the shared store admitted it */
+	if (g)
+		return false; /* the engine's authority admitted it */
 	return atomic_load(&s->state) != STORE_READY ||
 	       (t && !atomic_load(&t->node.dead) &&
 		atomic_load(&t->drain_state) != STORE_READY);
@@ -781,9 +761,19 @@ static inline void blob_unref(struct blob *b)
 		rc_;                                                  \
 	})
 
+/* The slot @name of @s's method table (engine.h), or the embedded
+ * store's when the engine left it NULL. */
+#define OP(s, name) ((s)->ops->name ? (s)->ops->name : embedded_ops.name)
+
 /* Shared between the files of store/ ------------------------------------- */
 
 /* (And the core functions an engine may call too: store/engine.h.) */
+
+/* store/base.c: the ground floor (refuse() and store_now_ms() are in
+ * engine.h and store.h) */
+uint64_t now_of(const struct store *s, const struct given *g);
+void lease_release(struct store *s, struct store_node *n);
+void reaper_note(struct store *s, uint64_t deadline);
 
 /* store/bucket.c */
 uint32_t link_hash(const void *l);
@@ -797,30 +787,35 @@ int parent_cmp(const void *a, const void *b);
 void lock_pair(struct parent *a, struct parent *b);
 void unlock_pair(struct parent *a, struct parent *b);
 void link_attach_locked(struct parent *p, struct link *l);
-void link_insert_locked(struct store *s, struct parent *p, struct link *l,
+void link_insert_locked(struct store *s, struct given *g, struct parent *p, struct link *l,
 			bool new_state);
-void link_remove_locked(struct store *s, struct parent *p, struct link *l);
-bool state_unlink_locked(struct store *s, struct link *l, enum store_op op);
-struct ptab bucket_clear_locked(struct store *s, struct parent *p);
+void link_remove_locked(struct store *s, struct given *g, struct parent *p, struct link *l);
+bool state_unlink_locked(struct store *s, struct given *g, struct link *l, enum store_op op);
+struct ptab bucket_clear_locked(struct store *s, struct given *g, struct parent *p);
 
 /* store/content.c */
-int content_resize_locked(struct store *s, struct child *c, uint64_t size);
+int stage_publish(struct store_stage *st);
+int stage_flush_due(struct store_stage *st);
+int content_resize_locked(struct store *s, struct given *g, struct child *c, uint64_t size);
 
 /* store/drain.c */
 void drains_settle_all(struct store *s);
+int drain_run(struct store *s, struct store_node *tenant,
+	      const struct store_cred *cred, bool now);
+bool drain_settle(struct store *s, struct tenant *t, bool force);
 
 /* store/events.c */
-void emit(struct store *s, enum store_op op, bool internal,
+void emit(struct store *s, struct given *g, enum store_op op, bool internal,
 	  struct store_node *n, struct tenant *t, const char *parent,
 	  const char *child, int64_t gen, int64_t version);
-void emit_from_locked(struct store *s, enum store_op op,
+void emit_from_locked(struct store *s, struct given *g, enum store_op op,
 		      struct child *c, const struct link *to,
 		      const struct link *from);
 void note_attrs_changed(uint64_t ino);
 
 /* store/lease.c */
+int lease_child_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms);
 int lease_ensure(struct store *s, struct store_node *n);
-void lease_release(struct store *s, struct store_node *n);
 void lease_set(struct store *s, struct store_node *n, uint64_t deadline);
 void lease_clear(struct store *s, struct store_node *n);
 
@@ -828,15 +823,15 @@ void lease_clear(struct store *s, struct store_node *n);
 void node_init(struct store_node *n, uint64_t ino, enum store_kind k);
 void specials_init(struct special *sp, struct store_node *owner);
 void meta_init(struct store_node *n, struct meta *m,
-	       const struct store_owner *o);
+	       const struct store_owner *o, struct given *g);
 void meta_inherit(struct store_node *n, struct meta *m,
 		  const struct store_node *dir, const struct meta *dm,
 		  bool is_dir);
 
 /* store/parent.c */
-struct ptab parent_unhook_locked(struct store *s, struct tenant *t,
+struct ptab parent_unhook_locked(struct store *s, struct given *g, struct tenant *t,
 				 struct parent *p);
-struct ptab parent_remove_locked(struct store *s, struct tenant *t,
+struct ptab parent_remove_locked(struct store *s, struct given *g, struct tenant *t,
 				 struct parent *p);
 bool may_remove_parent_locked(struct store *s, struct tenant *t,
 			      struct parent *p,
@@ -845,49 +840,14 @@ int do_mkdir(struct store *s, struct store_node *dir, const char *name,
 	     const struct store_owner *owner, struct store_node **out,
 	     struct store_attr *attr);
 
-/* redis/ops.c: the transitions of a store with the shared store
- * behind it (each store.h transition's first two lines call them) */
-int remote_mkdir(struct store *s, struct store_node *dir, const char *name,
-		 const struct store_owner *owner, struct store_node **out,
-		 struct store_attr *attr);
-int remote_rmdir(struct store *s, struct store_node *dir, const char *name,
-		 const struct store_cred *cred);
-int remote_depart(struct store *s, struct store_node *tenant, const char *name,
-		  const struct store_cred *cred);
-int remote_create(struct store *s, struct store_node *parent, const char *name,
-		  const struct store_owner *owner, bool excl,
-		  struct store_node **out, bool *created,
-		  struct store_attr *attr);
-int remote_unlink(struct store *s, struct store_node *parent, const char *name);
-int remote_link(struct store *s, struct store_node *child,
-		struct store_node *parent, const char *name,
-		struct store_attr *attr);
-int remote_rename(struct store *s, struct store_node *from, const char *name,
-		  struct store_node *to, const char *to_name, unsigned flags);
-int remote_setattr(struct store *s, struct store_node *n, unsigned mask,
-		   const struct store_attr *in, struct store_attr *out);
-int remote_publish(struct store *s, struct store_node *n, const char *mode,
-		   uint64_t base, const void *data, size_t len,
-		   uint64_t seen_version, int64_t seen_mtime);
-int remote_set_ttl(struct store *s, struct store_node *n, uint64_t ttl);
-int remote_renew(struct store *s, struct store_node *n);
-int remote_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl);
-int remote_drain(struct store *s, struct store_node *tenant,
-		 const struct store_cred *cred, bool now);
-
-/* redis/clock.c */
-unsigned remote_expire(struct store *s, unsigned budget);
-/* store_expire() of a mirror: asks Redis when something is due. */
-unsigned remote_expire_due(struct store *s, unsigned budget);
-
-/* redis/start.c */
-int remote_stats(struct store *s, struct store_node *tenant,
-		 struct store_stats *o);
-uint64_t remote_damaged(struct store *s); /* store_stats' damaged */
-void remote_free(struct store *s);
-
 /* store/reaper.c */
-void reaper_note(struct store *s, uint64_t deadline);
+unsigned reaper_expire(struct store *s, unsigned budget);
+void drain_expire_due(struct store *s, struct store_node *tenant,
+		      uint64_t now);
+
+/* store/store.c */
+int stats_embedded(struct store *s, struct store_node *tenant,
+		   struct store_stats *o);
 
 /* store/snapshot.c */
 void snap_tenant_cow(struct store *s, struct tenant *t);
@@ -895,9 +855,9 @@ void snap_parent_cow(struct store *s, struct parent *p);
 void snap_state_cow(struct store *s, struct child *c);
 
 /* store/tenant.c */
-void tenant_clear_locked(struct store *s, struct tenant *t,
+void tenant_clear_locked(struct store *s, struct given *g, struct tenant *t,
 			 enum store_op op, bool plocked);
-int tenant_lock_for_cascade(struct store *s, struct tenant *t,
+int tenant_lock_for_cascade(struct store *s, struct given *g, struct tenant *t,
 			    const struct store_cred *cred);
 
 /* store/tomb.c */

@@ -88,19 +88,6 @@ int lease_ensure(struct store *s, struct store_node *n)
 	return rc;
 }
 
-/* @n is being freed: its record goes back to the free list. */
-void lease_release(struct store *s, struct store_node *n)
-{
-	uint32_t i = atomic_load(&n->lease);
-
-	if (!i)
-		return;
-	lock(&s->heap_lock, LOCK_HEAP);
-	lease_at(s, i)->next_free = s->lease_free;
-	s->lease_free = i;
-	unlock(&s->heap_lock, LOCK_HEAP);
-}
-
 /* The lease heap (heap_lock held) ----------------------------------------- */
 
 static void heap_place(struct store *s, size_t i, struct store_node *n)
@@ -240,12 +227,12 @@ int store_lease_get(struct store *s, struct store_node *n, struct store_lease *o
  * now + ttl.  The node must be live at @now; renewals are refused while
  * draining.
  */
-int lease_change(struct store *s, struct store_node *n, bool set,
+int lease_change(struct store *s, struct given *g, struct store_node *n, bool set,
 		    uint64_t ttl_ms)
 {
 	struct parent *p = as_parent(n);
 	struct child *c = as_child(n);
-	uint64_t now = store_now_ms(s), ttl;
+	uint64_t now = now_of(s, g), ttl;
 	int rc = 0;
 
 	if (!p && !c)
@@ -261,7 +248,7 @@ int lease_change(struct store *s, struct store_node *n, bool set,
 		rc = 0; /* no lease to renew: a plain touch */
 	else if (ttl && now > STORE_CLOCK_MAX_MS)
 		rc = -EINVAL;
-	else if (draining(s, p ? p->tenant : child_tenant(c)))
+	else if (draining(s, g, p ? p->tenant : child_tenant(c)))
 		rc = -EROFS;
 	else if (ttl && lease_ensure(s, n))
 		rc = -ENOMEM;
@@ -280,29 +267,11 @@ int lease_change(struct store *s, struct store_node *n, bool set,
 	return rc ? refuse(s, rc) : 0;
 }
 
-int store_set_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
-{
-	if (s->remote)
-		return remote_set_ttl(s, n, ttl_ms);
-	return TRANSITION(s, lease_change(s, n, true, ttl_ms));
-}
-
-int store_renew(struct store *s, struct store_node *n)
-{
-	if (s->remote)
-		return remote_renew(s, n);
-	return TRANSITION(s, lease_change(s, n, false, 0));
-}
-
-int store_set_child_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
+int lease_child_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
 {
 	struct parent *p = as_parent(n);
 	int rc = 0;
 
-	if (s->remote)
-		return remote_set_child_ttl(s, n, ttl_ms);
-	if (!p || ttl_ms > STORE_DURATION_MAX_MS)
-		return -EINVAL;
 	bucket_lock(p);
 	if (gone(s, n, store_now_ms(s)))
 		rc = -ESTALE;

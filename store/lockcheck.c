@@ -43,10 +43,10 @@ static const char *const level_names[LOCK_NLEVELS] = {
 	[LOCK_TOMBQ] = "tombstone queue",
 	[LOCK_SNAP_HOLD] = "snapshot holds",
 	[LOCK_REAPER] = "reaper",
-	[LOCK_MIRROR] = "mirror index",
-	[LOCK_RCONN_POOL] = "rconn pool",
-	[LOCK_RCONN_CONN] = "rconn connection",
-	[LOCK_REMOTE] = "remote state",
+	[LOCK_ENGINE_INDEX] = "engine index",
+	[LOCK_ENGINE_POOL] = "engine pool",
+	[LOCK_ENGINE_CONN] = "engine connection",
+	[LOCK_ENGINE_STATE] = "engine state",
 };
 
 static __thread struct {

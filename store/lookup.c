@@ -17,11 +17,17 @@
 int store_lookup(struct store *s, struct store_node *dir, const char *name,
 		 struct store_node **out)
 {
+	return node_lookup(s, NULL, dir, name, out);
+}
+
+int node_lookup(struct store *s, const struct given *g, struct store_node *dir,
+		const char *name, struct store_node **out)
+{
 	struct tenant *t;
 	struct parent *p;
 	struct link *l;
 	struct store_node *n = NULL;
-	uint64_t now = store_now_ms(s);
+	uint64_t now = now_of(s, g);
 
 	switch (dir->kind) {
 	case STORE_ROOT:

@@ -64,12 +64,12 @@ void specials_init(struct special *sp, struct store_node *owner)
 
 /* Node @n with attributes @m starts owned as @o says, stamped now. */
 void meta_init(struct store_node *n, struct meta *m,
-	       const struct store_owner *o)
+	       const struct store_owner *o, struct given *g)
 {
 	m->uid = o->uid;
 	m->gid = o->gid;
 	n->mode = o->mode & 07777;
-	m->atime = m->mtime = m->ctime = wall_now();
+	m->atime = m->mtime = m->ctime = wall_now(g);
 }
 
 /*
@@ -89,61 +89,7 @@ void meta_inherit(struct store_node *n, struct meta *m,
 		n->mode |= S_ISGID;
 }
 
-/* Node lifetime ----------------------------------------------------------- */
-
-void store_node_ref(struct store_node *n)
-{
-	n = counted(n);
-	atomic_fetch_add(&n->refs, 1);
-}
-
-static void node_free(struct store *s, struct store_node *n)
-{
-	struct tenant *t;
-	struct parent *p;
-	struct child *c;
-
-	switch (n->kind) {
-	case STORE_TENANT:
-		t = as_tenant(n);
-		pthread_mutex_destroy(&t->lock);
-		pthread_mutex_destroy(&t->acl_lock);
-		free(t->name);
-		free(t);
-		break;
-	case STORE_PARENT:
-		p = as_parent(n);
-		lease_release(s, n);
-		pthread_mutex_destroy(&p->lock);
-		free(p->name);
-		store_node_unref(s, &p->tenant->node);
-		free(p);
-		break;
-	case STORE_CHILD:
-		c = as_child(n);
-		lease_release(s, n);
-		blob_unref(c->content);
-		free(c);
-		break;
-	default:
-		/* The root and special files live inside the store/tenant. */
-		break;
-	}
-}
-
-void store_node_unref(struct store *s, struct store_node *n)
-{
-	n = counted(n);
-	unsigned old = atomic_fetch_sub(&n->refs, 1);
-
-	if (old == 0) {
-		fprintf(stderr, "statefs: node %llu reference underflow\n",
-			(unsigned long long)n->ino);
-		abort();
-	}
-	if (old == 1)
-		node_free(s, n);
-}
+/* Reading a node --------------------------------------------------------- */
 
 enum store_kind store_node_kind(const struct store_node *n)
 {
@@ -330,118 +276,6 @@ int store_getattr(struct store *s, struct store_node *n, struct store_attr *a)
 	default:
 		return getattr_dir(s, n, a);
 	}
-}
-
-static void meta_apply(struct store_node *n, struct meta *m, unsigned mask,
-		       const struct store_attr *in)
-{
-	if (mask & STORE_SET_MODE)
-		n->mode = in->mode & 07777;
-	if (mask & STORE_SET_KILL_SUID)
-		n->mode &= (uint16_t)~S_ISUID;
-	if (mask & STORE_SET_KILL_SGID)
-		n->mode &= (uint16_t)~S_ISGID;
-	if (mask & STORE_SET_UID)
-		m->uid = in->uid;
-	if (mask & STORE_SET_GID)
-		m->gid = in->gid;
-	if (mask & STORE_SET_ATIME)
-		m->atime = ns_of(in->atime);
-	if (mask & STORE_SET_MTIME)
-		m->mtime = ns_of(in->mtime);
-	m->ctime = wall_now();
-}
-
-/*
- * The lease renewal of a setattr (STORE_SET_RENEW), the owner's lock held
- * (bucket or stripe, as lease_change takes): renew_check_locked() takes every
- * refusal first, renew_locked() then cannot fail.  *@ttl 0: no lease, a
- * plain touch.
- */
-static int renew_check_locked(struct store *s, struct store_node *n,
-			      uint64_t *ttl)
-{
-	struct parent *p = as_parent(n);
-
-	*ttl = ttl_of(s, n);
-	if (*ttl == 0)
-		return 0;
-	if (draining(s, p ? p->tenant : child_tenant(as_child(n))))
-		return -EROFS;
-	return lease_ensure(s, n) ? -ENOMEM : 0;
-}
-
-static void renew_locked(struct store *s, struct store_node *n, uint64_t ttl,
-			 uint64_t now)
-{
-	if (!ttl)
-		return;
-	if (n->kind == STORE_PARENT)
-		snap_parent_cow(s, as_parent(n));
-	else
-		snap_state_cow(s, as_child(n));
-	lease_set(s, n, now + ttl);
-}
-
-int node_setattr(struct store *s, struct store_node *n, unsigned mask,
-		  const struct store_attr *in, struct store_attr *out)
-{
-	struct child *c;
-	struct meta *m;
-	uint64_t now = store_now_ms(s), ttl = 0;
-	bool renew;
-	int rc = 0;
-
-	if (gone(s, n, now))
-		return -ESTALE;
-	switch (n->kind) {
-	case STORE_ROOT: m = &s->root_meta; break;
-	case STORE_TENANT: m = &as_tenant(n)->meta; break;
-	case STORE_PARENT: m = &as_parent(n)->meta; break;
-	case STORE_CHILD:
-		c = as_child(n);
-		m = &c->meta;
-		break;
-	default:
-		return -EPERM; /* special files have fixed attributes */
-	}
-	if ((mask & STORE_SET_SIZE) && n->kind != STORE_CHILD)
-		return -EISDIR;
-	renew = (mask & STORE_SET_RENEW) &&
-		(n->kind == STORE_PARENT || n->kind == STORE_CHILD);
-	node_lock(s, n);
-	if (n->kind == STORE_TENANT)
-		snap_tenant_cow(s, as_tenant(n)); /* its owner and mode */
-	/* Every refusal before the first change: the resize is the last
-	 * step that can fail, and it is the first that changes anything. */
-	if (gone(s, n, now) ||
-	    (n->kind == STORE_CHILD && as_child(n)->node.nlink == 0))
-		rc = -ESTALE;
-	else if (renew)
-		rc = renew_check_locked(s, n, &ttl);
-	if (rc == 0 && (mask & STORE_SET_SIZE))
-		rc = content_resize_locked(s, as_child(n), in->size);
-	if (rc == 0 && (mask & ~(STORE_SET_SIZE | STORE_SET_RENEW))) {
-		if (n->kind == STORE_TENANT)
-			lock(&as_tenant(n)->acl_lock, LOCK_ACL);
-		meta_apply(n, m, mask, in);
-		if (n->kind == STORE_TENANT)
-			unlock(&as_tenant(n)->acl_lock, LOCK_ACL);
-	}
-	if (rc == 0 && renew)
-		renew_locked(s, n, ttl, now);
-	if (rc == 0 && out)
-		attr_locked(s, n, out);
-	node_unlock(s, n);
-	return rc ? refuse(s, rc) : 0;
-}
-
-int store_setattr(struct store *s, struct store_node *n, unsigned mask,
-		  const struct store_attr *in, struct store_attr *out)
-{
-	if (s->remote)
-		return remote_setattr(s, n, mask, in, out);
-	return TRANSITION(s, node_setattr(s, n, mask, in, out));
 }
 
 int store_parent_generation(struct store *s, struct store_node *n, uint64_t *gen)

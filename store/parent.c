@@ -40,7 +40,7 @@
  * frees the returned links and the table's reference on @p after
  * unlocking.
  */
-struct ptab parent_unhook_locked(struct store *s, struct tenant *t,
+struct ptab parent_unhook_locked(struct store *s, struct given *g, struct tenant *t,
 				 struct parent *p)
 {
 	struct ptab links;
@@ -49,7 +49,7 @@ struct ptab parent_unhook_locked(struct store *s, struct tenant *t,
 	store_assert_held(LOCK_PARENT);
 	snap_parent_cow(s, p);
 	atomic_store(&p->node.dead, true);
-	links = bucket_clear_locked(s, p);
+	links = bucket_clear_locked(s, g, p);
 	/* After its links went: a state frozen for a snapshot meanwhile
 	 * still tells an expired parent's link by its deadline. */
 	lease_clear(s, &p->node);
@@ -57,17 +57,17 @@ struct ptab parent_unhook_locked(struct store *s, struct tenant *t,
 	HASH_DEL(t->parents, p);
 	gauge_sub(&t->parents_n, 1, "tenant parents");
 	gauge_sub(&s->parents_n, 1, "parents");
-	touch_dir(&t->meta);
+	touch_dir(&t->meta, g);
 	return links;
 }
 
 /* As parent_unhook_locked(), taking the bucket's lock (t->lock held). */
-struct ptab parent_remove_locked(struct store *s, struct tenant *t,
+struct ptab parent_remove_locked(struct store *s, struct given *g, struct tenant *t,
 				 struct parent *p)
 {
 	store_assert_held(LOCK_TENANT);
 	bucket_lock(p);
-	return parent_unhook_locked(s, t, p);
+	return parent_unhook_locked(s, g, t, p);
 }
 
 /*
@@ -123,7 +123,7 @@ bool may_remove_parent_locked(struct store *s, struct tenant *t,
  * it is full, and rmdir stays refused until it is back under.  Returns
  * the detached links.
  */
-static struct ptab parent_expire_locked(struct store *s, struct tenant *t,
+static struct ptab parent_expire_locked(struct store *s, struct given *g, struct tenant *t,
 					struct parent *p, uint64_t now)
 {
 	struct tomb *tb = tomb_new(p->name);
@@ -138,9 +138,9 @@ static struct ptab parent_expire_locked(struct store *s, struct tenant *t,
 	}
 	atomic_fetch_add(&s->expiries, 1);
 	atomic_fetch_add(&s->leaves, 1);
-	links = parent_remove_locked(s, t, p);
+	links = parent_remove_locked(s, g, t, p);
 	/* After the cascade: see "Event order" in events.c. */
-	emit(s, STORE_OP_EXPIRE, true, &p->node, t, p->name, NULL,
+	emit(s, g, STORE_OP_EXPIRE, true, &p->node, t, p->name, NULL,
 	     (int64_t)p->generation, -1);
 	return links;
 }
@@ -149,7 +149,7 @@ static struct ptab parent_expire_locked(struct store *s, struct tenant *t,
  * The live parent called @name in @t at @now (t->lock held), reaping an
  * expired one on the way.  *@reaped collects what to free after unlock.
  */
-static struct parent *parent_find_locked(struct store *s, struct tenant *t,
+static struct parent *parent_find_locked(struct store *s, struct given *g, struct tenant *t,
 					 const char *name, uint64_t now,
 					 struct parent **reaped,
 					 struct ptab *links)
@@ -159,7 +159,7 @@ static struct parent *parent_find_locked(struct store *s, struct tenant *t,
 	store_assert_held(LOCK_TENANT);
 	HASH_FIND_STR(t->parents, name, p);
 	if (p && is_expired(s, &p->node, now)) {
-		*links = parent_expire_locked(s, t, p, now);
+		*links = parent_expire_locked(s, g, t, p, now);
 		*reaped = p;
 		p = NULL;
 	}
@@ -174,14 +174,14 @@ static void reaped_free(struct store *s, struct parent *p, struct ptab *links)
 	}
 }
 
-int parent_join(struct store *s, struct tenant *t, const char *name,
+int parent_join(struct store *s, struct given *g, struct tenant *t, const char *name,
 		       const struct store_owner *owner, struct store_node **out,
 		       struct store_attr *attr)
 {
 	struct parent *p, *old, *reaped = NULL;
 	struct ptab rlinks = { 0 };
 	struct tomb *tb;
-	uint64_t now = store_now_ms(s);
+	uint64_t now = now_of(s, g);
 	int rc = 0;
 
 	p = st_calloc(1, sizeof(*p));
@@ -189,17 +189,17 @@ int parent_join(struct store *s, struct tenant *t, const char *name,
 		free(p);
 		return -ENOMEM;
 	}
-	node_init(&p->node, ino_alloc(s, 1), STORE_PARENT);
+	node_init(&p->node, ino_alloc(s, g, 1), STORE_PARENT);
 	pthread_mutex_init(&p->lock, NULL);
-	meta_init(&p->node, &p->meta, owner);
+	meta_init(&p->node, &p->meta, owner, g);
 	atomic_init(&p->snap_epoch, s->snap_epochs);
 	p->tenant = t;
 
 	lock(&t->lock, LOCK_TENANT);
-	old = parent_find_locked(s, t, name, now, &reaped, &rlinks);
+	old = parent_find_locked(s, g, t, name, now, &reaped, &rlinks);
 	if (is_dead(&t->node))
 		rc = -ESTALE;
-	else if (draining(s, t))
+	else if (draining(s, g, t))
 		rc = -EROFS;
 	else if (old)
 		rc = -EEXIST;
@@ -230,8 +230,8 @@ int parent_join(struct store *s, struct tenant *t, const char *name,
 			atomic_fetch_add(&s->joins, 1);
 			store_node_ref(&t->node); /* p->tenant */
 			store_node_ref(&p->node); /* the caller's */
-			touch_dir(&t->meta);
-			emit(s, STORE_OP_JOIN, false, &p->node, t, p->name, NULL,
+			touch_dir(&t->meta, g);
+			emit(s, g, STORE_OP_JOIN, false, &p->node, t, p->name, NULL,
 			     (int64_t)p->generation, -1);
 		}
 	}
@@ -254,13 +254,13 @@ int parent_join(struct store *s, struct tenant *t, const char *name,
  * @must_exist false a missing parent still gets its tombstone.  With
  * @cred the cascade must be one @cred could do by hand (-EACCES).
  */
-int parent_leave(struct store *s, struct tenant *t, const char *name,
+int parent_leave(struct store *s, struct given *g, struct tenant *t, const char *name,
 			bool must_exist, const struct store_cred *cred)
 {
 	struct parent *p, *reaped = NULL;
 	struct tomb *tb, *newtb;
 	struct ptab links = { 0 }, rlinks = { 0 };
-	uint64_t now = store_now_ms(s);
+	uint64_t now = now_of(s, g);
 	enum store_op op = must_exist ? STORE_OP_LEAVE : STORE_OP_DEPART;
 	int rc = 0, full;
 
@@ -273,7 +273,7 @@ int parent_leave(struct store *s, struct tenant *t, const char *name,
 			rc = -ESTALE;
 			break;
 		}
-		p = parent_find_locked(s, t, name, now, &reaped, &rlinks);
+		p = parent_find_locked(s, g, t, name, now, &reaped, &rlinks);
 		tb = tomb_find_locked(s, t, name, now);
 		if (!p && must_exist) {
 			rc = -ENOENT;
@@ -282,7 +282,7 @@ int parent_leave(struct store *s, struct tenant *t, const char *name,
 		if (!p && tb) {
 			/* Departed again before a rejoin: refresh the age. */
 			tomb_refresh_locked(s, tb, now);
-			emit(s, op, true, NULL, t, name, NULL,
+			emit(s, g, op, true, NULL, t, name, NULL,
 			     (int64_t)tb->generation, -1);
 			break;
 		}
@@ -327,12 +327,12 @@ int parent_leave(struct store *s, struct tenant *t, const char *name,
 		return rc;
 	}
 	if (p) {
-		links = parent_unhook_locked(s, t, p);
+		links = parent_unhook_locked(s, g, t, p);
 		atomic_fetch_add(&s->leaves, 1);
 	}
 	/* After the cascade: a publication that reached one of P's states
 	 * first is reported before this line ("Event order", events.c). */
-	emit(s, op, op == STORE_OP_DEPART, p ? &p->node : NULL, t, name, NULL,
+	emit(s, g, op, op == STORE_OP_DEPART, p ? &p->node : NULL, t, name, NULL,
 	     p ? (int64_t)p->generation : 0, -1);
 	unlock(&t->lock, LOCK_TENANT);
 	reaped_free(s, reaped, &rlinks);
@@ -344,7 +344,7 @@ int parent_leave(struct store *s, struct tenant *t, const char *name,
  * The reaper's way in for a parent: expire @p if it is still the live
  * parent of its name and still past its deadline.  Returns 1 if it left.
  */
-int parent_expire(struct store *s, struct parent *p, uint64_t now)
+int parent_expire(struct store *s, struct given *g, struct parent *p, uint64_t now)
 {
 	struct tenant *t = p->tenant;
 	struct parent *cur;
@@ -354,93 +354,11 @@ int parent_expire(struct store *s, struct parent *p, uint64_t now)
 	lock(&t->lock, LOCK_TENANT);
 	HASH_FIND_STR(t->parents, p->name, cur);
 	if (cur == p && !is_dead(&p->node) && is_expired(s, &p->node, now)) {
-		links = parent_expire_locked(s, t, p, now);
+		links = parent_expire_locked(s, g, t, p, now);
 		done = 1;
 	}
 	unlock(&t->lock, LOCK_TENANT);
 	if (done)
 		reaped_free(s, p, &links);
 	return done;
-}
-
-static int do_depart(struct store *s, struct store_node *tenant, const char *name,
-		     const struct store_cred *cred)
-{
-	struct tenant *t = as_tenant(tenant);
-
-	if (!t)
-		return -EPERM;
-	return parent_leave(s, t, name, false, cred);
-}
-
-int store_depart(struct store *s, struct store_node *tenant, const char *name,
-		 const struct store_cred *cred)
-{
-	if (s->remote)
-		return remote_depart(s, tenant, name, cred);
-	return TRANSITION(s, do_depart(s, tenant, name, cred));
-}
-
-int do_mkdir(struct store *s, struct store_node *dir, const char *name,
-		const struct store_owner *owner, struct store_node **out,
-		struct store_attr *attr)
-{
-	if (is_dead(dir))
-		return refuse(s, -ESTALE);
-	switch (dir->kind) {
-	case STORE_ROOT: return tenant_create(s, name, owner, out, attr);
-	case STORE_TENANT:
-		return parent_join(s, as_tenant(dir), name, owner, out, attr);
-	case STORE_PARENT: return -EPERM;
-	default: return -ENOTDIR;
-	}
-}
-
-int store_mkdir(struct store *s, struct store_node *dir, const char *name,
-		const struct store_owner *owner, struct store_node **out)
-{
-	if (s->remote)
-		return remote_mkdir(s, dir, name, owner, out, NULL);
-	return TRANSITION(s, do_mkdir(s, dir, name, owner, out, NULL));
-}
-
-int store_mkdir_entry(struct store *s, struct store_node *dir, const char *name,
-		      const struct store_owner *owner, struct store_node **out,
-		      struct store_attr *attr)
-{
-	if (s->remote)
-		return remote_mkdir(s, dir, name, owner, out, attr);
-	return TRANSITION(s, do_mkdir(s, dir, name, owner, out, attr));
-}
-
-static int do_rmdir(struct store *s, struct store_node *dir, const char *name,
-		    const struct store_cred *cred)
-{
-	struct store_node *n;
-	int rc;
-
-	switch (dir->kind) {
-	case STORE_ROOT:
-		return tenant_cleanup(s, name, cred);
-	case STORE_TENANT:
-		if (is_dead(dir))
-			return refuse(s, -ESTALE);
-		return parent_leave(s, as_tenant(dir), name, true, cred);
-	case STORE_PARENT:
-		rc = store_lookup(s, dir, name, &n);
-		if (rc)
-			return rc;
-		store_node_unref(s, n);
-		return -ENOTDIR;
-	default:
-		return -ENOTDIR;
-	}
-}
-
-int store_rmdir(struct store *s, struct store_node *dir, const char *name,
-		const struct store_cred *cred)
-{
-	if (s->remote)
-		return remote_rmdir(s, dir, name, cred);
-	return TRANSITION(s, do_rmdir(s, dir, name, cred));
 }

@@ -58,19 +58,16 @@
 static int expire_one(struct store *s, struct store_node *n, uint64_t now)
 {
 	if (n->kind == STORE_PARENT)
-		return parent_expire(s, as_parent(n), now);
-	return child_expire(s, as_child(n), now);
+		return parent_expire(s, NULL, as_parent(n), now);
+	return child_expire(s, NULL, as_child(n), now);
 }
 
-unsigned store_expire(struct store *s, unsigned budget)
+/* The embedded store's pass (struct store_ops's expire; store_expire). */
+unsigned reaper_expire(struct store *s, unsigned budget)
 {
 	uint64_t now = store_now_ms(s);
 	unsigned done = 0;
 
-	/* A mirror expires nothing by itself: the shared store does, and
-	 * its log says what went (remote_clock.c). */
-	if (s->remote)
-		return remote_expire_due(s, budget);
 	world_enter(s);
 	for (uint64_t tries = 0; done < budget && tries < 2 * (uint64_t)budget;
 	     tries++) {
@@ -131,17 +128,22 @@ unsigned store_reap_due(struct store *s)
 	return total;
 }
 
-/* The thread -------------------------------------------------------------- */
-
-void reaper_note(struct store *s, uint64_t deadline)
+/* The embedded store's settling before a drain's state is read (struct
+ * store_ops's expire_due): leases past their deadline go first (an
+ * expired child no longer keeps a drain running), then the drains due. */
+void drain_expire_due(struct store *s, struct store_node *tenant, uint64_t now)
 {
-	if (!deadline || deadline >= atomic_load(&s->reap_at))
-		return;
-	lock(&s->reap_lock, LOCK_REAPER);
-	s->reap_kicked = true;
-	pthread_cond_signal(&s->reap_cond);
-	unlock(&s->reap_lock, LOCK_REAPER);
+	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
+
+	if (store_next_deadline(s) <= now)
+		store_expire(s, 4096);
+	if (drain_due(s, NULL, now))
+		drain_settle(s, NULL, false);
+	if (t && drain_due(s, t, now))
+		drain_settle(s, t, false);
 }
+
+/* The thread -------------------------------------------------------------- */
 
 static void *reaper_main(void *arg)
 {

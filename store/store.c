@@ -1,6 +1,8 @@
 /*
- * store.c - the store object: its lifecycle, clock and limits, the
- * counters behind .stats and the refusals they count.
+ * store.c - the store object: its lifecycle and limits, its method
+ * table (embedded_ops unless an engine sets its own: store_set_engine),
+ * and the counters behind .stats (the refusals are counted by refuse()
+ * and the clock read by store_now_ms(), base.c).
  *
  * What it owns
  * ------------
@@ -34,12 +36,11 @@
  * -----
  * store_new() and store_free() run with no other thread using the store
  * (store_free() stops the reaper first, if it runs).
- * store_stats() ages out due tombstones as a transition would, then
- * reads the gauges without a lock and the snapshot memory under
+ * The embedded store's .stats (stats_embedded) ages out due tombstones
+ * as a transition would, then reads the gauges without a lock and the snapshot memory under
  * s->hold_lock (LOCK_SNAP_HOLD, a leaf).
  */
 #include "store/internal.h"
-#include "redis/mirror.h"
 
 #include <errno.h>
 #include <sys/random.h>
@@ -47,31 +48,6 @@
 
 /* uthash ran out of memory in this thread's last add (internal.h). */
 __thread int hash_oom;
-
-/* The entry this thread's mirror applies (internal.h, mirror.c). */
-__thread struct apply_ctx *applying;
-
-/* Refusals --------------------------------------------------------------- */
-
-/* Count refusal @rc by its kind for .stats, and return it. */
-int refuse(struct store *s, int rc)
-{
-	int r = -1;
-
-	switch (rc) {
-	case -ENOSPC: r = STORE_REFUSED_CAPACITY; break;
-	case -EDQUOT: r = STORE_REFUSED_QUOTA; break;
-	case -EFBIG: r = STORE_REFUSED_PAYLOAD; break;
-	case -EROFS: r = STORE_REFUSED_DRAINING; break;
-	case -EEXIST: r = STORE_REFUSED_EXISTS; break;
-	case -ESTALE: r = STORE_REFUSED_STALE; break;
-	case -EAGAIN: r = STORE_REFUSED_CONFLICT; break;
-	case -ENOENT: r = STORE_REFUSED_GONE; break;
-	}
-	if (r >= 0)
-		atomic_fetch_add(&s->refused[r], 1);
-	return rc;
-}
 
 /* Lifecycle -------------------------------------------------------------- */
 
@@ -148,7 +124,7 @@ int store_new(const struct store_limits *limits,
 	s->clock.now_ms = clock && clock->now_ms ? clock->now_ms : monotonic_ms;
 	s->clock.arg = clock ? clock->arg : NULL;
 	if (getrandom(&instance, sizeof(instance), 0) != (ssize_t)sizeof(instance))
-		instance = (uint64_t)wall_now() ^ (uint64_t)getpid();
+		instance = (uint64_t)wall_now(NULL) ^ (uint64_t)getpid();
 	atomic_init(&s->instance, instance);
 	s->born_ms = s->clock.now_ms(s->clock.arg);
 	atomic_init(&s->state, STORE_READY);
@@ -192,8 +168,9 @@ int store_new(const struct store_limits *limits,
 
 	node_init(&s->root, STORE_ROOT_INO, STORE_ROOT);
 	specials_init(s->root_special, &s->root);
-	meta_init(&s->root, &s->root_meta, &root_owner);
+	meta_init(&s->root, &s->root_meta, &root_owner, NULL);
 	atomic_init(&s->next_ino, STORE_ROOT_INO + 1 + STORE_NSPECIAL);
+	s->ops = &embedded_ops;
 	*out = s;
 	return 0;
 }
@@ -206,8 +183,8 @@ void store_free(struct store *s)
 	if (!s)
 		return;
 	store_reaper_stop(s);
-	remote_free(s);
-	mirror_free(s);
+	if (s->ops->close)
+		s->ops->close(s);
 	/* Drop the heap's references first. */
 	for (size_t i = 0; i < s->heap_n; i++) {
 		lease_of(s, s->heap[i])->heap_idx = NOT_IN_HEAP;
@@ -259,13 +236,6 @@ uint64_t store_instance_id(const struct store *s)
 	return s->instance;
 }
 
-uint64_t store_now_ms(const struct store *s)
-{
-	if (applying)
-		return applying->ms; /* the entry's time (mirror.c) */
-	return s->clock.now_ms(s->clock.arg);
-}
-
 uint64_t store_uptime_ms(const struct store *s)
 {
 	return store_now_ms(s) - s->born_ms;
@@ -278,32 +248,43 @@ enum store_state store_state(const struct store *s)
 
 /* Observability ---------------------------------------------------------- */
 
-int store_stats(struct store *s, struct store_node *tenant, struct store_stats *o)
+void store_set_engine(struct store *s, const struct store_ops *ops,
+		      void *engine)
 {
-	struct tenant *t;
+	s->ops = ops;
+	s->engine = engine;
+}
 
-	/* A mirror's counters are the shared store's, plus the refusals
-	 * this mount made alone (a stage's write over a limit never reaches
-	 * Redis); its own gauges when Redis does not answer.  What open
-	 * snapshots and stages hold is this mount's. */
-	if (s->remote && remote_stats(s, tenant, o) == 0) {
-		for (int i = 0; i < STORE_NREFUSAL; i++)
-			o->refused[i] += atomic_load(&s->refused[i]);
-		lock(&s->hold_lock, LOCK_SNAP_HOLD);
-		o->snapshot_bytes = s->held;
-		unlock(&s->hold_lock, LOCK_SNAP_HOLD);
-		t = tenant ? as_tenant(tenant) : NULL;
-		o->staged_bytes = atomic_load(t ? &t->staged_n : &s->staged_n);
-		return 0;
-	}
-	if (s->remote)
-		goto gauges;
+/* The embedded store's .stats (struct store_ops's stats). */
+int stats_embedded(struct store *s, struct store_node *tenant,
+		   struct store_stats *o)
+{
 	/* Gauges count what is alive now: age out due tombstones first
 	 * (bounded; the reaper does the rest). */
 	world_enter(s);
 	tombs_reap(s, store_now_ms(s), 64);
 	world_exit(s);
-gauges:
+	return stats_gauges(s, tenant, o);
+}
+
+void stats_add_local(struct store *s, struct store_node *tenant,
+		     struct store_stats *o)
+{
+	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
+
+	for (int i = 0; i < STORE_NREFUSAL; i++)
+		o->refused[i] += atomic_load(&s->refused[i]);
+	lock(&s->hold_lock, LOCK_SNAP_HOLD);
+	o->snapshot_bytes = s->held;
+	unlock(&s->hold_lock, LOCK_SNAP_HOLD);
+	o->staged_bytes = atomic_load(t ? &t->staged_n : &s->staged_n);
+}
+
+int stats_gauges(struct store *s, struct store_node *tenant,
+		 struct store_stats *o)
+{
+	struct tenant *t;
+
 	memset(o, 0, sizeof(*o));
 	if (tenant) {
 		t = as_tenant(tenant);
@@ -337,7 +318,6 @@ gauges:
 	o->leaves = atomic_load(&s->leaves);
 	for (int i = 0; i < STORE_NREFUSAL; i++)
 		o->refused[i] = atomic_load(&s->refused[i]);
-	o->damaged = s->remote ? remote_damaged(s) : 0;
 	return 0;
 }
 

@@ -209,10 +209,12 @@ int store_new(const struct store_limits *limits,
 /* Free the store and every node.  No other thread may use it. */
 void store_free(struct store *s);
 
-/* A store on a shared store: store_new_remote(), in redis/redis.h. */
+/* A store of an engine's (store/engine.h) is made by the engine: the
+ * shared store on Redis by redis_store_new() (redis/redis.h).
+ * store_free() frees it as any other. */
 
-/* Is @s a mirror of a shared store?  (A daemon's SIGTERM then does not
- * drain it: other mounts use it.) */
+/* Is @s a copy of a shared store's, its authority an engine's?  (A
+ * daemon's SIGTERM then does not drain it: other mounts use it.) */
 bool store_is_shared(const struct store *s);
 
 /* The line .stats shows: "store embedded", or whether the latest

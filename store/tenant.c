@@ -29,7 +29,7 @@
 
 #include <errno.h>
 
-int tenant_create(struct store *s, const char *name,
+int tenant_create(struct store *s, struct given *g, const char *name,
 		  const struct store_owner *owner,
 		  struct store_node **out, struct store_attr *attr)
 {
@@ -41,16 +41,16 @@ int tenant_create(struct store *s, const char *name,
 		free(t);
 		return -ENOMEM;
 	}
-	node_init(&t->node, ino_alloc(s, 1 + STORE_NSPECIAL), STORE_TENANT);
+	node_init(&t->node, ino_alloc(s, g, 1 + STORE_NSPECIAL), STORE_TENANT);
 	specials_init(t->special, &t->node);
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_mutex_init(&t->acl_lock, NULL);
-	meta_init(&t->node, &t->meta, owner);
+	meta_init(&t->node, &t->meta, owner, g);
 	t->snap_epoch = s->snap_epochs; /* not in a snapshot being taken */
 
 	lock(&s->lock, LOCK_STORE);
 	HASH_FIND_STR(s->tenants, name, old);
-	if (draining(s, NULL))
+	if (draining(s, g, NULL))
 		rc = -EROFS;
 	else if (old)
 		rc = -EEXIST;
@@ -69,9 +69,9 @@ int tenant_create(struct store *s, const char *name,
 			/* Without t->lock: t is found only under s->lock. */
 			if (attr)
 				attr_locked(s, &t->node, attr);
-			touch_dir(&s->root_meta);
+			touch_dir(&s->root_meta, g);
 			store_node_ref(&t->node); /* the caller's */
-			emit(s, STORE_OP_JOIN, false, &t->node, t, NULL, NULL,
+			emit(s, g, STORE_OP_JOIN, false, &t->node, t, NULL, NULL,
 			     -1, -1);
 		}
 	}
@@ -91,7 +91,7 @@ int tenant_create(struct store *s, const char *name,
  * watch machinery echoes it).  With @plocked the caller holds every
  * bucket's lock; each is released as its parent goes.
  */
-void tenant_clear_locked(struct store *s, struct tenant *t,
+void tenant_clear_locked(struct store *s, struct given *g, struct tenant *t,
 			 enum store_op op, bool plocked)
 {
 	struct parent *p, *tmp;
@@ -100,11 +100,11 @@ void tenant_clear_locked(struct store *s, struct tenant *t,
 	HASH_ITER(hh, t->parents, p, tmp) {
 		struct ptab links;
 
-		links = plocked ? parent_unhook_locked(s, t, p) :
-				  parent_remove_locked(s, t, p);
+		links = plocked ? parent_unhook_locked(s, g, t, p) :
+				  parent_remove_locked(s, g, t, p);
 		/* After the cascade, as every parent's removal line. */
 		if (op != NO_EVENT)
-			emit(s, op, true, &p->node, t, p->name, NULL,
+			emit(s, g, op, true, &p->node, t, p->name, NULL,
 			     (int64_t)p->generation, -1);
 		atomic_fetch_add(&s->leaves, 1);
 		links_free(s, &links);
@@ -119,11 +119,11 @@ void tenant_clear_locked(struct store *s, struct tenant *t,
  * 0 the buckets stay locked for tenant_clear_locked(); on -EACCES or
  * -ENOMEM none is.
  */
-int tenant_lock_for_cascade(struct store *s, struct tenant *t,
+int tenant_lock_for_cascade(struct store *s, struct given *g, struct tenant *t,
 			    const struct store_cred *cred)
 {
 	size_t n = HASH_COUNT(t->parents), live = 0;
-	uint64_t now = store_now_ms(s);
+	uint64_t now = now_of(s, g);
 	struct parent **ps, *p;
 	bool ok = true;
 	size_t i = 0;
@@ -154,7 +154,7 @@ int tenant_lock_for_cascade(struct store *s, struct tenant *t,
 	return ok ? 0 : -EACCES;
 }
 
-int tenant_cleanup(struct store *s, const char *name,
+int tenant_cleanup(struct store *s, struct given *g, const char *name,
 		   const struct store_cred *cred)
 {
 	bool check = cred && cred->uid != 0;
@@ -168,7 +168,7 @@ int tenant_cleanup(struct store *s, const char *name,
 		return -ENOENT;
 	}
 	lock(&t->lock, LOCK_TENANT);
-	rc = check ? tenant_lock_for_cascade(s, t, cred) : 0;
+	rc = check ? tenant_lock_for_cascade(s, g, t, cred) : 0;
 	if (rc) {
 		unlock(&t->lock, LOCK_TENANT);
 		unlock(&s->lock, LOCK_STORE);
@@ -177,14 +177,14 @@ int tenant_cleanup(struct store *s, const char *name,
 	atomic_store(&t->node.dead, true);
 	HASH_DEL(s->tenants, t);
 	gauge_sub(&s->tenants_n, 1, "tenants");
-	touch_dir(&s->root_meta);
+	touch_dir(&s->root_meta, g);
 	if (atomic_load(&t->drain_state) == STORE_DRAINING)
 		atomic_fetch_sub(&s->tenants_draining, 1);
 
 	/* The table stays locked until the line (as a drain's clear): a
 	 * new tenant of the name joins after it ("Event order", events.c). */
-	tenant_clear_locked(s, t, NO_EVENT, check);
-	emit(s, STORE_OP_CLEANUP, false, &t->node, t, NULL, NULL, -1, -1);
+	tenant_clear_locked(s, g, t, NO_EVENT, check);
+	emit(s, g, STORE_OP_CLEANUP, false, &t->node, t, NULL, NULL, -1, -1);
 	unlock(&t->lock, LOCK_TENANT);
 	unlock(&s->lock, LOCK_STORE);
 	store_node_unref(s, &t->node); /* the table's reference */

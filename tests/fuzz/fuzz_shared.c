@@ -5,7 +5,7 @@
  *
  * Each input is one sequence of operations, applied in turn to an
  * embedded store (store_new) and to a mount of a shared store
- * (store_new_remote, on a redis-server this target starts itself), both
+ * (redis_store_new, on a redis-server this target starts itself), both
  * with the same limits and a manual clock (testclock) that starts at 0
  * on both and moves only in OP_ADVANCE (the embedded store's by hand
  * plus store_reap_due, as fs/ does; the shared store's with
@@ -1128,9 +1128,9 @@ static void setup(unsigned config)
 	r.kind = STORE_REMOTE_UNIX;
 	snprintf(r.path, sizeof(r.path), "%s", F.redis.sock);
 	r.timeout_ms = 60000;
-	rc = store_new_remote(&l, &r, &F.d[SHR].s, err, sizeof(err));
+	rc = redis_store_new(&l, &r, &F.d[SHR].s, err, sizeof(err));
 	if (rc != 0)
-		die("store_new_remote: %d: %s", rc, err);
+		die("redis_store_new: %d: %s", rc, err);
 }
 
 static void teardown(void)

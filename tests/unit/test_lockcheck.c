@@ -115,8 +115,8 @@ static void test_order_kept(void **state)
 	unlock(&m[1], LOCK_STORE);
 	unlock(&m[0], LOCK_SNAP_TAKER);
 	/* Nothing held: any level may come first, the transport's too. */
-	lock(&m[7], LOCK_RCONN_POOL);
-	unlock(&m[7], LOCK_RCONN_POOL);
+	lock(&m[7], LOCK_ENGINE_POOL);
+	unlock(&m[7], LOCK_ENGINE_POOL);
 	lock(&m[2], LOCK_STRIPE);
 	unlock(&m[2], LOCK_STRIPE);
 	pthread_mutex_destroy(&p1.lock);
@@ -169,12 +169,12 @@ static void under_a_leaf(void)
 static void transport_under_store_lock(void)
 {
 	lock(&m[0], LOCK_STRIPE);
-	lock(&m[1], LOCK_RCONN_POOL);
+	lock(&m[1], LOCK_ENGINE_POOL);
 }
 
 static void store_lock_under_transport(void)
 {
-	lock(&m[0], LOCK_RCONN_CONN);
+	lock(&m[0], LOCK_ENGINE_CONN);
 	lock(&m[1], LOCK_STORE);
 }
 
@@ -254,8 +254,8 @@ static void test_store_paths_balanced(void **state)
 	/* Every level free: the outermost and a leaf are both takeable. */
 	lock(&m[0], LOCK_SNAP_TAKER);
 	unlock(&m[0], LOCK_SNAP_TAKER);
-	lock(&m[0], LOCK_RCONN_POOL);
-	unlock(&m[0], LOCK_RCONN_POOL);
+	lock(&m[0], LOCK_ENGINE_POOL);
+	unlock(&m[0], LOCK_ENGINE_POOL);
 }
 
 int main(void)

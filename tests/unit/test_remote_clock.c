@@ -1,6 +1,6 @@
 /*
  * test_remote_clock.c - the clock and expiry of a mount on a shared store
- * (redis/clock.c), a real mount (store_new_remote) on a real
+ * (redis/clock.c), a real mount (redis_store_new) on a real
  * redis-server: a move of the store's clock removes what is due in
  * every tenant, however many the store has; a pass of the reaper
  * removes at most its budget.
@@ -82,7 +82,7 @@ static void mount(struct world *w, uint64_t max_tenants)
 	cfg.kind = STORE_REMOTE_UNIX;
 	snprintf(cfg.path, sizeof(cfg.path), "%s", w->redis.sock);
 	cfg.timeout_ms = 60000;
-	if (store_new_remote(&l, &cfg, &w->s, err, sizeof(err)) != 0)
+	if (redis_store_new(&l, &cfg, &w->s, err, sizeof(err)) != 0)
 		fail_msg("cannot mount: %s", err);
 	r = redisCommand(w->redis.rc, "HGET %s instance", META);
 	assert_non_null(r);

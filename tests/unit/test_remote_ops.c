@@ -1,7 +1,7 @@
 /*
  * test_remote_ops.c - the transitions of a mount on a shared store
  * (redis/ops.c) and their waits (redis/call.c), a real
- * mount (store_new_remote) on a real redis-server, against changes
+ * mount (redis_store_new) on a real redis-server, against changes
  * another mount makes at the same time: whatever a transition answers,
  * the mount's own reads agree with it at once (read-your-writes),
  * refusals included; after a sync (the fsync of a directory), the mount
@@ -92,7 +92,7 @@ static void mount(struct world *w, uint64_t max_tenants)
 	cfg.kind = STORE_REMOTE_UNIX;
 	snprintf(cfg.path, sizeof(cfg.path), "%s", w->redis.sock);
 	cfg.timeout_ms = 60000;
-	if (store_new_remote(&l, &cfg, &w->s, err, sizeof(err)) != 0)
+	if (redis_store_new(&l, &cfg, &w->s, err, sizeof(err)) != 0)
 		fail_msg("cannot mount: %s", err);
 	r = redisCommand(w->redis.rc, "HGET %s instance", META);
 	assert_non_null(r);
