@@ -168,8 +168,8 @@ $(B)/unit/stress_store: $(call obj,asan,tests/unit/stress_store.c fs/inode.c) $(
 # The shared store's tests (the mirror, the transport, the engine, the
 # Functions library) link both libraries; every other unit test the
 # core's alone.
-REDIS_TESTS := $(patsubst %,$(B)/unit/%,test_mirror test_rconn test_remote_clock \
-	       test_remote_ops test_remote_options test_statefs_lua)
+REDIS_TESTS := $(patsubst %,$(B)/unit/%,test_link test_mirror test_rconn \
+	       test_remote_clock test_remote_ops test_remote_options test_statefs_lua)
 
 $(REDIS_TESTS): $(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call libs,asan)
 	@mkdir -p $(@D)
