@@ -10,6 +10,10 @@ FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 FUSE_LIBS   := $(shell pkg-config --libs fuse3 2>/dev/null)
 HIREDIS_CFLAGS := $(shell pkg-config --cflags hiredis 2>/dev/null)
 HIREDIS_LIBS   := $(shell pkg-config --libs hiredis 2>/dev/null)
+# The shared store's TLS stream (redis/link.c) is OpenSSL's; hiredis
+# formats and parses the protocol on it, so whatever links redis/ links both.
+OPENSSL_LIBS   := $(shell pkg-config --libs openssl 2>/dev/null)
+HIREDIS_LIBS   += $(OPENSSL_LIBS)
 # sd_notify(3): the daemon tells systemd when the mount is ready.
 SYSTEMD_CFLAGS := $(shell pkg-config --cflags libsystemd 2>/dev/null)
 SYSTEMD_LIBS   := $(shell pkg-config --libs libsystemd 2>/dev/null)
@@ -24,9 +28,6 @@ B       := build
 STORE_SRC  := $(wildcard store/*.c)
 REDIS_SRC  := $(wildcard redis/*.c) $(B)/gen/statefs_lua.c
 LAYOUT_SRC := $(wildcard layout/*.c)
-# lib/: what every layer may use and that uses none of them (lib/text.c,
-# the snprintf-style appender); it goes with the core, wherever store/ goes.
-COMMON_SRC := $(wildcard lib/*.c)
 FS_SRC     := $(wildcard fs/*.c)
 # Two libraries, each one archive per flavour (below): libstatefs.a, the
 # core, layout/ and lib/, which needs no hiredis;
@@ -120,7 +121,7 @@ UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*
 STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan \
 	      $(B)/unit/test_remote_ops.tsan
 
-.PHONY: all deps unit test check run clean bench bench-snapshot install uninstall
+.PHONY: all deps unit test check run clean bench bench-snapshot bench-tls install uninstall
 
 all: $(B)/statefs $(B)/statefs.8
 
@@ -182,8 +183,8 @@ $(B)/unit/stress_store: $(call obj,asan,tests/unit/stress_store.c fs/inode.c) $(
 # The shared store's tests (the mirror, the transport, the engine, the
 # Functions library) link both libraries; every other unit test the
 # core's alone.
-REDIS_TESTS := $(patsubst %,$(B)/unit/%,test_mirror test_rconn test_remote_clock \
-	       test_remote_ops test_remote_options test_statefs_lua)
+REDIS_TESTS := $(patsubst %,$(B)/unit/%,test_link test_mirror test_rconn \
+	       test_remote_clock test_remote_ops test_remote_options test_statefs_lua)
 
 $(REDIS_TESTS): $(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call libs,asan)
 	@mkdir -p $(@D)
@@ -252,7 +253,13 @@ bench: deps
 	@$(MAKE) --no-print-directory all $(B)/bench/loadgen $(B)/bench/floorfs \
 		$(B)/bench/snapshot_stall
 	scripts/bench/run.sh
-	$(MAKE) --no-print-directory bench-snapshot
+	$(MAKE) --no-print-directory bench-snapshot bench-tls
+
+# The cost of TLS per transition: create, unlink and the other point
+# phases on a mount over rediss:// against one over redis://, one
+# redis-server, in one run (scripts/bench/tls.sh).
+bench-tls: all $(B)/bench/loadgen
+	scripts/bench/tls.sh
 
 bench-snapshot: $(B)/bench/snapshot_stall
 	$(B)/bench/snapshot_stall

@@ -49,7 +49,8 @@ failed=0
 # machine, from bats -T), in that order: they start first, so that the
 # last job to finish is a short one, and make check leaves them out.
 SLOW="leaks shared_faults multimount saturation concurrency permissions
-lease_stress events drain leases shared_watch redis_functions shared"
+lease_stress events drain leases shared_watch redis_functions shared
+shared_tls"
 
 is_slow() {
 	case " $(echo $SLOW) " in
