@@ -29,6 +29,9 @@ STORE_SRC  := $(wildcard store/*.c)
 REDIS_SRC  := $(wildcard redis/*.c) $(B)/gen/statefs_lua.c
 LAYOUT_SRC := $(wildcard layout/*.c)
 FS_SRC     := $(wildcard fs/*.c)
+# lib/: what every layer may use and that uses none of them (lib/text.c,
+# the snprintf-style appender); it goes with the core, wherever store/ goes.
+COMMON_SRC := $(wildcard lib/*.c)
 # Two libraries, each one archive per flavour (below): libstatefs.a, the
 # core, layout/ and lib/, which needs no hiredis;
 # libstatefs-redis.a, the engine on Redis, which needs the first.  The
