@@ -191,7 +191,8 @@ else
 	echo "=== $(wc -l <"$jobs_list") jobs, $jobs at a time"
 	start=$(date +%s)
 	nl -w1 -s' ' "$jobs_list" |
-		parallel --will-cite --jobs "$jobs" --colsep ' ' one_job {1} {2} {3}
+		parallel --will-cite --jobs "$jobs" --joblog "$run_tmp/joblog" \
+			--colsep ' ' one_job {1} {2} {3}
 	echo "=== every job ran in $(($(date +%s) - start)) s"
 fi
 
@@ -274,6 +275,20 @@ while read -r kind arg; do
 		tally_bats "$arg ($kind store)" "$out" "$rc" ;;
 	esac
 done <"$jobs_list"
+
+# --- the slowest jobs ------------------------------------------------------------
+
+# GNU parallel's job log: a header, then one line a job, tab-separated,
+# its run time in seconds the fourth field and its command the last
+# ("one_job N KIND ARG").  The longest bound the run: they are the ones
+# to split or to start first.
+if [ -s "$run_tmp/joblog" ]; then
+	echo "=== the ten slowest jobs (seconds)"
+	awk -F '\t' 'NR > 1 { split($NF, c, " "); printf "%8.1f  %s %s\n", $4, c[3], c[4] }' \
+		"$run_tmp/joblog" | sort -rn | head -n 10
+	# Kept for the next look at where the time goes.
+	[ -d build ] && cp "$run_tmp/joblog" build/run-tests.joblog
+fi
 
 # --- the seam --------------------------------------------------------------------
 
