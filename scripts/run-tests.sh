@@ -59,10 +59,11 @@ lease_stress events drain leases shared_watch redis_functions shared"
 # ones with many tests, each test with its own mounts and redis-servers
 # under names of its own (mktemp), nothing shared with the others but the
 # machine.  A suite of one long test bounds the run whatever is done; a
-# suite of many, split, does not.
+# suite of many, split, does not.  Not parents.bats: two of its commands
+# must run within a 0.3 s tombstone_ttl, which a loaded machine misses.
 WIDE="redis_functions:4 shared_damage:3 multimount:3 permissions:2 shares:2
-drain:2 shared_faults:2 concurrency:2 stats:2 shared:2 parents:2
-shared_watch:2 leases:2 events:2 children:2 tools:2 snapshot:2 tree:2"
+drain:2 shared_faults:2 concurrency:2 stats:2 shared:2 shared_watch:2
+leases:2 events:2 children:2 tools:2 snapshot:2 tree:2"
 
 # wide_of NAME: N for a suite of WIDE, 1 for any other.
 wide_of() {
