@@ -212,15 +212,22 @@ unit: $(UNIT_TESTS) $(STRESS)
 deps:
 	@scripts/deps.sh
 
+# make test and make check build on every core (-j as many as nproc
+# says), unless the command line chose (make -j2 test, make -j1 check):
+# a clean tree is four flavours of every source.  Read in the recipe,
+# where MAKEFLAGS holds the command line's -j.
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+JOBS   = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
+
 test: deps
-	@$(MAKE) --no-print-directory all unit fuzz-build
+	@$(MAKE) --no-print-directory $(JOBS) all unit fuzz-build
 	@scripts/run-tests.sh
 
 # The quick set, for every commit: the daemon, the unit tests but the
 # TSan builds, the embedded store's bats suites but the slow ones, the
 # seam (scripts/run-tests.sh --check).
 check: deps
-	@$(MAKE) --no-print-directory all $(UNIT_TESTS) $(B)/unit/stress_store
+	@$(MAKE) --no-print-directory $(JOBS) all $(UNIT_TESTS) $(B)/unit/stress_store
 	@scripts/run-tests.sh --check
 
 run: deps
