@@ -95,7 +95,7 @@ $(B)/obj/tsan/%.o: %.c
 # text FUNCTION LOAD takes (contract.lua, with the `#!lua name=statefs`
 # line, first; each part uses only what the parts before it define:
 # "Files" in contract.lua's essay).  Every part is listed here:
-# tests/unit/test_statefs_lua.c checks that none is left out.
+# tests/unit/redis/test_statefs_lua.c checks that none is left out.
 LUA_SRC := $(addprefix redis/lua/,contract.lua base.lua call.lua \
 	   tomb.lua bucket.lua parent.lua tenant.lua child.lua content.lua \
 	   setattr.lua lease.lua drain.lua reaper.lua store.lua dump.lua \
@@ -120,7 +120,13 @@ $(B)/gen/statefs_lua.c: $(B)/gen/statefs.lua
 	} >$@.tmp
 	mv $@.tmp $@
 
-UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
+# The unit tests mirror the sources: tests/unit/store/, redis/, layout/,
+# fs/ and stress/ hold the tests of store/, redis/, layout/, fs/ and the
+# stress test; each test_NAME.c becomes build/unit/test_NAME.
+UNIT_SRC   := $(wildcard tests/unit/*/test_*.c)
+UNIT_TESTS := $(patsubst %.c,$(B)/unit/%,$(notdir $(UNIT_SRC)))
+# unit_src NAME: the source of build/unit/NAME.
+unit_src = $(filter %/$(1).c,$(UNIT_SRC))
 STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan \
 	      $(B)/unit/test_remote_ops.tsan
 
@@ -170,16 +176,16 @@ uninstall:
 	for u in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$u; done
 
 # The fs/ adapter's unit test runs every file of fs/ but main.c against
-# the stand-in for libfuse in tests/unit/fuse_stub.c (it defines every
+# the stand-in for libfuse in tests/unit/fs/fuse_stub.c (it defines every
 # libfuse function they call: not linked with libfuse).
-$(B)/unit/test_fs: $(call obj,asan,tests/unit/test_fs.c tests/unit/fuse_stub.c $(filter-out fs/main.c,$(FS_SRC))) $(call core,asan)
+$(B)/unit/test_fs: $(call obj,asan,tests/unit/fs/test_fs.c tests/unit/fs/fuse_stub.c $(filter-out fs/main.c,$(FS_SRC))) $(call core,asan)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
 
 # The store's stress test races the kernel's inode table (fs/inode.c,
 # which needs no libfuse) against the removals of the nodes it holds.
 # (It also races a mirror's applying: both libraries.)
-$(B)/unit/stress_store: $(call obj,asan,tests/unit/stress_store.c fs/inode.c) $(call libs,asan)
+$(B)/unit/stress_store: $(call obj,asan,tests/unit/stress/stress_store.c fs/inode.c) $(call libs,asan)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
@@ -189,21 +195,23 @@ $(B)/unit/stress_store: $(call obj,asan,tests/unit/stress_store.c fs/inode.c) $(
 REDIS_TESTS := $(patsubst %,$(B)/unit/%,test_link test_mirror test_rconn \
 	       test_remote_clock test_remote_ops test_remote_options test_statefs_lua)
 
-$(REDIS_TESTS): $(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call libs,asan)
+# (Second expansion: each binary's object is found by its name.)
+.SECONDEXPANSION:
+$(REDIS_TESTS): $(B)/unit/%: $$(call obj,asan,$$(call unit_src,$$*)) $(call libs,asan)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
-$(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call core,asan)
+$(filter-out $(REDIS_TESTS) $(B)/unit/test_fs,$(UNIT_TESTS)): $(B)/unit/%: $$(call obj,asan,$$(call unit_src,$$*)) $(call core,asan)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
 
-$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress_store.c fs/inode.c) $(call libs,tsan)
+$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress/stress_store.c fs/inode.c) $(call libs,tsan)
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
 # A mount on a shared store runs its follower beside the callers'
 # threads: its test runs under TSan too.
-$(B)/unit/test_remote_ops.tsan: $(call obj,tsan,tests/unit/test_remote_ops.c) $(call libs,tsan)
+$(B)/unit/test_remote_ops.tsan: $(call obj,tsan,tests/unit/redis/test_remote_ops.c) $(call libs,tsan)
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 

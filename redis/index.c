@@ -17,7 +17,7 @@
  *     as it holds (amortized O(1) per entry), drops those that were dead
  *     at the sweep before already.
  *  4. A new store instance builds a new mirror: it is not rebuilt.
- *  5. Tests: tests/unit/test_mirror.c (every entry kind against the
+ *  5. Tests: tests/unit/redis/test_mirror.c (every entry kind against the
  *     embedded store's snapshot).
  * Tenants are followed by id (struct mtenant): the tenant node, the
  * last seq applied, whether it has gone.  A tenant node knows its id

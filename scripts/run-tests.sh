@@ -169,12 +169,12 @@ export PATH="$run_tmp/bin:$PATH"
 	# The binaries of today's sources only: one left in build/ by a
 	# test file since removed is not a test any more.  The TSan ones,
 	# the longest, first.
-	for src in tests/unit/test_*.c tests/unit/stress_store.c; do
+	for src in tests/unit/*/test_*.c tests/unit/stress/stress_store.c; do
 		base=$(basename "$src" .c)
 		[ "$check" = 0 ] && [ -x "build/unit/$base.tsan" ] &&
 			echo "unit build/unit/$base.tsan"
 	done
-	for src in tests/unit/test_*.c tests/unit/stress_store.c; do
+	for src in tests/unit/*/test_*.c tests/unit/stress/stress_store.c; do
 		base=$(basename "$src" .c)
 		[ -x "build/unit/$base" ] && echo "unit build/unit/$base"
 	done

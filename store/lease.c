@@ -25,7 +25,7 @@
  *     (parent_expire, child_expire), so one renewed or removed meanwhile
  *     is left alone.
  *  4. It is not rebuilt: it changes only with the deadlines.
- *  5. Tests: tests/unit/test_lease.c (deadline order, budgets,
+ *  5. Tests: tests/unit/store/test_lease.c (deadline order, budgets,
  *     renewals, removed nodes leaving the heap, a random model against
  *     the reaper) and tests/bats/leases.bats, lease_stress.bats.
  * A node past its deadline is gone whether or not the reaper has run

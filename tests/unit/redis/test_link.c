@@ -39,7 +39,7 @@
 #include "layout/layout.h"
 #include "redis/conn.h"
 #include "redis/link.h"
-#include "tests/unit/redis_fixture.h"
+#include "tests/unit/redis/redis_fixture.h"
 
 #define MAXPROC 4
 #define READY_MS 30000

@@ -6,7 +6,7 @@
  * removes at most its budget.
  *
  * Each test starts its own redis-server on a unix socket in a temporary
- * directory (no TCP, no persistence; tests/unit/redis_fixture.h); the
+ * directory (no TCP, no persistence; tests/unit/redis/redis_fixture.h); the
  * teardown unmounts, kills it, and it dies with this process
  * (PR_SET_PDEATHSIG).  What the test makes in bulk it makes through a
  * connection of its own (another mount, as far as the store can tell);
@@ -16,7 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "tests/unit/unit.h"
-#include "tests/unit/redis_fixture.h"
+#include "tests/unit/redis/redis_fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,7 +8,7 @@
  * shows every change made before it.
  *
  * Each test starts its own redis-server on a unix socket in a temporary
- * directory (no TCP, no persistence; tests/unit/redis_fixture.h); the
+ * directory (no TCP, no persistence; tests/unit/redis/redis_fixture.h); the
  * teardown unmounts, kills it, and it dies with this process
  * (PR_SET_PDEATHSIG).  The other mount is the test's own connection,
  * calling the Functions library as a mount does.  Waits are bounded by
@@ -16,7 +16,7 @@
  */
 #define _GNU_SOURCE
 #include "tests/unit/unit.h"
-#include "tests/unit/redis_fixture.h"
+#include "tests/unit/redis/redis_fixture.h"
 
 #include <dirent.h>
 #include <errno.h>
