@@ -71,7 +71,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/conn.h"
 #include "redis/wire.h"
 

@@ -21,13 +21,14 @@
 #include <stdint.h>
 
 #include "redis/entry.h"
-#include "store/internal.h"
+#include "store/engine.h"
 #include "store/store.h"
 
 /* A value of a dump (an array, a string, a number): read only through
  * redis/dump.c's functions, which alone know how a dump travels. */
 struct dump_val;
 struct redisReply;
+struct meta;
 
 /* A mirror's own structures (its three files'): the index's entries, the
  * tenants followed, the mirror. */
@@ -70,7 +71,7 @@ struct mirror {
 /* The mirror of store @s: its engine state (store_set_engine). */
 static inline struct mirror *mirror_of(const struct store *s)
 {
-	return (struct mirror *)s->engine;
+	return (struct mirror *)store_engine(s);
 }
 
 /* The shared store behind @s, or NULL. */

@@ -39,6 +39,141 @@
 #define STATEFS_STORE_ENGINE_H
 
 #include "store/store.h"
+#include "store/alloc.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* uthash: running out of memory is an error the caller sees, not an exit.
+ * Set by a failed add, on the thread that made it (defined in store.c);
+ * an engine's own tables (an index of its nodes) fail the same way. */
+extern __thread int hash_oom;
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (hash_oom = 1)
+#define uthash_malloc(sz) st_malloc(sz)
+#include <uthash.h>
+#include <utlist.h>
+
+/* Locks ------------------------------------------------------------------ */
+
+/*
+ * The lock order.  Each lock of the store has a level, numbered outermost
+ * first; a thread takes a lock only at a level above every level it
+ * holds, so every path that holds two locks takes them in one order and
+ * no two paths can wait for each other.  The rules, each checked on every
+ * acquisition in test builds (lockcheck.c):
+ *  - above every level held: never an outer lock after an inner one, nor
+ *    two locks of one level;
+ *  - except buckets (LOCK_PARENT), held together only in ascending inode
+ *    order (a rename's two buckets, an expiry's or a cleanup's buckets),
+ *    and stripes (LOCK_STRIPE), two at once only when links exchange
+ *    states, the lower address first;
+ *  - a leaf (LOCK_FIRST_LEAF and above) takes nothing while held;
+ *  - an engine (engine.h) has one leaf of its own (LOCK_ENGINE_INDEX)
+ *    and three locks outside the store's (its transport's two, the state
+ *    of what it applied): each of those is held alone, and no store lock
+ *    is held while calling into the engine's transport or waiting for it
+ *    at all (every call may wait on the network).
+ * Hooks and callbacks run with no store lock held (the event and
+ * attribute hooks run after the transition let go), but one:
+ * store_node_names() calls its callback under the state's stripe, and
+ * the callback only copies what it is given.
+ */
+enum store_lock_level {
+	LOCK_NONE = 0,
+	LOCK_SNAP_TAKER,  /*  1 s->snap_taker: one snapshot at a time */
+	LOCK_WORLD,       /*  2 s->world: shared by transitions, exclusive
+			   *    for a full scan */
+	LOCK_STORE,       /*  3 s->lock: the tenant table and the root */
+	LOCK_TENANT,      /*  4 tenant->lock */
+	LOCK_PARENT,      /*  5 parent->lock, the bucket (ascending inode) */
+	LOCK_SNAP_ROWS,   /*  6 snap_run->lock: rows copied by transitions */
+	LOCK_STAGE,       /*  7 store_stage->lock */
+	LOCK_STRIPE,      /*  8 s->stripes[]: a state (ascending address) */
+	/* Leaves. */
+	LOCK_FROZEN,      /*  9 snap_run->frozen_lock: states frozen */
+	LOCK_HEAP,        /* 10 s->heap_lock: the lease heap and records */
+	LOCK_ACL,         /* 11 tenant->acl_lock: its owner and mode */
+	LOCK_EVLOG,       /* 12 the event log's mutex (store/evlog.c) */
+	LOCK_TOMBQ,       /* 13 s->tomb_lock: the tombstone queue */
+	LOCK_SNAP_HOLD,   /* 14 s->hold_lock: what open snapshots hold */
+	LOCK_REAPER,      /* 15 s->reap_lock: the reaper's wake-ups */
+	LOCK_ENGINE_INDEX, /* 16 an engine's index of its nodes and tenants
+			   *    (redis/index.c) */
+	/* Held alone: no store lock is held while calling into an
+	 * engine's transport (it waits on the network). */
+	LOCK_ENGINE_POOL, /* 17 its connection pool (redis/conn.c) */
+	LOCK_ENGINE_CONN, /* 18 one connection (redis/conn.c) */
+	LOCK_ENGINE_STATE, /* 19 what its follower applied and the link's
+			   *    state (redis/follow.c) */
+	LOCK_NLEVELS
+};
+
+#define LOCK_FIRST_LEAF LOCK_FROZEN
+#define LOCK_FIRST_ALONE LOCK_ENGINE_POOL
+
+/*
+ * Every acquisition of a store lock names its level (enum
+ * store_lock_level, above).  Builds with
+ * -DSTORE_LOCKCHECK (the unit, stress and fuzz builds) record, per
+ * thread, the levels held and abort with both places named when a thread
+ * takes a lock out of order (store/lockcheck.c); other builds compile to
+ * the bare pthread calls.  The check runs before the thread waits, so an
+ * order that could deadlock is reported on the first run that takes it,
+ * not on the unlucky one.
+ */
+#ifdef STORE_LOCKCHECK
+void store_lockcheck_take(enum store_lock_level level, uint64_t key,
+			  const char *file, int line);
+void store_lockcheck_drop(enum store_lock_level level, const char *file,
+			  int line);
+void store_lockcheck_held(enum store_lock_level level, const char *file,
+			  int line);
+#define LOCKCHECK_TAKE(level, key) \
+	store_lockcheck_take((level), (key), __FILE__, __LINE__)
+#define LOCKCHECK_DROP(level) store_lockcheck_drop((level), __FILE__, __LINE__)
+/* The caller holds a lock of @level (at the top of a _locked function). */
+#define store_assert_held(level) \
+	store_lockcheck_held((level), __FILE__, __LINE__)
+#else
+#define LOCKCHECK_TAKE(level, key) ((void)0)
+#define LOCKCHECK_DROP(level) ((void)0)
+#define store_assert_held(level) ((void)0)
+#endif
+
+static inline void mutex_lock(pthread_mutex_t *m)
+{
+	if (pthread_mutex_lock(m) != 0)
+		abort();
+}
+
+static inline void mutex_unlock(pthread_mutex_t *m)
+{
+	if (pthread_mutex_unlock(m) != 0)
+		abort();
+}
+
+/*
+ * Take mutex @m of level @level; @key orders two locks of one level that
+ * may be held together (a bucket's inode number, a stripe's address).
+ */
+#define lock_keyed(m, level, key)                                     \
+	do {                                                          \
+		LOCKCHECK_TAKE((level), (key));                       \
+		mutex_lock(m);                                        \
+	} while (0)
+/* Take mutex @m of level @level; stripes held together are ordered by
+ * their address, buckets by their inode number (bucket_lock()). */
+#define lock(m, level) lock_keyed((m), (level), (uintptr_t)(m))
+#define unlock(m, level)                                              \
+	do {                                                          \
+		mutex_unlock(m);                                      \
+		LOCKCHECK_DROP(level);                                \
+	} while (0)
+
+#define NS_PER_S 1000000000LL
 
 struct tenant;
 struct parent;
@@ -64,6 +199,23 @@ struct given {
 	bool hidden;                   /* a reload's difference: lines for
 					* the watch machinery only */
 };
+
+static inline int64_t ns_of(struct timespec ts)
+{
+	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+/* The wall time a transition stamps: @g's when an engine decided it,
+ * else the clock's (@g NULL). */
+static inline int64_t wall_now(const struct given *g)
+{
+	struct timespec ts;
+
+	if (g)
+		return g->ns;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ns_of(ts);
+}
 
 /*
  * The method table: one slot per transition of the domain.  Each returns
@@ -208,6 +360,23 @@ int node_lookup(struct store *s, const struct given *g, struct store_node *dir,
 /* store/node.c */
 void attr_locked(struct store *s, struct store_node *n,
 		 struct store_attr *a);
+/* Give @o, the owner of a tenant about to be made, what it inherits from
+ * the root (the rule of a setgid directory: its group, and the setgid
+ * bit); takes the store lock. */
+void root_inherit_owner(struct store *s, struct store_owner *o);
+/* @n as the tenant, parent or child the core functions below take, or
+ * NULL when @n is not of that kind (or NULL). */
+struct tenant *node_tenant(struct store_node *n);
+struct parent *node_parent(struct store_node *n);
+struct child *node_child(struct store_node *n);
+/* Is @n dead (or, a special file, its directory)?  A hint: it may die
+ * right after. */
+bool node_dead(const struct store_node *n);
+/* @n's attributes into @a, dead or alive (store_getattr refuses a dead
+ * node: this reads it as it was); @n a directory or a state, whose lock
+ * it takes. */
+void node_attr_any(struct store *s, struct store_node *n,
+		   struct store_attr *a);
 
 /* store/setattr.c */
 int node_setattr(struct store *s, struct given *g, struct store_node *n, unsigned mask,
@@ -230,6 +399,14 @@ int refuse(struct store *s, int rc);
  * engine's close slot lets go of): once, before the store is used. */
 void store_set_engine(struct store *s, const struct store_ops *ops,
 		      void *engine);
+/* The engine's state store_set_engine() gave @s (NULL: none). */
+void *store_engine(const struct store *s);
+/* The instance id store_instance_id() shows from now on: the engine's
+ * authority's, which a new instance of it changes. */
+void store_set_instance(struct store *s, uint64_t instance);
+/* store_uptime_ms() counts from now on (once the engine's clock is the
+ * store's, after its first load). */
+void store_restart_uptime(struct store *s);
 /* The store's own gauges and counters (no tombstone aged first): 0,
  * -EINVAL or -ESTALE for @tenant, as store_stats(). */
 int stats_gauges(struct store *s, struct store_node *tenant,
@@ -245,6 +422,16 @@ int tenant_create(struct store *s, struct given *g, const char *name,
 		  struct store_node **out, struct store_attr *attr);
 int tenant_cleanup(struct store *s, struct given *g, const char *name,
 		   const struct store_cred *cred);
+
+/* A store instance ended (the engine's authority began anew): every
+ * tenant is cleaned up, each one transition under @g (silent with
+ * quiet), then the root's .events readers get "overflow" and every
+ * tenant's -ESTALE, and the store is ready again (a drain of the old
+ * instance is over).  Returns how many inode numbers were handed out
+ * past the root's and its special files': the new instance's nodes are
+ * numbered past them.  Only the caller changes the tenant table
+ * meanwhile; no store lock held. */
+uint64_t tenants_end_instance(struct store *s, struct given *g);
 
 /* store/tomb.c */
 void tomb_drop_locked(struct store *s, struct tenant *t, struct tomb *tb);

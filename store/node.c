@@ -89,6 +89,46 @@ void meta_inherit(struct store_node *n, struct meta *m,
 		n->mode |= S_ISGID;
 }
 
+/* Contract in engine.h. */
+void root_inherit_owner(struct store *s, struct store_owner *o)
+{
+	lock(&s->lock, LOCK_STORE);
+	if (s->root.mode & S_ISGID) {
+		o->gid = s->root_meta.gid;
+		o->mode |= S_ISGID;
+	}
+	unlock(&s->lock, LOCK_STORE);
+}
+
+/* The engine's views of a node (contracts in engine.h). */
+struct tenant *node_tenant(struct store_node *n)
+{
+	return as_tenant(n);
+}
+
+struct parent *node_parent(struct store_node *n)
+{
+	return as_parent(n);
+}
+
+struct child *node_child(struct store_node *n)
+{
+	return as_child(n);
+}
+
+bool node_dead(const struct store_node *n)
+{
+	return is_dead(n);
+}
+
+void node_attr_any(struct store *s, struct store_node *n,
+		   struct store_attr *a)
+{
+	node_lock(s, n);
+	attr_locked(s, n, a);
+	node_unlock(s, n);
+}
+
 /* Reading a node --------------------------------------------------------- */
 
 enum store_kind store_node_kind(const struct store_node *n)

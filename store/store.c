@@ -255,6 +255,21 @@ void store_set_engine(struct store *s, const struct store_ops *ops,
 	s->engine = engine;
 }
 
+void *store_engine(const struct store *s)
+{
+	return s->engine;
+}
+
+void store_set_instance(struct store *s, uint64_t instance)
+{
+	atomic_store(&s->instance, instance);
+}
+
+void store_restart_uptime(struct store *s)
+{
+	s->born_ms = store_now_ms(s);
+}
+
 /* The embedded store's .stats (struct store_ops's stats). */
 int stats_embedded(struct store *s, struct store_node *tenant,
 		   struct store_stats *o)
