@@ -244,3 +244,26 @@ enum store_state store_drain_state(struct store *s, struct store_node *tenant,
 		*ms_left = st == STORE_DRAINING && deadline > now ? deadline - now : 0;
 	return st;
 }
+
+/* Contract in engine.h. */
+bool drains_running(struct store *s)
+{
+	return atomic_load(&s->tenants_draining) > 0;
+}
+
+/* Contract in engine.h. */
+size_t drains_tenants(struct store *s, struct store_node **out, size_t max)
+{
+	size_t n = 0;
+
+	if (!drains_running(s))
+		return 0;
+	lock(&s->lock, LOCK_STORE);
+	for (struct tenant *t = s->tenants; t && n < max; t = t->hh.next)
+		if (atomic_load(&t->drain_state) == STORE_DRAINING) {
+			out[n] = &t->node;
+			store_node_ref(out[n++]);
+		}
+	unlock(&s->lock, LOCK_STORE);
+	return n;
+}

@@ -333,6 +333,11 @@ int content_publish(struct store *s, struct given *g, struct child *c, const voi
 		    size_t len, const int64_t *mtime);
 
 /* store/drain.c */
+/* Does a drain of some tenant run?  A hint, read without a lock. */
+bool drains_running(struct store *s);
+/* The tenants whose drain runs, each with a reference, into @out (at
+ * most @max); returns how many.  Takes the store lock. */
+size_t drains_tenants(struct store *s, struct store_node **out, size_t max);
 /* Is a drain of the store (@t NULL) or of @t due to be cleared at @now? */
 bool drain_due(struct store *s, struct tenant *t, uint64_t now);
 int drain_start(struct store *s, struct given *g, struct tenant *t, uint64_t now,
@@ -349,6 +354,11 @@ void emit_overflow(struct store *s, struct tenant *t);
 void event_hook_run(struct store *s);
 
 /* store/lease.c */
+/* The nodes whose lease is due at @now (the top of the deadline heap,
+ * walked without taking anything out), each with a reference, into @due
+ * (at most @max); returns how many.  Takes the heap's lock. */
+size_t lease_due(struct store *s, uint64_t now, struct store_node **due,
+		 size_t max);
 int lease_change(struct store *s, struct given *g, struct store_node *n, bool set,
 		 uint64_t ttl_ms);
 
@@ -369,6 +379,14 @@ void root_inherit_owner(struct store *s, struct store_owner *o);
 struct tenant *node_tenant(struct store_node *n);
 struct parent *node_parent(struct store_node *n);
 struct child *node_child(struct store_node *n);
+/* The tenant of state @c (the tenant of its links' parents), with a
+ * reference; NULL when it has no link.  Takes the state's stripe. */
+struct store_node *state_tenant(struct store *s, struct child *c);
+/* Tenant @t's node, and the number the engine calls it by (0 until the
+ * engine sets one; the engine's own lock guards it). */
+struct store_node *tenant_node(struct tenant *t);
+uint64_t tenant_engine_id(const struct tenant *t);
+void tenant_set_engine_id(struct tenant *t, uint64_t id);
 /* Is @n dead (or, a special file, its directory)?  A hint: it may die
  * right after. */
 bool node_dead(const struct store_node *n);
@@ -401,6 +419,17 @@ void store_set_engine(struct store *s, const struct store_ops *ops,
 		      void *engine);
 /* The engine's state store_set_engine() gave @s (NULL: none). */
 void *store_engine(const struct store *s);
+/* The engine let go of its state (its close slot): store_engine() gives
+ * NULL from now on; the table stays. */
+void store_drop_engine(struct store *s);
+/* @s's transitions enforce no store-wide ceiling, quota or share of
+ * their own from now on (the engine's authority does); store_limits()
+ * still shows them.  Before the store is used. */
+void store_lift_limits(struct store *s);
+/* Number @s's next nodes past @ino_offset (as a new store numbers them
+ * past the root and its special files).  Before the store is used, or
+ * when a new instance of the engine's authority begins. */
+void store_number_from(struct store *s, uint64_t ino_offset);
 /* The instance id store_instance_id() shows from now on: the engine's
  * authority's, which a new instance of it changes. */
 void store_set_instance(struct store *s, uint64_t instance);

@@ -116,9 +116,37 @@ struct child *node_child(struct store_node *n)
 	return as_child(n);
 }
 
+struct store_node *tenant_node(struct tenant *t)
+{
+	return &t->node;
+}
+
+uint64_t tenant_engine_id(const struct tenant *t)
+{
+	return t->engine_id;
+}
+
+void tenant_set_engine_id(struct tenant *t, uint64_t id)
+{
+	t->engine_id = id;
+}
+
 bool node_dead(const struct store_node *n)
 {
 	return is_dead(n);
+}
+
+struct store_node *state_tenant(struct store *s, struct child *c)
+{
+	struct store_node *t = NULL;
+
+	lock(stripe(s, c), LOCK_STRIPE);
+	if (c->node.nlink) {
+		t = &child_tenant(c)->node;
+		store_node_ref(t);
+	}
+	unlock(stripe(s, c), LOCK_STRIPE);
+	return t;
 }
 
 void node_attr_any(struct store *s, struct store_node *n,
