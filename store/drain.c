@@ -267,3 +267,11 @@ size_t drains_tenants(struct store *s, struct store_node **out, size_t max)
 	unlock(&s->lock, LOCK_STORE);
 	return n;
 }
+
+/* Contract in engine.h. */
+void store_set_drained(struct store *s)
+{
+	lock(&s->lock, LOCK_STORE);
+	atomic_store(&s->state, STORE_DRAINED);
+	unlock(&s->lock, LOCK_STORE);
+}

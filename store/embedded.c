@@ -133,3 +133,16 @@ const struct store_ops embedded_ops = {
 	.stats = stats_embedded,            /* store.c */
 	/* clock_advance, sync, connection, close: none (api.c answers). */
 };
+
+/* Contract in engine.h. */
+void transition_begin(struct store *s)
+{
+	world_enter(s);
+}
+
+/* Contract in engine.h. */
+void transition_end(struct store *s)
+{
+	world_exit(s);
+	event_hook_run(s);
+}

@@ -290,6 +290,22 @@ struct store_ops {
 /* The embedded store's table: every slot filled (store/embedded.c). */
 extern const struct store_ops embedded_ops;
 
+/* store/embedded.c: one transition an engine applies, as the embedded
+ * store's TRANSITION runs its own: transition_begin() takes the world
+ * lock shared; transition_end() lets it go and runs the event hook (no
+ * lock held any more).  ENGINE_TRANSITION(s, call) is the pair around
+ * @call, and gives what @call returned. */
+void transition_begin(struct store *s);
+void transition_end(struct store *s);
+#define ENGINE_TRANSITION(s, call)                                    \
+	({                                                            \
+		int erc_;                                             \
+		transition_begin(s);                                  \
+		erc_ = (call);                                        \
+		transition_end(s);                                    \
+		erc_;                                                 \
+	})
+
 /* The core functions an engine may call ---------------------------------- */
 
 /* store/child.c: the children's transitions (their store.h forms, less
@@ -333,6 +349,9 @@ int content_publish(struct store *s, struct given *g, struct child *c, const voi
 		    size_t len, const int64_t *mtime);
 
 /* store/drain.c */
+/* The store's drain is over (what the engine's authority said): its
+ * state STORE_DRAINED.  Takes the store lock. */
+void store_set_drained(struct store *s);
 /* Does a drain of some tenant run?  A hint, read without a lock. */
 bool drains_running(struct store *s);
 /* The tenants whose drain runs, each with a reference, into @out (at
@@ -352,8 +371,14 @@ void drain_clear_tenant(struct store *s, struct given *g, struct tenant *t, bool
  * root's readers get "overflow", every tenant's reader -ESTALE). */
 void emit_overflow(struct store *s, struct tenant *t);
 void event_hook_run(struct store *s);
+/* Another mount changed @n's attributes, which no line tells of: run the
+ * touch hook (store_set_touch_hook), if any.  No store lock held. */
+void node_touched(struct store *s, struct store_node *n);
 
 /* store/lease.c */
+/* Set parent @p's children's TTL (its child_ttl) to @ttl_ms, as the
+ * engine's authority did; takes the bucket. */
+void parent_set_child_ttl(struct parent *p, uint64_t ttl_ms);
 /* The nodes whose lease is due at @now (the top of the deadline heap,
  * walked without taking anything out), each with a reference, into @due
  * (at most @max); returns how many.  Takes the heap's lock. */
@@ -387,6 +412,12 @@ struct store_node *state_tenant(struct store *s, struct child *c);
 struct store_node *tenant_node(struct tenant *t);
 uint64_t tenant_engine_id(const struct tenant *t);
 void tenant_set_engine_id(struct tenant *t, uint64_t id);
+/* @n's lease deadline (0: none); @p's generation; @c's version (takes
+ * its stripe); @c's mtime set to @mtime (takes its stripe). */
+uint64_t node_deadline(const struct store *s, const struct store_node *n);
+uint64_t parent_generation(const struct parent *p);
+uint64_t state_version(struct store *s, struct child *c);
+void state_set_mtime(struct store *s, struct child *c, int64_t mtime);
 /* Is @n dead (or, a special file, its directory)?  A hint: it may die
  * right after. */
 bool node_dead(const struct store_node *n);
@@ -451,6 +482,9 @@ int tenant_create(struct store *s, struct given *g, const char *name,
 		  struct store_node **out, struct store_attr *attr);
 int tenant_cleanup(struct store *s, struct given *g, const char *name,
 		   const struct store_cred *cred);
+/* The tenant named @name, with a reference, or NULL.  Takes the store
+ * lock. */
+struct store_node *tenant_find(struct store *s, const char *name);
 
 /* A store instance ended (the engine's authority began anew): every
  * tenant is cleaned up, each one transition under @g (silent with
@@ -468,5 +502,8 @@ struct tomb *tomb_new(const char *name);
 int tomb_insert_locked(struct store *s, struct tenant *t,
 		       struct tomb *tb, uint64_t gen, uint64_t now);
 int tomb_reserve_locked(struct store *s, struct tenant *t);
+/* Drop @t's tombstone @name, if any (the engine's authority aged it), as
+ * one transition with no line: takes the world lock shared, then @t's. */
+void tomb_age(struct store *s, struct tenant *t, const char *name);
 
 #endif /* STATEFS_STORE_ENGINE_H */

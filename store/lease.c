@@ -304,3 +304,11 @@ size_t lease_due(struct store *s, uint64_t now, struct store_node **due,
 	unlock(&s->heap_lock, LOCK_HEAP);
 	return nd;
 }
+
+/* Contract in engine.h. */
+void parent_set_child_ttl(struct parent *p, uint64_t ttl_ms)
+{
+	bucket_lock(p);
+	p->child_ttl_ms = ttl_ms;
+	bucket_unlock(p);
+}

@@ -131,6 +131,33 @@ void tenant_set_engine_id(struct tenant *t, uint64_t id)
 	t->engine_id = id;
 }
 
+uint64_t node_deadline(const struct store *s, const struct store_node *n)
+{
+	return deadline_of(s, n);
+}
+
+uint64_t parent_generation(const struct parent *p)
+{
+	return p->generation;
+}
+
+uint64_t state_version(struct store *s, struct child *c)
+{
+	uint64_t v;
+
+	lock(stripe(s, c), LOCK_STRIPE);
+	v = c->version;
+	unlock(stripe(s, c), LOCK_STRIPE);
+	return v;
+}
+
+void state_set_mtime(struct store *s, struct child *c, int64_t mtime)
+{
+	lock(stripe(s, c), LOCK_STRIPE);
+	c->meta.mtime = mtime;
+	unlock(stripe(s, c), LOCK_STRIPE);
+}
+
 bool node_dead(const struct store_node *n)
 {
 	return is_dead(n);

@@ -206,3 +206,16 @@ uint64_t tenants_end_instance(struct store *s, struct given *g)
 	return atomic_load(&s->next_ino) -
 	       (STORE_ROOT_INO + 1 + STORE_NSPECIAL);
 }
+
+/* Contract in engine.h. */
+struct store_node *tenant_find(struct store *s, const char *name)
+{
+	struct tenant *t;
+
+	lock(&s->lock, LOCK_STORE);
+	HASH_FIND_STR(s->tenants, name, t);
+	if (t)
+		store_node_ref(&t->node);
+	unlock(&s->lock, LOCK_STORE);
+	return t ? &t->node : NULL;
+}

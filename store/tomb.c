@@ -189,3 +189,17 @@ int tomb_reserve_locked(struct store *s, struct tenant *t)
 	}
 	return 0;
 }
+
+/* Contract in engine.h. */
+void tomb_age(struct store *s, struct tenant *t, const char *name)
+{
+	struct tomb *tb;
+
+	world_enter(s);
+	lock(&t->lock, LOCK_TENANT);
+	HASH_FIND_STR(t->tombs, name, tb);
+	if (tb)
+		tomb_drop_locked(s, t, tb);
+	unlock(&t->lock, LOCK_TENANT);
+	world_exit(s);
+}
