@@ -713,7 +713,7 @@ static int state_attrs(struct diff *d, struct dstate *ds)
 		unlock(stripe(d->s, c), LOCK_STRIPE);
 	}
 	if (rc == 0) {
-		dump_times(d->s, n, &c->meta, ds->row);
+		dump_times(d->s, n, ds->row);
 		rc = dump_lease(d->s, n, ds->row);
 	}
 	if (rc == 0 && !ds->made)
@@ -735,7 +735,7 @@ static int parent_attrs(struct diff *d, struct dparent *dp)
 	bucket_lock(p);
 	p->child_ttl_ms = dp->cttl;
 	bucket_unlock(p);
-	dump_times(d->s, n, &p->meta, dp->row);
+	dump_times(d->s, n, dp->row);
 	rc = dump_lease(d->s, n, dp->row);
 	if (rc == 0 && !dp->made)
 		attrs_changed(d->s, n, &was, &p->meta);
@@ -751,7 +751,7 @@ static int tenant_attrs(struct diff *d)
 	int rc;
 
 	was = seen_of(d->s, &t->node, &t->meta);
-	dump_times(d->s, &t->node, &t->meta, d->T);
+	dump_times(d->s, &t->node, d->T);
 	attrs_changed(d->s, &t->node, &was, &t->meta);
 	dump_drain(d->s, t, d->T);
 	world_enter(d->s);

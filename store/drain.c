@@ -275,3 +275,33 @@ void store_set_drained(struct store *s)
 	atomic_store(&s->state, STORE_DRAINED);
 	unlock(&s->lock, LOCK_STORE);
 }
+
+/* Contract in engine.h. */
+void tenant_set_drain(struct store *s, struct tenant *t, enum store_state want,
+		      uint64_t deadline)
+{
+	int was;
+
+	lock(&t->lock, LOCK_TENANT);
+	was = atomic_load(&t->drain_state);
+	if (want != STORE_READY || was != STORE_READY)
+		atomic_store(&t->drain_deadline, deadline);
+	atomic_store(&t->drain_state, want);
+	if (want == STORE_DRAINING && was != STORE_DRAINING)
+		atomic_fetch_add(&s->tenants_draining, 1);
+	else if (want != STORE_DRAINING && was == STORE_DRAINING)
+		atomic_fetch_sub(&s->tenants_draining, 1);
+	unlock(&t->lock, LOCK_TENANT);
+}
+
+/* Contract in engine.h. */
+void store_load_state(struct store *s, enum store_state state)
+{
+	atomic_store(&s->state, state);
+}
+
+/* Contract in engine.h. */
+void store_load_drain_deadline(struct store *s, uint64_t deadline)
+{
+	atomic_store(&s->drain_deadline, deadline);
+}

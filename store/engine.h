@@ -349,6 +349,16 @@ int content_publish(struct store *s, struct given *g, struct child *c, const voi
 		    size_t len, const int64_t *mtime);
 
 /* store/drain.c */
+/* The store's drain state and deadline as a load of the engine's
+ * authority has them (no lock: before anything reads them, or from the
+ * one thread that applies). */
+void store_load_state(struct store *s, enum store_state state);
+void store_load_drain_deadline(struct store *s, uint64_t deadline);
+/* Tenant @t's drain as the engine's authority has it: its state @want
+ * and, unless it is and stays ready, its deadline @deadline; the count
+ * of drains that run follows.  Takes the tenant's lock. */
+void tenant_set_drain(struct store *s, struct tenant *t, enum store_state want,
+		      uint64_t deadline);
 /* The store's drain is over (what the engine's authority said): its
  * state STORE_DRAINED.  Takes the store lock. */
 void store_set_drained(struct store *s);
@@ -376,6 +386,11 @@ void event_hook_run(struct store *s);
 void node_touched(struct store *s, struct store_node *n);
 
 /* store/lease.c */
+/* Set @n's lease as the engine's authority has it: its TTL @ttl_ms and
+ * its deadline @deadline (0: none); nothing for a node that never had a
+ * lease and gets none.  Takes @n's lock.  0 or -ENOMEM. */
+int lease_load(struct store *s, struct store_node *n, uint64_t ttl_ms,
+	       uint64_t deadline);
 /* Set parent @p's children's TTL (its child_ttl) to @ttl_ms, as the
  * engine's authority did; takes the bucket. */
 void parent_set_child_ttl(struct parent *p, uint64_t ttl_ms);
@@ -412,12 +427,23 @@ struct store_node *state_tenant(struct store *s, struct child *c);
 struct store_node *tenant_node(struct tenant *t);
 uint64_t tenant_engine_id(const struct tenant *t);
 void tenant_set_engine_id(struct tenant *t, uint64_t id);
+/* Set directory or state @n's owner (@o: uid, gid and mode) and times
+ * as the engine's authority has them; takes @n's lock (and a tenant's
+ * acl lock). */
+void node_set_meta(struct store *s, struct store_node *n,
+		   const struct store_owner *o, int64_t atime, int64_t mtime,
+		   int64_t ctime);
 /* @n's lease deadline (0: none); @p's generation; @c's version (takes
  * its stripe); @c's mtime set to @mtime (takes its stripe). */
 uint64_t node_deadline(const struct store *s, const struct store_node *n);
 uint64_t parent_generation(const struct parent *p);
 uint64_t state_version(struct store *s, struct child *c);
 void state_set_mtime(struct store *s, struct child *c, int64_t mtime);
+/* @c's version set to @version (a load's); takes its stripe. */
+void state_set_version(struct store *s, struct child *c, uint64_t version);
+/* What parent @p, made by a load and seen by no one yet, has of the
+ * engine's authority: its generation and its children's TTL (no lock). */
+void parent_load(struct parent *p, uint64_t generation, uint64_t child_ttl_ms);
 /* Is @n dead (or, a special file, its directory)?  A hint: it may die
  * right after. */
 bool node_dead(const struct store_node *n);
@@ -502,6 +528,12 @@ struct tomb *tomb_new(const char *name);
 int tomb_insert_locked(struct store *s, struct tenant *t,
 		       struct tomb *tb, uint64_t gen, uint64_t now);
 int tomb_reserve_locked(struct store *s, struct tenant *t);
+/* Add to @t's tombstones @name, of generation @gen, due at @deadline
+ * (the engine's authority's), as one transition with no line: takes the
+ * world lock shared, then @t's.  0, -EPROTO for a deadline below the
+ * tombstone TTL, -ENOMEM. */
+int tomb_load(struct store *s, struct tenant *t, const char *name,
+	      uint64_t gen, uint64_t deadline);
 /* Drop @t's tombstone @name, if any (the engine's authority aged it), as
  * one transition with no line: takes the world lock shared, then @t's. */
 void tomb_age(struct store *s, struct tenant *t, const char *name);

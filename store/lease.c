@@ -312,3 +312,22 @@ void parent_set_child_ttl(struct parent *p, uint64_t ttl_ms)
 	p->child_ttl_ms = ttl_ms;
 	bucket_unlock(p);
 }
+
+/* Contract in engine.h. */
+int lease_load(struct store *s, struct store_node *n, uint64_t ttl_ms,
+	       uint64_t deadline)
+{
+	int rc = 0;
+
+	if (!ttl_ms && !deadline && !lease_of(s, n))
+		return 0;
+	node_lock(s, n);
+	if (lease_ensure(s, n)) {
+		rc = -ENOMEM;
+	} else {
+		lease_of(s, n)->ttl_ms = ttl_ms;
+		lease_set(s, n, deadline);
+	}
+	node_unlock(s, n);
+	return rc;
+}

@@ -151,11 +151,56 @@ uint64_t state_version(struct store *s, struct child *c)
 	return v;
 }
 
+void state_set_version(struct store *s, struct child *c, uint64_t version)
+{
+	lock(stripe(s, c), LOCK_STRIPE);
+	c->version = version;
+	unlock(stripe(s, c), LOCK_STRIPE);
+}
+
+void parent_load(struct parent *p, uint64_t generation, uint64_t child_ttl_ms)
+{
+	p->generation = generation;
+	p->child_ttl_ms = child_ttl_ms;
+}
+
 void state_set_mtime(struct store *s, struct child *c, int64_t mtime)
 {
 	lock(stripe(s, c), LOCK_STRIPE);
 	c->meta.mtime = mtime;
 	unlock(stripe(s, c), LOCK_STRIPE);
+}
+
+/* The meta of directory or state @n. */
+static struct meta *meta_of(struct store *s, struct store_node *n)
+{
+	switch (n->kind) {
+	case STORE_ROOT: return &s->root_meta;
+	case STORE_TENANT: return &as_tenant(n)->meta;
+	case STORE_PARENT: return &as_parent(n)->meta;
+	case STORE_CHILD: return &as_child(n)->meta;
+	default: abort(); /* a special file has no meta of its own */
+	}
+}
+
+void node_set_meta(struct store *s, struct store_node *n,
+		   const struct store_owner *o, int64_t atime, int64_t mtime,
+		   int64_t ctime)
+{
+	struct meta *m = meta_of(s, n);
+
+	node_lock(s, n);
+	if (n->kind == STORE_TENANT)
+		lock(&as_tenant(n)->acl_lock, LOCK_ACL);
+	m->uid = o->uid;
+	m->gid = o->gid;
+	n->mode = (uint16_t)(o->mode & 07777);
+	m->atime = atime;
+	m->mtime = mtime;
+	m->ctime = ctime;
+	if (n->kind == STORE_TENANT)
+		unlock(&as_tenant(n)->acl_lock, LOCK_ACL);
+	node_unlock(s, n);
 }
 
 bool node_dead(const struct store_node *n)

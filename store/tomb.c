@@ -203,3 +203,26 @@ void tomb_age(struct store *s, struct tenant *t, const char *name)
 	unlock(&t->lock, LOCK_TENANT);
 	world_exit(s);
 }
+
+/* Contract in engine.h. */
+int tomb_load(struct store *s, struct tenant *t, const char *name,
+	      uint64_t gen, uint64_t deadline)
+{
+	struct tomb *tb;
+	int rc;
+
+	if (deadline < s->lim.tombstone_ttl_ms)
+		return -EPROTO;
+	tb = tomb_new(name);
+	if (!tb)
+		return -ENOMEM;
+	world_enter(s);
+	lock(&t->lock, LOCK_TENANT);
+	tomb_reserve_locked(s, t);
+	rc = tomb_insert_locked(s, t, tb, gen, deadline - s->lim.tombstone_ttl_ms);
+	unlock(&t->lock, LOCK_TENANT);
+	world_exit(s);
+	if (rc)
+		free(tb);
+	return rc;
+}
