@@ -148,7 +148,8 @@ static int load_contents(struct store *s, struct given *g, struct tenant *t,
 			break;
 		/* Made by this load, seen by no one yet: its generation is
 		 * the store's. */
-		parent_load(node_parent(n), gen, cttl);
+		parent_set_generation(node_parent(n), gen);
+		parent_set_child_ttl(node_parent(n), cttl);
 		dump_times(s, n, P);
 		rc = dump_lease(s, n, P);
 		if (rc == 0)

@@ -322,6 +322,22 @@ int child_link(struct store *s, struct given *g, struct store_node *child,
 int child_rename(struct store *s, struct given *g, struct store_node *from, const char *name,
 		 struct store_node *to, const char *to_name, unsigned flags);
 
+/* store/bucket.c */
+/* Call @fn for each link of tenant @t's parents (its parent's node, its
+ * name, its state's inode number), under the tenant's lock and the
+ * bucket's: @fn only copies what it is given.  Stops at the first
+ * non-zero @fn returns, and returns it (0 when none). */
+int tenant_each_link(struct store *s, struct tenant *t,
+		     int (*fn)(void *arg, struct store_node *parent,
+			       const char *name, uint64_t ino),
+		     void *arg);
+/* Call @fn for each link of state @c (its parent's node, its name),
+ * under the state's stripe, until @fn returns true; whether it did. */
+bool state_each_link(struct store *s, struct child *c,
+		     bool (*fn)(void *arg, struct store_node *parent,
+				const char *name),
+		     void *arg);
+
 /* store/content.c */
 /* What a stage publishes, copied for an engine's publication. */
 struct stage_copy {
@@ -441,9 +457,21 @@ uint64_t state_version(struct store *s, struct child *c);
 void state_set_mtime(struct store *s, struct child *c, int64_t mtime);
 /* @c's version set to @version (a load's); takes its stripe. */
 void state_set_version(struct store *s, struct child *c, uint64_t version);
-/* What parent @p, made by a load and seen by no one yet, has of the
- * engine's authority: its generation and its children's TTL (no lock). */
-void parent_load(struct parent *p, uint64_t generation, uint64_t child_ttl_ms);
+/* Parent @p's generation, for a parent made by a load or a difference
+ * and seen by no one yet (no lock): the engine's authority's. */
+void parent_set_generation(struct parent *p, uint64_t generation);
+/* @c's link count (takes its stripe). */
+uint32_t state_nlink(struct store *s, struct child *c);
+/* What a watcher sees change of a directory's or a state's attributes
+ * (its owner, mode and leases): node_seen() reads them, under @n's lock
+ * (the deadline after it). */
+struct node_seen {
+	uid_t uid;
+	gid_t gid;
+	uint16_t mode;
+	uint64_t ttl, deadline, child_ttl;
+};
+void node_seen(struct store *s, struct store_node *n, struct node_seen *out);
 /* Is @n dead (or, a special file, its directory)?  A hint: it may die
  * right after. */
 bool node_dead(const struct store_node *n);
@@ -464,6 +492,11 @@ int parent_join(struct store *s, struct given *g, struct tenant *t, const char *
 int parent_expire(struct store *s, struct given *g, struct parent *p, uint64_t now);
 int parent_leave(struct store *s, struct given *g, struct tenant *t, const char *name,
 		 bool must_exist, const struct store_cred *cred);
+/* Call @fn for each parent of tenant @t, under the tenant's lock, as
+ * tenant_each_link(). */
+int tenant_each_parent(struct store *s, struct tenant *t,
+		       int (*fn)(void *arg, struct store_node *parent),
+		       void *arg);
 
 /* store/base.c */
 /* Count refusal @rc by its kind for .stats, and return it. */
@@ -534,6 +567,9 @@ int tomb_reserve_locked(struct store *s, struct tenant *t);
  * tombstone TTL, -ENOMEM. */
 int tomb_load(struct store *s, struct tenant *t, const char *name,
 	      uint64_t gen, uint64_t deadline);
+/* Drop every tombstone of @t (a reload loads them again), as one
+ * transition with no line. */
+void tombs_drop_all(struct store *s, struct tenant *t);
 /* Drop @t's tombstone @name, if any (the engine's authority aged it), as
  * one transition with no line: takes the world lock shared, then @t's. */
 void tomb_age(struct store *s, struct tenant *t, const char *name);

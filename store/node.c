@@ -151,26 +151,6 @@ uint64_t state_version(struct store *s, struct child *c)
 	return v;
 }
 
-void state_set_version(struct store *s, struct child *c, uint64_t version)
-{
-	lock(stripe(s, c), LOCK_STRIPE);
-	c->version = version;
-	unlock(stripe(s, c), LOCK_STRIPE);
-}
-
-void parent_load(struct parent *p, uint64_t generation, uint64_t child_ttl_ms)
-{
-	p->generation = generation;
-	p->child_ttl_ms = child_ttl_ms;
-}
-
-void state_set_mtime(struct store *s, struct child *c, int64_t mtime)
-{
-	lock(stripe(s, c), LOCK_STRIPE);
-	c->meta.mtime = mtime;
-	unlock(stripe(s, c), LOCK_STRIPE);
-}
-
 /* The meta of directory or state @n. */
 static struct meta *meta_of(struct store *s, struct store_node *n)
 {
@@ -181,6 +161,49 @@ static struct meta *meta_of(struct store *s, struct store_node *n)
 	case STORE_CHILD: return &as_child(n)->meta;
 	default: abort(); /* a special file has no meta of its own */
 	}
+}
+
+void state_set_version(struct store *s, struct child *c, uint64_t version)
+{
+	lock(stripe(s, c), LOCK_STRIPE);
+	c->version = version;
+	unlock(stripe(s, c), LOCK_STRIPE);
+}
+
+void parent_set_generation(struct parent *p, uint64_t generation)
+{
+	p->generation = generation;
+}
+
+uint32_t state_nlink(struct store *s, struct child *c)
+{
+	uint32_t n;
+
+	lock(stripe(s, c), LOCK_STRIPE);
+	n = c->node.nlink;
+	unlock(stripe(s, c), LOCK_STRIPE);
+	return n;
+}
+
+void node_seen(struct store *s, struct store_node *n, struct node_seen *out)
+{
+	const struct meta *m = meta_of(s, n);
+
+	node_lock(s, n);
+	out->uid = m->uid;
+	out->gid = m->gid;
+	out->mode = n->mode;
+	out->ttl = ttl_of(s, n);
+	out->child_ttl = n->kind == STORE_PARENT ? as_parent(n)->child_ttl_ms : 0;
+	node_unlock(s, n);
+	out->deadline = deadline_of(s, n);
+}
+
+void state_set_mtime(struct store *s, struct child *c, int64_t mtime)
+{
+	lock(stripe(s, c), LOCK_STRIPE);
+	c->meta.mtime = mtime;
+	unlock(stripe(s, c), LOCK_STRIPE);
 }
 
 void node_set_meta(struct store *s, struct store_node *n,

@@ -226,3 +226,13 @@ int tomb_load(struct store *s, struct tenant *t, const char *name,
 		free(tb);
 	return rc;
 }
+
+/* Contract in engine.h. */
+void tombs_drop_all(struct store *s, struct tenant *t)
+{
+	world_enter(s);
+	lock(&t->lock, LOCK_TENANT);
+	tombs_drop_all_locked(s, t);
+	unlock(&t->lock, LOCK_TENANT);
+	world_exit(s);
+}
