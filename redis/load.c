@@ -26,9 +26,9 @@
  * Threads and locks
  * -----------------
  * The applying thread only.  No lock of its own: the transitions take
- * theirs in the store's order, what the dump sets afterwards is set
- * under the node's own locks (node_lock, a tenant's acl_lock, a state's
- * stripe, the tenant's lock for tombstones), and the mirror's lock is
+ * theirs in the store's order, what the dump sets afterwards is set by
+ * the core's functions for it (store/engine.h), under the node's own
+ * locks, and the mirror's lock is
  * taken only to put a node in the index and to change the tenant's
  * entry in the table.
  */

@@ -31,9 +31,21 @@
  * reaches the core as a struct given, passed to the transition; the
  * embedded store passes NULL: the core decides.
  *
- * The functions below are grouped by the file that defines them, as the
- * kernel's fs/kernfs/kernfs-internal.h groups its own.  Their structs and
- * locks are in store/internal.h.
+ * Every structure of the core stays opaque to an engine: it reads and
+ * changes a mirror's nodes only through the functions below (a node's
+ * view as a tenant, a parent or a state; the walks of a tenant's links
+ * and parents, which call back under the core's locks; what a load or
+ * a difference sets: owner and times, a lease, a tombstone, a drain),
+ * never by a field.  The functions are grouped by the file that defines
+ * them, as the kernel's fs/kernfs/kernfs-internal.h groups its own;
+ * their structs are in store/internal.h, the core's alone.
+ *
+ * Shared whole, because an engine's own code takes part in them: the
+ * lock order (enum store_lock_level, its one statement, with the lock
+ * wrappers that check it in test builds: an engine's locks are levels
+ * of it), the uthash setting (an engine's tables fail as the core's,
+ * through st_malloc, store/alloc.h) and the wall time a transition
+ * stamps.
  */
 #ifndef STATEFS_STORE_ENGINE_H
 #define STATEFS_STORE_ENGINE_H

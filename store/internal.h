@@ -5,8 +5,9 @@
  *
  * It holds the layout of every struct more than one file of store/
  * touches, each shared field marked with the lock that guards it; the
- * lock order, numbered (enum store_lock_level, below: its one statement);
- * the lock wrappers that check it in test builds; small inline helpers;
+ * core's own lock wrappers (a bucket's, the world lock; the lock order,
+ * enum store_lock_level, and the checked lock()/unlock() are in
+ * engine.h, which an engine's locks take part in); small inline helpers;
  * and the functions one file defines for the others, grouped under the
  * file that defines them, at the end.
  *
@@ -35,10 +36,12 @@
  * -----
  *   engine.h    the method table an authority implements (struct
  *               store_ops), what an engine decides for a transition it
- *               applies (struct given), the core functions it may call
+ *               applies (struct given), the core functions it may call,
+ *               the lock order and its checked wrappers
  *   api.c       store.h's transitions: the common front checks, then the
  *               table
- *   embedded.c  the embedded authority's table (embedded_ops)
+ *   embedded.c  the embedded authority's table (embedded_ops), and
+ *               the transition wrapper an engine applies entries in
  *   base.c      the ground floor: refusals, the clock, node references,
  *               a lease record's release, the reaper's wake-up
  *   store.c     the store object: lifecycle, limits, counters, .stats
