@@ -40,7 +40,7 @@ static struct store_node *tenant_of(struct store *s, struct store_node *n)
 		t = store_node_tenant(n);
 		store_node_ref(t);
 	} else if (store_node_kind(n) == STORE_CHILD) {
-		t = remote_state_tenant(s, node_child(n));
+		t = state_tenant(s, node_child(n));
 	}
 	return t;
 }

@@ -375,12 +375,6 @@ uint64_t mirror_testclock(struct store *s)
 	return atomic_load(&mirror_of(s)->testclock_ms);
 }
 
-/* Contract in redis/internal.h. */
-struct store_node *remote_state_tenant(struct store *s, struct child *c)
-{
-	return state_tenant(s, c);
-}
-
 /* The follower's positions ------------------------------------------------------ */
 
 struct follow_ix *follow_pos_find(struct remote *r, uint64_t tid)

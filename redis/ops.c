@@ -361,7 +361,7 @@ static int remote_link(struct store *s, struct store_node *child,
 
 	if (!tkey(s, store_node_tenant(parent), &tid, key, sizeof(key)))
 		return refuse(s, -ESTALE);
-	ct = remote_state_tenant(s, c);
+	ct = state_tenant(s, c);
 	if (!ct)
 		return refuse(s, -ESTALE);
 	rc = tkey(s, ct, &ctid, ckey, sizeof(ckey)) ? 0 : -ESTALE;
@@ -447,7 +447,7 @@ static int remote_setattr(struct store *s, struct store_node *n, unsigned mask,
 	if (!kind)
 		return -EPERM;
 	if (store_node_kind(n) == STORE_CHILD)
-		t = remote_state_tenant(s, node_child(n));
+		t = state_tenant(s, node_child(n));
 	if (!t)
 		return refuse(s, -ESTALE);
 	rc = tkey(s, t, &tid, key, sizeof(key)) ? 0 : -ESTALE;
@@ -503,7 +503,7 @@ static int remote_publish(struct store *s, struct store_node *n, const char *mod
 		   uint64_t seen_version, int64_t seen_mtime)
 {
 	struct args a = { .n = 0 };
-	struct store_node *t = remote_state_tenant(s, node_child(n));
+	struct store_node *t = state_tenant(s, node_child(n));
 	const char *v[8];
 	size_t l[8];
 	char key[160];
@@ -555,7 +555,7 @@ static int remote_lease(struct store *s, struct store_node *n, bool set,
 
 	kind = kind_name(n, &t);
 	if (store_node_kind(n) == STORE_CHILD)
-		t = remote_state_tenant(s, node_child(n));
+		t = state_tenant(s, node_child(n));
 	if (!t)
 		return refuse(s, -ESTALE);
 	rc = tkey(s, t, &tid, key, sizeof(key)) ? 0 : -ESTALE;
