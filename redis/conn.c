@@ -34,7 +34,7 @@
  * calling in here at all (every call may wait on the network), so they
  * are never held while a store lock is taken.  Both take their levels
  * (LOCK_ENGINE_POOL, LOCK_ENGINE_CONN) from the store's lock order
- * (store/internal.h), which test builds check: taking either while any
+ * (store/engine.h), which test builds check: taking either while any
  * store lock is held is reported there.
  *
  * Finding the primary
@@ -75,7 +75,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/conn.h"
 #include "redis/wire.h"
 

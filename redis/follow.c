@@ -33,7 +33,7 @@
  * (rconn_interrupt) and joins it.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 #include "redis/internal.h"
 
@@ -97,7 +97,6 @@ static int reload(struct store *s, size_t i)
  */
 static int new_instance(struct store *s)
 {
-	struct tenant *t, *tt;
 	struct given q = { .others = true, .hidden = true };
 
 	/* Every tenant of the old instance goes.  Its cleanup's lines are
@@ -114,18 +113,10 @@ static int new_instance(struct store *s)
 	 * Appended after the cleanups, so a tenant's .events opened past
 	 * it finds its tenant dead (store_events_open).  Only this thread
 	 * changes the tenant table (each cleanup takes the store lock to
-	 * take one out). */
+	 * take one out).  The new instance's numbers start past every one
+	 * handed out. */
 	q.ns = wall_now(NULL);
-	HASH_ITER(hh, s->tenants, t, tt)
-		TRANSITION(s, tenant_cleanup(s, &q, t->name, NULL));
-	emit_overflow(s, NULL);
-	event_hook_run(s);
-	lock(&s->lock, LOCK_STORE);
-	atomic_store(&s->state, STORE_READY);
-	unlock(&s->lock, LOCK_STORE);
-	/* The new instance's numbers start past every one handed out. */
-	return mirror_reset(s, atomic_load(&s->next_ino) -
-			       (STORE_ROOT_INO + 1 + STORE_NSPECIAL));
+	return mirror_reset(s, tenants_end_instance(s, &q));
 }
 
 /* Apply the entries of one stream of an XREAD reply. */

@@ -291,10 +291,6 @@ int remote_load_all(struct store *s);
 
 /* redis/index.c */
 
-/* The tenant node state @c belongs to (its links' parents'), with a
- * reference, or NULL when it has no link (takes its stripe). */
-struct store_node *remote_state_tenant(struct store *s, struct child *c);
-
 /* The follower's positions (its thread's, or before it runs): follow
  * tenant @tid's log from entry @id when not followed yet (0 or
  * -ENOMEM); follow none. */
