@@ -10,6 +10,10 @@ FUSE_CFLAGS := $(shell pkg-config --cflags fuse3 2>/dev/null)
 FUSE_LIBS   := $(shell pkg-config --libs fuse3 2>/dev/null)
 HIREDIS_CFLAGS := $(shell pkg-config --cflags hiredis 2>/dev/null)
 HIREDIS_LIBS   := $(shell pkg-config --libs hiredis 2>/dev/null)
+# The shared store's TLS stream (redis/link.c) is OpenSSL's; hiredis
+# formats and parses the protocol on it, so whatever links redis/ links both.
+OPENSSL_LIBS   := $(shell pkg-config --libs openssl 2>/dev/null)
+HIREDIS_LIBS   += $(OPENSSL_LIBS)
 # sd_notify(3): the daemon tells systemd when the mount is ready.
 SYSTEMD_CFLAGS := $(shell pkg-config --cflags libsystemd 2>/dev/null)
 SYSTEMD_LIBS   := $(shell pkg-config --libs libsystemd 2>/dev/null)
@@ -24,10 +28,10 @@ B       := build
 STORE_SRC  := $(wildcard store/*.c)
 REDIS_SRC  := $(wildcard redis/*.c) $(B)/gen/statefs_lua.c
 LAYOUT_SRC := $(wildcard layout/*.c)
+FS_SRC     := $(wildcard fs/*.c)
 # lib/: what every layer may use and that uses none of them (lib/text.c,
 # the snprintf-style appender); it goes with the core, wherever store/ goes.
 COMMON_SRC := $(wildcard lib/*.c)
-FS_SRC     := $(wildcard fs/*.c)
 # Two libraries, each one archive per flavour (below): libstatefs.a, the
 # core, layout/ and lib/, which needs no hiredis;
 # libstatefs-redis.a, the engine on Redis, which needs the first.  The
@@ -91,7 +95,7 @@ $(B)/obj/tsan/%.o: %.c
 # text FUNCTION LOAD takes (contract.lua, with the `#!lua name=statefs`
 # line, first; each part uses only what the parts before it define:
 # "Files" in contract.lua's essay).  Every part is listed here:
-# tests/unit/test_statefs_lua.c checks that none is left out.
+# tests/unit/redis/test_statefs_lua.c checks that none is left out.
 LUA_SRC := $(addprefix redis/lua/,contract.lua base.lua call.lua \
 	   tomb.lua bucket.lua parent.lua tenant.lua child.lua content.lua \
 	   setattr.lua lease.lua drain.lua reaper.lua store.lua dump.lua \
@@ -116,11 +120,17 @@ $(B)/gen/statefs_lua.c: $(B)/gen/statefs.lua
 	} >$@.tmp
 	mv $@.tmp $@
 
-UNIT_TESTS := $(patsubst tests/unit/%.c,$(B)/unit/%,$(wildcard tests/unit/test_*.c))
+# The unit tests mirror the sources: tests/unit/store/, redis/, layout/,
+# fs/ and stress/ hold the tests of store/, redis/, layout/, fs/ and the
+# stress test; each test_NAME.c becomes build/unit/test_NAME.
+UNIT_SRC   := $(wildcard tests/unit/*/test_*.c)
+UNIT_TESTS := $(patsubst %.c,$(B)/unit/%,$(notdir $(UNIT_SRC)))
+# unit_src NAME: the source of build/unit/NAME.
+unit_src = $(filter %/$(1).c,$(UNIT_SRC))
 STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan \
 	      $(B)/unit/test_remote_ops.tsan
 
-.PHONY: all deps unit test check run clean bench bench-snapshot install uninstall
+.PHONY: all deps unit test check run clean bench bench-snapshot bench-tls install uninstall
 
 all: $(B)/statefs $(B)/statefs.8
 
@@ -166,40 +176,42 @@ uninstall:
 	for u in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$u; done
 
 # The fs/ adapter's unit test runs every file of fs/ but main.c against
-# the stand-in for libfuse in tests/unit/fuse_stub.c (it defines every
+# the stand-in for libfuse in tests/unit/fs/fuse_stub.c (it defines every
 # libfuse function they call: not linked with libfuse).
-$(B)/unit/test_fs: $(call obj,asan,tests/unit/test_fs.c tests/unit/fuse_stub.c $(filter-out fs/main.c,$(FS_SRC))) $(call core,asan)
+$(B)/unit/test_fs: $(call obj,asan,tests/unit/fs/test_fs.c tests/unit/fs/fuse_stub.c $(filter-out fs/main.c,$(FS_SRC))) $(call core,asan)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
 
 # The store's stress test races the kernel's inode table (fs/inode.c,
 # which needs no libfuse) against the removals of the nodes it holds.
 # (It also races a mirror's applying: both libraries.)
-$(B)/unit/stress_store: $(call obj,asan,tests/unit/stress_store.c fs/inode.c) $(call libs,asan)
+$(B)/unit/stress_store: $(call obj,asan,tests/unit/stress/stress_store.c fs/inode.c) $(call libs,asan)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
 # The shared store's tests (the mirror, the transport, the engine, the
 # Functions library) link both libraries; every other unit test the
 # core's alone.
-REDIS_TESTS := $(patsubst %,$(B)/unit/%,test_mirror test_rconn test_remote_clock \
-	       test_remote_ops test_remote_options test_statefs_lua)
+REDIS_TESTS := $(patsubst %,$(B)/unit/%,test_link test_mirror test_rconn \
+	       test_remote_clock test_remote_ops test_remote_options test_statefs_lua)
 
-$(REDIS_TESTS): $(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call libs,asan)
+# (Second expansion: each binary's object is found by its name.)
+.SECONDEXPANSION:
+$(REDIS_TESTS): $(B)/unit/%: $$(call obj,asan,$$(call unit_src,$$*)) $(call libs,asan)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
-$(B)/unit/%: $(B)/obj/asan/tests/unit/%.o $(call core,asan)
+$(filter-out $(REDIS_TESTS) $(B)/unit/test_fs,$(UNIT_TESTS)): $(B)/unit/%: $$(call obj,asan,$$(call unit_src,$$*)) $(call core,asan)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
 
-$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress_store.c fs/inode.c) $(call libs,tsan)
+$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress/stress_store.c fs/inode.c) $(call libs,tsan)
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
 # A mount on a shared store runs its follower beside the callers'
 # threads: its test runs under TSan too.
-$(B)/unit/test_remote_ops.tsan: $(call obj,tsan,tests/unit/test_remote_ops.c) $(call libs,tsan)
+$(B)/unit/test_remote_ops.tsan: $(call obj,tsan,tests/unit/redis/test_remote_ops.c) $(call libs,tsan)
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
@@ -208,15 +220,22 @@ unit: $(UNIT_TESTS) $(STRESS)
 deps:
 	@scripts/deps.sh
 
+# make test and make check build on every core (-j as many as nproc
+# says), unless the command line chose (make -j2 test, make -j1 check):
+# a clean tree is four flavours of every source.  Read in the recipe,
+# where MAKEFLAGS holds the command line's -j.
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+JOBS   = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
+
 test: deps
-	@$(MAKE) --no-print-directory all unit fuzz-build
+	@$(MAKE) --no-print-directory $(JOBS) all unit fuzz-build
 	@scripts/run-tests.sh
 
 # The quick set, for every commit: the daemon, the unit tests but the
 # TSan builds, the embedded store's bats suites but the slow ones, the
 # seam (scripts/run-tests.sh --check).
 check: deps
-	@$(MAKE) --no-print-directory all $(UNIT_TESTS) $(B)/unit/stress_store
+	@$(MAKE) --no-print-directory $(JOBS) all $(UNIT_TESTS) $(B)/unit/stress_store
 	@scripts/run-tests.sh --check
 
 run: deps
@@ -252,7 +271,13 @@ bench: deps
 	@$(MAKE) --no-print-directory all $(B)/bench/loadgen $(B)/bench/floorfs \
 		$(B)/bench/snapshot_stall
 	scripts/bench/run.sh
-	$(MAKE) --no-print-directory bench-snapshot
+	$(MAKE) --no-print-directory bench-snapshot bench-tls
+
+# The cost of TLS per transition: create, unlink and the other point
+# phases on a mount over rediss:// against one over redis://, one
+# redis-server, in one run (scripts/bench/tls.sh).
+bench-tls: all $(B)/bench/loadgen
+	scripts/bench/tls.sh
 
 bench-snapshot: $(B)/bench/snapshot_stall
 	$(B)/bench/snapshot_stall

@@ -29,7 +29,7 @@
  *     -ESTALE.
  *  4. It is not rebuilt: it mirrors what the kernel holds, and the kernel
  *     reports every change (entry replies, forgets).
- *  5. Tests: tests/unit/test_fs.c (remember and forget of removed nodes,
+ *  5. Tests: tests/unit/fs/test_fs.c (remember and forget of removed nodes,
  *     numbers never handed out, a failed call leaving no trace) and the
  *     store stress test, which races remembers and forgets with removals.
  *

@@ -2,7 +2,10 @@
  * store_options.c - the shared store mount options: where the Redis primary is
  * (store=URL), how to authenticate (store_user, store_password_file),
  * which keys are this store's (store_prefix), how long an operation waits
- * (store_timeout) and whose limits count (store_limits).
+ * (store_timeout), whose limits count (store_limits) and, for a store
+ * reached over TLS (rediss://, sentinels://), what verifies the servers
+ * and what this mount shows them (store_tls_ca, store_tls_cert,
+ * store_tls_key, store_tls_name).
  *
  * Owns one constant table, the option keys; every function but
  * layout_remote_finish is pure.  layout_remote_finish reads the password
@@ -12,7 +15,10 @@
  * Addresses are checked here as far as text can be: a scheme statefs
  * knows, a host, a port from 1 to 65535, an absolute socket path that
  * fits a sockaddr_un, a Sentinel list with a master name.  Credentials in
- * the URL (user:pass@) are refused: they would be visible in ps.
+ * the URL (user:pass@) are refused: they would be visible in ps.  The TLS
+ * files are only named here; redis/link.c reads them when the store is
+ * opened, before anything is mounted, and says which one it could not
+ * use.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -214,8 +220,9 @@ static int parse_sentinels(struct store_remote *r, const char *s,
 /* Apply store=@v to @r (a copy: the caller keeps it only on success). */
 static int parse_store(struct store_remote *r, const char *v, const char **why)
 {
-	static const char redis[] = "redis://", unix_[] = "unix:",
-			  sentinel[] = "sentinel://";
+	static const char redis[] = "redis://", rediss[] = "rediss://",
+			  unix_[] = "unix:", sentinel[] = "sentinel://",
+			  sentinels[] = "sentinels://";
 
 	/* A later store= replaces the earlier one entirely. */
 	memset(&r->addr, 0, sizeof(r->addr));
@@ -224,10 +231,17 @@ static int parse_store(struct store_remote *r, const char *v, const char **why)
 	memset(r->master, 0, sizeof(r->master));
 	r->nsentinels = 0;
 	r->sentinel_open = false;
+	r->tls = false;
 
 	if (strncmp(v, redis, strlen(redis)) == 0) {
 		r->kind = STORE_REMOTE_TCP;
 		v += strlen(redis);
+		return parse_hostport(v, strlen(v), &r->addr, why);
+	}
+	if (strncmp(v, rediss, strlen(rediss)) == 0) {
+		r->kind = STORE_REMOTE_TCP;
+		r->tls = true;
+		v += strlen(rediss);
 		return parse_hostport(v, strlen(v), &r->addr, why);
 	}
 	if (strncmp(v, unix_, strlen(unix_)) == 0) {
@@ -258,8 +272,13 @@ static int parse_store(struct store_remote *r, const char *v, const char **why)
 		r->kind = STORE_REMOTE_SENTINEL;
 		return parse_sentinels(r, v + strlen(sentinel), why);
 	}
-	*why = "redis://HOST:PORT, unix:/PATH or "
-	       "sentinel://HOST:PORT,.../MASTER";
+	if (strncmp(v, sentinels, strlen(sentinels)) == 0) {
+		r->kind = STORE_REMOTE_SENTINEL;
+		r->tls = true;
+		return parse_sentinels(r, v + strlen(sentinels), why);
+	}
+	*why = "redis://HOST:PORT, rediss://HOST:PORT, unix:/PATH, "
+	       "sentinel://HOST:PORT,.../MASTER or sentinels://...";
 	return -EINVAL;
 }
 
@@ -272,6 +291,10 @@ enum remote_key {
 	KEY_PREFIX,
 	KEY_TIMEOUT,
 	KEY_LIMITS,
+	KEY_TLS_CA,
+	KEY_TLS_CERT,
+	KEY_TLS_KEY,
+	KEY_TLS_NAME,
 };
 
 /* Table order is --help order; each key's bit is STORE_REMOTE_GIVEN_*. */
@@ -284,7 +307,8 @@ static const struct {
 } keys[] = {
 	[KEY_STORE] = { "store", "store=URL",
 			"the shared store: redis://HOST:PORT, unix:/PATH or "
-			"sentinel://HOST:PORT,.../MASTER",
+			"sentinel://HOST:PORT,.../MASTER; rediss:// and "
+			"sentinels:// over TLS",
 			"none, the embedded store", STORE_REMOTE_GIVEN_STORE },
 	[KEY_USER] = { "store_user", "store_user=NAME",
 		       "the Redis ACL user to authenticate as",
@@ -304,6 +328,21 @@ static const struct {
 			 "take the store's recorded limits instead of "
 			 "refusing different ones",
 			 "check", STORE_REMOTE_GIVEN_LIMITS },
+	[KEY_TLS_CA] = { "store_tls_ca", "store_tls_ca=PATH",
+			 "the PEM file of the CAs that sign the servers' "
+			 "certificates (TLS)",
+			 "the system's trust store", STORE_REMOTE_GIVEN_TLS_CA },
+	[KEY_TLS_CERT] = { "store_tls_cert", "store_tls_cert=PATH",
+			   "the PEM file of this mount's certificate, for "
+			   "servers that ask for one (TLS)",
+			   "none", STORE_REMOTE_GIVEN_TLS_CERT },
+	[KEY_TLS_KEY] = { "store_tls_key", "store_tls_key=PATH",
+			  "the PEM file of that certificate's private key",
+			  "none", STORE_REMOTE_GIVEN_TLS_KEY },
+	[KEY_TLS_NAME] = { "store_tls_name", "store_tls_name=NAME",
+			   "the name the servers' certificates must carry "
+			   "(TLS)",
+			   "the host of the URL", STORE_REMOTE_GIVEN_TLS_NAME },
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -347,6 +386,27 @@ static int apply(struct store_remote *r, enum remote_key key, const char *v,
 			return -EINVAL;
 		}
 		r->timeout_ms = ms;
+		return 0;
+	case KEY_TLS_CA:
+	case KEY_TLS_CERT:
+	case KEY_TLS_KEY: {
+		char *to = key == KEY_TLS_CA ? r->tls_ca :
+			   key == KEY_TLS_CERT ? r->tls_cert : r->tls_key;
+
+		/* Absolute: the daemon runs from "/" in the background. */
+		if (*v != '/' || strlen(v) >= PATH_MAX) {
+			*why = "the absolute path of a readable PEM file";
+			return -EINVAL;
+		}
+		copy_text(to, PATH_MAX, v, strlen(v));
+		return 0;
+	}
+	case KEY_TLS_NAME:
+		if (!good_name(v, strlen(v), STORE_REMOTE_HOST_MAX, "/,[]")) {
+			*why = "a host name or address of 1 to 255 bytes";
+			return -EINVAL;
+		}
+		copy_text(r->tls_name, sizeof(r->tls_name), v, strlen(v));
 		return 0;
 	case KEY_LIMITS:
 		if (strcmp(v, "adopt") == 0)
@@ -499,6 +559,28 @@ int layout_remote_finish(struct store_remote *r, char *err, size_t errlen)
 				return -EINVAL;
 			}
 		return 0;
+	}
+	if (!r->tls && (r->given & (STORE_REMOTE_GIVEN_TLS_CA |
+				    STORE_REMOTE_GIVEN_TLS_CERT |
+				    STORE_REMOTE_GIVEN_TLS_KEY |
+				    STORE_REMOTE_GIVEN_TLS_NAME))) {
+		for (size_t i = KEY_TLS_CA; i < NKEYS; i++)
+			if ((r->given & keys[i].given) && errlen > 0) {
+				snprintf(err, errlen, "statefs: -o %s needs a "
+					 "store over TLS (-o store=rediss://"
+					 "HOST:PORT or sentinels://...)",
+					 keys[i].key);
+				break;
+			}
+		return -EINVAL;
+	}
+	if (!r->tls_cert[0] != !r->tls_key[0]) {
+		if (errlen > 0)
+			snprintf(err, errlen, "statefs: -o %s needs -o %s (a "
+				 "client certificate and its key go together)",
+				 r->tls_cert[0] ? "store_tls_cert" : "store_tls_key",
+				 r->tls_cert[0] ? "store_tls_key" : "store_tls_cert");
+		return -EINVAL;
 	}
 	if (r->user[0] && !r->password_file[0]) {
 		if (errlen > 0)

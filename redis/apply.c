@@ -41,11 +41,12 @@
  * transition.  One thread applies (the follower, redis/follow.c, or a
  * test); readers use the hierarchy as they always do.
  */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 
 /* Applying ------------------------------------------------------------------ */
@@ -61,7 +62,7 @@ static struct store_node *node_of(struct store *s, const struct entry *e,
 	if (!entry_u64(e, name, &ino))
 		return NULL;
 	n = index_get(mirror_of(s), ino + mirror_of(s)->ino_offset);
-	if (n && n->kind != kind) {
+	if (n && store_node_kind(n) != kind) {
 		store_node_unref(s, n);
 		n = NULL;
 	}
@@ -101,31 +102,27 @@ static int apply_join(struct store *s, struct given *g, struct mtenant *mt,
 		return -EPROTO;
 	g->ino = ino + m->ino_offset;
 	if (strcmp(kind, "tenant") == 0) {
-		struct tenant *old;
+		struct store_node *old;
 
 		/* A cleanup of an earlier tenant of the name orders before
 		 * this join in the store, but is in another log: it may
 		 * not be applied yet.  It is now. */
-		lock(&s->lock, LOCK_STORE);
-		HASH_FIND_STR(s->tenants, name, old);
-		if (old)
-			store_node_ref(&old->node);
-		unlock(&s->lock, LOCK_STORE);
+		old = tenant_find(s, name);
 		if (old) {
 			struct given q = *g;
 
 			q.quiet = true;
-			TRANSITION(s, tenant_cleanup(s, &q, name, NULL));
-			store_node_unref(s, &old->node);
+			ENGINE_TRANSITION(s, tenant_cleanup(s, &q, name, NULL));
+			store_node_unref(s, old);
 		}
-		rc = TRANSITION(s, tenant_create(s, g, name, &o, &n, NULL));
+		rc = ENGINE_TRANSITION(s, tenant_create(s, g, name, &o, &n, NULL));
 		if (rc)
 			return applied(rc);
 		store_node_ref(n);
 		lock(&m->lock, LOCK_ENGINE_INDEX);
 		if (mt->t)
-			store_node_unref(s, &mt->t->node);
-		mt_set_locked(m, mt, as_tenant(n));
+			store_node_unref(s, tenant_node(mt->t));
+		mt_set_locked(m, mt, node_tenant(n));
 		unlock(&m->lock, LOCK_ENGINE_INDEX);
 		return index_put(s, m, n);
 	}
@@ -133,12 +130,12 @@ static int apply_join(struct store *s, struct given *g, struct mtenant *mt,
 		return -EPROTO;
 	/* No copy of the tenant (a reload of it failed), or a dead one:
 	 * nothing of it applies until it is reloaded. */
-	if (!mt->t || is_dead(&mt->t->node))
+	if (!mt->t || node_dead(tenant_node(mt->t)))
 		return -EUCLEAN;
-	rc = TRANSITION(s, parent_join(s, g, mt->t, name, &o, &n, NULL));
+	rc = ENGINE_TRANSITION(s, parent_join(s, g, mt->t, name, &o, &n, NULL));
 	if (rc)
 		return applied(rc);
-	if (as_parent(n)->generation != gen) {
+	if (parent_generation(node_parent(n)) != gen) {
 		store_node_unref(s, n);
 		return -EUCLEAN;
 	}
@@ -162,11 +159,11 @@ static int apply_create(struct store *s, struct given *g, const struct entry *e)
 		return -EPROTO;
 	}
 	g->ino = ino + mirror_of(s)->ino_offset;
-	rc = TRANSITION(s, child_create(s, g, p, name, &o, true, &n, &created, NULL));
+	rc = ENGINE_TRANSITION(s, child_create(s, g, p, name, &o, true, &n, &created, NULL));
 	store_node_unref(s, p);
 	if (rc)
 		return applied(rc);
-	if (deadline_of(s, n) != deadline) {
+	if (node_deadline(s, n) != deadline) {
 		store_node_unref(s, n);
 		return -EUCLEAN;
 	}
@@ -210,10 +207,10 @@ static int apply_attrs(struct store *s, struct given *g, struct store_node *n,
 		mask |= STORE_SET_RENEW;
 	if (!mask && !entry_str(e, "ctime"))
 		return 0;
-	rc = TRANSITION(s, node_setattr(s, g, n, mask, &in, NULL));
+	rc = ENGINE_TRANSITION(s, node_setattr(s, g, n, mask, &in, NULL));
 	if (rc)
 		return applied(rc);
-	if ((mask & STORE_SET_RENEW) && deadline_of(s, n) != deadline)
+	if ((mask & STORE_SET_RENEW) && node_deadline(s, n) != deadline)
 		return -EUCLEAN;
 	return 0;
 }
@@ -238,18 +235,14 @@ static int apply_write(struct store *s, struct given *g, const struct entry *e)
 	/* A write entry of sfs_publish names the mtime it kept; one of
 	 * sfs_setattr (kind=child) names the mtime the call set. */
 	keep = !entry_str(e, "kind") && dec_i64(entry_str(e, "mtime"), &mtime);
-	world_enter(s);
-	rc = content_publish(s, g, as_child(n), data, len, keep ? &mtime : NULL);
-	world_exit(s);
-	event_hook_run(s);
-	if (rc == 0 && as_child(n)->version != ver)
+	rc = ENGINE_TRANSITION(s, content_publish(s, g, node_child(n), data, len,
+						  keep ? &mtime : NULL));
+	if (rc == 0 && state_version(s, node_child(n)) != ver)
 		rc = -EUCLEAN;
 	if (rc == 0 && entry_str(e, "kind")) {
 		rc = apply_attrs(s, g, n, e);
 		if (rc == 0 && dec_i64(entry_str(e, "mtime"), &mtime)) {
-			lock(stripe(s, as_child(n)), LOCK_STRIPE);
-			as_child(n)->meta.mtime = mtime;
-			unlock(stripe(s, as_child(n)), LOCK_STRIPE);
+			state_set_mtime(s, node_child(n), mtime);
 		}
 	}
 	store_node_unref(s, n);
@@ -268,10 +261,10 @@ static struct store_node *node_of_kind(struct store *s, struct mtenant *mt,
 		uint64_t ino;
 
 		if (!entry_u64(e, "ino", &ino) ||
-		    mt->t->node.ino != ino + mirror_of(s)->ino_offset)
+		    store_node_ino(tenant_node(mt->t)) != ino + mirror_of(s)->ino_offset)
 			return NULL;
-		store_node_ref(&mt->t->node);
-		return &mt->t->node;
+		store_node_ref(tenant_node(mt->t));
+		return tenant_node(mt->t);
 	}
 	return node_of(s, e, "ino", strcmp(kind, "parent") == 0 ?
 			  STORE_PARENT : STORE_CHILD);
@@ -281,8 +274,8 @@ static struct store_node *node_of_kind(struct store *s, struct mtenant *mt,
  * watcher machinery raises ATTRIB for it (store_set_touch_hook). */
 static void touched(struct store *s, struct given *g, struct store_node *n)
 {
-	if (g->others && !g->quiet && s->touch_hook)
-		s->touch_hook(s->touch_arg, n);
+	if (g->others && !g->quiet)
+		node_touched(s, n);
 }
 
 static int apply_lease(struct store *s, struct given *g, struct mtenant *mt,
@@ -298,8 +291,8 @@ static int apply_lease(struct store *s, struct given *g, struct mtenant *mt,
 		store_node_unref(s, n);
 		return -EPROTO;
 	}
-	rc = TRANSITION(s, lease_change(s, g, n, set, ttl));
-	if (rc == 0 && deadline_of(s, n) != deadline)
+	rc = ENGINE_TRANSITION(s, lease_change(s, g, n, set, ttl));
+	if (rc == 0 && node_deadline(s, n) != deadline)
 		rc = -EUCLEAN;
 	if (rc == 0)
 		touched(s, g, n);
@@ -319,10 +312,10 @@ static int apply_expire(struct store *s, struct given *g, const struct entry *e)
 		    STORE_PARENT : STORE_CHILD);
 	if (!n)
 		return -EUCLEAN;
-	if (n->kind == STORE_PARENT)
-		done = TRANSITION(s, parent_expire(s, g, as_parent(n), e->ms));
+	if (store_node_kind(n) == STORE_PARENT)
+		done = ENGINE_TRANSITION(s, parent_expire(s, g, node_parent(n), e->ms));
 	else
-		done = TRANSITION(s, child_expire(s, g, as_child(n), e->ms));
+		done = ENGINE_TRANSITION(s, child_expire(s, g, node_child(n), e->ms));
 	store_node_unref(s, n);
 	return done == 1 ? 0 : -EUCLEAN;
 }
@@ -335,7 +328,7 @@ static int apply_rename(struct store *s, struct given *g, const struct entry *e,
 	int rc = -EUCLEAN;
 
 	if (a && b && name && to)
-		rc = applied(TRANSITION(s, child_rename(s, g, a, name, b, to, flags)));
+		rc = applied(ENGINE_TRANSITION(s, child_rename(s, g, a, name, b, to, flags)));
 	if (a)
 		store_node_unref(s, a);
 	if (b)
@@ -347,17 +340,10 @@ static int apply_tomb_age(struct store *s, struct tenant *t,
 			  const struct entry *e)
 {
 	const char *name = entry_str(e, "name");
-	struct tomb *tb;
 
 	if (!name)
 		return -EPROTO;
-	world_enter(s);
-	lock(&t->lock, LOCK_TENANT);
-	HASH_FIND_STR(t->tombs, name, tb);
-	if (tb)
-		tomb_drop_locked(s, t, tb);
-	unlock(&t->lock, LOCK_TENANT);
-	world_exit(s);
+	tomb_age(s, t, name);
 	return 0;
 }
 
@@ -372,9 +358,7 @@ static int apply_child_ttl(struct store *s, struct given *g, const struct entry 
 		store_node_unref(s, n);
 		return -EPROTO;
 	}
-	bucket_lock(as_parent(n));
-	as_parent(n)->child_ttl_ms = ttl;
-	bucket_unlock(as_parent(n));
+	parent_set_child_ttl(node_parent(n), ttl);
 	touched(s, g, n);
 	store_node_unref(s, n);
 	return 0;
@@ -399,14 +383,14 @@ static int apply_tenant(struct store *s, struct given *g, struct mtenant *mt,
 
 	if (strcmp(op, "join") == 0)
 		return apply_join(s, g, mt, e);
-	if (!t || is_dead(&t->node))
+	if (!t || node_dead(tenant_node(t)))
 		return -EUCLEAN;
 	if (strcmp(op, "leave") == 0 || strcmp(op, "depart") == 0) {
 		const char *name = entry_str(e, "name");
 
 		if (!name || !entry_u64(e, "gen", &v))
 			return -EPROTO;
-		rc = TRANSITION(s, parent_leave(s, g, t, name, op[0] == 'l', NULL));
+		rc = ENGINE_TRANSITION(s, parent_leave(s, g, t, name, op[0] == 'l', NULL));
 		return applied(rc);
 	}
 	if (strcmp(op, "expire") == 0)
@@ -422,7 +406,7 @@ static int apply_tenant(struct store *s, struct given *g, struct mtenant *mt,
 				store_node_unref(s, a);
 			return -EUCLEAN;
 		}
-		rc = TRANSITION(s, child_unlink(s, g, a, name));
+		rc = ENGINE_TRANSITION(s, child_unlink(s, g, a, name));
 		store_node_unref(s, a);
 		return applied(rc);
 	}
@@ -432,7 +416,7 @@ static int apply_tenant(struct store *s, struct given *g, struct mtenant *mt,
 		a = node_of(s, e, "ino", STORE_CHILD);
 		b = node_of(s, e, "pino", STORE_PARENT);
 		rc = a && b && name ?
-		     TRANSITION(s, child_link(s, g, a, b, name, NULL)) : -EUCLEAN;
+		     ENGINE_TRANSITION(s, child_link(s, g, a, b, name, NULL)) : -EUCLEAN;
 		if (a)
 			store_node_unref(s, a);
 		if (b)
@@ -463,7 +447,7 @@ static int apply_tenant(struct store *s, struct given *g, struct mtenant *mt,
 		return apply_tomb_age(s, t, e);
 	if (strcmp(op, "drain") == 0) {
 		if (!entry_str(e, "clear")) {
-			rc = TRANSITION(s, drain_start(s, g, t, e->ms, NULL));
+			rc = ENGINE_TRANSITION(s, drain_start(s, g, t, e->ms, NULL));
 			return applied(rc);
 		}
 		drain_clear_tenant(s, g, t, entry_str(e, "dead") != NULL);
@@ -472,15 +456,18 @@ static int apply_tenant(struct store *s, struct given *g, struct mtenant *mt,
 		return 0;
 	}
 	if (strcmp(op, "cleanup") == 0) {
-		struct tenant *cur;
+		const char *name = store_node_name(tenant_node(t));
+		struct store_node *cur;
+		bool same;
 
 		/* Unless a later tenant of the name joined already (which
 		 * applied this cleanup first). */
-		lock(&s->lock, LOCK_STORE);
-		HASH_FIND_STR(s->tenants, t->name, cur);
-		unlock(&s->lock, LOCK_STORE);
-		if (cur == t)
-			TRANSITION(s, tenant_cleanup(s, g, t->name, NULL));
+		cur = tenant_find(s, name);
+		same = cur == tenant_node(t);
+		if (cur)
+			store_node_unref(s, cur);
+		if (same)
+			ENGINE_TRANSITION(s, tenant_cleanup(s, g, name, NULL));
 		mt_gone(s, mt);
 		return 0;
 	}
@@ -498,11 +485,9 @@ static int apply_root(struct store *s, struct given *g, const struct entry *e)
 		return mirror_tenant_add(s, v, entry_str(e, "name"));
 	}
 	if (strcmp(op, "drain") == 0)
-		return applied(TRANSITION(s, drain_start(s, g, NULL, e->ms, NULL)));
+		return applied(ENGINE_TRANSITION(s, drain_start(s, g, NULL, e->ms, NULL)));
 	if (strcmp(op, "drained") == 0) {
-		lock(&s->lock, LOCK_STORE);
-		atomic_store(&s->state, STORE_DRAINED);
-		unlock(&s->lock, LOCK_STORE);
+		store_set_drained(s);
 		return 0;
 	}
 	if (strcmp(op, "clock") == 0) {
@@ -561,7 +546,7 @@ int mirror_apply(struct store *s, uint64_t tid, const struct entry *e)
 		}
 		unlock(&m->lock, LOCK_ENGINE_INDEX);
 		if (drop)
-			store_node_unref(s, &drop->node);
+			store_node_unref(s, tenant_node(drop));
 	} else {
 		m->root_seq = e->seq;
 	}

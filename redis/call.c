@@ -23,7 +23,7 @@
  * within store_timeout and a second.  remote->lock is let go before the
  * mirror's lock is taken to read what was applied.
  */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 #include "redis/internal.h"
 
@@ -462,13 +462,14 @@ int settle_node(struct store *s, uint64_t tid, int rc, redisReply *rep,
 	/* (A dead tenant's outcome has seq 0: its end may not be applied.) */
 	if (rc != -ESTALE || !rep || out_u64(rep, 2) == 0 ||
 	    wait_seq(s, tid, out_u64(rep, 2)) != 0 ||
-	    (n->kind != STORE_PARENT && n->kind != STORE_CHILD) ||
+	    (store_node_kind(n) != STORE_PARENT &&
+	     store_node_kind(n) != STORE_CHILD) ||
 	    store_getattr(s, n, &a) != 0)
 		return rc;
 	remote_tenant_key(s, tid, key, sizeof(key));
 	len = strlen(key) - 1; /* "...:t" -> "...:" */
 	snprintf(key + len, sizeof(key) - len, "%c:%" PRIu64,
-		 n->kind == STORE_PARENT ? 'p' : 's', mirror_remote_ino(s, n));
+		 store_node_kind(n) == STORE_PARENT ? 'p' : 's', mirror_remote_ino(s, n));
 	return remote_damaged_key(remote_of(s), "mirror", key);
 }
 

@@ -18,7 +18,7 @@
  * .clock write; each call and each wait as redis/call.c says, no store
  * lock held.
  */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 #include "redis/internal.h"
 
@@ -36,11 +36,11 @@ static struct store_node *tenant_of(struct store *s, struct store_node *n)
 {
 	struct store_node *t = NULL;
 
-	if (n->kind == STORE_PARENT) {
-		t = &as_parent(n)->tenant->node;
+	if (store_node_kind(n) == STORE_PARENT) {
+		t = store_node_tenant(n);
 		store_node_ref(t);
-	} else if (n->kind == STORE_CHILD) {
-		t = remote_state_tenant(s, as_child(n));
+	} else if (store_node_kind(n) == STORE_CHILD) {
+		t = state_tenant(s, node_child(n));
 	}
 	return t;
 }
@@ -65,41 +65,19 @@ static uint64_t *due_tenants(struct store *s, size_t *n)
 {
 	struct store_node **due;
 	uint64_t now = store_now_ms(s), *ids;
-	size_t nd = 0, cap, k = 0, stack[64], top = 0;
+	size_t nd, cap, k = 0;
 
-	if (atomic_load(&s->state) == STORE_DRAINING)
+	if (store_state(s) == STORE_DRAINING)
 		return remote_tenants(s, n);
 	due = st_calloc(DUE_MAX, sizeof(*due));
 	if (!due)
 		return NULL;
-	lock(&s->heap_lock, LOCK_HEAP);
-	if (s->heap_n && deadline_of(s, s->heap[0]) <= now)
-		stack[top++] = 0;
-	/* Depth first; a stack of 64 holds any path of a heap. */
-	while (top && nd < DUE_MAX) {
-		size_t i = stack[--top];
-
-		due[nd] = s->heap[i];
-		store_node_ref(due[nd++]);
-		for (size_t c = 2 * i + 1; c <= 2 * i + 2; c++)
-			if (c < s->heap_n && deadline_of(s, s->heap[c]) <= now &&
-			    top < sizeof(stack) / sizeof(stack[0]))
-				stack[top++] = c;
-	}
-	unlock(&s->heap_lock, LOCK_HEAP);
-	if (atomic_load(&s->tenants_draining) > 0) {
-		lock(&s->lock, LOCK_STORE);
-		for (struct tenant *t = s->tenants; t && nd < DUE_MAX; t = t->hh.next)
-			if (atomic_load(&t->drain_state) == STORE_DRAINING) {
-				due[nd] = &t->node;
-				store_node_ref(due[nd++]);
-			}
-		unlock(&s->lock, LOCK_STORE);
-	}
+	nd = lease_due(s, now, due, DUE_MAX);
+	nd += drains_tenants(s, due + nd, DUE_MAX - nd);
 	cap = nd ? nd : 1;
 	ids = st_calloc(cap, sizeof(*ids));
 	for (size_t i = 0; i < nd; i++) {
-		struct store_node *t = due[i]->kind == STORE_TENANT ?
+		struct store_node *t = store_node_kind(due[i]) == STORE_TENANT ?
 			(store_node_ref(due[i]), due[i]) : tenant_of(s, due[i]);
 
 		if (t && ids) {
@@ -163,7 +141,7 @@ unsigned remote_expire(struct store *s, unsigned budget)
 	 * than the one called, and of tenants with no lease due (not in
 	 * @ids): every tenant's log is waited for then, as after
 	 * store_drain, so what went is gone from the mirror on return. */
-	draining = atomic_load(&s->state) == STORE_DRAINING;
+	draining = store_state(s) == STORE_DRAINING;
 	rep = NULL;
 	if (remote_fcall(s, "sfs_expire", true, 0, NULL, a.n, a.v, NULL,
 			 &rep) == 0 &&
@@ -185,8 +163,8 @@ unsigned remote_expire(struct store *s, unsigned budget)
 unsigned remote_expire_due(struct store *s, unsigned budget)
 {
 	if (store_next_deadline(s) > store_now_ms(s) &&
-	    atomic_load(&s->state) != STORE_DRAINING &&
-	    atomic_load(&s->tenants_draining) == 0)
+	    store_state(s) != STORE_DRAINING &&
+	    !drains_running(s))
 		return 0;
 	return remote_expire(s, budget);
 }

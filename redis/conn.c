@@ -10,8 +10,11 @@
  * for the threads that serve requests and a free list of them, the
  * "connected" flag .stats reads, and the latest failure's text.  Dedicated
  * connections (rconn_open) belong to one reader thread each and borrow
- * the pool's options.  A connection (struct rconn) owns one hiredis
- * context at most; NULL until it first connects and after it failed.
+ * the pool's options and its TLS settings (struct link_tls: read once,
+ * when the pool opens).  A connection (struct rconn) owns one link
+ * (redis/link.c: a socket, TLS on it for rediss:// and sentinels://,
+ * hiredis's formatting and reader) at most; NULL until it first
+ * connects and after it failed.
  *
  * Threads and locks
  * -----------------
@@ -19,39 +22,40 @@
  *   pool->lock  guards the free list and pool->why.  Held for a few
  *               instructions; waiting for a free connection sleeps on
  *               pool->freed, which releases it.
- *   conn->lock  guards the swap of conn->ctx against rconn_interrupt
+ *   conn->lock  guards the swap of conn->link against rconn_interrupt
  *               (which shuts the socket down from another thread).  The
- *               owning thread writes ctx only under it and reads it
+ *               owning thread writes link only under it and reads it
  *               without (no other thread writes it).
  * Both are leaves, never held together and never across a network call:
- * a new context is dialled, authenticated and checked before it is
+ * a new link is dialled, authenticated and checked before it is
  * swapped in, and commands run with no lock held (the connection is the
  * caller's alone while it is off the free list).  In the store's lock
  * order they come after everything, and no store lock may be held while
  * calling in here at all (every call may wait on the network), so they
  * are never held while a store lock is taken.  Both take their levels
  * (LOCK_ENGINE_POOL, LOCK_ENGINE_CONN) from the store's lock order
- * (store/internal.h), which test builds check: taking either while any
+ * (store/engine.h), which test builds check: taking either while any
  * store lock is held is reported there.
  *
  * Finding the primary
  * -------------------
  * redis/discover.c finds, dials and greets it (Sentinels, AUTH, ROLE
  * or HELLO, the maxmemory-policy); this file calls it for every new
- * context.  The files of the transport call one way, library.c ->
- * conn.c -> discover.c -> wire.c (redis/wire.h).
+ * link.  The files of the transport call one way, library.c ->
+ * conn.c -> discover.c -> link.c -> wire.c (redis/wire.h).
  *
  * Time and failure
  * ----------------
  * Every call has a deadline (its budget from now, on CLOCK_MONOTONIC).
- * Connecting takes at most store_timeout per attempt (hiredis's connect
- * timeout, then its socket timeout for AUTH and ROLE); a command waits at
- * most the connection's timeout for its reply (the socket's SO_RCVTIMEO
- * via redisSetTimeout), never past the deadline.  Failures fall in three
+ * Connecting takes at most store_timeout per attempt (the connect and
+ * the TLS handshake, then the link's timeout for AUTH and ROLE); a
+ * command waits at most the connection's timeout for its reply (the
+ * socket's SO_RCVTIMEO via link_set_timeout), never past the deadline.  Failures fall in three
  * classes:
  *  - the connection is gone or stuck (no reply: refused, reset, EOF,
- *    timeout) or the server is not the primary or not ready (READONLY,
- *    LOADING, MASTERDOWN, BUSY, NOAUTH): drop the context, reconnect
+ *    timeout, a TLS handshake refused) or the server is not the primary
+ *    or not ready (READONLY, LOADING, MASTERDOWN, BUSY, NOAUTH): drop
+ *    the link, reconnect
  *    (re-discovering the primary) and send again, pausing 10 ms doubling
  *    to 500 ms between failed attempts to connect, while the deadline
  *    allows; then -EIO.  The command may have run before its reply was
@@ -59,7 +63,8 @@
  *  - any other reply, errors included, is the caller's to judge;
  *  - out of memory: -ENOMEM at once.
  * At start (rconn_pool_open) refused credentials are final (-EACCES),
- * as is an evicting policy (-EPERM): retrying cannot fix them.  Later they count as the first class, so a
+ * as are an evicting policy (-EPERM), a TLS file that cannot be used
+ * (-EINVAL) and a TLS refusal (-EPROTO): retrying cannot fix them.  Later they count as the first class, so a
  * password changed on the server ends in -EIO within the budget.
  */
 #include <errno.h>
@@ -68,10 +73,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/conn.h"
 #include "redis/wire.h"
 
@@ -113,32 +117,31 @@ static int conn_init(struct rconn *c, struct rconn_pool *p, uint64_t timeout_ms)
 {
 	c->pool = p;
 	c->timeout_ms = timeout_ms ? timeout_ms : p->remote.timeout_ms;
-	c->ctx = NULL;
+	c->link = NULL;
 	atomic_init(&c->interrupted, false);
 	c->checked = 0;
 	c->next_free = NULL;
 	return -pthread_mutex_init(&c->lock, NULL);
 }
 
-/* Swap @ctx in as @c's context (the owner only). */
-static void conn_set(struct rconn *c, redisContext *ctx)
+/* Swap @ln in as @c's link (the owner only). */
+static void conn_set(struct rconn *c, struct link *ln)
 {
 	lock(&c->lock, LOCK_ENGINE_CONN);
-	c->ctx = ctx;
+	c->link = ln;
 	unlock(&c->lock, LOCK_ENGINE_CONN);
 }
 
-/* Drop @c's context, if any (the owner only). */
+/* Drop @c's link, if any (the owner only). */
 static void conn_drop(struct rconn *c)
 {
-	redisContext *ctx;
+	struct link *ln;
 
 	lock(&c->lock, LOCK_ENGINE_CONN);
-	ctx = c->ctx;
-	c->ctx = NULL;
+	ln = c->link;
+	c->link = NULL;
 	unlock(&c->lock, LOCK_ENGINE_CONN);
-	if (ctx)
-		redisFree(ctx);
+	link_close(ln);
 }
 
 /*
@@ -172,13 +175,13 @@ static int call_until(struct rconn *c, uint64_t deadline, int argc,
 		}
 		/* Another connection found the policy evicting since this
 		 * one was checked: check it again before it serves. */
-		if (c->ctx && c->checked != atomic_load(&p->evictions))
+		if (c->link && c->checked != atomic_load(&p->evictions))
 			conn_drop(c);
-		if (!c->ctx) {
-			redisContext *ctx = NULL;
+		if (!c->link) {
+			struct link *ln = NULL;
 			unsigned ev = atomic_load(&p->evictions);
 
-			rc = discover_primary(p, deadline, &ctx, why);
+			rc = discover_primary(p, deadline, &ln, why);
 			if (rc == -ENOMEM)
 				return rc;
 			/* Said once, when it starts: every call fails until
@@ -194,23 +197,22 @@ static int call_until(struct rconn *c, uint64_t deadline, int argc,
 				sleep_ms(min_u64(pause, wire_left_ms(deadline)));
 				continue;
 			}
-			conn_set(c, ctx);
+			conn_set(c, ln);
 			c->checked = ev;
 			atomic_store(&p->evicting, false);
 			/* An interrupt may have come while dialling. */
 			continue;
 		}
-		if (redisSetTimeout(c->ctx, wire_tv(min_u64(left, c->timeout_ms))) !=
-		    REDIS_OK) {
+		if (link_set_timeout(c->link, min_u64(left, c->timeout_ms)) < 0) {
 			wire_why(why, "cannot set the socket timeout");
 			conn_drop(c);
 			continue;
 		}
-		rep = wire_exchange(c->ctx, argc, argv, argvlen, why);
+		rep = link_exchange(c->link, argc, argv, argvlen, why);
 		if (!rep) {
-			bool oom = c->ctx->err == REDIS_ERR_OOM;
+			bool oom = link_failure(c->link) == LINK_OOM;
 
-			/* The reply may still come: this context is done. */
+			/* The reply may still come: this link is done. */
 			conn_drop(c);
 			if (oom)
 				return -ENOMEM;
@@ -291,6 +293,11 @@ int rconn_pool_open(const struct store_remote *r, unsigned size,
 	p->remote = *r;
 	p->size = size;
 	store_remote_describe(p->where, sizeof(p->where), r);
+	/* The TLS files are read once, now: a bad one is final. */
+	rc = link_tls_new(r, &p->tls, why);
+	if (rc < 0)
+		goto fail;
+	rc = -ENOMEM;
 	atomic_init(&p->connected, false);
 	atomic_init(&p->sentinel_next, 0);
 	atomic_init(&p->evictions, 0);
@@ -316,22 +323,22 @@ int rconn_pool_open(const struct store_remote *r, unsigned size,
 	 * It is the one on top of the free list, the first to be used. */
 	deadline = wire_now_ms() + r->timeout_ms;
 	for (;;) {
-		redisContext *ctx = NULL;
+		struct link *ln = NULL;
 
-		rc = discover_primary(p, deadline, &ctx, why);
+		rc = discover_primary(p, deadline, &ln, why);
 		if (rc == 0) {
-			conn_set(p->free, ctx);
+			conn_set(p->free, ln);
 			atomic_store(&p->connected, true);
 			*out = p;
 			return 0;
 		}
 		if (rc == -ENOMEM || rc == -EACCES || rc == -EPERM ||
-		    wire_left_ms(deadline) == 0)
+		    rc == -EPROTO || wire_left_ms(deadline) == 0)
 			break;
 		pause = pause ? min_u64(pause * 2, PAUSE_MAX_MS) : PAUSE_FIRST_MS;
 		sleep_ms(min_u64(pause, wire_left_ms(deadline)));
 	}
-	if (rc != -ENOMEM && rc != -EACCES && rc != -EPERM)
+	if (rc != -ENOMEM && rc != -EACCES && rc != -EPERM && rc != -EPROTO)
 		rc = -EIO;
 fail_conns:
 	while (inited > 0)
@@ -354,6 +361,7 @@ fail:
 				*ch = '?';
 	}
 	if (p) {
+		link_tls_free(p->tls);
 		explicit_bzero(&p->remote, sizeof(p->remote));
 		free(p->conns);
 		free(p);
@@ -371,6 +379,7 @@ void rconn_pool_close(struct rconn_pool *p)
 	}
 	pthread_cond_destroy(&p->freed);
 	pthread_mutex_destroy(&p->lock);
+	link_tls_free(p->tls);
 	explicit_bzero(&p->remote, sizeof(p->remote));
 	free(p->conns);
 	free(p);
@@ -449,11 +458,11 @@ int rconn_call(struct rconn *c, uint64_t budget_ms, int argc,
 void rconn_interrupt(struct rconn *c)
 {
 	atomic_store(&c->interrupted, true);
-	/* Under the lock the context cannot be freed, so its descriptor is
+	/* Under the lock the link cannot be freed, so its descriptor is
 	 * still this connection's. */
 	lock(&c->lock, LOCK_ENGINE_CONN);
-	if (c->ctx)
-		shutdown(c->ctx->fd, SHUT_RDWR);
+	if (c->link)
+		link_wake(c->link);
 	unlock(&c->lock, LOCK_ENGINE_CONN);
 }
 

@@ -36,11 +36,14 @@ struct rconn_pool;
  * @r (copied, password included; @r->kind must not be STORE_REMOTE_NONE).
  * One connection is made now, within @r->timeout_ms, so that what can
  * only be learned by connecting is reported at start: returns 0 with
- * *@out, -EINVAL (no store, @size 0), -ENOMEM, -EACCES (the server
- * refused the credentials, or wants some and none were given), -EPERM
- * (its maxmemory-policy is not noeviction, or INFO is refused), or -EIO
- * (no primary could be reached and checked within the timeout), with a
- * one-line message starting "statefs: " in @err.  The other connections
+ * *@out, -EINVAL (no store, @size 0, a TLS file that cannot be used),
+ * -ENOMEM, -EACCES (the server refused the credentials, or wants some
+ * and none were given), -EPERM (its maxmemory-policy is not noeviction,
+ * or INFO is refused), -EPROTO (TLS refused: the server's certificate
+ * untrusted, not for its name or invalid, this mount's certificate
+ * refused or missing, a server that does not speak TLS), or -EIO (no
+ * primary could be reached and checked within the timeout), with a
+ * one-line message starting "statefs: " in @err saying which.  The other connections
  * are made when first needed.
  */
 int rconn_pool_open(const struct store_remote *r, unsigned size,

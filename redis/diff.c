@@ -55,7 +55,7 @@
  * (LOCK_TENANT, then LOCK_PARENT), a state's links under its stripe; the
  * mirror's lock only inside index_get and index_put.
  */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 
 #include <errno.h>
@@ -186,7 +186,7 @@ static int parse_state(struct diff *d, const struct dump_val *srow)
 	    !dump_kvu(S, "version", &ds->ver))
 		return -EPROTO;
 	ds->data = dump_kv_len(S, "data", &ds->len);
-	if (ds->data && ds->len > d->s->lim.max_payload)
+	if (ds->data && ds->len > store_limits(d->s)->max_payload)
 		return -EPROTO;
 	ds->ino = sino + mirror_of(d->s)->ino_offset;
 	ds->row = S;
@@ -318,52 +318,49 @@ static void clinks_free(struct diff *d, struct clink *v, size_t n)
 	free(v);
 }
 
+/* What clinks() gathers: the links so far. */
+struct clinks {
+	struct clink *v;
+	size_t n, cap;
+};
+
+static int clink_add(void *arg, struct store_node *p, const char *name,
+		     uint64_t ino)
+{
+	struct clinks *cl = arg;
+
+	if (cl->n == cl->cap) {
+		size_t nc = cl->cap ? cl->cap * 2 : 64;
+		struct clink *nv = st_realloc(cl->v, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		cl->v = nv;
+		cl->cap = nc;
+	}
+	cl->v[cl->n].name = st_strdup(name);
+	if (!cl->v[cl->n].name)
+		return -ENOMEM;
+	cl->v[cl->n].p = p;
+	store_node_ref(p);
+	cl->v[cl->n].ino = ino;
+	cl->n++;
+	return 0;
+}
+
 /* Every link of the copy, into *@out (*@n of them). */
 static int clinks(struct diff *d, struct clink **out, size_t *n)
 {
-	struct clink *v = NULL;
-	size_t cap = 0;
-	struct parent *p;
-	int rc = 0;
+	struct clinks cl = { .v = NULL };
+	int rc = tenant_each_link(d->s, d->t, clink_add, &cl);
 
-	*n = 0;
-	lock(&d->t->lock, LOCK_TENANT);
-	for (p = d->t->parents; p && rc == 0; p = p->hh.next) {
-		struct link *l;
-		uint32_t i;
-
-		bucket_lock(p);
-		ptab_for_each(&p->links, i, l) {
-			if (*n == cap) {
-				size_t nc = cap ? cap * 2 : 64;
-				struct clink *nv = st_realloc(v, nc * sizeof(*v));
-
-				if (!nv) {
-					rc = -ENOMEM;
-					break;
-				}
-				v = nv;
-				cap = nc;
-			}
-			v[*n].name = st_strdup(l->name);
-			if (!v[*n].name) {
-				rc = -ENOMEM;
-				break;
-			}
-			v[*n].p = &p->node;
-			store_node_ref(&p->node);
-			v[*n].ino = l->child->node.ino;
-			(*n)++;
-		}
-		bucket_unlock(p);
-	}
-	unlock(&d->t->lock, LOCK_TENANT);
+	*n = cl.n;
 	if (rc) {
-		clinks_free(d, v, *n);
-		v = NULL;
+		clinks_free(d, cl.v, *n);
+		cl.v = NULL;
 		*n = 0;
 	}
-	*out = v;
+	*out = cl.v;
 	return rc;
 }
 
@@ -373,8 +370,9 @@ static struct store_node *live(struct diff *d, uint64_t ino,
 {
 	struct store_node *n = index_get(mirror_of(d->s), ino);
 
-	if (n && (n->kind != kind ||
-		  (kind == STORE_PARENT && as_parent(n)->tenant != d->t))) {
+	if (n && (store_node_kind(n) != kind ||
+		  (kind == STORE_PARENT &&
+		   store_node_tenant(n) != tenant_node(d->t)))) {
 		store_node_unref(d->s, n);
 		n = NULL;
 	}
@@ -386,27 +384,33 @@ static struct store_node *live(struct diff *d, uint64_t ino,
  * by): its parent, counted, in *@p and its name in @name; false when
  * every link of @n is the dump's.
  */
+struct anchor {
+	struct diff *d;
+	uint64_t ino;                  /* the state's */
+	struct store_node **p;
+	char *name;
+};
+
+static bool anchor_at(void *arg, struct store_node *p, const char *name)
+{
+	struct anchor *an = arg;
+	struct dlink *dl = dlink_find(an->d, store_node_ino(p), name);
+
+	if (dl && dl->st->ino == an->ino)
+		return false;
+	*an->p = p;
+	store_node_ref(p);
+	snprintf(an->name, NAME_MAX + 1, "%s", name);
+	return true;
+}
+
 static bool anchor_of(struct diff *d, struct store_node *n,
 		      struct store_node **p, char *name)
 {
-	struct child *c = as_child(n);
-	struct link *l;
-	bool found = false;
+	struct anchor an = { .d = d, .ino = store_node_ino(n), .p = p,
+			     .name = name };
 
-	lock(stripe(d->s, c), LOCK_STRIPE);
-	LL_FOREACH2(c->slinks, l, snext) {
-		struct dlink *dl = dlink_find(d, l->parent->node.ino, l->name);
-
-		if (!dl || dl->st->ino != n->ino) {
-			*p = &l->parent->node;
-			store_node_ref(*p);
-			snprintf(name, NAME_MAX + 1, "%s", l->name);
-			found = true;
-			break;
-		}
-	}
-	unlock(stripe(d->s, c), LOCK_STRIPE);
-	return found;
+	return state_each_link(d->s, node_child(n), anchor_at, &an);
 }
 
 /* Step 3's removals: each link of the copy the dump does not have, but
@@ -418,7 +422,7 @@ static int drop_links(struct diff *d, bool all)
 	int rc = clinks(d, &v, &n);
 
 	for (size_t i = 0; i < n && rc == 0; i++) {
-		struct dlink *dl = dlink_find(d, v[i].p->ino, v[i].name);
+		struct dlink *dl = dlink_find(d, store_node_ino(v[i].p), v[i].name);
 		struct store_node *c;
 		uint32_t links = 0;
 
@@ -426,14 +430,12 @@ static int drop_links(struct diff *d, bool all)
 			continue; /* the dump's */
 		if (!all && dstate_find(d, v[i].ino) &&
 		    (c = live(d, v[i].ino, STORE_CHILD)) != NULL) {
-			lock(stripe(d->s, as_child(c)), LOCK_STRIPE);
-			links = c->nlink;
-			unlock(stripe(d->s, as_child(c)), LOCK_STRIPE);
+			links = state_nlink(d->s, node_child(c));
 			store_node_unref(d->s, c);
 			if (links <= 1)
 				continue; /* it moves (add_links) */
 		}
-		rc = done(TRANSITION(d->s, child_unlink(d->s, &d->g, v[i].p, v[i].name)));
+		rc = done(ENGINE_TRANSITION(d->s, child_unlink(d->s, &d->g, v[i].p, v[i].name)));
 	}
 	clinks_free(d, v, n);
 	return rc;
@@ -448,7 +450,7 @@ static int make_state(struct diff *d, struct dstate *ds, struct store_node *p,
 	int rc;
 
 	d->g.ino = ds->ino;
-	rc = TRANSITION(d->s, child_create(d->s, &d->g, p, name, &ds->o, true, &c,
+	rc = ENGINE_TRANSITION(d->s, child_create(d->s, &d->g, p, name, &ds->o, true, &c,
 					 &created, NULL));
 	d->g.ino = 0;
 	if (rc)
@@ -487,10 +489,10 @@ static int add_links(struct diff *d)
 		if (!n)
 			rc = make_state(d, dl->st, p, dl->name);
 		else if (anchor_of(d, n, &ap, aname))
-			rc = done(TRANSITION(d->s, child_rename(d->s, &d->g, ap, aname, p,
+			rc = done(ENGINE_TRANSITION(d->s, child_rename(d->s, &d->g, ap, aname, p,
 							     dl->name, 0)));
 		else
-			rc = done(TRANSITION(d->s, child_link(d->s, &d->g, n, p, dl->name,
+			rc = done(ENGINE_TRANSITION(d->s, child_link(d->s, &d->g, n, p, dl->name,
 							   NULL)));
 		if (ap)
 			store_node_unref(d->s, ap);
@@ -522,7 +524,7 @@ static int unblock(struct diff *d, bool kill)
 		if (!p)
 			continue;
 		if (node_lookup(d->s, &d->g, p, dl->name, &at) != 0 ||
-		    at->ino == dl->st->ino) {
+		    store_node_ino(at) == dl->st->ino) {
 			if (at)
 				store_node_unref(d->s, at);
 			store_node_unref(d->s, p);
@@ -531,11 +533,11 @@ static int unblock(struct diff *d, bool kill)
 		store_node_unref(d->s, at);
 		n = live(d, dl->st->ino, STORE_CHILD);
 		if (n && anchor_of(d, n, &ap, aname)) {
-			rc = done(TRANSITION(d->s, child_rename(d->s, &d->g, ap, aname, p,
+			rc = done(ENGINE_TRANSITION(d->s, child_rename(d->s, &d->g, ap, aname, p,
 					     dl->name, STORE_RENAME_EXCHANGE)));
 			rc = rc ? rc : 1;
 		} else if (kill) {
-			rc = done(TRANSITION(d->s, child_unlink(d->s, &d->g, p, dl->name)));
+			rc = done(ENGINE_TRANSITION(d->s, child_unlink(d->s, &d->g, p, dl->name)));
 			rc = rc ? rc : 1;
 		}
 		if (ap)
@@ -585,20 +587,20 @@ static int join_parents(struct diff *d, bool all)
 			store_node_unref(d->s, n);
 			continue;
 		}
-		if (node_lookup(d->s, &d->g, &d->t->node, dp->name, &n) == 0) {
+		if (node_lookup(d->s, &d->g, tenant_node(d->t), dp->name, &n) == 0) {
 			store_node_unref(d->s, n);
 			if (all)
 				return -EUCLEAN;
 			continue; /* its name leaves first */
 		}
 		d->g.ino = dp->ino;
-		rc = TRANSITION(d->s, parent_join(d->s, &d->g, d->t, dp->name,
+		rc = ENGINE_TRANSITION(d->s, parent_join(d->s, &d->g, d->t, dp->name,
 					       &dp->o, &n, NULL));
 		d->g.ino = 0;
 		if (rc)
 			return done(rc);
 		/* Made here, for the dump: its generation is the store's. */
-		as_parent(n)->generation = dp->gen;
+		parent_set_generation(node_parent(n), dp->gen);
 		dp->made = true;
 		rc = index_put(d->s, mirror_of(d->s), n);
 		if (rc)
@@ -607,39 +609,46 @@ static int join_parents(struct diff *d, bool all)
 	return 0;
 }
 
+/* What leave_parents() gathers: the names of the parents that leave. */
+struct pnames {
+	struct diff *d;
+	char **v;
+	size_t n, cap;
+};
+
+static int pname_add(void *arg, struct store_node *p)
+{
+	struct pnames *pn = arg;
+
+	if (dparent_find(pn->d, store_node_ino(p)))
+		return 0;
+	if (pn->n == pn->cap) {
+		size_t nc = pn->cap ? pn->cap * 2 : 16;
+		char **nv = st_realloc(pn->v, nc * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		pn->v = nv;
+		pn->cap = nc;
+	}
+	pn->v[pn->n] = st_strdup(store_node_name(p));
+	if (!pn->v[pn->n])
+		return -ENOMEM;
+	pn->n++;
+	return 0;
+}
+
 /* Step 4: each parent of the copy the dump does not have leaves. */
 static int leave_parents(struct diff *d)
 {
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	struct parent *p;
-	int rc = 0;
+	struct pnames pn = { .d = d };
+	int rc = tenant_each_parent(d->s, d->t, pname_add, &pn);
+	char **names = pn.v;
+	size_t n = pn.n;
 
-	lock(&d->t->lock, LOCK_TENANT);
-	for (p = d->t->parents; p && rc == 0; p = p->hh.next) {
-		if (dparent_find(d, p->node.ino))
-			continue;
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 16;
-			char **nv = st_realloc(names, nc * sizeof(*nv));
-
-			if (!nv) {
-				rc = -ENOMEM;
-				break;
-			}
-			names = nv;
-			cap = nc;
-		}
-		names[n] = st_strdup(p->name);
-		if (!names[n])
-			rc = -ENOMEM;
-		else
-			n++;
-	}
-	unlock(&d->t->lock, LOCK_TENANT);
 	for (size_t i = 0; i < n; i++) {
 		if (rc == 0)
-			rc = done(TRANSITION(d->s, parent_leave(d->s, &d->g, d->t,
+			rc = done(ENGINE_TRANSITION(d->s, parent_leave(d->s, &d->g, d->t,
 						names[i], true, NULL)));
 		free(names[i]);
 	}
@@ -649,75 +658,45 @@ static int leave_parents(struct diff *d)
 
 /* Step 5 ------------------------------------------------------------------- */
 
-/* What a watcher sees of a node's attributes: owner, mode, lease. */
-struct seen {
-	uid_t uid;
-	gid_t gid;
-	uint16_t mode;
-	uint64_t ttl, deadline, cttl;
-};
-
-static struct seen seen_of(struct store *s, struct store_node *n,
-			   const struct meta *m)
-{
-	struct seen v = { 0 };
-
-	node_lock(s, n);
-	v.uid = m->uid;
-	v.gid = m->gid;
-	v.mode = n->mode;
-	v.ttl = ttl_of(s, n);
-	v.cttl = n->kind == STORE_PARENT ? as_parent(n)->child_ttl_ms : 0;
-	node_unlock(s, n);
-	v.deadline = deadline_of(s, n);
-	return v;
-}
-
-/* Another mount changed @n's attributes, as far as the dump tells:
- * the echo raises ATTRIB for it. */
+/* Another mount changed @n's attributes, as far as the dump tells
+ * (@was what a watcher saw before): the echo raises ATTRIB for it. */
 static void attrs_changed(struct store *s, struct store_node *n,
-			  const struct seen *was, const struct meta *m)
+			  const struct node_seen *was)
 {
-	struct seen now = seen_of(s, n, m);
+	struct node_seen now;
 
-	if ((was->uid != now.uid || was->gid != now.gid ||
-	     was->mode != now.mode || was->ttl != now.ttl ||
-	     was->deadline != now.deadline || was->cttl != now.cttl) &&
-	    s->touch_hook)
-		s->touch_hook(s->touch_arg, n);
+	node_seen(s, n, &now);
+	if (was->uid != now.uid || was->gid != now.gid ||
+	    was->mode != now.mode || was->ttl != now.ttl ||
+	    was->deadline != now.deadline || was->child_ttl != now.child_ttl)
+		node_touched(s, n);
 }
 
 static int state_attrs(struct diff *d, struct dstate *ds)
 {
 	struct store_node *n = live(d, ds->ino, STORE_CHILD);
-	struct child *c = as_child(n);
-	struct seen was;
+	struct child *c = node_child(n);
+	struct node_seen was;
 	uint64_t ver;
 	int rc = 0;
 
 	if (!n)
 		return -EUCLEAN;
-	was = seen_of(d->s, n, &c->meta);
-	lock(stripe(d->s, c), LOCK_STRIPE);
-	ver = c->version;
-	unlock(stripe(d->s, c), LOCK_STRIPE);
+	node_seen(d->s, n, &was);
+	ver = state_version(d->s, c);
 	if (ver != ds->ver) {
 		/* A publication: its write line is the echo's MODIFY. */
-		world_enter(d->s);
-		rc = content_publish(d->s, &d->g, c, ds->data ? ds->data : "", ds->len,
-				     NULL);
-		world_exit(d->s);
-		event_hook_run(d->s);
-		lock(stripe(d->s, c), LOCK_STRIPE);
-		c->version = ds->ver;
-		unlock(stripe(d->s, c), LOCK_STRIPE);
+		rc = ENGINE_TRANSITION(d->s, content_publish(d->s, &d->g, c,
+						ds->data ? ds->data : "",
+						ds->len, NULL));
+		state_set_version(d->s, c, ds->ver);
 	}
 	if (rc == 0) {
-		dump_times(d->s, n, &c->meta, ds->row);
+		dump_times(d->s, n, ds->row);
 		rc = dump_lease(d->s, n, ds->row);
 	}
 	if (rc == 0 && !ds->made)
-		attrs_changed(d->s, n, &was, &c->meta);
+		attrs_changed(d->s, n, &was);
 	store_node_unref(d->s, n);
 	return done(rc);
 }
@@ -725,20 +704,17 @@ static int state_attrs(struct diff *d, struct dstate *ds)
 static int parent_attrs(struct diff *d, struct dparent *dp)
 {
 	struct store_node *n = live(d, dp->ino, STORE_PARENT);
-	struct parent *p = as_parent(n);
-	struct seen was;
+	struct node_seen was;
 	int rc;
 
 	if (!n)
 		return -EUCLEAN;
-	was = seen_of(d->s, n, &p->meta);
-	bucket_lock(p);
-	p->child_ttl_ms = dp->cttl;
-	bucket_unlock(p);
-	dump_times(d->s, n, &p->meta, dp->row);
+	node_seen(d->s, n, &was);
+	parent_set_child_ttl(node_parent(n), dp->cttl);
+	dump_times(d->s, n, dp->row);
 	rc = dump_lease(d->s, n, dp->row);
 	if (rc == 0 && !dp->made)
-		attrs_changed(d->s, n, &was, &p->meta);
+		attrs_changed(d->s, n, &was);
 	store_node_unref(d->s, n);
 	return rc;
 }
@@ -747,18 +723,14 @@ static int parent_attrs(struct diff *d, struct dparent *dp)
 static int tenant_attrs(struct diff *d)
 {
 	struct tenant *t = d->t;
-	struct seen was;
+	struct node_seen was;
 	int rc;
 
-	was = seen_of(d->s, &t->node, &t->meta);
-	dump_times(d->s, &t->node, &t->meta, d->T);
-	attrs_changed(d->s, &t->node, &was, &t->meta);
+	node_seen(d->s, tenant_node(t), &was);
+	dump_times(d->s, tenant_node(t), d->T);
+	attrs_changed(d->s, tenant_node(t), &was);
 	dump_drain(d->s, t, d->T);
-	world_enter(d->s);
-	lock(&t->lock, LOCK_TENANT);
-	tombs_drop_all_locked(d->s, t);
-	unlock(&t->lock, LOCK_TENANT);
-	world_exit(d->s);
+	tombs_drop_all(d->s, t);
 	rc = dump_tombs(d->s, t, d->tombs);
 	return rc;
 }

@@ -1,12 +1,14 @@
 /*
  * discover.c - the primary of a shared store found and greeted: a new
- * hiredis context dialled to it, authenticated and checked, for the
- * pool's connections (redis/conn.c), each step within store_timeout and
- * before the call's deadline.
+ * link dialled to it (redis/link.c: plain, or TLS for rediss:// and
+ * sentinels://, verified), authenticated and checked, for the pool's
+ * connections (redis/conn.c), each step within store_timeout and before
+ * the call's deadline.
  *
  * Finding the primary
  * -------------------
- * redis:// and unix: name it.  sentinel:// asks each Sentinel in turn
+ * redis://, rediss:// and unix: name it.  sentinel:// (sentinels:// over
+ * TLS, to the Sentinels as to the primary) asks each Sentinel in turn
  * (SENTINEL get-master-addr-by-name), starting with the one that answered
  * last, without credentials.  Either way a new connection authenticates
  * (AUTH [user] password) and must then say it is the primary: ROLE
@@ -18,7 +20,10 @@
  * final (-EPERM); later it fails the connection like an unreachable
  * primary (calls end in -EIO, "disconnected"), is logged once, and makes
  * every other connection of the pool check again before its next
- * command (pool->evictions against conn->checked).
+ * command (pool->evictions against conn->checked).  A TLS refusal (a
+ * certificate, a name, a server without TLS: redis/link.c) is -EPROTO,
+ * final at start like an evicting policy, and later a connection that
+ * failed.
  *
  * Threads and locks
  * -----------------
@@ -44,9 +49,23 @@ static void addr_text(char *buf, size_t cap, const struct store_remote_addr *a)
 
 /* Dialling --------------------------------------------------------------- */
 
-/* AUTH [user] password on @ctx when a password is set.  0, -EIO (no
+/* What a failed exchange on @ln means: -EPROTO (TLS refused), -ENOMEM,
+ * or -EIO (no reply). */
+static int lost(const struct link *ln)
+{
+	switch (link_failure(ln)) {
+	case LINK_REFUSED:
+		return -EPROTO;
+	case LINK_OOM:
+		return -ENOMEM;
+	default:
+		return -EIO;
+	}
+}
+
+/* AUTH [user] password on @ln when a password is set.  0, -EIO (no
  * reply) or -EACCES (refused). */
-static int authenticate(redisContext *ctx, const struct store_remote *r,
+static int authenticate(struct link *ln, const struct store_remote *r,
 			char *why)
 {
 	const char *argv[3] = { "AUTH" };
@@ -62,9 +81,9 @@ static int authenticate(redisContext *ctx, const struct store_remote *r,
 	}
 	argv[argc] = r->password;
 	len[argc++] = strlen(r->password);
-	rep = wire_exchange(ctx, argc, argv, len, why);
+	rep = link_exchange(ln, argc, argv, len, why);
 	if (!rep)
-		return -EIO;
+		return lost(ln);
 	if (rep->type == REDIS_REPLY_ERROR) {
 		wire_why(why, "AUTH%s%s refused: %s", r->user[0] ? " as " : "",
 			r->user, rep->str);
@@ -75,14 +94,14 @@ static int authenticate(redisContext *ctx, const struct store_remote *r,
 }
 
 /* The "role" of a HELLO 2 reply (a flat array of names and values). */
-static int role_from_hello(redisContext *ctx, char *why, bool *master)
+static int role_from_hello(struct link *ln, char *why, bool *master)
 {
 	const char *argv[] = { "HELLO", "2" };
-	redisReply *rep = wire_exchange(ctx, 2, argv, NULL, why);
+	redisReply *rep = link_exchange(ln, 2, argv, NULL, why);
 	int rc = -EIO;
 
 	if (!rep)
-		return -EIO;
+		return lost(ln);
 	if (rep->type == REDIS_REPLY_ARRAY) {
 		for (size_t i = 0; i + 1 < rep->elements; i += 2)
 			if (wire_str_is(rep->element[i], "role")) {
@@ -97,20 +116,20 @@ static int role_from_hello(redisContext *ctx, char *why, bool *master)
 	return rc;
 }
 
-/* Is @ctx's server the primary?  0 (yes), -EAGAIN (a replica), -EIO, or
+/* Is @ln's server the primary?  0 (yes), -EAGAIN (a replica), -EIO, or
  * -EACCES (it wants credentials statefs was not given). */
-static int check_primary(redisContext *ctx, char *why)
+static int check_primary(struct link *ln, char *why)
 {
 	const char *argv[] = { "ROLE" };
-	redisReply *rep = wire_exchange(ctx, 1, argv, NULL, why);
+	redisReply *rep = link_exchange(ln, 1, argv, NULL, why);
 	bool master = false;
 	int rc = 0;
 
 	if (!rep)
-		return -EIO;
+		return lost(ln);
 	if (wire_is_error(rep, "NOPERM")) {
 		/* An ACL user without +role: HELLO is for everyone. */
-		rc = role_from_hello(ctx, why, &master);
+		rc = role_from_hello(ln, why, &master);
 	} else if (wire_is_error(rep, "NOAUTH")) {
 		wire_why(why, "the server wants a password "
 			"(-o store_password_file): %s", rep->str);
@@ -131,7 +150,7 @@ static int check_primary(redisContext *ctx, char *why)
 }
 
 /*
- * Does @ctx's server keep every key?  statefs's keys are its state, and
+ * Does @ln's server keep every key?  statefs's keys are its state, and
  * some carry a TTL (op records, a removed tenant's log), so every
  * maxmemory-policy but noeviction may drop them: allkeys-* any key,
  * volatile-* those with a TTL (an op record gone lets a retry apply a
@@ -140,16 +159,16 @@ static int check_primary(redisContext *ctx, char *why)
  * @admin command an ACL user is rarely given).  0, -EPERM (evicting, or
  * INFO refused: the policy cannot be known), -EIO (no reply).
  */
-static int check_policy(redisContext *ctx, char *why)
+static int check_policy(struct link *ln, char *why)
 {
 	const char *argv[] = { "INFO", "memory" };
-	redisReply *rep = wire_exchange(ctx, 2, argv, NULL, why);
+	redisReply *rep = link_exchange(ln, 2, argv, NULL, why);
 	const char *f;
 	char policy[64] = "";
 	int rc = 0;
 
 	if (!rep)
-		return -EIO;
+		return lost(ln);
 	if (rep->type == REDIS_REPLY_ERROR) {
 		wire_why(why, "INFO memory refused, so maxmemory-policy cannot "
 			"be checked (allow the user +info): %s", rep->str);
@@ -170,9 +189,9 @@ static int check_policy(redisContext *ctx, char *why)
 	return rc;
 }
 
-/* Set @ctx's socket timeout to what is left before @deadline, at most
+/* Set @ln's socket timeout to what is left before @deadline, at most
  * @ms: 0, or -EIO once the deadline has passed. */
-static int time_left(redisContext *ctx, uint64_t deadline, uint64_t ms,
+static int time_left(struct link *ln, uint64_t deadline, uint64_t ms,
 		     char *why)
 {
 	uint64_t left = wire_left_ms(deadline);
@@ -181,32 +200,27 @@ static int time_left(redisContext *ctx, uint64_t deadline, uint64_t ms,
 		wire_why(why, "no reply within the time budget");
 		return -EIO;
 	}
-	if (redisSetTimeout(ctx, wire_tv(min_u64(left, ms))) != REDIS_OK) {
+	if (link_set_timeout(ln, min_u64(left, ms)) < 0) {
 		wire_why(why, "cannot set the socket timeout");
 		return -EIO;
 	}
 	return 0;
 }
 
-/* A context to @a or @path within @ms, with the socket timeout @ms.
- * NULL only when out of memory; else check ctx->err. */
-static redisContext *dial(const struct store_remote_addr *a, const char *path,
-			  uint64_t ms)
+/* A link of @p to @a or @path within @ms, with the timeout @ms: 0 with
+ * *@out, or link_open's -EIO, -EPROTO or -ENOMEM with @why. */
+static int dial(struct rconn_pool *p, const struct store_remote_addr *a,
+		const char *path, uint64_t ms, struct link **out, char *why)
 {
-	redisContext *ctx = path ? redisConnectUnixWithTimeout(path, wire_tv(ms))
-				 : redisConnectWithTimeout(a->host, a->port,
-							   wire_tv(ms));
-
-	if (ctx && !ctx->err && redisSetTimeout(ctx, wire_tv(ms)) != REDIS_OK &&
-	    !ctx->err)
-		ctx->err = REDIS_ERR_IO;
-	return ctx;
+	return link_open(path ? NULL : a->host, path ? 0 : a->port, path,
+			 p->tls, ms, out, why);
 }
 
 /*
  * Ask the Sentinels, in turn, where the primary of the master name is.
- * 0 with @out, or -EIO (none answered with an address before @deadline)
- * or -ENOMEM, with the last failure in @why.
+ * 0 with @out, or -EIO (none answered with an address before @deadline),
+ * -EPROTO (none answered, and one refused TLS) or -ENOMEM, with the last
+ * failure in @why.
  */
 static int discover(struct rconn_pool *p, uint64_t deadline,
 		    struct store_remote_addr *out, char *why)
@@ -214,30 +228,34 @@ static int discover(struct rconn_pool *p, uint64_t deadline,
 	const struct store_remote *r = &p->remote;
 	const char *argv[] = { "SENTINEL", "get-master-addr-by-name", r->master };
 	unsigned start = atomic_load(&p->sentinel_next);
+	bool refused = false;
 
 	for (unsigned i = 0; i < r->nsentinels; i++) {
 		unsigned k = (start + i) % r->nsentinels;
 		uint64_t left = wire_left_ms(deadline);
 		char at[STORE_REMOTE_HOST_MAX + 16];
-		redisContext *ctx;
+		struct link *ln;
 		redisReply *rep;
+		char inner[WHY_MAX];
 		bool found = false;
+		int rc;
 
 		if (left == 0)
 			break;
 		addr_text(at, sizeof(at), &r->sentinels[k]);
-		ctx = dial(&r->sentinels[k], NULL,
-			   min_u64(left, r->timeout_ms));
-		if (!ctx)
-			return -ENOMEM;
-		if (ctx->err) {
-			wire_why(why, "Sentinel %s: %s", at, ctx->errstr);
-			redisFree(ctx);
+		rc = dial(p, &r->sentinels[k], NULL,
+			  min_u64(left, r->timeout_ms), &ln, inner);
+		if (rc == -ENOMEM)
+			return rc;
+		if (rc < 0) {
+			refused |= rc == -EPROTO;
+			wire_why(why, "Sentinel %s: %s", at, inner);
 			continue;
 		}
-		rep = wire_exchange(ctx, 3, argv, NULL, why);
+		rep = link_exchange(ln, 3, argv, NULL, why);
 		if (!rep) {
-			wire_why(why, "Sentinel %s: %s", at, ctx->errstr);
+			refused |= link_failure(ln) == LINK_REFUSED;
+			wire_why(why, "Sentinel %s: %s", at, link_why(ln));
 		} else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
 			   rep->element[0]->type == REDIS_REPLY_STRING &&
 			   rep->element[1]->type == REDIS_REPLY_STRING &&
@@ -265,7 +283,7 @@ static int discover(struct rconn_pool *p, uint64_t deadline,
 		}
 		if (rep)
 			freeReplyObject(rep);
-		redisFree(ctx);
+		link_close(ln);
 		if (found) {
 			atomic_store(&p->sentinel_next, k);
 			return 0;
@@ -273,18 +291,18 @@ static int discover(struct rconn_pool *p, uint64_t deadline,
 	}
 	if (!why[0])
 		wire_why(why, "no time left to ask the Sentinels");
-	return -EIO;
+	return refused ? -EPROTO : -EIO;
 }
 
 /* Contract in redis/wire.h. */
 int discover_primary(struct rconn_pool *p, uint64_t deadline,
-			   redisContext **out, char *why)
+			   struct link **out, char *why)
 {
 	const struct store_remote *r = &p->remote;
 	struct store_remote_addr found;
 	const struct store_remote_addr *a = &r->addr;
 	char at[STORE_REMOTE_HOST_MAX + 24];
-	redisContext *ctx;
+	struct link *ln;
 	uint64_t left = wire_left_ms(deadline);
 	int rc;
 
@@ -302,10 +320,8 @@ int discover_primary(struct rconn_pool *p, uint64_t deadline,
 		if (left == 0)
 			return -EIO;
 	}
-	ctx = dial(a, r->kind == STORE_REMOTE_UNIX ? r->path : NULL,
-		   min_u64(left, r->timeout_ms));
-	if (!ctx)
-		return -ENOMEM;
+	rc = dial(p, a, r->kind == STORE_REMOTE_UNIX ? r->path : NULL,
+		  min_u64(left, r->timeout_ms), &ln, why);
 	/* Messages name the server when the Sentinels chose it; otherwise
 	 * the store option already does. */
 	at[0] = '\0';
@@ -314,22 +330,24 @@ int discover_primary(struct rconn_pool *p, uint64_t deadline,
 		addr_text(at + 8, sizeof(at) - 10, a);
 		strcat(at, ": ");
 	}
-	if (ctx->err) {
-		wire_why(why, "%s%s", at, ctx->errstr);
-		rc = ctx->err == REDIS_ERR_OOM ? -ENOMEM : -EIO;
-		goto fail;
+	if (rc < 0) {
+		char inner[WHY_MAX];
+
+		snprintf(inner, sizeof(inner), "%s", why);
+		wire_why(why, "%s%s", at, inner);
+		return rc;
 	}
 	/* Each step of the greeting waits at most what is left of the
 	 * deadline, so that together they take no longer than one. */
-	rc = authenticate(ctx, r, why);
+	rc = authenticate(ln, r, why);
 	if (rc == 0)
-		rc = time_left(ctx, deadline, r->timeout_ms, why);
+		rc = time_left(ln, deadline, r->timeout_ms, why);
 	if (rc == 0)
-		rc = check_primary(ctx, why);
+		rc = check_primary(ln, why);
 	if (rc == 0)
-		rc = time_left(ctx, deadline, r->timeout_ms, why);
+		rc = time_left(ln, deadline, r->timeout_ms, why);
 	if (rc == 0)
-		rc = check_policy(ctx, why);
+		rc = check_policy(ln, why);
 	if (rc == -EPERM)
 		atomic_fetch_add(&p->evictions, 1);
 	if (rc < 0) {
@@ -342,10 +360,10 @@ int discover_primary(struct rconn_pool *p, uint64_t deadline,
 			atomic_fetch_add(&p->sentinel_next, 1);
 		goto fail;
 	}
-	*out = ctx;
+	*out = ln;
 	return 0;
 fail:
-	redisFree(ctx);
+	link_close(ln);
 	return rc;
 }
 

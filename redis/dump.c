@@ -17,10 +17,11 @@
  * Threads and locks
  * -----------------
  * The readers take no lock.  The setters run on the applying thread
- * and take the node's own locks (node_lock, a tenant's acl_lock, the
- * tenant's lock for tombstones).
+ * and set what a row says with the core's own functions (engine.h:
+ * node_set_meta, lease_load, tomb_load, tenant_set_drain), which take
+ * the node's own locks.
  */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 
 #include <errno.h>
@@ -90,7 +91,7 @@ bool dump_name_ok(const struct store *s, const char *name)
 {
 	size_t len = name ? strlen(name) : 0;
 
-	return len > 0 && len <= s->lim.max_name && name[0] != '.' &&
+	return len > 0 && len <= store_limits(s)->max_name && name[0] != '.' &&
 	       !strchr(name, '/');
 }
 
@@ -150,7 +151,7 @@ bool dump_u64(const struct dump_val *d, size_t i, uint64_t *v)
 /* Node @n's owner, mode and times as the dump has them (its lock taken
  * here): what a setgid directory gave it at its making may have been
  * changed since. */
-void dump_times(struct store *s, struct store_node *n, struct meta *m,
+void dump_times(struct store *s, struct store_node *n,
 		const struct dump_val *r)
 {
 	struct store_owner o;
@@ -159,39 +160,17 @@ void dump_times(struct store *s, struct store_node *n, struct meta *m,
 	if (!dec_i64(dump_kv(r, "atime"), &a) || !dec_i64(dump_kv(r, "mtime"), &mt) ||
 	    !dec_i64(dump_kv(r, "ctime"), &c) || !dump_owner(r, &o))
 		return;
-	node_lock(s, n);
-	if (n->kind == STORE_TENANT)
-		lock(&as_tenant(n)->acl_lock, LOCK_ACL);
-	m->uid = o.uid;
-	m->gid = o.gid;
-	n->mode = (uint16_t)(o.mode & 07777);
-	m->atime = a;
-	m->mtime = mt;
-	m->ctime = c;
-	if (n->kind == STORE_TENANT)
-		unlock(&as_tenant(n)->acl_lock, LOCK_ACL);
-	node_unlock(s, n);
+	node_set_meta(s, n, &o, a, mt, c);
 }
 
 /* @n's lease as the dump has it (ttl and deadline). */
 int dump_lease(struct store *s, struct store_node *n, const struct dump_val *r)
 {
 	uint64_t ttl = 0, deadline = 0;
-	int rc = 0;
 
 	dump_kvu(r, "ttl", &ttl);
 	dump_kvu(r, "deadline", &deadline);
-	if (!ttl && !deadline && !lease_of(s, n))
-		return 0;
-	node_lock(s, n);
-	if (lease_ensure(s, n)) {
-		rc = -ENOMEM;
-	} else {
-		lease_of(s, n)->ttl_ms = ttl;
-		lease_set(s, n, deadline);
-	}
-	node_unlock(s, n);
-	return rc;
+	return lease_load(s, n, ttl, deadline);
 }
 
 /* Tenant @t's tombstones from the dump's TOMBS array @tombs, by
@@ -203,23 +182,11 @@ int dump_tombs(struct store *s, struct tenant *t, const struct dump_val *tombs)
 	for (size_t i = 0; i + 1 < dump_len(tombs) && rc == 0; i += 2) {
 		const char *name = dump_str(tombs, i), *gd = dump_str(tombs, i + 1);
 		unsigned long long g, d;
-		struct tomb *tb;
 
 		if (!dump_name_ok(s, name) || !gd ||
-		    sscanf(gd, "%llu %llu", &g, &d) != 2 ||
-		    d < s->lim.tombstone_ttl_ms)
+		    sscanf(gd, "%llu %llu", &g, &d) != 2)
 			return -EPROTO;
-		tb = tomb_new(name);
-		if (!tb)
-			return -ENOMEM;
-		world_enter(s);
-		lock(&t->lock, LOCK_TENANT);
-		tomb_reserve_locked(s, t);
-		rc = tomb_insert_locked(s, t, tb, g, d - s->lim.tombstone_ttl_ms);
-		unlock(&t->lock, LOCK_TENANT);
-		world_exit(s);
-		if (rc)
-			free(tb);
+		rc = tomb_load(s, t, name, g, d);
 	}
 	return rc;
 }
@@ -228,7 +195,7 @@ int dump_tombs(struct store *s, struct tenant *t, const struct dump_val *tombs)
 void dump_drain(struct store *s, struct tenant *t, const struct dump_val *T)
 {
 	const char *state = dump_kv(T, "state");
-	int want = STORE_READY, was;
+	enum store_state want = STORE_READY;
 	uint64_t dd = 0;
 
 	dump_kvu(T, "drain_deadline", &dd);
@@ -236,14 +203,5 @@ void dump_drain(struct store *s, struct tenant *t, const struct dump_val *T)
 		want = STORE_DRAINING;
 	else if (state && strcmp(state, "ready") != 0)
 		want = STORE_DRAINED;
-	lock(&t->lock, LOCK_TENANT);
-	was = atomic_load(&t->drain_state);
-	if (want != STORE_READY || was != STORE_READY)
-		atomic_store(&t->drain_deadline, dd);
-	atomic_store(&t->drain_state, want);
-	if (want == STORE_DRAINING && was != STORE_DRAINING)
-		atomic_fetch_add(&s->tenants_draining, 1);
-	else if (want != STORE_DRAINING && was == STORE_DRAINING)
-		atomic_fetch_sub(&s->tenants_draining, 1);
-	unlock(&t->lock, LOCK_TENANT);
+	tenant_set_drain(s, t, want, dd);
 }

@@ -23,7 +23,7 @@
  * sample under remote->lock (LOCK_ENGINE_STATE, held alone), never across
  * the network.
  */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 #include "redis/internal.h"
 

@@ -33,7 +33,7 @@
  * (rconn_interrupt) and joins it.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 #include "redis/internal.h"
 
@@ -97,26 +97,26 @@ static int reload(struct store *s, size_t i)
  */
 static int new_instance(struct store *s)
 {
-	struct tenant *t, *tt;
-	struct given q = { .quiet = true };
+	struct given q = { .others = true, .hidden = true };
 
-	/* Every tenant of the old instance goes, silently but for the end
-	 * of the instance in the log: an "overflow" line for the root's
-	 * readers, -ESTALE for every tenant's.  Appended after the
-	 * cleanups, so a tenant's .events opened past it finds its tenant
-	 * dead (store_events_open).  Only this thread changes the tenant
-	 * table (each cleanup takes the store lock to take one out). */
+	/* Every tenant of the old instance goes.  Its cleanup's lines are
+	 * hidden, as a reload's difference is (redis/diff.c): the watch
+	 * machinery alone reads them, so the kernel forgets the old
+	 * tenants' names (the inval thread drops them, the echo removes
+	 * them for inotify) and the next walk of a path looks it up afresh
+	 * in the new instance.  Without them the kernel would keep each
+	 * old name for the cache timeout, and a create under it (mkdir
+	 * T/N: its lookup of N in the dead T answers ESTALE, which the
+	 * kernel does not retry) would get ESTALE though it names no old
+	 * handle.  .events readers see only the end of the instance: an
+	 * "overflow" line for the root's, -ESTALE for every tenant's.
+	 * Appended after the cleanups, so a tenant's .events opened past
+	 * it finds its tenant dead (store_events_open).  Only this thread
+	 * changes the tenant table (each cleanup takes the store lock to
+	 * take one out).  The new instance's numbers start past every one
+	 * handed out. */
 	q.ns = wall_now(NULL);
-	HASH_ITER(hh, s->tenants, t, tt)
-		TRANSITION(s, tenant_cleanup(s, &q, t->name, NULL));
-	emit_overflow(s, NULL);
-	event_hook_run(s);
-	lock(&s->lock, LOCK_STORE);
-	atomic_store(&s->state, STORE_READY);
-	unlock(&s->lock, LOCK_STORE);
-	/* The new instance's numbers start past every one handed out. */
-	return mirror_reset(s, atomic_load(&s->next_ino) -
-			       (STORE_ROOT_INO + 1 + STORE_NSPECIAL));
+	return mirror_reset(s, tenants_end_instance(s, &q));
 }
 
 /* Apply the entries of one stream of an XREAD reply. */

@@ -17,7 +17,7 @@
  *     as it holds (amortized O(1) per entry), drops those that were dead
  *     at the sweep before already.
  *  4. A new store instance builds a new mirror: it is not rebuilt.
- *  5. Tests: tests/unit/test_mirror.c (every entry kind against the
+ *  5. Tests: tests/unit/redis/test_mirror.c (every entry kind against the
  *     embedded store's snapshot).
  * Tenants are followed by id (struct mtenant): the tenant node, the
  * last seq applied, whether it has gone.  A tenant node knows its id
@@ -48,7 +48,7 @@
  * positions are the follower thread's alone (or its starter's, before it
  * runs): no lock.
  */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 #include "redis/internal.h"
 
@@ -71,12 +71,8 @@ int mirror_attach(struct store *s, const char *by, uint64_t ino_offset)
 	m->ino_offset = ino_offset;
 	snprintf(m->by, sizeof(m->by), "%s", by ? by : "");
 	/* Redis enforces these; the mirror follows (see the top). */
-	s->lim.max_tenants = s->lim.max_parents = s->lim.max_children = 0;
-	s->lim.max_bytes = s->lim.max_tombstones = 0;
-	s->lim.parent_quota = s->lim.tenant_quota = 0;
-	s->lim.tenant_max_parents = s->lim.tenant_max_children = 0;
-	s->lim.tenant_max_bytes = s->lim.tenant_max_tombstones = 0;
-	atomic_store(&s->next_ino, ino_offset + STORE_ROOT_INO + 1 + STORE_NSPECIAL);
+	store_lift_limits(s);
+	store_number_from(s, ino_offset);
 	store_set_engine(s, &mirror_ops, m);
 	return 0;
 }
@@ -105,7 +101,7 @@ int mirror_reset(struct store *s, uint64_t ino_offset)
 	HASH_ITER(hh, ts, mt, mtt) {
 		HASH_DELETE(hh, ts, mt);
 		if (mt->t)
-			store_node_unref(s, &mt->t->node);
+			store_node_unref(s, tenant_node(mt->t));
 		free(mt);
 	}
 	return 0;
@@ -127,12 +123,12 @@ void mirror_free(struct store *s)
 	HASH_ITER(hh, m->tenants, mt, mtt) {
 		HASH_DEL(m->tenants, mt);
 		if (mt->t)
-			store_node_unref(s, &mt->t->node);
+			store_node_unref(s, tenant_node(mt->t));
 		free(mt);
 	}
 	pthread_mutex_destroy(&m->lock);
 	free(m);
-	s->engine = NULL;
+	store_drop_engine(s);
 }
 
 /*
@@ -147,9 +143,9 @@ static void index_sweep(struct store *s, struct mirror *m)
 
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	HASH_ITER(hh, m->index, x, xt) {
-		if (is_dead(x->n) && !x->doomed) {
+		if (node_dead(x->n) && !x->doomed) {
 			x->doomed = true;
-		} else if (is_dead(x->n)) {
+		} else if (node_dead(x->n)) {
 			HASH_DEL(m->index, x);
 			x->hh.next = dead;
 			dead = x;
@@ -174,7 +170,7 @@ int index_put(struct store *s, struct mirror *m, struct store_node *n)
 		store_node_unref(s, n);
 		return -ENOMEM;
 	}
-	x->ino = n->ino;
+	x->ino = store_node_ino(n);
 	x->n = n;
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	HASH_FIND(hh, m->index, &x->ino, sizeof(x->ino), old);
@@ -210,7 +206,7 @@ struct store_node *index_get(struct mirror *m, uint64_t ino)
 
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	HASH_FIND(hh, m->index, &ino, sizeof(ino), x);
-	if (x && !is_dead(x->n)) {
+	if (x && !node_dead(x->n)) {
 		n = x->n;
 		store_node_ref(n);
 	}
@@ -242,7 +238,7 @@ struct store_node *mirror_node(struct store *s, uint64_t ino)
 
 uint64_t mirror_remote_ino(struct store *s, const struct store_node *n)
 {
-	return n->ino - mirror_of(s)->ino_offset;
+	return store_node_ino(n) - mirror_of(s)->ino_offset;
 }
 
 struct mtenant *mt_find_locked(struct mirror *m, uint64_t tid)
@@ -355,12 +351,12 @@ uint64_t mirror_tid_of(struct store *s, struct store_node *tenant)
 	struct mtenant *mt;
 	uint64_t tid = 0;
 
-	if (!tenant || tenant->kind != STORE_TENANT)
+	if (!tenant || store_node_kind(tenant) != STORE_TENANT)
 		return 0;
 	lock(&m->lock, LOCK_ENGINE_INDEX);
-	tid = as_tenant(tenant)->engine_id;
+	tid = tenant_engine_id(node_tenant(tenant));
 	mt = tid ? mt_find_locked(m, tid) : NULL;
-	if (!mt || !mt->t || &mt->t->node != tenant)
+	if (!mt || !mt->t || tenant_node(mt->t) != tenant)
 		tid = 0;
 	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	return tid;
@@ -371,26 +367,12 @@ void mt_set_locked(struct mirror *m, struct mtenant *mt, struct tenant *t)
 	store_assert_held(LOCK_ENGINE_INDEX);
 	mt->t = t;
 	if (t)
-		t->engine_id = mt->tid;
+		tenant_set_engine_id(t, mt->tid);
 }
 
 uint64_t mirror_testclock(struct store *s)
 {
 	return atomic_load(&mirror_of(s)->testclock_ms);
-}
-
-/* Contract in redis/internal.h. */
-struct store_node *remote_state_tenant(struct store *s, struct child *c)
-{
-	struct store_node *t = NULL;
-
-	lock(stripe(s, c), LOCK_STRIPE);
-	if (c->node.nlink) {
-		t = &child_tenant(c)->node;
-		store_node_ref(t);
-	}
-	unlock(stripe(s, c), LOCK_STRIPE);
-	return t;
 }
 
 /* The follower's positions ------------------------------------------------------ */

@@ -19,7 +19,7 @@
  * remote->lock (LOCK_ENGINE_STATE, held alone) taken only to set the instance.
  * Each call waits on the network, no store lock held.
  */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 #include "redis/internal.h"
 
@@ -158,7 +158,7 @@ int instance_init(struct remote *r, struct store_limits *l,
 int remote_reinit(struct store *s)
 {
 	struct remote *r = remote_of(s);
-	struct store_limits l = s->shown;
+	struct store_limits l = *store_limits(s);
 	char inst[17], err[512];
 	int rc;
 
@@ -174,7 +174,7 @@ int remote_reinit(struct store *s)
 	lock(&r->lock, LOCK_ENGINE_STATE);
 	memcpy(r->instance, inst, sizeof(inst));
 	r->instance_id = strtoull(inst, NULL, 16);
-	s->instance = r->instance_id;
+	store_set_instance(s, r->instance_id);
 	r->generation++;
 	unlock(&r->lock, LOCK_ENGINE_STATE);
 	return 0;

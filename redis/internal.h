@@ -36,7 +36,9 @@
  *   discover.c  the primary found and greeted: Sentinels, AUTH,
  *               ROLE/HELLO, the maxmemory-policy
  *   wire.c      the transport's ground (wire.h): deadlines, a failure's
- *               text, one exchange
+ *               text, what a reply says
+ *   link.c      one connection to one server (link.h): a socket, TLS on
+ *               it (OpenSSL), commands and replies through hiredis
  *   options.c   the store option's defaults and names (redis.h)
  * with mirror.h (a mirror's structures, the functions of apply.c,
  * index.c, load.c, dump.c and diff.c) and redis/lua/ (the Functions
@@ -288,10 +290,6 @@ int remote_reinit(struct store *s);
 int remote_load_all(struct store *s);
 
 /* redis/index.c */
-
-/* The tenant node state @c belongs to (its links' parents'), with a
- * reference, or NULL when it has no link (takes its stripe). */
-struct store_node *remote_state_tenant(struct store *s, struct child *c);
 
 /* The follower's positions (its thread's, or before it runs): follow
  * tenant @tid's log from entry @id when not followed yet (0 or

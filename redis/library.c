@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 #include "redis/internal.h"
 #include "redis/statefs_lua.h"

@@ -26,13 +26,13 @@
  * Threads and locks
  * -----------------
  * The applying thread only.  No lock of its own: the transitions take
- * theirs in the store's order, what the dump sets afterwards is set
- * under the node's own locks (node_lock, a tenant's acl_lock, a state's
- * stripe, the tenant's lock for tombstones), and the mirror's lock is
+ * theirs in the store's order, what the dump sets afterwards is set by
+ * the core's functions for it (store/engine.h), under the node's own
+ * locks, and the mirror's lock is
  * taken only to put a node in the index and to change the tenant's
  * entry in the table.
  */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 #include "redis/internal.h"
 
@@ -60,7 +60,7 @@ static int load_state(struct store *s, struct given *g,
 	    !dump_kvu(S, "version", &ver))
 		return -EPROTO;
 	data = dump_kv_len(S, "data", &len);
-	if (data && len > s->lim.max_payload)
+	if (data && len > store_limits(s)->max_payload)
 		return -EPROTO;
 	copy = st_strdup(links);
 	if (!copy)
@@ -97,24 +97,22 @@ static int load_state(struct store *s, struct given *g,
 			bool created;
 
 			g->ino = sino + m->ino_offset;
-			rc = TRANSITION(s, child_create(s, g, p, slash + 1, &o, true,
+			rc = ENGINE_TRANSITION(s, child_create(s, g, p, slash + 1, &o, true,
 						     &c, &created, NULL));
 		} else {
-			rc = TRANSITION(s, child_link(s, g, c, p, slash + 1, NULL));
+			rc = ENGINE_TRANSITION(s, child_link(s, g, c, p, slash + 1, NULL));
 		}
 		store_node_unref(s, p);
 	}
 	free(copy);
 	if (rc == 0 && c) {
-		struct child *ch = as_child(c);
+		struct child *ch = node_child(c);
 
 		if (data && len)
 			rc = content_publish(s, g, ch, data, len, NULL);
 		if (rc == 0) {
-			lock(stripe(s, ch), LOCK_STRIPE);
-			ch->version = ver;
-			unlock(stripe(s, ch), LOCK_STRIPE);
-			dump_times(s, c, &ch->meta, S);
+			state_set_version(s, ch, ver);
+			dump_times(s, c, S);
 			rc = dump_lease(s, c, S);
 		}
 	}
@@ -145,14 +143,14 @@ static int load_contents(struct store *s, struct given *g, struct tenant *t,
 			return -EPROTO;
 		dump_kvu(P, "child_ttl", &cttl);
 		g->ino = pino + m->ino_offset;
-		rc = TRANSITION(s, parent_join(s, g, t, name, &o, &n, NULL));
+		rc = ENGINE_TRANSITION(s, parent_join(s, g, t, name, &o, &n, NULL));
 		if (rc)
 			break;
 		/* Made by this load, seen by no one yet: its generation is
 		 * the store's. */
-		as_parent(n)->generation = gen;
-		as_parent(n)->child_ttl_ms = cttl;
-		dump_times(s, n, &as_parent(n)->meta, P);
+		parent_set_generation(node_parent(n), gen);
+		parent_set_child_ttl(node_parent(n), cttl);
+		dump_times(s, n, P);
 		rc = dump_lease(s, n, P);
 		if (rc == 0)
 			rc = index_put(s, m, n);
@@ -171,14 +169,15 @@ static void unload_tenant(struct store *s, struct tenant *t)
 {
 	struct given q = { .quiet = true, .ns = wall_now(NULL),
 			   .ms = store_now_ms(s) };
-	struct tenant *cur;
+	const char *name = store_node_name(tenant_node(t));
+	struct store_node *cur = tenant_find(s, name);
+	bool same = cur == tenant_node(t);
 
-	lock(&s->lock, LOCK_STORE);
-	HASH_FIND_STR(s->tenants, t->name, cur);
-	unlock(&s->lock, LOCK_STORE);
-	if (cur != t)
+	if (cur)
+		store_node_unref(s, cur);
+	if (!same)
 		return;
-	TRANSITION(s, tenant_cleanup(s, &q, t->name, NULL));
+	ENGINE_TRANSITION(s, tenant_cleanup(s, &q, name, NULL));
 }
 
 int mirror_load_tenant(struct store *s, uint64_t tid,
@@ -206,7 +205,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 	mt = mt_find_locked(m, tid);
 	old = mt->t;
 	if (old)
-		store_node_ref(&old->node);
+		store_node_ref(tenant_node(old));
 	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	if (old) {
 		/* Readers of the tenant lose what was in between. */
@@ -216,11 +215,11 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 	/* The same incarnation of the tenant: its copy becomes the dump
 	 * by the difference (redis/diff.c), keeping every node that
 	 * lives on; when that fails, it is replaced whole. */
-	if (old && !is_dead(&old->node) &&
-	    old->node.ino == ino + m->ino_offset &&
+	if (old && !node_dead(tenant_node(old)) &&
+	    store_node_ino(tenant_node(old)) == ino + m->ino_offset &&
 	    mirror_diff_tenant(s, old, dump) == 0) {
-		store_tenant_seq_set(&old->node, seq);
-		store_node_unref(s, &old->node);
+		store_tenant_seq_set(tenant_node(old), seq);
+		store_node_unref(s, tenant_node(old));
 		lock(&m->lock, LOCK_ENGINE_INDEX);
 		mt->seq = seq;
 		mt->gone = false;
@@ -230,14 +229,14 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 		return 0;
 	}
 	if (old)
-		store_node_unref(s, &old->node);
+		store_node_unref(s, tenant_node(old));
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	old = mt->t;
 	mt_set_locked(m, mt, NULL);
 	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	if (old) {
 		unload_tenant(s, old);
-		store_node_unref(s, &old->node);
+		store_node_unref(s, tenant_node(old));
 	}
 	dec_i64(dump_kv(T, "ctime"), &ns);
 	ctx.ns = ns;
@@ -245,17 +244,17 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 	 * are the dump's, set after each node is made. */
 	ctx.ms = 0;
 	ctx.ino = ino + m->ino_offset;
-	rc = TRANSITION(s, tenant_create(s, &ctx, name, &o, &n, NULL));
+	rc = ENGINE_TRANSITION(s, tenant_create(s, &ctx, name, &o, &n, NULL));
 	if (rc == 0) {
-		struct tenant *t = as_tenant(n);
+		struct tenant *t = node_tenant(n);
 
-		dump_times(s, n, &t->meta, T);
+		dump_times(s, n, T);
 		dump_drain(s, t, T);
 		rc = load_contents(s, &ctx, t, dump);
 	}
 	if (rc) {
 		if (n) {
-			unload_tenant(s, as_tenant(n));
+			unload_tenant(s, node_tenant(n));
 			store_node_unref(s, n);
 		}
 		return rc;
@@ -263,7 +262,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 	store_tenant_seq_set(n, seq);
 	store_node_ref(n);
 	lock(&m->lock, LOCK_ENGINE_INDEX);
-	mt_set_locked(m, mt, as_tenant(n));
+	mt_set_locked(m, mt, node_tenant(n));
 	mt->seq = seq;
 	mt->gone = false;
 	unlock(&m->lock, LOCK_ENGINE_INDEX);
@@ -304,12 +303,12 @@ int remote_load_all(struct store *s)
 		if (!k || !v)
 			continue;
 		if (strcmp(k, "state") == 0)
-			state = v, atomic_store(&s->state,
+			state = v, store_load_state(s,
 				strcmp(state, "draining") == 0 ? STORE_DRAINING :
 				strcmp(state, "drained") == 0 ? STORE_DRAINED :
 				STORE_READY);
 		else if (strcmp(k, "drain_deadline") == 0)
-			atomic_store(&s->drain_deadline, strtoull(v, NULL, 10));
+			store_load_drain_deadline(s, strtoull(v, NULL, 10));
 		else if (strcmp(k, "clock_ms") == 0)
 			clock_ms = strtoull(v, NULL, 10);
 	}

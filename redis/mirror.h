@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "redis/entry.h"
-#include "store/internal.h"
+#include "store/engine.h"
 #include "store/store.h"
 
 /* A value of a dump (an array, a string, a number): read only through
@@ -70,7 +70,7 @@ struct mirror {
 /* The mirror of store @s: its engine state (store_set_engine). */
 static inline struct mirror *mirror_of(const struct store *s)
 {
-	return (struct mirror *)s->engine;
+	return (struct mirror *)store_engine(s);
 }
 
 /* The shared store behind @s, or NULL. */
@@ -208,10 +208,10 @@ const char *dump_str(const struct dump_val *v, size_t i);
 bool dump_u64(const struct dump_val *d, size_t i, uint64_t *v);
 bool dump_name_ok(const struct store *s, const char *name);
 bool dump_owner(const struct dump_val *r, struct store_owner *o);
-/* Set what a dump's row @r says of node @n: owner, mode and times (@m
- * its meta), its lease (0 or -ENOMEM), a tenant's drain (@T its row),
+/* Set what a dump's row @r says of node @n: owner, mode and times, its
+ * lease (0 or -ENOMEM), a tenant's drain (@T its row),
  * a tenant's tombstones (@tombs the TOMBS array: 0, -EPROTO, -ENOMEM). */
-void dump_times(struct store *s, struct store_node *n, struct meta *m,
+void dump_times(struct store *s, struct store_node *n,
 		const struct dump_val *r);
 int dump_lease(struct store *s, struct store_node *n, const struct dump_val *r);
 void dump_drain(struct store *s, struct tenant *t, const struct dump_val *T);

@@ -99,7 +99,7 @@
  * applies entries through the embedded transitions, which take the
  * store's locks in their order, and then broadcasts remote->applied.
  */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 #include "redis/internal.h"
 
@@ -121,9 +121,7 @@ static int answer(struct store *s, uint64_t ino, struct store_node **out,
 	if (attr && store_getattr(s, n, attr) == -ESTALE) {
 		/* Dead already: its attributes as it was made (the kernel's
 		 * next look finds it gone). */
-		node_lock(s, n);
-		attr_locked(s, n, attr);
-		node_unlock(s, n);
+		node_attr_any(s, n, attr);
 		if (attr->nlink == 0)
 			attr->nlink = 1;
 	}
@@ -144,12 +142,7 @@ static int remote_tenant_make(struct store *s, const char *name,
 	int rc;
 
 	/* A new tenant inherits from this mount's root. */
-	lock(&s->lock, LOCK_STORE);
-	if (s->root.mode & S_ISGID) {
-		o.gid = s->root_meta.gid;
-		o.mode |= S_ISGID;
-	}
-	unlock(&s->lock, LOCK_STORE);
+	root_inherit_owner(s, &o);
 	a_str(&a, name);
 	a_u64(&a, o.uid);
 	a_u64(&a, o.gid);
@@ -188,7 +181,7 @@ static int remote_join(struct store *s, struct store_node *dir,
 	uint64_t tid, ino;
 	int rc;
 
-	if (is_dead(dir))
+	if (node_dead(dir))
 		return refuse(s, -ESTALE);
 	if (!tkey(s, dir, &tid, key, sizeof(key)))
 		return refuse(s, -ESTALE);
@@ -301,7 +294,6 @@ static int remote_create(struct store *s, struct store_node *parent, const char 
 		  struct store_attr *attr)
 {
 	struct args a = { .n = 0 };
-	struct parent *p = as_parent(parent);
 	char key[160];
 	redisReply *rep = NULL;
 	uint64_t tid, ino = 0;
@@ -310,8 +302,8 @@ static int remote_create(struct store *s, struct store_node *parent, const char 
 
 	/* A tenant gone from the mirror: the admission's order, a drain of
 	 * the store (EROFS) before the parent's death (ESTALE). */
-	if (!tkey(s, &p->tenant->node, &tid, key, sizeof(key)))
-		return refuse(s, draining(s, NULL, NULL) ? -EROFS : -ESTALE);
+	if (!tkey(s, store_node_tenant(parent), &tid, key, sizeof(key)))
+		return refuse(s, store_state(s) != STORE_READY ? -EROFS : -ESTALE);
 	a_u64(&a, mirror_remote_ino(s, parent));
 	a_str(&a, name);
 	a_u64(&a, owner->uid);
@@ -338,13 +330,12 @@ static int remote_unlink(struct store *s, struct store_node *parent,
 			 const char *name)
 {
 	struct args a = { .n = 0 };
-	struct parent *p = as_parent(parent);
 	char key[160];
 	redisReply *rep = NULL;
 	uint64_t tid;
 	int rc;
 
-	if (!tkey(s, &p->tenant->node, &tid, key, sizeof(key)))
+	if (!tkey(s, store_node_tenant(parent), &tid, key, sizeof(key)))
 		return refuse(s, -ESTALE);
 	a_u64(&a, mirror_remote_ino(s, parent));
 	a_str(&a, name);
@@ -361,17 +352,16 @@ static int remote_link(struct store *s, struct store_node *child,
 		struct store_attr *attr)
 {
 	struct args a = { .n = 0 };
-	struct parent *p = as_parent(parent);
-	struct child *c = as_child(child);
+	struct child *c = node_child(child);
 	struct store_node *ct, *n;
 	char key[160], ckey[160];
 	redisReply *rep = NULL;
 	uint64_t tid, ctid;
 	int rc;
 
-	if (!tkey(s, &p->tenant->node, &tid, key, sizeof(key)))
+	if (!tkey(s, store_node_tenant(parent), &tid, key, sizeof(key)))
 		return refuse(s, -ESTALE);
-	ct = remote_state_tenant(s, c);
+	ct = state_tenant(s, c);
 	if (!ct)
 		return refuse(s, -ESTALE);
 	rc = tkey(s, ct, &ctid, ckey, sizeof(ckey)) ? 0 : -ESTALE;
@@ -398,14 +388,13 @@ static int remote_rename(struct store *s, struct store_node *from, const char *n
 		  struct store_node *to, const char *to_name, unsigned flags)
 {
 	struct args a = { .n = 0 };
-	struct parent *pa = as_parent(from), *pb = as_parent(to);
 	char key[160], bkey[160];
 	redisReply *rep = NULL;
 	uint64_t tid, btid;
 	int rc;
 
-	if (!tkey(s, &pa->tenant->node, &tid, key, sizeof(key)) ||
-	    !tkey(s, &pb->tenant->node, &btid, bkey, sizeof(bkey)))
+	if (!tkey(s, store_node_tenant(from), &tid, key, sizeof(key)) ||
+	    !tkey(s, store_node_tenant(to), &btid, bkey, sizeof(bkey)))
 		return refuse(s, -ESTALE);
 	a_u64(&a, mirror_remote_ino(s, from));
 	a_str(&a, name);
@@ -424,13 +413,13 @@ static int remote_rename(struct store *s, struct store_node *from, const char *n
 /* The library's name of a node's kind, and its tenant node. */
 static const char *kind_name(struct store_node *n, struct store_node **tenant)
 {
-	switch (n->kind) {
+	switch (store_node_kind(n)) {
 	case STORE_TENANT:
 		*tenant = n;
 		store_node_ref(n);
 		return "tenant";
 	case STORE_PARENT:
-		*tenant = &as_parent(n)->tenant->node;
+		*tenant = store_node_tenant(n);
 		store_node_ref(*tenant);
 		return "parent";
 	case STORE_CHILD:
@@ -451,21 +440,21 @@ static int remote_setattr(struct store *s, struct store_node *n, unsigned mask,
 	uint64_t tid;
 	int rc;
 
-	if (n->kind == STORE_ROOT)
+	if (store_node_kind(n) == STORE_ROOT)
 		/* The root is this mount's own (its mounter's). */
-		return TRANSITION(s, node_setattr(s, NULL, n, mask, in, out));
+		return embedded_ops.setattr(s, n, mask, in, out);
 	kind = kind_name(n, &t);
 	if (!kind)
 		return -EPERM;
-	if (n->kind == STORE_CHILD)
-		t = remote_state_tenant(s, as_child(n));
+	if (store_node_kind(n) == STORE_CHILD)
+		t = state_tenant(s, node_child(n));
 	if (!t)
 		return refuse(s, -ESTALE);
 	rc = tkey(s, t, &tid, key, sizeof(key)) ? 0 : -ESTALE;
 	store_node_unref(s, t);
 	if (rc)
 		return refuse(s, rc);
-	if ((mask & STORE_SET_SIZE) && n->kind != STORE_CHILD)
+	if ((mask & STORE_SET_SIZE) && store_node_kind(n) != STORE_CHILD)
 		return -EISDIR;
 	a_str(&a, kind);
 	a_u64(&a, mirror_remote_ino(s, n));
@@ -514,7 +503,7 @@ static int remote_publish(struct store *s, struct store_node *n, const char *mod
 		   uint64_t seen_version, int64_t seen_mtime)
 {
 	struct args a = { .n = 0 };
-	struct store_node *t = remote_state_tenant(s, as_child(n));
+	struct store_node *t = state_tenant(s, node_child(n));
 	const char *v[8];
 	size_t l[8];
 	char key[160];
@@ -565,8 +554,8 @@ static int remote_lease(struct store *s, struct store_node *n, bool set,
 	int rc;
 
 	kind = kind_name(n, &t);
-	if (n->kind == STORE_CHILD)
-		t = remote_state_tenant(s, as_child(n));
+	if (store_node_kind(n) == STORE_CHILD)
+		t = state_tenant(s, node_child(n));
 	if (!t)
 		return refuse(s, -ESTALE);
 	rc = tkey(s, t, &tid, key, sizeof(key)) ? 0 : -ESTALE;
@@ -599,13 +588,12 @@ static int remote_set_child_ttl(struct store *s, struct store_node *n,
 				uint64_t ttl)
 {
 	struct args a = { .n = 0 };
-	struct parent *p = as_parent(n);
 	char key[160];
 	redisReply *rep = NULL;
 	uint64_t tid;
 	int rc;
 
-	if (!tkey(s, &p->tenant->node, &tid, key, sizeof(key)))
+	if (!tkey(s, store_node_tenant(n), &tid, key, sizeof(key)))
 		return -ESTALE; /* not counted, as lease_child_ttl */
 	a_u64(&a, mirror_remote_ino(s, n));
 	a_u64(&a, ttl);
@@ -679,7 +667,7 @@ static int remote_stage_publish(struct store_stage *st)
 static void remote_expire_due_drains(struct store *s, struct store_node *tenant,
 				     uint64_t now)
 {
-	struct tenant *t = tenant ? as_tenant(tenant) : NULL;
+	struct tenant *t = tenant ? node_tenant(tenant) : NULL;
 
 	if (store_next_deadline(s) <= now || drain_due(s, NULL, now) ||
 	    (t && drain_due(s, t, now)))

@@ -39,14 +39,14 @@ size_t store_remote_describe(char *buf, size_t cap,
 		text_put(&t, "embedded");
 		break;
 	case STORE_REMOTE_TCP:
-		text_put(&t, "redis://");
+		text_put(&t, r->tls ? "rediss://" : "redis://");
 		put_addr(&t, &r->addr);
 		break;
 	case STORE_REMOTE_UNIX:
 		text_put(&t, "unix:%s", r->path);
 		break;
 	case STORE_REMOTE_SENTINEL:
-		text_put(&t, "sentinel://");
+		text_put(&t, r->tls ? "sentinels://" : "sentinel://");
 		for (unsigned i = 0; i < r->nsentinels; i++) {
 			if (i > 0)
 				text_put(&t, ",");

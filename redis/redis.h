@@ -18,9 +18,9 @@
 /* How the primary is found. */
 enum store_remote_kind {
 	STORE_REMOTE_NONE = 0,  /* no -o store: the embedded store */
-	STORE_REMOTE_TCP,       /* redis://HOST:PORT */
+	STORE_REMOTE_TCP,       /* redis://HOST:PORT, rediss:// over TLS */
 	STORE_REMOTE_UNIX,      /* unix:/PATH */
-	STORE_REMOTE_SENTINEL,  /* sentinel://H1:P1,H2:P2/MASTER */
+	STORE_REMOTE_SENTINEL,  /* sentinel://H1:P1,H2:P2/MASTER, sentinels:// */
 };
 
 #define STORE_REMOTE_HOST_MAX      255  /* a DNS name or an address */
@@ -44,6 +44,10 @@ struct store_remote_addr {
 #define STORE_REMOTE_GIVEN_PREFIX   (1u << 3)
 #define STORE_REMOTE_GIVEN_TIMEOUT  (1u << 4)
 #define STORE_REMOTE_GIVEN_LIMITS   (1u << 5)
+#define STORE_REMOTE_GIVEN_TLS_CA   (1u << 6)
+#define STORE_REMOTE_GIVEN_TLS_CERT (1u << 7)
+#define STORE_REMOTE_GIVEN_TLS_KEY  (1u << 8)
+#define STORE_REMOTE_GIVEN_TLS_NAME (1u << 9)
 
 struct store_remote {
 	enum store_remote_kind kind;
@@ -65,6 +69,17 @@ struct store_remote {
 	char prefix[STORE_REMOTE_PREFIX_MAX + 1]; /* key prefix and hash tag */
 	uint64_t timeout_ms;                  /* store_timeout */
 	bool adopt_limits;                    /* store_limits=adopt */
+
+	/* TLS (rediss://, sentinels://): every connection, to the primary
+	 * and to the Sentinels, is TLS 1.2 or newer, its server's
+	 * certificate verified against a CA and its name. */
+	bool tls;
+	char tls_ca[PATH_MAX];   /* store_tls_ca; "" = the system's trust store */
+	char tls_cert[PATH_MAX]; /* store_tls_cert; "" = no client certificate */
+	char tls_key[PATH_MAX];  /* store_tls_key: the client certificate's key */
+	/* store_tls_name: the name every server's certificate must carry;
+	 * "" = the host connected to (an address checks its IP entry). */
+	char tls_name[STORE_REMOTE_HOST_MAX + 1];
 	unsigned given;                       /* STORE_REMOTE_GIVEN_* */
 };
 
@@ -77,7 +92,8 @@ void store_remote_default(struct store_remote *r);
 
 /*
  * Write where @r points, the way a user writes it ("redis://HOST:PORT",
- * "unix:/PATH", "sentinel://H:P,.../MASTER", or "embedded" for none), for
+ * "rediss://HOST:PORT", "unix:/PATH", "sentinel://H:P,.../MASTER",
+ * "sentinels://H:P,.../MASTER", or "embedded" for none), for
  * messages; never the user or the password.  snprintf-like: returns the
  * length the text needs, writes at most @cap bytes, NUL-terminated when
  * @cap > 0.
@@ -97,8 +113,10 @@ size_t store_remote_describe(char *buf, size_t cap,
  * store's (adopts them with store_limits=adopt), loads the store and
  * starts following it.  0, or -errno with a one-line message starting
  * "statefs: " in @err: -EINVAL (limits that differ: the message names the
- * option), -EACCES (credentials), -EIO (unreachable within
- * store_timeout), -EPROTO (a newer library), -ENOMEM.
+ * option; a TLS file that cannot be used), -EACCES (credentials), -EIO
+ * (unreachable within store_timeout), -EPROTO (a newer library; a TLS
+ * handshake refused: the server's certificate, its name, this mount's
+ * certificate, or a server that does not speak TLS), -ENOMEM.
  *
  * On a shared store, a transition that got no answer within
  * store_timeout returns -EIO and did not happen (each call carries a

@@ -16,7 +16,7 @@
  * -----------------
  * redis_store_new() runs before the store has any other thread.
  */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 #include "redis/internal.h"
 #include "redis/statefs_lua.h"
@@ -61,7 +61,7 @@ int redis_store_new(const struct store_limits *limits,
 
 		rc = store_new(&l, NULL, &tmp);
 		if (rc == 0) {
-			l = tmp->shown;
+			l = *store_limits(tmp);
 			store_free(tmp);
 		}
 	}
@@ -81,10 +81,10 @@ int redis_store_new(const struct store_limits *limits,
 		store_set_engine(s, &redis_ops, mirror_of(s));
 		memcpy(r->instance, inst, sizeof(inst));
 		r->instance_id = strtoull(inst, NULL, 16);
-		s->instance = r->instance_id;
+		store_set_instance(s, r->instance_id);
 		rc = remote_load_all(s);
 		/* The clock is the store's from here on. */
-		s->born_ms = store_now_ms(s);
+		store_restart_uptime(s);
 		if (rc && !err[0])
 			snprintf(err, errlen, "statefs: cannot load the shared "
 				 "store (%s)", strerror(-rc));

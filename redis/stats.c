@@ -11,7 +11,7 @@
  * network, redis/call.c); the link state and the damaged count are
  * atomics.
  */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 #include "redis/internal.h"
 

@@ -8,7 +8,7 @@
  * The store's close, when no call is in flight: the follower is
  * stopped and joined (redis/follow.c) before anything it uses goes.
  */
-#include "store/internal.h"
+#include "store/engine.h"
 #include "redis/mirror.h"
 #include "redis/internal.h"
 

@@ -1,8 +1,8 @@
 /*
  * wire.c - the ground of the transport: the deadlines every call of
  * redis/conn.c and redis/discover.c is bounded by (CLOCK_MONOTONIC ms),
- * a failure's text on one line, one command exchanged on a hiredis
- * context, and what a reply says.
+ * a failure's text on one line, and what a reply says (a command is
+ * exchanged on a link: redis/link.c).
  *
  * It owns nothing and takes no lock: each function works on what its
  * caller hands it.  The files of the transport call down to it, never
@@ -33,17 +33,6 @@ uint64_t wire_left_ms(uint64_t deadline)
 	return deadline > now ? deadline - now : 0;
 }
 
-struct timeval wire_tv(uint64_t ms)
-{
-	struct timeval tv;
-
-	if (ms == 0)
-		ms = 1;
-	tv.tv_sec = (time_t)(ms / 1000);
-	tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-	return tv;
-}
-
 /* Messages ------------------------------------------------------------- */
 
 void wire_why(char *why, const char *fmt, ...)
@@ -59,20 +48,6 @@ void wire_why(char *why, const char *fmt, ...)
 }
 
 /* Replies -------------------------------------------------------------- */
-
-redisReply *wire_exchange(redisContext *ctx, int argc, const char **argv,
-			  const size_t *argvlen, char *why)
-{
-	redisReply *rep = redisCommandArgv(ctx, argc, argv, argvlen);
-
-	/* A socket timeout reads as EAGAIN's text: say what it means. */
-	if (!rep && ctx->err == REDIS_ERR_IO &&
-	    strcmp(ctx->errstr, strerror(EAGAIN)) == 0)
-		wire_why(why, "no reply within the timeout");
-	else if (!rep)
-		wire_why(why, "%s", ctx->err ? ctx->errstr : "no reply");
-	return rep;
-}
 
 bool wire_is_error(const redisReply *rep, const char *code)
 {

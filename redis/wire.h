@@ -6,8 +6,9 @@
  * defines them.  The engine's other files see redis/conn.h only.
  *
  * The files of the transport call one way: library.c -> conn.c ->
- * discover.c -> wire.c.  The design, the locks and the failure classes
- * are told at the top of redis/conn.c.
+ * discover.c -> link.c -> wire.c (conn.c calls link.c and wire.c too;
+ * link.c is one connection to one server, plain or TLS: redis/link.h).  The design,
+ * the locks and the failure classes are told at the top of redis/conn.c.
  */
 #ifndef STATEFS_REDIS_WIRE_H
 #define STATEFS_REDIS_WIRE_H
@@ -20,24 +21,23 @@
 
 #include <hiredis/hiredis.h>
 
+#include "redis/link.h"
 #include "redis/redis.h"
-
-/* Longest text of a failure kept for messages. */
-#define WHY_MAX 256
 
 struct rconn {
 	struct rconn_pool *pool;  /* immutable */
 	uint64_t timeout_ms;      /* immutable: longest wait for one reply */
-	pthread_mutex_t lock;     /* leaf: the swap of ctx */
-	redisContext *ctx;        /* written by the owner under lock */
+	pthread_mutex_t lock;     /* leaf: the swap of link */
+	struct link *link;        /* written by the owner under lock */
 	atomic_bool interrupted;  /* rconn_interrupt was called */
-	unsigned checked;         /* owner: pool->evictions when ctx was checked */
+	unsigned checked;         /* owner: pool->evictions when link was checked */
 	struct rconn *next_free;  /* pool->lock; pool connections only */
 };
 
 struct rconn_pool {
 	struct store_remote remote;   /* immutable copy; wiped at close */
 	char where[256];              /* immutable: remote, for messages */
+	struct link_tls *tls;         /* immutable: NULL for a plain store */
 	atomic_bool connected;        /* the latest exchange succeeded */
 	atomic_uint sentinel_next;    /* the Sentinel to ask first */
 	atomic_uint evictions;        /* connections refused for the policy */
@@ -64,17 +64,9 @@ uint64_t wire_now_ms(void);
 /* Milliseconds until @deadline, 0 once it has passed. */
 uint64_t wire_left_ms(uint64_t deadline);
 
-/* @ms as a timeval, at least 1 ms (a zero timeval means "no timeout"
- * to the socket). */
-struct timeval wire_tv(uint64_t ms);
-
 /* Format a failure into @why (WHY_MAX bytes), on one line. */
 void wire_why(char *why, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-
-/* Run one command on @ctx: the reply, or NULL with the failure in @why. */
-redisReply *wire_exchange(redisContext *ctx, int argc, const char **argv,
-			  const size_t *argvlen, char *why);
 
 /* Is @rep the error @code (its first word)? */
 bool wire_is_error(const redisReply *rep, const char *code);
@@ -85,16 +77,17 @@ bool wire_str_is(const redisReply *rep, const char *s);
 /* redis/discover.c */
 
 /*
- * A new context to the primary of @p, found (through the Sentinels, for
+ * A new link to the primary of @p, found (through the Sentinels, for
  * sentinel://), authenticated and checked (ROLE or HELLO, then the
  * maxmemory-policy), each step within store_timeout and before
- * @deadline; its socket timeout is then set by the caller per command.
+ * @deadline; its timeout is then set by the caller per command.
  * 0 with *@out; -EIO or -EAGAIN (unreachable, or not the primary: worth
  * another attempt), -EACCES (credentials refused or missing), -EPERM
- * (an evicting policy: p->evictions counts it), -ENOMEM; the failure in
- * @why.  Lock-free: only the pool's atomics are touched.
+ * (an evicting policy: p->evictions counts it), -EPROTO (TLS refused:
+ * a certificate, the name, a server without TLS), -ENOMEM; the failure
+ * in @why.  Lock-free: only the pool's atomics are touched.
  */
 int discover_primary(struct rconn_pool *p, uint64_t deadline,
-		     redisContext **out, char *why);
+		     struct link **out, char *why);
 
 #endif /* STATEFS_REDIS_WIRE_H */

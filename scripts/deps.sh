@@ -9,7 +9,7 @@ PKGS="build-essential pkg-config libfuse3-dev fuse3 uthash-dev libcmocka-dev
 libsystemd-dev scdoc
 bats bats-support bats-assert parallel inotify-tools attr util-linux mount procps
 python3 man-db systemd rsync zip unzip vim redis-server redis-tools
-libhiredis-dev clang-14 libclang-rt-14-dev valgrind $*"
+libhiredis-dev libssl-dev openssl strace clang-14 libclang-rt-14-dev valgrind $*"
 
 missing=""
 for p in $PKGS; do

@@ -5,7 +5,7 @@
  * unit tests), the Nth allocation from the moment a test arms the hook
  * fails, so a test can fail every allocation along a transition in turn
  * and check that the caller gets -ENOMEM and the store is exactly as
- * before (tests/unit/test_faults.c).
+ * before (tests/unit/store/test_faults.c).
  */
 #ifndef STATEFS_STORE_ALLOC_H
 #define STATEFS_STORE_ALLOC_H

@@ -263,3 +263,50 @@ struct ptab bucket_clear_locked(struct store *s, struct given *g, struct parent 
 	p->nlinks = 0;
 	return links;
 }
+
+/* Contract in engine.h. */
+int tenant_each_link(struct store *s, struct tenant *t,
+		     int (*fn)(void *arg, struct store_node *parent,
+			       const char *name, uint64_t ino),
+		     void *arg)
+{
+	struct parent *p;
+	int rc = 0;
+
+	(void)s;
+	lock(&t->lock, LOCK_TENANT);
+	for (p = t->parents; p && rc == 0; p = p->hh.next) {
+		struct link *l;
+		uint32_t i;
+
+		bucket_lock(p);
+		ptab_for_each(&p->links, i, l) {
+			rc = fn(arg, &p->node, l->name, l->child->node.ino);
+			if (rc)
+				break;
+		}
+		bucket_unlock(p);
+	}
+	unlock(&t->lock, LOCK_TENANT);
+	return rc;
+}
+
+/* Contract in engine.h. */
+bool state_each_link(struct store *s, struct child *c,
+		     bool (*fn)(void *arg, struct store_node *parent,
+				const char *name),
+		     void *arg)
+{
+	struct link *l;
+	bool stop = false;
+
+	lock(stripe(s, c), LOCK_STRIPE);
+	LL_FOREACH2(c->slinks, l, snext) {
+		if (fn(arg, &l->parent->node, l->name)) {
+			stop = true;
+			break;
+		}
+	}
+	unlock(stripe(s, c), LOCK_STRIPE);
+	return stop;
+}

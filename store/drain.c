@@ -244,3 +244,64 @@ enum store_state store_drain_state(struct store *s, struct store_node *tenant,
 		*ms_left = st == STORE_DRAINING && deadline > now ? deadline - now : 0;
 	return st;
 }
+
+/* Contract in engine.h. */
+bool drains_running(struct store *s)
+{
+	return atomic_load(&s->tenants_draining) > 0;
+}
+
+/* Contract in engine.h. */
+size_t drains_tenants(struct store *s, struct store_node **out, size_t max)
+{
+	size_t n = 0;
+
+	if (!drains_running(s))
+		return 0;
+	lock(&s->lock, LOCK_STORE);
+	for (struct tenant *t = s->tenants; t && n < max; t = t->hh.next)
+		if (atomic_load(&t->drain_state) == STORE_DRAINING) {
+			out[n] = &t->node;
+			store_node_ref(out[n++]);
+		}
+	unlock(&s->lock, LOCK_STORE);
+	return n;
+}
+
+/* Contract in engine.h. */
+void store_set_drained(struct store *s)
+{
+	lock(&s->lock, LOCK_STORE);
+	atomic_store(&s->state, STORE_DRAINED);
+	unlock(&s->lock, LOCK_STORE);
+}
+
+/* Contract in engine.h. */
+void tenant_set_drain(struct store *s, struct tenant *t, enum store_state want,
+		      uint64_t deadline)
+{
+	int was;
+
+	lock(&t->lock, LOCK_TENANT);
+	was = atomic_load(&t->drain_state);
+	if (want != STORE_READY || was != STORE_READY)
+		atomic_store(&t->drain_deadline, deadline);
+	atomic_store(&t->drain_state, want);
+	if (want == STORE_DRAINING && was != STORE_DRAINING)
+		atomic_fetch_add(&s->tenants_draining, 1);
+	else if (want != STORE_DRAINING && was == STORE_DRAINING)
+		atomic_fetch_sub(&s->tenants_draining, 1);
+	unlock(&t->lock, LOCK_TENANT);
+}
+
+/* Contract in engine.h. */
+void store_load_state(struct store *s, enum store_state state)
+{
+	atomic_store(&s->state, state);
+}
+
+/* Contract in engine.h. */
+void store_load_drain_deadline(struct store *s, uint64_t deadline)
+{
+	atomic_store(&s->drain_deadline, deadline);
+}

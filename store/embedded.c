@@ -11,12 +11,16 @@
  * inode numbers and line numbers).  store.h's transitions reach a slot
  * through api.c once its common checks passed; an engine's table may
  * leave any slot NULL to have this one.  A new embedded transition is a
- * slot here and its function in the file of its mechanism.
+ * slot here and its function in the file of its mechanism.  An engine
+ * that applies its authority's entries with the core's transitions runs
+ * each in the same wrapper, as functions (transition_begin,
+ * transition_end: engine.h's ENGINE_TRANSITION), since the world lock is
+ * a field of the core's.
  *
  * Locks
  * -----
  * Each wrapper takes the world lock shared around its transition (the
- * transition takes the rest, in the order of internal.h) and runs the
+ * transition takes the rest, in the order of engine.h) and runs the
  * event hook once it let go.  set_child_ttl, the drains and the reaper's
  * pass take their own (lease.c, drain.c, reaper.c).
  */
@@ -133,3 +137,16 @@ const struct store_ops embedded_ops = {
 	.stats = stats_embedded,            /* store.c */
 	/* clock_advance, sync, connection, close: none (api.c answers). */
 };
+
+/* Contract in engine.h. */
+void transition_begin(struct store *s)
+{
+	world_enter(s);
+}
+
+/* Contract in engine.h. */
+void transition_end(struct store *s)
+{
+	world_exit(s);
+	event_hook_run(s);
+}

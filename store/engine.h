@@ -31,14 +31,161 @@
  * reaches the core as a struct given, passed to the transition; the
  * embedded store passes NULL: the core decides.
  *
- * The functions below are grouped by the file that defines them, as the
- * kernel's fs/kernfs/kernfs-internal.h groups its own.  Their structs and
- * locks are in store/internal.h.
+ * Every structure of the core stays opaque to an engine: it reads and
+ * changes a mirror's nodes only through the functions below (a node's
+ * view as a tenant, a parent or a state; the walks of a tenant's links
+ * and parents, which call back under the core's locks; what a load or
+ * a difference sets: owner and times, a lease, a tombstone, a drain),
+ * never by a field.  The functions are grouped by the file that defines
+ * them, as the kernel's fs/kernfs/kernfs-internal.h groups its own;
+ * their structs are in store/internal.h, the core's alone.
+ *
+ * Shared whole, because an engine's own code takes part in them: the
+ * lock order (enum store_lock_level, its one statement, with the lock
+ * wrappers that check it in test builds: an engine's locks are levels
+ * of it), the uthash setting (an engine's tables fail as the core's,
+ * through st_malloc, store/alloc.h) and the wall time a transition
+ * stamps.
  */
 #ifndef STATEFS_STORE_ENGINE_H
 #define STATEFS_STORE_ENGINE_H
 
 #include "store/store.h"
+#include "store/alloc.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* uthash: running out of memory is an error the caller sees, not an exit.
+ * Set by a failed add, on the thread that made it (defined in store.c);
+ * an engine's own tables (an index of its nodes) fail the same way. */
+extern __thread int hash_oom;
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (hash_oom = 1)
+#define uthash_malloc(sz) st_malloc(sz)
+#include <uthash.h>
+#include <utlist.h>
+
+/* Locks ------------------------------------------------------------------ */
+
+/*
+ * The lock order.  Each lock of the store has a level, numbered outermost
+ * first; a thread takes a lock only at a level above every level it
+ * holds, so every path that holds two locks takes them in one order and
+ * no two paths can wait for each other.  The rules, each checked on every
+ * acquisition in test builds (lockcheck.c):
+ *  - above every level held: never an outer lock after an inner one, nor
+ *    two locks of one level;
+ *  - except buckets (LOCK_PARENT), held together only in ascending inode
+ *    order (a rename's two buckets, an expiry's or a cleanup's buckets),
+ *    and stripes (LOCK_STRIPE), two at once only when links exchange
+ *    states, the lower address first;
+ *  - a leaf (LOCK_FIRST_LEAF and above) takes nothing while held;
+ *  - an engine (engine.h) has one leaf of its own (LOCK_ENGINE_INDEX)
+ *    and three locks outside the store's (its transport's two, the state
+ *    of what it applied): each of those is held alone, and no store lock
+ *    is held while calling into the engine's transport or waiting for it
+ *    at all (every call may wait on the network).
+ * Hooks and callbacks run with no store lock held (the event and
+ * attribute hooks run after the transition let go), but one:
+ * store_node_names() calls its callback under the state's stripe, and
+ * the callback only copies what it is given.
+ */
+enum store_lock_level {
+	LOCK_NONE = 0,
+	LOCK_SNAP_TAKER,  /*  1 s->snap_taker: one snapshot at a time */
+	LOCK_WORLD,       /*  2 s->world: shared by transitions, exclusive
+			   *    for a full scan */
+	LOCK_STORE,       /*  3 s->lock: the tenant table and the root */
+	LOCK_TENANT,      /*  4 tenant->lock */
+	LOCK_PARENT,      /*  5 parent->lock, the bucket (ascending inode) */
+	LOCK_SNAP_ROWS,   /*  6 snap_run->lock: rows copied by transitions */
+	LOCK_STAGE,       /*  7 store_stage->lock */
+	LOCK_STRIPE,      /*  8 s->stripes[]: a state (ascending address) */
+	/* Leaves. */
+	LOCK_FROZEN,      /*  9 snap_run->frozen_lock: states frozen */
+	LOCK_HEAP,        /* 10 s->heap_lock: the lease heap and records */
+	LOCK_ACL,         /* 11 tenant->acl_lock: its owner and mode */
+	LOCK_EVLOG,       /* 12 the event log's mutex (store/evlog.c) */
+	LOCK_TOMBQ,       /* 13 s->tomb_lock: the tombstone queue */
+	LOCK_SNAP_HOLD,   /* 14 s->hold_lock: what open snapshots hold */
+	LOCK_REAPER,      /* 15 s->reap_lock: the reaper's wake-ups */
+	LOCK_ENGINE_INDEX, /* 16 an engine's index of its nodes and tenants
+			   *    (redis/index.c) */
+	/* Held alone: no store lock is held while calling into an
+	 * engine's transport (it waits on the network). */
+	LOCK_ENGINE_POOL, /* 17 its connection pool (redis/conn.c) */
+	LOCK_ENGINE_CONN, /* 18 one connection (redis/conn.c) */
+	LOCK_ENGINE_STATE, /* 19 what its follower applied and the link's
+			   *    state (redis/follow.c) */
+	LOCK_NLEVELS
+};
+
+#define LOCK_FIRST_LEAF LOCK_FROZEN
+#define LOCK_FIRST_ALONE LOCK_ENGINE_POOL
+
+/*
+ * Every acquisition of a store lock names its level (enum
+ * store_lock_level, above).  Builds with
+ * -DSTORE_LOCKCHECK (the unit, stress and fuzz builds) record, per
+ * thread, the levels held and abort with both places named when a thread
+ * takes a lock out of order (store/lockcheck.c); other builds compile to
+ * the bare pthread calls.  The check runs before the thread waits, so an
+ * order that could deadlock is reported on the first run that takes it,
+ * not on the unlucky one.
+ */
+#ifdef STORE_LOCKCHECK
+void store_lockcheck_take(enum store_lock_level level, uint64_t key,
+			  const char *file, int line);
+void store_lockcheck_drop(enum store_lock_level level, const char *file,
+			  int line);
+void store_lockcheck_held(enum store_lock_level level, const char *file,
+			  int line);
+#define LOCKCHECK_TAKE(level, key) \
+	store_lockcheck_take((level), (key), __FILE__, __LINE__)
+#define LOCKCHECK_DROP(level) store_lockcheck_drop((level), __FILE__, __LINE__)
+/* The caller holds a lock of @level (at the top of a _locked function). */
+#define store_assert_held(level) \
+	store_lockcheck_held((level), __FILE__, __LINE__)
+#else
+#define LOCKCHECK_TAKE(level, key) ((void)0)
+#define LOCKCHECK_DROP(level) ((void)0)
+#define store_assert_held(level) ((void)0)
+#endif
+
+static inline void mutex_lock(pthread_mutex_t *m)
+{
+	if (pthread_mutex_lock(m) != 0)
+		abort();
+}
+
+static inline void mutex_unlock(pthread_mutex_t *m)
+{
+	if (pthread_mutex_unlock(m) != 0)
+		abort();
+}
+
+/*
+ * Take mutex @m of level @level; @key orders two locks of one level that
+ * may be held together (a bucket's inode number, a stripe's address).
+ */
+#define lock_keyed(m, level, key)                                     \
+	do {                                                          \
+		LOCKCHECK_TAKE((level), (key));                       \
+		mutex_lock(m);                                        \
+	} while (0)
+/* Take mutex @m of level @level; stripes held together are ordered by
+ * their address, buckets by their inode number (bucket_lock()). */
+#define lock(m, level) lock_keyed((m), (level), (uintptr_t)(m))
+#define unlock(m, level)                                              \
+	do {                                                          \
+		mutex_unlock(m);                                      \
+		LOCKCHECK_DROP(level);                                \
+	} while (0)
+
+#define NS_PER_S 1000000000LL
 
 struct tenant;
 struct parent;
@@ -64,6 +211,23 @@ struct given {
 	bool hidden;                   /* a reload's difference: lines for
 					* the watch machinery only */
 };
+
+static inline int64_t ns_of(struct timespec ts)
+{
+	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+/* The wall time a transition stamps: @g's when an engine decided it,
+ * else the clock's (@g NULL). */
+static inline int64_t wall_now(const struct given *g)
+{
+	struct timespec ts;
+
+	if (g)
+		return g->ns;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ns_of(ts);
+}
 
 /*
  * The method table: one slot per transition of the domain.  Each returns
@@ -138,6 +302,22 @@ struct store_ops {
 /* The embedded store's table: every slot filled (store/embedded.c). */
 extern const struct store_ops embedded_ops;
 
+/* store/embedded.c: one transition an engine applies, as the embedded
+ * store's TRANSITION runs its own: transition_begin() takes the world
+ * lock shared; transition_end() lets it go and runs the event hook (no
+ * lock held any more).  ENGINE_TRANSITION(s, call) is the pair around
+ * @call, and gives what @call returned. */
+void transition_begin(struct store *s);
+void transition_end(struct store *s);
+#define ENGINE_TRANSITION(s, call)                                    \
+	({                                                            \
+		int erc_;                                             \
+		transition_begin(s);                                  \
+		erc_ = (call);                                        \
+		transition_end(s);                                    \
+		erc_;                                                 \
+	})
+
 /* The core functions an engine may call ---------------------------------- */
 
 /* store/child.c: the children's transitions (their store.h forms, less
@@ -153,6 +333,22 @@ int child_link(struct store *s, struct given *g, struct store_node *child,
 	       struct store_attr *attr);
 int child_rename(struct store *s, struct given *g, struct store_node *from, const char *name,
 		 struct store_node *to, const char *to_name, unsigned flags);
+
+/* store/bucket.c */
+/* Call @fn for each link of tenant @t's parents (its parent's node, its
+ * name, its state's inode number), under the tenant's lock and the
+ * bucket's: @fn only copies what it is given.  Stops at the first
+ * non-zero @fn returns, and returns it (0 when none). */
+int tenant_each_link(struct store *s, struct tenant *t,
+		     int (*fn)(void *arg, struct store_node *parent,
+			       const char *name, uint64_t ino),
+		     void *arg);
+/* Call @fn for each link of state @c (its parent's node, its name),
+ * under the state's stripe, until @fn returns true; whether it did. */
+bool state_each_link(struct store *s, struct child *c,
+		     bool (*fn)(void *arg, struct store_node *parent,
+				const char *name),
+		     void *arg);
 
 /* store/content.c */
 /* What a stage publishes, copied for an engine's publication. */
@@ -181,6 +377,24 @@ int content_publish(struct store *s, struct given *g, struct child *c, const voi
 		    size_t len, const int64_t *mtime);
 
 /* store/drain.c */
+/* The store's drain state and deadline as a load of the engine's
+ * authority has them (no lock: before anything reads them, or from the
+ * one thread that applies). */
+void store_load_state(struct store *s, enum store_state state);
+void store_load_drain_deadline(struct store *s, uint64_t deadline);
+/* Tenant @t's drain as the engine's authority has it: its state @want
+ * and, unless it is and stays ready, its deadline @deadline; the count
+ * of drains that run follows.  Takes the tenant's lock. */
+void tenant_set_drain(struct store *s, struct tenant *t, enum store_state want,
+		      uint64_t deadline);
+/* The store's drain is over (what the engine's authority said): its
+ * state STORE_DRAINED.  Takes the store lock. */
+void store_set_drained(struct store *s);
+/* Does a drain of some tenant run?  A hint, read without a lock. */
+bool drains_running(struct store *s);
+/* The tenants whose drain runs, each with a reference, into @out (at
+ * most @max); returns how many.  Takes the store lock. */
+size_t drains_tenants(struct store *s, struct store_node **out, size_t max);
 /* Is a drain of the store (@t NULL) or of @t due to be cleared at @now? */
 bool drain_due(struct store *s, struct tenant *t, uint64_t now);
 int drain_start(struct store *s, struct given *g, struct tenant *t, uint64_t now,
@@ -198,8 +412,24 @@ void emit_overflow(struct store *s, struct tenant *t);
  * line for it): what its .snapshot's seq row says until its next line. */
 void store_tenant_seq_set(struct store_node *tenant, uint64_t seq);
 void event_hook_run(struct store *s);
+/* Another mount changed @n's attributes, which no line tells of: run the
+ * touch hook (store_set_touch_hook), if any.  No store lock held. */
+void node_touched(struct store *s, struct store_node *n);
 
 /* store/lease.c */
+/* Set @n's lease as the engine's authority has it: its TTL @ttl_ms and
+ * its deadline @deadline (0: none); nothing for a node that never had a
+ * lease and gets none.  Takes @n's lock.  0 or -ENOMEM. */
+int lease_load(struct store *s, struct store_node *n, uint64_t ttl_ms,
+	       uint64_t deadline);
+/* Set parent @p's children's TTL (its child_ttl) to @ttl_ms, as the
+ * engine's authority did; takes the bucket. */
+void parent_set_child_ttl(struct parent *p, uint64_t ttl_ms);
+/* The nodes whose lease is due at @now (the top of the deadline heap,
+ * walked without taking anything out), each with a reference, into @due
+ * (at most @max); returns how many.  Takes the heap's lock. */
+size_t lease_due(struct store *s, uint64_t now, struct store_node **due,
+		 size_t max);
 int lease_change(struct store *s, struct given *g, struct store_node *n, bool set,
 		 uint64_t ttl_ms);
 
@@ -211,6 +441,60 @@ int node_lookup(struct store *s, const struct given *g, struct store_node *dir,
 /* store/node.c */
 void attr_locked(struct store *s, struct store_node *n,
 		 struct store_attr *a);
+/* Give @o, the owner of a tenant about to be made, what it inherits from
+ * the root (the rule of a setgid directory: its group, and the setgid
+ * bit); takes the store lock. */
+void root_inherit_owner(struct store *s, struct store_owner *o);
+/* @n as the tenant, parent or child the core functions below take, or
+ * NULL when @n is not of that kind (or NULL). */
+struct tenant *node_tenant(struct store_node *n);
+struct parent *node_parent(struct store_node *n);
+struct child *node_child(struct store_node *n);
+/* The tenant of state @c (the tenant of its links' parents), with a
+ * reference; NULL when it has no link.  Takes the state's stripe. */
+struct store_node *state_tenant(struct store *s, struct child *c);
+/* Tenant @t's node, and the number the engine calls it by (0 until the
+ * engine sets one; the engine's own lock guards it). */
+struct store_node *tenant_node(struct tenant *t);
+uint64_t tenant_engine_id(const struct tenant *t);
+void tenant_set_engine_id(struct tenant *t, uint64_t id);
+/* Set directory or state @n's owner (@o: uid, gid and mode) and times
+ * as the engine's authority has them; takes @n's lock (and a tenant's
+ * acl lock). */
+void node_set_meta(struct store *s, struct store_node *n,
+		   const struct store_owner *o, int64_t atime, int64_t mtime,
+		   int64_t ctime);
+/* @n's lease deadline (0: none); @p's generation; @c's version (takes
+ * its stripe); @c's mtime set to @mtime (takes its stripe). */
+uint64_t node_deadline(const struct store *s, const struct store_node *n);
+uint64_t parent_generation(const struct parent *p);
+uint64_t state_version(struct store *s, struct child *c);
+void state_set_mtime(struct store *s, struct child *c, int64_t mtime);
+/* @c's version set to @version (a load's); takes its stripe. */
+void state_set_version(struct store *s, struct child *c, uint64_t version);
+/* Parent @p's generation, for a parent made by a load or a difference
+ * and seen by no one yet (no lock): the engine's authority's. */
+void parent_set_generation(struct parent *p, uint64_t generation);
+/* @c's link count (takes its stripe). */
+uint32_t state_nlink(struct store *s, struct child *c);
+/* What a watcher sees change of a directory's or a state's attributes
+ * (its owner, mode and leases): node_seen() reads them, under @n's lock
+ * (the deadline after it). */
+struct node_seen {
+	uid_t uid;
+	gid_t gid;
+	uint16_t mode;
+	uint64_t ttl, deadline, child_ttl;
+};
+void node_seen(struct store *s, struct store_node *n, struct node_seen *out);
+/* Is @n dead (or, a special file, its directory)?  A hint: it may die
+ * right after. */
+bool node_dead(const struct store_node *n);
+/* @n's attributes into @a, dead or alive (store_getattr refuses a dead
+ * node: this reads it as it was); @n a directory or a state, whose lock
+ * it takes. */
+void node_attr_any(struct store *s, struct store_node *n,
+		   struct store_attr *a);
 
 /* store/setattr.c */
 int node_setattr(struct store *s, struct given *g, struct store_node *n, unsigned mask,
@@ -223,6 +507,11 @@ int parent_join(struct store *s, struct given *g, struct tenant *t, const char *
 int parent_expire(struct store *s, struct given *g, struct parent *p, uint64_t now);
 int parent_leave(struct store *s, struct given *g, struct tenant *t, const char *name,
 		 bool must_exist, const struct store_cred *cred);
+/* Call @fn for each parent of tenant @t, under the tenant's lock, as
+ * tenant_each_link(). */
+int tenant_each_parent(struct store *s, struct tenant *t,
+		       int (*fn)(void *arg, struct store_node *parent),
+		       void *arg);
 
 /* store/base.c */
 /* Count refusal @rc by its kind for .stats, and return it. */
@@ -233,6 +522,25 @@ int refuse(struct store *s, int rc);
  * engine's close slot lets go of): once, before the store is used. */
 void store_set_engine(struct store *s, const struct store_ops *ops,
 		      void *engine);
+/* The engine's state store_set_engine() gave @s (NULL: none). */
+void *store_engine(const struct store *s);
+/* The engine let go of its state (its close slot): store_engine() gives
+ * NULL from now on; the table stays. */
+void store_drop_engine(struct store *s);
+/* @s's transitions enforce no store-wide ceiling, quota or share of
+ * their own from now on (the engine's authority does); store_limits()
+ * still shows them.  Before the store is used. */
+void store_lift_limits(struct store *s);
+/* Number @s's next nodes past @ino_offset (as a new store numbers them
+ * past the root and its special files).  Before the store is used, or
+ * when a new instance of the engine's authority begins. */
+void store_number_from(struct store *s, uint64_t ino_offset);
+/* The instance id store_instance_id() shows from now on: the engine's
+ * authority's, which a new instance of it changes. */
+void store_set_instance(struct store *s, uint64_t instance);
+/* store_uptime_ms() counts from now on (once the engine's clock is the
+ * store's, after its first load). */
+void store_restart_uptime(struct store *s);
 /* The store's own gauges and counters (no tombstone aged first): 0,
  * -EINVAL or -ESTALE for @tenant, as store_stats(). */
 int stats_gauges(struct store *s, struct store_node *tenant,
@@ -248,6 +556,19 @@ int tenant_create(struct store *s, struct given *g, const char *name,
 		  struct store_node **out, struct store_attr *attr);
 int tenant_cleanup(struct store *s, struct given *g, const char *name,
 		   const struct store_cred *cred);
+/* The tenant named @name, with a reference, or NULL.  Takes the store
+ * lock. */
+struct store_node *tenant_find(struct store *s, const char *name);
+
+/* A store instance ended (the engine's authority began anew): every
+ * tenant is cleaned up, each one transition under @g (silent with
+ * quiet), then the root's .events readers get "overflow" and every
+ * tenant's -ESTALE, and the store is ready again (a drain of the old
+ * instance is over).  Returns how many inode numbers were handed out
+ * past the root's and its special files': the new instance's nodes are
+ * numbered past them.  Only the caller changes the tenant table
+ * meanwhile; no store lock held. */
+uint64_t tenants_end_instance(struct store *s, struct given *g);
 
 /* store/tomb.c */
 void tomb_drop_locked(struct store *s, struct tenant *t, struct tomb *tb);
@@ -255,5 +576,17 @@ struct tomb *tomb_new(const char *name);
 int tomb_insert_locked(struct store *s, struct tenant *t,
 		       struct tomb *tb, uint64_t gen, uint64_t now);
 int tomb_reserve_locked(struct store *s, struct tenant *t);
+/* Add to @t's tombstones @name, of generation @gen, due at @deadline
+ * (the engine's authority's), as one transition with no line: takes the
+ * world lock shared, then @t's.  0, -EPROTO for a deadline below the
+ * tombstone TTL, -ENOMEM. */
+int tomb_load(struct store *s, struct tenant *t, const char *name,
+	      uint64_t gen, uint64_t deadline);
+/* Drop every tombstone of @t (a reload loads them again), as one
+ * transition with no line. */
+void tombs_drop_all(struct store *s, struct tenant *t);
+/* Drop @t's tombstone @name, if any (the engine's authority aged it), as
+ * one transition with no line: takes the world lock shared, then @t's. */
+void tomb_age(struct store *s, struct tenant *t, const char *name);
 
 #endif /* STATEFS_STORE_ENGINE_H */

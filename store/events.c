@@ -360,3 +360,10 @@ void store_set_event_hook(struct store *s, void (*hook)(void *arg, bool internal
 	s->event_hook = hook;
 	s->event_arg = arg;
 }
+
+/* Contract in engine.h. */
+void node_touched(struct store *s, struct store_node *n)
+{
+	if (s->touch_hook)
+		s->touch_hook(s->touch_arg, n);
+}

@@ -5,8 +5,9 @@
  *
  * It holds the layout of every struct more than one file of store/
  * touches, each shared field marked with the lock that guards it; the
- * lock order, numbered (enum store_lock_level, below: its one statement);
- * the lock wrappers that check it in test builds; small inline helpers;
+ * core's own lock wrappers (a bucket's, the world lock; the lock order,
+ * enum store_lock_level, and the checked lock()/unlock() are in
+ * engine.h, which an engine's locks take part in); small inline helpers;
  * and the functions one file defines for the others, grouped under the
  * file that defines them, at the end.
  *
@@ -35,10 +36,12 @@
  * -----
  *   engine.h    the method table an authority implements (struct
  *               store_ops), what an engine decides for a transition it
- *               applies (struct given), the core functions it may call
+ *               applies (struct given), the core functions it may call,
+ *               the lock order and its checked wrappers
  *   api.c       store.h's transitions: the common front checks, then the
  *               table
- *   embedded.c  the embedded authority's table (embedded_ops)
+ *   embedded.c  the embedded authority's table (embedded_ops), and
+ *               the transition wrapper an engine applies entries in
  *   base.c      the ground floor: refusals, the clock, node references,
  *               a lease record's release, the reaper's wake-up
  *   store.c     the store object: lifecycle, limits, counters, .stats
@@ -70,7 +73,6 @@
 
 #include "store/store.h"
 #include "store/engine.h"
-#include "store/alloc.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -79,73 +81,9 @@
 #include <string.h>
 #include <time.h>
 
-/* uthash: running out of memory is an error the caller sees, not an exit.
- * Set by a failed add, on the thread that made it (defined in store.c). */
-extern __thread int hash_oom;
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(obj) (hash_oom = 1)
-#define uthash_malloc(sz) st_malloc(sz)
-#include <uthash.h>
-#include <utlist.h>
-
 #include "store/evlog.h"
 #include "store/ptab.h"
 
-/*
- * The lock order.  Each lock of the store has a level, numbered outermost
- * first; a thread takes a lock only at a level above every level it
- * holds, so every path that holds two locks takes them in one order and
- * no two paths can wait for each other.  The rules, each checked on every
- * acquisition in test builds (lockcheck.c):
- *  - above every level held: never an outer lock after an inner one, nor
- *    two locks of one level;
- *  - except buckets (LOCK_PARENT), held together only in ascending inode
- *    order (a rename's two buckets, an expiry's or a cleanup's buckets),
- *    and stripes (LOCK_STRIPE), two at once only when links exchange
- *    states, the lower address first;
- *  - a leaf (LOCK_FIRST_LEAF and above) takes nothing while held;
- *  - an engine (engine.h) has one leaf of its own (LOCK_ENGINE_INDEX)
- *    and three locks outside the store's (its transport's two, the state
- *    of what it applied): each of those is held alone, and no store lock
- *    is held while calling into the engine's transport or waiting for it
- *    at all (every call may wait on the network).
- * Hooks and callbacks run with no store lock held (the event and
- * attribute hooks run after the transition let go), but one:
- * store_node_names() calls its callback under the state's stripe, and
- * the callback only copies what it is given.
- */
-enum store_lock_level {
-	LOCK_NONE = 0,
-	LOCK_SNAP_TAKER,  /*  1 s->snap_taker: one snapshot at a time */
-	LOCK_WORLD,       /*  2 s->world: shared by transitions, exclusive
-			   *    for a full scan */
-	LOCK_STORE,       /*  3 s->lock: the tenant table and the root */
-	LOCK_TENANT,      /*  4 tenant->lock */
-	LOCK_PARENT,      /*  5 parent->lock, the bucket (ascending inode) */
-	LOCK_SNAP_ROWS,   /*  6 snap_run->lock: rows copied by transitions */
-	LOCK_STAGE,       /*  7 store_stage->lock */
-	LOCK_STRIPE,      /*  8 s->stripes[]: a state (ascending address) */
-	/* Leaves. */
-	LOCK_FROZEN,      /*  9 snap_run->frozen_lock: states frozen */
-	LOCK_HEAP,        /* 10 s->heap_lock: the lease heap and records */
-	LOCK_ACL,         /* 11 tenant->acl_lock: its owner and mode */
-	LOCK_EVLOG,       /* 12 the event log's mutex (store/evlog.c) */
-	LOCK_TOMBQ,       /* 13 s->tomb_lock: the tombstone queue */
-	LOCK_SNAP_HOLD,   /* 14 s->hold_lock: what open snapshots hold */
-	LOCK_REAPER,      /* 15 s->reap_lock: the reaper's wake-ups */
-	LOCK_ENGINE_INDEX, /* 16 an engine's index of its nodes and tenants
-			   *    (redis/index.c) */
-	/* Held alone: no store lock is held while calling into an
-	 * engine's transport (it waits on the network). */
-	LOCK_ENGINE_POOL, /* 17 its connection pool (redis/conn.c) */
-	LOCK_ENGINE_CONN, /* 18 one connection (redis/conn.c) */
-	LOCK_ENGINE_STATE, /* 19 what its follower applied and the link's
-			   *    state (redis/follow.c) */
-	LOCK_NLEVELS
-};
-
-#define LOCK_FIRST_LEAF LOCK_FROZEN
-#define LOCK_FIRST_ALONE LOCK_ENGINE_POOL
 
 #define STRIPES 256
 
@@ -431,67 +369,6 @@ struct snap_hold {
 	uint64_t bytes;
 };
 
-/* Locks ------------------------------------------------------------------- */
-
-/*
- * Every acquisition of a store lock names its level (enum
- * store_lock_level, above).  Builds with
- * -DSTORE_LOCKCHECK (the unit, stress and fuzz builds) record, per
- * thread, the levels held and abort with both places named when a thread
- * takes a lock out of order (store/lockcheck.c); other builds compile to
- * the bare pthread calls.  The check runs before the thread waits, so an
- * order that could deadlock is reported on the first run that takes it,
- * not on the unlucky one.
- */
-#ifdef STORE_LOCKCHECK
-void store_lockcheck_take(enum store_lock_level level, uint64_t key,
-			  const char *file, int line);
-void store_lockcheck_drop(enum store_lock_level level, const char *file,
-			  int line);
-void store_lockcheck_held(enum store_lock_level level, const char *file,
-			  int line);
-#define LOCKCHECK_TAKE(level, key) \
-	store_lockcheck_take((level), (key), __FILE__, __LINE__)
-#define LOCKCHECK_DROP(level) store_lockcheck_drop((level), __FILE__, __LINE__)
-/* The caller holds a lock of @level (at the top of a _locked function). */
-#define store_assert_held(level) \
-	store_lockcheck_held((level), __FILE__, __LINE__)
-#else
-#define LOCKCHECK_TAKE(level, key) ((void)0)
-#define LOCKCHECK_DROP(level) ((void)0)
-#define store_assert_held(level) ((void)0)
-#endif
-
-static inline void mutex_lock(pthread_mutex_t *m)
-{
-	if (pthread_mutex_lock(m) != 0)
-		abort();
-}
-
-static inline void mutex_unlock(pthread_mutex_t *m)
-{
-	if (pthread_mutex_unlock(m) != 0)
-		abort();
-}
-
-/*
- * Take mutex @m of level @level; @key orders two locks of one level that
- * may be held together (a bucket's inode number, a stripe's address).
- */
-#define lock_keyed(m, level, key)                                     \
-	do {                                                          \
-		LOCKCHECK_TAKE((level), (key));                       \
-		mutex_lock(m);                                        \
-	} while (0)
-/* Take mutex @m of level @level; stripes held together are ordered by
- * their address, buckets by their inode number (bucket_lock()). */
-#define lock(m, level) lock_keyed((m), (level), (uintptr_t)(m))
-#define unlock(m, level)                                              \
-	do {                                                          \
-		mutex_unlock(m);                                      \
-		LOCKCHECK_DROP(level);                                \
-	} while (0)
-
 /* A bucket's lock: buckets held together are taken by ascending inode. */
 #define bucket_lock(p) lock_keyed(&(p)->lock, LOCK_PARENT, (p)->node.ino)
 #define bucket_unlock(p) unlock(&(p)->lock, LOCK_PARENT)
@@ -566,29 +443,13 @@ static inline bool reserve(atomic_uint_fast64_t *c, uint64_t n, uint64_t limit)
 	return true;
 }
 
-#define NS_PER_S 1000000000LL
-
-static inline int64_t ns_of(struct timespec ts)
-{
-	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
-}
-
 /*
  * What a transition reads from its struct given (engine.h) when an engine
  * decided it, else from the store: the store clock (now_of, base.c),
- * the wall time, the next inode number, whether a drain refuses it.  @g NULL: the store
- * decides (the embedded store, every transition of its own).
+ * the wall time (wall_now, engine.h), the next inode number, whether a
+ * drain refuses it.  @g NULL: the store decides (the embedded store,
+ * every transition of its own).
  */
-static inline int64_t wall_now(const struct given *g)
-{
-	struct timespec ts;
-
-	if (g)
-		return g->ns;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return ns_of(ts);
-}
-
 static inline void touch_dir(struct meta *m, const struct given *g)
 {
 	m->mtime = m->ctime = wall_now(g);

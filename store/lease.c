@@ -25,7 +25,7 @@
  *     (parent_expire, child_expire), so one renewed or removed meanwhile
  *     is left alone.
  *  4. It is not rebuilt: it changes only with the deadlines.
- *  5. Tests: tests/unit/test_lease.c (deadline order, budgets,
+ *  5. Tests: tests/unit/store/test_lease.c (deadline order, budgets,
  *     renewals, removed nodes leaving the heap, a random model against
  *     the reaper) and tests/bats/leases.bats, lease_stress.bats.
  * A node past its deadline is gone whether or not the reaper has run
@@ -278,5 +278,56 @@ int lease_child_ttl(struct store *s, struct store_node *n, uint64_t ttl_ms)
 	else
 		p->child_ttl_ms = ttl_ms;
 	bucket_unlock(p);
+	return rc;
+}
+
+/* Contract in engine.h. */
+size_t lease_due(struct store *s, uint64_t now, struct store_node **due,
+		 size_t max)
+{
+	size_t nd = 0, stack[64], top = 0;
+
+	lock(&s->heap_lock, LOCK_HEAP);
+	if (s->heap_n && deadline_of(s, s->heap[0]) <= now)
+		stack[top++] = 0;
+	/* Depth first; a stack of 64 holds any path of a heap. */
+	while (top && nd < max) {
+		size_t i = stack[--top];
+
+		due[nd] = s->heap[i];
+		store_node_ref(due[nd++]);
+		for (size_t c = 2 * i + 1; c <= 2 * i + 2; c++)
+			if (c < s->heap_n && deadline_of(s, s->heap[c]) <= now &&
+			    top < sizeof(stack) / sizeof(stack[0]))
+				stack[top++] = c;
+	}
+	unlock(&s->heap_lock, LOCK_HEAP);
+	return nd;
+}
+
+/* Contract in engine.h. */
+void parent_set_child_ttl(struct parent *p, uint64_t ttl_ms)
+{
+	bucket_lock(p);
+	p->child_ttl_ms = ttl_ms;
+	bucket_unlock(p);
+}
+
+/* Contract in engine.h. */
+int lease_load(struct store *s, struct store_node *n, uint64_t ttl_ms,
+	       uint64_t deadline)
+{
+	int rc = 0;
+
+	if (!ttl_ms && !deadline && !lease_of(s, n))
+		return 0;
+	node_lock(s, n);
+	if (lease_ensure(s, n)) {
+		rc = -ENOMEM;
+	} else {
+		lease_of(s, n)->ttl_ms = ttl_ms;
+		lease_set(s, n, deadline);
+	}
+	node_unlock(s, n);
 	return rc;
 }

@@ -6,8 +6,8 @@
  * together, the highest key held).  No lock of its own: the record is the
  * thread's.
  *
- * Every lock wrapper of internal.h reports here before it waits and after
- * it lets go.  A thread may take a lock of level L only when
+ * Every lock wrapper (engine.h, internal.h) reports here before it
+ * waits and after it lets go.  A thread may take a lock of level L only when
  *  - it holds no leaf (LOCK_FIRST_LEAF and above) and no lock held alone;
  *  - L is held alone (LOCK_FIRST_ALONE and above) only if it holds no
  *    lock at all;

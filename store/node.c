@@ -89,6 +89,169 @@ void meta_inherit(struct store_node *n, struct meta *m,
 		n->mode |= S_ISGID;
 }
 
+/* Contract in engine.h. */
+void root_inherit_owner(struct store *s, struct store_owner *o)
+{
+	lock(&s->lock, LOCK_STORE);
+	if (s->root.mode & S_ISGID) {
+		o->gid = s->root_meta.gid;
+		o->mode |= S_ISGID;
+	}
+	unlock(&s->lock, LOCK_STORE);
+}
+
+/* The engine's views of a node (contracts in engine.h). */
+struct tenant *node_tenant(struct store_node *n)
+{
+	return as_tenant(n);
+}
+
+struct parent *node_parent(struct store_node *n)
+{
+	return as_parent(n);
+}
+
+struct child *node_child(struct store_node *n)
+{
+	return as_child(n);
+}
+
+struct store_node *tenant_node(struct tenant *t)
+{
+	return &t->node;
+}
+
+uint64_t tenant_engine_id(const struct tenant *t)
+{
+	return t->engine_id;
+}
+
+void tenant_set_engine_id(struct tenant *t, uint64_t id)
+{
+	t->engine_id = id;
+}
+
+uint64_t node_deadline(const struct store *s, const struct store_node *n)
+{
+	return deadline_of(s, n);
+}
+
+uint64_t parent_generation(const struct parent *p)
+{
+	return p->generation;
+}
+
+uint64_t state_version(struct store *s, struct child *c)
+{
+	uint64_t v;
+
+	lock(stripe(s, c), LOCK_STRIPE);
+	v = c->version;
+	unlock(stripe(s, c), LOCK_STRIPE);
+	return v;
+}
+
+/* The meta of directory or state @n. */
+static struct meta *meta_of(struct store *s, struct store_node *n)
+{
+	switch (n->kind) {
+	case STORE_ROOT: return &s->root_meta;
+	case STORE_TENANT: return &as_tenant(n)->meta;
+	case STORE_PARENT: return &as_parent(n)->meta;
+	case STORE_CHILD: return &as_child(n)->meta;
+	default: abort(); /* a special file has no meta of its own */
+	}
+}
+
+void state_set_version(struct store *s, struct child *c, uint64_t version)
+{
+	lock(stripe(s, c), LOCK_STRIPE);
+	c->version = version;
+	unlock(stripe(s, c), LOCK_STRIPE);
+}
+
+void parent_set_generation(struct parent *p, uint64_t generation)
+{
+	p->generation = generation;
+}
+
+uint32_t state_nlink(struct store *s, struct child *c)
+{
+	uint32_t n;
+
+	lock(stripe(s, c), LOCK_STRIPE);
+	n = c->node.nlink;
+	unlock(stripe(s, c), LOCK_STRIPE);
+	return n;
+}
+
+void node_seen(struct store *s, struct store_node *n, struct node_seen *out)
+{
+	const struct meta *m = meta_of(s, n);
+
+	node_lock(s, n);
+	out->uid = m->uid;
+	out->gid = m->gid;
+	out->mode = n->mode;
+	out->ttl = ttl_of(s, n);
+	out->child_ttl = n->kind == STORE_PARENT ? as_parent(n)->child_ttl_ms : 0;
+	node_unlock(s, n);
+	out->deadline = deadline_of(s, n);
+}
+
+void state_set_mtime(struct store *s, struct child *c, int64_t mtime)
+{
+	lock(stripe(s, c), LOCK_STRIPE);
+	c->meta.mtime = mtime;
+	unlock(stripe(s, c), LOCK_STRIPE);
+}
+
+void node_set_meta(struct store *s, struct store_node *n,
+		   const struct store_owner *o, int64_t atime, int64_t mtime,
+		   int64_t ctime)
+{
+	struct meta *m = meta_of(s, n);
+
+	node_lock(s, n);
+	if (n->kind == STORE_TENANT)
+		lock(&as_tenant(n)->acl_lock, LOCK_ACL);
+	m->uid = o->uid;
+	m->gid = o->gid;
+	n->mode = (uint16_t)(o->mode & 07777);
+	m->atime = atime;
+	m->mtime = mtime;
+	m->ctime = ctime;
+	if (n->kind == STORE_TENANT)
+		unlock(&as_tenant(n)->acl_lock, LOCK_ACL);
+	node_unlock(s, n);
+}
+
+bool node_dead(const struct store_node *n)
+{
+	return is_dead(n);
+}
+
+struct store_node *state_tenant(struct store *s, struct child *c)
+{
+	struct store_node *t = NULL;
+
+	lock(stripe(s, c), LOCK_STRIPE);
+	if (c->node.nlink) {
+		t = &child_tenant(c)->node;
+		store_node_ref(t);
+	}
+	unlock(stripe(s, c), LOCK_STRIPE);
+	return t;
+}
+
+void node_attr_any(struct store *s, struct store_node *n,
+		   struct store_attr *a)
+{
+	node_lock(s, n);
+	attr_locked(s, n, a);
+	node_unlock(s, n);
+}
+
 /* Reading a node --------------------------------------------------------- */
 
 enum store_kind store_node_kind(const struct store_node *n)

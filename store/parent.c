@@ -362,3 +362,19 @@ int parent_expire(struct store *s, struct given *g, struct parent *p, uint64_t n
 		reaped_free(s, p, &links);
 	return done;
 }
+
+/* Contract in engine.h. */
+int tenant_each_parent(struct store *s, struct tenant *t,
+		       int (*fn)(void *arg, struct store_node *parent),
+		       void *arg)
+{
+	struct parent *p;
+	int rc = 0;
+
+	(void)s;
+	lock(&t->lock, LOCK_TENANT);
+	for (p = t->parents; p && rc == 0; p = p->hh.next)
+		rc = fn(arg, &p->node);
+	unlock(&t->lock, LOCK_TENANT);
+	return rc;
+}

@@ -255,6 +255,40 @@ void store_set_engine(struct store *s, const struct store_ops *ops,
 	s->engine = engine;
 }
 
+void *store_engine(const struct store *s)
+{
+	return s->engine;
+}
+
+void store_drop_engine(struct store *s)
+{
+	s->engine = NULL;
+}
+
+void store_lift_limits(struct store *s)
+{
+	s->lim.max_tenants = s->lim.max_parents = s->lim.max_children = 0;
+	s->lim.max_bytes = s->lim.max_tombstones = 0;
+	s->lim.parent_quota = s->lim.tenant_quota = 0;
+	s->lim.tenant_max_parents = s->lim.tenant_max_children = 0;
+	s->lim.tenant_max_bytes = s->lim.tenant_max_tombstones = 0;
+}
+
+void store_number_from(struct store *s, uint64_t ino_offset)
+{
+	atomic_store(&s->next_ino, ino_offset + STORE_ROOT_INO + 1 + STORE_NSPECIAL);
+}
+
+void store_set_instance(struct store *s, uint64_t instance)
+{
+	atomic_store(&s->instance, instance);
+}
+
+void store_restart_uptime(struct store *s)
+{
+	s->born_ms = store_now_ms(s);
+}
+
 /* The embedded store's .stats (struct store_ops's stats). */
 int stats_embedded(struct store *s, struct store_node *tenant,
 		   struct store_stats *o)

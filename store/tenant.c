@@ -190,3 +190,32 @@ int tenant_cleanup(struct store *s, struct given *g, const char *name,
 	store_node_unref(s, &t->node); /* the table's reference */
 	return 0;
 }
+
+/* Contract in engine.h. */
+uint64_t tenants_end_instance(struct store *s, struct given *g)
+{
+	struct tenant *t, *tt;
+
+	HASH_ITER(hh, s->tenants, t, tt)
+		TRANSITION(s, tenant_cleanup(s, g, t->name, NULL));
+	emit_overflow(s, NULL);
+	event_hook_run(s);
+	lock(&s->lock, LOCK_STORE);
+	atomic_store(&s->state, STORE_READY);
+	unlock(&s->lock, LOCK_STORE);
+	return atomic_load(&s->next_ino) -
+	       (STORE_ROOT_INO + 1 + STORE_NSPECIAL);
+}
+
+/* Contract in engine.h. */
+struct store_node *tenant_find(struct store *s, const char *name)
+{
+	struct tenant *t;
+
+	lock(&s->lock, LOCK_STORE);
+	HASH_FIND_STR(s->tenants, name, t);
+	if (t)
+		store_node_ref(&t->node);
+	unlock(&s->lock, LOCK_STORE);
+	return t ? &t->node : NULL;
+}

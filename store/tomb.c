@@ -189,3 +189,50 @@ int tomb_reserve_locked(struct store *s, struct tenant *t)
 	}
 	return 0;
 }
+
+/* Contract in engine.h. */
+void tomb_age(struct store *s, struct tenant *t, const char *name)
+{
+	struct tomb *tb;
+
+	world_enter(s);
+	lock(&t->lock, LOCK_TENANT);
+	HASH_FIND_STR(t->tombs, name, tb);
+	if (tb)
+		tomb_drop_locked(s, t, tb);
+	unlock(&t->lock, LOCK_TENANT);
+	world_exit(s);
+}
+
+/* Contract in engine.h. */
+int tomb_load(struct store *s, struct tenant *t, const char *name,
+	      uint64_t gen, uint64_t deadline)
+{
+	struct tomb *tb;
+	int rc;
+
+	if (deadline < s->lim.tombstone_ttl_ms)
+		return -EPROTO;
+	tb = tomb_new(name);
+	if (!tb)
+		return -ENOMEM;
+	world_enter(s);
+	lock(&t->lock, LOCK_TENANT);
+	tomb_reserve_locked(s, t);
+	rc = tomb_insert_locked(s, t, tb, gen, deadline - s->lim.tombstone_ttl_ms);
+	unlock(&t->lock, LOCK_TENANT);
+	world_exit(s);
+	if (rc)
+		free(tb);
+	return rc;
+}
+
+/* Contract in engine.h. */
+void tombs_drop_all(struct store *s, struct tenant *t)
+{
+	world_enter(s);
+	lock(&t->lock, LOCK_TENANT);
+	tombs_drop_all_locked(s, t);
+	unlock(&t->lock, LOCK_TENANT);
+	world_exit(s);
+}

@@ -45,7 +45,7 @@
  *
  * The shared store.  LLVMFuzzerInitialize starts redis-server (no TCP,
  * no persistence) on a unix socket in a mkdtemp directory
- * (tests/unit/redis_fixture.h); it dies with
+ * (tests/unit/redis/redis_fixture.h); it dies with
  * this process (PR_SET_PDEATHSIG) and is killed, and the directory
  * removed, at exit or before a mismatch aborts (a sanitizer's report or
  * a libFuzzer timeout ends the process without either: the server still
@@ -83,7 +83,7 @@
 #include <hiredis/hiredis.h>
 
 #include "redis/redis.h"
-#include "tests/unit/redis_fixture.h"
+#include "tests/unit/redis/redis_fixture.h"
 #include "store/store.h"
 
 #define NT 2

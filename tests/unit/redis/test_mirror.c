@@ -11,13 +11,13 @@
  * authorities.
  *
  * Each test starts its own redis-server on a unix socket in a temporary
- * directory (no TCP, no persistence; tests/unit/redis_fixture.h); the
+ * directory (no TCP, no persistence; tests/unit/redis/redis_fixture.h); the
  * teardown kills it, and it dies with this process (PR_SET_PDEATHSIG).  Both stores run on a manual
  * clock (testclock), moved together, so deadlines are exact.
  */
 #define _GNU_SOURCE
 #include "tests/unit/unit.h"
-#include "tests/unit/redis_fixture.h"
+#include "tests/unit/redis/redis_fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>

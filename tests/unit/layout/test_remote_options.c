@@ -252,7 +252,11 @@ static void test_store_bad_urls(void **state)
 		{ "store=sentinel://h:1,/m", "empty address" },
 		{ "store=sentinel://h:1/m m", "master name" },
 		{ "store=sentinel://h:1/a/b", "master name" },
-		{ "store=rediss://h:1", "redis://HOST:PORT" },
+		{ "store=rediss://h", "no port" },
+		{ "store=rediss://user:pw@h:1", "credentials" },
+		{ "store=sentinels://h:1/", "no master name" },
+		{ "store=redisss://h:1", "redis://HOST:PORT" },
+		{ "store=sentinelss://h:1/m", "redis://HOST:PORT" },
 		{ "store=http://h:1", "redis://HOST:PORT" },
 		{ "store=redis:/h:1", "redis://HOST:PORT" },
 		{ "store=REDIS://h:1", "redis://HOST:PORT" },
@@ -430,8 +434,9 @@ static void test_message_one_line(void **state)
 	assert_int_equal(layout_remote_option(&r, "store=bogus", err,
 					      sizeof(err)), -EINVAL);
 	assert_string_equal(err, "statefs: bad value for -o store: 'bogus' "
-				 "(redis://HOST:PORT, unix:/PATH or "
-				 "sentinel://HOST:PORT,.../MASTER)");
+				 "(redis://HOST:PORT, rediss://HOST:PORT, "
+				 "unix:/PATH, sentinel://HOST:PORT,.../MASTER or "
+				 "sentinels://...)");
 	/* Truncated, and no room at all. */
 	memset(small, 'x', sizeof(small));
 	assert_int_equal(layout_remote_option(&r, "store=bogus", small,
@@ -440,6 +445,96 @@ static void test_message_one_line(void **state)
 	assert_int_equal(layout_remote_option(&r, "store=bogus", NULL, 0),
 			 -EINVAL);
 	assert_int_equal(layout_remote_option(&r, "store", NULL, 0), -EINVAL);
+}
+
+/* TLS ---------------------------------------------------------------------- */
+
+static void test_store_tls(void **state)
+{
+	struct store_remote r;
+	char text[200];
+
+	(void)state;
+	store_remote_default(&r);
+	assert_false(r.tls);
+	accept(&r, "store=rediss://redis.example:6380");
+	assert_int_equal(r.kind, STORE_REMOTE_TCP);
+	assert_true(r.tls);
+	assert_string_equal(r.addr.host, "redis.example");
+	assert_int_equal(r.addr.port, 6380);
+	store_remote_describe(text, sizeof(text), &r);
+	assert_string_equal(text, "rediss://redis.example:6380");
+	/* A later store= replaces the earlier one, TLS included. */
+	accept(&r, "store=redis://h:1");
+	assert_false(r.tls);
+	accept(&r, "store=sentinels://a:1,[::1]:2/m");
+	assert_int_equal(r.kind, STORE_REMOTE_SENTINEL);
+	assert_true(r.tls);
+	assert_int_equal(r.nsentinels, 2);
+	store_remote_describe(text, sizeof(text), &r);
+	assert_string_equal(text, "sentinels://a:1,[::1]:2/m");
+	/* FUSE splits the list at commas: the TLS survives the pieces. */
+	store_remote_default(&r);
+	accept(&r, "store=sentinels://a:1");
+	assert_int_equal(layout_remote_option(&r, "b:2/m", text, sizeof(text)), 1);
+	assert_true(r.tls);
+	assert_int_equal(r.nsentinels, 2);
+	assert_string_equal(r.master, "m");
+	accept(&r, "store_tls_ca=/etc/ssl/ca.pem");
+	accept(&r, "store_tls_cert=/etc/statefs/client.pem");
+	accept(&r, "store_tls_key=/etc/statefs/client.key");
+	accept(&r, "store_tls_name=redis.example");
+	assert_string_equal(r.tls_ca, "/etc/ssl/ca.pem");
+	assert_string_equal(r.tls_cert, "/etc/statefs/client.pem");
+	assert_string_equal(r.tls_key, "/etc/statefs/client.key");
+	assert_string_equal(r.tls_name, "redis.example");
+	assert_int_equal(layout_remote_finish(&r, text, sizeof(text)), 0);
+
+	refuse("store_tls_ca=ca.pem", "store_tls_ca", "absolute path");
+	refuse("store_tls_cert=", "store_tls_cert", "absolute path");
+	refuse("store_tls_key=./k", "store_tls_key", "absolute path");
+	refuse("store_tls_name=", "store_tls_name", "host name");
+	refuse("store_tls_name=a b", "store_tls_name", "host name");
+	refuse("store_tls_name=a/b", "store_tls_name", "host name");
+	refuse("store_tls_ca", "store_tls_ca", "needs a value");
+}
+
+static void test_finish_tls(void **state)
+{
+	static const char *const lone[] = {
+		"store_tls_ca=/a", "store_tls_cert=/a", "store_tls_key=/a",
+		"store_tls_name=n",
+	};
+	struct store_remote r;
+
+	(void)state;
+	/* Without a store, or with a plain one: refused, named. */
+	for (size_t i = 0; i < sizeof(lone) / sizeof(lone[0]); i++) {
+		char key[40];
+
+		snprintf(key, sizeof(key), "-o %.*s",
+			 (int)strcspn(lone[i], "="), lone[i]);
+		store_remote_default(&r);
+		accept(&r, lone[i]);
+		finish_refused(&r, key);
+		store_remote_default(&r);
+		accept(&r, "store=redis://h:1");
+		accept(&r, lone[i]);
+		finish_refused(&r, key);
+		store_remote_default(&r);
+		accept(&r, "store=unix:/run/r.sock");
+		accept(&r, lone[i]);
+		finish_refused(&r, "TLS");
+	}
+	/* A certificate and its key go together. */
+	store_remote_default(&r);
+	accept(&r, "store=rediss://h:1");
+	accept(&r, "store_tls_cert=/c");
+	finish_refused(&r, "-o store_tls_key");
+	store_remote_default(&r);
+	accept(&r, "store=rediss://h:1");
+	accept(&r, "store_tls_key=/k");
+	finish_refused(&r, "-o store_tls_cert");
 }
 
 /* Finish: what goes together ---------------------------------------------- */
@@ -669,6 +764,10 @@ static void test_help(void **state)
 		{ "store_prefix=NAME", "statefs" },
 		{ "store_timeout=SECONDS", "2" },
 		{ "store_limits=adopt|check", "check" },
+		{ "store_tls_ca=PATH", "the system's trust store" },
+		{ "store_tls_cert=PATH", "none" },
+		{ "store_tls_key=PATH", "none" },
+		{ "store_tls_name=NAME", "the host of the URL" },
 	};
 	char *text = NULL, *line, *save = NULL;
 	size_t len = 0, n = 0;
@@ -714,6 +813,8 @@ int main(void)
 		cmocka_unit_test(test_not_ours),
 		cmocka_unit_test(test_message_one_line),
 		cmocka_unit_test(test_finish_needs_store),
+		cmocka_unit_test(test_store_tls),
+		cmocka_unit_test(test_finish_tls),
 		cmocka_unit_test(test_finish_user_needs_password),
 		cmocka_unit_test_setup_teardown(test_password_read, tmp_setup,
 						tmp_teardown),

@@ -17,7 +17,7 @@
 
 #include "store/store.h"
 #include "tests/unit/unit.h"
-#include "tests/unit/fixture.h"
+#include "tests/unit/store/fixture.h"
 
 /* Creation and cleanup ---------------------------------------------------- */
 

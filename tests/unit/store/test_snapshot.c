@@ -34,7 +34,7 @@
 #include "layout/layout.h"
 #include "store/store.h"
 #include "tests/unit/unit.h"
-#include "tests/unit/fixture.h"
+#include "tests/unit/store/fixture.h"
 
 static const char *snap_kind_name(enum store_snap_kind k)
 {

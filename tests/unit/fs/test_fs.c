@@ -2,7 +2,7 @@
  * test_fs.c - unit tests of the FUSE adapter (every file of fs/ but main.c) with the
  * kernel replaced by a recorder.
  *
- * The recorder is tests/unit/fuse_stub.c, the stand-in for every libfuse
+ * The recorder is tests/unit/fs/fuse_stub.c, the stand-in for every libfuse
  * function the adapter calls (the binary is not linked with libfuse):
  * replies and notifications go, in the order the kernel would receive
  * them, to one log, and a reply can be held at the point where libfuse
@@ -32,7 +32,7 @@
 #include "fs/fs.h"
 #include "layout/layout.h"
 #include "store/store.h"
-#include "tests/unit/fuse_stub.h"
+#include "tests/unit/fs/fuse_stub.h"
 #include "tests/unit/unit.h"
 
 /* The fixture --------------------------------------------------------------- */

@@ -19,7 +19,7 @@
 
 #include "store/store.h"
 #include "tests/unit/unit.h"
-#include "tests/unit/fixture.h"
+#include "tests/unit/store/fixture.h"
 
 /* Admission and incarnations ---------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /*
- * fuse_stub.h - what tests/unit/test_fs.c sees of the libfuse stand-in
- * (tests/unit/fuse_stub.c): the log of what the kernel was sent, the
+ * fuse_stub.h - what tests/unit/fs/test_fs.c sees of the libfuse stand-in
+ * (tests/unit/fs/fuse_stub.c): the log of what the kernel was sent, the
  * requests a test makes and holds, the kernel's directory lock, and the
  * memory that runs out in the watch threads.
  */

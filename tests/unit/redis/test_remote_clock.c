@@ -6,7 +6,7 @@
  * removes at most its budget.
  *
  * Each test starts its own redis-server on a unix socket in a temporary
- * directory (no TCP, no persistence; tests/unit/redis_fixture.h); the
+ * directory (no TCP, no persistence; tests/unit/redis/redis_fixture.h); the
  * teardown unmounts, kills it, and it dies with this process
  * (PR_SET_PDEATHSIG).  What the test makes in bulk it makes through a
  * connection of its own (another mount, as far as the store can tell);
@@ -16,7 +16,8 @@
  */
 #define _GNU_SOURCE
 #include "tests/unit/unit.h"
-#include "tests/unit/redis_fixture.h"
+#include "tests/unit/redis/redis_fixture.h"
+#include "tests/unit/redis/redis_world.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,96 +35,9 @@
 #include "redis/redis.h"
 #include "store/store.h"
 
-#define META "statefs:{statefs}:meta"
-
-struct world {
-	struct redis_fixture redis; /* its server, the test's connection */
-	char inst[24];             /* the store's instance */
-	struct store *s;           /* the mount under test */
-	unsigned opn;
-};
-
 static int setup(void **state)
 {
-	struct world *w = calloc(1, sizeof(*w));
-
-	if (!w)
-		return -1;
-	if (redis_fixture_start(&w->redis, "rclock") != 0) {
-		free(w);
-		return -1;
-	}
-	*state = w;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	struct world *w = *state;
-
-	store_free(w->s);
-	redis_fixture_stop(&w->redis);
-	free(w);
-	return 0;
-}
-
-/* Mount the store: testclock, at most @max_tenants tenants. */
-static void mount(struct world *w, uint64_t max_tenants)
-{
-	struct store_limits l;
-	struct store_remote cfg;
-	char err[512];
-	redisReply *r;
-
-	store_limits_default(&l);
-	l.testclock = true;
-	l.max_tenants = max_tenants;
-	store_remote_default(&cfg);
-	cfg.kind = STORE_REMOTE_UNIX;
-	snprintf(cfg.path, sizeof(cfg.path), "%s", w->redis.sock);
-	cfg.timeout_ms = 60000;
-	if (redis_store_new(&l, &cfg, &w->s, err, sizeof(err)) != 0)
-		fail_msg("cannot mount: %s", err);
-	r = redisCommand(w->redis.rc, "HGET %s instance", META);
-	assert_non_null(r);
-	assert_int_equal(r->type, REDIS_REPLY_STRING);
-	snprintf(w->inst, sizeof(w->inst), "%s", r->str);
-	freeReplyObject(r);
-}
-
-/* FCALL @fn on the test's connection, as another mount: @nkeys keys
- * after the meta key, then the common arguments, then @args
- * (NULL-terminated).  The outcome must be OK; returns it. */
-static redisReply *fcall(struct world *w, const char *fn, int nkeys, ...)
-{
-	const char *argv[32];
-	char nk[16], opid[32];
-	int argc = 0;
-	va_list ap;
-	redisReply *r;
-
-	snprintf(nk, sizeof(nk), "%d", nkeys + 1);
-	snprintf(opid, sizeof(opid), "t:%u", ++w->opn);
-	argv[argc++] = "FCALL";
-	argv[argc++] = fn;
-	argv[argc++] = nk;
-	argv[argc++] = META;
-	va_start(ap, nkeys);
-	for (int i = 0; i < nkeys; i++)
-		argv[argc++] = va_arg(ap, const char *);
-	argv[argc++] = w->inst;
-	argv[argc++] = opid;
-	argv[argc++] = "";
-	for (const char *a; (a = va_arg(ap, const char *)) != NULL;)
-		argv[argc++] = a;
-	va_end(ap);
-	r = redisCommandArgv(w->redis.rc, argc, argv, NULL);
-	assert_non_null(r);
-	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
-	    strcmp(r->element[0]->str, "OK") != 0)
-		fail_msg("%s: %s", fn, r->type == REDIS_REPLY_ERROR ? r->str :
-			 r->type == REDIS_REPLY_ARRAY ? r->element[0]->str : "?");
-	return r;
+	return world_setup(state, "rclock");
 }
 
 /* Tenant @name with one parent "p" whose lease is @ttl ms. */

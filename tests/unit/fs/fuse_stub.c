@@ -1,6 +1,6 @@
 /*
  * fuse_stub.c - the recording stand-in for libfuse that the fs/ adapter's
- * unit test (tests/unit/test_fs.c) runs against: it defines every
+ * unit test (tests/unit/fs/test_fs.c) runs against: it defines every
  * libfuse function the adapter calls, so the test binary is not linked
  * with libfuse.
  *
@@ -33,7 +33,7 @@
 #include <time.h>
 
 #include "fs/fs.h"
-#include "tests/unit/fuse_stub.h"
+#include "tests/unit/fs/fuse_stub.h"
 
 /* What the kernel was sent ------------------------------------------------ */
 

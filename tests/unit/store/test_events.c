@@ -22,7 +22,7 @@
 
 #include "store/store.h"
 #include "tests/unit/unit.h"
-#include "tests/unit/fixture.h"
+#include "tests/unit/store/fixture.h"
 
 /* Events: the lines ------------------------------------------------------- */
 

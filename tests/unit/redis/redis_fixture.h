@@ -7,7 +7,7 @@
  * no server and no directory behind.  Each server dies with the process
  * that started it (PR_SET_PDEATHSIG), should that one crash.
  *
- * Used by the unit tests of redis/ (tests/unit/test_mirror.c,
+ * Used by the unit tests of redis/ (tests/unit/redis/test_mirror.c,
  * test_remote_clock.c, test_remote_ops.c; test_rconn.c starts its
  * servers, replicas and Sentinels with redis_fixture_spawn) and by
  * tests/fuzz/fuzz_shared.c.  No cmocka here: each function says how it

@@ -10,7 +10,7 @@
  *
  * Each test makes its own temporary directory and starts its own servers
  * there (unix sockets, and loopback ports for TCP, replicas and
- * Sentinels; each spawned and killed as tests/unit/redis_fixture.h
+ * Sentinels; each spawned and killed as tests/unit/redis/redis_fixture.h
  * does); the teardown kills and reaps every one of them, also after a
  * failed test, and each server dies with this process
  * (PR_SET_PDEATHSIG) should it crash.  Nothing leaves the machine.
@@ -21,7 +21,7 @@
  */
 #define _GNU_SOURCE /* nftw */
 #include "tests/unit/unit.h"
-#include "tests/unit/redis_fixture.h"
+#include "tests/unit/redis/redis_fixture.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -14,7 +14,7 @@
 
 #include "store/store.h"
 #include "tests/unit/unit.h"
-#include "tests/unit/fixture.h"
+#include "tests/unit/store/fixture.h"
 
 static void test_max_tombstones_refuses_leave(void **state)
 {

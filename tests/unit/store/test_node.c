@@ -16,7 +16,7 @@
 
 #include "store/store.h"
 #include "tests/unit/unit.h"
-#include "tests/unit/fixture.h"
+#include "tests/unit/store/fixture.h"
 
 static void test_inode_numbers_monotone(void **state)
 {

@@ -29,7 +29,7 @@
 #include "layout/layout.h"
 #include "store/store.h"
 #include "tests/unit/unit.h"
-#include "tests/unit/fixture.h"
+#include "tests/unit/store/fixture.h"
 
 #define WINDOW 30000 /* the documented default drain_window, ms */
 

@@ -21,7 +21,7 @@
 
 #include "store/store.h"
 #include "tests/unit/unit.h"
-#include "tests/unit/fixture.h"
+#include "tests/unit/store/fixture.h"
 
 static void test_stage_replace_publishes(void **state)
 {
