@@ -81,6 +81,8 @@ int fs_events_open(struct fs *fs, struct store_node *dir,
  * thread has passed: see the file comment. */
 static bool events_ready(struct fs *fs, struct fs_file *f)
 {
+	if (f->starting)
+		return false;
 	store_events_gate(f->reader, fs->cache_s > 0 ? fs->inval_seq : 0);
 	return f->len > 0 || store_events_pending(fs->store, f->reader);
 }
@@ -127,6 +129,41 @@ static ssize_t events_take(struct fs *fs, struct fs_file *f, size_t size,
 	f->last_off = f->pos;
 	f->pos += n;
 	return (ssize_t)n;
+}
+
+/*
+ * Start @f's reader at number @seq (its first read; no lock held).  When
+ * the store's log does not hold it, the store's engine may (a shared
+ * store's log in Redis): that is asked with no lock held, the reader
+ * marked starting meanwhile, so no other read or poll takes from it.
+ */
+static void events_start(struct fs *fs, struct fs_file *f, uint64_t seq)
+{
+	struct store_node *tenant = store_node_tenant(f->node);
+	char *text = NULL;
+	size_t len = 0;
+	uint64_t upto = 0;
+	int rc;
+
+	pthread_mutex_lock(&fs->watch_lock);
+	rc = store_events_start(fs->store, f->reader, tenant, seq);
+	f->starting = rc == 1;
+	pthread_mutex_unlock(&fs->watch_lock);
+	if (rc != 1)
+		return;
+	/* Only the reader's tenant and credentials are read: they do not
+	 * change once it is open. */
+	rc = store_events_history(fs->store, f->reader, tenant, seq, &text,
+				  &len, &upto);
+	pthread_mutex_lock(&fs->watch_lock);
+	store_events_resume(fs->store, f->reader, rc ? NULL : text, len, upto);
+	f->starting = false;
+	/* What came to the log meanwhile is there to answer. */
+	fs->kicked = true;
+	pthread_cond_signal(&fs->watch_cond);
+	pthread_mutex_unlock(&fs->watch_lock);
+	if (rc)
+		free(text);
 }
 
 /* A parked read was interrupted (the reader got a signal). */
@@ -190,9 +227,9 @@ static void events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 	 * inval thread is not woken by every transition. */
 	if (nonblock || start)
 		fs_inval_sync(fs);
-	pthread_mutex_lock(&fs->watch_lock);
 	if (start)
-		store_events_start(fs->store, f->reader, (uint64_t)off);
+		events_start(fs, f, (uint64_t)off);
+	pthread_mutex_lock(&fs->watch_lock);
 	n = events_take(fs, f, size, &buf);
 	if (n == 0 && !nonblock && !f->waiting) {
 		pthread_mutex_unlock(&fs->watch_lock);

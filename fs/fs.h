@@ -182,6 +182,8 @@ struct fs_file {
 	size_t want;                    /* its size */
 	bool read_once;                 /* its first read came (its offset
 					 * is where the reader starts) */
+	bool starting;                  /* its start is being asked of the
+					 * store's engine: nothing to read */
 	/* The kernel's offset after the bytes handed out (pos), and the
 	 * last reply's bytes from last_off: a read that seeks back into
 	 * them (bash's read, head) gets them again (fs/events.c). */

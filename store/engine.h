@@ -291,6 +291,11 @@ struct store_ops {
 		     struct store_stats *out);
 	/* A directory's fsync (NULL: 0 at once). */
 	int (*sync)(struct store *s, struct store_node *n);
+	/* store_events_history: tenant @tenant's lines from @seq on that the
+	 * authority holds, as @cred may see them (NULL: no such store). */
+	int (*events_history)(struct store *s, struct store_node *tenant,
+			      const struct store_cred *cred, uint64_t seq,
+			      char **text, size_t *len, uint64_t *upto);
 	/* The link to the authority (NULL: STORE_LINK_EMBEDDED, and the store
 	 * is not shared: store_is_shared). */
 	enum store_link (*connection)(const struct store *s);

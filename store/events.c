@@ -80,6 +80,10 @@ static void emit_entry(struct store *s, struct given *g, struct tenant *t, struc
 		e->tenant_mode = t->node.mode;
 		unlock(&t->acl_lock, LOCK_ACL);
 	}
+	/* The tenant's number before this line: an engine's lines of one
+	 * tenant are emitted one at a time, in order. */
+	if (t && e->shown && !e->overflow && !e->hidden)
+		e->prev = atomic_load(&t->seq_shown);
 	lock_call_begin(LOCK_EVLOG);
 	seq = evlog_append(s->events, e);
 	lock_call_end(LOCK_EVLOG);
@@ -282,6 +286,7 @@ void store_events_close(struct store_event_reader *r)
 {
 	if (!r)
 		return;
+	free(r->hist);
 	free((gid_t *)r->own.groups);
 	free(r);
 }
@@ -291,11 +296,40 @@ void store_events_gate(struct store_event_reader *r, uint64_t until)
 	r->until = until;
 }
 
-void store_events_start(struct store *s, struct store_event_reader *r,
-			uint64_t seq)
+int store_events_start(struct store *s, struct store_event_reader *r,
+		       struct store_node *tenant, uint64_t seq)
+{
+	/* Lines show an engine's numbers wherever an engine applies them
+	 * (a mirror), not places in this log. */
+	bool shown = s->ops != &embedded_ops;
+	uint64_t known = tenant && tenant->kind == STORE_TENANT ?
+			 atomic_load(&as_tenant(tenant)->seq_shown) : 0;
+	bool held;
+
+	lock_call_begin(LOCK_EVLOG);
+	held = evlog_start(s->events, r, seq, shown, known);
+	lock_call_end(LOCK_EVLOG);
+	return !held && s->ops->events_history ? 1 : 0;
+}
+
+int store_events_history(struct store *s, const struct store_event_reader *r,
+			 struct store_node *tenant, uint64_t seq, char **text,
+			 size_t *len, uint64_t *upto)
+{
+	*text = NULL;
+	*len = 0;
+	*upto = 0;
+	if (!s->ops->events_history || !tenant ||
+	    tenant->kind != STORE_TENANT)
+		return -ENODATA;
+	return s->ops->events_history(s, tenant, r->cred, seq, text, len, upto);
+}
+
+void store_events_resume(struct store *s, struct store_event_reader *r,
+			 char *text, size_t len, uint64_t upto)
 {
 	lock_call_begin(LOCK_EVLOG);
-	evlog_start(s->events, r, seq, store_is_shared(s));
+	evlog_resume(s->events, r, text, len, upto);
 	lock_call_end(LOCK_EVLOG);
 }
 

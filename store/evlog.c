@@ -240,25 +240,63 @@ static uint64_t shown_of(const struct slot *sl)
 	return sl->e.shown ? sl->e.shown : sl->seq;
 }
 
-void evlog_start(struct evlog *l, struct store_event_reader *r, uint64_t seq,
-		 bool shown)
+/* Is @sl in tenant reader @r's scope, whoever may read it? */
+static bool in_scope(const struct slot *sl, const struct store_event_reader *r)
+{
+	return !sl->e.overflow && !sl->e.end && sl->e.tenant_ino == r->tenant_ino;
+}
+
+bool evlog_start(struct evlog *l, struct store_event_reader *r, uint64_t seq,
+		 bool shown, uint64_t known)
 {
 	uint64_t first;
+	bool held = true;
 
 	pthread_mutex_lock(&l->lock);
 	first = l->next > l->cap ? l->next - l->cap : 1;
 	/* "As far as the log holds it": the whole ring, not a window. */
 	r->window = UINT64_MAX;
 	r->from = seq;
-	r->from_check = shown;
-	if (shown)
+	/* The whole store's lines are numbered per tenant: no one number
+	 * says what a root reader missed. */
+	r->from_check = shown && r->tenant_ino;
+	r->from_lost = false;
+	if (shown) {
 		reader_to(l, r, first);
-	else if (seq >= l->next)
+		if (r->from_check) {
+			uint64_t i = first;
+
+			while (i < l->next && !(in_scope(&l->ring[i % l->cap], r) &&
+						shown_of(&l->ring[i % l->cap]) >= seq))
+				i++;
+			held = i < l->next ? l->ring[i % l->cap].e.prev < seq :
+					     known < seq;
+		}
+	} else if (seq >= l->next) {
 		reader_to(l, r, l->next); /* the future: lines below wait */
-	else if (seq >= first)
+	} else if (seq >= first) {
 		reader_to(l, r, seq);
-	else
+	} else {
 		r->next = seq; /* overwritten: catch_up_locked says so */
+	}
+	pthread_mutex_unlock(&l->lock);
+	return held;
+}
+
+void evlog_resume(struct evlog *l, struct store_event_reader *r, char *text,
+		  size_t len, uint64_t upto)
+{
+	pthread_mutex_lock(&l->lock);
+	free(r->hist);
+	r->hist = text;
+	r->hist_len = text ? len : 0;
+	r->hist_off = 0;
+	if (text) {
+		r->from = upto + 1;
+		r->from_check = true;
+		r->from_lost = false;
+		reader_to(l, r, l->next > l->cap ? l->next - l->cap : 1);
+	}
 	pthread_mutex_unlock(&l->lock);
 }
 
@@ -290,18 +328,25 @@ static uint64_t oldest_locked(struct evlog *l, const struct store_event_reader *
  * entry of no tenant (a drain of the whole store) is everyone's.  The end
  * of the store instance is in every reader's scope.
  */
-static bool visible(const struct slot *sl, const struct store_event_reader *r)
+static bool visible(const struct slot *sl, struct store_event_reader *r)
 {
 	if (r->internal_only ? !sl->e.internal : sl->e.hidden)
 		return false;
 	/* A reader started at a number: a reload's mark counts once it is
-	 * past its first line; a line below its number is not its own. */
+	 * past its tenant's first line at that number (before, that line's
+	 * prev tells); a line below its number is not its own. */
 	if (r->from && sl->e.overflow && !sl->e.end)
 		return !r->from_check;
 	if (r->from && !sl->e.end && shown_of(sl) < r->from)
 		return false;
 	if (r->tenant_ino && sl->e.tenant_ino != r->tenant_ino && !sl->e.end)
 		return false;
+	/* Its tenant's first line at its number, which it may see or not:
+	 * did numbers from there on come before it that the log lacks? */
+	if (r->from_check && !sl->e.overflow && !sl->e.end) {
+		r->from_lost = sl->e.prev >= r->from;
+		r->from_check = false;
+	}
 	return !r->cred || !sl->e.tenant_ino ||
 	       store_cred_may_list(r->cred, sl->e.tenant_uid, sl->e.tenant_gid,
 				   sl->e.tenant_mode);
@@ -344,6 +389,31 @@ static bool catch_up_locked(struct evlog *l, struct store_event_reader *r)
 	}
 }
 
+/* Copy the whole lines of @r's engine lines that fit in @len bytes of
+ * @buf; returns the bytes. */
+static size_t hist_take(struct store_event_reader *r, char *buf, size_t len)
+{
+	const char *p = r->hist + r->hist_off;
+	size_t left = r->hist_len - r->hist_off, n = 0;
+
+	while (n < left) {
+		const char *nl = memchr(p + n, '\n', left - n);
+		size_t line = nl ? (size_t)(nl - (p + n)) + 1 : left - n;
+
+		if (n + line > len)
+			break;
+		n += line;
+	}
+	memcpy(buf, p, n);
+	r->hist_off += n;
+	if (r->hist_off == r->hist_len) {
+		free(r->hist);
+		r->hist = NULL;
+		r->hist_len = r->hist_off = 0;
+	}
+	return n;
+}
+
 size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 		  size_t len)
 {
@@ -352,13 +422,18 @@ size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 	size_t used = 0;
 
 	pthread_mutex_lock(&l->lock);
+	if (r->hist) {
+		used = hist_take(r, buf, len);
+		if (r->hist)
+			goto out;
+	}
 	if (evlog_gone(r))
 		goto out;
 	if (catch_up_locked(l, r)) {
-		if (len < sizeof(overflow) - 1)
+		if (used + sizeof(overflow) - 1 > len)
 			goto out;
-		memcpy(buf, overflow, sizeof(overflow) - 1);
-		used = sizeof(overflow) - 1;
+		memcpy(buf + used, overflow, sizeof(overflow) - 1);
+		used += sizeof(overflow) - 1;
 		reader_to(l, r, oldest_locked(l, r));
 	}
 	/* Within the window now: at most window entries to look at.  A
@@ -383,17 +458,14 @@ size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 		text = sl->text ? sl->text : lost;
 		tlen = sl->text ? sl->len : sizeof(lost) - 1;
 		sn = snprintf(seq, sizeof(seq), "%" PRIu64 "\t", shown_of(sl));
-		/* The first line of a reader started at an engine's number:
-		 * past that number, the log did not hold it. */
-		skip = r->from_check && shown_of(sl) > r->from ?
-		       sizeof(overflow) - 1 : 0;
+		/* A reader started at a number the log did not hold: one
+		 * "overflow" first. */
+		skip = r->from_lost ? sizeof(overflow) - 1 : 0;
 		if (used + skip + (size_t)sn + tlen > len)
 			break;
-		if (r->from_check) {
-			memcpy(buf + used, overflow, skip);
-			used += skip;
-			r->from_check = false;
-		}
+		memcpy(buf + used, overflow, skip);
+		used += skip;
+		r->from_lost = false;
 		memcpy(buf + used, seq, (size_t)sn);
 		memcpy(buf + used + sn, text, tlen);
 		used += (size_t)sn + tlen;
@@ -408,7 +480,7 @@ bool evlog_pending(struct evlog *l, struct store_event_reader *r)
 	bool pending;
 
 	pthread_mutex_lock(&l->lock);
-	pending = evlog_gone(r) || catch_up_locked(l, r) ||
+	pending = r->hist || evlog_gone(r) || catch_up_locked(l, r) ||
 		  r->next < end_locked(l, r);
 	pthread_mutex_unlock(&l->lock);
 	return pending;

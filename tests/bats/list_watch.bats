@@ -9,6 +9,8 @@
 # (the same on both stores: a tenant's numbers are one order).
 
 load helpers
+# shellcheck source=tests/bats/redis_helpers.bash
+source "$BATS_TEST_DIRNAME/redis_helpers.bash"
 
 setup() {
 	statefs_mount
@@ -187,4 +189,88 @@ os.mkdir(d + "end")
 		bs=64K status=none
 	refute_output --partial closed
 	assert_output --partial $'join\topen\tq'
+}
+
+# shared_mount: a mount of the shared store at $REDIS_SOCK, whatever
+# STATEFS_STORE says; MNT names it.
+shared_mount() {
+	STATEFS_STORE=embedded statefs_mount -o "store=unix:$REDIS_SOCK" "$@"
+}
+
+# unmount_newest: unmount this test's newest mount and wait for its
+# daemon (its store, when shared, stays).
+unmount_newest() {
+	local last=$((${#STATEFS_MOUNTS[@]} - 1))
+	# shellcheck disable=SC2086
+	_statefs_unmount_one ${STATEFS_MOUNTS[last]}
+	unset "STATEFS_MOUNTS[$last]"
+}
+
+@test "a shared store's tenant lines from before a mount came, or before its remount, by a seek before the first read" {
+	redis_start
+	shared_mount
+	local a=$MNT
+	mkdir -p "$a/t/p" "$a/t/q"
+	echo 1 >"$a/t/p/c1"
+	ln "$a/t/p/c1" "$a/t/q/l1"
+	echo 2 >>"$a/t/p/c1"
+	mv "$a/t/q/l1" "$a/t/p/c2"
+	# Lines while the tenant was closed are its owner's alone.
+	chmod 0700 "$a/t"
+	mkdir "$a/t/secret"
+	chmod 0755 "$a/t"
+	rmdir "$a/t/q"
+	mkdir "$a/t/end"
+	local n
+	n=$(snap_seq "$a/t/.snapshot")
+	# What this mount's own log shows, from the first number.
+	follow 1 "$a/t" "$OUT.a"
+	until_line "$OUT.a" $'\tjoin\tt\tend\t'
+	# A mount made after them: its log never had them; Redis's has.
+	shared_mount -o allow_other,default_permissions
+	local b=$MNT
+	follow 1 "$b/t" "$OUT.b"
+	until_line "$OUT.b" $'\tjoin\tt\tend\t'
+	run diff "$OUT.a" "$OUT.b"
+	assert_success
+	grep -q $'\tjoin\tt\tsecret\t' "$OUT.b"
+	run as_nobody timeout 2 dd if="$b/t/.events" iflag=skip_bytes skip=1 \
+		bs=64K status=none
+	assert_output "$(grep -v $'\tsecret\t' "$OUT.a")"
+	# From the middle, and after a remount of the first.
+	bg_stop || true
+	unmount_newest
+	unmount_newest
+	shared_mount
+	follow 4 "$MNT/t" "$OUT.c"
+	until_line "$OUT.c" $'\tjoin\tt\tend\t'
+	run diff <(awk -F'\t' '$1 >= 4' "$OUT.a") "$OUT.c"
+	assert_success
+	# Then the stream goes on live, with the next number.
+	mkdir "$MNT/t/after"
+	until_line "$OUT.c" $'\tjoin\tt\tafter\t'
+	run tail -n 1 "$OUT.c"
+	assert_output "$((n + 1))	join	t	after	-	1	-"
+	[ "$(head -n 1 "$OUT.a" | cut -f1-3)" = $'1\tjoin\tt' ]
+}
+
+@test "numbers with no line (an attribute's change) between a snapshot and the next line lose nothing" {
+	mkdir -p "$MNT/t/p"
+	echo x >"$MNT/t/p/c"
+	local n
+	n=$(snap_seq "$MNT/t/.snapshot")
+	follow $((n + 1)) "$MNT/t" "$OUT"
+	sleep 0.2
+	# On a shared store each takes a number and shows no line.
+	chmod 0600 "$MNT/t/p/c"
+	touch -m -d @1000000000 "$MNT/t/p"
+	mkdir "$MNT/t/x"
+	until_line "$OUT" $'\tjoin\tt\tx\t'
+	run cut -f2-4 "$OUT"
+	assert_output $'join\tt\tx'
+	# And so for a reader started after them, at the number after n.
+	follow $((n + 1)) "$MNT/t" "$OUT.2"
+	until_line "$OUT.2" $'\tjoin\tt\tx\t'
+	run diff "$OUT" "$OUT.2"
+	assert_success
 }
