@@ -15,9 +15,12 @@ source "$BATS_TEST_DIRNAME/redis_helpers.bash"
 setup() {
 	statefs_mount
 	OUT="$BATS_TEST_TMPDIR/events"
+	CONSUMER=
 }
 
 teardown() {
+	# A consumer runs in a group of its own (setsid): its dd too.
+	[ -n "$CONSUMER" ] && kill -KILL -- "-$CONSUMER" 2>/dev/null
 	bg_teardown
 }
 
@@ -273,4 +276,94 @@ unmount_newest() {
 	until_line "$OUT.2" $'\tjoin\tt\tx\t'
 	run diff "$OUT" "$OUT.2"
 	assert_success
+}
+
+# mirror_script FILE: the man page's consumer (statefs(8), "A consumer: a
+# directory kept in step"), as the page shows it, into FILE.
+mirror_script() {
+	awk 'prev == "```" && $0 == "#!/bin/sh" { on = 1 }
+		on && $0 == "```" { exit }
+		on { print }
+		{ prev = $0 }' "$BATS_TEST_DIRNAME/../../docs/statefs.8.scd" |
+		sed 's/\\\\/\\/g' >"$1"
+	grep -q '^dd if="$T/.events"' "$1" && sh -n "$1"
+}
+
+# tree_of DIR: the consumer's directory as "PARENT" and "PARENT/CHILD" lines.
+tree_of() {
+	(cd "$1" && find . -mindepth 1 ! -name '.*' | sed 's|^\./||' | sort)
+}
+
+# listed SNAPSHOT: its parents and children, the same way.
+listed() {
+	awk -F'\t' '$1 == "parent" { print $3 } $1 == "child" { print $3 "/" $4 }' \
+		"$1" | sort
+}
+
+@test "the man page's consumer keeps a directory of a tenant's children in step, killed and run again under a writer" {
+	local script=$BATS_TEST_TMPDIR/statefs-mirror D=$BATS_TEST_TMPDIR/children
+	mirror_script "$script"
+	local i
+	mkdir -p "$MNT/t/p1" "$MNT/t/p2" "$MNT/t/p3"
+	for i in $(seq 10); do echo "$i" >"$MNT/t/p1/old$i"; done
+	# Its first run lists; every later one resumes (the list stays).
+	setsid sh "$script" "$MNT/t" "$D" 2>>"$D.err" 3>&- &
+	CONSUMER=$!
+	for i in $(seq 200); do
+		[ -s "$D/.position" ] && break
+		sleep 0.05
+	done
+	local listed_at
+	listed_at=$(cat "$D/.position")
+	cmp "$D/.list" <(cat "$MNT/t/.snapshot")
+	# A writer: creates (most of them stay, so a line lost shows),
+	# removals, moves (onto a child too), links, a parent that leaves
+	# with its children and joins again.
+	(
+		for i in $(seq 240); do
+			p=p$((i % 3 + 1)) q=p$(((i + 1) % 3 + 1))
+			: >"$MNT/t/$p/c$i"
+			case $((i % 8)) in
+			1) rm -f "$MNT/t/$q/c$((i - 5))" ;;
+			2) mv "$MNT/t/$p/c$i" "$MNT/t/$q/m$i" ;;
+			3) ln "$MNT/t/$p/c$i" "$MNT/t/$q/l$i" ;;
+			4) mv -f "$MNT/t/$p/c$i" "$MNT/t/$q/c$((i - 3))" ;;
+			7) [ $((i % 48)) = 7 ] && rmdir "$MNT/t/p3" &&
+				mkdir "$MNT/t/p3" ;;
+			esac
+		done 2>/dev/null
+		mkdir "$MNT/t/end"
+	) 3>&- &
+	local writer=$! kills=0
+	# The consumer, killed (SIGKILL, its whole group) and run again.
+	while kill -0 "$writer" 2>/dev/null; do
+		sleep "0.$((RANDOM % 4 + 1))"
+		kill -KILL -- "-$CONSUMER" 2>/dev/null || true
+		wait "$CONSUMER" 2>/dev/null || true
+		kills=$((kills + 1))
+		setsid sh "$script" "$MNT/t" "$D" 2>>"$D.err" 3>&- &
+		CONSUMER=$!
+	done
+	wait "$writer" || true
+	cat "$MNT/t/.snapshot" >"$BATS_TEST_TMPDIR/final"
+	local n
+	n=$(snap_seq "$BATS_TEST_TMPDIR/final")
+	for i in $(seq 600); do
+		[ "$(cat "$D/.position" 2>/dev/null)" = "$n" ] && break
+		sleep 0.1
+	done
+	kill -KILL -- "-$CONSUMER" 2>/dev/null || true
+	wait "$CONSUMER" 2>/dev/null || true
+	CONSUMER=
+	run diff <(listed "$BATS_TEST_TMPDIR/final") <(tree_of "$D")
+	assert_success
+	# It did follow: many children, several runs that resumed (none
+	# listed again), no line lost.
+	[ "$(tree_of "$D" | grep -c /)" -gt 50 ]
+	[ "$kills" -ge 3 ]
+	[ "$(snap_seq "$D/.list")" = "$listed_at" ]
+	run cat "$D.err"
+	assert_output ''
+	# And it stopped at the last line.
+	[ "$(cat "$D/.position")" = "$n" ]
 }
