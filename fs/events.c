@@ -16,7 +16,10 @@
  * (lseek(fd, N, SEEK_SET) before it; dd's skip=N iflag=skip_bytes) is the
  * sequence number its reader starts at (store_events_start): its first
  * line is the first numbered N or more, after one "overflow" line when
- * the log no longer holds N; a number not reached yet waits.  Offset 0
+ * the log no longer holds N; a number not reached yet waits.  When the
+ * store's own log does not hold N but its engine may (a shared store's
+ * log in Redis), the first read asks it, with no lock held; meanwhile the file is starting: no other read or poll takes
+ * from its reader, and the events thread passes it by.  Offset 0
  * (no seek) is the present, as the open left it.  The kernel keeps the
  * offset and moves it by the bytes read, so a later read's offset is no
  * number: a seek back into the last reply's bytes (bash's read takes a
@@ -34,8 +37,10 @@
  * fs/special.c calls when a .events is opened.
  *
  * Locks: fs->watch_lock guards the open .events files (fs->watchers),
- * each one's reader, parked read, poll handle and unread rest; the store
- * reader is called under it.  Replies and poll notifications go out with
+ * each one's reader, parked read, poll handle, unread rest and starting
+ * flag; the store reader is called under it, but for its start
+ * (store_events_start), which may wait on the network and is called
+ * with no lock held.  Replies and poll notifications go out with
  * no lock held.
  */
 #define _GNU_SOURCE
@@ -132,38 +137,24 @@ static ssize_t events_take(struct fs *fs, struct fs_file *f, size_t size,
 }
 
 /*
- * Start @f's reader at number @seq (its first read; no lock held).  When
- * the store's log does not hold it, the store's engine may (a shared
- * store's log in Redis): that is asked with no lock held, the reader
- * marked starting meanwhile, so no other read or poll takes from it.
+ * Start @f's reader at number @seq (its first read; no lock held): the
+ * store may ask its engine (a shared store's log in Redis), so it is
+ * called with no lock held, the file marked starting meanwhile, so that
+ * no other read or poll takes from its reader.
  */
 static void events_start(struct fs *fs, struct fs_file *f, uint64_t seq)
 {
-	struct store_node *tenant = store_node_tenant(f->node);
-	char *text = NULL;
-	size_t len = 0;
-	uint64_t upto = 0;
-	int rc;
-
 	pthread_mutex_lock(&fs->watch_lock);
-	rc = store_events_start(fs->store, f->reader, tenant, seq);
-	f->starting = rc == 1;
+	f->starting = true;
 	pthread_mutex_unlock(&fs->watch_lock);
-	if (rc != 1)
-		return;
-	/* Only the reader's tenant and credentials are read: they do not
-	 * change once it is open. */
-	rc = store_events_history(fs->store, f->reader, tenant, seq, &text,
-				  &len, &upto);
+	store_events_start(fs->store, f->reader, store_node_tenant(f->node),
+			   seq);
 	pthread_mutex_lock(&fs->watch_lock);
-	store_events_resume(fs->store, f->reader, rc ? NULL : text, len, upto);
 	f->starting = false;
 	/* What came to the log meanwhile is there to answer. */
 	fs->kicked = true;
 	pthread_cond_signal(&fs->watch_cond);
 	pthread_mutex_unlock(&fs->watch_lock);
-	if (rc)
-		free(text);
 }
 
 /* A parked read was interrupted (the reader got a signal). */

@@ -1,7 +1,7 @@
 /*
  * history.c - a tenant's .events lines from before what the mount's own
  * log holds, told by the shared store's log of the tenant in Redis
- * (store_events_history, the engine's events_history slot): so that a
+ * (store_events_start, through the engine's events_history slot): so that a
  * reader started at a number (lseek before its first read) resumes after
  * a remount of its mount, or on another host, for as long as Redis's log
  * holds it.

@@ -130,7 +130,7 @@ struct remote {
 
 /* redis/history.c */
 
-/* The events_history slot (store_events_history): tenant @tenant's lines
+/* The events_history slot (store_events_start): tenant @tenant's lines
  * from number @seq on, made from its log in Redis when that still starts
  * at its first entry.  No store lock held. */
 int remote_events_history(struct store *s, struct store_node *tenant,

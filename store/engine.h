@@ -291,8 +291,10 @@ struct store_ops {
 		     struct store_stats *out);
 	/* A directory's fsync (NULL: 0 at once). */
 	int (*sync)(struct store *s, struct store_node *n);
-	/* store_events_history: tenant @tenant's lines from @seq on that the
-	 * authority holds, as @cred may see them (NULL: no such store). */
+	/* For store_events_start: tenant @tenant's lines from @seq on that
+	 * the authority holds, as @cred may see them, in *@text (malloc'ed,
+	 * whole lines, up to number *@upto); no lock held.  0, or -ENODATA
+	 * (it has not them), -EIO, -ENOMEM.  NULL: none. */
 	int (*events_history)(struct store *s, struct store_node *tenant,
 			      const struct store_cred *cred, uint64_t seq,
 			      char **text, size_t *len, uint64_t *upto);

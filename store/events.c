@@ -45,8 +45,21 @@
  * the other: both are leaves.  The readers (store_events_*) take only the
  * log's mutex; the adapter calls them with a lock of its own held
  * (fs/'s watch_lock), which is outside the store's order: the log's
- * mutex is the innermost of the two.  event_hook_run() runs with no store
- * lock held, and so do the hooks it calls.
+ * mutex is the innermost of the two.  store_events_start() calls the
+ * engine's events_history with no lock held (it waits on the network).
+ * event_hook_run() runs with no store lock held, and so do the hooks it
+ * calls.
+ *
+ * A reader started at a number
+ * ----------------------------
+ * On a store whose lines show an engine's numbers (a mirror's, per
+ * tenant), each line of a tenant carries the tenant's number before it
+ * (prev: its line before, or where the tenant was loaded from), so a
+ * tenant's reader started at N knows whether the log held N (its first
+ * line at N or past it follows a number below N) without counting on
+ * numbers being consecutive: an attribute's change takes a number and
+ * shows no line.  When the log does not hold N, the engine may give the
+ * lines (its events_history), which the reader reads first.
  */
 #include "store/internal.h"
 
@@ -296,38 +309,31 @@ void store_events_gate(struct store_event_reader *r, uint64_t until)
 	r->until = until;
 }
 
-int store_events_start(struct store *s, struct store_event_reader *r,
-		       struct store_node *tenant, uint64_t seq)
+void store_events_start(struct store *s, struct store_event_reader *r,
+			struct store_node *tenant, uint64_t seq)
 {
 	/* Lines show an engine's numbers wherever an engine applies them
 	 * (a mirror), not places in this log. */
 	bool shown = s->ops != &embedded_ops;
-	uint64_t known = tenant && tenant->kind == STORE_TENANT ?
-			 atomic_load(&as_tenant(tenant)->seq_shown) : 0;
+	bool ours = tenant && tenant->kind == STORE_TENANT;
+	uint64_t known = ours ? atomic_load(&as_tenant(tenant)->seq_shown) : 0;
+	uint64_t upto = 0;
+	char *text = NULL;
+	size_t len = 0;
 	bool held;
 
 	lock_call_begin(LOCK_EVLOG);
 	held = evlog_start(s->events, r, seq, shown, known);
 	lock_call_end(LOCK_EVLOG);
-	return !held && s->ops->events_history ? 1 : 0;
-}
-
-int store_events_history(struct store *s, const struct store_event_reader *r,
-			 struct store_node *tenant, uint64_t seq, char **text,
-			 size_t *len, uint64_t *upto)
-{
-	*text = NULL;
-	*len = 0;
-	*upto = 0;
-	if (!s->ops->events_history || !tenant ||
-	    tenant->kind != STORE_TENANT)
-		return -ENODATA;
-	return s->ops->events_history(s, tenant, r->cred, seq, text, len, upto);
-}
-
-void store_events_resume(struct store *s, struct store_event_reader *r,
-			 char *text, size_t len, uint64_t upto)
-{
+	if (held || !ours || !s->ops->events_history)
+		return;
+	/* No lock held: the engine may wait on the network.  Without its
+	 * lines, the reader goes on as evlog_start left it. */
+	if (s->ops->events_history(s, tenant, r->cred, seq, &text, &len,
+				   &upto) != 0) {
+		free(text);
+		return;
+	}
 	lock_call_begin(LOCK_EVLOG);
 	evlog_resume(s->events, r, text, len, upto);
 	lock_call_end(LOCK_EVLOG);

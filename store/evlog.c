@@ -32,8 +32,13 @@
  * fall behind, so it gets "overflow" and the oldest entry); by an
  * engine's numbers (a mirror's lines, numbered per tenant), it starts at
  * the oldest entry with the lines below its number made invisible, and
- * the first line it reads says whether the log held the number: one
- * numbered past it comes after "overflow".  Its window is the whole log.
+ * for a tenant's reader its tenant's first line at that number or past
+ * it says whether the log held the number: when that line's prev (the
+ * tenant's number before it) is the number or more, the lines in between
+ * are not in the log, and the reader's next line comes after "overflow"
+ * (a line it may not see counts too: it tells, it is not shown).  Lines
+ * an engine gave for the numbers the log lacks (evlog_resume) come
+ * first, whole.  Its window is the whole log.
  *
  * The end of the store instance (an entry with end) is counted the same
  * way (ends_before, ends_seen).  A tenant's reader that got past one, by

@@ -750,40 +750,18 @@ void store_events_close(struct store_event_reader *r);
 void store_events_gate(struct store_event_reader *r, uint64_t until);
 
 /*
- * Start @r at the line whose number is @seq or the first after it, in
- * place of the present, before its first read (its owner serializes it
- * with the reads; @tenant: the reader's tenant, NULL for the root's).
- * The numbers are those its lines show: a place in the log, or on a
- * shared store the tenant's own numbers (the reader of one tenant; the
- * whole store's reader skips the lines of each tenant numbered below
- * @seq).  A number the log no longer holds gives one "overflow" line
- * first, then the oldest line it has (the reader's window becomes the
- * whole log); a number not reached yet waits for it.  Returns 1 when the
- * log does not hold @seq for a tenant's reader but the store's engine
- * may have its lines: then store_events_history (no lock held) and
- * store_events_resume, with nothing read from @r in between; else 0.
+ * Start @r (of tenant @tenant, NULL for the root) at the first line
+ * numbered @seq or more, before its first read.  Numbers are those its
+ * lines show: a place in the log, or on a shared store the tenant's own
+ * (the root's reader skips each tenant's lines below @seq).  What the log
+ * lacks of a tenant's lines its engine gives if it has them (a shared
+ * store's log in Redis: no lock may be held, and its owner keeps every
+ * other use of @r off meanwhile).  A number neither holds gives one
+ * "overflow" line, then the log's oldest (the window becomes the whole
+ * log); a number not reached yet waits for it.
  */
-int store_events_start(struct store *s, struct store_event_reader *r,
-		       struct store_node *tenant, uint64_t seq);
-
-/*
- * The lines of tenant @tenant from number @seq on that the store's engine
- * holds (a shared store's log), as reader @r may see them (its
- * credentials; the reader is only read), in *@text (malloc'ed, whole
- * lines; the caller owns it), *@len bytes, up to number *@upto.  Waits
- * on the network: no lock of the store may be held.  0, or -ENODATA (the
- * engine cannot give them: the reader goes on as store_events_start
- * left it), -EIO, -ENOMEM.
- */
-int store_events_history(struct store *s, const struct store_event_reader *r,
-			 struct store_node *tenant, uint64_t seq, char **text,
-			 size_t *len, uint64_t *upto);
-
-/* Hand @r the lines store_events_history gave (@text: ownership passes;
- * NULL: none, the reader goes on as store_events_start left it): it
- * reads them, then the log's lines from @upto + 1 on. */
-void store_events_resume(struct store *s, struct store_event_reader *r,
-			 char *text, size_t len, uint64_t upto);
+void store_events_start(struct store *s, struct store_event_reader *r,
+			struct store_node *tenant, uint64_t seq);
 
 /* The sequence number @r reads next. */
 uint64_t store_events_position(const struct store_event_reader *r);
@@ -967,11 +945,9 @@ struct store_snapshot {
 	uint64_t taken_ms;              /* store clock when it was taken */
 	uint64_t stall_us;              /* how long all transitions were
 					 * held off */
-	/* The number of the last line of the event log it includes (its
-	 * .snapshot's "seq" row; a reader started at seq + 1 reads every
-	 * transition after it): of the tenant's lines for a tenant, of the
-	 * log for the whole store; -1 where there is no one order (the
-	 * whole of a shared store, whose numbers are per tenant). */
+	/* The number of the last event line it includes (its "seq" row:
+	 * a reader started at seq + 1 reads every transition after it); -1
+	 * where there is no one order (a shared store's root: per tenant). */
 	int64_t seq;
 };
 
