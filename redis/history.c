@@ -22,14 +22,17 @@
  *
  * The log is read with XRANGE, in chunks, up to its last entry when the
  * call began, on the pool's connections (a read: no operation id; each
- * command within store_timeout, rconn_pool_call).  The store made is
+ * command within store_timeout, rconn_pool_call), between two reads of
+ * the store's instance, which must be the one the mount follows before
+ * and after (a tenant id of another instance is another tenant).  The store made is
  * read after each chunk, so its log of STORE_HISTORY_RING lines is
  * enough whatever the tenant's length; a chunk that would overrun it
  * shows "overflow" there, and is -ENODATA.
  *
  * Threads and locks: the reader's thread (fs/'s, in its first read),
  * with no lock of the mount's store held, as the slot requires: it
- * waits on the network.  The store it makes is its own, used by no
+ * waits on the network.  remote->lock (LOCK_ENGINE_STATE), alone, only
+ * to copy the instance.  The store it makes is its own, used by no
  * other thread, and freed before it returns.
  */
 #include "store/engine.h"
@@ -95,6 +98,25 @@ static int hist_drain(struct hist *h)
 			return -ENODATA;
 		h->len += (size_t)n;
 	}
+}
+
+/* Is the store still the instance this mount follows?  A tenant id of
+ * another instance names another tenant.  1, 0, or -EIO. */
+static int same_instance(struct remote *rem)
+{
+	const char *av[] = { "HGET", rem->meta, "instance" };
+	redisReply *rep = NULL;
+	char inst[sizeof(rem->instance)];
+	int rc = rconn_pool_call(rem->pool, 0, 3, av, NULL, &rep);
+
+	if (rc)
+		return rc;
+	lock(&rem->lock, LOCK_ENGINE_STATE);
+	memcpy(inst, rem->instance, sizeof(inst));
+	unlock(&rem->lock, LOCK_ENGINE_STATE);
+	rc = rep->type == REDIS_REPLY_STRING && strcmp(rep->str, inst) == 0;
+	freeReplyObject(rep);
+	return rc;
 }
 
 /* The id of the last entry of log @key now into @id ("" for none).  0 or
@@ -196,6 +218,9 @@ int remote_events_history(struct store *s, struct store_node *tenant,
 		return -ENODATA;
 	key[strlen(key) - 1] = '\0'; /* "...:t" -> "...:log" */
 	strncat(key, "log", sizeof(key) - strlen(key) - 1);
+	rc = same_instance(rem);
+	if (rc != 1)
+		return rc ? rc : -ENODATA;
 	rc = last_id(rem, key, end, sizeof(end));
 	if (rc)
 		return rc;
@@ -224,6 +249,12 @@ int remote_events_history(struct store *s, struct store_node *tenant,
 		freeReplyObject(rep);
 		if (rc || n < HISTORY_CHUNK || strcmp(id, end) == 0)
 			break;
+	}
+	/* Read from one instance, the one the mirror follows, start to end
+	 * (an instance's id is never used again). */
+	if (!rc) {
+		rc = same_instance(rem);
+		rc = rc == 1 ? 0 : rc ? rc : -ENODATA;
 	}
 	store_events_close(h.r);
 	if (h.s)
