@@ -12,6 +12,20 @@
  * gated at inval_seq), so whoever learns of a change from the stream
  * finds the kernel's caches already dropped.
  *
+ * The file is seekable for one purpose: the offset of its first read
+ * (lseek(fd, N, SEEK_SET) before it; dd's skip=N iflag=skip_bytes) is the
+ * sequence number its reader starts at (store_events_start): its first
+ * line is the first numbered N or more, after one "overflow" line when
+ * the log no longer holds N; a number not reached yet waits.  When the
+ * store's own log does not hold N but its engine may (a shared store's
+ * log in Redis), the first read asks it, with no lock held; meanwhile the file is starting: no other read or poll takes
+ * from its reader, and the events thread passes it by.  Offset 0
+ * (no seek) is the present, as the open left it.  The kernel keeps the
+ * offset and moves it by the bytes read, so a later read's offset is no
+ * number: a seek back into the last reply's bytes (bash's read takes a
+ * chunk and seeks back past the line it used) gets those bytes again;
+ * any other seek after the first read changes nothing.
+ *
  * A tenant's .events whose tenant went with its store instance (a shared
  * store that lost its data) is a handle of the old instance: once its
  * reader has read every line before the end, each read (a parked one
@@ -23,8 +37,10 @@
  * fs/special.c calls when a .events is opened.
  *
  * Locks: fs->watch_lock guards the open .events files (fs->watchers),
- * each one's reader, parked read, poll handle and unread rest; the store
- * reader is called under it.  Replies and poll notifications go out with
+ * each one's reader, parked read, poll handle, unread rest and starting
+ * flag; the store reader is called under it, but for its start
+ * (store_events_start), which may wait on the network and is called
+ * with no lock held.  Replies and poll notifications go out with
  * no lock held.
  */
 #define _GNU_SOURCE
@@ -70,6 +86,8 @@ int fs_events_open(struct fs *fs, struct store_node *dir,
  * thread has passed: see the file comment. */
 static bool events_ready(struct fs *fs, struct fs_file *f)
 {
+	if (f->starting)
+		return false;
 	store_events_gate(f->reader, fs->cache_s > 0 ? fs->inval_seq : 0);
 	return f->len > 0 || store_events_pending(fs->store, f->reader);
 }
@@ -107,7 +125,36 @@ static ssize_t events_take(struct fs *fs, struct fs_file *f, size_t size,
 	memcpy(*out, f->text, n);
 	memmove(f->text, f->text + n, f->len - n);
 	f->len -= n;
+	/* Kept, so that a read seeking back into it gets it again. */
+	free(f->last);
+	f->last = malloc(n);
+	f->last_len = f->last ? n : 0;
+	if (f->last)
+		memcpy(f->last, *out, n);
+	f->last_off = f->pos;
+	f->pos += n;
 	return (ssize_t)n;
+}
+
+/*
+ * Start @f's reader at number @seq (its first read; no lock held): the
+ * store may ask its engine (a shared store's log in Redis), so it is
+ * called with no lock held, the file marked starting meanwhile, so that
+ * no other read or poll takes from its reader.
+ */
+static void events_start(struct fs *fs, struct fs_file *f, uint64_t seq)
+{
+	pthread_mutex_lock(&fs->watch_lock);
+	f->starting = true;
+	pthread_mutex_unlock(&fs->watch_lock);
+	store_events_start(fs->store, f->reader, store_node_tenant(f->node),
+			   seq);
+	pthread_mutex_lock(&fs->watch_lock);
+	f->starting = false;
+	/* What came to the log meanwhile is there to answer. */
+	fs->kicked = true;
+	pthread_cond_signal(&fs->watch_cond);
+	pthread_mutex_unlock(&fs->watch_lock);
 }
 
 /* A parked read was interrupted (the reader got a signal). */
@@ -133,15 +180,46 @@ static void events_read(fuse_req_t req, struct fs *fs, struct fs_file *f,
 			size_t size, off_t off, struct fuse_file_info *fi)
 {
 	bool nonblock = (fi->flags & O_NONBLOCK) != 0;
+	bool start;
 	char *buf;
 	ssize_t n;
 
-	(void)off; /* a stream: nonseekable */
+	/* The first read's offset is the number to start at (0: the
+	 * present); the kernel moves the offset by the bytes read, so a
+	 * later one means nothing and is ignored. */
+	pthread_mutex_lock(&fs->watch_lock);
+	start = !f->read_once && off > 0;
+	if (!f->read_once)
+		f->pos = (uint64_t)off;
+	f->read_once = true;
+	/* A seek back into the last reply (bash's read takes a chunk and
+	 * seeks back past the line it used; head seeks back past what it
+	 * did not print): those bytes come again. */
+	if ((uint64_t)off < f->pos && (uint64_t)off >= f->last_off &&
+	    f->last && f->text &&
+	    f->len + (size_t)(f->pos - (uint64_t)off) <= EVENTS_CHUNK) {
+		size_t back = (size_t)(f->pos - (uint64_t)off);
 
+		memmove(f->text + back, f->text, f->len);
+		memcpy(f->text, f->last + f->last_len - back, back);
+		f->len += back;
+		f->pos = (uint64_t)off;
+		f->last_len -= back;
+	} else if ((uint64_t)off != f->pos) {
+		/* Any other seek: the stream goes on; the offset is the
+		 * kernel's from here. */
+		f->pos = f->last_off = (uint64_t)off;
+		f->last_len = 0;
+	}
+	pthread_mutex_unlock(&fs->watch_lock);
 	/* A line this reader may see has passed the inval thread before the
-	 * caller's last transition returned: wait for it (bounded). */
-	if (nonblock)
+	 * caller's last transition returned: wait for it (bounded).  A
+	 * reader started in the past waits too: with no .events open, the
+	 * inval thread is not woken by every transition. */
+	if (nonblock || start)
 		fs_inval_sync(fs);
+	if (start)
+		events_start(fs, f, (uint64_t)off);
 	pthread_mutex_lock(&fs->watch_lock);
 	n = events_take(fs, f, size, &buf);
 	if (n == 0 && !nonblock && !f->waiting) {

@@ -42,6 +42,7 @@ void fs_file_free(struct fs *fs, struct fs_file *f)
 	if (f->held)
 		store_snapshot_release(fs->store, f->held_uid, f->held);
 	free(f->text);
+	free(f->last);
 	store_events_close(f->reader);
 	if (f->node)
 		store_node_unref(fs->store, f->node);

@@ -180,6 +180,16 @@ struct fs_file {
 	fuse_req_t waiting;             /* a parked read, or NULL */
 	fuse_req_t interrupted;         /* interrupted before it was parked */
 	size_t want;                    /* its size */
+	bool read_once;                 /* its first read came (its offset
+					 * is where the reader starts) */
+	bool starting;                  /* its start is being asked of the
+					 * store's engine: nothing to read */
+	/* The kernel's offset after the bytes handed out (pos), and the
+	 * last reply's bytes from last_off: a read that seeks back into
+	 * them (bash's read, head) gets them again (fs/events.c). */
+	uint64_t pos, last_off;
+	char *last;
+	size_t last_len;
 	struct fuse_pollhandle *ph;     /* a poll waiting for data */
 	struct fs_file *wprev, *wnext;  /* fs->watchers */
 };

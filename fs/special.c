@@ -115,6 +115,7 @@ static int snapshot_text(fuse_req_t req, struct fs *fs, struct store_node *dir,
 		fs_cred_free(&fc);
 		return rc;
 	}
+	need += layout_format_snapshot_seq(NULL, 0, snap.seq);
 	for (size_t i = 0; i < snap.n; i++)
 		if (tenant || row_listed(&fc, &snap.rows[i]))
 			need += layout_format_snapshot_row(NULL, 0, &snap.rows[i]);
@@ -131,6 +132,8 @@ static int snapshot_text(fuse_req_t req, struct fs *fs, struct store_node *dir,
 	f->held_uid = uid;
 	memcpy(f->text, layout_snapshot_header, hlen + 1);
 	used = hlen;
+	used += layout_format_snapshot_seq(f->text + used, need + 1 - used,
+					   snap.seq);
 	for (size_t i = 0; i < snap.n; i++)
 		if (tenant || row_listed(&fc, &snap.rows[i]))
 			used += layout_format_snapshot_row(f->text + used,
@@ -266,8 +269,9 @@ int fs_special_open(fuse_req_t req, struct fs *fs, struct store_node *n,
 	store_node_ref(n);
 	fi->fh = (uintptr_t)f;
 	fi->direct_io = 1;
-	fi->nonseekable = sp->slot == LAYOUT_SLOT_DEPART ||
-			  sp->slot == LAYOUT_SLOT_EVENTS;
+	/* .events is seekable: the offset of its first read is where it
+	 * starts (fs/events.c). */
+	fi->nonseekable = sp->slot == LAYOUT_SLOT_DEPART;
 	return 0;
 }
 

@@ -253,6 +253,15 @@ size_t layout_format_snapshot_row(char *buf, size_t cap,
 	return n > 0 ? (size_t)n : 0;
 }
 
+size_t layout_format_snapshot_seq(char *buf, size_t cap, int64_t seq)
+{
+	char v[24];
+	int n = snprintf(buf, cap, "seq\t%s\t-\t-\t-\t-\t-\t-\t-\t-\n",
+			 snap_num(v, sizeof(v), seq));
+
+	return n > 0 ? (size_t)n : 0;
+}
+
 size_t layout_format_drain(char *buf, size_t cap, enum store_state st,
 			   uint64_t ms_left)
 {

@@ -128,6 +128,15 @@ size_t layout_format_snapshot_row(char *buf, size_t cap,
 				  const struct store_snap_row *row);
 
 /*
+ * Format .snapshot's second line, the row of kind "seq": its second
+ * field the number of the last line of the event log the snapshot
+ * includes (store_snapshot's seq; "-" when negative), every other field
+ * "-", so that a reader started at the next number (store_events_start)
+ * follows on from it.  snprintf-like.
+ */
+size_t layout_format_snapshot_seq(char *buf, size_t cap, int64_t seq);
+
+/*
  * What reading .drain gives: "ready\n", "draining MS_LEFT\n" or
  * "drained\n".  snprintf-like.
  */

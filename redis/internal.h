@@ -14,6 +14,8 @@
  *   follow.c    the follower thread: the logs read, gaps reloaded, a new
  *               store instance
  *   stats.c     what .stats and the link state show of the shared store
+ *   history.c   a tenant's .events lines from before the mount's log,
+ *               told by the tenant's log in Redis
  *   clock.c     the test clock moved through Redis, expiry asked of Redis
  *   load.c      a tenant loaded from its dump; every tenant loaded
  *   instance.c  sfs_init (this mount's limits, the store's instance), a
@@ -125,6 +127,15 @@ struct remote {
 	size_t npos, cappos;
 	struct follow_ix *ix;          /* tid -> its place in pos */
 };
+
+/* redis/history.c */
+
+/* The events_history slot (store_events_start): tenant @tenant's lines
+ * from number @seq on, made from its log in Redis when that still starts
+ * at its first entry.  No store lock held. */
+int remote_events_history(struct store *s, struct store_node *tenant,
+			  const struct store_cred *cred, uint64_t seq,
+			  char **text, size_t *len, uint64_t *upto);
 
 /* redis/call.c */
 

@@ -218,6 +218,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 	if (old && !node_dead(tenant_node(old)) &&
 	    store_node_ino(tenant_node(old)) == ino + m->ino_offset &&
 	    mirror_diff_tenant(s, old, dump) == 0) {
+		store_tenant_seq_set(tenant_node(old), seq);
 		store_node_unref(s, tenant_node(old));
 		lock(&m->lock, LOCK_ENGINE_INDEX);
 		mt->seq = seq;
@@ -258,6 +259,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 		}
 		return rc;
 	}
+	store_tenant_seq_set(n, seq);
 	store_node_ref(n);
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt_set_locked(m, mt, node_tenant(n));

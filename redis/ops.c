@@ -703,6 +703,7 @@ const struct store_ops redis_ops = {
 	.drain = remote_drain,
 	.stats = remote_stats_all,          /* redis/stats.c */
 	.sync = remote_sync_dir,
+	.events_history = remote_events_history, /* redis/history.c */
 	.connection = remote_connection,    /* redis/stats.c */
 	.close = remote_close,              /* redis/stop.c */
 };

@@ -291,6 +291,13 @@ struct store_ops {
 		     struct store_stats *out);
 	/* A directory's fsync (NULL: 0 at once). */
 	int (*sync)(struct store *s, struct store_node *n);
+	/* For store_events_start: tenant @tenant's lines from @seq on that
+	 * the authority holds, as @cred may see them, in *@text (malloc'ed,
+	 * whole lines, up to number *@upto); no lock held.  0, or -ENODATA
+	 * (it has not them), -EIO, -ENOMEM.  NULL: none. */
+	int (*events_history)(struct store *s, struct store_node *tenant,
+			      const struct store_cred *cred, uint64_t seq,
+			      char **text, size_t *len, uint64_t *upto);
 	/* The link to the authority (NULL: STORE_LINK_EMBEDDED, and the store
 	 * is not shared: store_is_shared). */
 	enum store_link (*connection)(const struct store *s);
@@ -408,6 +415,9 @@ void drain_clear_tenant(struct store *s, struct given *g, struct tenant *t, bool
  * and lost the lines in between.  @t NULL: the store instance ended (the
  * root's readers get "overflow", every tenant's reader -ESTALE). */
 void emit_overflow(struct store *s, struct tenant *t);
+/* Tenant @tenant was loaded as of its engine's number @seq (it showed no
+ * line for it): what its .snapshot's seq row says until its next line. */
+void store_tenant_seq_set(struct store_node *tenant, uint64_t seq);
 void event_hook_run(struct store *s);
 /* Another mount changed @n's attributes, which no line tells of: run the
  * touch hook (store_set_touch_hook), if any.  No store lock held. */

@@ -45,8 +45,21 @@
  * the other: both are leaves.  The readers (store_events_*) take only the
  * log's mutex; the adapter calls them with a lock of its own held
  * (fs/'s watch_lock), which is outside the store's order: the log's
- * mutex is the innermost of the two.  event_hook_run() runs with no store
- * lock held, and so do the hooks it calls.
+ * mutex is the innermost of the two.  store_events_start() calls the
+ * engine's events_history with no lock held (it waits on the network).
+ * event_hook_run() runs with no store lock held, and so do the hooks it
+ * calls.
+ *
+ * A reader started at a number
+ * ----------------------------
+ * On a store whose lines show an engine's numbers (a mirror's, per
+ * tenant), each line of a tenant carries the tenant's number before it
+ * (prev: its line before, or where the tenant was loaded from), so a
+ * tenant's reader started at N knows whether the log held N (its first
+ * line at N or past it follows a number below N) without counting on
+ * numbers being consecutive: an attribute's change takes a number and
+ * shows no line.  When the log does not hold N, the engine may give the
+ * lines (its events_history), which the reader reads first.
  */
 #include "store/internal.h"
 
@@ -80,9 +93,17 @@ static void emit_entry(struct store *s, struct given *g, struct tenant *t, struc
 		e->tenant_mode = t->node.mode;
 		unlock(&t->acl_lock, LOCK_ACL);
 	}
+	/* The tenant's number before this line: an engine's lines of one
+	 * tenant are emitted one at a time, in order. */
+	if (t && e->shown && !e->overflow && !e->hidden)
+		e->prev = atomic_load(&t->seq_shown);
 	lock_call_begin(LOCK_EVLOG);
 	seq = evlog_append(s->events, e);
 	lock_call_end(LOCK_EVLOG);
+	/* What the tenant's .snapshot ends at: the engine's numbers only
+	 * for an engine's lines, never a reload's marks. */
+	if (seq && t && !e->overflow && !e->hidden)
+		atomic_store(&t->seq_shown, e->shown ? e->shown : seq);
 	if (seq) {
 		event_appended = true;
 		event_internal |= e->internal;
@@ -278,6 +299,7 @@ void store_events_close(struct store_event_reader *r)
 {
 	if (!r)
 		return;
+	free(r->hist);
 	free((gid_t *)r->own.groups);
 	free(r);
 }
@@ -285,6 +307,41 @@ void store_events_close(struct store_event_reader *r)
 void store_events_gate(struct store_event_reader *r, uint64_t until)
 {
 	r->until = until;
+}
+
+void store_events_start(struct store *s, struct store_event_reader *r,
+			struct store_node *tenant, uint64_t seq)
+{
+	/* Lines show an engine's numbers wherever an engine applies them
+	 * (a mirror), not places in this log. */
+	bool shown = s->ops != &embedded_ops;
+	bool ours = tenant && tenant->kind == STORE_TENANT;
+	uint64_t known = ours ? atomic_load(&as_tenant(tenant)->seq_shown) : 0;
+	uint64_t upto = 0;
+	char *text = NULL;
+	size_t len = 0;
+	bool held;
+
+	lock_call_begin(LOCK_EVLOG);
+	held = evlog_start(s->events, r, seq, shown, known);
+	lock_call_end(LOCK_EVLOG);
+	if (held || !ours || !s->ops->events_history)
+		return;
+	/* No lock held: the engine may wait on the network.  Without its
+	 * lines, the reader goes on as evlog_start left it. */
+	if (s->ops->events_history(s, tenant, r->cred, seq, &text, &len,
+				   &upto) != 0) {
+		free(text);
+		return;
+	}
+	lock_call_begin(LOCK_EVLOG);
+	evlog_resume(s->events, r, text, len, upto);
+	lock_call_end(LOCK_EVLOG);
+}
+
+void store_tenant_seq_set(struct store_node *tenant, uint64_t seq)
+{
+	atomic_store(&as_tenant(tenant)->seq_shown, seq);
 }
 
 uint64_t store_events_position(const struct store_event_reader *r)

@@ -27,6 +27,19 @@
  * an internal one went with it: if none did, it lost nothing it would
  * have seen, and it moves on to the oldest entry without falling behind.
  *
+ * A reader may start at a number instead of the present (evlog_start):
+ * by places in the log, it starts there (an overwritten place makes it
+ * fall behind, so it gets "overflow" and the oldest entry); by an
+ * engine's numbers (a mirror's lines, numbered per tenant), it starts at
+ * the oldest entry with the lines below its number made invisible, and
+ * for a tenant's reader its tenant's first line at that number or past
+ * it says whether the log held the number: when that line's prev (the
+ * tenant's number before it) is the number or more, the lines in between
+ * are not in the log, and the reader's next line comes after "overflow"
+ * (a line it may not see counts too: it tells, it is not shown).  Lines
+ * an engine gave for the numbers the log lacks (evlog_resume) come
+ * first, whole.  Its window is the whole log.
+ *
  * The end of the store instance (an entry with end) is counted the same
  * way (ends_before, ends_seen).  A tenant's reader that got past one, by
  * reading up to it or by jumping over it when it fell behind, lost its
@@ -221,7 +234,75 @@ static void reader_to(struct evlog *l, struct store_event_reader *r,
 
 bool evlog_gone(const struct store_event_reader *r)
 {
-	return r->tenant_ino && r->ends_seen != r->ends_open;
+	/* Past, not at: a reader started before an end (evlog_start) reads
+	 * up to it first. */
+	return r->tenant_ino && r->ends_seen > r->ends_open;
+}
+
+/* The number entry @sl shows: an engine's, or its place in the log. */
+static uint64_t shown_of(const struct slot *sl)
+{
+	return sl->e.shown ? sl->e.shown : sl->seq;
+}
+
+/* Is @sl in tenant reader @r's scope, whoever may read it? */
+static bool in_scope(const struct slot *sl, const struct store_event_reader *r)
+{
+	return !sl->e.overflow && !sl->e.end && sl->e.tenant_ino == r->tenant_ino;
+}
+
+bool evlog_start(struct evlog *l, struct store_event_reader *r, uint64_t seq,
+		 bool shown, uint64_t known)
+{
+	uint64_t first;
+	bool held = true;
+
+	pthread_mutex_lock(&l->lock);
+	first = l->next > l->cap ? l->next - l->cap : 1;
+	/* "As far as the log holds it": the whole ring, not a window. */
+	r->window = UINT64_MAX;
+	r->from = seq;
+	/* The whole store's lines are numbered per tenant: no one number
+	 * says what a root reader missed. */
+	r->from_check = shown && r->tenant_ino;
+	r->from_lost = false;
+	if (shown) {
+		reader_to(l, r, first);
+		if (r->from_check) {
+			uint64_t i = first;
+
+			while (i < l->next && !(in_scope(&l->ring[i % l->cap], r) &&
+						shown_of(&l->ring[i % l->cap]) >= seq))
+				i++;
+			held = i < l->next ? l->ring[i % l->cap].e.prev < seq :
+					     known < seq;
+		}
+	} else if (seq >= l->next) {
+		reader_to(l, r, l->next); /* the future: lines below wait */
+	} else if (seq >= first) {
+		reader_to(l, r, seq);
+	} else {
+		r->next = seq; /* overwritten: catch_up_locked says so */
+	}
+	pthread_mutex_unlock(&l->lock);
+	return held;
+}
+
+void evlog_resume(struct evlog *l, struct store_event_reader *r, char *text,
+		  size_t len, uint64_t upto)
+{
+	pthread_mutex_lock(&l->lock);
+	free(r->hist);
+	r->hist = text;
+	r->hist_len = text ? len : 0;
+	r->hist_off = 0;
+	if (text) {
+		r->from = upto + 1;
+		r->from_check = true;
+		r->from_lost = false;
+		reader_to(l, r, l->next > l->cap ? l->next - l->cap : 1);
+	}
+	pthread_mutex_unlock(&l->lock);
 }
 
 /* Where reader @r stops for now: the end of the log, or r->until. */
@@ -252,12 +333,25 @@ static uint64_t oldest_locked(struct evlog *l, const struct store_event_reader *
  * entry of no tenant (a drain of the whole store) is everyone's.  The end
  * of the store instance is in every reader's scope.
  */
-static bool visible(const struct slot *sl, const struct store_event_reader *r)
+static bool visible(const struct slot *sl, struct store_event_reader *r)
 {
 	if (r->internal_only ? !sl->e.internal : sl->e.hidden)
 		return false;
+	/* A reader started at a number: a reload's mark counts once it is
+	 * past its tenant's first line at that number (before, that line's
+	 * prev tells); a line below its number is not its own. */
+	if (r->from && sl->e.overflow && !sl->e.end)
+		return !r->from_check;
+	if (r->from && !sl->e.end && shown_of(sl) < r->from)
+		return false;
 	if (r->tenant_ino && sl->e.tenant_ino != r->tenant_ino && !sl->e.end)
 		return false;
+	/* Its tenant's first line at its number, which it may see or not:
+	 * did numbers from there on come before it that the log lacks? */
+	if (r->from_check && !sl->e.overflow && !sl->e.end) {
+		r->from_lost = sl->e.prev >= r->from;
+		r->from_check = false;
+	}
 	return !r->cred || !sl->e.tenant_ino ||
 	       store_cred_may_list(r->cred, sl->e.tenant_uid, sl->e.tenant_gid,
 				   sl->e.tenant_mode);
@@ -300,6 +394,31 @@ static bool catch_up_locked(struct evlog *l, struct store_event_reader *r)
 	}
 }
 
+/* Copy the whole lines of @r's engine lines that fit in @len bytes of
+ * @buf; returns the bytes. */
+static size_t hist_take(struct store_event_reader *r, char *buf, size_t len)
+{
+	const char *p = r->hist + r->hist_off;
+	size_t left = r->hist_len - r->hist_off, n = 0;
+
+	while (n < left) {
+		const char *nl = memchr(p + n, '\n', left - n);
+		size_t line = nl ? (size_t)(nl - (p + n)) + 1 : left - n;
+
+		if (n + line > len)
+			break;
+		n += line;
+	}
+	memcpy(buf, p, n);
+	r->hist_off += n;
+	if (r->hist_off == r->hist_len) {
+		free(r->hist);
+		r->hist = NULL;
+		r->hist_len = r->hist_off = 0;
+	}
+	return n;
+}
+
 size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 		  size_t len)
 {
@@ -308,13 +427,18 @@ size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 	size_t used = 0;
 
 	pthread_mutex_lock(&l->lock);
+	if (r->hist) {
+		used = hist_take(r, buf, len);
+		if (r->hist)
+			goto out;
+	}
 	if (evlog_gone(r))
 		goto out;
 	if (catch_up_locked(l, r)) {
-		if (len < sizeof(overflow) - 1)
+		if (used + sizeof(overflow) - 1 > len)
 			goto out;
-		memcpy(buf, overflow, sizeof(overflow) - 1);
-		used = sizeof(overflow) - 1;
+		memcpy(buf + used, overflow, sizeof(overflow) - 1);
+		used += sizeof(overflow) - 1;
 		reader_to(l, r, oldest_locked(l, r));
 	}
 	/* Within the window now: at most window entries to look at.  A
@@ -323,7 +447,7 @@ size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 	     reader_to(l, r, r->next + 1)) {
 		struct slot *sl = &l->ring[r->next % l->cap];
 		const char *text;
-		size_t tlen;
+		size_t tlen, skip;
 		char seq[24];
 		int sn;
 
@@ -338,10 +462,15 @@ size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 		}
 		text = sl->text ? sl->text : lost;
 		tlen = sl->text ? sl->len : sizeof(lost) - 1;
-		sn = snprintf(seq, sizeof(seq), "%" PRIu64 "\t",
-			      sl->e.shown ? sl->e.shown : sl->seq);
-		if (used + (size_t)sn + tlen > len)
+		sn = snprintf(seq, sizeof(seq), "%" PRIu64 "\t", shown_of(sl));
+		/* A reader started at a number the log did not hold: one
+		 * "overflow" first. */
+		skip = r->from_lost ? sizeof(overflow) - 1 : 0;
+		if (used + skip + (size_t)sn + tlen > len)
 			break;
+		memcpy(buf + used, overflow, skip);
+		used += skip;
+		r->from_lost = false;
 		memcpy(buf + used, seq, (size_t)sn);
 		memcpy(buf + used + sn, text, tlen);
 		used += (size_t)sn + tlen;
@@ -356,7 +485,7 @@ bool evlog_pending(struct evlog *l, struct store_event_reader *r)
 	bool pending;
 
 	pthread_mutex_lock(&l->lock);
-	pending = evlog_gone(r) || catch_up_locked(l, r) ||
+	pending = r->hist || evlog_gone(r) || catch_up_locked(l, r) ||
 		  r->next < end_locked(l, r);
 	pthread_mutex_unlock(&l->lock);
 	return pending;

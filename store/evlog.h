@@ -34,6 +34,17 @@ struct store_event_reader {
 	 * (evlog_gone). */
 	uint64_t ends_seen, ends_open;
 	struct store_cred own; /* the copy of the opener's credentials */
+	/* Started at a number (evlog_start): lines showing less are not
+	 * its own.  from_check: a tenant's reader by an engine's numbers,
+	 * not yet past its tenant's first line numbered from or more, whose
+	 * prev tells whether the log held from (from_lost: it did not; the
+	 * next read begins with "overflow"). */
+	uint64_t from;
+	bool from_check, from_lost;
+	/* Lines an engine gave for the numbers before from (evlog_resume),
+	 * whole lines, read before the log: hist_off of hist_len read. */
+	char *hist;
+	size_t hist_len, hist_off;
 };
 
 /* Make an empty log of @cap entries.  NULL when out of memory. */
@@ -58,8 +69,11 @@ struct evlog_entry {
 	gid_t tenant_gid;
 	mode_t tenant_mode;
 	/* The number the line shows; 0: its place in the log.  A mirror's
-	 * lines show the shared store's numbers (per tenant). */
-	uint64_t shown;
+	 * lines show the shared store's numbers (per tenant), and prev is
+	 * the number of the tenant's line before it (or where the tenant
+	 * was loaded from), as the log saw it: a line whose prev is N or
+	 * more follows numbers from N on that this log never held whole. */
+	uint64_t shown, prev;
 	/* Not a line: readers in its scope get "overflow" there (a mirror
 	 * reloaded the tenant and lost its lines in between); the watch
 	 * machinery gets -EOVERFLOW. */
@@ -87,6 +101,31 @@ uint64_t evlog_next_seq(struct evlog *l);
 
 /* Start @r at the end of the log (its position and internal count). */
 void evlog_open(struct evlog *l, struct store_event_reader *r);
+
+/*
+ * Start @r at number @seq (store_events_start).  @shown: the lines show
+ * an engine's numbers (a mirror's), not their places in the log, so the
+ * reader starts at the oldest entry and skips the lines below @seq; a
+ * tenant's reader gets "overflow" before its first line when the log did
+ * not hold @seq (that line's prev is @seq or more).  @known: the newest
+ * number the tenant's lines have reached (its last line's, or where it
+ * was loaded from).  Returns false when the log does not hold @seq now
+ * for a tenant's reader by an engine's numbers (its tenant's first line
+ * at @seq or past it follows a loss, or there is none and @known is
+ * @seq or more), so that an engine may give the lines (evlog_resume);
+ * true otherwise (held, or yet to come, or by places).
+ */
+bool evlog_start(struct evlog *l, struct store_event_reader *r, uint64_t seq,
+		 bool shown, uint64_t known);
+
+/*
+ * Give @r, started at a number (evlog_start), the lines @text (@len
+ * bytes, whole lines; ownership passes, NULL: none) an engine had for
+ * its numbers up to @upto: it reads them first, then the log's from
+ * @upto + 1 on, with the same check that the log held that number.
+ */
+void evlog_resume(struct evlog *l, struct store_event_reader *r, char *text,
+		  size_t len, uint64_t upto);
 
 /* See store_events_read / store_events_pending / store_events_next. */
 size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,

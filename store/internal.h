@@ -191,6 +191,11 @@ struct tenant {
 	/* An engine's id of this tenant, 0 until the engine knows it as
 	 * this node (the engine's lock). */
 	uint64_t engine_id;
+	/* The number the newest line of this tenant shows (its transition's
+	 * place in the log, or an engine's number for it), written by
+	 * emit() inside the transition; 0 before the first.  What a
+	 * tenant's .snapshot says it ends at (snapshot.c). */
+	atomic_uint_fast64_t seq_shown;
 };
 
 struct parent {

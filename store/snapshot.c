@@ -7,7 +7,9 @@
  * transitions, copied without holding the store still while it is copied.
  *
  *  1. At E, under the exclusive world lock (no transition half done):
- *     read the clock, number the snapshot (its epoch), pin the tenants in
+ *     read the clock and the number of the last line of the event log
+ *     it includes (the tenant's last line, tenant->seq_shown, for a
+ *     tenant), number the snapshot (its epoch), pin the tenants in
  *     scope and publish the run in s->snap.  O(tenants in scope).
  *  2. With the world open again, the taker copies one unit at a time, each
  *     under its own lock: a tenant (its row and its tombstones' rows,
@@ -652,6 +654,13 @@ int store_snapshot_take(struct store *s, struct store_node *tenant,
 	t0 = usec_now();
 	scan_begin(s);
 	r.now = store_now_ms(s);
+	/* The last line it includes: no transition is half done.  A
+	 * shared store numbers per tenant: its whole has no one number. */
+	if (r.only)
+		out->seq = (int64_t)atomic_load(&r.only->seq_shown);
+	else
+		out->seq = store_is_shared(s) ? -1 :
+			   (int64_t)store_events_end(s) - 1;
 	rc = snap_pin_tenants(s, r.only, &ts, &nt);
 	if (rc == 0) {
 		r.epoch = ++s->snap_epochs;

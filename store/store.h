@@ -749,6 +749,20 @@ void store_events_close(struct store_event_reader *r);
  */
 void store_events_gate(struct store_event_reader *r, uint64_t until);
 
+/*
+ * Start @r (of tenant @tenant, NULL for the root) at the first line
+ * numbered @seq or more, before its first read.  Numbers are those its
+ * lines show: a place in the log, or on a shared store the tenant's own
+ * (the root's reader skips each tenant's lines below @seq).  What the log
+ * lacks of a tenant's lines its engine gives if it has them (a shared
+ * store's log in Redis: no lock may be held, and its owner keeps every
+ * other use of @r off meanwhile).  A number neither holds gives one
+ * "overflow" line, then the log's oldest (the window becomes the whole
+ * log); a number not reached yet waits for it.
+ */
+void store_events_start(struct store *s, struct store_event_reader *r,
+			struct store_node *tenant, uint64_t seq);
+
 /* The sequence number @r reads next. */
 uint64_t store_events_position(const struct store_event_reader *r);
 
@@ -931,6 +945,10 @@ struct store_snapshot {
 	uint64_t taken_ms;              /* store clock when it was taken */
 	uint64_t stall_us;              /* how long all transitions were
 					 * held off */
+	/* The number of the last event line it includes (its "seq" row:
+	 * a reader started at seq + 1 reads every transition after it); -1
+	 * where there is no one order (a shared store's root: per tenant). */
+	int64_t seq;
 };
 
 /*

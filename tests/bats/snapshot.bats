@@ -38,25 +38,33 @@ row() {
 	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@"
 }
 
-# body FILE: the lines of a snapshot after its header, sorted.
+# body FILE: the node lines of a snapshot (after its header and its seq
+# line), sorted.
 body() {
-	tail -n +2 "$1" | LC_ALL=C sort
+	tail -n +2 "$1" | grep -v $'^seq\t' | LC_ALL=C sort
+}
+
+# nodes FILE: a snapshot without its seq line, in its order.
+nodes() {
+	grep -v $'^seq\t' "$1"
 }
 
 ino() {
 	stat -c %i "$1"
 }
 
-# snap_ok FILE: FILE starts with the header and every other line has 10
-# fields, a known kind and numbers or "-" where they belong.
+# snap_ok FILE: FILE starts with the header, then the seq line (a number,
+# or "-", then eight "-"), and every other line has 10 fields, a known
+# kind and numbers or "-" where they belong.
 snap_ok() {
 	awk -F'\t' -v h="$HEADER" '
 		NR == 1 { if ($0 != h) { print "bad header: " $0; bad = 1 }; next }
+		NR == 2 { if ($0 !~ /^seq\t([0-9]+|-)(\t-)(\t-)(\t-)(\t-)(\t-)(\t-)(\t-)(\t-)$/) { print "bad seq line: " $0; bad = 1 }; next }
 		NF != 10 { print "not 10 fields: " $0; bad = 1; next }
 		$1 !~ /^(tenant|parent|child|tombstone)$/ { print "bad kind: " $0; bad = 1 }
 		{ for (i = 5; i <= 10; i++)
 			if ($i !~ /^(-|[0-9]+)$/) { print "bad field " i ": " $0; bad = 1 } }
-		END { if (NR < 1) { print "empty"; bad = 1 }; exit bad }' "$1"
+		END { if (NR < 2) { print "empty"; bad = 1 }; exit bad }' "$1"
 }
 
 # in_order FILE: a snapshot's lines after its header are in the order
@@ -101,10 +109,11 @@ in_order() {
 	assert_success
 }
 
-@test "the snapshot of an empty store is the header line alone" {
+@test "the snapshot of an empty store is the header line and its seq line alone" {
 	run cat "$MNT/.snapshot"
 	assert_success
-	assert_output "$HEADER"
+	assert_output "$HEADER"$'\n'"$(row seq "$(awk -F'\t' '$1 == "seq" { print $2 }' "$MNT/.snapshot")" - - - - - - - -)"
+	assert_output --regexp $'\nseq\t([0-9]+|-)\t'
 	# and it ends with a newline
 	assert_equal "$(tail -c 1 "$MNT/.snapshot" | od -An -c | tr -d ' ')" '\n'
 }
@@ -198,7 +207,7 @@ in_order() {
 	cat "$MNT/.snapshot" >"$S.root"
 	run snap_ok "$S.t"
 	assert_success
-	run awk -F'\t' 'NR > 1 && $2 != "t"' "$S.t"
+	run awk -F'\t' 'NR > 1 && $1 != "seq" && $2 != "t"' "$S.t"
 	assert_output ''
 	# exactly the root snapshot's lines of tenant t
 	run body "$S.t"
@@ -210,7 +219,7 @@ in_order() {
 		row tombstone u p - 1 - - - 600000 -
 		row tombstone u z - 0 - - - 600000 -
 	} | LC_ALL=C sort)"
-	run cat "$MNT/v/.snapshot"
+	run nodes "$MNT/v/.snapshot"
 	assert_output "$HEADER"$'\n'"$(row tenant v - - - - - - - "$(ino "$MNT/v")")"
 }
 
@@ -222,7 +231,7 @@ in_order() {
 	set_ttl 2 "$MNT/t/q"
 	rm "$MNT/t/p/gone"
 	advance 2000
-	run awk -F'\t' 'NR > 1 { print $1, $3, $4 }' "$MNT/.snapshot"
+	run awk -F'\t' 'NR > 1 && $1 != "seq" { print $1, $3, $4 }' "$MNT/.snapshot"
 	assert_output --partial 'child p long'
 	refute_output --partial 'short'
 	refute_output --partial 'gone'
@@ -245,7 +254,7 @@ in_order() {
 		*) fail "unexpected line kind $kind" ;;
 		esac
 		n=$((n + 1))
-	done < <(tail -n +2 "$S")
+	done < <(tail -n +2 "$S" | grep -v $'^seq\t')
 	assert_equal "$n" 9
 	assert_equal "$(grep -c '^tenant' "$S")" "$(stat_of tenants)"
 	assert_equal "$(grep -c '^parent' "$S")" "$(stat_of parents)"
@@ -334,7 +343,7 @@ tombstone w9 -"
 	cat "$MNT/a-b/.snapshot" >"$S.t"
 	run in_order "$S.t"
 	assert_success
-	run diff <(awk -F'\t' 'NR == 1 || $2 == "a-b"' "$S") "$S.t"
+	run diff <(awk -F'\t' 'NR == 1 || $2 == "a-b"' "$S") <(nodes "$S.t")
 	assert_success
 }
 
@@ -352,7 +361,8 @@ tombstone w9 -"
 	for i in $(seq 100); do rmdir "$MNT/t/j$i"; done
 	cat "$MNT/t/.snapshot" >"$S.2"
 	# The tombstones of the j parents are the only new lines.
-	run diff <(grep -v $'^tombstone\t' "$S.1") <(grep -v $'^tombstone\t' "$S.2")
+	run diff <(grep -v -e $'^tombstone\t' -e $'^seq\t' "$S.1") \
+		<(grep -v -e $'^tombstone\t' -e $'^seq\t' "$S.2")
 	assert_success
 	run in_order "$S.2"
 	assert_success
@@ -423,12 +433,12 @@ tombstone w9 -"
 	cat "$MNT/.snapshot" >"$S.1"
 	mkdir "$MNT/t/n"
 	cat "$MNT/.snapshot" >"$S.2"
-	run bash -c 'diff "$1" "$2" | grep "^[<>]"' _ "$S.1" "$S.2"
+	run bash -c 'diff <(grep -v "^seq" "$1") <(grep -v "^seq" "$2") | grep "^[<>]"' _ "$S.1" "$S.2"
 	assert_output "> $(row parent t n - 1 - - - - "$(ino "$MNT/t/n")")"
 	# and after a new tenant: the tenant's line
 	mkdir "$MNT/u"
 	cat "$MNT/.snapshot" >"$S.3"
-	run bash -c 'diff "$1" "$2" | grep "^[<>]"' _ "$S.2" "$S.3"
+	run bash -c 'diff <(grep -v "^seq" "$1") <(grep -v "^seq" "$2") | grep "^[<>]"' _ "$S.2" "$S.3"
 	assert_output "> $(row tenant u - - - - - - - "$(ino "$MNT/u")")"
 }
 
@@ -441,7 +451,7 @@ tombstone w9 -"
 	cat "$MNT/.snapshot" >"$S.1"
 	rm "$MNT/t/a/1"
 	cat "$MNT/.snapshot" >"$S.2"
-	run bash -c 'diff "$1" "$2" | grep "^[<>]"' _ "$S.1" "$S.2"
+	run bash -c 'diff <(grep -v "^seq" "$1") <(grep -v "^seq" "$2") | grep "^[<>]"' _ "$S.1" "$S.2"
 	assert_output "< $(row child t a 1 1 1 2 1 - "$i")"
 }
 

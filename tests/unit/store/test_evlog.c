@@ -5,7 +5,8 @@
  * them at the inval thread's progress), so the log may run far ahead of
  * what such a reader may read.  Only what it could have read and lost
  * makes it fall behind: entries overwritten before it got to them, or
- * more than its window of entries before its end.
+ * more than its window of entries before its end.  And where a reader
+ * started at a number begins (evlog_start).
  */
 #include "tests/unit/unit.h"
 
@@ -409,6 +410,198 @@ static void test_next_gives_the_other_name(void **state)
 	evlog_free(l);
 }
 
+/*
+ * A reader started at a place in the log (evlog_start): its first line is
+ * that place's, then every later one once; a place not reached yet waits
+ * for its line (the lines before it are not the reader's).
+ */
+static void test_start_at_a_place(void **state)
+{
+	struct evlog *l = evlog_new(64);
+	struct store_event_reader r = { 0 };
+	char *got;
+
+	(void)state;
+	assert_non_null(l);
+	append_n(l, 1, 10);
+	evlog_open(l, &r);
+	evlog_start(l, &r, 4, false, 0);
+	assert_true(evlog_pending(l, &r));
+	got = take(l, &r);
+	assert_seqs(got, 4, 11);
+	free(got);
+	append_n(l, 11, 2);
+	got = take(l, &r);
+	assert_seqs(got, 11, 13);
+	free(got);
+
+	/* In the future: nothing until its number comes, then from it. */
+	evlog_open(l, &r);
+	evlog_start(l, &r, 15, false, 0);
+	append_n(l, 13, 2); /* 13 and 14 */
+	assert_false(evlog_pending(l, &r));
+	got = take(l, &r);
+	assert_string_equal(got, "");
+	free(got);
+	append_n(l, 15, 2);
+	got = take(l, &r);
+	assert_seqs(got, 15, 17);
+	free(got);
+
+	/* Past the last line: exactly the next one. */
+	evlog_open(l, &r);
+	evlog_start(l, &r, evlog_next_seq(l), false, 0);
+	append_n(l, 17, 1);
+	got = take(l, &r);
+	assert_seqs(got, 17, 18);
+	free(got);
+	evlog_free(l);
+}
+
+/*
+ * A place the ring no longer holds: one overflow line, then the oldest
+ * entry it has and every one after it (the whole ring: no window).
+ */
+static void test_start_before_the_oldest_is_overflow(void **state)
+{
+	struct evlog *l = evlog_new(16);
+	struct store_event_reader r = { 0 };
+	char *got;
+
+	(void)state;
+	assert_non_null(l);
+	append_n(l, 1, 40); /* holds 25..40 */
+	evlog_open(l, &r);
+	r.window = 4; /* a started reader's window is the whole ring */
+	evlog_start(l, &r, 3, false, 0);
+	got = take(l, &r);
+	assert_memory_equal(got, "overflow\n", 9);
+	assert_seqs(got + 9, 25, 41);
+	free(got);
+	evlog_free(l);
+}
+
+/* Append @n lines of tenant @tino showing engine numbers @shown.., the
+ * first after number @prev (the ones after it each after the one
+ * before). */
+static void append_shown(struct evlog *l, uint64_t tino, uint64_t shown, int n,
+			 uint64_t prev)
+{
+	for (int i = 0; i < n; i++) {
+		struct evlog_entry e = {
+			.op = STORE_OP_CREATE, .kind = STORE_CHILD,
+			.ino = 100, .tenant_ino = tino,
+			.tenant = "t", .parent = "p", .child = "c",
+			.generation = 1, .version = 0,
+			.shown = shown + (uint64_t)i,
+			.prev = i ? shown + (uint64_t)i - 1 : prev,
+		};
+
+		assert_int_not_equal(evlog_append(l, &e), 0);
+	}
+}
+
+/*
+ * By an engine's numbers (a mirror's, per tenant): the reader of one
+ * tenant starts at the first of its lines numbered @seq or more; the
+ * other tenant's lines, numbered apart, never count.  Whether the log
+ * held the number is its first line's prev: numbers with no line in
+ * between are no loss; a line after a number the log never had (before
+ * its load, or overwritten) comes after one overflow line, and the
+ * start says so (false: an engine may give them).  One to come waits,
+ * unless the tenant was loaded past it.
+ */
+static void test_start_by_shown_numbers(void **state)
+{
+	struct evlog *l = evlog_new(64);
+	struct store_event_reader r = { .tenant_ino = 2 };
+	char *got;
+
+	(void)state;
+	assert_non_null(l);
+	append_shown(l, 2, 50, 3, 49); /* t: 50 51 52, loaded at 49 */
+	append_shown(l, 3, 1, 3, 0);   /* another tenant: 1 2 3 */
+	append_shown(l, 2, 53, 2, 52); /* t: 53 54 */
+	evlog_open(l, &r);
+	assert_true(evlog_start(l, &r, 52, true, 54));
+	got = take(l, &r);
+	assert_non_null(strstr(got, "52\tcreate"));
+	assert_null(strstr(got, "overflow"));
+	assert_null(strstr(got, "51\t"));
+	assert_int_equal(count_lines(got), 3);
+	free(got);
+
+	/* 40 is before the tenant was loaded (49). */
+	evlog_open(l, &r);
+	assert_false(evlog_start(l, &r, 40, true, 54));
+	got = take(l, &r);
+	assert_memory_equal(got, "overflow\n50\tcreate", 18);
+	assert_int_equal(count_lines(got), 6);
+	free(got);
+
+	/* 55 and 56 have no line (an attribute's numbers): 57 follows 54,
+	 * so a start at 55 lost nothing. */
+	append_shown(l, 2, 57, 1, 54);
+	evlog_open(l, &r);
+	assert_true(evlog_start(l, &r, 55, true, 57));
+	got = take(l, &r);
+	assert_string_equal(got, "57\tcreate\tt\tp\tc\t1\t0\n");
+	free(got);
+
+	/* 60 is yet to come: 58 is not its own; 61 after 58 lost nothing. */
+	evlog_open(l, &r);
+	assert_true(evlog_start(l, &r, 60, true, 57));
+	assert_false(evlog_pending(l, &r));
+	append_shown(l, 2, 58, 1, 57);
+	assert_false(evlog_pending(l, &r));
+	append_shown(l, 2, 61, 1, 58);
+	got = take(l, &r);
+	assert_string_equal(got, "61\tcreate\tt\tp\tc\t1\t0\n");
+	free(got);
+
+	/* Loaded at 70 with no line since: 65 is not held. */
+	evlog_open(l, &r);
+	assert_false(evlog_start(l, &r, 65, true, 70));
+	append_shown(l, 2, 71, 1, 70);
+	got = take(l, &r);
+	assert_string_equal(got, "overflow\n71\tcreate\tt\tp\tc\t1\t0\n");
+	free(got);
+	evlog_free(l);
+}
+
+/*
+ * Lines an engine gave (evlog_resume) are read first, whole lines as
+ * the buffer takes them, then the log's from the number after them on.
+ */
+static void test_resume_reads_the_engine_lines_first(void **state)
+{
+	struct evlog *l = evlog_new(64);
+	struct store_event_reader r = { .tenant_ino = 2 };
+	const char lines[] = "8\tjoin\tt\tp\t-\t1\t-\n9\tjoin\tt\tq\t-\t1\t-\n";
+	char buf[64];
+	char *got;
+	size_t n;
+
+	(void)state;
+	assert_non_null(l);
+	append_shown(l, 2, 9, 3, 8); /* loaded at 8: 9 10 11 */
+	evlog_open(l, &r);
+	assert_false(evlog_start(l, &r, 8, true, 11));
+	evlog_resume(l, &r, strdup(lines), strlen(lines), 9);
+	assert_true(evlog_pending(l, &r));
+	/* Room for one line only: the first, whole. */
+	n = evlog_read(l, &r, buf, 20);
+	assert_int_equal(n, 17);
+	assert_memory_equal(buf, lines, 17);
+	got = take(l, &r);
+	assert_memory_equal(got, lines + 17, 17);
+	assert_string_equal(got + 17, "10\tcreate\tt\tp\tc\t1\t0\n"
+				      "11\tcreate\tt\tp\tc\t1\t0\n");
+	free(got);
+	free(r.hist);
+	evlog_free(l);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -421,6 +614,10 @@ int main(void)
 		cmocka_unit_test(test_internal_only_is_behind_when_one_went),
 		cmocka_unit_test(test_next_gives_the_other_name),
 		cmocka_unit_test(test_end_of_instance_ends_tenant_readers),
+		cmocka_unit_test(test_start_at_a_place),
+		cmocka_unit_test(test_start_before_the_oldest_is_overflow),
+		cmocka_unit_test(test_start_by_shown_numbers),
+		cmocka_unit_test(test_resume_reads_the_engine_lines_first),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1247,6 +1247,58 @@ static void test_layout_rows_of_a_snapshot(void **state)
 	check_ok(c);
 }
 
+/*
+ * A snapshot's seq is the number of the last line of the log it includes:
+ * the log's last for the whole store, the tenant's own last line for a
+ * tenant; a reader started at the next number reads exactly the lines
+ * after it.  Its row in .snapshot: "seq", the number, eight "-".
+ */
+static void test_snapshot_seq(void **state)
+{
+	struct ctx *c = *state;
+	struct store_snapshot sn;
+	struct store_event_reader *r;
+	struct world w;
+	uint64_t end;
+	char buf[256], want[64];
+	ssize_t n;
+
+	build_world(c, &w);
+	end = store_events_end(c->s);
+	take(c, NULL, &sn);
+	assert_int_equal(sn.seq, (int64_t)end - 1);
+	store_snapshot_free(&sn);
+
+	mk(c, w.t, "z");
+	take(c, w.u, &sn); /* u's last line came before z's join */
+	assert_true(sn.seq > 0 && sn.seq < (int64_t)end);
+	store_snapshot_free(&sn);
+	take(c, w.t, &sn);
+	assert_int_equal(sn.seq, (int64_t)store_events_end(c->s) - 1);
+
+	assert_int_equal(store_events_open(c->s, w.t, NULL, 0, &r), 0);
+	mk(c, w.t, "y");
+	store_events_start(c->s, r, w.t, (uint64_t)sn.seq + 1);
+	n = store_events_read(c->s, r, buf, sizeof buf - 1);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	snprintf(want, sizeof want, "%lld\tjoin\tt\ty\t",
+		 (long long)sn.seq + 1);
+	assert_memory_equal(buf, want, strlen(want));
+	assert_int_equal(strchr(buf, '\n') - buf + 1, n);
+	store_events_close(r);
+
+	n = (ssize_t)layout_format_snapshot_seq(buf, sizeof buf, sn.seq);
+	snprintf(want, sizeof want, "seq\t%lld\t-\t-\t-\t-\t-\t-\t-\t-\n",
+		 (long long)sn.seq);
+	assert_string_equal(buf, want);
+	assert_int_equal(n, strlen(want));
+	assert_int_equal(layout_format_snapshot_seq(NULL, 0, -1),
+			 strlen("seq\t-\t-\t-\t-\t-\t-\t-\t-\t-\n"));
+	store_snapshot_free(&sn);
+	check_ok(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1265,6 +1317,7 @@ int main(void)
 		TEST_HOOKED(test_snapshot_consistent_under_renames),
 		TEST_HOOKED(test_snapshot_hold_bounds),
 		TEST_HOOKED(test_layout_rows_of_a_snapshot),
+		TEST_HOOKED(test_snapshot_seq),
 	};
 
 	return run_store_tests("snapshot", tests);
