@@ -467,7 +467,10 @@ uses only what the files before it define:
   store.lua      sfs_version, sfs_init, sfs_clock_advance, sfs_stats
                                                  (store/store.c)
   dump.lua       sfs_dump, sfs_sync              (what a mirror loads)
-  register.lua   every function registered, last
+  register.lua   every function registered
+  lock.lua       sfs_lock, sfs_lock_drop, sfs_lock_test, sfs_lock_peek,
+                 sfs_lock_renew: advisory locks every mount honours
+                 (its own essay; it registers them itself, with reg())
 ]==]
 
-local LIBVERSION = 4
+local LIBVERSION = 5
