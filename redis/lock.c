@@ -95,7 +95,7 @@ struct remote_locks {
 	struct lk_wait *waits;  /* mu */
 };
 
-/* State --------------------------------------------------------------------- */
+/* State -------------------------------------------------------------------- */
 
 static struct remote_locks *locks_of(struct store *s)
 {
@@ -220,7 +220,7 @@ static void hold_note_locked(struct remote_locks *L, uint64_t tid,
 	h->epoch = epoch;
 }
 
-/* Calls ---------------------------------------------------------------------- */
+/* Calls -------------------------------------------------------------------- */
 
 /* The tenant, its key and the state's number of child @n; false when
  * the child has no tenant any more (removed). */
@@ -372,7 +372,7 @@ static void lk_drop_call(struct store *s, const struct remote_locks *L,
 		freeReplyObject(rep);
 }
 
-/* The lock thread ------------------------------------------------------------ */
+/* The lock thread ---------------------------------------------------------- */
 
 /* Renew every session in use (holds or waiters in its tenant), with the
  * records of the states named; a session found expired is lost. */
@@ -549,7 +549,7 @@ static void thread_kick_locked(struct store *s, struct remote_locks *L)
 	pthread_cond_signal(&L->cond);
 }
 
-/* The slots -------------------------------------------------------------------- */
+/* The slots ---------------------------------------------------------------- */
 
 int remote_lock(struct store *s, struct store_node *n,
 		       const struct store_lock_req *r)

@@ -86,6 +86,9 @@ TID: new keys.
                       score the deadline.
   P:{P.tTID}:log      stream: the tenant's log (entries below).
   P:{P.tTID}:op:ID    the outcome of operation ID on this tenant.
+  P:{P.tTID}:lk:SINO  string: state SINO's locks and waiters, and
+  P:{P.tTID}:ls:SID   string with a TTL: a mount's lock session in the
+                      tenant (lock.lua's essay).
 
 Names never contain white space or '/', so "PINO/NAME" and lists
 separated by spaces are unambiguous.  A removed tenant's keys are deleted

@@ -67,6 +67,18 @@ local function lk_load(ctx, key)
 		type(L.w) ~= 'table' then
 		damaged(key)
 	end
+	for _, list in ipairs({ L.h, L.w }) do
+		for _, x in ipairs(list) do
+			if type(x) ~= 'table' or type(x.s) ~= 'string' or
+				type(x.o) ~= 'string' or type(x.f) ~= 'string' or
+				(x.k ~= 'f' and x.k ~= 'p') or
+				(x.t ~= 'r' and x.t ~= 'w') or type(x.a) ~= 'number' or
+				type(x.b) ~= 'number' or type(x.p) ~= 'number' or
+				(list == L.w and type(x.id) ~= 'string') then
+				damaged(key)
+			end
+		end
+	end
 	return L
 end
 
