@@ -327,9 +327,11 @@ static int lk_request(struct store *s, struct remote_locks *L, uint64_t tid,
 			continue;
 		}
 		if (ss->epoch == epoch) {
-			if (rc == 0 || rc == -EAGAIN || rc == -ESTALE)
+			/* OK and EAGAIN made the session's key; an ESTALE
+			 * made nothing. */
+			if (rc == 0 || rc == -EAGAIN)
 				ss->made = true;
-			else if (new)
+			else if (new && rc != -ESTALE)
 				/* A new session whose call may or may not have
 				 * run: never used again. */
 				ss->epoch++;

@@ -218,7 +218,8 @@ end
   then, past the holders and waiters of expired sessions (dropped), a
   conflict: with WAIT OK [queued] (the request keeps or takes its place),
   else EAGAIN.  OK [granted|unlocked|queued, the locks of its kind OWNER
-  holds on SINO now].  Not counted in refused_*.
+  holds on SINO now].  Not counted in refused_*.  Past the checks (OK
+  and EAGAIN) the session's key is made or renewed.
 ]]
 local function fn_lock(keys, args)
 	local ctx, key = lk_begin(keys, args, 'tenant')
@@ -266,6 +267,7 @@ local function fn_lock(keys, args)
 		state = 'queued'
 	else
 		if changed then lk_save(ctx, key, L, ttl) end
+		wr(ctx, 'string', 'SET', skey, '1', 'PX', ttl)
 		return finish(ctx, fail(ctx, 'EAGAIN'))
 	end
 	lk_save(ctx, key, L, ttl)
