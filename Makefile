@@ -99,7 +99,7 @@ $(B)/obj/tsan/%.o: %.c
 LUA_SRC := $(addprefix redis/lua/,contract.lua base.lua call.lua \
 	   tomb.lua bucket.lua parent.lua tenant.lua child.lua content.lua \
 	   setattr.lua lease.lua drain.lua reaper.lua store.lua dump.lua \
-	   register.lua)
+	   register.lua lock.lua)
 
 $(B)/gen/statefs.lua: $(LUA_SRC)
 	@mkdir -p $(@D)
@@ -193,7 +193,8 @@ $(B)/unit/stress_store: $(call obj,asan,tests/unit/stress/stress_store.c fs/inod
 # Functions library) link both libraries; every other unit test the
 # core's alone.
 REDIS_TESTS := $(patsubst %,$(B)/unit/%,test_link test_mirror test_rconn \
-	       test_remote_clock test_remote_ops test_remote_options test_statefs_lua)
+	       test_remote_clock test_remote_lock test_remote_ops \
+	       test_remote_options test_statefs_lua)
 
 # (Second expansion: each binary's object is found by its name.)
 .SECONDEXPANSION:

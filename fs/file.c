@@ -83,6 +83,7 @@ void fs_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs_file *f = file_of(fi);
 
 	(void)ino;
+	fs_lock_close(fs_of(req), f, fi, false);
 	reply_err(req, f->ops->flush ? f->ops->flush(fs_of(req), f) : 0);
 }
 
@@ -102,6 +103,7 @@ void fs_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct fs_file *f = file_of(fi);
 
 	(void)ino;
+	fs_lock_close(fs, f, fi, true);
 	if (f->ops->release)
 		f->ops->release(fs, f);
 	fs_file_free(fs, f);

@@ -23,6 +23,8 @@
  *              set-ID bits a write clears
  *   special.c  the special files' open and their operations
  *   dir.c      opendir, readdir, readdirplus, releasedir
+ *   lock.c     flock, getlk, setlk on a shared store, and the locks a
+ *              close ends
  *   inode.c    the kernel's inode table
  *   clock.c    deadlines, backoff, the manual clock of -o testclock
  *   watch.c    the threads that act when nobody calls in: start, stop,
@@ -329,6 +331,26 @@ static inline struct fs_file *file_of(struct fuse_file_info *fi)
 /* The low-level operations table, and the session's init. */
 extern const struct fuse_lowlevel_ops fs_ops;
 void fs_init(void *userdata, struct fuse_conn_info *conn);
+
+/* fs/lock.c --------------------------------------------------------------- */
+
+/* The lock requests, on a shared store only (fs_init). */
+void fs_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+	      int op);
+void fs_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+	      struct flock *lock);
+void fs_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+	      struct flock *lock, int sleep);
+/* A child's open file @fi on a shared store: every close of it is
+ * flushed (a close by a POSIX owner ends its locks), a reading one's
+ * too. */
+void fs_lock_open(struct fs *fs, struct fuse_file_info *fi);
+/* A close of @f ends the locks the kernel says it ends: a flush's
+ * (@last false) those of its POSIX owner, a release's (@last) those
+ * taken through the open file (flock and OFD).  Nothing on the embedded
+ * store, nor when this mount holds none there. */
+void fs_lock_close(struct fs *fs, struct fs_file *f,
+		   const struct fuse_file_info *fi, bool last);
 
 /* fs/reply.c -------------------------------------------------------------- */
 

@@ -38,7 +38,13 @@
 
 void fs_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct fs *fs = userdata;
+
+	/* Locks: a shared store's are the store's (fs/lock.c); the
+	 * embedded store's stay the kernel's, as without the handlers. */
+	if (!store_is_shared(fs->store))
+		conn->want &= ~(unsigned)(FUSE_CAP_POSIX_LOCKS |
+					  FUSE_CAP_FLOCK_LOCKS);
 	/* O_TRUNC arrives with open, so truncation is part of the stage
 	 * and published on close, not a separate transition. */
 	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
@@ -94,4 +100,7 @@ const struct fuse_lowlevel_ops fs_ops = {
 	.create = fs_create,
 	.poll = fs_poll,
 	.fallocate = fs_fallocate,
+	.flock = fs_flock,                /* fs/lock.c */
+	.getlk = fs_getlk,
+	.setlk = fs_setlk,
 };

@@ -319,8 +319,13 @@ size_t layout_format_stats(char *buf, size_t cap,
 	text_put(&t, "state %s\n", layout_state_name(v->state));
 	text_put(&t, "store %s\n", v->link == STORE_LINK_CONNECTED ? "connected" :
 	    v->link == STORE_LINK_DISCONNECTED ? "disconnected" : "embedded");
-	if (v->link != STORE_LINK_EMBEDDED)
+	if (v->link != STORE_LINK_EMBEDDED) {
 		put_u64(&t, "store_damaged", s->damaged);
+		/* This mount's, of a shared store (the kernel keeps the
+		 * embedded store's). */
+		put_u64(&t, "locks_held", s->locks_held);
+		put_u64(&t, "lock_waiters", s->lock_waiters);
+	}
 	put_u64(&t, "uptime_ms", v->uptime_ms);
 	if (v->tenant)
 		text_put(&t, "tenant %s\n", v->tenant);

@@ -2,7 +2,8 @@
  * store_options.c - the shared store mount options: where the Redis primary is
  * (store=URL), how to authenticate (store_user, store_password_file),
  * which keys are this store's (store_prefix), how long an operation waits
- * (store_timeout), whose limits count (store_limits) and, for a store
+ * (store_timeout), whose limits count (store_limits), how long a mount's
+ * locks outlive its reach of the store (lock_timeout) and, for a store
  * reached over TLS (rediss://, sentinels://), what verifies the servers
  * and what this mount shows them (store_tls_ca, store_tls_cert,
  * store_tls_key, store_tls_name).
@@ -291,6 +292,7 @@ enum remote_key {
 	KEY_PREFIX,
 	KEY_TIMEOUT,
 	KEY_LIMITS,
+	KEY_LOCK_TIMEOUT,
 	KEY_TLS_CA,
 	KEY_TLS_CERT,
 	KEY_TLS_KEY,
@@ -328,6 +330,10 @@ static const struct {
 			 "take the store's recorded limits instead of "
 			 "refusing different ones",
 			 "check", STORE_REMOTE_GIVEN_LIMITS },
+	[KEY_LOCK_TIMEOUT] = { "lock_timeout", "lock_timeout=SECONDS",
+			       "how long the locks of a mount that died or "
+			       "lost the store outlive it (0.1 to 3600)",
+			       "10", STORE_REMOTE_GIVEN_LOCK_TIMEOUT },
 	[KEY_TLS_CA] = { "store_tls_ca", "store_tls_ca=PATH",
 			 "the PEM file of the CAs that sign the servers' "
 			 "certificates (TLS)",
@@ -386,6 +392,14 @@ static int apply(struct store_remote *r, enum remote_key key, const char *v,
 			return -EINVAL;
 		}
 		r->timeout_ms = ms;
+		return 0;
+	case KEY_LOCK_TIMEOUT:
+		if (layout_parse_seconds(v, &ms) < 0 || ms < 100 ||
+		    ms > 3600000) {
+			*why = "seconds from 0.1 to 3600, at most 3 decimals";
+			return -EINVAL;
+		}
+		r->lock_timeout_ms = ms;
 		return 0;
 	case KEY_TLS_CA:
 	case KEY_TLS_CERT:

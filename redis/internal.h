@@ -76,6 +76,8 @@ struct follow_ix {
 	size_t i;
 };
 
+struct remote_locks;
+
 struct remote {
 	struct store_remote cfg;       /* immutable (password wiped) */
 	struct rconn_pool *pool;       /* immutable */
@@ -126,6 +128,9 @@ struct remote {
 	struct follow_pos *pos;
 	size_t npos, cappos;
 	struct follow_ix *ix;          /* tid -> its place in pos */
+
+	/* The locks (redis/lock.c): made at the first lock request. */
+	_Atomic(struct remote_locks *) locks;
 };
 
 /* redis/history.c */
@@ -268,7 +273,7 @@ int remote_real_ms(struct store *s, uint64_t *real_ms);
 /* redis/library.c */
 
 /* The library version this mount speaks (redis/lua/contract.lua). */
-#define LIBVERSION 4
+#define LIBVERSION 5
 
 /* Install this mount's Functions library when the store lacks it (a
  * Redis that lost its data lost its functions too).  0 or -errno
@@ -340,6 +345,19 @@ int remote_stats_all(struct store *s, struct store_node *tenant,
 		     struct store_stats *o);
 uint64_t remote_damaged(struct store *s); /* store_stats' damaged */
 enum store_link remote_connection(const struct store *s);
+
+/* redis/lock.c: the lock slots of redis_ops (store/engine.h), and the
+ * stop of the lock thread (before the pool closes). */
+int remote_lock(struct store *s, struct store_node *n,
+		const struct store_lock_req *r);
+void remote_lock_kick(struct store *s);
+int remote_lock_test(struct store *s, struct store_node *n,
+		     struct store_lock_req *r);
+void remote_lock_drop(struct store *s, struct store_node *n, bool by_owner,
+		      uint64_t id);
+void remote_lock_stats(struct store *s, struct store_node *tenant,
+		       struct store_stats *o);
+void remote_locks_stop(struct store *s);
 
 /* redis/stop.c */
 void remote_free(struct store *s);

@@ -704,6 +704,11 @@ const struct store_ops redis_ops = {
 	.stats = remote_stats_all,          /* redis/stats.c */
 	.sync = remote_sync_dir,
 	.events_history = remote_events_history, /* redis/history.c */
+	.lock_set = remote_lock,            /* redis/lock.c */
+	.lock_kick = remote_lock_kick,
+	.lock_test = remote_lock_test,
+	.lock_drop = remote_lock_drop,
+	.lock_stats = remote_lock_stats,
 	.connection = remote_connection,    /* redis/stats.c */
 	.close = remote_close,              /* redis/stop.c */
 };

@@ -48,6 +48,7 @@ struct store_remote_addr {
 #define STORE_REMOTE_GIVEN_TLS_CERT (1u << 7)
 #define STORE_REMOTE_GIVEN_TLS_KEY  (1u << 8)
 #define STORE_REMOTE_GIVEN_TLS_NAME (1u << 9)
+#define STORE_REMOTE_GIVEN_LOCK_TIMEOUT (1u << 10)
 
 struct store_remote {
 	enum store_remote_kind kind;
@@ -68,6 +69,9 @@ struct store_remote {
 	char password[STORE_REMOTE_PASSWORD_MAX + 1];
 	char prefix[STORE_REMOTE_PREFIX_MAX + 1]; /* key prefix and hash tag */
 	uint64_t timeout_ms;                  /* store_timeout */
+	uint64_t lock_timeout_ms;             /* lock_timeout: how long a
+						* mount out of reach keeps its
+						* locks (redis/lock.c) */
 	bool adopt_limits;                    /* store_limits=adopt */
 
 	/* TLS (rediss://, sentinels://): every connection, to the primary

@@ -20,6 +20,7 @@ void remote_free(struct store *s)
 
 	if (!r)
 		return;
+	remote_locks_stop(s);
 	follow_stop(s);
 	rconn_pool_close(r->pool);
 	pthread_mutex_destroy(&r->lock);

@@ -23,6 +23,7 @@
 #include "store/internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 
 
 
@@ -221,11 +222,54 @@ int store_drain_now(struct store *s, struct store_node *tenant)
 	return OP(s, drain)(s, tenant, NULL, true);
 }
 
+/* Locks ---------------------------------------------------------------------- */
+
+/* Only a child is locked; a store without the slots keeps no locks (the
+ * kernel keeps the embedded store's). */
+int store_lock(struct store *s, struct store_node *n,
+	       const struct store_lock_req *r)
+{
+	if (!s->ops->lock_set || n->kind != STORE_CHILD)
+		return -ENOLCK;
+	if (r->type != F_RDLCK && r->type != F_WRLCK && r->type != F_UNLCK)
+		return -EINVAL;
+	if (r->start > r->end || (r->done && (r->type == F_UNLCK || !r->cancel)))
+		return -EINVAL;
+	return s->ops->lock_set(s, n, r);
+}
+
+void store_lock_kick(struct store *s)
+{
+	if (s->ops->lock_kick)
+		s->ops->lock_kick(s);
+}
+
+int store_lock_test(struct store *s, struct store_node *n,
+		    struct store_lock_req *r)
+{
+	if (!s->ops->lock_test || n->kind != STORE_CHILD)
+		return -ENOLCK;
+	if ((r->type != F_RDLCK && r->type != F_WRLCK) || r->start > r->end)
+		return -EINVAL;
+	return s->ops->lock_test(s, n, r);
+}
+
+void store_lock_drop(struct store *s, struct store_node *n, bool by_owner,
+		     uint64_t id)
+{
+	if (s->ops->lock_drop && n->kind == STORE_CHILD)
+		s->ops->lock_drop(s, n, by_owner, id);
+}
+
 /* The link to the authority --------------------------------------------------- */
 
 int store_stats(struct store *s, struct store_node *tenant, struct store_stats *o)
 {
-	return OP(s, stats)(s, tenant, o);
+	int rc = OP(s, stats)(s, tenant, o);
+
+	if (rc == 0 && s->ops->lock_stats)
+		s->ops->lock_stats(s, tenant, o);
+	return rc;
 }
 
 int store_sync(struct store *s, struct store_node *n)

@@ -120,6 +120,8 @@ enum store_lock_level {
 	LOCK_ENGINE_CONN, /* 18 one connection (redis/conn.c) */
 	LOCK_ENGINE_STATE, /* 19 what its follower applied and the link's
 			   *    state (redis/follow.c) */
+	LOCK_ENGINE_LOCKS, /* 20 its lock requests, sessions and what it
+			   *    holds (redis/lock.c) */
 	LOCK_NLEVELS
 };
 
@@ -298,6 +300,19 @@ struct store_ops {
 	int (*events_history)(struct store *s, struct store_node *tenant,
 			      const struct store_cred *cred, uint64_t seq,
 			      char **text, size_t *len, uint64_t *upto);
+	/* Locks on child @n: store_lock (lock_set), store_lock_kick,
+	 * store_lock_test, store_lock_drop (NULL: -ENOLCK, the store keeps
+	 * none, and nothing to drop); lock_stats adds this mount's locks
+	 * to .stats. */
+	int (*lock_set)(struct store *s, struct store_node *n,
+			const struct store_lock_req *r);
+	void (*lock_kick)(struct store *s);
+	int (*lock_test)(struct store *s, struct store_node *n,
+			 struct store_lock_req *r);
+	void (*lock_drop)(struct store *s, struct store_node *n,
+			  bool by_owner, uint64_t id);
+	void (*lock_stats)(struct store *s, struct store_node *tenant,
+			   struct store_stats *o);
 	/* The link to the authority (NULL: STORE_LINK_EMBEDDED, and the store
 	 * is not shared: store_is_shared). */
 	enum store_link (*connection)(const struct store *s);

@@ -47,6 +47,7 @@ static const char *const level_names[LOCK_NLEVELS] = {
 	[LOCK_ENGINE_POOL] = "engine pool",
 	[LOCK_ENGINE_CONN] = "engine connection",
 	[LOCK_ENGINE_STATE] = "engine state",
+	[LOCK_ENGINE_LOCKS] = "engine locks",
 };
 
 static __thread struct {

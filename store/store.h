@@ -62,6 +62,7 @@
 #include <time.h>
 
 #include "store/cred.h"
+#include "store/lock.h"
 
 struct store;
 struct store_node;
@@ -193,6 +194,9 @@ struct store_stats {
 	uint64_t admissions, removals, expiries, joins, leaves;
 	uint64_t refused[STORE_NREFUSAL];
 	uint64_t damaged;  /* a shared store's calls refused as damaged (EIO) */
+	/* A shared store's locks (store_lock): those this mount's owners
+	 * hold (one per owner, kind and child) and its waiting requests. */
+	uint64_t locks_held, lock_waiters;
 };
 
 /* Lifecycle ---------------------------------------------------------- */

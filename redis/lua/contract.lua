@@ -86,6 +86,9 @@ TID: new keys.
                       score the deadline.
   P:{P.tTID}:log      stream: the tenant's log (entries below).
   P:{P.tTID}:op:ID    the outcome of operation ID on this tenant.
+  P:{P.tTID}:lk:SINO  string: state SINO's locks and waiters, and
+  P:{P.tTID}:ls:SID   string with a TTL: a mount's lock session in the
+                      tenant (lock.lua's essay).
 
 Names never contain white space or '/', so "PINO/NAME" and lists
 separated by spaces are unambiguous.  A removed tenant's keys are deleted
@@ -467,7 +470,10 @@ uses only what the files before it define:
   store.lua      sfs_version, sfs_init, sfs_clock_advance, sfs_stats
                                                  (store/store.c)
   dump.lua       sfs_dump, sfs_sync              (what a mirror loads)
-  register.lua   every function registered, last
+  register.lua   every function registered
+  lock.lua       sfs_lock, sfs_lock_drop, sfs_lock_test, sfs_lock_peek,
+                 sfs_lock_renew: advisory locks every mount honours
+                 (its own essay; it registers them itself, with reg())
 ]==]
 
-local LIBVERSION = 4
+local LIBVERSION = 5

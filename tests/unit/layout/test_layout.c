@@ -1158,8 +1158,8 @@ static size_t parse_stats(const char *text, struct kv *kv, size_t max)
 }
 
 static const char *const root_keys[] = {
-	"instance", "pid", "state", "store", "store_damaged", "uptime_ms",
-	"tenants", "parents", "children", "links", "tombstones", "bytes",
+	"instance", "pid", "state", "store", "store_damaged", "locks_held",
+	"lock_waiters", "uptime_ms", "tenants", "parents", "children", "links", "tombstones", "bytes",
 	"staged_bytes", "snapshot_bytes",
 	"max_tenants", "max_parents", "max_children", "max_bytes",
 	"max_payload", "max_name", "max_tombstones", "tombstone_ttl_ms",
@@ -1174,8 +1174,8 @@ static const char *const root_keys[] = {
 };
 
 static const char *const tenant_keys[] = {
-	"instance", "state", "store", "store_damaged", "uptime_ms", "tenant",
-	"tenants", "parents", "children", "links", "tombstones", "bytes",
+	"instance", "state", "store", "store_damaged", "locks_held",
+	"lock_waiters", "uptime_ms", "tenant", "tenants", "parents", "children", "links", "tombstones", "bytes",
 	"staged_bytes",
 	"parent_quota", "tenant_quota", "tenant_max_parents",
 	"tenant_max_children", "tenant_max_bytes", "tenant_max_tombstones",
@@ -1221,6 +1221,8 @@ static void sample_view(struct layout_stats_view *v, struct store_limits *l)
 	v->stats.joins = 204;
 	v->stats.leaves = 205;
 	v->stats.damaged = 77;
+	v->stats.locks_held = 78;
+	v->stats.lock_waiters = 79;
 	for (int r = 0; r < STORE_NREFUSAL; r++)
 		v->stats.refused[r] = 300 + (uint64_t)r;
 	v->limits = l;
@@ -1274,6 +1276,8 @@ static void check_common(const struct kv *kv, size_t n)
 	assert_string_equal(value_of(kv, n, "state"), "draining");
 	assert_string_equal(value_of(kv, n, "store"), "disconnected");
 	assert_int_equal(u64_of(kv, n, "store_damaged"), 77);
+	assert_int_equal(u64_of(kv, n, "locks_held"), 78);
+	assert_int_equal(u64_of(kv, n, "lock_waiters"), 79);
 	assert_int_equal(u64_of(kv, n, "uptime_ms"), 98765);
 	for (size_t i = 0; i < NKEYS(gauges); i++)
 		assert_int_equal(u64_of(kv, n, gauges[i]), 101 + i);
@@ -1327,6 +1331,8 @@ static void test_stats_root(void **state)
 	text = format(&v);
 	assert_non_null(strstr(text, "\nstore embedded\nuptime_ms "));
 	assert_null(strstr(text, "store_damaged"));
+	assert_null(strstr(text, "locks_held"));
+	assert_null(strstr(text, "lock_waiters"));
 	free(text);
 }
 
