@@ -36,8 +36,9 @@ local function limits_of(M)
 	return lim
 end
 
--- The tenant keys seen well formed (begin), kept between calls; forgotten
--- all at once when there are many.
+-- The tenant keys seen well formed (begin), each with the head of the
+-- store prefix it was checked against, kept between calls; forgotten all
+-- at once when there are many.
 local tkeys_seen, tkeys_n = {}, 0
 
 -- The names a store prefix makes, by meta key, also kept between calls.
@@ -238,13 +239,13 @@ local function begin(keys, args, scope, mf, tf)
 	local head = names.head
 	for i = 2, #keys do
 		local k = keys[i]
-		if not tkeys_seen[k] then
+		if tkeys_seen[k] ~= head then
 			if string.find(k, head, 1, true) ~= 1 or
 				not string.find(k, '^%d+}:t$', #head + 1) then
 				error('statefs: a tenant key must be PREFIX:{PREFIX.tTID}:t')
 			end
 			if tkeys_n >= 4096 then tkeys_seen, tkeys_n = {}, 0 end
-			tkeys_seen[k], tkeys_n = true, tkeys_n + 1
+			tkeys_seen[k], tkeys_n = head, tkeys_n + 1
 		end
 	end
 	if scope == 'init' then return ctx end
