@@ -14,7 +14,7 @@
 
 local NSPECIAL = 8                -- STORE_NSPECIAL: inode slots of a directory's special files
 local FIRST_INO = 2 + NSPECIAL    -- root = 1, the root's specials 2..9
-local OP_KEEP_MS = 120000         -- how long an operation's outcome is kept for a retry
+local OP_KEEP_MS_S = '120000'     -- OP_KEEP_MS: how long an operation's outcome is kept for a retry (SET's argument)
 local LOG_KEEP_MS = 600000        -- how long a removed tenant's log stays for its followers
 local DURATION_MAX_MS = 1000000000000 -- STORE_DURATION_MAX_MS: a ttl, a window, an advance
 local CLOCK_MAX_MS = 8 * DURATION_MAX_MS -- STORE_CLOCK_MAX_MS: the testclock's ceiling
@@ -61,6 +61,14 @@ local REFUSED = {
 local DURATIONS = { tombstone_ttl_ms = true, default_ttl_ms = true,
 	drain_window_ms = true }
 
+-- The order sfs_init writes a new meta in: the fields transitions read
+-- and write first (Redis keeps a small hash as a list it searches from
+-- the front), the limits, read once per instance, last.
+local META_ORDER = { 'instance', 'state', 'ino', 'children', 'links',
+	'bytes', 'admissions', 'removals', 'seq', 'clock_ms', 'tenants',
+	'parents', 'tombstones', 'expiries', 'joins', 'leaves', 'tid',
+	'libversion', 'created_ms', 'drain_deadline' }
+
 -- The gauges and counters meta starts with.
 local META_ZERO = {
 	'tenants', 'parents', 'children', 'links', 'tombstones', 'bytes',
@@ -97,12 +105,13 @@ end
 local function dec(n) return string.format('%d', n) end
 
 -- A whole number in decimal below 10^15 (so every sum of two stays exact
--- in Lua's doubles), or nil.
+-- in Lua's doubles), or nil.  (s + 0: the string is all digits, so the
+-- conversion cannot fail; it costs less than tonumber, a call.)
 local function unum(s)
 	if type(s) ~= 'string' or #s > 15 or not string.find(s, '^%d+$') then
 		return nil
 	end
-	return tonumber(s)
+	return s + 0
 end
 
 -- An inode number argument, kept as the string it came as (it is only
@@ -232,12 +241,47 @@ end
 
 -- The fields a call usually needs, read together; the first one of each
 -- list is always present, so it tells whether the hash exists.
-local MFIELDS = { 'instance', 'state', 'seq', 'ino', 'clock_ms', 'children',
-	'links', 'bytes', 'admissions', 'removals' }
-local TFIELDS = { 'name', 'tid', 'seq', 'state', 'links', 'children', 'bytes' }
-local PFIELDS = { 'name', 'gen', 'deadline', 'links', 'mode', 'child_ttl' }
+-- A field a call asks for that is not in its list costs one HGET; one
+-- in the list that it does not use costs a field of the HMGET, so each
+-- function names its own (begin, call.lua) and these are the default.
+--
+-- A list may carry mk, which makes the record's table from the HMGET
+-- reply in one constructor, sized for the fields a call then adds (a
+-- table grown field by field is rebuilt at every power of two, which
+-- costs more than the command); fields_made() checks each mk against
+-- its list when the library loads.
+local MFIELDS = { 'instance', 'state', 'seq', 'ino', 'children',
+	'links', 'bytes', 'admissions', 'removals',
+	mk = function(v) return { instance = v[1], state = v[2], seq = v[3],
+		ino = v[4], children = v[5], links = v[6], bytes = v[7],
+		admissions = v[8], removals = v[9] } end }
+local TFIELDS = { 'name', 'seq', 'state', 'links', 'children', 'bytes',
+	mk = function(v) return { name = v[1], seq = v[2], state = v[3],
+		links = v[4], children = v[5], bytes = v[6], mtime = nil,
+		ctime = nil } end }
+local PFIELDS = { 'name', 'gen', 'deadline', 'links', 'mode', 'child_ttl',
+	mk = function(v) return { name = v[1], gen = v[2], deadline = v[3],
+		links = v[4], mode = v[5], child_ttl = v[6], mtime = nil,
+		ctime = nil } end }
 -- A state's content is read and written apart: it can be max_payload bytes.
-local SFIELDS = { 'nlink', 'version', 'deadline', 'links' }
+local SFIELDS = { 'nlink', 'version', 'deadline', 'links',
+	mk = function(v) return { nlink = v[1], version = v[2], deadline = v[3],
+		links = v[4], data = nil, mtime = nil, ctime = nil } end }
+
+-- Check that @fields.mk makes field i of the list from reply element i.
+local function fields_made(fields)
+	local v = {}
+	for i = 1, #fields do v[i] = 'v' .. i end
+	local h = fields.mk(v)
+	for i = 1, #fields do
+		if h[fields[i]] ~= v[i] then error('statefs: mk of ' .. fields[1]) end
+	end
+	return fields
+end
+fields_made(MFIELDS)
+fields_made(TFIELDS)
+fields_made(PFIELDS)
+fields_made(SFIELDS)
 
 local function rec_add(ctx, r)
 	r.ctx = ctx
@@ -254,8 +298,13 @@ local function rec_open(ctx, key, fields)
 	local r = ctx.recs[key]
 	if r then return r end
 	local v = rd(ctx, 'HMGET', key, unpack(fields))
-	local h = {}
-	for i = 1, #fields do h[fields[i]] = v[i] end
+	local h
+	if fields.mk then
+		h = fields.mk(v)
+	else
+		h = {}
+		for i = 1, #fields do h[fields[i]] = v[i] end
+	end
 	return rec_add(ctx, { key = key, h = h, live = v[1] ~= false })
 end
 
@@ -298,15 +347,27 @@ local function get(r, f)
 	return v or nil
 end
 
--- A number field (0 when the hash lacks it): a whole decimal, else damage.
+-- A number field (0 when the hash lacks it): a whole decimal, else
+-- damage.  The number is kept in place of the decimal, so a field is
+-- parsed once a call.
 local function num(r, f)
-	local v = get(r, f)
-	if v == nil or type(v) == 'number' then return v or 0 end
-	local n = unum(v)
-	if not n then damaged(r.key) end
-	return n
+	local h = r.h
+	local v = h[f]
+	if v == nil then v = get(r, f) end
+	if not v then return 0 end
+	if type(v) == 'number' then return v end
+	if #v > 15 or not string.find(v, '^%d+$') then damaged(r.key) end
+	v = v + 0
+	h[f] = v
+	return v
 end
-local function str(r, f) return get(r, f) or '' end
+
+-- A field as a string ('' when the hash lacks it).
+local function str(r, f)
+	local v = get(r, f)
+	if type(v) == 'number' then return dec(v) end
+	return v or ''
+end
 
 -- An inode number field (a map's value, a name's ino), else damage.
 local function ino_of(r, f)
@@ -324,10 +385,17 @@ local function state_of(r)
 	return v
 end
 
+-- r.d: the changed fields, in the order first changed (its array part)
+-- and as a set (d[f] true), so flush() needs no table of its own.
 local function set(r, f, v)
 	r.h[f] = v
-	if not r.d then r.d = {} end
-	r.d[f] = true
+	local d = r.d
+	if not d then
+		r.d = { f, [f] = true }
+	elseif not d[f] then
+		d[#d + 1] = f
+		d[f] = true
+	end
 end
 
 -- Add @d to number field @f: going below zero is damage.
@@ -345,7 +413,7 @@ local function map_all(r)
 			if r.h[all[i]] == nil then r.h[all[i]] = all[i + 1] end
 			r.fl[#r.fl + 1] = all[i]
 		end
-		for f in pairs(r.d or {}) do r.fl[#r.fl + 1] = f end
+		for _, f in ipairs(r.d or {}) do r.fl[#r.fl + 1] = f end
 		r.all = true
 	end
 	local out, seen = {}, {}
@@ -364,19 +432,50 @@ local function mset(r, f, v)
 	set(r, f, v)
 end
 
+-- The changed fields @d[@i..@n] of @h and their values, as arguments.
+local function changed(h, d, i, n)
+	if i > n then return end
+	local f = d[i]
+	return f, h[f], changed(h, d, i + 1, n)
+end
+
+-- Write back @r's changed fields: one HSET (and one HDEL for a map's
+-- deleted names); the fields r.fo lists first, in its order.
 local function flush(r)
-	if not r.live or not r.d then return end
-	local a, del = {}, {}
-	for f in pairs(r.d) do
-		if r.h[f] == false then
-			del[#del + 1] = f
-		else
-			a[#a + 1] = f
-			a[#a + 1] = r.h[f]
+	local d = r.d
+	if not r.live or not d then return end
+	local nd = #d
+	if not r.fl and not r.fo and nd <= 64 then
+		-- A record (not a map): no field is deleted.
+		redis.call('HSET', r.key, changed(r.h, d, 1, nd))
+		r.d = nil
+		return
+	end
+	local h, a, n, del, done = r.h, {}, 0, nil, {}
+	if r.fo then
+		for _, f in ipairs(r.fo) do
+			if d[f] and h[f] ~= false then
+				a[n + 1], a[n + 2], n = f, h[f], n + 2
+				done[f] = true
+			end
 		end
 	end
-	if #a > 0 then call_chunked('HSET', r.key, a) end
-	if #del > 0 then call_chunked('HDEL', r.key, del) end
+	for _, f in ipairs(d) do
+		local v = h[f]
+		if done[f] then
+			-- written above
+		elseif v == false then
+			del = del or {}
+			del[#del + 1] = f
+		else
+			a[n + 1], a[n + 2], n = f, v, n + 2
+		end
+	end
+	if n > 0 then
+		if n <= 1000 then redis.call('HSET', r.key, unpack(a, 1, n))
+		else call_chunked('HSET', r.key, a) end
+	end
+	if del then call_chunked('HDEL', r.key, del) end
 	r.d = nil
 end
 

@@ -29,9 +29,17 @@ local function limits_of(M)
 		local f = 'lim_' .. l[1]
 		lim[l[1]] = get(M, f) and num(M, f) or l[2]
 	end
+	-- log_max as the argument XADD takes (a number would be formatted
+	-- again by every call).
+	lim.log_max_s = dec(lim.log_max)
 	if inst then limits_seen[M.key] = { instance = inst, lim = lim } end
 	return lim
 end
+
+-- The tenant keys seen well formed (begin), each with the head of the
+-- store prefix it was checked against, kept between calls; forgotten all
+-- at once when there are many.
+local tkeys_seen, tkeys_n = {}, 0
 
 -- The names a store prefix makes, by meta key, also kept between calls.
 local names_seen = {}
@@ -59,8 +67,8 @@ end
 -- The tenant whose record is @key (a tenant that does not exist, or no
 -- longer, has live = false; one whose log lives on with no end in
 -- sight, as only a live tenant's does, is damage).
-local function tenant_rec(ctx, key)
-	local T = rec_open(ctx, key, TFIELDS)
+local function tenant_rec(ctx, key, fields)
+	local T = rec_open(ctx, key, fields or TFIELDS)
 	if not T.pre then
 		T.pre = string.sub(key, 1, -3)
 		T.keys = {}
@@ -140,10 +148,12 @@ local function cur_seq(ctx)
 	return num(ctx.M, 'seq')
 end
 
-local function ok(ctx, ...)
-	local out = { 'OK', ctx.now, cur_seq(ctx) }
-	for _, v in ipairs({ ... }) do out[#out + 1] = v end
-	return out
+-- OK and up to three results (no table of the arguments is made).
+local function ok(ctx, a, b, c)
+	if a == nil then return { 'OK', ctx.now, cur_seq(ctx) } end
+	if b == nil then return { 'OK', ctx.now, cur_seq(ctx), a } end
+	if c == nil then return { 'OK', ctx.now, cur_seq(ctx), a, b } end
+	return { 'OK', ctx.now, cur_seq(ctx), a, b, c }
 end
 
 -- A refusal the embedded store counts (refuse(), store/store.c).
@@ -159,19 +169,44 @@ local function fail(ctx, code, ...)
 	return out
 end
 
+-- Keep the XADD of one entry; its fields are unpacked only when it is
+-- made (finish), not copied into the kept command.
+local function xadd(ctx, key, seq, nseq, op, fields)
+	ctx.jr[#ctx.jr + 1] = { kind = 'stream', xadd = true, key, seq, nseq,
+		op, fields }
+end
+
+-- Make kept XADD @w (xadd above).
+local function xadd_now(ctx, w)
+	local key, seq, nseq, op, fields = w[1], w[2], w[3], w[4], w[5]
+	if nseq > 1 then
+		redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max_s, '*',
+			'seq', seq, 'nseq', nseq, 'op', op, 'ms', ctx.now, 'ns', ctx.ns,
+			'by', ctx.by or '', unpack(fields))
+	else
+		redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max_s, '*',
+			'seq', seq, 'op', op, 'ms', ctx.now, 'ns', ctx.ns,
+			'by', ctx.by or '', unpack(fields))
+	end
+end
+
 -- The write phase: check the type of every key to be written that the
 -- call did not read (damage stops it before its first write), make the
 -- kept commands in order, write back every changed record, keep the
 -- outcome for a retry, return it.
 local function finish(ctx, out)
-	for _, w in ipairs(ctx.jr) do check_type(ctx, w.kind, w[2]) end
+	for _, w in ipairs(ctx.jr) do
+		check_type(ctx, w.kind, w.xadd and w[1] or w[2])
+	end
 	for _, r in ipairs(ctx.order) do
 		if r.live and r.d then check_type(ctx, r.new and 'new' or 'hash', r.key) end
 	end
-	for _, w in ipairs(ctx.jr) do redis.call(unpack(w)) end
+	for _, w in ipairs(ctx.jr) do
+		if w.xadd then xadd_now(ctx, w) else redis.call(unpack(w)) end
+	end
 	for _, r in ipairs(ctx.order) do flush(r) end
 	if ctx.opkey then
-		redis.call('SET', ctx.opkey, cmsgpack.pack(out), 'PX', OP_KEEP_MS)
+		redis.call('SET', ctx.opkey, cmsgpack.pack(out), 'PX', OP_KEEP_MS_S)
 	end
 	return out
 end
@@ -180,10 +215,13 @@ end
   The common start of every function: keys, TIME (once), the instance,
   the operation record, the deadline.  @scope: 'root' (keys[1] only is
   the call's), 'tenant' (keys[2] is the tenant the call is about), 'init'
-  (no instance yet), 'read' (read-only: no record, no deadline).  Returns
-  the context, or nil and the outcome to return at once.
+  (no instance yet), 'read' (read-only: no record, no deadline).  @mf
+  and @tf: the fields of meta and of the tenant the function reads
+  together (MFIELDS, TFIELDS when nil; the first of each must be
+  'instance' and 'name').  Returns the context, or nil and the outcome to
+  return at once.
 ]]
-local function begin(keys, args, scope)
+local function begin(keys, args, scope, mf, tf)
 	local mk = keys[1] or ''
 	local names = names_of(mk)
 	local ctx = { keys = keys, args = args, P = names.P, root = names.root,
@@ -193,16 +231,21 @@ local function begin(keys, args, scope)
 	local sec, usec = tonumber(t[1]), tonumber(t[2])
 	ctx.real_ms = sec * 1000 + math.floor(usec / 1000)
 	ctx.ns = t[1] .. string.format('%06d', usec) .. '000'
-	ctx.M = rec_open(ctx, mk, MFIELDS)
+	ctx.M = rec_open(ctx, mk, mf or MFIELDS)
 	local M = ctx.M
 	ctx.lim = limits_of(M)
 	ctx.now = ctx.real_ms
 	if ctx.lim.testclock == 1 then ctx.now = num(M, 'clock_ms') end
 	local head = names.head
 	for i = 2, #keys do
-		if string.find(keys[i], head, 1, true) ~= 1 or
-			not string.find(keys[i], '^%d+}:t$', #head + 1) then
-			error('statefs: a tenant key must be PREFIX:{PREFIX.tTID}:t')
+		local k = keys[i]
+		if tkeys_seen[k] ~= head then
+			if string.find(k, head, 1, true) ~= 1 or
+				not string.find(k, '^%d+}:t$', #head + 1) then
+				error('statefs: a tenant key must be PREFIX:{PREFIX.tTID}:t')
+			end
+			if tkeys_n >= 4096 then tkeys_seen, tkeys_n = {}, 0 end
+			tkeys_seen[k], tkeys_n = head, tkeys_n + 1
 		end
 	end
 	if scope == 'init' then return ctx end
@@ -211,7 +254,7 @@ local function begin(keys, args, scope)
 	end
 	if scope == 'read' then return ctx end
 	if scope == 'tenant' then
-		ctx.T = tenant_rec(ctx, keys[2])
+		ctx.T = tenant_rec(ctx, keys[2], tf)
 	end
 	local opid = args[2] or ''
 	-- "MOUNT:N": the mount that asks, which every entry names (by).
@@ -249,19 +292,6 @@ local function fn_fence(keys, args)
 end
 
 -- Logs ------------------------------------------------------------------------
-
-local function xadd(ctx, key, seq, nseq, op, fields)
-	local by = ctx.by or ''
-	if nseq > 1 then
-		wr(ctx, 'stream', 'XADD', key, 'MAXLEN', '~', ctx.lim.log_max, '*',
-			'seq', seq, 'nseq', nseq, 'op', op, 'ms', ctx.now, 'ns', ctx.ns,
-			'by', by, unpack(fields))
-	else
-		wr(ctx, 'stream', 'XADD', key, 'MAXLEN', '~', ctx.lim.log_max, '*',
-			'seq', seq, 'op', op, 'ms', ctx.now, 'ns', ctx.ns, 'by', by,
-			unpack(fields))
-	end
-end
 
 -- Append one entry standing for @nlines .events lines (at least one seq
 -- is consumed) to tenant @T's log.  Returns its first seq.

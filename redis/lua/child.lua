@@ -62,9 +62,27 @@ local function admit(ctx, T, P, new_state)
 	return nil
 end
 
+-- The fields of meta and of the tenant each function reads at once.
+local MF_CREATE = fields_made{ 'instance', 'state', 'ino', 'children', 'links',
+	'admissions', mk = function(v) return { instance = v[1], state = v[2],
+		ino = v[3], children = v[4], links = v[5], admissions = v[6] } end }
+local TF_CREATE = fields_made{ 'name', 'seq', 'state', 'links', 'children',
+	mk = function(v) return { name = v[1], seq = v[2], state = v[3],
+		links = v[4], children = v[5] } end }
+local MF_UNLINK = fields_made{ 'instance', 'links', 'bytes', 'children',
+	'removals', mk = function(v) return { instance = v[1], links = v[2],
+		bytes = v[3], children = v[4], removals = v[5] } end }
+local TF_UNLINK = fields_made{ 'name', 'seq', 'links', 'bytes', 'children',
+	mk = function(v) return { name = v[1], seq = v[2], links = v[3],
+		bytes = v[4], children = v[5] } end }
+local MF_RENAME = fields_made{ 'instance', 'state',
+	mk = function(v) return { instance = v[1], state = v[2] } end }
+local TF_RENAME = fields_made{ 'name', 'seq', 'state',
+	mk = function(v) return { name = v[1], seq = v[2], state = v[3] } end }
+
 -- sfs_create (do_create).
 local function fn_create(keys, args)
-	local ctx, early = begin(keys, args, 'tenant')
+	local ctx, early = begin(keys, args, 'tenant', MF_CREATE, TF_CREATE)
 	if not ctx then return early end
 	local T, M = ctx.T, ctx.M
 	local pino, name = ino_arg(args[4]), args[5] or ''
@@ -93,25 +111,28 @@ local function fn_create(keys, args)
 	if bit.band(num(P, 'mode'), S_ISGID) ~= 0 then gid = num(P, 'gid') end
 	local sino = alloc_ino(ctx, 1)
 	local deadline = ttl > 0 and ctx.now + ttl or 0
+	-- Each number goes to the state and to the entry: made a string once.
+	local suid, sgid, smode = dec(uid), dec(gid), dec(mode)
+	local sttl, sdeadline = dec(ttl), dec(deadline)
 	-- The state is written whole, its one link included.
 	local S = rec_new(ctx, nkey(T, 's', sino), {
-		'data', '', 'version', 0, 'nlink', 1, 'uid', uid, 'gid', gid,
-		'mode', mode, 'atime', ctx.ns, 'mtime', ctx.ns, 'ctime', ctx.ns,
-		'ttl', ttl, 'deadline', deadline, 'links', P.ino .. '/' .. name })
+		'data', '', 'version', '0', 'nlink', '1', 'uid', suid, 'gid', sgid,
+		'mode', smode, 'atime', ctx.ns, 'mtime', ctx.ns, 'ctime', ctx.ns,
+		'ttl', sttl, 'deadline', sdeadline, 'links', P.ino .. '/' .. name })
 	S.ino = sino
 	link_insert(ctx, T, P, name, S, true)
 	gauge(ctx, T, 'children', 1)
 	add(M, 'admissions', 1)
 	if ttl > 0 then wr(ctx, 'zset', 'ZADD', tkey(T, 'due'), deadline, 's:' .. sino) end
 	tlog(ctx, T, 'create', 1, { 'parent', str(P, 'name'), 'pino', P.ino,
-		'child', name, 'ino', sino, 'gen', num(P, 'gen'), 'uid', uid,
-		'gid', gid, 'mode', mode, 'ttl', ttl, 'deadline', deadline })
+		'child', name, 'ino', sino, 'gen', num(P, 'gen'), 'uid', suid,
+		'gid', sgid, 'mode', smode, 'ttl', sttl, 'deadline', sdeadline })
 	return finish(ctx, ok(ctx, tonumber(sino), 1))
 end
 
 -- sfs_unlink (do_unlink).
 local function fn_unlink(keys, args)
-	local ctx, early = begin(keys, args, 'tenant')
+	local ctx, early = begin(keys, args, 'tenant', MF_UNLINK, TF_UNLINK)
 	if not ctx then return early end
 	local T = ctx.T
 	local pino, name = ino_arg(args[4]), args[5] or ''
@@ -170,7 +191,7 @@ local RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 
 -- sfs_rename (do_rename).
 local function fn_rename(keys, args)
-	local ctx, early = begin(keys, args, 'tenant')
+	local ctx, early = begin(keys, args, 'tenant', MF_RENAME, TF_RENAME)
 	if not ctx then return early end
 	local T = ctx.T
 	local apino, name = ino_arg(args[4]), args[5] or ''

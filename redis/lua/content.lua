@@ -35,9 +35,14 @@ local function publish(ctx, T, S, data, oldlen)
 		'data', data, 'lines', table.concat(lines, ' ') }, #lines
 end
 
+local MF_PUBLISH = fields_made{ 'instance', 'bytes',
+	mk = function(v) return { instance = v[1], bytes = v[2] } end }
+local TF_PUBLISH = fields_made{ 'name', 'seq', 'bytes',
+	mk = function(v) return { name = v[1], seq = v[2], bytes = v[3] } end }
+
 -- sfs_publish (do_stage_publish).
 local function fn_publish(keys, args)
-	local ctx, early = begin(keys, args, 'tenant')
+	local ctx, early = begin(keys, args, 'tenant', MF_PUBLISH, TF_PUBLISH)
 	if not ctx then return early end
 	local T = ctx.T
 	local sino, mode = ino_arg(args[4]), args[5]

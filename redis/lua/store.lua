@@ -69,6 +69,7 @@ local function fn_init(keys, args)
 		set(M, 'clock_ms', 0)
 		for _, f in ipairs(META_ZERO) do set(M, f, 0) end
 		for _, l in ipairs(LIMITS) do set(M, 'lim_' .. l[1], given[l[1]]) end
+		M.fo = META_ORDER
 		created = 1
 		ctx.now = given.testclock == 1 and 0 or ctx.real_ms
 	end

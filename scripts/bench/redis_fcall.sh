@@ -6,6 +6,9 @@
 #
 #   scripts/bench/redis_fcall.sh [CHILDREN] [CALLS] [ROUNDS]
 #
+# STATEFS_LUA names another library to load (default build/gen/statefs.lua),
+# so two versions can be compared in one run.
+#
 # Starts its own redis-server on a unix socket in a temporary directory
 # (stopped on exit), makes a tenant of 10 parents holding CHILDREN
 # children (default 100000), then ROUNDS times (default 3) runs CALLS
@@ -57,7 +60,7 @@ R() { redis-cli -s "$dir/r.sock" "$@"; }
 M='statefs:{statefs}:meta'
 T='statefs:{statefs.t1}:t'
 I=0123456789abcdef
-R FUNCTION LOAD REPLACE "$(cat build/gen/statefs.lua)" >/dev/null
+R FUNCTION LOAD REPLACE "$(cat "${STATEFS_LUA:-build/gen/statefs.lua}")" >/dev/null
 R FCALL sfs_init 1 "$M" "" "" "" 1 "$I" 0 >/dev/null
 R FCALL sfs_mkdir_tenant 1 "$M" "$I" "" "" bench 0 0 493 >/dev/null
 for p in 0 1 2 3 4 5 6 7 8 9; do

@@ -59,10 +59,10 @@ function point_table(lvl,   p, t, a, f, s) {
 				ph[p], t, a, f, s, ratio(s, f), ratio(s, a)
 		}
 }
-# Redis/embedded against the brief of the shared store: create >= 0.5x,
-# stat, restat and read >= 0.9x.
+# Redis/embedded against the targets of the shared store: create,
+# rename and unlink >= 0.5x, stat, restat and read >= 0.9x.
 function target(ph, r, e,   min) {
-	min = ph == "create" ? 0.5 : ph ~ /^(stat|restat|read)$/ ? 0.9 : 0
+	min = ph ~ /^(create|rename|unlink)$/ ? 0.5 : ph ~ /^(stat|restat|read)$/ ? 0.9 : 0
 	if (!min)
 		return ""
 	if (!e)
@@ -106,7 +106,7 @@ function cpu_row(what, lvl, label,   n, us, c, per, cpu, met) {
 	if (n > 0) {
 		per = sprintf("%.1f", us / n)
 		cpu = sprintf("%.1f", c / n)
-		met = (us / n < 30) ? "met" : "not met"
+		met = (c / n <= 30) ? "met" : "not met"
 	}
 	printf "| %s | %d | %s | %s | %s |\n", label, n, per, cpu, met
 }
@@ -250,20 +250,20 @@ END {
 	}
 
 	printf "\nRedis CPU per transition (one FCALL is one transition; INFO commandstats and INFO cpu of the mount'\''s redis-server over the phases):\n\n"
-	print "| workload | FCALLs | usec_per_call of FCALL | Redis main-thread CPU per FCALL, all commands (us) | target: usec_per_call < 30 us |"
+	print "| workload | FCALLs | usec_per_call of FCALL | Redis main-thread CPU per FCALL, all commands (us) | target: main-thread CPU per FCALL <= 30 us |"
 	print "|---|---|---|---|---|"
 	cpu_row("one", rlo, sprintf("one mount, the point phases with 1 and 2 threads, population %d", rlo))
 	cpu_row("two", rhi, sprintf("two mounts, 2 + 2 threads, population %d", rhi))
 	if (fn["fc_create"]) {
 		printf "\nThe Functions library alone (scripts/bench/redis_fcall.sh: pipelined calls on a populated tenant, the server under SCHED_FIFO when run as root; us per call, median of %d rounds):\n\n", fn["fc_create"]
-		print "| call | usec_per_call (wall inside the command) | main-thread CPU per call | target: < 30 us |"
+		print "| call | usec_per_call (wall inside the command) | main-thread CPU per call | target: usec_per_call <= 20 us |"
 		print "|---|---|---|---|"
 		split("fc_create sfs_create fc_publish sfs_publish fc_unlink sfs_unlink fc_version sfs_version_(calibration) fc_hset HSET_(calibration)", fc, " ")
 		for (i = 1; i < 10; i += 2) {
 			w = fmed(fc[i], "w")
 			met = ""
 			if (i <= 5)
-				met = (w + 0 < 30) ? "met" : "not met"
+				met = (w + 0 <= 20) ? "met" : "not met"
 			printf "| %s | %s | %s | %s |\n", fc[i + 1], w, fmed(fc[i], "c"), met
 		}
 	}
@@ -296,14 +296,15 @@ done
 
 if command -v gnuplot >/dev/null; then
 	gnuplot <<EOF
-set terminal pngcairo size 1500,900 font ",10"
+set terminal pngcairo size 1800,900 font ",10"
 set output "$OUT/bench.png"
 set multiplot layout 2,3 title "statefs (embedded and on Redis) vs the FUSE floor vs tmpfs: ops/s against population ($(date -u +%Y-%m-%d))"
 set logscale xy
 set xrange [500:2000000]
 set xlabel "children in the store"
 set ylabel "ops/s"
-set key bottom left font ",8"
+# The key beside each panel, never over its curves.
+set key outside right top vertical font ",8"
 set grid
 do for [ph in "create stat restat read rename unlink"] {
 	set title ph

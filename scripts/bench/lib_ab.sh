@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# scripts/bench/lib_ab.sh - two versions of the Functions library side by
+# side through a real mount: the same statefs binary, the same workload,
+# one after the other in each round, so that the load of a shared machine
+# weighs on both alike.
+#
+#   scripts/bench/lib_ab.sh LIB_A LIB_B [CHILDREN] [OPS] [ROUNDS]
+#
+# LIB_A and LIB_B are library texts (build/gen/statefs.lua, or one made
+# of another commit's redis/lua/*.lua) of the same LIBVERSION as the
+# binary: a mount keeps a loaded library of its own version, so each is
+# loaded into a fresh redis-server (a unix socket in a temporary
+# directory, no persistence) before build/statefs mounts it.  A tenant of
+# CHILDREN children (default 10000) is populated, then loadgen's point
+# phases run with one thread, OPS operations each (default 2000), around
+# CONFIG RESETSTAT and INFO: one line per library and round with each
+# phase's ops/s, FCALL's usec_per_call and the main thread's CPU per
+# FCALL (everything Redis did, the mount's follower included).  Needs
+# root (FUSE) and build/bench/loadgen (make bench builds it).
+set -eu
+cd "$(dirname "$0")/../.."
+
+a=$1 b=$2 children=${3:-10000} ops=${4:-2000} rounds=${5:-1}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-ab.XXXXXX")
+rpid="" mpid=""
+stop() {
+	if [ -n "$mpid" ]; then
+		fusermount3 -u "$dir/mnt" 2>/dev/null || true
+		wait "$mpid" 2>/dev/null || true
+		mpid=""
+	fi
+	if [ -n "$rpid" ]; then
+		kill "$rpid" 2>/dev/null || true
+		wait "$rpid" 2>/dev/null || true
+		rpid=""
+	fi
+}
+trap 'stop; rm -rf "$dir"' EXIT
+R() { redis-cli -s "$dir/r.sock" "$@"; }
+cpu() {
+	R INFO cpu | awk -F: '/^used_cpu_(user|sys)_main_thread:/ { s += $2 }
+		END { printf "%.6f", s }'
+}
+
+one() { # one LABEL LIB
+	mkdir -p "$dir/mnt"
+	rm -f "$dir/r.sock"
+	redis-server --unixsocket "$dir/r.sock" --unixsocketperm 700 --port 0 \
+		--save '' --appendonly no --dir "$dir" --logfile "$dir/redis.log" \
+		</dev/null >/dev/null 2>&1 &
+	rpid=$!
+	for _ in $(seq 200); do
+		[ "$(R PING 2>/dev/null)" = PONG ] && break
+		sleep 0.05
+	done
+	R FUNCTION LOAD "$(cat "$2")" >/dev/null
+	build/statefs -f -o "store=unix:$dir/r.sock" \
+		-o max_children=4000000,max_bytes=4294967296 "$dir/mnt" \
+		2>"$dir/statefs.log" &
+	mpid=$!
+	for _ in $(seq 200); do
+		mountpoint -q "$dir/mnt" && break
+		sleep 0.05
+	done
+	mkdir "$dir/mnt/t"
+	build/bench/loadgen populate "$dir/mnt/t" bg 0 "$children" 10000 >/dev/null
+	R CONFIG RESETSTAT >/dev/null
+	local c0 c1 line calls usec
+	c0=$(cpu)
+	line=$(build/bench/loadgen point "$dir/mnt/t" 1 "$ops" |
+		awk '{ printf "%s %.0f  ", $2, $4 / $5 }')
+	c1=$(cpu)
+	read -r calls usec < <(R INFO commandstats | tr -d '\r' |
+		sed -n 's/^cmdstat_fcall:calls=\([0-9]*\),usec=\([0-9]*\),.*/\1 \2/p')
+	echo "$1: ${line}FCALLs $calls usec_per_call" \
+		"$(awk -v u="$usec" -v n="$calls" 'BEGIN { printf "%.1f", u / n }')" \
+		"cpu_per_fcall $(awk -v a="$c0" -v b="$c1" -v n="$calls" \
+			'BEGIN { printf "%.1f", (b - a) * 1e6 / n }')"
+	stop
+	rm -rf "$dir/mnt"
+}
+
+for r in $(seq "$rounds"); do
+	one "A round $r" "$a"
+	one "B round $r" "$b"
+done
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
