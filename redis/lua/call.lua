@@ -148,12 +148,15 @@ local function cur_seq(ctx)
 	return num(ctx.M, 'seq')
 end
 
--- OK and up to three results (no table of the arguments is made).
-local function ok(ctx, a, b, c)
+-- OK and its results: up to three with no table of the arguments
+-- made (the transitions' case), more as the lock calls give them.
+local function ok(ctx, a, b, c, ...)
 	if a == nil then return { 'OK', ctx.now, cur_seq(ctx) } end
 	if b == nil then return { 'OK', ctx.now, cur_seq(ctx), a } end
 	if c == nil then return { 'OK', ctx.now, cur_seq(ctx), a, b } end
-	return { 'OK', ctx.now, cur_seq(ctx), a, b, c }
+	local out = { 'OK', ctx.now, cur_seq(ctx), a, b, c }
+	for i = 1, select('#', ...) do out[#out + 1] = (select(i, ...)) end
+	return out
 end
 
 -- A refusal the embedded store counts (refuse(), store/store.c).
