@@ -298,7 +298,7 @@ static inline struct store_node *node_get(fuse_req_t req, fuse_ino_t ino)
 {
 	struct fs *fs = fs_of(req);
 
-	return fs_inode_get(&fs->inodes, fs->store, ino);
+	return fs_inode_use(&fs->inodes, fs->store, ino);
 }
 
 /* Drop a node reference.  Takes @fs, not the request: a request is gone

@@ -413,6 +413,9 @@ int wait_seq(struct store *s, uint64_t tid, uint64_t seq)
 	struct remote *r = remote_of(s);
 	uint64_t until = mono_ms() + r->cfg.timeout_ms + 1000;
 
+	/* A tenant this mount does not follow is followed first. */
+	if (follow_ensure(s, tid) != 0)
+		return -EIO;
 	for (;;) {
 		uint64_t at = 0, batches;
 		bool gone = false;
@@ -532,7 +535,7 @@ bool tkey(struct store *s, struct store_node *t, uint64_t *tid,
 
 uint64_t *remote_tenants(struct store *s, size_t *n)
 {
-	size_t cap = mirror_tenants(s, NULL, 0) + 16;
+	size_t cap = mirror_tenants(s, NULL, 0, false) + 16;
 	uint64_t *ids;
 
 	/* Tenants the follower learns meanwhile make the count grow: try
@@ -543,7 +546,7 @@ uint64_t *remote_tenants(struct store *s, size_t *n)
 			*n = 0;
 			return NULL;
 		}
-		*n = mirror_tenants(s, ids, cap);
+		*n = mirror_tenants(s, ids, cap, false);
 		if (*n <= cap)
 			return ids;
 		free(ids);

@@ -119,6 +119,166 @@ static int new_instance(struct store *s)
 	return mirror_reset(s, tenants_end_instance(s, &q));
 }
 
+/* What the mount follows (redis/use.c) --------------------------------- */
+
+/* Is @tid on the follower's pending list (taking it off)? */
+static bool pending_take(struct remote *r, uint64_t tid)
+{
+	for (size_t i = 0; i < r->npending; i++)
+		if (r->pending[i] == tid) {
+			r->pending[i] = r->pending[--r->npending];
+			return true;
+		}
+	return false;
+}
+
+static void pending_put(struct remote *r, uint64_t tid)
+{
+	for (size_t i = 0; i < r->npending; i++)
+		if (r->pending[i] == tid)
+			return;
+	if (r->npending == r->cappending) {
+		size_t cap = r->cappending * 2 + 16;
+		uint64_t *p = st_realloc(r->pending, cap * sizeof(*p));
+
+		if (!p)
+			return; /* its waiter times out */
+		r->pending = p;
+		r->cappending = cap;
+	}
+	r->pending[r->npending++] = tid;
+}
+
+/* The follower's client id, for the wake-up of its XREAD. */
+static void learn_id(struct remote *r)
+{
+	const char *av[] = { "CLIENT", "ID" };
+	redisReply *rep = NULL;
+
+	if (r->idle_ms == 0)
+		return;
+	if (rconn_call(r->conn, 0, 2, av, NULL, &rep) == 0) {
+		atomic_store(&r->follower_id, rep->type == REDIS_REPLY_INTEGER ?
+				  (int_fast64_t)rep->integer : 0);
+		freeReplyObject(rep);
+	}
+}
+
+/*
+ * Tenant @tid appeared in the root log: follow its log from its start
+ * (every tenant is followed, or a caller here waits for it), else make
+ * it a shell.  Whether it is followed.
+ */
+static bool follow_new_tenant(struct store *s, uint64_t tid)
+{
+	struct remote *r = remote_of(s);
+	char key[160];
+
+	if (r->idle_ms == 0 || pending_take(r, tid))
+		return follow_pos_add(r, tid, "0-0") == 0;
+	remote_tenant_key(s, tid, key, sizeof(key));
+	if (remote_shell(s, tid, key) != 0)
+		/* No shell: followed, so that it is not left out. */
+		return follow_pos_add(r, tid, "0-0") == 0;
+	return false;
+}
+
+/*
+ * Load and follow every tenant a caller waits for.  A tenant the root
+ * log has not named yet waits on the pending list; one gone is dropped.
+ * Whether any was followed anew (the XREAD then names it).
+ */
+static bool follow_wanted(struct store *s)
+{
+	struct remote *r = remote_of(s);
+	struct mirror *m = mirror_of(s);
+	uint64_t *w;
+	size_t n;
+	bool more = false;
+
+	lock(&r->lock, LOCK_ENGINE_STATE);
+	w = r->wanted;
+	n = r->nwanted;
+	r->wanted = NULL;
+	r->nwanted = r->capwanted = 0;
+	unlock(&r->lock, LOCK_ENGINE_STATE);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t tid = w[i];
+		struct mtenant *mt;
+		bool shell = false, known, gone;
+
+		lock(&m->lock, LOCK_ENGINE_INDEX);
+		mt = mt_find_locked(m, tid);
+		known = mt != NULL;
+		gone = !mt && tid <= m->max_tid;
+		if (mt) {
+			shell = mt->shell || !mt->t;
+			mt->unloading = false;
+		}
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
+		if (gone || (known && !shell && follow_pos_find(r, tid)))
+			continue;
+		if (!known) {
+			pending_put(r, tid);
+			continue;
+		}
+		if (!follow_pos_find(r, tid) && follow_pos_add(r, tid, "0-0") != 0)
+			continue;
+		/* Loaded from its dump, its log read from the dump's id. */
+		if (reload(s, follow_pos_find(r, tid)->i) == 0)
+			more = true;
+		else if (follow_pos_find(r, tid))
+			follow_pos_del(r, follow_pos_find(r, tid)->i);
+	}
+	free(w);
+	return more;
+}
+
+/*
+ * Every BLOCK_MS: each followed tenant idle for follow_idle (by the
+ * store's clock, so that a test clock moves it) is asked to be
+ * forgotten by the kernel while the kernel holds any of its inodes
+ * (once per follow_idle), and unfollowed, its copy dropped, once it
+ * holds none.  Nothing while a root .events or .snapshot is held.
+ */
+static void follow_idle_pass(struct store *s)
+{
+	struct remote *r = remote_of(s);
+	struct mirror *m = mirror_of(s);
+	uint64_t now = store_now_ms(s);
+
+	if (r->idle_ms == 0 || atomic_load(&r->holds_all) > 0)
+		return;
+	for (size_t i = r->npos; i-- > 0;) {
+		uint64_t tid = r->pos[i].tid;
+		struct store_node *ask = NULL;
+		struct mtenant *mt;
+		bool unload = false;
+
+		lock(&m->lock, LOCK_ENGINE_INDEX);
+		mt = mt_find_locked(m, tid);
+		if (mt && mt->t && !mt->shell && now - mt->used_ms >= r->idle_ms &&
+		    mt->used_ms <= now) {
+			if (mt->holds > 0 && now - mt->asked_ms >= r->idle_ms) {
+				mt->asked_ms = now;
+				ask = tenant_node(mt->t);
+				store_node_ref(ask);
+			} else if (mt->holds == 0) {
+				mt->unloading = unload = true;
+			}
+		}
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
+		if (ask) {
+			node_forget_ask(s, ask);
+			store_node_unref(s, ask);
+		}
+		if (unload) {
+			mirror_unload_tenant(s, tid);
+			follow_pos_del(r, i);
+		}
+	}
+}
+
 /* Apply the entries of one stream of an XREAD reply. */
 static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 {
@@ -187,8 +347,15 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 
 				if (!entry_u64(&e, "tid", &ntid))
 					ntid = 0;
-				if (ntid && follow_pos_add(r, ntid, "0-0") == 0)
+				if (ntid && follow_new_tenant(s, ntid))
 					*reread = true;
+			} else if (strcmp(e.op, "cleanup") == 0) {
+				uint64_t gtid = 0;
+
+				/* A shell's end, which its log (not read
+				 * here) also says. */
+				if (entry_u64(&e, "tid", &gtid) && gtid)
+					mirror_shell_gone(s, gtid);
 			}
 		} else {
 			uint64_t seq;
@@ -363,6 +530,7 @@ static void *follow_main(void *arg)
 	uint64_t checked = mono_ms();
 
 	pthread_setname_np(pthread_self(), "statefs-follow");
+	learn_id(r);
 	while (!atomic_load(&r->stop)) {
 		size_t n = r->npos, argc = 0;
 		const char **av = st_calloc(2 * n + 16, sizeof(*av));
@@ -398,6 +566,13 @@ static void *follow_main(void *arg)
 		}
 		if (!av) {
 			back_off(r, &pause);
+			continue;
+		}
+		/* Tenants a caller waits for are loaded before the read,
+		 * which then names their logs. */
+		if (r->idle_ms && follow_wanted(s)) {
+			free(av);
+			batch_done(r);
 			continue;
 		}
 		snprintf(block, sizeof(block), "%d", BLOCK_MS);
@@ -473,13 +648,16 @@ static void *follow_main(void *arg)
 			logs_check_damage(s, false);
 			if (check_logs(s) == -EIO)
 				failed = true;
+			follow_idle_pass(s);
 			checked = mono_ms();
 		}
 		batch_done(r);
-		if (failed)
+		if (failed) {
 			back_off(r, &pause);
-		else
+			learn_id(r);
+		} else {
 			pause = 0;
+		}
 	}
 	return NULL;
 }

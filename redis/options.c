@@ -17,6 +17,7 @@ void store_remote_default(struct store_remote *r)
 	r->kind = STORE_REMOTE_NONE;
 	strcpy(r->prefix, "statefs");
 	r->timeout_ms = 2000;
+	r->follow_idle_ms = 30000;
 	r->adopt_limits = false;
 }
 

@@ -48,6 +48,7 @@ struct store_remote_addr {
 #define STORE_REMOTE_GIVEN_TLS_CERT (1u << 7)
 #define STORE_REMOTE_GIVEN_TLS_KEY  (1u << 8)
 #define STORE_REMOTE_GIVEN_TLS_NAME (1u << 9)
+#define STORE_REMOTE_GIVEN_FOLLOW   (1u << 10)
 
 struct store_remote {
 	enum store_remote_kind kind;
@@ -69,6 +70,10 @@ struct store_remote {
 	char prefix[STORE_REMOTE_PREFIX_MAX + 1]; /* key prefix and hash tag */
 	uint64_t timeout_ms;                  /* store_timeout */
 	bool adopt_limits;                    /* store_limits=adopt */
+	/* follow_idle: a tenant this mount has not used for that long, of
+	 * which the kernel holds no inode, is no longer followed (0: every
+	 * tenant is followed always). */
+	uint64_t follow_idle_ms;
 
 	/* TLS (rediss://, sentinels://): every connection, to the primary
 	 * and to the Sentinels, is TLS 1.2 or newer, its server's

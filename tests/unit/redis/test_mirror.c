@@ -755,7 +755,7 @@ static void test_gone_tenants_are_freed(void **state)
 	 * (at most about 2,048 of them) is not kept. */
 	if (after > before && after - before > 6000 * 400)
 		fail_msg("6,000 tenants gone: %zu bytes more", after - before);
-	assert_int_equal(mirror_tenants(w->mir, NULL, 0), 0);
+	assert_int_equal(mirror_tenants(w->mir, NULL, 0, false), 0);
 	assert_int_equal(mirror_applied(w->mir, 42, &seq, &gone), 0);
 	assert_true(gone);
 	assert_int_equal(mirror_applied(w->mir, 8001, &seq, &gone), -ENOENT);
