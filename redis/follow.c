@@ -149,21 +149,6 @@ static void pending_put(struct remote *r, uint64_t tid)
 	r->pending[r->npending++] = tid;
 }
 
-/* The follower's client id, for the wake-up of its XREAD. */
-static void learn_id(struct remote *r)
-{
-	const char *av[] = { "CLIENT", "ID" };
-	redisReply *rep = NULL;
-
-	if (r->idle_ms == 0)
-		return;
-	if (rconn_call(r->conn, 0, 2, av, NULL, &rep) == 0) {
-		atomic_store(&r->follower_id, rep->type == REDIS_REPLY_INTEGER ?
-				  (int_fast64_t)rep->integer : 0);
-		freeReplyObject(rep);
-	}
-}
-
 /*
  * Tenant @tid appeared in the root log: follow its log from its start
  * (every tenant is followed, or a caller here waits for it), else make
@@ -506,6 +491,15 @@ static bool is_root_stream(const struct remote *r, const redisReply *st)
 	       strcmp(key, r->rootlog) == 0;
 }
 
+/* Is @st this mount's wake-up stream (redis/use.c)? */
+static bool is_wake_stream(const struct remote *r, const redisReply *st)
+{
+	const char *key = out_str(st, 0);
+
+	return r->idle_ms && st->type == REDIS_REPLY_ARRAY && st->elements == 2 &&
+	       key && strcmp(key, r->wakekey) == 0;
+}
+
 /* A round failed: pause (*@pause ms, the next one longer), returning
  * early when the follower is stopped. */
 static void back_off(struct remote *r, unsigned *pause)
@@ -530,10 +524,9 @@ static void *follow_main(void *arg)
 	uint64_t checked = mono_ms();
 
 	pthread_setname_np(pthread_self(), "statefs-follow");
-	learn_id(r);
 	while (!atomic_load(&r->stop)) {
 		size_t n = r->npos, argc = 0;
-		const char **av = st_calloc(2 * n + 16, sizeof(*av));
+		const char **av = st_calloc(2 * n + 18, sizeof(*av));
 		char block[16], count[16];
 		redisReply *rep = NULL;
 		bool reread = false, reinit, failed = false;
@@ -585,6 +578,9 @@ static void *follow_main(void *arg)
 		av[argc++] = "STREAMS";
 		if (!r->root_damaged)
 			av[argc++] = r->rootlog;
+		/* Its wake-up (redis/use.c): new entries only. */
+		if (r->idle_ms)
+			av[argc++] = r->wakekey;
 		{
 			char (*keys)[160] = st_calloc(n + 1, sizeof(*keys));
 
@@ -602,10 +598,12 @@ static void *follow_main(void *arg)
 			}
 			if (!r->root_damaged)
 				av[argc++] = r->root_id;
+			if (r->idle_ms)
+				av[argc++] = "$";
 			for (size_t i = 0; i < n; i++)
 				if (!r->pos[i].damaged)
 					av[argc++] = r->pos[i].id;
-			rc = argc > 6 ? rconn_call(r->conn, 0, (int)argc, av, NULL, &rep)
+			rc = argc > 6 + (r->idle_ms ? 2 : 0) ? rconn_call(r->conn, 0, (int)argc, av, NULL, &rep)
 				      : -EAGAIN;
 			free(keys);
 		}
@@ -622,13 +620,17 @@ static void *follow_main(void *arg)
 			/* Nothing for a while: check_logs below asks whether
 			 * the store is still ours. */
 		} else if (rep->type == REDIS_REPLY_ARRAY) {
-			/* The root log first: it names new tenants. */
+			/* The root log first: it names new tenants.  The
+			 * wake-up stream says nothing. */
 			for (size_t i = 0; i < rep->elements; i++)
-				if (is_root_stream(r, rep->element[i]) &&
+				if (is_wake_stream(r, rep->element[i]))
+					continue;
+				else if (is_root_stream(r, rep->element[i]) &&
 				    apply_stream(s, rep->element[i], &reread))
 					failed = true;
 			for (size_t i = 0; i < rep->elements; i++)
 				if (!is_root_stream(r, rep->element[i]) &&
+				    !is_wake_stream(r, rep->element[i]) &&
 				    apply_stream(s, rep->element[i], &reread))
 					failed = true;
 		} else {
@@ -654,7 +656,6 @@ static void *follow_main(void *arg)
 		batch_done(r);
 		if (failed) {
 			back_off(r, &pause);
-			learn_id(r);
 		} else {
 			pause = 0;
 		}

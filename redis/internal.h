@@ -130,11 +130,12 @@ struct remote {
 	/* What the mount follows (redis/use.c).  @idle_ms (follow_idle,
 	 * immutable): a tenant unused that long, which the kernel holds
 	 * nothing of, is unfollowed (0: every tenant is followed).  The
-	 * follower's client id, for CLIENT UNBLOCK (0: not known).  Under
+	 * follower's wake-up: a stream of this mount's own it reads too
+	 * (an XADD to it ends the XREAD; it expires when unused).  Under
 	 * lock: the tenants a caller waits to be followed.  The holds of
 	 * the whole store (root .events, .snapshot). */
 	uint64_t idle_ms;
-	atomic_int_fast64_t follower_id;
+	char wakekey[STORE_REMOTE_PREFIX_MAX * 2 + 48];
 	uint64_t *wanted;
 	size_t nwanted, capwanted;
 	atomic_int_fast64_t holds_all;

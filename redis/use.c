@@ -24,7 +24,7 @@
  * (mirror_load_tenant: the inode numbers are Redis's, the same as
  * before), by the follower, which alone applies; a caller that needs a
  * tenant followed puts its id on remote->wanted, wakes the follower
- * (CLIENT UNBLOCK of its blocked XREAD) and waits on remote->applied,
+ * (an XADD to a stream of this mount's own its XREAD names) and waits on remote->applied,
  * as a transition waits for its outcome (wait_seq).
  * The follower's side (redis/follow.c): it loads what is wanted, makes a
  * shell of each tenant the root log names that nobody here waits for,
@@ -120,18 +120,18 @@ static int want(struct remote *r, const uint64_t *tids, size_t n)
 	return rc;
 }
 
-/* Wake the follower from its XREAD (it reads the wanted list first). */
+/* Wake the follower from its XREAD (it reads the wanted list first):
+ * one entry on its wake-up stream, which expires a minute after. */
 static void wake(struct remote *r)
 {
-	char id[24];
-	const char *av[] = { "CLIENT", "UNBLOCK", id, "TIMEOUT" };
+	const char *add[] = { "XADD", r->wakekey, "MAXLEN", "1", "*", "w", "1" };
+	const char *exp[] = { "PEXPIRE", r->wakekey, "60000" };
 	redisReply *rep = NULL;
-	int64_t cid = atomic_load(&r->follower_id);
 
-	if (cid <= 0)
-		return;
-	snprintf(id, sizeof(id), "%lld", (long long)cid);
-	if (rconn_pool_call(r->pool, 0, 4, av, NULL, &rep) == 0)
+	if (rconn_pool_call(r->pool, 0, 7, add, NULL, &rep) == 0)
+		freeReplyObject(rep);
+	rep = NULL;
+	if (rconn_pool_call(r->pool, 0, 3, exp, NULL, &rep) == 0)
 		freeReplyObject(rep);
 }
 
