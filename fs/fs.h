@@ -491,6 +491,8 @@ double fs_cache_timeout(struct fs *fs, struct store_node *n);
 /* Ask the inval thread to drop every cached name of @n and its
  * attributes; fs_inval_sync() waits for it. */
 void fs_inval_names(struct fs *fs, struct store_node *n);
+/* Ask it to drop name @name of directory @dir. */
+void fs_inval_entry(struct fs *fs, uint64_t dir, const char *name);
 /*
  * Wait until the inval thread has handled every event so far and every
  * queued request.  Bounded: a handler that waits holds a kernel lock the

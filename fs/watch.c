@@ -41,6 +41,7 @@
 #include <time.h>
 
 #include "fs/fs.h"
+#include "layout/layout.h"
 
 #define QUIESCE_MS 5000
 
@@ -106,10 +107,20 @@ void fs_watch_quiesce(struct fs *fs)
 
 /* The engine asks the kernel to forget tenant @n (a shared store's
  * mirror stops following a tenant not used for follow_idle): its names
- * dropped by the inval thread. */
+ * dropped by the inval thread.  The root: its .events and .snapshot,
+ * which hold every tenant. */
 static void forget_tenant(void *arg, struct store_node *n)
 {
-	fs_inval_names(arg, n);
+	struct fs *fs = arg;
+
+	if (store_node_ino(n) != STORE_ROOT_INO) {
+		fs_inval_names(fs, n);
+		return;
+	}
+	fs_inval_entry(fs, STORE_ROOT_INO,
+		       layout_special_slot(LAYOUT_SLOT_EVENTS)->name);
+	fs_inval_entry(fs, STORE_ROOT_INO,
+		       layout_special_slot(LAYOUT_SLOT_SNAPSHOT)->name);
 }
 
 int fs_watch_start(struct fs *fs)

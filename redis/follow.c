@@ -224,7 +224,8 @@ static bool follow_wanted(struct store *s)
  * store's clock, so that a test clock moves it) is asked to be
  * forgotten by the kernel while the kernel holds any of its inodes
  * (once per follow_idle), and unfollowed, its copy dropped, once it
- * holds none.  Nothing while a root .events or .snapshot is held.
+ * holds none.  Nothing while a root .events or .snapshot is held (the
+ * kernel is asked to forget those once they are idle too).
  */
 static void follow_idle_pass(struct store *s)
 {
@@ -232,8 +233,18 @@ static void follow_idle_pass(struct store *s)
 	struct mirror *m = mirror_of(s);
 	uint64_t now = store_now_ms(s);
 
-	if (r->idle_ms == 0 || atomic_load(&r->holds_all) > 0)
+	if (r->idle_ms == 0)
 		return;
+	if (atomic_load(&r->holds_all) > 0) {
+		/* A root .events or .snapshot the kernel holds: the
+		 * kernel asked to forget it, unless open or used. */
+		if (now - atomic_load(&r->all_used_ms) >= r->idle_ms &&
+		    now - r->all_asked_ms >= r->idle_ms) {
+			r->all_asked_ms = now;
+			node_forget_ask(s, store_root(s));
+		}
+		return;
+	}
 	for (size_t i = r->npos; i-- > 0;) {
 		uint64_t tid = r->pos[i].tid;
 		struct store_node *ask = NULL;

@@ -139,6 +139,8 @@ struct remote {
 	uint64_t *wanted;
 	size_t nwanted, capwanted;
 	atomic_int_fast64_t holds_all;
+	atomic_uint_fast64_t all_used_ms;  /* the whole store's last use */
+	uint64_t all_asked_ms;             /* the follower's */
 	/* The follower's own: tenants wanted whose root entry is still to
 	 * come (followed from their log's start when it does). */
 	uint64_t *pending;

@@ -201,6 +201,7 @@ int remote_use(struct store *s, struct store_node *n)
 		return 0;
 	if (!n) {
 		/* The whole store: every tenant it holds a shell of. */
+		atomic_store(&r->all_used_ms, store_now_ms(s));
 		uint64_t *ids;
 		size_t cap = mirror_tenants(s, NULL, 0, true) + 16, k;
 

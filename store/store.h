@@ -839,30 +839,19 @@ void store_set_touch_hook(struct store *s,
 			  void *arg);
 
 /*
- * A mount's use of the store, for an engine that copies only what its
- * mount uses (a shared store's mirror follows the tenants its mount
- * uses, docs/shared-store.md; the embedded store holds everything and
- * ignores these).  store_use(): the kernel is about to act on @n (any
- * node; NULL: the whole store, a root .events or .snapshot): a tenant
- * the engine does not hold is loaded first.  0, or -EIO when it could
- * not be (the caller answers as for a stale handle).  No store lock
- * held: it may wait on the network.
- * store_hold(): the kernel learned @n (NULL: a root .events or
- * .snapshot, which hold every tenant): its tenant stays held until
- * store_release() of the token returned (0: nothing to release).  Cheap,
- * no wait, no store lock held.
+ * A mount's use, for an engine that copies only what its mount uses (a
+ * shared store's mirror, docs/shared-store.md; the embedded store
+ * ignores it).  store_use: the kernel is about to act on @n (NULL: a
+ * root .events or .snapshot, the whole store), whose tenant is loaded
+ * first if need be: 0 or -EIO; it may wait on the network.  store_hold:
+ * the kernel learned @n (NULL: as above), which holds its tenant until
+ * store_release of the token (0: none).  No store lock held.  The forget
+ * hook: the engine asks the kernel to forget tenant @n (outside the
+ * store's locks; it must not call a transition).  Set once, before use.
  */
 int store_use(struct store *s, struct store_node *n);
 uint64_t store_hold(struct store *s, struct store_node *n);
 void store_release(struct store *s, uint64_t token);
-
-/*
- * The engine asks the kernel to forget tenant @n (its names dropped from
- * the kernel's caches, so that it forgets every inode of it nothing
- * pins), called outside the store's locks.  @n is counted for the call
- * only.  It must not call into the store's transitions.  Set once,
- * before use.
- */
 void store_set_forget_hook(struct store *s,
 			   void (*hook)(void *arg, struct store_node *n),
 			   void *arg);
