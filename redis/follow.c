@@ -275,6 +275,20 @@ static void follow_idle_pass(struct store *s)
 	}
 }
 
+/* Every shell is gone (the store's drain cleared every tenant). */
+static void shells_gone(struct store *s)
+{
+	size_t n = mirror_tenants(s, NULL, 0, true), k;
+	uint64_t *ids = n ? st_calloc(n, sizeof(*ids)) : NULL;
+
+	if (!ids)
+		return;
+	k = mirror_tenants(s, ids, n, true);
+	for (size_t i = 0; i < n && i < k; i++)
+		mirror_shell_gone(s, ids[i]);
+	free(ids);
+}
+
 /* Apply the entries of one stream of an XREAD reply. */
 static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 {
@@ -352,6 +366,10 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 				 * here) also says. */
 				if (entry_u64(&e, "tid", &gtid) && gtid)
 					mirror_shell_gone(s, gtid);
+			} else if (strcmp(e.op, "drained") == 0) {
+				/* The store's drain cleared every tenant:
+				 * the shells too, whose logs say it. */
+				shells_gone(s);
 			}
 		} else {
 			uint64_t seq;

@@ -116,8 +116,8 @@ for k in 1 4 16; do
 		count=${us#* }
 		out+=("${us% *}")
 	done
-	echo "$k $((k - 1)) $count ${out[0]} ${out[1]}"
-done | tee "$dir/cpu.txt"
+	echo "$k $((k - 1)) $count ${out[0]} ${out[1]}" | tee -a "$dir/cpu.txt"
+done
 awk 'NR == 1 { b = $4; a = $5 } NR > 1 { printf "ratio %d mounts / 1 mount: before %.2f, after %.2f\n", $1, $4 / b, $5 / a }' "$dir/cpu.txt"
 
 umnt_idle
