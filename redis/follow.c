@@ -151,15 +151,17 @@ static void pending_put(struct remote *r, uint64_t tid)
 
 /*
  * Tenant @tid appeared in the root log: follow its log from its start
- * (every tenant is followed, or a caller here waits for it), else make
- * it a shell.  Whether it is followed.
+ * (every tenant is followed, this mount made it (@own), a root .events
+ * or .snapshot holds every tenant, or a caller here waits for it), else
+ * make it a shell.  Whether it is followed.
  */
-static bool follow_new_tenant(struct store *s, uint64_t tid)
+static bool follow_new_tenant(struct store *s, uint64_t tid, bool own)
 {
 	struct remote *r = remote_of(s);
 	char key[160];
 
-	if (r->idle_ms == 0 || pending_take(r, tid))
+	if (pending_take(r, tid) || r->idle_ms == 0 || own ||
+	    atomic_load(&r->holds_all) > 0)
 		return follow_pos_add(r, tid, "0-0") == 0;
 	remote_tenant_key(s, tid, key, sizeof(key));
 	if (remote_shell(s, tid, key) != 0)
@@ -357,7 +359,8 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 
 				if (!entry_u64(&e, "tid", &ntid))
 					ntid = 0;
-				if (ntid && follow_new_tenant(s, ntid))
+				if (ntid && follow_new_tenant(s, ntid, *e.by &&
+				    strcmp(e.by, mirror_of(s)->by) == 0))
 					*reread = true;
 			} else if (strcmp(e.op, "cleanup") == 0) {
 				uint64_t gtid = 0;

@@ -135,7 +135,8 @@ static void wake(struct remote *r)
 		freeReplyObject(rep);
 }
 
-/* Wait until every tenant of @tids[0..n) is followed; 0 or -EIO. */
+/* Wait until every tenant of @tids[0..n) is followed; 0 or -EIO when
+ * none more was within store_timeout and a second. */
 static int follow_wait(struct store *s, uint64_t *tids, size_t n)
 {
 	struct remote *r = remote_of(s);
@@ -153,6 +154,9 @@ static int follow_wait(struct store *s, uint64_t *tids, size_t n)
 		for (size_t i = 0; i < n; i++)
 			if (!followed(s, tids[i]))
 				tids[left++] = tids[i];
+		/* Many at once (the whole store's): the bound is for each. */
+		if (left < n)
+			until = mono_ms() + r->cfg.timeout_ms + 1000;
 		n = left;
 		if (n == 0)
 			return 0;
