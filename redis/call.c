@@ -413,14 +413,15 @@ int wait_seq(struct store *s, uint64_t tid, uint64_t seq)
 	struct remote *r = remote_of(s);
 	uint64_t until = mono_ms() + r->cfg.timeout_ms + 1000;
 
-	/* A tenant this mount does not follow is followed first. */
-	if (follow_ensure(s, tid) != 0)
-		return -EIO;
 	for (;;) {
 		uint64_t at = 0, batches;
 		bool gone = false;
 		struct timespec ts;
 
+		/* A tenant this mount does not follow (or stopped following
+		 * meanwhile) is followed first. */
+		if (follow_ensure(s, tid) != 0)
+			return -EIO;
 		lock(&r->lock, LOCK_ENGINE_STATE);
 		batches = r->batches;
 		unlock(&r->lock, LOCK_ENGINE_STATE);

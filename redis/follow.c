@@ -199,7 +199,7 @@ static bool follow_wanted(struct store *s)
 		known = mt != NULL;
 		gone = !mt && tid <= m->max_tid;
 		if (mt) {
-			shell = mt->shell || !mt->t;
+			shell = mt->shell;
 			mt->unloading = false;
 		}
 		unlock(&m->lock, LOCK_ENGINE_INDEX);

@@ -388,6 +388,9 @@ int mirror_shell_tenant(struct store *s, uint64_t tid, const struct dump_val *T)
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt = mt_find_locked(m, tid);
 	have = mt->t != NULL;
+	/* Not followed from here on: a caller that needs it loads it. */
+	if (!have)
+		mt->shell = true;
 	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	if (have)
 		return 0;

@@ -89,7 +89,9 @@ static bool followed(struct store *s, uint64_t tid)
 	mt = mt_find_locked(m, tid);
 	if (mt) {
 		mt->used_ms = store_now_ms(s);
-		yes = !mt->shell && !mt->unloading && mt->t;
+		/* Followed: loaded, or read from its log's start (its
+		 * first entry makes its node). */
+		yes = !mt->shell && !mt->unloading;
 	} else {
 		yes = tid <= m->max_tid; /* gone */
 	}
