@@ -9,8 +9,15 @@
  * ------------
  * Its positions: the last entry id of the root log and of each tenant's
  * log (kept by redis/index.c).  It learns tenants from the root log (a
- * tenant entry: follow its log from its start) and stops following one
- * whose cleanup it applied.  Each entry read is parsed into a plain
+ * tenant entry: follow its log from its start, or, with follow_idle,
+ * make it a shell unless this mount made it or waits for it) and stops
+ * following one whose cleanup it applied.  With follow_idle it follows
+ * only what the mount uses (redis/use.c): before each read it loads the
+ * tenants callers wait for (their dumps, then their logs from the
+ * dumps' ids), and every BLOCK_MS it asks the kernel to forget the
+ * tenants idle that long and unloads those the kernel holds nothing
+ * of; a caller wakes its XREAD by an entry on this mount's wake-up
+ * stream, which the XREAD names from "$".  Each entry read is parsed into a plain
  * struct entry (redis/entry.c) before it is applied.
  * A gap (an entry whose seq is not the next: the position fell off a
  * trimmed log), a log that holds nothing past its position while the

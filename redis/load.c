@@ -19,6 +19,13 @@
  * made the dump by the difference (redis/diff.c: the nodes that
  * live on are kept, and the watchers see what changed); else, or when
  * that fails, it is replaced whole and every node of the old copy dies.
+ * Shells (redis/use.c): a tenant's node alone, made from its hash
+ * (mirror_shell_tenant: at start and for a new tenant, with
+ * follow_idle), loaded into when used (its contents made silently: no
+ * one here knew them, the kernel holds none) and emptied again when
+ * idle (mirror_unload_tenant: its parents leave and its tombstones go,
+ * silently, its owner and times kept), and removed when the root log
+ * says it went (mirror_shell_gone).
  * A load that fails leaves the tenant unloaded and its seq where it
  * was, so the follower's next entry of it reloads it.  The dump's
  * readers (dump_*) serve redis/diff.c too.
