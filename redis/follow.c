@@ -518,6 +518,15 @@ static void logs_check_damage(struct store *s, bool all)
 		log_key(s, r->pos[i].tid, key, sizeof(key));
 		r->pos[i].damaged = log_damaged(s, key, r->pos[i].damaged);
 	}
+	/* The wake-up stream is this mount's alone: another type there is
+	 * removed (a wake-up makes it again). */
+	if (all && r->idle_ms && log_damaged(s, r->wakekey, false)) {
+		const char *av[] = { "DEL", r->wakekey };
+		redisReply *rep = NULL;
+
+		if (rconn_call(r->conn, 0, 2, av, NULL, &rep) == 0)
+			freeReplyObject(rep);
+	}
 }
 
 /* Is @st, one stream of an XREAD reply, the root log's?  (Its shape

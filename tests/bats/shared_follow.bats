@@ -172,3 +172,22 @@ b_xreads() {
 	assert_failure
 	assert_output --partial follow_idle
 }
+
+@test "the wake-up stream made another type is removed: the mount still loads what it uses" {
+	mounts 30 3
+	run ls "$B/t2/p"
+	assert_success
+	# B's wake-up stream, made by that load (one entry; A never waits).
+	key=$(rcli --scan --pattern 'statefs:{statefs}:wake:*' | head -1)
+	[ -n "$key" ]
+	rcli DEL "$key" >/dev/null
+	rcli SET "$key" junk >/dev/null
+	echo x >"$A/t3/p/c"
+	run cat "$B/t3/p/c"
+	assert_output x
+	[ "$(rcli TYPE "$key")" != string ]
+	echo y >"$A/t3/p/c"
+	fsyncdir "$B/t3"
+	run cat "$B/t3/p/c"
+	assert_output y
+}
