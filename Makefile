@@ -130,7 +130,7 @@ unit_src = $(filter %/$(1).c,$(UNIT_SRC))
 STRESS     := $(B)/unit/stress_store $(B)/unit/stress_store.tsan \
 	      $(B)/unit/test_remote_ops.tsan
 
-.PHONY: all deps unit test check run clean bench bench-snapshot bench-tls install uninstall
+.PHONY: all deps unit test check run clean bench bench-snapshot bench-tls bench-mounts install uninstall
 
 all: $(B)/statefs $(B)/statefs.8
 
@@ -272,13 +272,20 @@ bench: deps
 	@$(MAKE) --no-print-directory all $(B)/bench/loadgen $(B)/bench/floorfs \
 		$(B)/bench/snapshot_stall
 	scripts/bench/run.sh
-	$(MAKE) --no-print-directory bench-snapshot bench-tls
+	$(MAKE) --no-print-directory bench-snapshot bench-tls bench-mounts
 
 # The cost of TLS per transition: create, unlink and the other point
 # phases on a mount over rediss:// against one over redis://, one
 # redis-server, in one run (scripts/bench/tls.sh).
 bench-tls: all $(B)/bench/loadgen
 	scripts/bench/tls.sh
+
+# What idle mounts cost Redis per transition (1, 4 and 16 mounts, one
+# busy), and the memory of a mount that uses 1 tenant of 1,000
+# (scripts/bench/mounts.sh), into build/bench/mounts.txt.
+bench-mounts: all
+	@mkdir -p $(B)/bench
+	scripts/bench/mounts.sh | tee $(B)/bench/mounts.txt
 
 bench-snapshot: $(B)/bench/snapshot_stall
 	$(B)/bench/snapshot_stall

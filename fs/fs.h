@@ -310,7 +310,7 @@ static inline struct store_node *node_get(fuse_req_t req, fuse_ino_t ino)
 {
 	struct fs *fs = fs_of(req);
 
-	return fs_inode_get(&fs->inodes, fs->store, ino);
+	return fs_inode_use(&fs->inodes, fs->store, ino);
 }
 
 /* Drop a node reference.  Takes @fs, not the request: a request is gone
@@ -523,6 +523,8 @@ double fs_cache_timeout(struct fs *fs, struct store_node *n);
 /* Ask the inval thread to drop every cached name of @n and its
  * attributes; fs_inval_sync() waits for it. */
 void fs_inval_names(struct fs *fs, struct store_node *n);
+/* Ask it to drop name @name of directory @dir. */
+void fs_inval_entry(struct fs *fs, uint64_t dir, const char *name);
 /*
  * Wait until the inval thread has handled every event so far and every
  * queued request.  Bounded: a handler that waits holds a kernel lock the

@@ -40,6 +40,18 @@
  * builds that growth goes through the store's allocation-failure hook,
  * so the tests that fail each allocation of a call in turn reach it.
  *
+ * The use signal.  A shared store's mirror copies only the tenants its
+ * mount uses (docs/shared-store.md), so the table tells the store what
+ * the kernel does: every handler's node (fs_inode_use, through
+ * node_get) is a use of its tenant (store_use: a tenant the mirror does
+ * not hold is loaded before the handler reads it), and every entry the
+ * kernel holds holds its tenant (store_hold when the entry is made, its
+ * token kept in the entry, store_release when the kernel forgets it):
+ * a tenant the kernel holds an inode of (a cwd, an open file, an
+ * inotify watch, a cached name) stays followed.  A root .events or
+ * .snapshot is a use and a hold of the whole store.  The embedded store
+ * ignores both.
+ *
  * Locks
  * -----
  * t->lock, a leaf: held for one probe, insert or removal.  Under it only
@@ -52,6 +64,7 @@
 #include <stdlib.h>
 
 #include "fs/inode.h"
+#include "layout/layout.h"
 
 #ifdef STORE_FAULTS
 #include "store/store_test.h" /* store_fault_calloc(): see the top */
@@ -66,7 +79,20 @@ struct fs_inode {
 	uint64_t ino;             /* 0: an empty slot */
 	struct store_node *node;  /* counted */
 	uint64_t nlookup;         /* the kernel's lookups */
+	uint64_t held;            /* store_hold's token, released at forget */
 };
+
+/* What the store is told @n stands for: its tenant, or NULL for a root
+ * .events or .snapshot (the whole store). */
+static struct store_node *used(struct store_node *n)
+{
+	int slot = store_node_kind(n) == STORE_SPECIAL ? store_node_slot(n) : -1;
+
+	if (store_node_depth(n) == 1 &&
+	    (slot == LAYOUT_SLOT_EVENTS || slot == LAYOUT_SLOT_SNAPSHOT))
+		return NULL;
+	return n;
+}
 
 /* The slot a probe for @ino starts at (a 64-bit finalizer: inode
  * numbers are consecutive). */
@@ -157,6 +183,7 @@ static int room_locked(struct fs_inodes *t)
 void fs_inodes_init(struct fs_inodes *t)
 {
 	pthread_mutex_init(&t->lock, NULL);
+	t->store = NULL;
 	t->slot = NULL;
 	t->cap = t->n = t->reserved = 0;
 }
@@ -178,6 +205,7 @@ struct store_node *fs_inode_get(struct fs_inodes *t, struct store *s,
 	struct store_node *n = NULL;
 	struct fs_inode *e;
 
+	atomic_store(&t->store, s);
 	if (ino == STORE_ROOT_INO) {
 		n = store_root(s);
 		store_node_ref(n);
@@ -191,6 +219,34 @@ struct store_node *fs_inode_get(struct fs_inodes *t, struct store *s,
 	}
 	pthread_mutex_unlock(&t->lock);
 	return n;
+}
+
+struct store_node *fs_inode_use(struct fs_inodes *t, struct store *s,
+				uint64_t ino)
+{
+	struct store_node *n = fs_inode_get(t, s, ino);
+
+	if (n && ino != STORE_ROOT_INO && store_use(s, used(n)) != 0) {
+		store_node_unref(s, n);
+		n = NULL;
+	}
+	return n;
+}
+
+/* The token of @n's hold (outside t->lock: the store takes its own). */
+static uint64_t hold(struct fs_inodes *t, struct store_node *n)
+{
+	struct store *s = atomic_load(&t->store);
+
+	return s ? store_hold(s, used(n)) : 0;
+}
+
+static void release(struct fs_inodes *t, uint64_t token)
+{
+	struct store *s = atomic_load(&t->store);
+
+	if (s && token)
+		store_release(s, token);
 }
 
 int fs_inode_reserve(struct fs_inodes *t)
@@ -212,40 +268,50 @@ void fs_inode_unreserve(struct fs_inodes *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
-/* Count one lookup of @n, whose room is made (t->lock held). */
-static void remember_locked(struct fs_inodes *t, struct store_node *n,
-			    struct fs_inode *e)
+/* Count one lookup of @n, whose room is made (t->lock held), with
+ * @token its hold when it is new; returns the token unused (the kernel
+ * knew @n already), for the caller to release. */
+static uint64_t remember_locked(struct fs_inodes *t, struct store_node *n,
+				struct fs_inode *e, uint64_t token)
 {
 	if (e) {
 		e->nlookup++;
+		return token;
 	} else {
-		struct fs_inode ne = { store_node_ino(n), n, 1 };
+		struct fs_inode ne = { store_node_ino(n), n, 1, token };
 
 		store_node_ref(n); /* the kernel's */
 		insert_locked(t, &ne);
+		return 0;
 	}
 }
 
 void fs_inode_remember_reserved(struct fs_inodes *t, struct store_node *n)
 {
 	uint64_t ino = store_node_ino(n);
+	/* Held before it is known, so the store never sees a forget
+	 * before the hold it ends. */
+	uint64_t token = ino != STORE_ROOT_INO ? hold(t, n) : 0;
 
 	pthread_mutex_lock(&t->lock);
 	t->reserved--;
 	/* The root is known for good: it is never forgotten. */
 	if (ino != STORE_ROOT_INO)
-		remember_locked(t, n, find_locked(t, ino));
+		token = remember_locked(t, n, find_locked(t, ino), token);
 	pthread_mutex_unlock(&t->lock);
+	release(t, token);
 }
 
 int fs_inode_remember(struct fs_inodes *t, struct store_node *n)
 {
 	uint64_t ino = store_node_ino(n);
 	struct fs_inode *e;
+	uint64_t token;
 	int rc = 0;
 
 	if (ino == STORE_ROOT_INO)
 		return 0;
+	token = hold(t, n);
 	/* One critical section: a node the kernel knows already (the
 	 * common lookup) needs no room. */
 	pthread_mutex_lock(&t->lock);
@@ -253,8 +319,9 @@ int fs_inode_remember(struct fs_inodes *t, struct store_node *n)
 	if (!e)
 		rc = room_locked(t);
 	if (rc == 0)
-		remember_locked(t, n, e);
+		token = remember_locked(t, n, e, token);
 	pthread_mutex_unlock(&t->lock);
+	release(t, token);
 	return rc;
 }
 
@@ -284,6 +351,7 @@ void fs_inode_forget(struct fs_inodes *t, struct store *s, uint64_t ino,
 {
 	struct store_node *drop = NULL;
 	struct fs_inode *e;
+	uint64_t token = 0;
 
 	pthread_mutex_lock(&t->lock);
 	e = find_locked(t, ino);
@@ -291,10 +359,13 @@ void fs_inode_forget(struct fs_inodes *t, struct store *s, uint64_t ino,
 		e->nlookup = nlookup >= e->nlookup ? 0 : e->nlookup - nlookup;
 		if (e->nlookup == 0) {
 			drop = e->node;
+			token = e->held;
 			remove_locked(t, e);
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
+	if (token)
+		store_release(s, token);
 	if (drop)
 		store_node_unref(s, drop);
 }

@@ -17,6 +17,7 @@
 #define STATEFS_FS_INODE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "store/store.h"
@@ -30,6 +31,9 @@ struct fs_inode; /* one slot: inode number, handle, lookup count */
  */
 struct fs_inodes {
 	pthread_mutex_t lock;
+	/* The store its nodes are of (set by the calls that name it),
+	 * told of the kernel's holds (fs/inode.c's use signal). */
+	_Atomic(struct store *) store;
 	struct fs_inode *slot;  /* lock: cap slots, open addressing */
 	uint32_t cap;           /* lock: 0 or a power of two */
 	uint32_t n;             /* lock: entries */
@@ -50,6 +54,14 @@ void fs_inodes_clear(struct fs_inodes *t, struct store *s);
  * operations on it give -ESTALE.
  */
 struct store_node *fs_inode_get(struct fs_inodes *t, struct store *s,
+				uint64_t ino);
+
+/*
+ * fs_inode_get() of a handler that is about to act on the node: its
+ * tenant used (store_use: loaded first when the store does not hold
+ * it).  NULL also when it could not be loaded.
+ */
+struct store_node *fs_inode_use(struct fs_inodes *t, struct store *s,
 				uint64_t ino);
 
 /*

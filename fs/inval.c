@@ -287,6 +287,20 @@ void fs_inval_names(struct fs *fs, struct store_node *n)
 	pthread_mutex_unlock(&fs->watch_lock);
 }
 
+void fs_inval_entry(struct fs *fs, uint64_t dir, const char *name)
+{
+	struct fs_inval *q;
+
+	if (fs->cache_s <= 0 || !(q = inval_new(dir, 0, name)))
+		return;
+	pthread_mutex_lock(&fs->watch_lock);
+	q->next = fs->inval_queue;
+	fs->inval_queue = q;
+	fs->inval_asked++;
+	pthread_cond_signal(&fs->inval_cond);
+	pthread_mutex_unlock(&fs->watch_lock);
+}
+
 /*
  * Wait at most @ms until the inval thread (when caching is on) and, with
  * @echo, the echo thread have handled every event logged so far and

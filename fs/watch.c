@@ -41,6 +41,7 @@
 #include <time.h>
 
 #include "fs/fs.h"
+#include "layout/layout.h"
 
 #define QUIESCE_MS 5000
 
@@ -104,6 +105,24 @@ void fs_watch_quiesce(struct fs *fs)
 	fs_inval_join(fs);
 }
 
+/* The engine asks the kernel to forget tenant @n (a shared store's
+ * mirror stops following a tenant not used for follow_idle): its names
+ * dropped by the inval thread.  The root: its .events and .snapshot,
+ * which hold every tenant. */
+static void forget_tenant(void *arg, struct store_node *n)
+{
+	struct fs *fs = arg;
+
+	if (store_node_ino(n) != STORE_ROOT_INO) {
+		fs_inval_names(fs, n);
+		return;
+	}
+	fs_inval_entry(fs, STORE_ROOT_INO,
+		       layout_special_slot(LAYOUT_SLOT_EVENTS)->name);
+	fs_inval_entry(fs, STORE_ROOT_INO,
+		       layout_special_slot(LAYOUT_SLOT_SNAPSHOT)->name);
+}
+
 int fs_watch_start(struct fs *fs)
 {
 	const unsigned flags = STORE_EVENTS_INTERNAL | STORE_EVENTS_WHOLE_LOG;
@@ -124,6 +143,7 @@ int fs_watch_start(struct fs *fs)
 	store_set_event_hook(fs->store, fs_watch_hook, fs);
 	store_set_attr_hook(fs->store, fs_inval_attrs_changed, fs);
 	store_set_touch_hook(fs->store, fs_echo_touched, fs);
+	store_set_forget_hook(fs->store, forget_tenant, fs);
 	if (store_reaper_start(fs->store) != 0)
 		return -EAGAIN;
 	if (pthread_create(&fs->events_thread, NULL, fs_events_main, fs)) {

@@ -293,6 +293,7 @@ enum remote_key {
 	KEY_TIMEOUT,
 	KEY_LIMITS,
 	KEY_LOCK_TIMEOUT,
+	KEY_FOLLOW_IDLE,
 	KEY_TLS_CA,
 	KEY_TLS_CERT,
 	KEY_TLS_KEY,
@@ -334,6 +335,11 @@ static const struct {
 			       "how long the locks of a mount that died or "
 			       "lost the store outlive it (0.1 to 3600)",
 			       "10", STORE_REMOTE_GIVEN_LOCK_TIMEOUT },
+	[KEY_FOLLOW_IDLE] = { "follow_idle", "follow_idle=SECONDS",
+			      "stop following a tenant this mount has not "
+			      "used for that long and the kernel holds "
+			      "nothing of (0: follow every tenant)",
+			      "30", STORE_REMOTE_GIVEN_FOLLOW },
 	[KEY_TLS_CA] = { "store_tls_ca", "store_tls_ca=PATH",
 			 "the PEM file of the CAs that sign the servers' "
 			 "certificates (TLS)",
@@ -421,6 +427,13 @@ static int apply(struct store_remote *r, enum remote_key key, const char *v,
 			return -EINVAL;
 		}
 		copy_text(r->tls_name, sizeof(r->tls_name), v, strlen(v));
+		return 0;
+	case KEY_FOLLOW_IDLE:
+		if (layout_parse_seconds(v, &ms) < 0 || ms > 86400000) {
+			*why = "seconds, 0 to 86400, at most 3 decimals";
+			return -EINVAL;
+		}
+		r->follow_idle_ms = ms;
 		return 0;
 	case KEY_LIMITS:
 		if (strcmp(v, "adopt") == 0)

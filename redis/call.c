@@ -418,6 +418,10 @@ int wait_seq(struct store *s, uint64_t tid, uint64_t seq)
 		bool gone = false;
 		struct timespec ts;
 
+		/* A tenant this mount does not follow (or stopped following
+		 * meanwhile) is followed first. */
+		if (follow_ensure(s, tid) != 0)
+			return -EIO;
 		lock(&r->lock, LOCK_ENGINE_STATE);
 		batches = r->batches;
 		unlock(&r->lock, LOCK_ENGINE_STATE);
@@ -532,7 +536,7 @@ bool tkey(struct store *s, struct store_node *t, uint64_t *tid,
 
 uint64_t *remote_tenants(struct store *s, size_t *n)
 {
-	size_t cap = mirror_tenants(s, NULL, 0) + 16;
+	size_t cap = mirror_tenants(s, NULL, 0, false) + 16;
 	uint64_t *ids;
 
 	/* Tenants the follower learns meanwhile make the count grow: try
@@ -543,7 +547,7 @@ uint64_t *remote_tenants(struct store *s, size_t *n)
 			*n = 0;
 			return NULL;
 		}
-		*n = mirror_tenants(s, ids, cap);
+		*n = mirror_tenants(s, ids, cap, false);
 		if (*n <= cap)
 			return ids;
 		free(ids);

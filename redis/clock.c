@@ -187,15 +187,42 @@ int remote_clock_advance(struct store *s, uint64_t ms)
 	return rc;
 }
 
+/* What is due in the tenants this mount does not follow (shells,
+ * redis/use.c): asked of Redis, their entries not waited for. */
+static void expire_shells(struct store *s, unsigned budget)
+{
+	size_t n = mirror_tenants(s, NULL, 0, true), k;
+	uint64_t *ids = n ? st_calloc(n, sizeof(*ids)) : NULL;
+	struct args a = { .n = 0 };
+
+	if (!ids)
+		return;
+	k = mirror_tenants(s, ids, n, true);
+	a_u64(&a, budget);
+	for (size_t i = 0; i < n && i < k; i++) {
+		char key[160];
+		redisReply *rep = NULL;
+
+		remote_tenant_key(s, ids[i], key, sizeof(key));
+		remote_fcall(s, "sfs_expire", true, 1, (const char *[]){ key },
+			     a.n, a.v, NULL, &rep);
+		if (rep)
+			freeReplyObject(rep);
+	}
+	free(ids);
+}
+
 int remote_clock_move(struct store *s, uint64_t ms)
 {
 	int rc;
 
 	rc = remote_clock_advance(s, ms);
 	/* Then what is due goes, as the embedded store's reaper does when
-	 * the manual clock moves. */
-	if (rc == 0)
+	 * the manual clock moves: in every tenant, followed or not. */
+	if (rc == 0) {
 		remote_expire(s, 4096);
+		expire_shells(s, 4096);
+	}
 	return rc;
 }
 

@@ -9,8 +9,15 @@
  * ------------
  * Its positions: the last entry id of the root log and of each tenant's
  * log (kept by redis/index.c).  It learns tenants from the root log (a
- * tenant entry: follow its log from its start) and stops following one
- * whose cleanup it applied.  Each entry read is parsed into a plain
+ * tenant entry: follow its log from its start, or, with follow_idle,
+ * make it a shell unless this mount made it or waits for it) and stops
+ * following one whose cleanup it applied.  With follow_idle it follows
+ * only what the mount uses (redis/use.c): before each read it loads the
+ * tenants callers wait for (their dumps, then their logs from the
+ * dumps' ids), and every BLOCK_MS it asks the kernel to forget the
+ * tenants idle that long and unloads those the kernel holds nothing
+ * of; a caller wakes its XREAD by an entry on this mount's wake-up
+ * stream, which the XREAD names from "$".  Each entry read is parsed into a plain
  * struct entry (redis/entry.c) before it is applied.
  * A gap (an entry whose seq is not the next: the position fell off a
  * trimmed log), a log that holds nothing past its position while the
@@ -119,6 +126,178 @@ static int new_instance(struct store *s)
 	return mirror_reset(s, tenants_end_instance(s, &q));
 }
 
+/* What the mount follows (redis/use.c) --------------------------------- */
+
+/* Is @tid on the follower's pending list (taking it off)? */
+static bool pending_take(struct remote *r, uint64_t tid)
+{
+	for (size_t i = 0; i < r->npending; i++)
+		if (r->pending[i] == tid) {
+			r->pending[i] = r->pending[--r->npending];
+			return true;
+		}
+	return false;
+}
+
+static void pending_put(struct remote *r, uint64_t tid)
+{
+	for (size_t i = 0; i < r->npending; i++)
+		if (r->pending[i] == tid)
+			return;
+	if (r->npending == r->cappending) {
+		size_t cap = r->cappending * 2 + 16;
+		uint64_t *p = st_realloc(r->pending, cap * sizeof(*p));
+
+		if (!p)
+			return; /* its waiter times out */
+		r->pending = p;
+		r->cappending = cap;
+	}
+	r->pending[r->npending++] = tid;
+}
+
+/*
+ * Tenant @tid appeared in the root log: follow its log from its start
+ * (every tenant is followed, this mount made it (@own), a root .events
+ * or .snapshot holds every tenant, or a caller here waits for it), else
+ * make it a shell.  Whether it is followed.
+ */
+static bool follow_new_tenant(struct store *s, uint64_t tid, bool own)
+{
+	struct remote *r = remote_of(s);
+	char key[160];
+
+	if (pending_take(r, tid) || r->idle_ms == 0 || own ||
+	    atomic_load(&r->holds_all) > 0)
+		return follow_pos_add(r, tid, "0-0") == 0;
+	remote_tenant_key(s, tid, key, sizeof(key));
+	if (remote_shell(s, tid, key) != 0)
+		/* No shell: followed, so that it is not left out. */
+		return follow_pos_add(r, tid, "0-0") == 0;
+	return false;
+}
+
+/*
+ * Load and follow every tenant a caller waits for.  A tenant the root
+ * log has not named yet waits on the pending list; one gone is dropped.
+ * Whether any was followed anew (the XREAD then names it).
+ */
+static bool follow_wanted(struct store *s)
+{
+	struct remote *r = remote_of(s);
+	struct mirror *m = mirror_of(s);
+	uint64_t *w;
+	size_t n;
+	bool more = false;
+
+	lock(&r->lock, LOCK_ENGINE_STATE);
+	w = r->wanted;
+	n = r->nwanted;
+	r->wanted = NULL;
+	r->nwanted = r->capwanted = 0;
+	unlock(&r->lock, LOCK_ENGINE_STATE);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t tid = w[i];
+		struct mtenant *mt;
+		bool shell = false, known, gone;
+
+		lock(&m->lock, LOCK_ENGINE_INDEX);
+		mt = mt_find_locked(m, tid);
+		known = mt != NULL;
+		gone = !mt && tid <= m->max_tid;
+		if (mt) {
+			shell = mt->shell;
+			mt->unloading = false;
+		}
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
+		if (gone || (known && !shell && follow_pos_find(r, tid)))
+			continue;
+		if (!known) {
+			pending_put(r, tid);
+			continue;
+		}
+		if (!follow_pos_find(r, tid) && follow_pos_add(r, tid, "0-0") != 0)
+			continue;
+		/* Loaded from its dump, its log read from the dump's id. */
+		if (reload(s, follow_pos_find(r, tid)->i) == 0)
+			more = true;
+		else if (follow_pos_find(r, tid))
+			follow_pos_del(r, follow_pos_find(r, tid)->i);
+	}
+	free(w);
+	return more;
+}
+
+/*
+ * Every BLOCK_MS: each followed tenant idle for follow_idle (by the
+ * store's clock, so that a test clock moves it) is asked to be
+ * forgotten by the kernel while the kernel holds any of its inodes
+ * (once per follow_idle), and unfollowed, its copy dropped, once it
+ * holds none.  Nothing while a root .events or .snapshot is held (the
+ * kernel is asked to forget those once they are idle too).
+ */
+static void follow_idle_pass(struct store *s)
+{
+	struct remote *r = remote_of(s);
+	struct mirror *m = mirror_of(s);
+	uint64_t now = store_now_ms(s);
+
+	if (r->idle_ms == 0)
+		return;
+	if (atomic_load(&r->holds_all) > 0) {
+		/* A root .events or .snapshot the kernel holds: the
+		 * kernel asked to forget it, unless open or used. */
+		if (now - atomic_load(&r->all_used_ms) >= r->idle_ms &&
+		    now - r->all_asked_ms >= r->idle_ms) {
+			r->all_asked_ms = now;
+			node_forget_ask(s, store_root(s));
+		}
+		return;
+	}
+	for (size_t i = r->npos; i-- > 0;) {
+		uint64_t tid = r->pos[i].tid;
+		struct store_node *ask = NULL;
+		struct mtenant *mt;
+		bool unload = false;
+
+		lock(&m->lock, LOCK_ENGINE_INDEX);
+		mt = mt_find_locked(m, tid);
+		if (mt && mt->t && !mt->shell && now - mt->used_ms >= r->idle_ms &&
+		    mt->used_ms <= now) {
+			if (mt->holds > 0 && now - mt->asked_ms >= r->idle_ms) {
+				mt->asked_ms = now;
+				ask = tenant_node(mt->t);
+				store_node_ref(ask);
+			} else if (mt->holds == 0) {
+				mt->unloading = unload = true;
+			}
+		}
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
+		if (ask) {
+			node_forget_ask(s, ask);
+			store_node_unref(s, ask);
+		}
+		if (unload) {
+			mirror_unload_tenant(s, tid);
+			follow_pos_del(r, i);
+		}
+	}
+}
+
+/* Every shell is gone (the store's drain cleared every tenant). */
+static void shells_gone(struct store *s)
+{
+	size_t n = mirror_tenants(s, NULL, 0, true), k;
+	uint64_t *ids = n ? st_calloc(n, sizeof(*ids)) : NULL;
+
+	if (!ids)
+		return;
+	k = mirror_tenants(s, ids, n, true);
+	for (size_t i = 0; i < n && i < k; i++)
+		mirror_shell_gone(s, ids[i]);
+	free(ids);
+}
+
 /* Apply the entries of one stream of an XREAD reply. */
 static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 {
@@ -187,8 +366,20 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 
 				if (!entry_u64(&e, "tid", &ntid))
 					ntid = 0;
-				if (ntid && follow_pos_add(r, ntid, "0-0") == 0)
+				if (ntid && follow_new_tenant(s, ntid, *e.by &&
+				    strcmp(e.by, mirror_of(s)->by) == 0))
 					*reread = true;
+			} else if (strcmp(e.op, "cleanup") == 0) {
+				uint64_t gtid = 0;
+
+				/* A shell's end, which its log (not read
+				 * here) also says. */
+				if (entry_u64(&e, "tid", &gtid) && gtid)
+					mirror_shell_gone(s, gtid);
+			} else if (strcmp(e.op, "drained") == 0) {
+				/* The store's drain cleared every tenant:
+				 * the shells too, whose logs say it. */
+				shells_gone(s);
 			}
 		} else {
 			uint64_t seq;
@@ -327,6 +518,15 @@ static void logs_check_damage(struct store *s, bool all)
 		log_key(s, r->pos[i].tid, key, sizeof(key));
 		r->pos[i].damaged = log_damaged(s, key, r->pos[i].damaged);
 	}
+	/* The wake-up stream is this mount's alone: another type there is
+	 * removed (a wake-up makes it again). */
+	if (all && r->idle_ms && log_damaged(s, r->wakekey, false)) {
+		const char *av[] = { "DEL", r->wakekey };
+		redisReply *rep = NULL;
+
+		if (rconn_call(r->conn, 0, 2, av, NULL, &rep) == 0)
+			freeReplyObject(rep);
+	}
 }
 
 /* Is @st, one stream of an XREAD reply, the root log's?  (Its shape
@@ -337,6 +537,15 @@ static bool is_root_stream(const struct remote *r, const redisReply *st)
 
 	return st->type == REDIS_REPLY_ARRAY && st->elements == 2 && key &&
 	       strcmp(key, r->rootlog) == 0;
+}
+
+/* Is @st this mount's wake-up stream (redis/use.c)? */
+static bool is_wake_stream(const struct remote *r, const redisReply *st)
+{
+	const char *key = out_str(st, 0);
+
+	return r->idle_ms && st->type == REDIS_REPLY_ARRAY && st->elements == 2 &&
+	       key && strcmp(key, r->wakekey) == 0;
 }
 
 /* A round failed: pause (*@pause ms, the next one longer), returning
@@ -365,7 +574,7 @@ static void *follow_main(void *arg)
 	pthread_setname_np(pthread_self(), "statefs-follow");
 	while (!atomic_load(&r->stop)) {
 		size_t n = r->npos, argc = 0;
-		const char **av = st_calloc(2 * n + 16, sizeof(*av));
+		const char **av = st_calloc(2 * n + 18, sizeof(*av));
 		char block[16], count[16];
 		redisReply *rep = NULL;
 		bool reread = false, reinit, failed = false;
@@ -400,6 +609,13 @@ static void *follow_main(void *arg)
 			back_off(r, &pause);
 			continue;
 		}
+		/* Tenants a caller waits for are loaded before the read,
+		 * which then names their logs. */
+		if (r->idle_ms && follow_wanted(s)) {
+			free(av);
+			batch_done(r);
+			continue;
+		}
 		snprintf(block, sizeof(block), "%d", BLOCK_MS);
 		snprintf(count, sizeof(count), "%d", BATCH);
 		av[argc++] = "XREAD";
@@ -410,6 +626,9 @@ static void *follow_main(void *arg)
 		av[argc++] = "STREAMS";
 		if (!r->root_damaged)
 			av[argc++] = r->rootlog;
+		/* Its wake-up (redis/use.c): new entries only. */
+		if (r->idle_ms)
+			av[argc++] = r->wakekey;
 		{
 			char (*keys)[160] = st_calloc(n + 1, sizeof(*keys));
 
@@ -427,10 +646,12 @@ static void *follow_main(void *arg)
 			}
 			if (!r->root_damaged)
 				av[argc++] = r->root_id;
+			if (r->idle_ms)
+				av[argc++] = "$";
 			for (size_t i = 0; i < n; i++)
 				if (!r->pos[i].damaged)
 					av[argc++] = r->pos[i].id;
-			rc = argc > 6 ? rconn_call(r->conn, 0, (int)argc, av, NULL, &rep)
+			rc = argc > 6 + (r->idle_ms ? 2 : 0) ? rconn_call(r->conn, 0, (int)argc, av, NULL, &rep)
 				      : -EAGAIN;
 			free(keys);
 		}
@@ -447,13 +668,17 @@ static void *follow_main(void *arg)
 			/* Nothing for a while: check_logs below asks whether
 			 * the store is still ours. */
 		} else if (rep->type == REDIS_REPLY_ARRAY) {
-			/* The root log first: it names new tenants. */
+			/* The root log first: it names new tenants.  The
+			 * wake-up stream says nothing. */
 			for (size_t i = 0; i < rep->elements; i++)
-				if (is_root_stream(r, rep->element[i]) &&
+				if (is_wake_stream(r, rep->element[i]))
+					continue;
+				else if (is_root_stream(r, rep->element[i]) &&
 				    apply_stream(s, rep->element[i], &reread))
 					failed = true;
 			for (size_t i = 0; i < rep->elements; i++)
 				if (!is_root_stream(r, rep->element[i]) &&
+				    !is_wake_stream(r, rep->element[i]) &&
 				    apply_stream(s, rep->element[i], &reread))
 					failed = true;
 		} else {
@@ -473,13 +698,15 @@ static void *follow_main(void *arg)
 			logs_check_damage(s, false);
 			if (check_logs(s) == -EIO)
 				failed = true;
+			follow_idle_pass(s);
 			checked = mono_ms();
 		}
 		batch_done(r);
-		if (failed)
+		if (failed) {
 			back_off(r, &pause);
-		else
+		} else {
 			pause = 0;
+		}
 	}
 	return NULL;
 }

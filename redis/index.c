@@ -311,7 +311,8 @@ void mirror_root_at(struct store *s, uint64_t seq)
 	mirror_of(s)->root_seq = seq;
 }
 
-size_t mirror_tenants(struct store *s, uint64_t *tids, size_t cap)
+size_t mirror_tenants(struct store *s, uint64_t *tids, size_t cap,
+		      bool shells)
 {
 	struct mirror *m = mirror_of(s);
 	struct mtenant *mt;
@@ -319,7 +320,7 @@ size_t mirror_tenants(struct store *s, uint64_t *tids, size_t cap)
 
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	for (mt = m->tenants; mt; mt = mt->hh.next)
-		if (!mt->gone) {
+		if (!mt->gone && mt->shell == shells) {
 			if (n < cap)
 				tids[n] = mt->tid;
 			n++;

@@ -22,6 +22,8 @@
  *               new instance's init
  *   call.c      a call: arguments, the FCALL, its outcome (the fence),
  *               the wait for the follower, sync
+ *   use.c       what the mount follows: the tenants it uses, the
+ *               kernel's holds, the wait for a tenant to be followed
  *   estimate.c  the estimate of the store's clock and of the server's
  *               real time
  *   library.c   the Functions library installed and checked
@@ -131,6 +133,25 @@ struct remote {
 
 	/* The locks (redis/lock.c): made at the first lock request. */
 	_Atomic(struct remote_locks *) locks;
+	/* What the mount follows (redis/use.c).  @idle_ms (follow_idle,
+	 * immutable): a tenant unused that long, which the kernel holds
+	 * nothing of, is unfollowed (0: every tenant is followed).  The
+	 * follower's wake-up: a stream of this mount's own it reads too
+	 * (an XADD to it ends the XREAD; it expires when unused).  Under
+	 * lock: the tenants a caller waits to be followed.  The holds of
+	 * the whole store (root .events, .snapshot). */
+	uint64_t idle_ms;
+	char wakekey[STORE_REMOTE_PREFIX_MAX * 2 + 48];
+	uint64_t *wanted;
+	size_t nwanted, capwanted;
+	atomic_int_fast64_t holds_all;
+	atomic_uint_fast64_t all_used_ms;  /* the whole store's last use */
+	uint64_t all_asked_ms;             /* the follower's */
+	/* The follower's own: tenants wanted whose root entry is still to
+	 * come (followed from their log's start when it does). */
+	uint64_t *pending;
+	size_t npending, cappending;
+	uint64_t idle_checked;
 };
 
 /* redis/history.c */
@@ -300,6 +321,10 @@ int remote_reinit(struct store *s);
 
 /* redis/load.c */
 
+/* Make tenant @tid (its key @key) a shell of the mirror from its hash in
+ * the store (redis/use.c); nothing when it is gone.  0 or -errno. */
+int remote_shell(struct store *s, uint64_t tid, const char *key);
+
 /* Load the root's dump and every tenant's into the mirror (start, or a
  * new instance), and follow each tenant's log from the dump's last id.
  * 0 or -errno. */
@@ -320,6 +345,18 @@ struct follow_ix *follow_pos_find(struct remote *r, uint64_t tid);
 /* Stop following the log at position @i: the last position takes its
  * place. */
 void follow_pos_del(struct remote *r, size_t i);
+
+/* redis/use.c */
+
+/* The table's use, hold and release slots (store_use and friends). */
+int remote_use(struct store *s, struct store_node *n);
+uint64_t remote_hold(struct store *s, struct store_node *n);
+void remote_release(struct store *s, uint64_t token);
+
+/* Tenant @tid is used (a transition waits for its log): followed from
+ * now on, loaded first when it is a shell or not yet known.  0, or -EIO
+ * when it was not followed within store_timeout and a second. */
+int follow_ensure(struct store *s, uint64_t tid);
 
 /* redis/follow.c */
 

@@ -19,6 +19,13 @@
  * made the dump by the difference (redis/diff.c: the nodes that
  * live on are kept, and the watchers see what changed); else, or when
  * that fails, it is replaced whole and every node of the old copy dies.
+ * Shells (redis/use.c): a tenant's node alone, made from its hash
+ * (mirror_shell_tenant: at start and for a new tenant, with
+ * follow_idle), loaded into when used (its contents made silently: no
+ * one here knew them, the kernel holds none) and emptied again when
+ * idle (mirror_unload_tenant: its parents leave and its tombstones go,
+ * silently, its owner and times kept), and removed when the root log
+ * says it went (mirror_shell_gone).
  * A load that fails leaves the tenant unloaded and its seq where it
  * was, so the follower's next entry of it reloads it.  The dump's
  * readers (dump_*) serve redis/diff.c too.
@@ -180,6 +187,9 @@ static void unload_tenant(struct store *s, struct tenant *t)
 	ENGINE_TRANSITION(s, tenant_cleanup(s, &q, name, NULL));
 }
 
+static int load_shell(struct store *s, struct tenant *t,
+		      const struct dump_val *dump);
+
 int mirror_load_tenant(struct store *s, uint64_t tid,
 		       const struct dump_val *dump, char *lastid, size_t idlen)
 {
@@ -207,6 +217,23 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 	if (old)
 		store_node_ref(tenant_node(old));
 	unlock(&m->lock, LOCK_ENGINE_INDEX);
+	if (old && mt->shell && !node_dead(tenant_node(old)) &&
+	    store_node_ino(tenant_node(old)) == ino + m->ino_offset) {
+		/* A shell (redis/use.c): its copy loaded into it, silently:
+		 * nothing of it was known to anyone here. */
+		rc = load_shell(s, old, dump);
+		store_node_unref(s, tenant_node(old));
+		if (rc)
+			return rc;
+		lock(&m->lock, LOCK_ENGINE_INDEX);
+		mt->seq = seq;
+		mt->gone = false;
+		mt->shell = false;
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
+		if (lastid)
+			snprintf(lastid, idlen, "%s", id);
+		return 0;
+	}
 	if (old) {
 		/* Readers of the tenant lose what was in between. */
 		emit_overflow(s, old);
@@ -265,13 +292,215 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 	mt_set_locked(m, mt, node_tenant(n));
 	mt->seq = seq;
 	mt->gone = false;
+	mt->shell = false;
 	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	if (lastid)
 		snprintf(lastid, idlen, "%s", id);
 	return index_put(s, m, n);
 }
 
+/* Shells ------------------------------------------------------------------------ */
+
+struct names {
+	char **v;
+	size_t n, cap;
+	bool oom;
+};
+
+static int collect_parent(void *arg, struct store_node *p)
+{
+	struct names *nm = arg;
+
+	if (nm->n == nm->cap) {
+		size_t cap = nm->cap ? nm->cap * 2 : 16;
+		char **v = st_realloc(nm->v, cap * sizeof(*v));
+
+		if (!v)
+			return nm->oom = true, 1;
+		nm->v = v;
+		nm->cap = cap;
+	}
+	if (!(nm->v[nm->n] = st_strdup(store_node_name(p))))
+		return nm->oom = true, 1;
+	nm->n++;
+	return 0;
+}
+
+/* Drop tenant @t's parents (their states with them) and tombstones,
+ * silently, keeping its node as it was (owner, times). */
+static void unload_contents(struct store *s, struct tenant *t)
+{
+	struct store_node *tn = tenant_node(t);
+	struct given q = { .quiet = true, .ns = wall_now(NULL),
+			   .ms = store_now_ms(s) };
+	struct names nm = { 0 };
+	struct store_attr a;
+	struct store_owner o;
+
+	node_attr_any(s, tn, &a);
+	tenant_each_parent(s, t, collect_parent, &nm);
+	for (size_t i = 0; i < nm.n; i++) {
+		ENGINE_TRANSITION(s, parent_leave(s, &q, t, nm.v[i], false, NULL));
+		free(nm.v[i]);
+	}
+	free(nm.v);
+	tombs_drop_all(s, t);
+	o.uid = a.uid;
+	o.gid = a.gid;
+	o.mode = a.mode;
+	node_set_meta(s, tn, &o,
+		      (int64_t)a.atime.tv_sec * 1000000000 + a.atime.tv_nsec,
+		      (int64_t)a.mtime.tv_sec * 1000000000 + a.mtime.tv_nsec,
+		      (int64_t)a.ctime.tv_sec * 1000000000 + a.ctime.tv_nsec);
+}
+
+/* Shell @t's copy from @dump: its node's times and drain, its contents;
+ * a shell again when that fails. */
+static int load_shell(struct store *s, struct tenant *t,
+		      const struct dump_val *dump)
+{
+	const struct dump_val *T = dump_arr(dump, 4);
+	struct given ctx = { .quiet = true };
+	int64_t ns = 0;
+	int rc;
+
+	dec_i64(dump_kv(T, "ctime"), &ns);
+	ctx.ns = ns;
+	rc = load_contents(s, &ctx, t, dump);
+	if (rc) {
+		unload_contents(s, t);
+		return rc;
+	}
+	dump_times(s, tenant_node(t), T);
+	dump_drain(s, t, T);
+	return 0;
+}
+
+int mirror_shell_tenant(struct store *s, uint64_t tid, const struct dump_val *T)
+{
+	struct mirror *m = mirror_of(s);
+	const char *name = dump_kv(T, "name");
+	struct given ctx = { .quiet = true };
+	struct store_owner o;
+	struct store_node *n = NULL, *old;
+	struct mtenant *mt;
+	uint64_t ino;
+	int64_t ns = 0;
+	bool have;
+	int rc;
+
+	if (!dump_name_ok(s, name) || !dump_kvu(T, "ino", &ino) ||
+	    !dump_owner(T, &o))
+		return -EPROTO;
+	if (mirror_tenant_add(s, tid, name))
+		return -ENOMEM;
+	lock(&m->lock, LOCK_ENGINE_INDEX);
+	mt = mt_find_locked(m, tid);
+	have = mt->t != NULL;
+	/* Not followed from here on: a caller that needs it loads it. */
+	if (!have)
+		mt->shell = true;
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
+	if (have)
+		return 0;
+	/* An earlier tenant of the name, whose cleanup this mount did not
+	 * read (it did not follow it): gone now. */
+	old = tenant_find(s, name);
+	if (old) {
+		struct given q = { .quiet = true, .ns = wall_now(NULL) };
+
+		ENGINE_TRANSITION(s, tenant_cleanup(s, &q, name, NULL));
+		store_node_unref(s, old);
+	}
+	dec_i64(dump_kv(T, "ctime"), &ns);
+	ctx.ns = ns;
+	ctx.ino = ino + m->ino_offset;
+	rc = ENGINE_TRANSITION(s, tenant_create(s, &ctx, name, &o, &n, NULL));
+	if (rc)
+		return rc == -ENOMEM ? rc : -EPROTO;
+	dump_times(s, n, T);
+	dump_drain(s, node_tenant(n), T);
+	store_node_ref(n);
+	lock(&m->lock, LOCK_ENGINE_INDEX);
+	mt_set_locked(m, mt, node_tenant(n));
+	mt->shell = true;
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
+	return index_put(s, m, n);
+}
+
+void mirror_unload_tenant(struct store *s, uint64_t tid)
+{
+	struct mirror *m = mirror_of(s);
+	struct mtenant *mt;
+	struct tenant *t = NULL;
+
+	lock(&m->lock, LOCK_ENGINE_INDEX);
+	mt = mt_find_locked(m, tid);
+	if (mt && mt->t && !mt->shell) {
+		t = mt->t;
+		store_node_ref(tenant_node(t));
+	}
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
+	if (!t)
+		return;
+	unload_contents(s, t);
+	store_node_unref(s, tenant_node(t));
+	lock(&m->lock, LOCK_ENGINE_INDEX);
+	mt->shell = true;
+	mt->unloading = false;
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
+}
+
+void mirror_shell_gone(struct store *s, uint64_t tid)
+{
+	struct mirror *m = mirror_of(s);
+	struct given q = { .others = true, .hidden = true, .ns = wall_now(NULL),
+			   .ms = store_now_ms(s) };
+	struct mtenant *mt;
+	struct tenant *t = NULL;
+
+	lock(&m->lock, LOCK_ENGINE_INDEX);
+	mt = mt_find_locked(m, tid);
+	if (mt && mt->shell) {
+		t = mt->t;
+		mt_set_locked(m, mt, NULL);
+		HASH_DEL(m->tenants, mt);
+		free(mt);
+	}
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
+	if (!t)
+		return;
+	{
+		const char *name = store_node_name(tenant_node(t));
+		struct store_node *cur = tenant_find(s, name);
+
+		if (cur == tenant_node(t))
+			ENGINE_TRANSITION(s, tenant_cleanup(s, &q, name, NULL));
+		if (cur)
+			store_node_unref(s, cur);
+	}
+	store_node_unref(s, tenant_node(t));
+}
+
 /* Every tenant ------------------------------------------------------------------ */
+
+int remote_shell(struct store *s, uint64_t tid, const char *key)
+{
+	const char *av[] = { "HGETALL", key };
+	redisReply *rep = NULL;
+	int rc;
+
+	rc = rconn_pool_call(remote_of(s)->pool, 0, 2, av, NULL, &rep);
+	if (rc)
+		return rc;
+	if (rep->type != REDIS_REPLY_ARRAY)
+		rc = remote_damaged_key(remote_of(s), "shell", key);
+	else if (rep->elements > 0)
+		rc = mirror_shell_tenant(s, tid, dump_of(rep));
+	/* else gone since the root named it */
+	freeReplyObject(rep);
+	return rc;
+}
 
 int remote_load_all(struct store *s)
 {
@@ -327,6 +556,11 @@ int remote_load_all(struct store *s)
 			break;
 		}
 		remote_tenant_key(s, tid, key, sizeof(key));
+		if (r->idle_ms) {
+			/* Followed when used (redis/use.c): a shell now. */
+			rc = remote_shell(s, tid, key);
+			continue;
+		}
 		rc = remote_fcall(s, "sfs_dump", false, 1, (const char *[]){ key },
 				  0, NULL, NULL, &d);
 		if (rc == -ESTALE && d && strcmp(d->element[0]->str, "ESTALE") == 0)

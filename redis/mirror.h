@@ -44,6 +44,16 @@ struct mtenant {
 	struct tenant *t;              /* counted; NULL until it is made */
 	uint64_t seq;                  /* the last seq applied */
 	bool gone;
+	/* Use (redis/use.c), all under the mirror's lock: a shell is the
+	 * tenant's node alone, its copy dropped and its log not followed
+	 * (seq then means nothing); when it was last used (the store's
+	 * clock); how many of its inodes the kernel holds; when the kernel
+	 * was last asked to forget it; an unload under way. */
+	bool shell;
+	bool unloading;
+	uint64_t used_ms;
+	int64_t holds;
+	uint64_t asked_ms;
 	char name[];                   /* immutable */
 };
 
@@ -136,9 +146,11 @@ int mirror_applied(struct store *s, uint64_t tid, uint64_t *seq, bool *gone);
 /* Set what the root log was applied up to (after a load of the root). */
 void mirror_root_at(struct store *s, uint64_t seq);
 
-/* The tenants followed and not gone, into @tids (at most @cap; NULL when
- * @cap is 0); returns how many there are. */
-size_t mirror_tenants(struct store *s, uint64_t *tids, size_t cap);
+/* The tenants followed and not gone (@shells: the shells, which are not
+ * followed, redis/use.c), into @tids (at most @cap; NULL when @cap is
+ * 0); returns how many there are. */
+size_t mirror_tenants(struct store *s, uint64_t *tids, size_t cap,
+		      bool shells);
 
 /* The id of the newest tenant named @name the mirror follows and has not
  * seen go (made or not yet), or 0.  A scan: for refusals, which are
@@ -187,6 +199,29 @@ void mt_set_locked(struct mirror *m, struct mtenant *mt, struct tenant *t);
  */
 int mirror_load_tenant(struct store *s, uint64_t tid,
 		       const struct dump_val *dump, char *lastid, size_t idlen);
+
+/*
+ * Make tenant @tid, which the store holds as @T (its hash, K V: as a
+ * dump's row 4), a shell: its node alone, with the store's inode number,
+ * owner, times and drain, silently; nothing of it is followed.  Nothing
+ * changes when the mirror holds the tenant already.  0, -EPROTO,
+ * -ENOMEM.
+ */
+int mirror_shell_tenant(struct store *s, uint64_t tid,
+			const struct dump_val *T);
+
+/*
+ * Drop tenant @tid's copy, silently, keeping its node (its owner and
+ * times as they were): the tenant becomes a shell.  Its parents, states,
+ * tombstones go; nothing the kernel holds may be among them (the caller
+ * checked).  The applying thread only.
+ */
+void mirror_unload_tenant(struct store *s, uint64_t tid);
+
+/* Forget tenant @tid, which is gone (a shell's cleanup, read in the
+ * root log), its node removed with hidden lines so the kernel forgets
+ * its name (as a new instance removes the old tenants). */
+void mirror_shell_gone(struct store *s, uint64_t tid);
 
 /* redis/dump.c */
 

@@ -49,6 +49,7 @@ struct store_remote_addr {
 #define STORE_REMOTE_GIVEN_TLS_KEY  (1u << 8)
 #define STORE_REMOTE_GIVEN_TLS_NAME (1u << 9)
 #define STORE_REMOTE_GIVEN_LOCK_TIMEOUT (1u << 10)
+#define STORE_REMOTE_GIVEN_FOLLOW   (1u << 11)
 
 struct store_remote {
 	enum store_remote_kind kind;
@@ -73,6 +74,10 @@ struct store_remote {
 						* mount out of reach keeps its
 						* locks (redis/lock.c) */
 	bool adopt_limits;                    /* store_limits=adopt */
+	/* follow_idle: a tenant this mount has not used for that long, of
+	 * which the kernel holds no inode, is no longer followed (0: every
+	 * tenant is followed always). */
+	uint64_t follow_idle_ms;
 
 	/* TLS (rediss://, sentinels://): every connection, to the primary
 	 * and to the Sentinels, is TLS 1.2 or newer, its server's

@@ -44,6 +44,7 @@ int redis_store_new(const struct store_limits *limits,
 	if (!r)
 		return -ENOMEM;
 	r->cfg = *cfg;
+	r->idle_ms = cfg->follow_idle_ms;
 	explicit_bzero(r->cfg.password, sizeof(r->cfg.password));
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->applied, NULL);
@@ -51,6 +52,8 @@ int redis_store_new(const struct store_limits *limits,
 	snprintf(r->meta, sizeof(r->meta), "%s:{%s}:meta", cfg->prefix, cfg->prefix);
 	snprintf(r->rootlog, sizeof(r->rootlog), "%s:{%s}:log", cfg->prefix,
 		 cfg->prefix);
+	snprintf(r->wakekey, sizeof(r->wakekey), "%s:{%s}:wake:%s",
+		 cfg->prefix, cfg->prefix, r->mount);
 	rc = rconn_pool_open(cfg, POOL_SIZE, &r->pool, err, errlen);
 	if (rc == 0)
 		rc = rconn_library_ensure(r->pool, "statefs", store_statefs_lua,

@@ -27,6 +27,8 @@ void remote_free(struct store *s)
 	pthread_cond_destroy(&r->applied);
 	follow_pos_clear(r);
 	free(r->pos);
+	free(r->wanted);
+	free(r->pending);
 	free(r);
 	mirror_of(s)->remote = NULL;
 }

@@ -277,6 +277,22 @@ int store_sync(struct store *s, struct store_node *n)
 	return s->ops->sync ? s->ops->sync(s, n) : 0;
 }
 
+int store_use(struct store *s, struct store_node *n)
+{
+	return s->ops->use ? s->ops->use(s, n) : 0;
+}
+
+uint64_t store_hold(struct store *s, struct store_node *n)
+{
+	return s->ops->hold ? s->ops->hold(s, n) : 0;
+}
+
+void store_release(struct store *s, uint64_t token)
+{
+	if (token && s->ops->release)
+		s->ops->release(s, token);
+}
+
 bool store_is_shared(const struct store *s)
 {
 	return s->ops->connection != NULL;

@@ -316,6 +316,10 @@ struct store_ops {
 	/* The link to the authority (NULL: STORE_LINK_EMBEDDED, and the store
 	 * is not shared: store_is_shared). */
 	enum store_link (*connection)(const struct store *s);
+	/* store_use, store_hold and store_release (NULL: 0, 0, nothing). */
+	int (*use)(struct store *s, struct store_node *n);
+	uint64_t (*hold)(struct store *s, struct store_node *n);
+	void (*release)(struct store *s, uint64_t token);
 	/* Let go of the engine's state, before the core frees the store
 	 * (store_free; NULL: nothing to do). */
 	void (*close)(struct store *s);
@@ -437,6 +441,9 @@ void event_hook_run(struct store *s);
 /* Another mount changed @n's attributes, which no line tells of: run the
  * touch hook (store_set_touch_hook), if any.  No store lock held. */
 void node_touched(struct store *s, struct store_node *n);
+/* Ask the kernel to forget tenant @n: run the forget hook
+ * (store_set_forget_hook), if any.  No store lock held. */
+void node_forget_ask(struct store *s, struct store_node *n);
 
 /* store/lease.c */
 /* Set @n's lease as the engine's authority has it: its TTL @ttl_ms and

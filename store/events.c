@@ -402,6 +402,20 @@ void store_set_event_hook(struct store *s, void (*hook)(void *arg, bool internal
 }
 
 /* Contract in engine.h. */
+void store_set_forget_hook(struct store *s,
+			   void (*hook)(void *arg, struct store_node *n),
+			   void *arg)
+{
+	s->forget_hook = hook;
+	s->forget_arg = arg;
+}
+
+void node_forget_ask(struct store *s, struct store_node *n)
+{
+	if (s->forget_hook)
+		s->forget_hook(s->forget_arg, n);
+}
+
 void node_touched(struct store *s, struct store_node *n)
 {
 	if (s->touch_hook)

@@ -335,6 +335,8 @@ struct store {
 	void *attr_arg;
 	void (*touch_hook)(void *arg, struct store_node *n);
 	void *touch_arg;
+	void (*forget_hook)(void *arg, struct store_node *n);
+	void *forget_arg;
 
 	/*
 	 * The reaper thread (reaper.c).  reap_at is the deadline it sleeps

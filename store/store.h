@@ -856,6 +856,24 @@ void store_set_touch_hook(struct store *s,
 			  void (*hook)(void *arg, struct store_node *n),
 			  void *arg);
 
+/*
+ * A mount's use, for an engine that copies only what its mount uses (a
+ * shared store's mirror, docs/shared-store.md; the embedded store
+ * ignores it).  store_use: the kernel is about to act on @n (NULL: a
+ * root .events or .snapshot, the whole store), whose tenant is loaded
+ * first if need be: 0 or -EIO; it may wait on the network.  store_hold:
+ * the kernel learned @n (NULL: as above), which holds its tenant until
+ * store_release of the token (0: none).  No store lock held.  The forget
+ * hook: the engine asks the kernel to forget tenant @n (outside the
+ * store's locks; it must not call a transition).  Set once, before use.
+ */
+int store_use(struct store *s, struct store_node *n);
+uint64_t store_hold(struct store *s, struct store_node *n);
+void store_release(struct store *s, uint64_t token);
+void store_set_forget_hook(struct store *s,
+			   void (*hook)(void *arg, struct store_node *n),
+			   void *arg);
+
 /* Drain ------------------------------------------------------------------ */
 
 /*

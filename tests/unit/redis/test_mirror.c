@@ -755,7 +755,7 @@ static void test_gone_tenants_are_freed(void **state)
 	 * (at most about 2,048 of them) is not kept. */
 	if (after > before && after - before > 6000 * 400)
 		fail_msg("6,000 tenants gone: %zu bytes more", after - before);
-	assert_int_equal(mirror_tenants(w->mir, NULL, 0), 0);
+	assert_int_equal(mirror_tenants(w->mir, NULL, 0, false), 0);
 	assert_int_equal(mirror_applied(w->mir, 42, &seq, &gone), 0);
 	assert_true(gone);
 	assert_int_equal(mirror_applied(w->mir, 8001, &seq, &gone), -ENOENT);
@@ -926,6 +926,51 @@ static void test_reload_keeps_nodes(void **state)
 		store_node_unref(w->mir, *v);
 }
 
+/* Shells (redis/use.c): a tenant's node alone, from its hash; loaded
+ * from its dump, what the embedded store holds; unloaded, a shell again
+ * (its node kept); loaded again, the same, with the same numbers. */
+static void test_shell_load_unload(void **state)
+{
+	struct world *w = *state;
+	struct store_node *t, *t2;
+	redisReply *r;
+	char id[64], why[256];
+
+	init(w);
+	run_both(w);
+	w->mir = new_mirror(w);
+	for (int tid = 1; tid <= 2; tid++) {
+		r = redisCommand(w->redis.rc, "HGETALL %s", tk(tid));
+		assert_int_equal(mirror_shell_tenant(w->mir, (uint64_t)tid,
+						     dump_of(r)), 0);
+		freeReplyObject(r);
+	}
+	assert_int_equal(mirror_tenants(w->mir, NULL, 0, true), 2);
+	assert_int_equal(mirror_tenants(w->mir, NULL, 0, false), 0);
+	t = look(w->mir, store_root(w->mir), "acme");
+	for (int round = 0; round < 2; round++) {
+		for (int tid = 1; tid <= 2; tid++) {
+			r = redisCommand(w->redis.rc, "FCALL_RO sfs_dump 2 %s %s %s %s %s",
+					 META, tk(tid), INST, "", "");
+			assert_int_equal(mirror_load_tenant(w->mir, (uint64_t)tid,
+							    dump_of(r), id, sizeof(id)), 0);
+			freeReplyObject(r);
+		}
+		assert_int_equal(mirror_tenants(w->mir, NULL, 0, true), 0);
+		same_snapshot(w->emb, w->mir);
+		assert_int_equal(store_check_all(w->mir, why, sizeof(why)), 0);
+		mirror_unload_tenant(w->mir, 1);
+		mirror_unload_tenant(w->mir, 2);
+		assert_int_equal(mirror_tenants(w->mir, NULL, 0, true), 2);
+		assert_int_equal(store_check_all(w->mir, why, sizeof(why)), 0);
+		/* The node stays, alive: the kernel's handle of it too. */
+		t2 = look(w->mir, store_root(w->mir), "acme");
+		assert_ptr_equal(t, t2);
+		store_node_unref(w->mir, t2);
+	}
+	store_node_unref(w->mir, t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -944,6 +989,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_load_dump_past_limits,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reload_keeps_nodes,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_shell_load_unload,
 						setup, teardown),
 	};
 

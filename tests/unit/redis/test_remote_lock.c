@@ -55,6 +55,7 @@ static struct store *mount_lt(struct world *w, uint64_t ttl_ms)
 	snprintf(cfg.path, sizeof(cfg.path), "%s", w->redis.sock);
 	cfg.timeout_ms = 20000;
 	cfg.lock_timeout_ms = ttl_ms;
+	cfg.follow_idle_ms = 0; /* no kernel here to tell it what is used */
 	if (redis_store_new(&l, &cfg, &s, err, sizeof(err)) != 0)
 		fail_msg("cannot mount: %s", err);
 	return s;

@@ -1,0 +1,193 @@
+#!/usr/bin/env bats
+# docs/shared-store.md, "What a mount follows": a mount of a shared store
+# follows the logs of the tenants it uses and stops following one it has
+# not used for -o follow_idle once the kernel holds nothing of it; the
+# root listing and .stats stay complete, a tenant not followed is loaded
+# again when used (with what other mounts changed meanwhile, under the
+# same inode numbers), and an inotify watch keeps its tenant followed.
+# Each test starts its own redis-server and two mounts: A changes, B is
+# the mount under test.  What B reads from Redis is seen with MONITOR.
+
+STATEFS_STORE=embedded
+load helpers
+# shellcheck source=tests/bats/redis_helpers.bash
+source "$BATS_TEST_DIRNAME/redis_helpers.bash"
+
+setup() {
+	redis_start
+}
+
+teardown() {
+	bg_stop
+	exec 5<&- 6<&- 7<&-
+	statefs_unmount
+	redis_stop_all
+}
+
+# monitor SECS OUT: the commands Redis runs for SECS seconds, into OUT.
+monitor() {
+	timeout "$1" redis-cli -s "$REDIS_SOCK" MONITOR >"$2" 2>/dev/null || true
+}
+
+# A and B: A follows every tenant (follow_idle=0), B forgets one after
+# IDLE seconds.  Tenants t1..tN, each with a parent p.
+mounts() {
+	local idle=$1 n=$2 i
+	statefs_mount -o "store=unix:$REDIS_SOCK,follow_idle=0"
+	A=$MNT
+	for i in $(seq "$n"); do
+		mkdir "$A/t$i" "$A/t$i/p"
+	done
+	statefs_mount -o "store=unix:$REDIS_SOCK,follow_idle=$idle"
+	B=$MNT
+}
+
+# B's XREADs in OUT: A names every tenant's log, B only those it follows;
+# B's are those that do not name t1's log (t1 is never B's).
+b_xreads() {
+	grep '"XREAD"' "$1" | grep -v 'statefs\.t1}:log' || true
+}
+
+@test "a mount that used one tenant of many reads only that tenant's log" {
+	mounts 30 6
+	run ls "$B/t4/p"
+	assert_success
+	# A busy tenant B never used: its entries never wake B.
+	monitor 3 "$BATS_TEST_TMPDIR/mon" &
+	mon=$!
+	sleep 0.3
+	for i in $(seq 40); do : >"$A/t1/p/c$i"; rm "$A/t1/p/c$i"; done
+	wait "$mon"
+	run b_xreads "$BATS_TEST_TMPDIR/mon"
+	# B's follower blocks on the root log and t4's: each of its XREADs
+	# names those two and nothing else.
+	[ -n "$output" ]
+	while read -r line; do
+		[[ "$line" == *'statefs:{statefs}:log'* ]]
+		[[ "$line" == *'statefs:{statefs.t4}:log'* ]]
+		for t in 2 3 5 6; do
+			[[ "$line" != *"statefs.t$t}:log"* ]]
+		done
+	done < <(b_xreads "$BATS_TEST_TMPDIR/mon")
+	# A's XREADs of t1 woke many times; B's did not (about one a second).
+	a=$(grep '"XREAD"' "$BATS_TEST_TMPDIR/mon" | grep -c 'statefs\.t1}:log')
+	b=$(b_xreads "$BATS_TEST_TMPDIR/mon" | wc -l)
+	[ "$a" -ge 20 ]
+	[ "$b" -le 8 ]
+	# Nor does B load the others: no dump of them.
+	run grep -c '"sfs_dump" "2" "statefs:{statefs}:meta" "statefs:{statefs.t[12356]}:t"' "$BATS_TEST_TMPDIR/mon"
+	assert_output 0
+}
+
+@test "the root listing and .stats are complete on a mount that follows no tenant" {
+	mounts 30 5
+	run ls "$B"
+	assert_output "$(printf 't1\nt2\nt3\nt4\nt5')"
+	[ "$(stat_of tenants "$B")" = 5 ]
+	[ "$(stat_of parents "$B")" = 5 ]
+	# A tenant made afterwards by another mount is listed too, and one
+	# removed is not.
+	mkdir "$A/t9"
+	rmdir "$A/t5/p" "$A/t5"
+	for _ in $(seq 100); do
+		[ "$(ls "$B" | tr '\n' ' ')" = "t1 t2 t3 t4 t9 " ] && break
+		sleep 0.05
+	done
+	run ls "$B"
+	assert_output "$(printf 't1\nt2\nt3\nt4\nt9')"
+	[ "$(stat_of tenants "$B")" = 5 ]
+	[ "$(stat_of parents "$B")" = 4 ]
+}
+
+@test "an idle tenant stops being followed and is loaded again, as it is now, when used" {
+	mounts 1 3
+	echo one >"$A/t2/p/c"
+	run cat "$B/t2/p/c"
+	assert_output one
+	ino_p=$(stat -c %i "$B/t2/p")
+	ino_c=$(stat -c %i "$B/t2/p/c")
+	# Idle for 1 s, the kernel told to forget it: B's XREAD leaves t2.
+	gone=
+	for _ in $(seq 15); do
+		monitor 1.2 "$BATS_TEST_TMPDIR/mon"
+		if b_xreads "$BATS_TEST_TMPDIR/mon" | grep -q '"XREAD"' &&
+			! b_xreads "$BATS_TEST_TMPDIR/mon" | grep -q 'statefs\.t2}:log'; then
+			gone=1
+			break
+		fi
+	done
+	[ -n "$gone" ]
+	# Changed meanwhile by A: B sees it as it is now, under the same
+	# inode numbers.
+	echo two >"$A/t2/p/c"
+	echo new >"$A/t2/p/d"
+	mkdir "$A/t2/q"
+	run cat "$B/t2/p/c"
+	assert_output two
+	run cat "$B/t2/p/d"
+	assert_output new
+	run ls "$B/t2"
+	assert_output "$(printf 'p\nq')"
+	[ "$(stat -c %i "$B/t2/p")" = "$ino_p" ]
+	[ "$(stat -c %i "$B/t2/p/c")" = "$ino_c" ]
+	# Followed again: A's next change reaches B without a new load.
+	echo three >"$A/t2/p/c"
+	fsyncdir "$B/t2"
+	run cat "$B/t2/p/c"
+	assert_output three
+}
+
+@test "an inotify watch keeps its tenant followed past follow_idle" {
+	mounts 1 2
+	fsyncdir "$B/t2/p"
+	watch_start "$BATS_TEST_TMPDIR/p.ev" "$B/t2/p"
+	# Past follow_idle, several passes of the follower.
+	sleep 3
+	monitor 1.5 "$BATS_TEST_TMPDIR/mon"
+	b_xreads "$BATS_TEST_TMPDIR/mon" | grep -q 'statefs\.t2}:log'
+	echo hello >"$A/t2/p/c"
+	wait_line "$BATS_TEST_TMPDIR/p.ev" "CREATE c"
+	run cat "$B/t2/p/c"
+	assert_output hello
+}
+
+@test "a cwd keeps its tenant followed; follow_idle=0 follows every tenant" {
+	mounts 1 2
+	cd "$B/t2/p"
+	sleep 3
+	monitor 1.5 "$BATS_TEST_TMPDIR/mon"
+	b_xreads "$BATS_TEST_TMPDIR/mon" | grep -q 'statefs\.t2}:log'
+	echo x >"$A/t2/p/c"
+	fsyncdir .
+	run cat c
+	assert_output x
+	cd /
+	# A follows both without having used t2 since its start.
+	run grep -c '"XREAD".*statefs\.t1}:log.*statefs\.t2}:log\|"XREAD".*statefs\.t2}:log.*statefs\.t1}:log' "$BATS_TEST_TMPDIR/mon"
+	[ "$output" -ge 1 ]
+}
+
+@test "follow_idle takes seconds" {
+	run "$STATEFS_BIN" -o "store=unix:$REDIS_SOCK,follow_idle=soon" "$BATS_TEST_TMPDIR"
+	assert_failure
+	assert_output --partial follow_idle
+}
+
+@test "the wake-up stream made another type is removed: the mount still loads what it uses" {
+	mounts 30 3
+	run ls "$B/t2/p"
+	assert_success
+	# B's wake-up stream, made by that load (one entry; A never waits).
+	key=$(rcli --scan --pattern 'statefs:{statefs}:wake:*' | head -1)
+	[ -n "$key" ]
+	rcli DEL "$key" >/dev/null
+	rcli SET "$key" junk >/dev/null
+	echo x >"$A/t3/p/c"
+	run cat "$B/t3/p/c"
+	assert_output x
+	[ "$(rcli TYPE "$key")" != string ]
+	echo y >"$A/t3/p/c"
+	fsyncdir "$B/t3"
+	run cat "$B/t3/p/c"
+	assert_output y
+}
