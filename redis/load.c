@@ -222,6 +222,8 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 		/* A shell (redis/use.c): its copy loaded into it, silently:
 		 * nothing of it was known to anyone here. */
 		rc = load_shell(s, old, dump);
+		if (rc == 0)
+			store_tenant_seq_set(tenant_node(old), seq);
 		store_node_unref(s, tenant_node(old));
 		if (rc)
 			return rc;
