@@ -89,29 +89,32 @@ wide_of() {
 }
 
 # What each job takes: seconds of processor time (user and system) of
-# the whole suite on a store, or of the binary, on this 2-core machine
-# loaded with other work: the units' and some suites' measured alone
-# (one_job's times, with the helpers of now), the other suites' scaled
-# from the bats -T times of a full run; a split suite's jobs each take
-# their share.  Only the proportions matter: the jobs start longest
-# first, so that the run ends with short jobs, not with one long job
-# alone; a job not listed counts as short.  A full run keeps every job's
-# seconds in build/run-tests.times, the numbers to refresh this with.
+# the whole suite on a store, or of the binary, on this 2-core machine:
+# most measured (one_job's times, with the helpers and the split of
+# now; a run of --check on a quiet machine, the others alone on a
+# loaded one), the rest scaled from the bats -T times of a full run.
+# A job that mostly waits counts its run time instead: shared_outcome
+# (Redis asleep and stopped on the real clock) and saturation (one
+# long test).  A split suite's jobs each take their share.  Only the
+# proportions matter: the jobs start longest first, so that the run
+# ends with short jobs, not with one long job alone; a job not listed
+# counts as short.  A full run keeps every job's seconds in
+# build/run-tests.times, the numbers to refresh this with.
 ESTIMATE="
-embedded  redis_functions:190 shared_damage:75 multimount:72 snapshot:68
-embedded  drain:56 shared_outcome:55 permissions:40 events:37
-embedded  shared_faults:36 concurrency:34 saturation:31 shared_watch:31
-embedded  tree:27 leases:23 tools:23 watch:22 install:20 shared:19
-embedded  children:17 parents:14 capacity:13 stats:13 cache:11 shares:11
-embedded  faults:10 store_options:10 options:9 links:5 ownership:5
-embedded  leaks:4 shared_tls:4 lease_stress:3 walks:2
-redis     snapshot:94 events:85 concurrency:68 permissions:59 leases:44
-redis     saturation:41 tree:40 watch:33 install:32 tools:31 children:29
-redis     drain:27 shares:26 parents:25 capacity:18 links:18 cache:16
-redis     stats:15 faults:9 leaks:7 ownership:6 options:5 walks:2
-unit      test_snapshot:27 stress_store.tsan:15 test_remote_ops.tsan:12
-unit      test_remote_clock:11 test_mirror:9 test_faults:6 test_remote_ops:5
-unit      test_link:4 stress_store:4 test_events:3 test_fs:3
+embedded  shared_outcome:160 redis_functions:156 saturation:80 snapshot:76
+embedded  multimount:72 shared_damage:39 permissions:40 events:37 drain:36
+embedded  concurrency:34 shared_faults:33 shared_watch:31 leases:23
+embedded  tree:22 tools:21 children:20 install:18 shared:17 shares:16
+embedded  watch:16 parents:14 capacity:12 stats:12 faults:11 links:11
+embedded  cache:9 options:8 store_options:8 ownership:5 leaks:4
+embedded  shared_tls:4 lease_stress:3 walks:3
+redis     saturation:100 snapshot:94 events:85 concurrency:68 permissions:59
+redis     tree:40 leases:38 install:32 children:29 tools:27 drain:27
+redis     shares:26 parents:25 watch:25 capacity:18 links:18 cache:16
+redis     stats:15 faults:14 options:10 leaks:7 ownership:6 walks:2
+unit      test_snapshot:24 stress_store.tsan:15 test_remote_ops.tsan:12
+unit      test_mirror:12 test_remote_clock:11 test_faults:8 test_remote_ops:6
+unit      stress_store:5 test_link:5 test_events:4 test_fs:4
 fuzz      fuzz_store:6 fuzz_shared:6 fuzz_layout:6
 "
 
