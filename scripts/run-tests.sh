@@ -18,17 +18,29 @@
 #      and does not choose its store itself again on a shared store
 #      (STATEFS_STORE=redis: each mount its own redis-server), leaving
 #      out the tests tagged embedded-only (# bats test_tags=embedded-only;
-#      tests/README.md says why each).  One job per file and store.
+#      tests/README.md says why each).  One job per file and store, or
+#      several for a suite of WIDE (below).
 #   4. the seam between fs/ and the store (scripts/check-seam.sh): one
 #      test, passed when it exits 0
 #
 # The jobs run STATEFS_TEST_JOBS at a time (GNU parallel; default one
 # more than the cores), the longest first (ESTIMATE below), so that the
 # run does not end with one long job alone.  The tests of one bats file
-# run one after another, as bats runs them, but in the long suites of
-# WIDE, whose tests are independent: those run several at once (bats
-# --jobs), so that no suite is much longer than the run's share of the
-# others.  Each job's output goes to a file of its own; the outputs are
+# run one after another, as bats runs them; a long suite of WIDE, whose
+# tests are independent, is split into N jobs, each a copy of the file
+# with every Nth test (bats_copy), so that no suite is much longer than
+# the run's share of the others.  (Not bats --jobs: on this kind of
+# machine its semaphore of files, flock, find and cat processes costs a
+# third of a second of processor time a test, as much as the test's
+# own bats and mount; a copy costs one bats start.)
+#
+# The run is bound by processor time, not by waits: every job shares
+# two cores with two others, and what a test costs is mostly the
+# processes it starts (a fork and exec is several milliseconds here,
+# most of it the kernel's page tables).  So the helpers the tests
+# share start as few as they can (tests/bats/assert.bash says how), and
+# the jobs' processor time is what the run prints and what ESTIMATE is.
+# Each job's output goes to a file of its own; the outputs are
 # shown, and counted, in the order of the job list once all have run,
 # then the ten slowest jobs (seconds run and seconds of processor time,
 # from GNU parallel's job log, kept in build/run-tests.joblog) and the
@@ -56,99 +68,175 @@ SLOW="leaks shared_faults multimount saturation concurrency permissions
 lease_stress events drain leases shared_watch redis_functions shared
 shared_tls"
 
-# The suites whose tests run several at once (bats --jobs N): the long
-# ones with many tests, each test with its own mounts and redis-servers
-# under names of its own (mktemp), nothing shared with the others but the
-# machine.  A suite of one long test bounds the run whatever is done; a
-# suite of many, split, does not.  Not parents.bats: two of its commands
-# must run within a 0.3 s tombstone_ttl, which a loaded machine misses.
+# The suites split into N jobs (bats_copy): the long ones with many
+# tests, each test with its own mounts and redis-servers under names of
+# its own, nothing shared with the others but the machine, and no test
+# that needs another to have run first.  A suite of one long test bounds
+# the run whatever is done; a suite of many, split, does not.  Not
+# parents.bats: two of its commands must run within a 0.3 s
+# tombstone_ttl, which a machine loaded with more of the same misses.
 WIDE="redis_functions:4 shared_damage:3 multimount:3 permissions:2 shares:2
 drain:2 shared_faults:2 concurrency:2 stats:2 shared:2 shared_watch:2
 leases:2 events:2 children:2 tools:2 snapshot:2 tree:2"
 
-# wide_of NAME: N for a suite of WIDE, 1 for any other.
+# wide_of NAME: N for a suite of WIDE, 1 for any other, in $wide.
 wide_of() {
 	local w
+	wide=1
 	for w in $WIDE; do
-		[ "${w%%:*}" = "$1" ] && echo "${w#*:}" && return
+		[ "${w%%:*}" = "$1" ] && wide=${w#*:} && return
 	done
-	echo 1
 }
 
-# What each job takes, in seconds of one loaded run on this 2-core
-# machine (the job log of a full run, build/run-tests.joblog, one test
-# at a time; the shared store's runs and tools, snapshot, tree,
-# store_options, watch and walks estimated, a shared store's run half
-# again its embedded one): only the proportions matter.  The jobs start
-# longest first (a suite of WIDE as long as its tests take N at once),
-# so that the run ends with short jobs, not with one long job alone; a
-# job not listed counts as short.
+# What each job takes: seconds of processor time (user and system) of
+# the whole suite on a store, or of the binary, on this 2-core machine:
+# most measured (one_job's times, with the helpers and the split of
+# now; a run of --check on a quiet machine, the others alone on a
+# loaded one), the rest scaled from the bats -T times of a full run.
+# A job that mostly waits counts its run time instead: shared_outcome
+# (Redis asleep and stopped on the real clock) and saturation (one
+# long test).  A split suite's jobs each take their share.  Only the
+# proportions matter: the jobs start longest first, so that the run
+# ends with short jobs, not with one long job alone; a job not listed
+# counts as short.  A full run keeps every job's seconds in
+# build/run-tests.times, the numbers to refresh this with.
 ESTIMATE="
-embedded  redis_functions:1613 shared_damage:689 multimount:567 permissions:301
-embedded  shares:300 drain:283 shared_faults:272 shared_outcome:269
-embedded  concurrency:234 stats:232 shared:210 parents:210 shared_watch:208
-embedded  leases:207 events:204 tools:200 snapshot:200 children:191
-embedded  saturation:173 tree:150 store_options:150 capacity:142 watch:120
-embedded  links:119 install:116 options:114 cache:106 ownership:69 faults:67
-embedded  walks:67 leaks:53 lease_stress:35
-redis  permissions:451 shares:450 drain:424 concurrency:351 stats:348
-redis  parents:315 leases:310 events:306 tools:300 snapshot:300 children:286
-redis  saturation:259 tree:225 capacity:213 watch:180 links:178 install:174
-redis  options:171 cache:159 ownership:103 faults:100 walks:100 leaks:79
-redis  lease_stress:52
-unit  test_snapshot:103 test_remote_ops.tsan:60 stress_store.tsan:43
-unit  test_faults:40 test_remote_ops:29 test_mirror:29 test_rconn:28
-unit  test_fs:25 test_events:22 test_remote_clock:19 test_lease:14
-unit  stress_store:10
+embedded  shared_outcome:160 redis_functions:156 saturation:80 snapshot:76
+embedded  multimount:72 shared_damage:39 permissions:40 events:37 drain:36
+embedded  concurrency:34 shared_faults:33 shared_watch:31 leases:23
+embedded  tree:22 tools:21 children:20 install:18 shared:17 shares:16
+embedded  watch:16 parents:14 capacity:12 stats:12 faults:11 links:11
+embedded  cache:9 options:8 store_options:8 ownership:5 leaks:4
+embedded  shared_tls:4 lease_stress:3 walks:3
+redis     saturation:100 snapshot:94 events:85 concurrency:68 permissions:59
+redis     tree:40 leases:38 install:32 children:29 tools:27 drain:27
+redis     shares:26 parents:25 watch:25 capacity:18 links:18 cache:16
+redis     stats:15 faults:14 options:10 leaks:7 ownership:6 walks:2
+unit      test_snapshot:24 stress_store.tsan:15 test_remote_ops.tsan:12
+unit      test_mirror:12 test_remote_clock:11 test_faults:8 test_remote_ops:6
+unit      stress_store:5 test_link:5 test_events:4 test_fs:4
+fuzz      fuzz_store:6 fuzz_shared:6 fuzz_layout:6
 "
 
+# (The job list is made with the shell's own string operations: a
+# basename or a subshell a file and suite would cost seconds.)
+slow_list=" $(echo $SLOW) "
 is_slow() {
-	case " $(echo $SLOW) " in
+	case $slow_list in
 	*" $1 "*) return 0 ;;
 	esac
 	return 1
 }
 
+# suite_name FILE: NAME of .../NAME.bats, in $name.
+suite_name() {
+	name=${1##*/}
+	name=${name%.bats}
+}
+
 # in_order FILE...: the files, the slow suites first, in SLOW's order.
 in_order() {
-	local s f
+	local s f name
 	for s in $SLOW; do
 		for f in "$@"; do
-			[ "$(basename "$f" .bats)" = "$s" ] && echo "$f"
+			suite_name "$f"
+			[ "$name" = "$s" ] && echo "$f"
 		done
 	done
 	for f in "$@"; do
-		is_slow "$(basename "$f" .bats)" || echo "$f"
+		suite_name "$f"
+		is_slow "$name" || echo "$f"
 	done
 }
 
 has_tags=0
 bats --help 2>&1 | grep -q -- '--filter-tags' && has_tags=1
 
-# redis_suites: the files of the shared store's run.  Those that choose
-# their store themselves (shared.bats, multimount.bats, ... set
-# STATEFS_STORE and start their own redis-servers) ran in the embedded
-# run already.  Without bats' --filter-tags, a copy of each suite less
-# its embedded-only tests, in build/bats-redis (at the same depth as
-# tests/bats, so their paths to the binary hold).
-redis_suites() {
-	local f out=build/bats-redis
-	rm -rf "$out"
-	mkdir -p "$out"
-	cp tests/bats/*.bash tests/bats/*.py "$out"/
-	for f in $(grep -l '^load helpers' tests/bats/*.bats); do
-		grep -q '^STATEFS_STORE=' "$f" && continue
-		if [ "$has_tags" = 1 ]; then
-			echo "$f"
-			continue
+# bats_copies STORE SRC N DROP: N copies of the bats file SRC, the Kth
+# (K = 1..N) build/bats-STORE-K/NAME.bats (at the same depth as
+# tests/bats, beside copies of its helpers, so that the suites' paths to
+# the binary and to helpers.bash hold) with the Kth share of its tests:
+# tests K, K+N, ...  DROP=1 also leaves out the tests tagged
+# embedded-only.  A test left out becomes blank lines, with the comment
+# lines just above it (its tags): every line that stays keeps its
+# number, so what bats reports of a copy reads in the original.  Prints
+# the job lines, "STORE COPY N".
+bats_copies() {
+	local store=$1 src=$2 n=$3 drop=$4 k
+	for ((k = 1; k <= n; k++)); do
+		if [ ! -d "build/bats-$store-$k" ]; then
+			mkdir -p "build/bats-$store-$k"
+			cp tests/bats/*.bash tests/bats/*.py "build/bats-$store-$k"/
 		fi
-		awk '
-			/^# bats test_tags=.*embedded-only/ { drop = 1; next }
-			drop && /^}/ { drop = 0; next }
-			!drop { print }
-		' "$f" >"$out/$(basename "$f")"
-		echo "$out/$(basename "$f")"
 	done
+	awk -v pre="build/bats-$store-" -v base="${src##*/}" -v n="$n" -v drop="$drop" -v store="$store" '
+		function put(k, text) {
+			for (j = 1; j <= n; j++)
+				printf "%s", (j == k || k == 0) ? text : blanks(text) >(pre j "/" base)
+		}
+		function blanks(text, b) {
+			b = text
+			gsub(/[^\n]/, "", b)
+			return b
+		}
+		intest {
+			put(owner, $0 "\n")
+			if ($0 ~ /^}/) intest = 0
+			next
+		}
+		/^#/ { held = held $0 "\n"; next }
+		/^@test / {
+			t++
+			owner = (t - 1) % n + 1
+			if (drop && held ~ /# bats test_tags=[^\n]*embedded-only/) owner = -1
+			put(owner, held $0 "\n")
+			held = ""
+			intest = 1
+			next
+		}
+		{ put(0, held $0 "\n"); held = "" }
+		END {
+			put(0, held)
+			for (j = 1; j <= n; j++) print store, pre j "/" base, n
+		}
+	' "$src"
+}
+
+# suite_jobs STORE FILE...: the job lines of these bats files on STORE
+# (embedded or redis), "STORE FILE N" (N: the jobs of a suite of WIDE,
+# 1 for any other).  A suite of WIDE runs from copies (bats_copies);
+# so does, on the shared store, a suite with embedded-only tests when
+# bats has no --filter-tags (which otherwise leaves them out).
+suite_jobs() {
+	local store=$1 f name wide drop=0
+	shift
+	[ "$store" = redis ] && [ "$has_tags" = 0 ] && drop=1
+	for f in "$@"; do
+		suite_name "$f"
+		wide_of "$name"
+		if [ "$wide" = 1 ] && [ "$drop" = 0 ]; then
+			echo "$store $f 1"
+		else
+			bats_copies "$store" "$f" "$wide" "$drop"
+		fi
+	done
+}
+
+# redis_suites: the files of the shared store's run: those that mount
+# through statefs_mount (they load helpers.bash) but choose their store
+# themselves (shared.bats, multimount.bats, ... set STATEFS_STORE and
+# start their own redis-servers: they ran in the embedded run already),
+# and have a test that is not embedded-only.
+redis_suites() {
+	awk '
+		FNR == 1 { if (f) verdict(); f = FILENAME; helpers = own = tests = eo = 0 }
+		/^load helpers/ { helpers = 1 }
+		/^STATEFS_STORE=/ { own = 1 }
+		/^@test / { tests++ }
+		/^# bats test_tags=.*embedded-only/ { eo++ }
+		function verdict() { if (helpers && !own && tests > eo) print f }
+		END { if (f) verdict() }
+	' tests/bats/*.bats
 }
 
 # This run's files, and its mounts under their own directory, so the
@@ -163,36 +251,40 @@ mkdir "$run_tmp/bin"
 [ -x /usr/bin/python3 ] && ln -s /usr/bin/python3 "$run_tmp/bin/python3"
 export PATH="$run_tmp/bin:$PATH"
 
-# --- the job list: "KIND ARG" lines ---------------------------------------------
+# --- the job list: "KIND ARG N" lines ---------------------------------------------
 
 {
 	# The binaries of today's sources only: one left in build/ by a
 	# test file since removed is not a test any more.  The TSan ones,
 	# the longest, first.
 	for src in tests/unit/*/test_*.c tests/unit/stress/stress_store.c; do
-		base=$(basename "$src" .c)
+		base=${src##*/}
+		base=${base%.c}
 		[ "$check" = 0 ] && [ -x "build/unit/$base.tsan" ] &&
-			echo "unit build/unit/$base.tsan"
+			echo "unit build/unit/$base.tsan 1"
 	done
 	for src in tests/unit/*/test_*.c tests/unit/stress/stress_store.c; do
-		base=$(basename "$src" .c)
-		[ -x "build/unit/$base" ] && echo "unit build/unit/$base"
+		base=${src##*/}
+		base=${base%.c}
+		[ -x "build/unit/$base" ] && echo "unit build/unit/$base 1"
 	done
 	if [ "$check" = 0 ]; then
 		for bin in build/fuzz/fuzz_*; do
-			[ -f "$bin" ] && [ -x "$bin" ] && echo "fuzz $bin"
+			[ -f "$bin" ] && [ -x "$bin" ] && echo "fuzz $bin 1"
 		done
 	fi
 	if command -v bats >/dev/null 2>&1; then
+		rm -rf build/bats-redis build/bats-embedded-* build/bats-redis-*
+		embedded=()
 		for f in $(in_order tests/bats/*.bats); do
-			[ "$check" = 1 ] && is_slow "$(basename "$f" .bats)" && continue
-			echo "embedded $f"
+			suite_name "$f"
+			[ "$check" = 1 ] && is_slow "$name" && continue
+			embedded+=("$f")
 		done
+		suite_jobs embedded "${embedded[@]}"
 		if [ "$check" = 0 ]; then
 			# shellcheck disable=SC2046
-			for f in $(in_order $(redis_suites)); do
-				echo "redis $f"
-			done
+			suite_jobs redis $(in_order $(redis_suites))
 		fi
 	fi
 } >"$jobs_list"
@@ -212,14 +304,13 @@ command -v bats >/dev/null 2>&1 || {
 
 # --- running them ---------------------------------------------------------------
 
-# one_job N KIND ARG WIDE: job N's output in $run_tmp/N.out, its exit
-# status in $run_tmp/N.rc, the processor time it took (user and system,
-# in seconds, of every process it waited for) in $run_tmp/N.cpu.  A bats
-# suite runs WIDE tests at once, each line of its TAP with the test's
-# time (bats -T: "ok 3 NAME in 812ms").
+# one_job N KIND ARG: job N's output in $run_tmp/N.out, its exit status
+# in $run_tmp/N.rc, the processor time it took (user and system, in
+# seconds, of every process it waited for) in $run_tmp/N.cpu.  A bats
+# file's tests run one after another, each line of its TAP with the
+# test's time (bats -T: "ok 3 NAME in 812ms").
 one_job() {
-	local n=$1 kind=$2 arg=$3 wide=$4 rc opts=(--tap -T)
-	[ "$wide" -gt 1 ] && opts+=(--jobs "$wide")
+	local n=$1 kind=$2 arg=$3 rc opts=(--tap -T)
 	case $kind in
 	unit)
 		"$arg" ;;
@@ -252,20 +343,29 @@ if ! command -v parallel >/dev/null 2>&1; then
 else
 	echo "=== $(wc -l <"$jobs_list") jobs, $jobs at a time"
 	start=$(date +%s)
-	# "N KIND ARG WIDE" lines, N the job's place in the list (its
-	# output's name), the longest first.
-	n=0
-	while read -r kind arg; do
-		n=$((n + 1))
-		w=1
-		case $kind in embedded | redis) w=$(wide_of "$(basename "$arg" .bats)") ;; esac
-		est=$(awk -v k="$kind" -v a="$(basename "$arg" .bats)" '
-			$1 == k { for (i = 2; i <= NF; i++) if (index($i, a ":") == 1) e = substr($i, length(a) + 2) }
-			END { print e + 1 }' <<<"$ESTIMATE")
-		echo "$((est / w)) $n $kind $arg $w"
-	done <"$jobs_list" | sort -k1,1nr -k2,2n | cut -d' ' -f2- >"$run_tmp/order"
+	# "N KIND ARG" lines, N the job's place in the list (its output's
+	# name), the longest first: ESTIMATE's seconds for the job's kind and
+	# name (the name of its file or binary, less .bats), over the shares
+	# of its suite.
+	awk -v est="$ESTIMATE" '
+		BEGIN {
+			nl = split(est, l, "\n")
+			for (i = 1; i <= nl; i++) {
+				nf = split(l[i], f, " ")
+				for (j = 2; j <= nf; j++) {
+					c = index(f[j], ":")
+					e[f[1] " " substr(f[j], 1, c - 1)] = substr(f[j], c + 1)
+				}
+			}
+		}
+		{
+			name = $2
+			sub(/.*\//, "", name)
+			sub(/\.bats$/, "", name)
+			printf "%d %d %s %s\n", (e[$1 " " name] + 1) / $3, NR, $1, $2
+		}' "$jobs_list" | sort -k1,1nr -k2,2n | cut -d' ' -f2- >"$run_tmp/order"
 	parallel --will-cite --jobs "$jobs" --joblog "$run_tmp/joblog" \
-		--colsep ' ' one_job {1} {2} {3} {4} <"$run_tmp/order"
+		--colsep ' ' one_job {1} {2} {3} <"$run_tmp/order"
 	echo "=== every job ran in $(($(date +%s) - start)) s"
 fi
 
@@ -323,7 +423,7 @@ tally_bats() {
 }
 
 n=0
-while read -r kind arg; do
+while read -r kind arg _; do
 	n=$((n + 1))
 	out=$run_tmp/$n.out
 	rc=$(cat "$run_tmp/$n.rc" 2>/dev/null || echo 127)
@@ -353,10 +453,11 @@ done <"$jobs_list"
 
 # GNU parallel's job log: a header, then one line a job, tab-separated,
 # its run time in seconds the fourth field and its command the last
-# ("one_job N KIND ARG WIDE").  The longest bound the run: they are the
-# ones to split or to start first (ESTIMATE), and a job whose processor
-# time is far below its run time waits (sleeps, timeouts) more than it
-# works.
+# ("one_job N KIND ARG").  The longest bound the run: they are the ones
+# to split or to start first (ESTIMATE), and a job whose processor time
+# is far below its run time waits (sleeps, timeouts) more than it works.
+# Every job's line is kept in build/run-tests.times (what ESTIMATE is
+# made of), GNU parallel's log in build/run-tests.joblog.
 if [ -s "$run_tmp/joblog" ]; then
 	echo "=== the ten slowest jobs: seconds run, seconds of processor time, job"
 	awk -F '\t' -v d="$run_tmp" 'NR > 1 {
@@ -365,19 +466,22 @@ if [ -s "$run_tmp/joblog" ]; then
 			f = d "/" c[2] ".cpu"
 			if ((getline cpu <f) <= 0) cpu = "?"
 			close(f)
-			w = c[5] > 1 ? " (" c[5] " tests at once)" : ""
-			printf "%7.1f %7s  %s %s%s\n", $4, cpu, c[3], c[4], w
-		}' "$run_tmp/joblog" | sort -rn | head -n 10
-	# Kept for the next look at where the time goes.
-	[ -d build ] && cp "$run_tmp/joblog" build/run-tests.joblog
+			printf "%7.1f %7s  %s %s\n", $4, cpu, c[3], c[4]
+		}' "$run_tmp/joblog" | sort -rn >"$run_tmp/times"
+	head -n 10 "$run_tmp/times"
+	if [ -d build ]; then
+		cp "$run_tmp/joblog" build/run-tests.joblog
+		cp "$run_tmp/times" build/run-tests.times
+	fi
 	echo "=== the ten slowest bats tests: seconds, suite (store), test"
 	n=0
-	while read -r kind arg; do
+	while read -r kind arg _; do
 		n=$((n + 1))
 		case $kind in embedded | redis) ;; *) continue ;; esac
+		suite_name "$arg"
 		sed -n 's/^\(not \)\{0,1\}ok [0-9][0-9]* \(.*\) in \([0-9][0-9]*\)ms\( # skip.*\)\{0,1\}$/\3\t\2/p' \
 			"$run_tmp/$n.out" 2>/dev/null |
-			awk -F '\t' -v s="$(basename "$arg" .bats) ($kind)" \
+			awk -F '\t' -v s="$name ($kind)" \
 				'{ printf "%7.1f  %s  %s\n", $1 / 1000, s, $2 }'
 	done <"$jobs_list" | sort -rn | head -n 10
 fi

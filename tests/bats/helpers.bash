@@ -23,6 +23,11 @@
 #   gauges [DIR]                the gauge lines of DIR/.stats (for "nothing
 #                               changed" comparisons)
 #   as_nobody CMD...            run a command as uid/gid 65534
+#   statefs_sleep SECS          sleep without starting a process
+#   file_has_line FILE LINE     whether a line of FILE is LINE (grep -qxF)
+#
+# The helpers start as few processes as they can (assert.bash says why):
+# the shell's own reads and tests where they do, a wait in statefs_sleep.
 #
 # Error names: coreutils and bash print strerror(); the texts tests match:
 #   ENOENT "No such file or directory"  EEXIST "File exists"
@@ -33,8 +38,9 @@
 #   EINVAL "Invalid argument"           EACCES "Permission denied"
 #   ENAMETOOLONG "File name too long"
 
-load '/usr/lib/bats/bats-support/load'
-load '/usr/lib/bats/bats-assert/load'
+# bats-support, bats-assert and the waits below (statefs_sleep,
+# file_has_line): assert.bash, which says why they start no process.
+load assert
 
 if [ "${STATEFS_STORE:-embedded}" = redis ]; then
 	# shellcheck source=tests/bats/redis_helpers.bash
@@ -47,55 +53,39 @@ STATEFS_BIN="${STATEFS_BIN:-$BATS_TEST_DIRNAME/../../build/statefs}"
 STATEFS_MOUNTS=()
 STATEFS_NMOUNTS=0 # mounts made by this test so far (names the logs)
 
+# _statefs_mounted DIR: whether DIR is a FUSE mount (fuse or fuse.*) in
+# /proc/mounts ("DEV DIR TYPE OPTS 0 0" lines; /proc/mounts escapes
+# blanks as \040 and our mountpoints have none), read by the shell.
 _statefs_mounted() {
-	# /proc/mounts escapes blanks as \040; our mountpoints have none.
-	awk -v m="$1" '$2 == m && $3 ~ /^fuse(\.|$)/ { f = 1 } END { exit !f }' \
-		/proc/mounts
+	local m=
+	IFS= read -r -d '' m </proc/mounts || :
+	[[ $m == *" $1 fuse "* || $m == *" $1 fuse."* ]]
 }
 
 # statefs_mount [args...]: start statefs in the foreground (-f) in the
 # background of this test, wait until its mountpoint is a FUSE mount and
 # export MNT, STATEFS_PID and STATEFS_LOG.  Extra arguments (-o ...) go to
 # statefs before the mountpoint.  Fails with the daemon's log when the
-# mount does not appear within 5 s.
+# mount does not appear within 10 s.
 statefs_mount() {
-	if [ ! -x "$STATEFS_BIN" ]; then
-		fail "statefs binary not found at $STATEFS_BIN (run make)"
-		return 1
-	fi
-	# The mountpoint lives in a world-traversable directory so that other
-	# uids (as_nobody) can reach it; BATS_TEST_TMPDIR is mode 0700.
-	local dir
-	dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-bats.XXXXXX") || return 1
-	chmod 0755 "$dir"
-	MNT="$dir/mnt"
-	mkdir "$MNT"
-	STATEFS_NMOUNTS=$((STATEFS_NMOUNTS + 1))
-	STATEFS_LOG="${BATS_TEST_TMPDIR:-$dir}/statefs.$STATEFS_NMOUNTS.log"
+	_statefs_mkdir || return 1
+	_statefs_start 10 "$_STATEFS_DIR/mnt" -- "$@"
+}
 
-	# A shared store: a redis-server of this mount's own.
-	local store=()
-	if [ "${STATEFS_STORE:-embedded}" = redis ]; then
-		redis_start || return 1
-		store=(-o "store=unix:$REDIS_SOCK")
-	fi
-
-	# fd 3 is bats' output channel: a background child must not keep it.
-	"$STATEFS_BIN" -f "${store[@]}" "$@" "$MNT" </dev/null >"$STATEFS_LOG" 2>&1 3>&- &
-	STATEFS_PID=$!
-	STATEFS_MOUNTS+=("$STATEFS_PID $MNT $STATEFS_LOG")
-	export MNT STATEFS_PID STATEFS_LOG
-
+# _statefs_mkdir: a new directory for a mount, DIR/mnt, in TMPDIR, both
+# mode 0755 (the mountpoint lives in a world-traversable directory so that
+# other uids, as_nobody, can reach it; BATS_TEST_TMPDIR is mode 0700); DIR
+# in _STATEFS_DIR.  One mkdir: the name is this process's (its pid, a
+# count, a random number), and a name taken already is tried again.
+_STATEFS_NDIRS=0
+_statefs_mkdir() {
 	local i
-	for i in $(seq 200); do
-		_statefs_mounted "$MNT" && return 0
-		if ! kill -0 "$STATEFS_PID" 2>/dev/null; then
-			break
-		fi
-		sleep 0.05
+	for ((i = 0; i < 20; i++)); do
+		_STATEFS_NDIRS=$((_STATEFS_NDIRS + 1))
+		_STATEFS_DIR=${TMPDIR:-/tmp}/statefs-bats.$BASHPID.$_STATEFS_NDIRS.$RANDOM
+		mkdir -m 0755 -- "$_STATEFS_DIR" "$_STATEFS_DIR/mnt" 2>/dev/null && return 0
 	done
-	# The teardown shows the daemon's log.
-	fail "statefs did not mount at $MNT within 10 s (args: ${store[*]} $*)"
+	fail "cannot make a mount directory in ${TMPDIR:-/tmp}"
 }
 
 # _statefs_unmount_one PID MNT LOG: unmount one mount, wait for its daemon.
@@ -103,18 +93,18 @@ statefs_mount() {
 # would not exit after the unmount.
 _statefs_unmount_one() {
 	local pid=$1 mnt=$2 log=$3 i rc=0 status
-	for i in 1 2 3 4 5 6 7 8 9 10; do
+	for ((i = 0; i < 10; i++)); do
 		_statefs_mounted "$mnt" || break
 		fusermount3 -u "$mnt" 2>/dev/null && break
-		sleep 0.1
+		statefs_sleep 0.1
 	done
 	if _statefs_mounted "$mnt"; then
 		echo "statefs: $mnt was busy; lazily unmounted" >&2
 		fusermount3 -uz "$mnt" 2>/dev/null
 	fi
-	for i in $(seq 100); do
+	for ((i = 0; i < 500; i++)); do
 		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.05
+		statefs_sleep 0.01
 	done
 	if kill -0 "$pid" 2>/dev/null; then
 		echo "statefs (pid $pid) still running 5 s after unmount; killing it" >&2
@@ -133,7 +123,7 @@ _statefs_unmount_one() {
 			tail -n 50 "$log" >&2
 		fi
 	fi
-	rmdir "$mnt" "$(dirname "$mnt")" 2>/dev/null
+	rmdir "$mnt" "${mnt%/*}" 2>/dev/null
 	return "$rc"
 }
 
@@ -262,18 +252,21 @@ watch_start() {
 	shift 2
 	inotifywait -m --format '%e %f' "$@" "$dir" >"$out" 2>"$out.err" 3>&- &
 	BG_PIDS+=($!)
-	for i in $(seq 100); do
-		grep -q 'Watches established' "$out.err" 2>/dev/null && return 0
-		sleep 0.05
+	local text
+	for ((i = 0; i < 100; i++)); do
+		text=
+		IFS= read -r -d '' text <"$out.err" 2>/dev/null || :
+		[[ $text == *'Watches established'* ]] && return 0
+		statefs_sleep 0.05
 	done
 	fail "inotifywait $dir did not start: $(cat "$out.err")"
 }
 
 wait_line() {
 	local file=$1 line=$2 secs=${3:-3} i
-	for i in $(seq $((secs * 20))); do
-		grep -qxF -- "$line" "$file" 2>/dev/null && return 0
-		sleep 0.05
+	for ((i = 0; i < secs * 20; i++)); do
+		file_has_line "$file" "$line" && return 0
+		statefs_sleep 0.05
 	done
 	fail "no line '$line' in $file within $secs s; it has:
 $(cat "$file")"
@@ -320,9 +313,9 @@ now_ms() {
 
 statefs_wait_exit() {
 	local secs=$1 i entry keep=()
-	for i in $(seq $((secs * 50))); do
+	for ((i = 0; i < secs * 50; i++)); do
 		kill -0 "$STATEFS_PID" 2>/dev/null || break
-		sleep 0.02
+		statefs_sleep 0.02
 	done
 	if kill -0 "$STATEFS_PID" 2>/dev/null; then
 		fail "statefs (pid $STATEFS_PID) still running $secs s later"
@@ -342,11 +335,13 @@ statefs_wait_exit() {
 	# A daemon that exited and left its mount behind: record it for the
 	# test, and unmount it here (the teardown no longer knows it).
 	STATEFS_LEFT_MOUNTED=0
-	if grep -qF " $MNT " /proc/mounts; then
+	local mounts=
+	IFS= read -r -d '' mounts </proc/mounts || :
+	if [[ $mounts == *" $MNT "* ]]; then
 		STATEFS_LEFT_MOUNTED=1
 		fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -uz "$MNT" 2>/dev/null
 	fi
-	rmdir "$MNT" "$(dirname "$MNT")" 2>/dev/null
+	rmdir "$MNT" "${MNT%/*}" 2>/dev/null
 	return 0
 }
 
@@ -373,7 +368,7 @@ wait_quiet() {
 	last=$(stat -c %s "$file")
 	since=$t0
 	while :; do
-		sleep 0.05
+		statefs_sleep 0.05
 		size=$(stat -c %s "$file")
 		if [ "$size" != "$last" ]; then
 			last=$size
@@ -425,22 +420,24 @@ _statefs_start() {
 	fi
 	MNT=$mnt
 	STATEFS_NMOUNTS=$((STATEFS_NMOUNTS + 1))
-	STATEFS_LOG="${BATS_TEST_TMPDIR:-$(dirname "$mnt")}/statefs.$STATEFS_NMOUNTS.log"
+	STATEFS_LOG="${BATS_TEST_TMPDIR:-${mnt%/*}}/statefs.$STATEFS_NMOUNTS.log"
 	local store=()
 	if [ "${STATEFS_STORE:-embedded}" = redis ]; then
 		redis_start || return 1
 		store=(-o "store=unix:$REDIS_SOCK")
 	fi
+	# fd 3 is bats' output channel: a background child must not keep it.
 	"${wrap[@]}" "$STATEFS_BIN" -f "${store[@]}" "$@" "$MNT" </dev/null >"$STATEFS_LOG" 2>&1 3>&- &
 	STATEFS_PID=$!
 	STATEFS_MOUNTS+=("$STATEFS_PID $MNT $STATEFS_LOG")
 	export MNT STATEFS_PID STATEFS_LOG
-	for i in $(seq $((secs * 20))); do
+	for ((i = 0; i < secs * 100; i++)); do
 		_statefs_mounted "$MNT" && return 0
 		kill -0 "$STATEFS_PID" 2>/dev/null || break
-		sleep 0.05
+		statefs_sleep 0.01
 	done
-	fail "statefs did not mount at $MNT within $secs s (${wrap[*]} args: $*)"
+	# The teardown shows the daemon's log.
+	fail "statefs did not mount at $MNT within $secs s (${wrap[*]} args: ${store[*]} $*)"
 }
 
 statefs_mount_at() {
@@ -454,20 +451,18 @@ statefs_mount_at() {
 }
 
 statefs_mount_under() {
-	local secs=$1 dir
+	local secs=$1
 	shift
-	dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-bats.XXXXXX") || return 1
-	chmod 0755 "$dir"
-	mkdir "$dir/mnt"
-	_statefs_start "$secs" "$dir/mnt" "$@"
+	_statefs_mkdir || return 1
+	_statefs_start "$secs" "$_STATEFS_DIR/mnt" "$@"
 }
 
 statefs_kill9() {
 	local i entry keep=()
 	kill -KILL "$STATEFS_PID" 2>/dev/null
-	for i in $(seq 100); do
+	for ((i = 0; i < 500; i++)); do
 		kill -0 "$STATEFS_PID" 2>/dev/null || break
-		sleep 0.05
+		statefs_sleep 0.01
 	done
 	if kill -0 "$STATEFS_PID" 2>/dev/null; then
 		fail "statefs (pid $STATEFS_PID) still running 5 s after SIGKILL"
@@ -500,7 +495,7 @@ dead_teardown() {
 			echo "dead mount $mnt could not be detached" >&2
 			rc=1
 		fi
-		rmdir "$mnt" "$(dirname "$mnt")" 2>/dev/null
+		rmdir "$mnt" "${mnt%/*}" 2>/dev/null
 	done
 	STATEFS_DEAD=()
 	return "$rc"
