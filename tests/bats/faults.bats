@@ -179,7 +179,10 @@ dead_op() {
 	run t5 ls -A "$MNT"
 	assert_output "$(printf '%s\n' .drain .events .snapshot .stats)"
 	run t5 cat "$MNT/.snapshot"
-	assert_output "$(printf 'kind\ttenant\tparent\tchild\tgeneration\tversion\tsize\tnlink\tttl_ms_left\tinode')"
+	assert_line -n 0 "$(printf 'kind\ttenant\tparent\tchild\tgeneration\tversion\tsize\tnlink\tttl_ms_left\tinode')"
+	# Its seq line, and not one node.
+	assert_line -n 1 --regexp $'^seq\t(0|-)\t'
+	[ "${#lines[@]}" -eq 2 ]
 	# The new instance works and knows nothing of the old one's names.
 	run t5 cat "$MNT/t/p/c"
 	assert_failure
