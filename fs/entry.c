@@ -275,7 +275,7 @@ void fs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 		 * removed since answers ESTALE through this open file. */
 		store_stage_attach(f->stage, n);
 		fs_file_init_child(f, n, fi->flags, fi);
-		fs_lock_open(fs, fi);
+		fs_lock_open(fs, n, fi);
 		if (!created && fs_stage_mode(fi->flags) == STORE_STAGE_REPLACE)
 			fs_kill_suidgid(req, fs, n);
 		entry_made(fs, n, &a, &e);

@@ -341,10 +341,11 @@ void fs_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	      struct flock *lock);
 void fs_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	      struct flock *lock, int sleep);
-/* A child's open file @fi on a shared store: every close of it is
- * flushed (a close by a POSIX owner ends its locks), a reading one's
- * too. */
-void fs_lock_open(struct fs *fs, struct fuse_file_info *fi);
+/* Child @n's open file @fi on a shared store: every close of a writing
+ * open, or of any open of a child this mount set a record lock on, is
+ * flushed (a close by a POSIX owner ends its locks). */
+void fs_lock_open(struct fs *fs, struct store_node *n,
+		  struct fuse_file_info *fi);
 /* A close of @f ends the locks the kernel says it ends: a flush's
  * (@last false) those of its POSIX owner, a release's (@last) those
  * taken through the open file (flock and OFD).  Nothing on the embedded

@@ -26,6 +26,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/file.h>
@@ -143,6 +145,24 @@ void fs_flock(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	lock_ask(req, ino, &r, !(op & LOCK_NB) && r.type != F_UNLCK);
 }
 
+/* The children this mount has set a record lock on, as bits by inode
+ * number (a bit shared by two children only costs the other a flush). */
+static _Atomic uint64_t record_locked[64];
+
+static void record_mark(fuse_ino_t ino)
+{
+	uint64_t bit = (uint64_t)ino % (64 * 64);
+
+	atomic_fetch_or(&record_locked[bit / 64], UINT64_C(1) << (bit % 64));
+}
+
+static bool record_marked(fuse_ino_t ino)
+{
+	uint64_t bit = (uint64_t)ino % (64 * 64);
+
+	return atomic_load(&record_locked[bit / 64]) & (UINT64_C(1) << (bit % 64));
+}
+
 void fs_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	      struct flock *lock, int sleep)
 {
@@ -154,6 +174,8 @@ void fs_setlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	};
 
 	lock_range(lock, &r);
+	if (r.type != F_UNLCK)
+		record_mark(ino);
 	lock_ask(req, ino, &r, sleep && r.type != F_UNLCK);
 }
 
@@ -191,9 +213,18 @@ void fs_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	fuse_reply_lock(req, &out);
 }
 
-void fs_lock_open(struct fs *fs, struct fuse_file_info *fi)
+void fs_lock_open(struct fs *fs, struct store_node *n,
+		  struct fuse_file_info *fi)
 {
-	if (store_is_shared(fs->store))
+	/* A writing open is flushed at every close (a close by a POSIX
+	 * owner ends its record locks), and so is a reading one of a
+	 * child this mount has set a record lock on.  Any other reading
+	 * open stays unflushed: a flush at every close would make each
+	 * process that inherited it wait for the daemon at its exit (a
+	 * stopped daemon would hang them all). */
+	if (store_is_shared(fs->store) &&
+	    ((fi->flags & O_ACCMODE) != O_RDONLY ||
+	     record_marked(store_node_ino(n))))
 		fi->noflush = 0;
 }
 

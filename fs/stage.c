@@ -133,7 +133,7 @@ int fs_stage_open(fuse_req_t req, struct fs *fs, struct store_node *n,
 		return rc;
 	}
 	fs_file_init_child(f, n, flags, fi);
-	fs_lock_open(fs, fi);
+	fs_lock_open(fs, n, fi);
 	/* An O_TRUNC open truncates, as a write does. */
 	if (fs_stage_mode(flags) == STORE_STAGE_REPLACE)
 		fs_kill_suidgid(req, fs, n);
