@@ -2,7 +2,7 @@
 # check-seam.sh - keep the seam between fs/ (and layout/) and the store.
 #
 # The store's interface is store/store.h (and store/cred.h and
-# store/lock.h, which it includes; redis/redis.h, the shared store's
+# store/lock.h and store/hooks.h, which it includes; redis/redis.h, the shared store's
 # options as a value):
 # fs/ and layout/ include nothing else of store/, but store/store_test.h
 # inside an #ifdef STORE_FAULTS block (the allocation-failure hook of
@@ -19,7 +19,7 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
-PUBLIC="store/store.h store/cred.h store/lock.h redis/redis.h"
+PUBLIC="store/store.h store/cred.h store/lock.h store/hooks.h redis/redis.h"
 ALLOWED="store_limits store_clock store_owner store_cred store_attr
 store_stats store_lease store_dirent store_dirlist store_event
 store_snap_row store_snapshot store_remote store_remote_addr
@@ -108,7 +108,7 @@ fi
 # struct store_ops and the core functions an engine may call), and
 # store/store_test.h inside #ifdef STORE_FAULTS, as for fs/.  The core's
 # private header, store/internal.h, is the core's alone.
-ENGINE_SEES="store/store.h store/cred.h store/lock.h store/engine.h"
+ENGINE_SEES="store/store.h store/cred.h store/lock.h store/hooks.h store/engine.h"
 bad=$(includes_outside store "$ENGINE_SEES" redis/*.[ch])
 if [ -n "$bad" ]; then
 	while read -r line; do

@@ -63,6 +63,7 @@
 
 #include "store/cred.h"
 #include "store/lock.h"
+#include "store/hooks.h"
 
 struct store;
 struct store_node;
@@ -822,57 +823,7 @@ int store_events_next(struct store *s, struct store_event_reader *r,
 		      struct store_event *ev);
 void store_event_free(struct store_event *ev);
 
-/*
- * Called after a transition that appended events, outside the store's
- * locks but before the transition returns, so a waiting reader can be
- * woken; @internal says one of them was internal (an expiry, a
- * .depart).  It must not call into the store or the mount.  Set once,
- * before the store is used.
- */
-void store_set_event_hook(struct store *s, void (*hook)(void *arg, bool internal),
-			  void *arg);
-
-/*
- * Called after a transition, before the event hook, with the states
- * @ino[0..n) whose attributes changed in a way the kernel cannot have
- * seen: a publication (size, times), or a cascade (a parent's leave,
- * .depart, expiry or drain) that took a link from a state living on
- * through links in other parents (nlink).  Same rules as the event hook.
- * Set once, before use.
- */
-void store_set_attr_hook(struct store *s,
-			  void (*hook)(void *arg, const uint64_t *ino, size_t n),
-			  void *arg);
-
-/*
- * On a shared store: called after the mirror applied another mount's
- * change of @n's attributes that no line tells of (a chmod, chown or
- * times, a lease set or renewed, a child_ttl: on the mount that made it,
- * the kernel raised ATTRIB), outside the store's locks.  @n is counted
- * for the call only: the hook takes its own reference to keep it.  It
- * must not call into the store or the mount.  Set once, before use.
- */
-void store_set_touch_hook(struct store *s,
-			  void (*hook)(void *arg, struct store_node *n),
-			  void *arg);
-
-/*
- * A mount's use, for an engine that copies only what its mount uses (a
- * shared store's mirror, docs/shared-store.md; the embedded store
- * ignores it).  store_use: the kernel is about to act on @n (NULL: a
- * root .events or .snapshot, the whole store), whose tenant is loaded
- * first if need be: 0 or -EIO; it may wait on the network.  store_hold:
- * the kernel learned @n (NULL: as above), which holds its tenant until
- * store_release of the token (0: none).  No store lock held.  The forget
- * hook: the engine asks the kernel to forget tenant @n (outside the
- * store's locks; it must not call a transition).  Set once, before use.
- */
-int store_use(struct store *s, struct store_node *n);
-uint64_t store_hold(struct store *s, struct store_node *n);
-void store_release(struct store *s, uint64_t token);
-void store_set_forget_hook(struct store *s,
-			   void (*hook)(void *arg, struct store_node *n),
-			   void *arg);
+/* The hooks a mount sets, and its use: store/hooks.h. */
 
 /* Drain ------------------------------------------------------------------ */
 
