@@ -8,16 +8,20 @@
  * that started it (PR_SET_PDEATHSIG), should that one crash.
  *
  * Used by the unit tests of redis/ (tests/unit/redis/test_mirror.c,
- * test_remote_clock.c, test_remote_ops.c; test_rconn.c starts its
- * servers, replicas and Sentinels with redis_fixture_spawn) and by
- * tests/fuzz/fuzz_shared.c.  No cmocka here: each function says how it
- * failed, and the caller fails its test (or exits) as it must.
+ * test_remote_clock.c, test_remote_lock.c, test_remote_ops.c, through
+ * redis_world.h) and by tests/fuzz/fuzz_shared.c; redis_procs.h, the
+ * world of several servers and Sentinels of test_rconn.c and
+ * test_link.c, spawns and kills each of its processes with the two
+ * functions here, and waits with now_ms() and nap().  No cmocka here:
+ * each function says how it failed, and the caller fails its test (or
+ * exits) as it must.
  */
 #ifndef STATEFS_UNIT_REDIS_FIXTURE_H
 #define STATEFS_UNIT_REDIS_FIXTURE_H
 
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -38,6 +42,23 @@ struct redis_fixture {
 	pid_t pid;                 /* the server; 0 when none */
 	redisContext *rc;          /* the test's own connection */
 };
+
+/* The monotonic clock in milliseconds, for a test's bounds. */
+static inline uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Sleep @ms milliseconds. */
+static inline void nap(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
 
 /*
  * fork and exec redis-server with @argv (argv[0] "redis-server"), its
@@ -117,7 +138,6 @@ static inline int redis_fixture_start(struct redis_fixture *f, const char *name)
 	}
 	for (int i = 0; i < 1500 && !f->rc; i++) {
 		redisContext *c = redisConnectUnix(f->sock);
-		struct timespec ts = { 0, 20 * 1000000L };
 
 		if (c && !c->err) {
 			f->rc = c;
@@ -125,7 +145,7 @@ static inline int redis_fixture_start(struct redis_fixture *f, const char *name)
 		}
 		if (c)
 			redisFree(c);
-		nanosleep(&ts, NULL);
+		nap(20);
 	}
 	if (!f->rc) {
 		redis_fixture_stop(f);

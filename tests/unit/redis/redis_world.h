@@ -1,7 +1,8 @@
 /*
  * redis_world.h - a mount of a shared store under test, for the unit
  * tests of redis/ that drive one store on the test clock beside the
- * test's own connection (test_remote_clock.c, test_remote_ops.c): the
+ * test's own connection (test_remote_clock.c, test_remote_ops.c,
+ * test_remote_lock.c): the
  * world (its redis-server from redis_fixture.h, the store's instance,
  * the mount), its setup and teardown, mount(), and fcall() as another
  * mount would call the Functions library.  Include it after

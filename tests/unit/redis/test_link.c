@@ -13,127 +13,48 @@
  * Sentinels and the primary over TLS).
  *
  * The group's setup makes two CAs and their certificates with openssl(1)
- * in a temporary directory; each test starts its own servers on loopback
- * ports in its own directory (redis_fixture_spawn), and the teardown
- * kills and reaps them, also after a failed test (each also dies with
- * this process).  Durations are only bounded from above, generously.
+ * in a temporary directory (redis_certs_make); each test starts its own
+ * servers on loopback ports in a world of tests/unit/redis/redis_procs.h,
+ * and the teardown stops them, also after a failed test (each also dies
+ * with this process).  Durations are only bounded from above, generously.
  */
-#define _GNU_SOURCE /* nftw */
+#define _GNU_SOURCE /* nftw, in redis_procs.h */
 #include "tests/unit/unit.h"
+#include "tests/unit/redis/redis_fixture.h"
+#include "tests/unit/redis/redis_procs.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <ftw.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "layout/layout.h"
 #include "redis/conn.h"
 #include "redis/link.h"
-#include "tests/unit/redis/redis_fixture.h"
 
-#define MAXPROC 4
-#define READY_MS 30000
 #define SLACK_MS 2000
 
-/* The certificates, made once for the group. */
+/* The certificates, made once for the group (redis_certs_make). */
 static char certs[64];
 
-struct proc {
-	pid_t pid;
-	int port;
-	char *argv[48];
-	char args[24][160];
-	int argc;
-};
-
 struct world {
-	char dir[64];
-	struct proc procs[MAXPROC];
-	int n;
+	struct redis_procs rp;    /* first: its servers, stopped at teardown */
 	struct link *link;        /* closed by the teardown */
 	struct link_tls *tls;     /* freed by the teardown */
 	struct rconn_pool *pool;  /* closed by the teardown */
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void nap(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
-/* Certificates ---------------------------------------------------------- */
-
-/*
- * ca and other: two CAs.  server: ca's, for localhost and 127.0.0.1;
- * wrongname: ca's, for other.example only; stranger: other's, for
- * localhost and 127.0.0.1; client: ca's; badclient: other's.
- */
-static const char make_certs[] =
-	"set -e; cd '%s'\n"
-	"key() { openssl genpkey -algorithm EC -pkeyopt "
-	"ec_paramgen_curve:P-256 -out $1.key 2>/dev/null; }\n"
-	"ca() { key $1; openssl req -x509 -new -key $1.key -out $1.crt "
-	"-days 2 -subj /CN=$1 2>/dev/null; }\n"
-	"cert() { key $1; openssl req -new -key $1.key -out $1.csr "
-	"-subj /CN=$1 2>/dev/null; printf 'subjectAltName=%%s\\n' \"$3\" "
-	">$1.ext; openssl x509 -req -in $1.csr -CA $2.crt -CAkey $2.key "
-	"-CAcreateserial -days 2 -out $1.crt -extfile $1.ext 2>/dev/null; }\n"
-	"ca ca; ca other\n"
-	"cert server ca DNS:localhost,IP:127.0.0.1\n"
-	"cert wrongname ca DNS:other.example\n"
-	"cert stranger other DNS:localhost,IP:127.0.0.1\n"
-	"cert client ca DNS:client\n"
-	"cert badclient other DNS:client\n";
-
-static int rm_entry(const char *path, const struct stat *st, int flag,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 static int group_setup(void **state)
 {
-	char cmd[2048];
-
 	(void)state;
-	strcpy(certs, "/tmp/statefs-link-certs.XXXXXX");
-	if (!mkdtemp(certs))
-		return -1;
-	snprintf(cmd, sizeof(cmd), make_certs, certs);
-	if (system(cmd) != 0) {
-		fprintf(stderr, "openssl could not make the certificates\n");
-		return -1;
-	}
-	return 0;
+	return redis_certs_make(certs, "link");
 }
 
 static int group_teardown(void **state)
 {
 	(void)state;
-	nftw(certs, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+	redis_procs_rm(certs);
 	return 0;
 }
 
@@ -148,189 +69,66 @@ static const char *cert(const char *name)
 	return p;
 }
 
-/* Servers ------------------------------------------------------------------ */
-
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_true(fd >= 0);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
-static bool port_open(int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET,
-				 .sin_port = htons((uint16_t)port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	bool ok;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-	close(fd);
-	return ok;
-}
-
-static void arg(struct proc *p, const char *a)
-{
-	snprintf(p->args[p->argc], sizeof(p->args[0]), "%s", a);
-	p->argv[p->argc] = p->args[p->argc];
-	p->argc++;
-	p->argv[p->argc] = NULL;
-}
-
-/* Start @p's server and wait until its port takes connections. */
-static void spawn(struct proc *p)
-{
-	p->pid = redis_fixture_spawn(p->argv);
-	assert_true(p->pid > 0);
-	for (uint64_t end = now_ms() + READY_MS; now_ms() < end; nap(20)) {
-		int status;
-
-		if (port_open(p->port))
-			return;
-		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
-			p->pid = 0;
-			fail_msg("redis-server exited at start (%s)", p->args[1]);
-		}
-	}
-	fail_msg("redis-server did not come up");
-}
-
 /*
  * Start a redis-server on a loopback port: over TLS with the
  * certificate @server_cert (NULL: plain), asking for a client
  * certificate signed by ca when @clients.
  */
-static struct proc *start(struct world *w, const char *server_cert,
-			  bool clients)
+static struct redis_proc *start(struct world *w, const char *server_cert,
+				bool clients)
 {
-	struct proc *p;
-	char buf[160];
+	char name[16], crt[160], key[160];
+	int port;
 
-	assert_true(w->n < MAXPROC);
-	p = &w->procs[w->n++];
-	memset(p, 0, sizeof(*p));
-	p->port = free_port();
-	arg(p, "redis-server");
-	snprintf(buf, sizeof(buf), "%d", p->port);
-	if (server_cert) {
-		arg(p, "--port");
-		arg(p, "0");
-		arg(p, "--tls-port");
-		arg(p, buf);
-		snprintf(buf, sizeof(buf), "%s.crt", cert(server_cert));
-		arg(p, "--tls-cert-file");
-		arg(p, buf);
-		snprintf(buf, sizeof(buf), "%s.key", cert(server_cert));
-		arg(p, "--tls-key-file");
-		arg(p, buf);
-		arg(p, "--tls-ca-cert-file");
-		arg(p, cert("ca.crt"));
-		arg(p, "--tls-auth-clients");
-		arg(p, clients ? "yes" : "no");
-	} else {
-		arg(p, "--port");
-		arg(p, buf);
-	}
-	arg(p, "--bind");
-	arg(p, "127.0.0.1");
-	arg(p, "--save");
-	arg(p, "");
-	arg(p, "--appendonly");
-	arg(p, "no");
-	arg(p, "--dir");
-	arg(p, w->dir);
-	spawn(p);
-	return p;
+	redis_procs_ports(&port, 1);
+	snprintf(name, sizeof(name), "r%d", w->rp.n);
+	if (!server_cert)
+		return redis_procs_server(&w->rp, name, port, false, NULL);
+	snprintf(crt, sizeof(crt), "%s.crt", cert(server_cert));
+	snprintf(key, sizeof(key), "%s.key", cert(server_cert));
+	return redis_procs_server(&w->rp, name, port, true,
+				  "--tls-cert-file", crt, "--tls-key-file", key,
+				  "--tls-ca-cert-file", cert("ca.crt"),
+				  "--tls-auth-clients", clients ? "yes" : "no",
+				  NULL);
 }
 
 /* Start a Sentinel on a loopback TLS port (the certificate server's,
  * also shown to the primary), watching master "m" at @master's port
  * over TLS. */
-static struct proc *start_sentinel(struct world *w, const struct proc *master)
+static struct redis_proc *start_sentinel(struct world *w,
+					 const struct redis_proc *master)
 {
-	struct proc *p;
-	char conf[128];
-	FILE *f;
+	char more[512];
+	int port;
 
-	assert_true(w->n < MAXPROC);
-	p = &w->procs[w->n++];
-	memset(p, 0, sizeof(*p));
-	p->port = free_port();
-	snprintf(conf, sizeof(conf), "%s/sentinel.conf", w->dir);
-	f = fopen(conf, "w");
-	assert_non_null(f);
-	fprintf(f, "port 0\ntls-port %d\nbind 127.0.0.1\ndir %s\n"
-		"tls-cert-file %s.crt\ntls-key-file %s.key\n"
-		"tls-ca-cert-file %s\ntls-auth-clients no\n"
-		"tls-replication yes\n"
-		"sentinel monitor m 127.0.0.1 %d 1\n",
-		p->port, w->dir, cert("server"), cert("server"), cert("ca.crt"),
-		master->port);
-	assert_int_equal(fclose(f), 0);
-	arg(p, "redis-server");
-	arg(p, conf);
-	arg(p, "--sentinel");
-	spawn(p);
-	return p;
-}
-
-static void kill_proc(struct proc *p)
-{
-	redis_fixture_kill(&p->pid);
+	redis_procs_ports(&port, 1);
+	snprintf(more, sizeof(more), "tls-cert-file %s.crt\n"
+		 "tls-key-file %s.key\ntls-ca-cert-file %s\n"
+		 "tls-auth-clients no\ntls-replication yes\n",
+		 cert("server"), cert("server"), cert("ca.crt"));
+	return redis_procs_sentinel(&w->rp, "sentinel", port, true,
+				    master->port, 1, more);
 }
 
 static int setup(void **state)
 {
-	struct world *w = calloc(1, sizeof(*w));
-
-	if (!w)
-		return -1;
-	strcpy(w->dir, "/tmp/statefs-link.XXXXXX");
-	if (!mkdtemp(w->dir)) {
-		free(w);
-		return -1;
-	}
-	*state = w;
-	return 0;
+	return redis_procs_world_setup(state, sizeof(struct world), "link");
 }
 
 static int teardown(void **state)
 {
 	struct world *w = *state;
 
-	for (int i = 0; i < w->n; i++)
-		kill_proc(&w->procs[i]);
+	redis_procs_stop(&w->rp);
 	link_close(w->link);
 	link_tls_free(w->tls);
 	rconn_pool_close(w->pool);
-	nftw(w->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 	free(w);
 	return 0;
 }
 
 /* Helpers ----------------------------------------------------------------- */
-
-/* Options as a mount would have them: each "-o" word through layout/. */
-static void remote_of(struct store_remote *r, const char *const *opts)
-{
-	char err[400] = "";
-
-	store_remote_default(r);
-	for (; *opts; opts++)
-		if (layout_remote_option(r, *opts, err, sizeof(err)) != 1)
-			fail_msg("option '%s': %s", *opts, err);
-	if (layout_remote_finish(r, err, sizeof(err)) != 0)
-		fail_msg("options: %s", err);
-}
 
 /* TLS settings for rediss://127.0.0.1:1 with extra options (NULL-ended). */
 static struct link_tls *tls_of(const char *first, ...)
@@ -349,7 +147,7 @@ static struct link_tls *tls_of(const char *first, ...)
 		opts[n++] = o;
 	va_end(ap);
 	opts[n] = NULL;
-	remote_of(&r, opts);
+	redis_procs_options(&r, opts);
 	if (link_tls_new(&r, &t, why) != 0)
 		fail_msg("TLS settings: %s", why);
 	assert_non_null(t);
@@ -405,7 +203,7 @@ static void exercise(struct link *l)
 
 /* link_open to 127.0.0.1 (or @host) on @p's port must be refused with
  * @part in the message, within the budget. */
-static void refused_at(struct world *w, const struct proc *p,
+static void refused_at(struct world *w, const struct redis_proc *p,
 		       const char *host, const char *part)
 {
 	char why[WHY_MAX] = "";
@@ -441,31 +239,24 @@ static void refused_at(struct world *w, const struct proc *p,
 static void test_plain(void **state)
 {
 	struct world *w = *state;
-	struct proc *p = start(w, NULL, false);
-	char why[WHY_MAX] = "", sock[128];
-	struct proc *u;
+	struct redis_proc *p = start(w, NULL, false);
+	char why[WHY_MAX] = "";
+	struct redis_proc *u;
 
 	assert_int_equal(link_open("127.0.0.1", (uint16_t)p->port, NULL, NULL,
 				   2000, &w->link, why), 0);
 	exercise(w->link);
 	link_close(w->link);
 	w->link = NULL;
-	/* A unix socket. */
+	/* A unix socket (every server of the world has one). */
 	u = start(w, NULL, false);
-	kill_proc(u);
-	snprintf(sock, sizeof(sock), "%s/r.sock", w->dir);
-	arg(u, "--unixsocket");
-	arg(u, sock);
-	spawn(u);
-	for (uint64_t end = now_ms() + READY_MS;
-	     access(sock, F_OK) != 0 && now_ms() < end;)
-		nap(20);
-	assert_int_equal(link_open(NULL, 0, sock, NULL, 2000, &w->link, why), 0);
+	assert_int_equal(link_open(NULL, 0, u->sock, NULL, 2000, &w->link, why),
+			 0);
 	exercise(w->link);
 	/* Nobody there: refused at once, with hiredis's words. */
 	link_close(w->link);
 	w->link = NULL;
-	kill_proc(p);
+	redis_procs_kill(p);
 	assert_int_equal(link_open("127.0.0.1", (uint16_t)p->port, NULL, NULL,
 				   2000, &w->link, why), -EIO);
 	assert_non_null(strstr(why, "Connection refused"));
@@ -474,7 +265,7 @@ static void test_plain(void **state)
 static void test_tls(void **state)
 {
 	struct world *w = *state;
-	struct proc *p = start(w, "server", false);
+	struct redis_proc *p = start(w, "server", false);
 	char why[WHY_MAX] = "";
 
 	w->tls = tls_of(NULL);
@@ -505,7 +296,7 @@ static void test_tls(void **state)
 static void test_tls_name(void **state)
 {
 	struct world *w = *state;
-	struct proc *p = start(w, "wrongname", false);
+	struct redis_proc *p = start(w, "wrongname", false);
 	char why[WHY_MAX] = "";
 
 	w->tls = tls_of(NULL);
@@ -527,7 +318,7 @@ static void test_tls_name(void **state)
 static void test_unknown_ca(void **state)
 {
 	struct world *w = *state;
-	struct proc *p = start(w, "stranger", false);
+	struct redis_proc *p = start(w, "stranger", false);
 
 	w->tls = tls_of(NULL);
 	refused_at(w, p, "127.0.0.1", "signed by no CA trusted");
@@ -536,7 +327,7 @@ static void test_unknown_ca(void **state)
 static void test_client_certificate(void **state)
 {
 	struct world *w = *state;
-	struct proc *p = start(w, "server", true);
+	struct redis_proc *p = start(w, "server", true);
 	char c[200], k[200], why[WHY_MAX] = "";
 
 	w->tls = tls_of(NULL);
@@ -558,7 +349,7 @@ static void test_client_certificate(void **state)
 static void test_plain_server(void **state)
 {
 	struct world *w = *state;
-	struct proc *p = start(w, NULL, false);
+	struct redis_proc *p = start(w, NULL, false);
 
 	w->tls = tls_of(NULL);
 	refused_at(w, p, "127.0.0.1", "speaks plain Redis, not TLS");
@@ -599,7 +390,7 @@ static void test_tls_files(void **state)
 					 bad[i].opt[j]);
 			opts[j + 1] = words[j];
 		}
-		remote_of(&r, opts);
+		redis_procs_options(&r, opts);
 		assert_int_equal(link_tls_new(&r, &t, why), -EINVAL);
 		assert_null(t);
 		if (!strstr(why, bad[i].part))
@@ -628,7 +419,7 @@ static void *wake_later(void *arg)
 
 /* A read blocked on the server ends when another thread wakes it, and
  * a read of a stopped server ends with the link's timeout. */
-static void blocked(struct world *w, struct proc *p, struct link_tls *tls)
+static void blocked(struct world *w, struct redis_proc *p, struct link_tls *tls)
 {
 	static const char *blpop[] = { "BLPOP", "nothing", "0" };
 	static const char *ping[] = { "PING" };
@@ -680,7 +471,7 @@ static void test_pool(void **state)
 {
 	static const char *ping[] = { "PING" };
 	struct world *w = *state;
-	struct proc *p = start(w, "server", true), *q;
+	struct redis_proc *p = start(w, "server", true), *q;
 	char url[64], ca[200], c[200], k[200], err[400] = "";
 	const char *opts[6] = { url, ca, c, k, NULL };
 	struct store_remote r;
@@ -690,26 +481,26 @@ static void test_pool(void **state)
 	snprintf(ca, sizeof(ca), "store_tls_ca=%s", cert("ca.crt"));
 	snprintf(c, sizeof(c), "store_tls_cert=%s", cert("client.crt"));
 	snprintf(k, sizeof(k), "store_tls_key=%s", cert("client.key"));
-	remote_of(&r, opts);
+	redis_procs_options(&r, opts);
 	assert_int_equal(rconn_pool_open(&r, 2, &w->pool, err, sizeof(err)), 0);
 	assert_int_equal(rconn_pool_call(w->pool, 0, 1, ping, NULL, &rep), 0);
 	expect_str(rep, "PONG");
 	/* A restart of the server: the next call reconnects. */
-	kill_proc(p);
-	spawn(p);
+	redis_procs_kill(p);
+	redis_procs_restart(&w->rp, p);
 	assert_int_equal(rconn_pool_call(w->pool, 10000, 1, ping, NULL, &rep), 0);
 	expect_str(rep, "PONG");
 	/* Stopped: the store is unreachable, as over plain TCP. */
-	kill_proc(p);
+	redis_procs_kill(p);
 	assert_int_equal(rconn_pool_call(w->pool, 500, 1, ping, NULL, &rep), -EIO);
 	assert_false(rconn_pool_connected(w->pool));
 	rconn_pool_close(w->pool);
 	w->pool = NULL;
 
 	/* Refusals at open: final, one line naming the store and which. */
-	spawn(p);
+	redis_procs_restart(&w->rp, p);
 	opts[2] = NULL;
-	remote_of(&r, opts);
+	redis_procs_options(&r, opts);
 	assert_int_equal(rconn_pool_open(&r, 2, &w->pool, err, sizeof(err)),
 			 -EPROTO);
 	assert_null(w->pool);
@@ -718,7 +509,7 @@ static void test_pool(void **state)
 	assert_non_null(strstr(err, "wants this mount's certificate"));
 	q = start(w, NULL, false);
 	snprintf(url, sizeof(url), "store=rediss://127.0.0.1:%d", q->port);
-	remote_of(&r, opts);
+	redis_procs_options(&r, opts);
 	assert_int_equal(rconn_pool_open(&r, 2, &w->pool, err, sizeof(err)),
 			 -EPROTO);
 	assert_non_null(strstr(err, "speaks plain Redis"));
@@ -729,7 +520,7 @@ static void test_sentinels(void **state)
 {
 	static const char *ping[] = { "PING" };
 	struct world *w = *state;
-	struct proc *m = start(w, "server", true), *s = start_sentinel(w, m);
+	struct redis_proc *m = start(w, "server", true), *s = start_sentinel(w, m);
 	char url[64], ca[200], c[200], k[200], err[400] = "";
 	const char *opts[6] = { url, ca, c, k, NULL };
 	struct store_remote r;
@@ -739,7 +530,7 @@ static void test_sentinels(void **state)
 	snprintf(ca, sizeof(ca), "store_tls_ca=%s", cert("ca.crt"));
 	snprintf(c, sizeof(c), "store_tls_cert=%s", cert("client.crt"));
 	snprintf(k, sizeof(k), "store_tls_key=%s", cert("client.key"));
-	remote_of(&r, opts);
+	redis_procs_options(&r, opts);
 	if (rconn_pool_open(&r, 2, &w->pool, err, sizeof(err)) != 0)
 		fail_msg("%s", err);
 	assert_int_equal(rconn_pool_call(w->pool, 0, 1, ping, NULL, &rep), 0);
@@ -748,7 +539,7 @@ static void test_sentinels(void **state)
 	w->pool = NULL;
 	/* A Sentinel whose certificate no CA given signs: refused, named. */
 	snprintf(ca, sizeof(ca), "store_tls_ca=%s", cert("other.crt"));
-	remote_of(&r, opts);
+	redis_procs_options(&r, opts);
 	assert_int_equal(rconn_pool_open(&r, 2, &w->pool, err, sizeof(err)),
 			 -EPROTO);
 	assert_null(strchr(err, '\n'));

@@ -8,309 +8,45 @@
  * Sentinel failover, and loading, upgrading and refusing the Functions
  * library.
  *
- * Each test makes its own temporary directory and starts its own servers
- * there (unix sockets, and loopback ports for TCP, replicas and
- * Sentinels; each spawned and killed as tests/unit/redis/redis_fixture.h
- * does); the teardown kills and reaps every one of them, also after a
- * failed test, and each server dies with this process
- * (PR_SET_PDEATHSIG) should it crash.  Nothing leaves the machine.
+ * Each test starts its own servers, replicas and Sentinels in a world of
+ * tests/unit/redis/redis_procs.h (a temporary directory of its own, unix
+ * sockets, loopback ports for TCP; each process dies with this one), and
+ * the teardown stops every one of them, also after a failed test.
+ * Nothing leaves the machine.
  *
  * Durations are only bounded from above, generously ("within the budget
  * plus 2 s"), and waits for a server's state poll with bounds of tens of
  * seconds, so a loaded machine slows the test down but does not fail it.
  */
-#define _GNU_SOURCE /* nftw */
+#define _GNU_SOURCE /* nftw, in redis_procs.h */
 #include "tests/unit/unit.h"
 #include "tests/unit/redis/redis_fixture.h"
+#include "tests/unit/redis/redis_procs.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "layout/layout.h"
 #include "redis/conn.h"
 
-#define MAXPROC 8
-/* How long a server may take to come up or reach a state. */
-#define READY_MS 30000
 /* The slack every "within the budget" check allows. */
 #define SLACK_MS 2000
-
-struct proc {
-	pid_t pid;
-	char name[16];
-	int port;        /* 0: unix socket only */
-	char sock[128];  /* DIR/NAME.sock */
-	bool sentinel;
-};
+/* A Sentinel's view of a master it watches: down after 2 s. */
+#define SENTINEL_TIMES "sentinel down-after-milliseconds m 2000\n" \
+		       "sentinel failover-timeout m 10000\n"
 
 struct world {
-	char dir[64];
-	struct proc procs[MAXPROC];
-	int n;
+	struct redis_procs rp;   /* first: its servers, stopped at teardown */
 	struct rconn_pool *pool; /* closed by the teardown */
 	struct rconn *conn;      /* closed by the teardown */
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
-static void nap(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
-/* Servers ------------------------------------------------------------------ */
-
-/* @n loopback ports nobody listens on: all bound at once, so distinct. */
-static void free_ports(int *ports, int n)
-{
-	int fds[MAXPROC];
-
-	assert_true(n <= MAXPROC);
-	for (int i = 0; i < n; i++) {
-		struct sockaddr_in a = { .sin_family = AF_INET };
-		socklen_t len = sizeof(a);
-
-		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		fds[i] = socket(AF_INET, SOCK_STREAM, 0);
-		assert_true(fds[i] >= 0);
-		assert_int_equal(bind(fds[i], (struct sockaddr *)&a, sizeof(a)), 0);
-		assert_int_equal(getsockname(fds[i], (struct sockaddr *)&a, &len), 0);
-		ports[i] = ntohs(a.sin_port);
-	}
-	for (int i = 0; i < n; i++)
-		close(fds[i]);
-}
-
-/* fork/exec redis-server with @argv; the child dies with this process. */
-static pid_t spawn(char *const argv[])
-{
-	pid_t pid = redis_fixture_spawn(argv);
-
-	assert_true(pid >= 0);
-	return pid;
-}
-
-/* A raw hiredis connection to @p, for the test's own looks; NULL when it
- * does not answer. */
-static redisContext *raw(const struct proc *p)
-{
-	struct timeval tv = { 1, 0 };
-	redisContext *c = p->port ? redisConnectWithTimeout("127.0.0.1", p->port, tv)
-				  : redisConnectUnixWithTimeout(p->sock, tv);
-
-	if (c && !c->err && redisSetTimeout(c, tv) == REDIS_OK)
-		return c;
-	if (c)
-		redisFree(c);
-	return NULL;
-}
-
-/* Run a command on @p with the test's own connection; the reply or NULL. */
-static redisReply *raw_cmd(const struct proc *p, const char *fmt, ...)
-{
-	redisContext *c = raw(p);
-	redisReply *r = NULL;
-	va_list ap;
-
-	if (!c)
-		return NULL;
-	va_start(ap, fmt);
-	r = redisvCommand(c, fmt, ap);
-	va_end(ap);
-	redisFree(c);
-	return r;
-}
-
-static void print_log(const struct world *w, const struct proc *p)
-{
-	char path[128], line[512];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s.log", w->dir, p->name);
-	f = fopen(path, "r");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f))
-		fprintf(stderr, "  %s: %s", p->name, line);
-	fclose(f);
-}
-
-/* Wait until @p answers PING; fail with its log if it exits or never
- * does. */
-static void wait_ready(struct world *w, struct proc *p)
-{
-	uint64_t end = now_ms() + READY_MS;
-
-	while (now_ms() < end) {
-		redisReply *r = raw_cmd(p, "PING");
-		int status;
-
-		if (r) {
-			bool pong = r->type == REDIS_REPLY_STATUS &&
-				    strcmp(r->str, "PONG") == 0;
-
-			freeReplyObject(r);
-			if (pong)
-				return;
-		}
-		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
-			p->pid = 0;
-			print_log(w, p);
-			fail_msg("%s exited at start", p->name);
-		}
-		nap(20);
-	}
-	print_log(w, p);
-	fail_msg("%s did not come up", p->name);
-}
-
-/*
- * Start a redis-server called @name in the world's directory, on a unix
- * socket and, when @port, on that loopback port; extra arguments follow
- * (NULL-terminated).  Returns it once it answers.
- */
-static struct proc *start_server(struct world *w, const char *name, int port,
-				 ...)
-{
-	struct proc *p;
-	char portarg[16], logarg[128], dirarg[64], sock[128];
-	char *argv[40];
-	int argc = 0;
-	va_list ap;
-
-	assert_true(w->n < MAXPROC);
-	p = &w->procs[w->n++];
-	memset(p, 0, sizeof(*p));
-	snprintf(p->name, sizeof(p->name), "%s", name);
-	p->port = port;
-	snprintf(sock, sizeof(sock), "%s/%s.sock", w->dir, name);
-	memcpy(p->sock, sock, sizeof(p->sock));
-	snprintf(portarg, sizeof(portarg), "%d", port);
-	snprintf(logarg, sizeof(logarg), "%s/%s.log", w->dir, name);
-	snprintf(dirarg, sizeof(dirarg), "%s", w->dir);
-	argv[argc++] = "redis-server";
-	argv[argc++] = "--port";
-	argv[argc++] = portarg;
-	argv[argc++] = "--bind";
-	argv[argc++] = "127.0.0.1";
-	argv[argc++] = "--unixsocket";
-	argv[argc++] = p->sock;
-	argv[argc++] = "--save";
-	argv[argc++] = "";
-	argv[argc++] = "--appendonly";
-	argv[argc++] = "no";
-	argv[argc++] = "--dir";
-	argv[argc++] = dirarg;
-	argv[argc++] = "--logfile";
-	argv[argc++] = logarg;
-	argv[argc++] = "--repl-diskless-sync-delay";
-	argv[argc++] = "0";
-	va_start(ap, port);
-	for (char *a; (a = va_arg(ap, char *)) != NULL;)
-		argv[argc++] = a;
-	va_end(ap);
-	argv[argc] = NULL;
-	p->pid = spawn(argv);
-	wait_ready(w, p);
-	return p;
-}
-
-/* Start a Sentinel on @port watching master "m" at @master_port. */
-static struct proc *start_sentinel(struct world *w, const char *name,
-				   int port, int master_port, int quorum)
-{
-	struct proc *p;
-	char conf[128], *argv[4];
-	FILE *f;
-
-	assert_true(w->n < MAXPROC);
-	p = &w->procs[w->n++];
-	memset(p, 0, sizeof(*p));
-	snprintf(p->name, sizeof(p->name), "%s", name);
-	p->port = port;
-	p->sentinel = true;
-	snprintf(conf, sizeof(conf), "%s/%s.conf", w->dir, name);
-	f = fopen(conf, "w");
-	assert_non_null(f);
-	fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\nlogfile %s/%s.log\n"
-		"sentinel monitor m 127.0.0.1 %d %d\n"
-		"sentinel down-after-milliseconds m 2000\n"
-		"sentinel failover-timeout m 10000\n",
-		port, w->dir, w->dir, name, master_port, quorum);
-	assert_int_equal(fclose(f), 0);
-	argv[0] = "redis-server";
-	argv[1] = conf;
-	argv[2] = "--sentinel";
-	argv[3] = NULL;
-	p->pid = spawn(argv);
-	wait_ready(w, p);
-	return p;
-}
-
-static void kill_proc(struct proc *p)
-{
-	redis_fixture_kill(&p->pid);
-}
-
-/* Start @p again, as it was started before (same ports and socket). */
-static void restart(struct world *w, struct proc *p)
-{
-	char name[16];
-	int port = p->port;
-	int idx = (int)(p - w->procs), n = w->n;
-
-	snprintf(name, sizeof(name), "%s", p->name);
-	/* start_server takes the next slot: reuse this one. */
-	w->n = idx;
-	start_server(w, name, port, NULL);
-	w->n = n;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag,
-		    struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
 static int setup(void **state)
 {
-	struct world *w = calloc(1, sizeof(*w));
-
-	if (!w)
-		return -1;
-	strcpy(w->dir, "/tmp/statefs-rconn.XXXXXX");
-	if (!mkdtemp(w->dir)) {
-		free(w);
-		return -1;
-	}
-	*state = w;
-	return 0;
+	return redis_procs_world_setup(state, sizeof(struct world), "rconn");
 }
 
 static int teardown(void **state)
@@ -319,29 +55,14 @@ static int teardown(void **state)
 
 	/* Servers first: a connection closes at once when its peer is gone
 	 * (a SIGSTOPped one is killed as well). */
-	for (int i = 0; i < w->n; i++)
-		kill_proc(&w->procs[i]);
+	redis_procs_stop(&w->rp);
 	rconn_close(w->conn);
 	rconn_pool_close(w->pool);
-	nftw(w->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 	free(w);
 	return 0;
 }
 
 /* Helpers ----------------------------------------------------------------- */
-
-/* Options as a mount would have them: each "-o" word through layout/. */
-static void remote_of(struct store_remote *r, const char *const *opts)
-{
-	char err[400] = "";
-
-	store_remote_default(r);
-	for (; *opts; opts++)
-		if (layout_remote_option(r, *opts, err, sizeof(err)) != 1)
-			fail_msg("option '%s': %s", *opts, err);
-	if (layout_remote_finish(r, err, sizeof(err)) != 0)
-		fail_msg("options: %s", err);
-}
 
 static void open_pool(struct world *w, const char *const *opts)
 {
@@ -349,7 +70,7 @@ static void open_pool(struct world *w, const char *const *opts)
 	char err[400] = "";
 	int rc;
 
-	remote_of(&r, opts);
+	redis_procs_options(&r, opts);
 	rc = rconn_pool_open(&r, 4, &w->pool, err, sizeof(err));
 	if (rc != 0)
 		fail_msg("rconn_pool_open: %d %s", rc, err);
@@ -365,7 +86,7 @@ static void open_refused(const char *const *opts, int want, char *err,
 	struct rconn_pool *p = NULL;
 	int rc;
 
-	remote_of(&r, opts);
+	redis_procs_options(&r, opts);
 	err[0] = '\0';
 	rc = rconn_pool_open(&r, 2, &p, err, errlen);
 	if (rc != want)
@@ -431,7 +152,7 @@ static int pool_port(struct world *w)
 static void test_unix_socket(void **state)
 {
 	struct world *w = *state;
-	struct proc *s = start_server(w, "r", 0, NULL);
+	struct redis_proc *s = redis_procs_server(&w->rp, "r", 0, false, NULL);
 	char opt[160], why[64];
 	const char *opts[] = { opt, NULL };
 	/* Binary-safe: NUL and CR LF inside the key and the value. */
@@ -504,8 +225,8 @@ static void test_tcp_and_threads(void **state)
 	pthread_t t[8];
 	struct incr_arg a[8];
 
-	free_ports(&port, 1);
-	start_server(w, "r", port, NULL);
+	redis_procs_ports(&port, 1);
+	redis_procs_server(&w->rp, "r", port, false, NULL);
 	snprintf(opt, sizeof(opt), "store=redis://127.0.0.1:%d", port);
 	open_pool(w, opts);
 	expect_str(w, "PING", "PONG");
@@ -533,8 +254,7 @@ static const char *pwfile(struct world *w, const char *name, const char *pw,
 	char path[128];
 	FILE *f;
 
-	snprintf(path, sizeof(path), "%s/%s", w->dir, name);
-	f = fopen(path, "w");
+	f = fopen(redis_procs_path(&w->rp, name, "", path, sizeof(path)), "w");
 	assert_non_null(f);
 	fprintf(f, "%s\n", pw);
 	assert_int_equal(fclose(f), 0);
@@ -545,17 +265,17 @@ static const char *pwfile(struct world *w, const char *name, const char *pw,
 static void test_auth(void **state)
 {
 	struct world *w = *state;
-	struct proc *s = start_server(w, "r", 0, NULL);
+	struct redis_proc *s = redis_procs_server(&w->rp, "r", 0, false, NULL);
 	char store[160], good[160], bad[160], err[400];
 	redisReply *r;
 
 	snprintf(store, sizeof(store), "store=unix:%s", s->sock);
-	r = raw_cmd(s, "ACL SETUSER alice on >s3cret ~* &* +@all");
+	r = redis_procs_cmd(s, "ACL SETUSER alice on >s3cret ~* &* +@all");
 	assert_non_null(r);
 	assert_int_equal(r->type, REDIS_REPLY_STATUS);
 	freeReplyObject(r);
 	/* bob may not run ROLE (an @admin command): HELLO tells the role. */
-	r = raw_cmd(s, "ACL SETUSER bob on >b0b ~* &* +@all -role");
+	r = redis_procs_cmd(s, "ACL SETUSER bob on >b0b ~* &* +@all -role");
 	assert_non_null(r);
 	freeReplyObject(r);
 
@@ -596,7 +316,7 @@ static void test_auth(void **state)
 	}
 
 	/* The default user with a password: AUTH pw. */
-	r = raw_cmd(s, "CONFIG SET requirepass pw");
+	r = redis_procs_cmd(s, "CONFIG SET requirepass pw");
 	assert_non_null(r);
 	assert_int_equal(r->type, REDIS_REPLY_STATUS);
 	freeReplyObject(r);
@@ -621,7 +341,7 @@ static void test_auth(void **state)
 static void test_stopped_server(void **state)
 {
 	struct world *w = *state;
-	struct proc *s = start_server(w, "r", 0, NULL);
+	struct redis_proc *s = redis_procs_server(&w->rp, "r", 0, false, NULL);
 	char opt[160], why[256], err[400];
 	const char *opts[] = { opt, "store_timeout=1", NULL };
 	uint64_t t0, took;
@@ -686,7 +406,7 @@ static void *call_long(void *arg)
 static void test_restarted_server(void **state)
 {
 	struct world *w = *state;
-	struct proc *s;
+	struct redis_proc *s;
 	int port, rc;
 	char opt[64];
 	const char *opts[] = { opt, "store_timeout=1", NULL };
@@ -695,16 +415,16 @@ static void test_restarted_server(void **state)
 	pthread_t t;
 	struct restart_arg a = { w, -1, NULL };
 
-	free_ports(&port, 1);
-	s = start_server(w, "r", port, NULL);
+	redis_procs_ports(&port, 1);
+	s = redis_procs_server(&w->rp, "r", port, false, NULL);
 	snprintf(opt, sizeof(opt), "store=redis://127.0.0.1:%d", port);
 	open_pool(w, opts);
 	expect_str(w, "SET a 1", "OK");
 
 	/* Killed and started again between two calls: the dead connection
 	 * is noticed and replaced within one call. */
-	kill_proc(s);
-	restart(w, s);
+	redis_procs_kill(s);
+	redis_procs_restart(&w->rp, s);
 	rep = pcall(w, 10000, "GET a", &rc);
 	assert_int_equal(rc, 0);
 	/* A new server without persistence: the key is gone. */
@@ -713,7 +433,7 @@ static void test_restarted_server(void **state)
 	assert_true(rconn_pool_connected(w->pool));
 
 	/* Gone for good: EIO within the budget. */
-	kill_proc(s);
+	redis_procs_kill(s);
 	t0 = now_ms();
 	rep = pcall(w, 0, "PING", &rc);
 	took = now_ms() - t0;
@@ -726,7 +446,7 @@ static void test_restarted_server(void **state)
 	/* Back while a call waits: it retries until the server answers. */
 	assert_int_equal(pthread_create(&t, NULL, call_long, &a), 0);
 	nap(300);
-	restart(w, s);
+	redis_procs_restart(&w->rp, s);
 	expect_str(w, "SET a 2", "OK");
 	pthread_join(t, NULL);
 	assert_int_equal(a.rc, 0);
@@ -745,7 +465,7 @@ static void test_nothing_listening(void **state)
 	struct store_remote none;
 	struct rconn_pool *p = NULL;
 
-	free_ports(&port, 1);
+	redis_procs_ports(&port, 1);
 	snprintf(opt, sizeof(opt), "store=redis://127.0.0.1:%d", port);
 	t0 = now_ms();
 	open_refused(tcp, -EIO, err, sizeof(err));
@@ -754,7 +474,7 @@ static void test_nothing_listening(void **state)
 	assert_non_null(strstr(err, "Connection refused"));
 	assert_non_null(strstr(err, opt));
 
-	snprintf(opt, sizeof(opt), "store=unix:%s/none.sock", w->dir);
+	snprintf(opt, sizeof(opt), "store=unix:%s/none.sock", w->rp.dir);
 	open_refused(tcp, -EIO, err, sizeof(err));
 	assert_non_null(strstr(err, "none.sock"));
 
@@ -769,13 +489,13 @@ static void test_nothing_listening(void **state)
 static void test_out_of_memory(void **state)
 {
 	struct world *w = *state;
-	struct proc *s = start_server(w, "r", 0, NULL);
+	struct redis_proc *s = redis_procs_server(&w->rp, "r", 0, false, NULL);
 	char opt[160], err[400];
 	struct store_remote r;
 	const char *opts[] = { opt, NULL };
 
 	snprintf(opt, sizeof(opt), "store=unix:%s", s->sock);
-	remote_of(&r, opts);
+	redis_procs_options(&r, opts);
 	/* Each of the pool's allocations, then a dedicated connection's. */
 	for (unsigned long n = 1; n <= 2; n++) {
 		struct rconn_pool *p = NULL;
@@ -813,7 +533,7 @@ static void *block_forever(void *arg)
 static void test_dedicated(void **state)
 {
 	struct world *w = *state;
-	struct proc *s = start_server(w, "r", 0, NULL);
+	struct redis_proc *s = redis_procs_server(&w->rp, "r", 0, false, NULL);
 	char opt[160];
 	const char *opts[] = { opt, "store_timeout=1", NULL };
 	const char *xread[] = { "XREAD", "BLOCK", "1500", "STREAMS", "log", "$" };
@@ -851,9 +571,9 @@ static void test_dedicated(void **state)
 	assert_int_equal(rconn_open(w->pool, 60000, &w->conn), 0);
 	a.conn = w->conn;
 	assert_int_equal(pthread_create(&t, NULL, block_forever, &a), 0);
-	end = now_ms() + READY_MS;
+	end = now_ms() + REDIS_PROCS_READY_MS;
 	for (bool blocked = false; !blocked;) {
-		rep = raw_cmd(s, "INFO clients");
+		rep = redis_procs_cmd(s, "INFO clients");
 		assert_non_null(rep);
 		blocked = strstr(rep->str, "blocked_clients:1") != NULL;
 		freeReplyObject(rep);
@@ -888,9 +608,10 @@ static void test_sentinel_discovery(void **state)
 	char opt[160], err[400];
 	const char *opts[] = { opt, "store_timeout=1", NULL };
 
-	free_ports(ports, 3);
-	start_server(w, "primary", ports[0], NULL);
-	start_sentinel(w, "s1", ports[1], ports[0], 1);
+	redis_procs_ports(ports, 3);
+	redis_procs_server(&w->rp, "primary", ports[0], false, NULL);
+	redis_procs_sentinel(&w->rp, "s1", ports[1], false, ports[0], 1,
+			     SENTINEL_TIMES);
 
 	/* The first Sentinel does not answer: the next one is asked. */
 	snprintf(opt, sizeof(opt),
@@ -915,12 +636,13 @@ static void test_sentinel_discovery(void **state)
 }
 
 /* Poll @p until INFO @section holds @text. */
-static void wait_info(const struct proc *p, const char *cmd, const char *text)
+static void wait_info(const struct redis_proc *p, const char *cmd,
+		      const char *text)
 {
-	uint64_t end = now_ms() + READY_MS;
+	uint64_t end = now_ms() + REDIS_PROCS_READY_MS;
 
 	for (;;) {
-		redisReply *r = raw_cmd(p, cmd);
+		redisReply *r = redis_procs_cmd(p, cmd);
 		bool ok = r && r->type == REDIS_REPLY_STRING &&
 			  strstr(r->str, text);
 
@@ -935,9 +657,10 @@ static void wait_info(const struct proc *p, const char *cmd, const char *text)
 }
 
 /* The port the Sentinel @s names for master m. */
-static int sentinel_says(const struct proc *s)
+static int sentinel_says(const struct redis_proc *s)
 {
-	redisReply *r = raw_cmd(s, "SENTINEL get-master-addr-by-name m");
+	redisReply *r = redis_procs_cmd(s,
+					"SENTINEL get-master-addr-by-name m");
 	int port = -1;
 
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
@@ -948,9 +671,9 @@ static int sentinel_says(const struct proc *s)
 }
 
 /* Does Sentinel @s know a healthy replica of m? */
-static bool sentinel_sees_replica(const struct proc *s)
+static bool sentinel_sees_replica(const struct redis_proc *s)
 {
-	redisReply *r = raw_cmd(s, "SENTINEL REPLICAS m");
+	redisReply *r = redis_procs_cmd(s, "SENTINEL REPLICAS m");
 	bool ok = false;
 
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 1) {
@@ -971,21 +694,22 @@ static void test_sentinel_failover(void **state)
 	int ports[5]; /* primary, replica, three Sentinels */
 	char opt[200], pstr[8];
 	const char *opts[] = { opt, "store_timeout=1", NULL };
-	struct proc *primary, *replica, *s[3];
+	struct redis_proc *primary, *replica, *s[3];
 	uint64_t start = now_ms(), end;
 	redisReply *r;
 
-	free_ports(ports, 5);
-	primary = start_server(w, "primary", ports[0], NULL);
+	redis_procs_ports(ports, 5);
+	primary = redis_procs_server(&w->rp, "primary", ports[0], false, NULL);
 	snprintf(pstr, sizeof(pstr), "%d", ports[0]);
-	replica = start_server(w, "replica", ports[1], "--replicaof",
-			       "127.0.0.1", pstr, NULL);
+	replica = redis_procs_server(&w->rp, "replica", ports[1], false,
+				     "--replicaof", "127.0.0.1", pstr, NULL);
 	wait_info(replica, "INFO replication", "master_link_status:up");
 	for (int i = 0; i < 3; i++) {
 		char name[16];
 
 		snprintf(name, sizeof(name), "s%d", i + 1);
-		s[i] = start_sentinel(w, name, ports[2 + i], ports[0], 2);
+		s[i] = redis_procs_sentinel(&w->rp, name, ports[2 + i], false,
+					    ports[0], 2, SENTINEL_TIMES);
 	}
 	snprintf(opt, sizeof(opt),
 		 "store=sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/m",
@@ -996,9 +720,9 @@ static void test_sentinel_failover(void **state)
 	/* Replication is asynchronous (and a replica fresh from its first
 	 * sync gets the stream only after its first ACK): wait until the
 	 * write reached the replica, so the new primary holds it. */
-	end = now_ms() + READY_MS;
+	end = now_ms() + REDIS_PROCS_READY_MS;
 	for (bool there = false; !there;) {
-		r = raw_cmd(replica, "GET before");
+		r = redis_procs_cmd(replica, "GET before");
 		there = r && r->type == REDIS_REPLY_STRING;
 		if (r)
 			freeReplyObject(r);
@@ -1010,7 +734,7 @@ static void test_sentinel_failover(void **state)
 
 	/* s1 promotes a replica only once it has its INFO and it answers
 	 * pings: until then it says NOGOODSLAVE, and is asked again. */
-	end = now_ms() + READY_MS;
+	end = now_ms() + REDIS_PROCS_READY_MS;
 	for (;;) {
 		bool ok;
 
@@ -1018,7 +742,7 @@ static void test_sentinel_failover(void **state)
 			assert_true(now_ms() < end);
 			nap(100);
 		}
-		r = raw_cmd(s[0], "SENTINEL FAILOVER m");
+		r = redis_procs_cmd(s[0], "SENTINEL FAILOVER m");
 		assert_non_null(r);
 		ok = r->type == REDIS_REPLY_STATUS;
 		if (!ok && (r->type != REDIS_REPLY_ERROR ||
@@ -1032,7 +756,7 @@ static void test_sentinel_failover(void **state)
 
 	/* Done when s1 names the replica and the old primary follows it
 	 * (Sentinel then also drops its clients: the pool's connection). */
-	end = now_ms() + READY_MS;
+	end = now_ms() + REDIS_PROCS_READY_MS;
 	while (sentinel_says(s[0]) != ports[1]) {
 		assert_true(now_ms() < end);
 		nap(50);
@@ -1044,7 +768,7 @@ static void test_sentinel_failover(void **state)
 	expect_str(w, "SET after failover", "OK");
 	assert_int_equal(pool_port(w), ports[1]);
 	assert_true(rconn_pool_connected(w->pool));
-	r = raw_cmd(replica, "GET after");
+	r = redis_procs_cmd(replica, "GET after");
 	assert_non_null(r);
 	assert_string_equal(r->str, "failover");
 	freeReplyObject(r);
@@ -1097,7 +821,7 @@ static void expect_library(struct world *w, const char *version,
 static void test_library(void **state)
 {
 	struct world *w = *state;
-	struct proc *s = start_server(w, "r", 0, NULL);
+	struct redis_proc *s = redis_procs_server(&w->rp, "r", 0, false, NULL);
 	char opt[160], code[600], err[400];
 	const char *opts[] = { opt, NULL };
 	redisReply *rep;

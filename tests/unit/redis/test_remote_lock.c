@@ -32,13 +32,6 @@ static int setup(void **state)
 	return world_setup(state, "rlock");
 }
 
-static void nap(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
 /* A mount of the world's store with lock_timeout @ttl_ms, on the test
  * clock as mount()'s (locks are on the real time of their sessions). */
 static struct store *mount_lt(struct world *w, uint64_t ttl_ms)

@@ -38,13 +38,6 @@
 #include "redis/redis.h"
 #include "store/store.h"
 
-static void nap(unsigned ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-
-	nanosleep(&ts, NULL);
-}
-
 static int setup(void **state)
 {
 	return world_setup(state, "rops");
@@ -511,9 +504,7 @@ static void test_follower_backs_off_store_gone(void **state)
 	unsigned long long t0, t1;
 
 	mount(w, 1024);
-	kill(w->redis.pid, SIGKILL);
-	waitpid(w->redis.pid, NULL, 0);
-	w->redis.pid = 0;
+	redis_fixture_kill(&w->redis.pid);
 	nap(200);
 	t0 = follower_ticks();
 	nap(2000);
