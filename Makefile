@@ -175,12 +175,12 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/statefs $(DESTDIR)$(MANDIR)/man8/statefs.8
 	for u in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$u; done
 
-# The fs/ adapter's unit test runs every file of fs/ but main.c against
-# the stand-in for libfuse in tests/unit/fs/fuse_stub.c (it defines every
-# libfuse function they call: not linked with libfuse).
-$(B)/unit/test_fs: $(call obj,asan,tests/unit/fs/test_fs.c tests/unit/fs/fuse_stub.c $(filter-out fs/main.c,$(FS_SRC))) $(call core,asan)
-	@mkdir -p $(@D)
-	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
+# The fs/ adapter's unit tests (tests/unit/fs/test_*.c, each a binary)
+# run every file of fs/ but main.c against the stand-in for libfuse in
+# tests/unit/fs/fuse_stub.c (it defines every libfuse function they
+# call: not linked with libfuse).
+FS_TESTS := $(patsubst %.c,$(B)/unit/%,$(notdir $(wildcard tests/unit/fs/test_*.c)))
+FS_UNDER_TEST := $(call obj,asan,tests/unit/fs/fuse_stub.c $(filter-out fs/main.c,$(FS_SRC)))
 
 # The store's stress test races the kernel's inode table (fs/inode.c,
 # which needs no libfuse) against the removals of the nodes it holds.
@@ -202,7 +202,11 @@ $(REDIS_TESTS): $(B)/unit/%: $$(call obj,asan,$$(call unit_src,$$*)) $(call libs
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
-$(filter-out $(REDIS_TESTS) $(B)/unit/test_fs,$(UNIT_TESTS)): $(B)/unit/%: $$(call obj,asan,$$(call unit_src,$$*)) $(call core,asan)
+$(FS_TESTS): $(B)/unit/%: $$(call obj,asan,$$(call unit_src,$$*)) $(FS_UNDER_TEST) $(call core,asan)
+	@mkdir -p $(@D)
+	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
+
+$(filter-out $(REDIS_TESTS) $(FS_TESTS),$(UNIT_TESTS)): $(B)/unit/%: $$(call obj,asan,$$(call unit_src,$$*)) $(call core,asan)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
 
