@@ -182,10 +182,12 @@ uninstall:
 FS_TESTS := $(patsubst %.c,$(B)/unit/%,$(notdir $(wildcard tests/unit/fs/test_*.c)))
 FS_UNDER_TEST := $(call obj,asan,tests/unit/fs/fuse_stub.c $(filter-out fs/main.c,$(FS_SRC)))
 
-# The store's stress test races the kernel's inode table (fs/inode.c,
-# which needs no libfuse) against the removals of the nodes it holds.
-# (It also races a mirror's applying: both libraries.)
-$(B)/unit/stress_store: $(call obj,asan,tests/unit/stress/stress_store.c fs/inode.c) $(call libs,asan)
+# The store's stress test, one binary of tests/unit/stress/stress_*.c,
+# races the kernel's inode table (fs/inode.c, which needs no libfuse)
+# against the removals of the nodes it holds.  (It also races a
+# mirror's applying: both libraries.)
+STRESS_SRC := $(wildcard tests/unit/stress/stress_*.c)
+$(B)/unit/stress_store: $(call obj,asan,$(STRESS_SRC) fs/inode.c) $(call libs,asan)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
@@ -210,7 +212,7 @@ $(filter-out $(REDIS_TESTS) $(FS_TESTS),$(UNIT_TESTS)): $(B)/unit/%: $$(call obj
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
 
-$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress/stress_store.c fs/inode.c) $(call libs,tsan)
+$(B)/unit/stress_store.tsan: $(call obj,tsan,$(STRESS_SRC) fs/inode.c) $(call libs,tsan)
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
