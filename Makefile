@@ -326,6 +326,12 @@ $(B)/fuzz/%: $(B)/obj/fuzz/tests/fuzz/%.o $(call obj,fuzz,$(LIB_SRC))
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -pthread -o $@ $^ $(HIREDIS_LIBS)
 
+# fuzz_store and fuzz_shared are each one target of several files: the
+# entry point tests/fuzz/fuzz_NAME.c, beside its header fuzz_NAME.h,
+# and its parts in tests/fuzz/NAME/.
+$(B)/fuzz/fuzz_store: $(call obj,fuzz,$(wildcard tests/fuzz/store/*.c))
+$(B)/fuzz/fuzz_shared: $(call obj,fuzz,$(wildcard tests/fuzz/shared/*.c))
+
 fuzz-build: $(FUZZ_TARGETS)
 
 fuzz: deps
