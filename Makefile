@@ -175,17 +175,19 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/statefs $(DESTDIR)$(MANDIR)/man8/statefs.8
 	for u in $(UNITS); do rm -f $(DESTDIR)$(UNITDIR)/$$u; done
 
-# The fs/ adapter's unit test runs every file of fs/ but main.c against
-# the stand-in for libfuse in tests/unit/fs/fuse_stub.c (it defines every
-# libfuse function they call: not linked with libfuse).
-$(B)/unit/test_fs: $(call obj,asan,tests/unit/fs/test_fs.c tests/unit/fs/fuse_stub.c $(filter-out fs/main.c,$(FS_SRC))) $(call core,asan)
-	@mkdir -p $(@D)
-	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
+# The fs/ adapter's unit tests (tests/unit/fs/test_*.c, each a binary)
+# run every file of fs/ but main.c against the stand-in for libfuse in
+# tests/unit/fs/fuse_stub.c (it defines every libfuse function they
+# call: not linked with libfuse).
+FS_TESTS := $(patsubst %.c,$(B)/unit/%,$(notdir $(wildcard tests/unit/fs/test_*.c)))
+FS_UNDER_TEST := $(call obj,asan,tests/unit/fs/fuse_stub.c $(filter-out fs/main.c,$(FS_SRC)))
 
-# The store's stress test races the kernel's inode table (fs/inode.c,
-# which needs no libfuse) against the removals of the nodes it holds.
-# (It also races a mirror's applying: both libraries.)
-$(B)/unit/stress_store: $(call obj,asan,tests/unit/stress/stress_store.c fs/inode.c) $(call libs,asan)
+# The store's stress test, one binary of tests/unit/stress/stress_*.c,
+# races the kernel's inode table (fs/inode.c, which needs no libfuse)
+# against the removals of the nodes it holds.  (It also races a
+# mirror's applying: both libraries.)
+STRESS_SRC := $(wildcard tests/unit/stress/stress_*.c)
+$(B)/unit/stress_store: $(call obj,asan,$(STRESS_SRC) fs/inode.c) $(call libs,asan)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
@@ -202,11 +204,15 @@ $(REDIS_TESTS): $(B)/unit/%: $$(call obj,asan,$$(call unit_src,$$*)) $(call libs
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
-$(filter-out $(REDIS_TESTS) $(B)/unit/test_fs,$(UNIT_TESTS)): $(B)/unit/%: $$(call obj,asan,$$(call unit_src,$$*)) $(call core,asan)
+$(FS_TESTS): $(B)/unit/%: $$(call obj,asan,$$(call unit_src,$$*)) $(FS_UNDER_TEST) $(call core,asan)
 	@mkdir -p $(@D)
 	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
 
-$(B)/unit/stress_store.tsan: $(call obj,tsan,tests/unit/stress/stress_store.c fs/inode.c) $(call libs,tsan)
+$(filter-out $(REDIS_TESTS) $(FS_TESTS),$(UNIT_TESTS)): $(B)/unit/%: $$(call obj,asan,$$(call unit_src,$$*)) $(call core,asan)
+	@mkdir -p $(@D)
+	$(CC) $(ASAN) -pthread -o $@ $^ -lcmocka
+
+$(B)/unit/stress_store.tsan: $(call obj,tsan,$(STRESS_SRC) fs/inode.c) $(call libs,tsan)
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
@@ -319,6 +325,12 @@ $(B)/obj/fuzz/%.o: %.c tests/fuzz/coverage-ignore.txt
 $(B)/fuzz/%: $(B)/obj/fuzz/tests/fuzz/%.o $(call obj,fuzz,$(LIB_SRC))
 	@mkdir -p $(@D)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_SAN) -pthread -o $@ $^ $(HIREDIS_LIBS)
+
+# fuzz_store and fuzz_shared are each one target of several files: the
+# entry point tests/fuzz/fuzz_NAME.c, beside its header fuzz_NAME.h,
+# and its parts in tests/fuzz/NAME/.
+$(B)/fuzz/fuzz_store: $(call obj,fuzz,$(wildcard tests/fuzz/store/*.c))
+$(B)/fuzz/fuzz_shared: $(call obj,fuzz,$(wildcard tests/fuzz/shared/*.c))
 
 fuzz-build: $(FUZZ_TARGETS)
 

@@ -29,9 +29,10 @@
  *     -ESTALE.
  *  4. It is not rebuilt: it mirrors what the kernel holds, and the kernel
  *     reports every change (entry replies, forgets).
- *  5. Tests: tests/unit/fs/test_fs.c (remember and forget of removed nodes,
- *     numbers never handed out, a failed call leaving no trace) and the
- *     store stress test, which races remembers and forgets with removals.
+ *  5. Tests: tests/unit/fs/test_inode.c (remember and forget of removed
+ *     nodes, numbers never handed out), tests/unit/fs/test_entry.c (a
+ *     failed call leaving no trace) and the store stress test, which
+ *     races remembers and forgets with removals.
  *
  * No failed call changes anything: growing the table is its only step
  * that can fail, so a handler that makes a node (mkdir, create, link)

@@ -112,9 +112,9 @@ redis     saturation:100 snapshot:94 events:85 concurrency:68 permissions:59
 redis     tree:40 leases:38 install:32 children:29 tools:27 drain:27
 redis     shares:26 parents:25 watch:25 capacity:18 links:18 cache:16
 redis     stats:15 faults:14 options:10 leaks:7 ownership:6 walks:2
-unit      test_snapshot:24 stress_store.tsan:15 test_remote_ops.tsan:12
+unit      test_snapshot_midway:23 stress_store.tsan:15 test_remote_ops.tsan:12
 unit      test_mirror:12 test_remote_clock:11 test_faults:8 test_remote_ops:6
-unit      stress_store:5 test_link:5 test_events:4 test_fs:4
+unit      stress_store:5 test_link:5 test_events:3 test_entry:2 test_fs:2
 fuzz      fuzz_store:6 fuzz_shared:6 fuzz_layout:6
 "
 

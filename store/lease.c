@@ -25,9 +25,10 @@
  *     (parent_expire, child_expire), so one renewed or removed meanwhile
  *     is left alone.
  *  4. It is not rebuilt: it changes only with the deadlines.
- *  5. Tests: tests/unit/store/test_lease.c (deadline order, budgets,
- *     renewals, removed nodes leaving the heap, a random model against
- *     the reaper) and tests/bats/leases.bats, lease_stress.bats.
+ *  5. Tests: tests/unit/store/test_lease.c (renewals),
+ *     tests/unit/store/test_reaper.c (deadline order, budgets, removed
+ *     nodes leaving the heap, a random model against the reaper) and
+ *     tests/bats/leases.bats, lease_stress.bats.
  * A node past its deadline is gone whether or not the reaper has run
  * (is_expired, gone: internal.h), so the reaper's pace is never seen.
  *

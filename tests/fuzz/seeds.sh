@@ -1,8 +1,9 @@
 #!/bin/sh
 # Regenerate the committed seed corpus in tests/fuzz/corpus/ (run from
 # anywhere; it overwrites only the seeds named here).  The encodings
-# follow the decoders in fuzz_layout.c, fuzz_store.c and fuzz_shared.c:
-# change one, and change this file with it.
+# follow the decoders in fuzz_layout.c, fuzz_store.c (and its parts in
+# store/) and fuzz_shared.c (and shared/): change one, and change this
+# file with it.
 set -eu
 cd "$(dirname "$0")"
 
@@ -36,7 +37,7 @@ lay remote-url 255 8 'sentinel://h:1,h:2'
 
 # --- fuzz_store: CONFIG then operations -----------------------------------------
 #
-# Each operation is an op byte (enum op in fuzz_store.c) and a path byte
+# Each operation is an op byte (enum op in store/ops.c) and a path byte
 # (tenant | parent << 1 | child << 3 | extra << 5), then what the op takes.
 
 S=corpus/fuzz_store
@@ -192,7 +193,7 @@ snapshot_tenant() { bytes 32 "$(p "$1" 0 0 1)" "$2"; }
 
 # --- fuzz_shared: CONFIG then operations ----------------------------------------
 #
-# The same framing as fuzz_store (an op byte, enum op in fuzz_shared.c,
+# The same framing as fuzz_store (an op byte, enum op in shared/ops.c,
 # then a path byte and what the op takes), with its own op numbers; the
 # extra bits (x) of the path byte pick the variant: the owner of a mkdir
 # or create, the credentials of a removal (0 none, 1 the first owner, 2

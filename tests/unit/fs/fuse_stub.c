@@ -1,8 +1,8 @@
 /*
  * fuse_stub.c - the recording stand-in for libfuse that the fs/ adapter's
- * unit test (tests/unit/fs/test_fs.c) runs against: it defines every
- * libfuse function the adapter calls, so the test binary is not linked
- * with libfuse.
+ * unit tests (tests/unit/fs/test_*.c) run against: it defines every
+ * libfuse function the adapter calls, so the test binaries are not
+ * linked with libfuse.
  *
  * Requests are struct fuse_req values the test makes (fuse_stub.h);
  * replies and notifications are appended, in the order the kernel would

@@ -1,5 +1,5 @@
 /*
- * fuse_stub.h - what tests/unit/fs/test_fs.c sees of the libfuse stand-in
+ * fuse_stub.h - what the tests of tests/unit/fs/ see of the libfuse stand-in
  * (tests/unit/fs/fuse_stub.c): the log of what the kernel was sent, the
  * requests a test makes and holds, the kernel's directory lock, and the
  * memory that runs out in the watch threads.

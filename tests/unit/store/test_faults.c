@@ -286,7 +286,8 @@ static int op_drain(struct fx *f)
 /*
  * The transitions that give the adapter an entry: on -ENOMEM the store
  * is unchanged (every_allocation); on success the node's attributes came
- * with it.  (The kernel's count of it is the adapter's: test_fs.c.)
+ * with it.  (The kernel's count of it is the adapter's:
+ * tests/unit/fs/test_entry.c.)
  */
 static int entry_outcome(struct fx *f, int rc, struct store_node *n,
 			 const struct store_attr *a)
