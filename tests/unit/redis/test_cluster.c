@@ -292,6 +292,140 @@ static void test_ask_and_moved_while_a_slot_moves(void **state)
 	cluster_map_free(m);
 }
 
+/* What the design rests on ----------------------------------------------------- */
+
+/*
+ * A library of two functions that touch a key of their tenant's slot
+ * they were not given (as statefs's functions derive every key from
+ * the tenant's), one of them publishing on the tenant's shard channel.
+ */
+static const char probe_lib[] =
+	"#!lua name=statefs_probe\n"
+	"local function rw(keys, args)\n"
+	"  local p = string.sub(keys[1], 1, -3)\n"
+	"  local v = redis.call('HGET', p .. ':other', 'f')\n"
+	"  redis.call('HSET', p .. ':other', 'f', (tonumber(v) or 0) + 1)\n"
+	"  redis.call('SPUBLISH', p .. ':news', 'seq')\n"
+	"  return v or 'nil'\n"
+	"end\n"
+	"local function rd(keys, args)\n"
+	"  local p = string.sub(keys[1], 1, -3)\n"
+	"  return redis.call('HGET', p .. ':' .. args[1], 'f') or 'nil'\n"
+	"end\n"
+	"redis.register_function('probe_rw', rw)\n"
+	"redis.register_function{ function_name = 'probe_rd', callback = rd, "
+	"flags = { 'no-writes' } }\n";
+
+/* The reply @r is the string @s. */
+static void expect_str(redisReply *r, const char *s)
+{
+	if (r->type == REDIS_REPLY_ERROR)
+		fail_msg("%s", r->str);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	assert_string_equal(r->str, s);
+	freeReplyObject(r);
+}
+
+/* The reply @r is an error that says @what. */
+static void expect_err(redisReply *r, const char *what)
+{
+	assert_int_equal(r->type, REDIS_REPLY_ERROR);
+	if (!strstr(r->str, what))
+		fail_msg("%s: not \"%s\"", r->str, what);
+	freeReplyObject(r);
+}
+
+/*
+ * What docs/design.md ("The shared store on a Redis Cluster") takes from
+ * Redis, held against real nodes: a function may touch any key of its
+ * first key's slot; SPUBLISH from a function reaches that shard's
+ * SSUBSCRIBE; while the slot moves, a function on the source fails on
+ * the first key it does not hold (a moved one, or a new one) before it
+ * writes anything; and on the importing node, after ASKING, a function
+ * reads a key not moved yet as absent, which is why a function is
+ * never sent on after an ASK.
+ */
+static void test_what_the_design_rests_on(void **state)
+{
+	const char *t = "statefs:{statefs.t77}:t", *o = "statefs:{statefs.t77}:other";
+	const char *q = "statefs:{statefs.t77}:q", *ch = "statefs:{statefs.t77}:news";
+	struct cluster_map *m = map_now(cl.rc[0]);
+	unsigned slot = cluster_key_slot(t, strlen(t));
+	char ida[CLUSTER_ID_MAX + 1], idb[CLUSTER_ID_MAX + 1], port[8], sl[8];
+	struct timeval tv = { 10, 0 };
+	redisContext *sub;
+	redisReply *r;
+	int a, b;
+
+	for (unsigned i = 0; i < cl.n; i++)
+		expect_ok(on((int)i, "FUNCTION LOAD REPLACE %s", probe_lib, NULL));
+	a = cluster_fixture_node(&cl, cluster_map_node(m, slot)->port);
+	b = (a + 1) % (int)cl.n;
+	myid(cl.port[a], ida);
+	myid(cl.port[b], idb);
+	snprintf(sl, sizeof(sl), "%u", slot);
+	snprintf(port, sizeof(port), "%u", (unsigned)cl.port[b]);
+	expect_ok(on(a, "HSET %s name %s", t, "x"));
+	expect_ok(on(a, "HSET %s f %s", o, "7"));
+	expect_ok(on(a, "HSET %s f %s", q, "5"));
+
+	/* Keys not given, of the slot; a message on its shard channel. */
+	sub = redisConnectWithTimeout("127.0.0.1", cl.port[a], tv);
+	assert_true(sub && !sub->err);
+	redisSetTimeout(sub, tv);
+	r = redisCommand(sub, "SSUBSCRIBE %s", ch);
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	freeReplyObject(r);
+	expect_str(on(a, "FCALL probe_rw 1 %s", t, NULL), "7");
+	assert_int_equal(redisGetReply(sub, (void **)&r), REDIS_OK);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	assert_int_equal(r->elements, 3);
+	assert_string_equal(r->element[0]->str, "smessage");
+	assert_string_equal(r->element[1]->str, ch);
+	assert_string_equal(r->element[2]->str, "seq");
+	freeReplyObject(r);
+	redisFree(sub);
+
+	/* The slot starts moving: what the source holds, it serves. */
+	expect_ok(on(b, "CLUSTER SETSLOT %s IMPORTING %s", sl, ida));
+	expect_ok(on(a, "CLUSTER SETSLOT %s MIGRATING %s", sl, idb));
+	expect_str(on(a, "FCALL probe_rw 1 %s", t, NULL), "8");
+	r = redisCommand(cl.rc[a], "MIGRATE 127.0.0.1 %s %s 0 5000", port, o);
+	expect_ok(r);
+	/* A moved key stops the function before its write... */
+	expect_err(on(a, "FCALL probe_rw 1 %s", t, NULL), "non local key");
+	expect_ok(on(b, "ASKING", NULL, NULL));
+	expect_str(on(b, "HGET %s f", o, NULL), "9");
+	/* ...and so does a new one. */
+	expect_err(on(a, "EVAL %s 1 %s", "return redis.call('HSET', "
+		   "string.sub(KEYS[1], 1, -3) .. ':new', 'f', 1)", t), "non local key");
+
+	/* The tenant's hash moved, q not yet: the importing node, asked,
+	 * runs the function and finds q absent, though the source has it. */
+	r = redisCommand(cl.rc[a], "MIGRATE 127.0.0.1 %s %s 0 5000", port, t);
+	expect_ok(r);
+	r = on(a, "FCALL probe_rd 1 %s q", t, NULL);
+	assert_int_equal(cluster_redirect_parse(r, &(struct cluster_redirect){ 0 }),
+			 CLUSTER_REDIRECT_ASK);
+	freeReplyObject(r);
+	expect_ok(on(b, "ASKING", NULL, NULL));
+	expect_str(on(b, "FCALL probe_rd 1 %s q", t, NULL), "nil");
+	expect_str(on(a, "HGET %s f", q, NULL), "5");
+
+	/* The move ends; the slot is the target's, everything there. */
+	r = redisCommand(cl.rc[a], "MIGRATE 127.0.0.1 %s %s 0 5000", port, q);
+	expect_ok(r);
+	expect_ok(on(b, "CLUSTER SETSLOT %s NODE %s", sl, idb));
+	expect_ok(on(a, "CLUSTER SETSLOT %s NODE %s", sl, idb));
+	expect_ok(on((b + 1) % (int)cl.n, "CLUSTER SETSLOT %s NODE %s", sl, idb));
+	expect_str(on(b, "FCALL probe_rd 1 %s q", t, NULL), "5");
+	expect_str(on(b, "FCALL probe_rd 1 %s other", t, NULL), "9");
+	expect_ok(on(b, "DEL %s %s", t, o));
+	expect_ok(on(b, "DEL %s %s", q, q));
+	cluster_map_free(m);
+}
+
 /* Replies no healthy server gives ------------------------------------------- */
 
 static int parse_text(const char *resp, struct cluster_map **m)
@@ -453,6 +587,7 @@ int main(void)
 		cmocka_unit_test(test_slot_matches_server),
 		cmocka_unit_test(test_map_routes),
 		cmocka_unit_test(test_ask_and_moved_while_a_slot_moves),
+		cmocka_unit_test(test_what_the_design_rests_on),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
