@@ -312,7 +312,12 @@ static const char probe_lib[] =
 	"  local p = string.sub(keys[1], 1, -3)\n"
 	"  return redis.call('HGET', p .. ':' .. args[1], 'f') or 'nil'\n"
 	"end\n"
+	"local function del(keys, args)\n"
+	"  return redis.call('DEL', keys[1])\n"
+	"end\n"
 	"redis.register_function('probe_rw', rw)\n"
+	"redis.register_function{ function_name = 'probe_del', callback = del, "
+	"flags = { 'allow-oom' } }\n"
 	"redis.register_function{ function_name = 'probe_rd', callback = rd, "
 	"flags = { 'no-writes' } }\n";
 
@@ -423,6 +428,42 @@ static void test_what_the_design_rests_on(void **state)
 	expect_str(on(b, "FCALL probe_rd 1 %s other", t, NULL), "9");
 	expect_ok(on(b, "DEL %s %s", t, o));
 	expect_ok(on(b, "DEL %s %s", q, q));
+	cluster_map_free(m);
+}
+
+/*
+ * A shard past its maxmemory (noeviction) refuses a function that may
+ * write before it runs (OOM), and runs one registered allow-oom, which
+ * the functions that only remove are to be: the cluster design's
+ * per-shard ceiling.
+ */
+static void test_a_full_shard(void **state)
+{
+	const char *t = "statefs:{statefs.t78}:t", *big = "statefs:{statefs.t78}:big";
+	struct cluster_map *m = map_now(cl.rc[0]);
+	int a = cluster_fixture_node(&cl, cluster_map_node(m, cluster_key_slot(t, strlen(t)))->port);
+	size_t len = 3u << 20;
+	char *blob = calloc(1, len);
+	const char *argv[] = { "SET", big, blob };
+	size_t lens[] = { 3, strlen(big), len };
+	redisReply *r;
+
+	assert_non_null(blob);
+	for (unsigned i = 0; i < cl.n; i++)
+		expect_ok(on((int)i, "FUNCTION LOAD REPLACE %s", probe_lib, NULL));
+	r = redisCommandArgv(cl.rc[a], 3, argv, lens);
+	assert_non_null(r);
+	expect_ok(r);
+	free(blob);
+	expect_ok(on(a, "HSET %s name %s", t, "x"));
+	expect_ok(on(a, "CONFIG SET maxmemory %s", "1mb", NULL));
+	expect_err(on(a, "FCALL probe_rw 1 %s", t, NULL), "OOM");
+	r = on(a, "FCALL probe_del 1 %s", t, NULL);
+	assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+	assert_int_equal(r->integer, 1);
+	freeReplyObject(r);
+	expect_ok(on(a, "CONFIG SET maxmemory %s", "0", NULL));
+	expect_ok(on(a, "DEL %s", big, NULL));
 	cluster_map_free(m);
 }
 
@@ -588,6 +629,7 @@ int main(void)
 		cmocka_unit_test(test_map_routes),
 		cmocka_unit_test(test_ask_and_moved_while_a_slot_moves),
 		cmocka_unit_test(test_what_the_design_rests_on),
+		cmocka_unit_test(test_a_full_shard),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
