@@ -9,9 +9,8 @@
  * and removes the directory; each node also dies with the process that
  * started it (PR_SET_PDEATHSIG), should that one crash.
  *
- * Self-contained (it does not use redis_fixture.h), so that it can move
- * onto the unit tests' common redis-server harness later.  No cmocka
- * here: each function says how it failed, and the caller fails its test.
+ * Its processes are started and waited for with redis_fixture.h's
+ * helpers.  No cmocka here: each function says how it failed, and the caller fails its test.
  */
 #ifndef STATEFS_UNIT_REDIS_CLUSTER_FIXTURE_H
 #define STATEFS_UNIT_REDIS_CLUSTER_FIXTURE_H
@@ -33,7 +32,8 @@
 
 #include <hiredis/hiredis.h>
 
-#define CLUSTER_FIXTURE_SERVER "/usr/bin/redis-server"
+#include "tests/unit/redis/redis_fixture.h"
+
 #define CLUSTER_FIXTURE_CLI "/usr/bin/redis-cli"
 #define CLUSTER_FIXTURE_NODES_MAX 6
 
@@ -47,35 +47,6 @@ struct cluster_fixture {
 	pid_t pid[CLUSTER_FIXTURE_NODES_MAX];        /* 0 when none */
 	redisContext *rc[CLUSTER_FIXTURE_NODES_MAX]; /* the test's own */
 };
-
-static inline void cluster_fixture_sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) < 0)
-		;
-}
-
-/* fork and exec @path with @argv, its standard streams on /dev/null,
- * killed when this process dies.  The pid, or -1. */
-static inline pid_t cluster_fixture_spawn(const char *path, char *const argv[])
-{
-	pid_t parent = getpid(), pid = fork();
-
-	if (pid == 0) {
-		int fd = open("/dev/null", O_RDWR);
-
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(127);
-		dup2(fd, 0);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execv(path, argv);
-		_exit(127);
-	}
-	return pid;
-}
 
 /*
  * @n distinct free TCP ports of 127.0.0.1 into @ports: each bound to port
@@ -200,7 +171,7 @@ static inline int cluster_fixture_start(struct cluster_fixture *f,
 		snprintf(port, sizeof(port), "%u", (unsigned)f->port[i]);
 		snprintf(bus, sizeof(bus), "%u", (unsigned)f->bus[i]);
 		snprintf(conf, sizeof(conf), "%s/nodes-%s.conf", f->dir, port);
-		f->pid[i] = cluster_fixture_spawn(CLUSTER_FIXTURE_SERVER, argv);
+		f->pid[i] = redis_fixture_spawn(argv);
 		if (f->pid[i] < 0) {
 			f->pid[i] = 0;
 			what = "fork";
@@ -217,7 +188,7 @@ static inline int cluster_fixture_start(struct cluster_fixture *f,
 			if (c && !c->err)
 				f->rc[i] = c;
 			else
-				cluster_fixture_sleep_ms(20);
+				nap(20);
 			if (c && c->err)
 				redisFree(c);
 		}
@@ -236,7 +207,7 @@ static inline int cluster_fixture_start(struct cluster_fixture *f,
 	}
 	cli[ncli++] = "--cluster-yes";
 	cli[ncli] = NULL;
-	cpid = cluster_fixture_spawn(CLUSTER_FIXTURE_CLI, cli);
+	cpid = redis_fixture_exec(CLUSTER_FIXTURE_CLI, cli);
 	if (cpid < 0) {
 		what = "fork";
 		goto fail;
@@ -244,7 +215,7 @@ static inline int cluster_fixture_start(struct cluster_fixture *f,
 	for (int t = 0; t < 3000; t++) {
 		if (waitpid(cpid, &st, WNOHANG) == cpid)
 			break;
-		cluster_fixture_sleep_ms(20);
+		nap(20);
 		st = -1;
 	}
 	if (st == -1) {
@@ -259,7 +230,7 @@ static inline int cluster_fixture_start(struct cluster_fixture *f,
 		int t = 0;
 
 		while (!cluster_fixture_ok(f->rc[i]) && t++ < 3000)
-			cluster_fixture_sleep_ms(20);
+			nap(20);
 		if (t > 3000) {
 			what = "the cluster did not become ok";
 			goto fail;

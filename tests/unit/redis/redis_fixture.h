@@ -61,11 +61,11 @@ static inline void nap(unsigned ms)
 }
 
 /*
- * fork and exec redis-server with @argv (argv[0] "redis-server"), its
- * standard streams on /dev/null, killed when this process dies.  The
- * server's pid, or -1 when fork failed.
+ * fork and exec @path (redis-server, redis-cli) with @argv, its standard
+ * streams on /dev/null, killed when this process dies.  The pid, or -1
+ * when fork failed.
  */
-static inline pid_t redis_fixture_spawn(char *const argv[])
+static inline pid_t redis_fixture_exec(const char *path, char *const argv[])
 {
 	pid_t parent = getpid(), pid = fork();
 
@@ -78,10 +78,16 @@ static inline pid_t redis_fixture_spawn(char *const argv[])
 		dup2(fd, 0);
 		dup2(fd, 1);
 		dup2(fd, 2);
-		execv(REDIS_FIXTURE_SERVER, argv);
+		execv(path, argv);
 		_exit(127);
 	}
 	return pid;
+}
+
+/* redis_fixture_exec of redis-server (argv[0] "redis-server"). */
+static inline pid_t redis_fixture_spawn(char *const argv[])
+{
+	return redis_fixture_exec(REDIS_FIXTURE_SERVER, argv);
 }
 
 /* Kill server *@pid (SIGKILL, even a stopped one) and reap it; *@pid
