@@ -218,11 +218,18 @@ static bool follow_wanted(struct store *s)
 		}
 		if (!follow_pos_find(r, tid) && follow_pos_add(r, tid, "0-0") != 0)
 			continue;
-		/* Loaded from its dump, its log read from the dump's id. */
-		if (reload(s, follow_pos_find(r, tid)->i) == 0)
+		/* Loaded from its dump, its log read from the dump's id.
+		 * A dump that says the tenant is gone ends its shell (its
+		 * waiter then finds its node dead: ESTALE); one that could
+		 * not be read leaves it a shell (its waiter times out:
+		 * EIO, and a later use tries again). */
+		if (reload(s, follow_pos_find(r, tid)->i) != 0) {
+			if (follow_pos_find(r, tid))
+				follow_pos_del(r, follow_pos_find(r, tid)->i);
+		} else if (follow_pos_find(r, tid))
 			more = true;
-		else if (follow_pos_find(r, tid))
-			follow_pos_del(r, follow_pos_find(r, tid)->i);
+		else if (shell)
+			mirror_shell_gone(s, tid);
 	}
 	free(w);
 	return more;
