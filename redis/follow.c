@@ -17,7 +17,9 @@
  * dumps' ids), and every BLOCK_MS it asks the kernel to forget the
  * tenants idle that long and unloads those the kernel holds nothing
  * of; a caller wakes its XREAD by an entry on this mount's wake-up
- * stream, which the XREAD names from "$".  Each entry read is parsed into a plain
+ * stream, which the XREAD names from "$".  After a use of the root (a
+ * listing, a lookup in it), it reads the link counts of the shells
+ * again at its next check (remote_shells_refresh).  Each entry read is parsed into a plain
  * struct entry (redis/entry.c) before it is applied.
  * A gap (an entry whose seq is not the next: the position fell off a
  * trimmed log), a log that holds nothing past its position while the
@@ -705,6 +707,11 @@ static void *follow_main(void *arg)
 			logs_check_damage(s, false);
 			if (check_logs(s) == -EIO)
 				failed = true;
+			/* The root listed or looked up in: the link counts
+			 * it shows of the shells made the store's. */
+			if (r->idle_ms && atomic_exchange(&r->root_used, false) &&
+			    remote_shells_refresh(s) != 0)
+				atomic_store(&r->root_used, true);
 			follow_idle_pass(s);
 			checked = mono_ms();
 		}
