@@ -447,7 +447,9 @@ void mirror_shell_parents(struct store *s, uint64_t tid, uint64_t nparents,
 
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt = mt_find_locked(m, tid);
-	if (mt && mt->shell && mt->t) {
+	/* Not older than what it shows (a count read before an unload
+	 * that took a newer one from the copy). */
+	if (mt && mt->shell && mt->t && seq >= mt->shell_seq) {
 		mt->shell_seq = seq;
 		if (tenant_set_shell_parents(mt->t, (int64_t)nparents) !=
 		    2 + nparents) {

@@ -215,7 +215,9 @@ int mirror_shell_tenant(struct store *s, uint64_t tid,
 			const struct dump_val *T);
 
 /* Shell @tid's parent count is @nparents as of its log's @seq (its link
- * count then 2 + that); nothing when it is no shell (any more). */
+ * count then 2 + that); nothing when it is no shell (any more) or shows
+ * a count of a later seq.  The kernel is asked to forget a count that
+ * changed. */
 void mirror_shell_parents(struct store *s, uint64_t tid, uint64_t nparents,
 			  uint64_t seq);
 
