@@ -34,9 +34,12 @@ void fs_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
 	unsigned tok = fs_reply_begin(fs);
-	struct store_node *n = node_get(req, ino);
+	int rc;
+	struct store_node *n = node_get(req, ino, &rc);
 	struct stat st;
-	int rc = n ? fs_node_stat(fs, n, &st) : -ESTALE;
+
+	if (n)
+		rc = fs_node_stat(fs, n, &st);
 
 	if (rc)
 		reply_err(req, rc);
@@ -80,9 +83,9 @@ void fs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr,
 
 	if (fs_echo_setattr(req, fs, ino))
 		return;
-	n = node_get(req, ino);
+	n = node_get(req, ino, &rc);
 	if (!n) {
-		reply_err(req, ESTALE);
+		reply_err(req, rc);
 		return;
 	}
 	if (to_set & FUSE_SET_ATTR_MODE) {
@@ -203,15 +206,15 @@ void fs_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		 size_t size)
 {
 	struct fs *fs = fs_of(req);
-	struct store_node *n = node_get(req, ino);
+	int err, rc = -ENODATA;
+	struct store_node *n = node_get(req, ino, &err);
 	struct store_lease lease;
 	char val[32];
 	uint64_t v;
 	bool seconds = false;
-	int rc = -ENODATA;
 
 	if (!n)
-		rc = -ESTALE;
+		rc = err;
 	else if (!store_node_live(n))
 		rc = -ESTALE;
 	else if (!xattr_supported(name))
@@ -248,14 +251,14 @@ void fs_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	static const char both[] = XATTR_TTL "\0" XATTR_CHILD_TTL;
 	struct fs *fs = fs_of(req);
-	struct store_node *n = node_get(req, ino);
+	int rc;
+	struct store_node *n = node_get(req, ino, &rc);
 	struct store_lease lease = { 0 };
 	const char *names = both;
 	size_t len = 0;
-	int rc = 0;
 
 	if (!n || !store_node_live(n)) {
-		reply_err(req, ESTALE);
+		reply_err(req, n ? ESTALE : rc);
 		node_put(fs, n);
 		return;
 	}
@@ -283,15 +286,15 @@ void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 		 const char *value, size_t size, int flags)
 {
 	struct fs *fs = fs_of(req);
-	struct store_node *n = node_get(req, ino);
+	int rc;
+	struct store_node *n = node_get(req, ino, &rc);
 	bool ttl = strcmp(name, XATTR_TTL) == 0;
 	bool child_ttl = strcmp(name, XATTR_CHILD_TTL) == 0;
 	uint64_t ms;
-	int rc;
 
 	(void)flags;
 	if (!n)
-		rc = -ESTALE;
+		; /* node_get's answer */
 	else if (strcmp(name, XATTR_GENERATION) == 0 ||
 		 strcmp(name, XATTR_VERSION) == 0)
 		rc = -EPERM; /* the store's facts are read-only */
@@ -320,11 +323,11 @@ void fs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name,
 void fs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	struct fs *fs = fs_of(req);
-	struct store_node *n = node_get(req, ino);
 	int rc;
+	struct store_node *n = node_get(req, ino, &rc);
 
 	if (!n)
-		rc = -ESTALE;
+		; /* node_get's answer */
 	else if (!xattr_supported(name))
 		rc = -EOPNOTSUPP;
 	else if (strcmp(name, XATTR_GENERATION) == 0 ||

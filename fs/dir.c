@@ -32,12 +32,13 @@ struct fs_dir {
 void fs_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct fs *fs = fs_of(req);
-	struct store_node *n = node_get(req, ino);
+	int err;
+	struct store_node *n = node_get(req, ino, &err);
 	struct fs_dir *d;
 	enum store_kind k;
 
 	if (!n) {
-		reply_err(req, ESTALE);
+		reply_err(req, err);
 		return;
 	}
 	k = store_node_kind(n);

@@ -68,7 +68,7 @@ void fs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (fs_echo_lookup_first(req, fs, parent, name))
 		return;
 	tok = fs_reply_begin(fs);
-	dir = node_get(req, parent);
+	dir = node_get(req, parent, &rc);
 	if (dir) {
 		sp = fs_special_in(fs, dir, name);
 		if (sp)
@@ -127,10 +127,11 @@ static int dir_and_name(fuse_req_t req, fuse_ino_t ino, const char *name,
 			struct store_node **dir)
 {
 	struct fs *fs = fs_of(req);
+	int err;
 
-	*dir = node_get(req, ino);
+	*dir = node_get(req, ino, &err);
 	if (!*dir)
-		return -ESTALE;
+		return err;
 	if (fs_special_in(fs, *dir, name))
 		return -EEXIST;
 	return layout_name_check(name, store_limits(fs->store)->max_name,
@@ -196,15 +197,15 @@ static void remove_entry(fuse_req_t req, fuse_ino_t parent, const char *name,
 			 bool dir)
 {
 	struct fs *fs = fs_of(req);
-	struct store_node *d = node_get(req, parent);
+	int rc, err;
+	struct store_node *d = node_get(req, parent, &err);
 	const struct store_cred *cred = NULL;
 	struct fs_cred fc = { 0 };
-	int rc;
 
 	if (fs_echo_remove(req, fs, parent, name, dir))
 		rc = 1;
 	else if (!d)
-		rc = -ESTALE;
+		rc = err;
 	else if (fs_special_in(fs, d, name))
 		rc = dir ? -ENOTDIR : -EPERM;
 	else if (!dir)
@@ -334,16 +335,16 @@ void fs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent,
 	unsigned tok;
 	struct store_node *dir, *n;
 	struct store_attr a;
-	int rc;
+	int rc, err;
 
 	if (fs_echo_appear(req, fs, newparent, newname, NULL))
 		return;
 	tok = fs_reply_begin(fs);
-	n = node_get(req, ino);
+	n = node_get(req, ino, &err);
 	rc = dir_and_name(req, newparent, newname, &dir);
 
 	if (!n)
-		rc = -ESTALE;
+		rc = err;
 	else if (rc == 0)
 		rc = fs_inode_reserve(&fs->inodes);
 	if (n && rc == 0) {
@@ -363,15 +364,15 @@ void fs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	struct fs *fs = fs_of(req);
 	struct store_node *from, *to = NULL;
 	unsigned sflags = 0;
-	int rc;
+	int rc, err;
 
 	if (fs_echo_move(req, fs, newparent, newname))
 		return;
-	from = node_get(req, parent);
+	from = node_get(req, parent, &err);
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
 		rc = -EINVAL;
 	else if (!from)
-		rc = -ESTALE;
+		rc = err;
 	else if (fs_special_in(fs, from, name))
 		rc = -EPERM;
 	else

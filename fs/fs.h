@@ -305,12 +305,15 @@ static inline void reply_err(fuse_req_t req, int rc)
 	fuse_reply_err(req, rc < 0 ? -rc : rc);
 }
 
-/* The node behind kernel inode @ino, with a reference; NULL = stale. */
-static inline struct store_node *node_get(fuse_req_t req, fuse_ino_t ino)
+/* The node behind kernel inode @ino, with a reference; NULL with *@err
+ * the handler's answer: -ESTALE (the kernel's inode is stale), or -EIO
+ * (its tenant could not be loaded from the shared store: fs_inode_use). */
+static inline struct store_node *node_get(fuse_req_t req, fuse_ino_t ino,
+					  int *err)
 {
 	struct fs *fs = fs_of(req);
 
-	return fs_inode_use(&fs->inodes, fs->store, ino);
+	return fs_inode_use(&fs->inodes, fs->store, ino, err);
 }
 
 /* Drop a node reference.  Takes @fs, not the request: a request is gone

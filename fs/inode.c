@@ -45,7 +45,9 @@
  * mount uses (docs/shared-store.md), so the table tells the store what
  * the kernel does: every handler's node (fs_inode_use, through
  * node_get) is a use of its tenant (store_use: a tenant the mirror does
- * not hold is loaded before the handler reads it), and every entry the
+ * not hold is loaded before the handler reads it; a load that cannot
+ * reach the store is the handler's EIO), the root's a use of the root
+ * (what it shows of the tenants not followed is read again), and every entry the
  * kernel holds holds its tenant (store_hold when the entry is made, its
  * token kept in the entry, store_release when the kernel forgets it):
  * a tenant the kernel holds an inode of (a cwd, an open file, an
@@ -223,14 +225,16 @@ struct store_node *fs_inode_get(struct fs_inodes *t, struct store *s,
 }
 
 struct store_node *fs_inode_use(struct fs_inodes *t, struct store *s,
-				uint64_t ino)
+				uint64_t ino, int *err)
 {
 	struct store_node *n = fs_inode_get(t, s, ino);
+	int rc = n ? 0 : -ESTALE;
 
-	if (n && ino != STORE_ROOT_INO && store_use(s, used(n)) != 0) {
+	if (n && (rc = store_use(s, used(n))) != 0) {
 		store_node_unref(s, n);
 		n = NULL;
 	}
+	*err = rc;
 	return n;
 }
 

@@ -59,10 +59,12 @@ struct store_node *fs_inode_get(struct fs_inodes *t, struct store *s,
 /*
  * fs_inode_get() of a handler that is about to act on the node: its
  * tenant used (store_use: loaded first when the store does not hold
- * it).  NULL also when it could not be loaded.
+ * it).  NULL when the kernel's inode is stale (*@err -ESTALE) or its
+ * tenant could not be loaded (*@err what store_use said: -EIO when the
+ * shared store could not be reached, nothing changed).
  */
 struct store_node *fs_inode_use(struct fs_inodes *t, struct store *s,
-				uint64_t ino);
+				uint64_t ino, int *err);
 
 /*
  * Make room for the kernel to learn one more node, before the transition

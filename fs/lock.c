@@ -71,12 +71,12 @@ static void lock_ask(fuse_req_t req, fuse_ino_t ino,
 		     struct store_lock_req *r, bool wait)
 {
 	struct fs *fs = fs_of(req);
-	struct store_node *n = node_get(req, ino);
-	struct fs_lock_wait *w = NULL;
 	int rc;
+	struct store_node *n = node_get(req, ino, &rc);
+	struct fs_lock_wait *w = NULL;
 
 	if (!n) {
-		reply_err(req, ESTALE);
+		reply_err(req, rc);
 		return;
 	}
 	if (wait) {
@@ -183,7 +183,8 @@ void fs_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 	      struct flock *lock)
 {
 	struct fs *fs = fs_of(req);
-	struct store_node *n = node_get(req, ino);
+	int rc;
+	struct store_node *n = node_get(req, ino, &rc);
 	struct store_lock_req r = {
 		.type = lock->l_type,
 		.owner = fi->lock_owner,
@@ -191,10 +192,9 @@ void fs_getlk(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
 		.pid = (uint32_t)lock->l_pid,
 	};
 	struct flock out = { .l_type = F_UNLCK, .l_whence = SEEK_SET };
-	int rc;
 
 	if (!n) {
-		reply_err(req, ESTALE);
+		reply_err(req, rc);
 		return;
 	}
 	lock_range(lock, &r);

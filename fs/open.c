@@ -27,9 +27,9 @@ void fs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	if (fs_echo_open(req, fs, ino, fi))
 		return;
-	n = node_get(req, ino);
+	n = node_get(req, ino, &rc);
 	if (!n)
-		rc = -ESTALE;
+		; /* node_get's answer */
 	else if (store_node_kind(n) == STORE_SPECIAL)
 		rc = fs_special_open(req, fs, n, fi->flags, fi);
 	else if (store_node_kind(n) == STORE_CHILD)

@@ -339,7 +339,7 @@ static const struct {
 			      "stop following a tenant this mount has not "
 			      "used for that long and the kernel holds "
 			      "nothing of (0: follow every tenant)",
-			      "0", STORE_REMOTE_GIVEN_FOLLOW },
+			      "30", STORE_REMOTE_GIVEN_FOLLOW },
 	[KEY_TLS_CA] = { "store_tls_ca", "store_tls_ca=PATH",
 			 "the PEM file of the CAs that sign the servers' "
 			 "certificates (TLS)",

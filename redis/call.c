@@ -625,6 +625,10 @@ int remote_sync(struct store *s)
 		if (seq >= 0)
 			rc = wait_seq(s, ids[i], (uint64_t)seq);
 	}
+	/* The tenants not followed (redis/use.c): their link counts, as
+	 * a followed tenant's are now. */
+	if (rc == 0)
+		rc = remote_shells_refresh(s);
 	if (rep)
 		freeReplyObject(rep);
 	free(ids);

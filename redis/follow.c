@@ -17,7 +17,9 @@
  * dumps' ids), and every BLOCK_MS it asks the kernel to forget the
  * tenants idle that long and unloads those the kernel holds nothing
  * of; a caller wakes its XREAD by an entry on this mount's wake-up
- * stream, which the XREAD names from "$".  Each entry read is parsed into a plain
+ * stream, which the XREAD names from "$".  After a use of the root (a
+ * listing, a lookup in it), it reads the link counts of the shells
+ * again at its next check (remote_shells_refresh).  Each entry read is parsed into a plain
  * struct entry (redis/entry.c) before it is applied.
  * A gap (an entry whose seq is not the next: the position fell off a
  * trimmed log), a log that holds nothing past its position while the
@@ -218,11 +220,18 @@ static bool follow_wanted(struct store *s)
 		}
 		if (!follow_pos_find(r, tid) && follow_pos_add(r, tid, "0-0") != 0)
 			continue;
-		/* Loaded from its dump, its log read from the dump's id. */
-		if (reload(s, follow_pos_find(r, tid)->i) == 0)
+		/* Loaded from its dump, its log read from the dump's id.
+		 * A dump that says the tenant is gone ends its shell (its
+		 * waiter then finds its node dead: ESTALE); one that could
+		 * not be read leaves it a shell (its waiter times out:
+		 * EIO, and a later use tries again). */
+		if (reload(s, follow_pos_find(r, tid)->i) != 0) {
+			if (follow_pos_find(r, tid))
+				follow_pos_del(r, follow_pos_find(r, tid)->i);
+		} else if (follow_pos_find(r, tid))
 			more = true;
-		else if (follow_pos_find(r, tid))
-			follow_pos_del(r, follow_pos_find(r, tid)->i);
+		else if (shell)
+			mirror_shell_gone(s, tid);
 	}
 	free(w);
 	return more;
@@ -698,6 +707,11 @@ static void *follow_main(void *arg)
 			logs_check_damage(s, false);
 			if (check_logs(s) == -EIO)
 				failed = true;
+			/* The root listed or looked up in: the link counts
+			 * it shows of the shells made the store's. */
+			if (r->idle_ms && atomic_exchange(&r->root_used, false) &&
+			    remote_shells_refresh(s) != 0)
+				atomic_store(&r->root_used, true);
 			follow_idle_pass(s);
 			checked = mono_ms();
 		}

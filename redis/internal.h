@@ -147,6 +147,9 @@ struct remote {
 	atomic_int_fast64_t holds_all;
 	atomic_uint_fast64_t all_used_ms;  /* the whole store's last use */
 	uint64_t all_asked_ms;             /* the follower's */
+	/* The root was used (looked up in, listed) since the follower
+	 * last read the shells' link counts (remote_shells_refresh). */
+	atomic_bool root_used;
 	/* The follower's own: tenants wanted whose root entry is still to
 	 * come (followed from their log's start when it does). */
 	uint64_t *pending;
@@ -324,6 +327,12 @@ int remote_reinit(struct store *s);
 /* Make tenant @tid (its key @key) a shell of the mirror from its hash in
  * the store (redis/use.c); nothing when it is gone.  0 or -errno. */
 int remote_shell(struct store *s, uint64_t tid, const char *key);
+
+/* Every shell's link count made the store's (its parents in Redis), for
+ * each whose tenant log moved since it was read: one sfs_sync, one HMGET
+ * a shell that moved; the kernel asked to forget each count that
+ * changed.  0 or -errno (the counts as they were). */
+int remote_shells_refresh(struct store *s);
 
 /* Load the root's dump and every tenant's into the mirror (start, or a
  * new instance), and follow each tenant's log from the dump's last id.

@@ -21,7 +21,8 @@
  * that fails, it is replaced whole and every node of the old copy dies.
  * Shells (redis/use.c): a tenant's node alone, made from its hash
  * (mirror_shell_tenant: at start and for a new tenant, with
- * follow_idle), loaded into when used (its contents made silently: no
+ * follow_idle; its link count from the hash's parent gauge, kept as the
+ * store's by remote_shells_refresh), loaded into when used (its contents made silently: no
  * one here knew them, the kernel holds none) and emptied again when
  * idle (mirror_unload_tenant: its parents leave and its tombstones go,
  * silently, its owner and times kept), and removed when the root log
@@ -231,6 +232,8 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 		mt->seq = seq;
 		mt->gone = false;
 		mt->shell = false;
+		/* Its link count is its parents' again. */
+		tenant_set_shell_parents(old, -1);
 		unlock(&m->lock, LOCK_ENGINE_INDEX);
 		if (lastid)
 			snprintf(lastid, idlen, "%s", id);
@@ -386,7 +389,7 @@ int mirror_shell_tenant(struct store *s, uint64_t tid, const struct dump_val *T)
 	struct store_owner o;
 	struct store_node *n = NULL, *old;
 	struct mtenant *mt;
-	uint64_t ino;
+	uint64_t ino, np = 0, seq = 0;
 	int64_t ns = 0;
 	bool have;
 	int rc;
@@ -394,6 +397,9 @@ int mirror_shell_tenant(struct store *s, uint64_t tid, const struct dump_val *T)
 	if (!dump_name_ok(s, name) || !dump_kvu(T, "ino", &ino) ||
 	    !dump_owner(T, &o))
 		return -EPROTO;
+	/* Its link count, as a followed tenant's counts its parents. */
+	dump_kvu(T, "parents", &np);
+	dump_kvu(T, "seq", &seq);
 	if (mirror_tenant_add(s, tid, name))
 		return -ENOMEM;
 	lock(&m->lock, LOCK_ENGINE_INDEX);
@@ -422,12 +428,42 @@ int mirror_shell_tenant(struct store *s, uint64_t tid, const struct dump_val *T)
 		return rc == -ENOMEM ? rc : -EPROTO;
 	dump_times(s, n, T);
 	dump_drain(s, node_tenant(n), T);
+	tenant_set_shell_parents(node_tenant(n), (int64_t)np);
 	store_node_ref(n);
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt_set_locked(m, mt, node_tenant(n));
 	mt->shell = true;
+	mt->shell_seq = seq;
 	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	return index_put(s, m, n);
+}
+
+void mirror_shell_parents(struct store *s, uint64_t tid, uint64_t nparents,
+			  uint64_t seq)
+{
+	struct mirror *m = mirror_of(s);
+	struct store_node *tn = NULL;
+	struct mtenant *mt;
+
+	lock(&m->lock, LOCK_ENGINE_INDEX);
+	mt = mt_find_locked(m, tid);
+	/* Not older than what it shows (a count read before an unload
+	 * that took a newer one from the copy). */
+	if (mt && mt->shell && mt->t && seq >= mt->shell_seq) {
+		mt->shell_seq = seq;
+		if (tenant_set_shell_parents(mt->t, (int64_t)nparents) !=
+		    2 + nparents) {
+			tn = tenant_node(mt->t);
+			store_node_ref(tn);
+		}
+	}
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
+	if (tn) {
+		/* The kernel keeps a tenant's attributes (cache_timeout):
+		 * it forgets the old link count. */
+		node_forget_ask(s, tn);
+		store_node_unref(s, tn);
+	}
 }
 
 void mirror_unload_tenant(struct store *s, uint64_t tid)
@@ -435,20 +471,26 @@ void mirror_unload_tenant(struct store *s, uint64_t tid)
 	struct mirror *m = mirror_of(s);
 	struct mtenant *mt;
 	struct tenant *t = NULL;
+	uint64_t seq = 0;
 
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt = mt_find_locked(m, tid);
 	if (mt && mt->t && !mt->shell) {
 		t = mt->t;
+		seq = mt->seq;
 		store_node_ref(tenant_node(t));
 	}
 	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	if (!t)
 		return;
+	/* Its link count stays what it is (its parents as of the seq
+	 * applied: only this thread applies) while they go. */
+	tenant_set_shell_parents(t, (int64_t)tenant_nparents(s, t));
 	unload_contents(s, t);
 	store_node_unref(s, tenant_node(t));
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt->shell = true;
+	mt->shell_seq = seq;
 	mt->unloading = false;
 	unlock(&m->lock, LOCK_ENGINE_INDEX);
 }
@@ -501,6 +543,63 @@ int remote_shell(struct store *s, uint64_t tid, const char *key)
 		rc = mirror_shell_tenant(s, tid, dump_of(rep));
 	/* else gone since the root named it */
 	freeReplyObject(rep);
+	return rc;
+}
+
+int remote_shells_refresh(struct store *s)
+{
+	struct remote *r = remote_of(s);
+	size_t n = mirror_tenants(s, NULL, 0, true), k;
+	uint64_t *ids = n ? st_calloc(n, sizeof(*ids)) : NULL;
+	char (*keys)[160] = n ? st_calloc(n, sizeof(*keys)) : NULL;
+	const char **kp = n ? st_calloc(n, sizeof(*kp)) : NULL;
+	redisReply *rep = NULL;
+	int rc = -ENOMEM;
+
+	if (n == 0)
+		return 0;
+	if (!ids || !keys || !kp)
+		goto out;
+	k = mirror_tenants(s, ids, n, true);
+	n = k < n ? k : n;
+	for (size_t i = 0; i < n; i++) {
+		remote_tenant_key(s, ids[i], keys[i], sizeof(keys[i]));
+		kp[i] = keys[i];
+	}
+	/* Each shell's log seq: its count is read again only when that
+	 * moved (every change of its parents is an entry of its log). */
+	rc = remote_fcall(s, "sfs_sync", false, (int)n, kp, 0, NULL, NULL, &rep);
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		const redisReply *e = rep->elements > 3 + i ? rep->element[3 + i] : NULL;
+		const char *av[] = { "HMGET", keys[i], "parents", "seq" };
+		struct mirror *m = mirror_of(s);
+		struct mtenant *mt;
+		redisReply *h = NULL;
+		uint64_t np, seq;
+		bool moved;
+
+		if (!e || e->type != REDIS_REPLY_INTEGER || e->integer < 0)
+			continue; /* gone: the root log says so */
+		lock(&m->lock, LOCK_ENGINE_INDEX);
+		mt = mt_find_locked(m, ids[i]);
+		moved = mt && mt->shell && mt->shell_seq != (uint64_t)e->integer;
+		unlock(&m->lock, LOCK_ENGINE_INDEX);
+		if (!moved)
+			continue;
+		rc = rconn_pool_call(r->pool, 0, 4, av, NULL, &h);
+		if (rc)
+			break;
+		if (h->type == REDIS_REPLY_ARRAY && h->elements == 2 &&
+		    dec_u64(out_str(h, 0), &np) && dec_u64(out_str(h, 1), &seq))
+			mirror_shell_parents(s, ids[i], np, seq);
+		freeReplyObject(h);
+	}
+out:
+	if (rep)
+		freeReplyObject(rep);
+	free(ids);
+	free(keys);
+	free(kp);
 	return rc;
 }
 

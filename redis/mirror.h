@@ -48,12 +48,16 @@ struct mtenant {
 	 * tenant's node alone, its copy dropped and its log not followed
 	 * (seq then means nothing); when it was last used (the store's
 	 * clock); how many of its inodes the kernel holds; when the kernel
-	 * was last asked to forget it; an unload under way. */
+	 * was last asked to forget it; an unload under way.  A shell's
+	 * link count is the store's (tenant_set_shell_parents): its parent
+	 * count as of its log's seq @shell_seq, read again when that moved
+	 * (remote_shells_refresh). */
 	bool shell;
 	bool unloading;
 	uint64_t used_ms;
 	int64_t holds;
 	uint64_t asked_ms;
+	uint64_t shell_seq;
 	char name[];                   /* immutable */
 };
 
@@ -209,6 +213,13 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
  */
 int mirror_shell_tenant(struct store *s, uint64_t tid,
 			const struct dump_val *T);
+
+/* Shell @tid's parent count is @nparents as of its log's @seq (its link
+ * count then 2 + that); nothing when it is no shell (any more) or shows
+ * a count of a later seq.  The kernel is asked to forget a count that
+ * changed. */
+void mirror_shell_parents(struct store *s, uint64_t tid, uint64_t nparents,
+			  uint64_t seq);
 
 /*
  * Drop tenant @tid's copy, silently, keeping its node (its owner and

@@ -18,7 +18,7 @@ void store_remote_default(struct store_remote *r)
 	strcpy(r->prefix, "statefs");
 	r->timeout_ms = 2000;
 	r->lock_timeout_ms = 10000;
-	r->follow_idle_ms = 0;
+	r->follow_idle_ms = 30000;
 	r->adopt_limits = false;
 }
 

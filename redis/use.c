@@ -18,9 +18,15 @@
  * an open file, an inotify watch, a cached name).  A root .events or
  * .snapshot is a use and a hold of every tenant (its readers see every
  * tenant's lines, its copy every tenant's nodes).
- * A shell is a tenant's node alone (its name, inode number, owner and
- * times: the root listing stays complete), its copy dropped and its log
- * not read.  The tenant is loaded again, as a reload is, from sfs_dump
+ * A shell is a tenant's node alone (its name, inode number, owner,
+ * times and link count: the root listing stays complete and shows what
+ * a followed tenant would), its copy dropped and its log not read.  Its
+ * link count is 2 + its parents in Redis (the tenant hash's gauge, read
+ * when the shell is made, the count of the copy when it is unloaded,
+ * and again for each shell whose log's seq moved: at a fsync of any
+ * directory, and by the follower within BLOCK_MS of a use of the root,
+ * remote_shells_refresh; a count that changed is dropped from the
+ * kernel's caches).  The tenant is loaded again, as a reload is, from sfs_dump
  * (mirror_load_tenant: the inode numbers are Redis's, the same as
  * before), by the follower, which alone applies; a caller that needs a
  * tenant followed puts its id on remote->wanted, wakes the follower
@@ -41,6 +47,10 @@
  *     holds under it when it marks an unload: a use that saw the tenant
  *     loaded is never followed by an unload within follow_idle.
  *  3. follow_idle=0: every tenant is followed, as always.
+ *  4. A use that cannot load its tenant (Redis not reached within
+ *     store_timeout) is -EIO and changes nothing: the shell stays, and
+ *     the next use tries again.  Only a dump that says the tenant is
+ *     gone ends the shell (its node dies: ESTALE).
  *
  * Threads and locks
  * -----------------
@@ -219,12 +229,18 @@ int remote_use(struct store *s, struct store_node *n)
 		free(ids);
 		return rc;
 	}
+	if (store_node_kind(n) == STORE_ROOT) {
+		/* What it shows of the shells (their link counts) is read
+		 * again by the follower, within BLOCK_MS. */
+		atomic_store(&r->root_used, true);
+		return 0;
+	}
 	t = tenant_of(s, n, &ref);
 	tid = t ? mirror_tid_of(s, t) : 0;
 	if (ref)
 		store_node_unref(s, ref);
-	/* The root, or a node the mirror does not follow as live: the
-	 * operation answers for itself. */
+	/* A node the mirror does not follow as live: the operation
+	 * answers for itself. */
 	return tid ? follow_ensure(s, tid) : 0;
 }
 

@@ -487,6 +487,15 @@ struct store_node *state_tenant(struct store *s, struct child *c);
 struct store_node *tenant_node(struct tenant *t);
 uint64_t tenant_engine_id(const struct tenant *t);
 void tenant_set_engine_id(struct tenant *t, uint64_t id);
+/* Tenant @t is one the engine holds only the node of, its authority
+ * counting @nparents parents: its link count is 2 + that (what the
+ * kernel's stat shows), not 2 + the parents the core holds of it;
+ * -1: counted from the core's again (it is loaded).  Returns the link
+ * count it gave before (0: the core's).  Any lock, or none. */
+uint64_t tenant_set_shell_parents(struct tenant *t, int64_t nparents);
+/* How many parents the core holds of @t, dead or alive (as its link
+ * count counts them); takes @t's lock. */
+size_t tenant_nparents(struct store *s, struct tenant *t);
 /* Set directory or state @n's owner (@o: uid, gid and mode) and times
  * as the engine's authority has them; takes @n's lock (and a tenant's
  * acl lock). */

@@ -54,8 +54,10 @@ void store_set_touch_hook(struct store *s,
  * A mount's use, for an engine that copies only what its mount uses (a
  * shared store's mirror, docs/shared-store.md; the embedded store
  * ignores it).  store_use: the kernel is about to act on @n (NULL: a
- * root .events or .snapshot, the whole store), whose tenant is loaded
- * first if need be: 0 or -EIO; it may wait on the network.  store_hold:
+ * root .events or .snapshot, the whole store; the root: a lookup or a
+ * listing in it), whose tenant is loaded first if need be: 0 or -EIO
+ * (the store could not be reached: nothing changed, a later use tries
+ * again); it may wait on the network.  store_hold:
  * the kernel learned @n (NULL: as above), which holds its tenant until
  * store_release of the token (0: none).  No store lock held.  The forget
  * hook: the engine asks the kernel to forget tenant @n (outside the

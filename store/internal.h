@@ -191,6 +191,11 @@ struct tenant {
 	/* An engine's id of this tenant, 0 until the engine knows it as
 	 * this node (the engine's lock). */
 	uint64_t engine_id;
+	/* The link count an engine gives a tenant it holds only the node
+	 * of (a shared store's shell: its parents not loaded), 2 + the
+	 * parents its authority has; 0: counted from parents, as always.
+	 * Written by the engine, read by attr_locked. */
+	atomic_uint_fast64_t shell_nlink;
 	/* The number the newest line of this tenant shows (its transition's
 	 * place in the log, or an engine's number for it), written by
 	 * emit() inside the transition; 0 before the first.  What a

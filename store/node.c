@@ -131,6 +131,23 @@ void tenant_set_engine_id(struct tenant *t, uint64_t id)
 	t->engine_id = id;
 }
 
+uint64_t tenant_set_shell_parents(struct tenant *t, int64_t nparents)
+{
+	return atomic_exchange(&t->shell_nlink,
+			       nparents < 0 ? 0 : 2 + (uint64_t)nparents);
+}
+
+size_t tenant_nparents(struct store *s, struct tenant *t)
+{
+	size_t n;
+
+	(void)s;
+	lock(&t->lock, LOCK_TENANT);
+	n = HASH_COUNT(t->parents);
+	unlock(&t->lock, LOCK_TENANT);
+	return n;
+}
+
 uint64_t node_deadline(const struct store *s, const struct store_node *n)
 {
 	return deadline_of(s, n);
@@ -376,7 +393,9 @@ void attr_locked(struct store *s, struct store_node *n,
 		t = as_tenant(n);
 		attr_from_meta(a, &t->meta);
 		a->mode = S_IFDIR | t->node.mode;
-		a->nlink = 2 + HASH_COUNT(t->parents);
+		a->nlink = atomic_load(&t->shell_nlink);
+		if (!a->nlink)
+			a->nlink = 2 + HASH_COUNT(t->parents);
 		break;
 	case STORE_PARENT:
 		p = as_parent(n);

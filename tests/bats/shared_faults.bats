@@ -263,6 +263,10 @@ lines_at_least() {
 	echo kept >"$A/t/p/c"
 	touch "$A/t/p/log"
 	inst=$(stat_of instance "$A")
+	# B has read t, so it follows it (a mount follows what it uses,
+	# -o follow_idle): its copy serves B's reads below.
+	run cat "$B/t/p/c"
+	assert_output kept
 	bg appender "$A/t/p/log" "$BATS_TEST_TMPDIR/ok"
 	lines_at_least "$BATS_TEST_TMPDIR/ok" 10
 	redis_kill9 "${REDIS_PIDS[0]}"

@@ -5,6 +5,9 @@
 # root listing and .stats stay complete, a tenant not followed is loaded
 # again when used (with what other mounts changed meanwhile, under the
 # same inode numbers), and an inotify watch keeps its tenant followed.
+# A tenant not followed shows the link count a followed one does (also
+# with parents another mount added, and after it was unloaded), and its
+# first use while Redis is stopped is EIO, tried again at the next use.
 # Each test starts its own redis-server and two mounts: A changes, B is
 # the mount under test.  What B reads from Redis is seen with MONITOR.
 
@@ -13,11 +16,18 @@ load helpers
 # shellcheck source=tests/bats/redis_helpers.bash
 source "$BATS_TEST_DIRNAME/redis_helpers.bash"
 
+STOPPED=() # redis-servers this test stopped with SIGSTOP
+
 setup() {
 	redis_start
 }
 
 teardown() {
+	local pid
+	for pid in "${STOPPED[@]}"; do
+		kill -CONT "$pid" 2>/dev/null
+	done
+	STOPPED=()
 	bg_stop
 	exec 5<&- 6<&- 7<&-
 	statefs_unmount
@@ -40,6 +50,25 @@ mounts() {
 	done
 	statefs_mount -o "store=unix:$REDIS_SOCK,follow_idle=$idle"
 	B=$MNT
+}
+
+# links MNT: each tenant's name and link count, as find shows them.
+links() {
+	find "$1" -mindepth 1 -maxdepth 1 -name '.*' -prune -o -printf '%f %n\n' | sort
+}
+
+# unfollowed MNT TENANT: wait until mount MNT's XREADs leave TENANT's
+# log (it was idle past follow_idle: a shell now).
+unfollowed() {
+	local _
+	for _ in $(seq 15); do
+		monitor 1.2 "$BATS_TEST_TMPDIR/mon"
+		if b_xreads "$BATS_TEST_TMPDIR/mon" | grep -q '"XREAD"' &&
+			! b_xreads "$BATS_TEST_TMPDIR/mon" | grep -q "statefs\.$2}:log"; then
+			return 0
+		fi
+	done
+	fail "$1 still follows $2"
 }
 
 # B's XREADs in OUT: A names every tenant's log, B only those it follows;
@@ -190,4 +219,79 @@ b_xreads() {
 	fsyncdir "$B/t3"
 	run cat "$B/t3/p/c"
 	assert_output y
+}
+
+@test "a tenant not followed has the link count of a followed one: at start, after parents another mount added, loaded, unloaded" {
+	mounts 1 3
+	mkdir "$A/t2/q" "$A/t3/q" "$A/t3/r"
+	fsyncdir "$B"
+	# B follows none of them: their link counts are the store's.
+	assert_equal "$(links "$B")" "$(links "$A")"
+	[ "$(stat -c %h "$B/t3")" = 5 ]
+	# Parents added and removed by A while B does not follow t2: B's
+	# count after an fsync is the store's, and t2 is still not read.
+	mkdir "$A/t2/r" "$A/t2/s"
+	rmdir "$A/t2/p"
+	fsyncdir "$B"
+	[ "$(stat -c %h "$B/t2")" = 5 ]
+	assert_equal "$(links "$B")" "$(links "$A")"
+	monitor 1.2 "$BATS_TEST_TMPDIR/mon"
+	b_xreads "$BATS_TEST_TMPDIR/mon" >"$BATS_TEST_TMPDIR/b"
+	grep -q '"XREAD"' "$BATS_TEST_TMPDIR/b"
+	run grep -c 'statefs\.t2}:log' "$BATS_TEST_TMPDIR/b"
+	assert_output 0
+	# And without an fsync, a moment later (the root listed).
+	mkdir "$A/t2/u"
+	for _ in $(seq 100); do
+		[ "$(links "$B")" = "$(links "$A")" ] && break
+		sleep 0.05
+	done
+	assert_equal "$(links "$B")" "$(links "$A")"
+	# Used (loaded), then idle again (unloaded): the same count.
+	run ls "$B/t2"
+	assert_output "$(printf 'q\nr\ns\nu')"
+	[ "$(stat -c %h "$B/t2")" = 6 ]
+	unfollowed "$B" t2
+	assert_equal "$(links "$B")" "$(links "$A")"
+	rmdir "$A/t2/u"
+	fsyncdir "$B"
+	[ "$(stat -c %h "$B/t2")" = 5 ]
+	# A mount made now shows the same counts.
+	statefs_mount -o "store=unix:$REDIS_SOCK"
+	assert_equal "$(links "$MNT")" "$(links "$A")"
+}
+
+@test "the first use of a tenant not followed while Redis is stopped is EIO, keeps it a shell, and succeeds once Redis is back" {
+	statefs_mount -o "store=unix:$REDIS_SOCK,follow_idle=0"
+	A=$MNT
+	mkdir "$A/t1" "$A/t1/p"
+	echo kept >"$A/t1/p/c"
+	# B with the default follow_idle: t1 is a shell.
+	statefs_mount -o "store=unix:$REDIS_SOCK,store_timeout=1"
+	B=$MNT
+	run ls "$B"
+	assert_output t1
+	pid=${REDIS_PIDS[0]}
+	kill -STOP "$pid"
+	STOPPED+=("$pid")
+	# The load cannot reach Redis: EIO, as a call of a followed tenant.
+	run timeout 20 python3 -c 'import os, sys
+try:
+    os.listdir(sys.argv[1]); print("OK")
+except OSError as e:
+    print(__import__("errno").errorcode[e.errno])' "$B/t1"
+	assert_output EIO
+	run py_errno 'open(sys.argv[1]).read()' "$B/t1/p/c"
+	assert_output EIO
+	kill -CONT "$pid"
+	STOPPED=()
+	# Tried again at the next use.
+	run cat "$B/t1/p/c"
+	assert_output kept
+	run ls "$B/t1"
+	assert_output p
+	echo new >"$A/t1/p/c"
+	fsyncdir "$B/t1"
+	run cat "$B/t1/p/c"
+	assert_output new
 }

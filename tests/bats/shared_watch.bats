@@ -36,7 +36,9 @@ teardown() {
 @test "inotify on one mount sees another mount's join, create, publication, unlink and leave" {
 	mount2
 	mkdir "$A/t" "$A/t/p"
-	fsyncdir "$B/t"
+	# B's root first: a name another mount just made is B's a moment
+	# later, at once after a fsync; then t, which B now follows.
+	fsyncdir "$B" "$B/t"
 	watch_start "$BATS_TEST_TMPDIR/t.ev" "$B/t"
 	watch_start "$BATS_TEST_TMPDIR/p.ev" "$B/t/p"
 	mkdir "$A/t/q"
@@ -66,7 +68,7 @@ teardown() {
 	mkdir "$A/t" "$A/t/p" "$A/t/q"
 	echo one >"$A/t/p/a"
 	echo two >"$A/t/q/b"
-	fsyncdir "$B/t"
+	fsyncdir "$B" "$B/t"
 	ls "$B/t/p" "$B/t/q" >/dev/null
 	watch_start "$BATS_TEST_TMPDIR/ev" "$B/t" -r
 	ln "$A/t/p/a" "$A/t/p/l"
@@ -95,7 +97,7 @@ EOF
 	mount2
 	mkdir "$A/t" "$A/t/p"
 	echo x >"$A/t/p/c"
-	fsyncdir "$B/t"
+	fsyncdir "$B" "$B/t"
 	stat "$B/t/p/c" >/dev/null
 	watch_start "$BATS_TEST_TMPDIR/t.ev" "$B/t"
 	watch_start "$BATS_TEST_TMPDIR/p.ev" "$B/t/p"
@@ -122,7 +124,7 @@ EOF
 @test "an echo changes nothing: both mounts keep one tree, one .events and the same counters" {
 	mount2
 	mkdir "$A/t" "$A/t/p"
-	fsyncdir "$B/t"
+	fsyncdir "$B" "$B/t"
 	exec 7<"$A/t/.events" 8<"$B/t/.events"
 	watch_start "$BATS_TEST_TMPDIR/ev" "$B/t" -r
 	for i in 1 2 3 4 5; do
@@ -174,7 +176,7 @@ daemon_of() {
 	echo x >"$A/t/p/gone"
 	echo m >"$A/t/p/mv"
 	echo a >"$A/t/p/attr"
-	fsyncdir "$B/t" "$B/t/p"
+	fsyncdir "$B" "$B/t" "$B/t/p"
 	ls -l "$B/t/p" >/dev/null
 	exec 5<"$B/t/p/keep" 6<"$B/t/p/gone" 7<"$B/t/p"
 	# A .events reader of B's, in a process of its own: closing it
@@ -312,7 +314,7 @@ burst_then_unmount() {
 	mount2
 	pid=$STATEFS_PID
 	mkdir -p "$A/t/p"
-	fsyncdir "$B/t"
+	fsyncdir "$B" "$B/t"
 	watch_start "$ev" "$B/t/p"
 	python3 - "$A/t/p" <<'PY'
 import os, sys

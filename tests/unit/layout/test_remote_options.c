@@ -765,7 +765,7 @@ static void test_help(void **state)
 		{ "store_timeout=SECONDS", "2" },
 		{ "store_limits=adopt|check", "check" },
 		{ "lock_timeout=SECONDS", "10" },
-		{ "follow_idle=SECONDS", "0" },
+		{ "follow_idle=SECONDS", "30" },
 		{ "store_tls_ca=PATH", "the system's trust store" },
 		{ "store_tls_cert=PATH", "none" },
 		{ "store_tls_key=PATH", "none" },

@@ -55,8 +55,10 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* Mount the store: testclock, at most @max_tenants tenants. */
-static void mount(struct world *w, uint64_t max_tenants)
+/* Mount the store: testclock, at most @max_tenants tenants, tenants
+ * unused for @idle_ms not followed (0: every tenant followed). */
+static void mount_idle(struct world *w, uint64_t max_tenants,
+		       uint64_t idle_ms)
 {
 	struct store_limits l;
 	struct store_remote cfg;
@@ -70,9 +72,7 @@ static void mount(struct world *w, uint64_t max_tenants)
 	cfg.kind = STORE_REMOTE_UNIX;
 	snprintf(cfg.path, sizeof(cfg.path), "%s", w->redis.sock);
 	cfg.timeout_ms = 60000;
-	/* The engine alone, with no kernel to say what it uses: every
-	 * tenant followed (redis/use.c; the bats suites test the rest). */
-	cfg.follow_idle_ms = 0;
+	cfg.follow_idle_ms = idle_ms;
 	if (redis_store_new(&l, &cfg, &w->s, err, sizeof(err)) != 0)
 		fail_msg("cannot mount: %s", err);
 	r = redisCommand(w->redis.rc, "HGET %s instance", META);
@@ -80,6 +80,14 @@ static void mount(struct world *w, uint64_t max_tenants)
 	assert_int_equal(r->type, REDIS_REPLY_STRING);
 	snprintf(w->inst, sizeof(w->inst), "%s", r->str);
 	freeReplyObject(r);
+}
+
+/* mount_idle with every tenant followed: the engine alone, with no
+ * kernel to say what it uses (redis/use.c; the bats suites test the
+ * rest). */
+static inline void mount(struct world *w, uint64_t max_tenants)
+{
+	mount_idle(w, max_tenants, 0);
 }
 
 /* FCALL @fn on the test's connection, as another mount: @nkeys keys

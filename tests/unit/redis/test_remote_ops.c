@@ -104,6 +104,40 @@ static void test_sync_then_lookup(void **state)
 	}
 }
 
+/* A mount that follows only what it uses (follow_idle): a tenant another
+ * mount made is a shell here, whose link count is the store's (2 + its
+ * parents, also those joined since), and a lookup or a listing in it
+ * loads it first, with no store_use before. */
+static void test_shell_links_and_lookup(void **state)
+{
+	struct world *w = *state;
+	struct store_node *t = NULL, *p = NULL;
+	struct store_dirlist l;
+	struct store_attr a;
+	char key[64];
+
+	mount_idle(w, 16, 30000);
+	other_mkdir_tenant(w, "t", key, sizeof(key));
+	other_joins(w, key, 2);
+	assert_int_equal(store_sync(w->s, NULL), 0);
+	assert_int_equal(store_lookup(w->s, store_root(w->s), "t", &t), 0);
+	assert_int_equal(store_getattr(w->s, t, &a), 0);
+	assert_int_equal(a.nlink, 4);
+	freeReplyObject(fcall(w, "sfs_join", 1, key, "p2", "0", "0", "493",
+			      NULL));
+	assert_int_equal(store_sync(w->s, NULL), 0);
+	assert_int_equal(store_getattr(w->s, t, &a), 0);
+	assert_int_equal(a.nlink, 5);
+	assert_int_equal(store_lookup(w->s, t, "p2", &p), 0);
+	store_node_unref(w->s, p);
+	assert_int_equal(store_list(w->s, t, &l), 0);
+	assert_int_equal(l.n, 3);
+	store_dirlist_free(&l);
+	assert_int_equal(store_getattr(w->s, t, &a), 0);
+	assert_int_equal(a.nlink, 5);
+	store_node_unref(w->s, t);
+}
+
 /* Another mount made a tenant a moment ago: this mount's mkdir of it is
  * EEXIST, and its lookup right after finds the tenant. */
 static void test_mkdir_eexist_then_lookup(void **state)
@@ -543,6 +577,8 @@ static void test_follower_backs_off_no_library(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_shell_links_and_lookup,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sync_then_lookup,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mkdir_eexist_then_lookup,
