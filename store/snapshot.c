@@ -650,17 +650,27 @@ int store_snapshot_take(struct store *s, struct store_node *tenant,
 	pthread_mutex_init(&r.lock, NULL);
 	pthread_mutex_init(&r.frozen_lock, NULL);
 
+	/* The root's number, where the engine settles it: waited for with
+	 * no lock held. */
+	if (!tenant && s->ops->root_settle)
+		s->ops->root_settle(s);
 	lock(&s->snap_taker, LOCK_SNAP_TAKER);
 	t0 = usec_now();
 	scan_begin(s);
 	r.now = store_now_ms(s);
 	/* The last line it includes: no transition is half done.  A
-	 * shared store numbers per tenant: its whole has no one number. */
+	 * shared store numbers per tenant, and its whole has one number
+	 * only where its authority has one order of all tenants, once the
+	 * mirror holds a prefix of it (store_root_order). */
 	if (r.only)
 		out->seq = (int64_t)atomic_load(&r.only->seq_shown);
-	else
-		out->seq = store_is_shared(s) ? -1 :
-			   (int64_t)store_events_end(s) - 1;
+	else if (!store_is_shared(s))
+		out->seq = (int64_t)store_events_end(s) - 1;
+	else {
+		int64_t g = (int64_t)atomic_load(&s->gseq_shown);
+
+		out->seq = store_root_settled(s) ? g : -1;
+	}
 	rc = snap_pin_tenants(s, r.only, &ts, &nt);
 	if (rc == 0) {
 		r.epoch = ++s->snap_epochs;

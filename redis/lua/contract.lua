@@ -476,4 +476,4 @@ uses only what the files before it define:
                  (its own essay; it registers them itself, with reg())
 ]==]
 
-local LIBVERSION = 5
+local LIBVERSION = 6
