@@ -19,6 +19,16 @@
  * of; a caller wakes its XREAD by an entry on this mount's wake-up
  * stream, which the XREAD names from "$".  Each entry read is parsed into a plain
  * struct entry (redis/entry.c) before it is applied.
+ * Where the store has one order of all tenants (each entry's gseq), the
+ * entries of one XREAD are applied merged by it (apply_merged), so the
+ * mirror passes through the store's own states and the root's lines
+ * rise: not past the last entry of a log that gave a whole BATCH (it
+ * may hold earlier ones than another log's), and not past a new tenant
+ * followed or a reload (the next read goes on from each position).  A
+ * load (at start, a reload) gives one tenant as of a later number than
+ * the others are applied to: the root's number is unsettled
+ * (store_root_order) until a read that gave every entry the logs held
+ * is applied, which the follower then makes without BLOCK.
  * A gap (an entry whose seq is not the next: the position fell off a
  * trimmed log), a log that holds nothing past its position while the
  * tenant's seq in the store is past the mirror's (trimmed to nothing

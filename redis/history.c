@@ -29,6 +29,19 @@
  * enough whatever the tenant's length; a chunk that would overrun it
  * shows "overflow" there, and is -ENODATA.
  *
+ * The root's lines, where the store has one order of all tenants (each
+ * entry's gseq, redis/lua/contract.lua): the root log, read whole from
+ * its first entry, names every tenant made; every tenant's log that may
+ * hold a line numbered N or more must hold its first entry (a tenant
+ * cleaned up before N may have lost its log), and the logs, read in
+ * chunks from their starts up to the store's number when the call
+ * began (meta gseq: every entry up to it was in the logs before any was
+ * read), are applied merged by that number (the smallest next entry of
+ * all the logs, a scan of them: the merge costs the entries times the
+ * tenants) to one store made for the call, read by a root reader from
+ * N with the reader's credentials (root_history).  The mount's log then
+ * goes on from that number + 1.
+ *
  * Threads and locks: the reader's thread (fs/'s, in its first read),
  * with no lock of the mount's store held, as the slot requires: it
  * waits on the network.  remote->lock (LOCK_ENGINE_STATE), alone, only

@@ -59,7 +59,11 @@
  * line at N or past it follows a number below N) without counting on
  * numbers being consecutive: an attribute's change takes a number and
  * shows no line.  When the log does not hold N, the engine may give the
- * lines (its events_history), which the reader reads first.
+ * lines (its events_history), which the reader reads first.  Where the
+ * engine's authority has one order of all tenants (store_root_order),
+ * each line also carries that order's number (gshown) and the newest one
+ * before it (gprev: s->gseq_shown, which a load moves too), and a root
+ * reader reads, starts and checks by those the same way.
  */
 #include "store/internal.h"
 

@@ -38,7 +38,9 @@
  * are not in the log, and the reader's next line comes after "overflow"
  * (a line it may not see counts too: it tells, it is not shown).  Lines
  * an engine gave for the numbers the log lacks (evlog_resume) come
- * first, whole.  Its window is the whole log.
+ * first, whole.  Its window is the whole log.  A root reader of an
+ * engine with one order of all tenants (gorder) does the same by the
+ * lines' numbers in that order (gshown, gprev) over every tenant's lines.
  *
  * The end of the store instance (an entry with end) is counted the same
  * way (ends_before, ends_seen).  A tenant's reader that got past one, by
