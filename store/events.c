@@ -293,6 +293,9 @@ int store_events_open(struct store *s, struct store_node *tenant,
 	r->window = flags & STORE_EVENTS_WHOLE_LOG ? UINT64_MAX :
 		    STORE_EVENT_WINDOW;
 	r->internal_only = (flags & STORE_EVENTS_INTERNAL) != 0;
+	/* A root reader of one order of all tenants reads its numbers. */
+	r->gorder = !tenant && s->ops != &embedded_ops &&
+		    atomic_load(&s->root_order);
 	lock_call_begin(LOCK_EVLOG);
 	evlog_open(s->events, r);
 	lock_call_end(LOCK_EVLOG);

@@ -390,6 +390,8 @@ unmount_newest() {
 	[[ $n =~ ^[0-9]+$ ]]
 	follow $((n + 1)) "$a" "$OUT.a"
 	follow $((n + 1)) "$b" "$OUT.b"
+	# And a reader of the present, opened now: the same numbers.
+	exec 9<"$b/.events"
 	# One writer on each mount, each in its tenant.
 	(
 		for i in $(seq 21 120); do
@@ -409,6 +411,10 @@ unmount_newest() {
 	run diff "$OUT.a" "$OUT.b"
 	assert_success
 	grep -q $'\tu\tq\t' "$OUT.a"
+	timeout 2 cat <&9 >"$OUT.p" || true
+	exec 9<&-
+	run diff "$OUT.a" "$OUT.p"
+	assert_success
 	# Once both have every change: one snapshot, seq line and all.
 	python3 -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' "$b/t"
 	run diff <(cat "$a/.snapshot") <(cat "$b/.snapshot")
