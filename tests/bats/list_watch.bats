@@ -422,6 +422,25 @@ unmount_newest() {
 	[ "$(snap_seq "$a/.snapshot")" = "$(tail -n 1 "$OUT.a" | cut -f1)" ]
 }
 
+@test "a mount with follow_idle holds no whole copy: its root seq row says -, its root lines are numbered as without it" {
+	redis_start
+	shared_mount
+	local a=$MNT
+	mkdir -p "$a/t/p" "$a/u/q"
+	echo x >"$a/u/q/c"
+	shared_mount -o follow_idle=60
+	local b=$MNT
+	run sed -n 2p "$b/.snapshot"
+	assert_output $'seq\t-\t-\t-\t-\t-\t-\t-\t-\t-'
+	follow 1 "$a" "$OUT.a"
+	follow 1 "$b" "$OUT.b"
+	mkdir "$a/t/end"
+	until_line "$OUT.a" $'\tjoin\tt\tend\t'
+	until_line "$OUT.b" $'\tjoin\tt\tend\t'
+	run diff "$OUT.a" "$OUT.b"
+	assert_success
+}
+
 @test "numbers with no line (an attribute's change) between a snapshot and the next line lose nothing" {
 	mkdir -p "$MNT/t/p"
 	echo x >"$MNT/t/p/c"
