@@ -422,6 +422,33 @@ unmount_newest() {
 	[ "$(snap_seq "$a/.snapshot")" = "$(tail -n 1 "$OUT.a" | cut -f1)" ]
 }
 
+@test "a mount made while another writes in two tenants: its first root snapshot's seq, then its root .events, replay onto its later root snapshot" {
+	redis_start
+	shared_mount
+	local a=$MNT
+	mkdir -p "$a/t/p" "$a/u/q"
+	local i
+	for i in $(seq 20); do echo "$i" >"$a/t/p/c$i"; echo "$i" >"$a/u/q/c$i"; done
+	two_writers "$a"
+	sleep 0.2
+	# Each tenant loaded at its own instant, the writers going on.
+	shared_mount
+	local b=$MNT
+	cat "$b/.snapshot" >"$BATS_TEST_TMPDIR/s1"
+	local n
+	n=$(snap_seq "$BATS_TEST_TMPDIR/s1")
+	[[ $n =~ ^[0-9]+$ ]]
+	follow $((n + 1)) "$b" "$OUT"
+	until_line "$OUT" $'\tjoin\tt\tend\t'
+	cat "$b/.snapshot" >"$BATS_TEST_TMPDIR/s2"
+	run grep -c -v $'^[0-9]\+\t' "$OUT"
+	assert_output 0
+	replay_children "$BATS_TEST_TMPDIR/s1" "$OUT" >"$BATS_TEST_TMPDIR/replayed"
+	run diff "$BATS_TEST_TMPDIR/replayed" <(root_children "$BATS_TEST_TMPDIR/s2")
+	assert_success
+	[ "$(wc -l <"$BATS_TEST_TMPDIR/replayed")" -gt 200 ]
+}
+
 @test "a mount with follow_idle holds no whole copy: its root seq row says -, its root lines are numbered as without it" {
 	redis_start
 	shared_mount
