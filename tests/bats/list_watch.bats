@@ -468,6 +468,32 @@ unmount_newest() {
 	assert_success
 }
 
+@test "a store without one order of all tenants (entries without gseq, as a Redis Cluster's would be): the root's seq row says -, its lines show each tenant's numbers" {
+	redis_start
+	# The library with its store-wide order left out, loaded first (the
+	# same version: the mount keeps it).
+	sed 's/^local STORE_ORDER = true$/local STORE_ORDER = false/' \
+		"$REDIS_LIBRARY" >"$BATS_TEST_TMPDIR/lib.lua"
+	grep -q '^local STORE_ORDER = false$' "$BATS_TEST_TMPDIR/lib.lua"
+	rcli -x FUNCTION LOAD REPLACE <"$BATS_TEST_TMPDIR/lib.lua" >/dev/null
+	shared_mount
+	mkdir -p "$MNT/t/p" "$MNT/u/q"
+	[ -z "$(rcli HGET 'statefs:{statefs}:meta' gseq)" ]
+	run sed -n 2p "$MNT/.snapshot"
+	assert_output $'seq\t-\t-\t-\t-\t-\t-\t-\t-\t-'
+	follow 1 "$MNT" "$OUT"
+	until_line "$OUT" $'\tjoin\tu\tq\t'
+	# (The two tenants' lines in the order this mount applied them.)
+	run env LC_ALL=C sort "$OUT"
+	assert_output $'1\tjoin\tt\t-\t-\t-\t-\n1\tjoin\tu\t-\t-\t-\t-\n2\tjoin\tt\tp\t-\t1\t-\n2\tjoin\tu\tq\t-\t1\t-'
+	# A seek skips each tenant's lines below it.
+	follow 2 "$MNT" "$OUT.2"
+	until_line "$OUT.2" $'\tjoin\tt\tp\t'
+	until_line "$OUT.2" $'\tjoin\tu\tq\t'
+	run env LC_ALL=C sort "$OUT.2"
+	assert_output $'2\tjoin\tt\tp\t-\t1\t-\n2\tjoin\tu\tq\t-\t1\t-'
+}
+
 @test "numbers with no line (an attribute's change) between a snapshot and the next line lose nothing" {
 	mkdir -p "$MNT/t/p"
 	echo x >"$MNT/t/p/c"
