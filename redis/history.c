@@ -215,21 +215,23 @@ static int hist_apply(struct hist *h, const struct store *real,
 
 /* The root's lines ----------------------------------------------------------- */
 
-/* One log read in chunks for the merge: its next entry (rep->element[k])
- * and that entry's number in the store's order (g; 0 once it is done). */
+/* One log read in chunks for the merge: its next entry (rep->element[k],
+ * when at), that entry's number in the store's order (g), or pre: it has
+ * none (a library before the order wrote it: before every numbered one). */
 struct cursor {
 	char key[STORE_REMOTE_PREFIX_MAX * 2 + 48];
 	uint64_t tid;                  /* 0: the root log */
-	uint64_t cleanup;              /* the root log's cleanup of it, or 0 */
+	bool cleaned;                  /* the root log's cleanup of it came, */
+	uint64_t cleanup;              /* numbered so (0: before the order) */
 	redisReply *rep;
 	size_t k;
 	char last[48];                 /* the last id read ("-": none) */
 	uint64_t g;
-	bool first;                    /* no entry read yet */
+	bool at, pre;
 };
 
-/* Move @c to its next entry at or below @end (g 0: none).  0, -ENODATA
- * (an entry without a number of the order), -EIO, -EPROTO. */
+/* Move @c to its next entry, when it has one before the order or one
+ * numbered up to @end (else at is false).  0, -EIO, -EPROTO. */
 static int cursor_next(struct remote *rem, struct cursor *c, uint64_t end)
 {
 	char from[56], count[16];
@@ -239,6 +241,7 @@ static int cursor_next(struct remote *rem, struct cursor *c, uint64_t end)
 	int rc;
 
 	c->g = 0;
+	c->at = c->pre = false;
 	if (c->rep && c->k + 1 < c->rep->elements) {
 		c->k++;
 	} else {
@@ -277,9 +280,9 @@ static int cursor_next(struct remote *rem, struct cursor *c, uint64_t end)
 			return -EPROTO;
 	}
 	if (!g)
-		return -ENODATA;
-	if (g <= end)
-		c->g = g;
+		c->at = c->pre = true;
+	else if (g <= end)
+		c->g = g, c->at = true;
 	return 0;
 }
 
@@ -346,7 +349,7 @@ static int root_history(struct store *s, const struct store_cred *cred,
 		uint64_t tid, cur;
 
 		rc = cursor_next(rem, c, UINT64_MAX);
-		if (rc || !c->g)
+		if (rc || !c->at)
 			break;
 		if (entry_parse(c->rep->element[c->k]->element[1], &e) != 0) {
 			rc = -EPROTO;
@@ -360,8 +363,10 @@ static int root_history(struct store *s, const struct store_cred *cred,
 			continue;
 		if (strcmp(e.op, "cleanup") == 0) {
 			for (size_t i = 1; i < nc; i++)
-				if (cs[i].tid == tid)
+				if (cs[i].tid == tid) {
+					cs[i].cleaned = true;
 					cs[i].cleanup = c->g;
+				}
 			continue;
 		}
 		if (strcmp(e.op, "tenant") != 0)
@@ -377,7 +382,6 @@ static int root_history(struct store *s, const struct store_cred *cred,
 		}
 		memset(&cs[nc], 0, sizeof(cs[nc]));
 		cs[nc].tid = tid;
-		cs[nc].first = true;
 		snprintf(cs[nc].last, sizeof(cs[nc].last), "-");
 		remote_tenant_key(s, tid, cs[nc].key, sizeof(cs[nc].key));
 		cur = strlen(cs[nc].key);
@@ -397,7 +401,7 @@ static int root_history(struct store *s, const struct store_cred *cred,
 		cs[i].rep = NULL;
 		snprintf(cs[i].last, sizeof(cs[i].last), "-");
 		rc = cursor_next(rem, &cs[i], end);
-		if (rc == 0 && i > 0 && cs[i].g) {
+		if (rc == 0 && i > 0 && cs[i].at) {
 			struct entry e;
 			const char *kind;
 
@@ -409,15 +413,14 @@ static int root_history(struct store *s, const struct store_cred *cred,
 				rc = -ENODATA;
 		}
 		/* A tenant whose log is gone or trimmed: all right when it
-		 * went before @seq (its cleanup's line is the next number);
-		 * one with no entry up to the store's number was made after
-		 * the call began. */
-		if (rc == 0 && i > 0 && !cs[i].g && cs[i].cleanup &&
-		    cs[i].cleanup <= end)
+		 * went before @seq (its cleanup's line is the next number, or
+		 * came before the order); one with no entry up to the store's
+		 * number was made after the call began. */
+		if (rc == 0 && i > 0 && !cs[i].at && cs[i].cleaned)
 			rc = -ENODATA;
-		if (rc == -ENODATA && i > 0 && cs[i].cleanup &&
-		    cs[i].cleanup + 1 < seq) {
-			cs[i].g = 0;
+		if (rc == -ENODATA && i > 0 && cs[i].cleaned &&
+		    (cs[i].cleanup == 0 || cs[i].cleanup + 1 < seq)) {
+			cs[i].at = false;
 			rc = 0;
 		}
 		if (rc)
@@ -427,14 +430,36 @@ static int root_history(struct store *s, const struct store_cred *cred,
 	if (rc)
 		goto out;
 	store_events_start(h.s, h.r, NULL, seq);
-	for (;;) {
+	/* What came before the order (a library without it wrote it, before
+	 * the upgrade): each log's in its order, the root's first, each
+	 * tenant's whole before the next's (tenants in the order they were
+	 * made); it shows no number the reader asks for. */
+	for (size_t i = 0; i < nc && !rc; i++)
+		while (!rc && cs[i].at && cs[i].pre) {
+			struct entry e;
+
+			if (entry_parse(cs[i].rep->element[cs[i].k]->element[1], &e)) {
+				rc = -EPROTO;
+				break;
+			}
+			rc = mirror_apply(h.s, cs[i].tid, &e);
+			if (rc)
+				rc = rc == -ENOMEM ? rc : -ENODATA;
+			else if (++applied % HISTORY_CHUNK == 0)
+				rc = hist_drain(&h);
+			if (!rc)
+				rc = cursor_next(rem, &cs[i], end);
+		}
+	for (; !rc;) {
 		struct cursor *c = NULL;
 		struct entry e;
 
 		for (size_t i = 0; i < nc; i++)
-			if (cs[i].g && (!c || cs[i].g < c->g))
+			if (cs[i].at && cs[i].pre)
+				rc = -ENODATA; /* after a numbered one */
+			else if (cs[i].at && (!c || cs[i].g < c->g))
 				c = &cs[i];
-		if (!c)
+		if (rc || !c)
 			break;
 		if (entry_parse(c->rep->element[c->k]->element[1], &e) != 0) {
 			rc = -EPROTO;

@@ -363,6 +363,10 @@ static bool visible(const struct slot *sl, struct store_event_reader *r)
 		return !r->from_check;
 	if (r->from && !sl->e.end && shown_for(sl, r) < r->from)
 		return false;
+	/* By the order of all tenants, a line without its number came
+	 * before the order began: below any number. */
+	if (r->from && r->gorder && !sl->e.end && !sl->e.gshown)
+		return false;
 	if (r->tenant_ino && sl->e.tenant_ino != r->tenant_ino && !sl->e.end)
 		return false;
 	/* Its tenant's first line at its number, which it may see or not:

@@ -494,6 +494,45 @@ unmount_newest() {
 	assert_output $'2\tjoin\tt\tp\t-\t1\t-\n2\tjoin\tu\tq\t-\t1\t-'
 }
 
+@test "a store an older statefs made (entries without gseq): after the upgrade its root is numbered from 1, and a later mount's seek reads that from Redis" {
+	redis_start
+	# An older library: no store-wide order, a lower version (a mount of
+	# this statefs replaces it).
+	sed -e 's/^local STORE_ORDER = true$/local STORE_ORDER = false/' \
+		-e 's/^local LIBVERSION = [0-9]*$/local LIBVERSION = 5/' \
+		"$REDIS_LIBRARY" >"$BATS_TEST_TMPDIR/lib.lua"
+	grep -q '^local LIBVERSION = 5$' "$BATS_TEST_TMPDIR/lib.lua"
+	rcli -x FUNCTION LOAD REPLACE <"$BATS_TEST_TMPDIR/lib.lua" >/dev/null
+	# What an older mount made: a tenant t with a parent p.
+	local meta='statefs:{statefs}:meta' inst=0123456789abcdef
+	[ "$(rcli FCALL sfs_init 1 "$meta" "" "" "" 5 "$inst" 0 | head -n 1)" = OK ]
+	[ "$(rcli FCALL sfs_mkdir_tenant 1 "$meta" "$inst" old:1 "" t 0 0 493 | head -n 1)" = OK ]
+	[ "$(rcli FCALL sfs_join 2 "$meta" 'statefs:{statefs.t1}:t' "$inst" old:2 "" p 0 0 493 | head -n 1)" = OK ]
+	shared_mount
+	local a=$MNT
+	[ "$(rcli FCALL sfs_version 0)" -gt 5 ]
+	[ "$(rcli HGET "$meta" gseq)" = 0 ]
+	[ -d "$a/t/p" ]
+	mkdir "$a/t/q" "$a/u"
+	mkdir "$a/u/r"
+	local n
+	n=$(snap_seq "$a/.snapshot")
+	[[ $n =~ ^[0-9]+$ ]]
+	follow 1 "$a" "$OUT.a"
+	until_line "$OUT.a" $'\tjoin\tu\tr\t'
+	run cut -f1-4 "$OUT.a"
+	# (u's first entry, then the root log's of it, 3, which shows no line.)
+	assert_output $'1\tjoin\tt\tq\n2\tjoin\tu\t-\n4\tjoin\tu\tr'
+	[ "$n" = 4 ]
+	# A mount made after: its seek is served from the logs in Redis,
+	# the older entries applied first.
+	shared_mount
+	follow 1 "$MNT" "$OUT.b"
+	until_line "$OUT.b" $'\tjoin\tu\tr\t'
+	run diff "$OUT.a" "$OUT.b"
+	assert_success
+}
+
 @test "numbers with no line (an attribute's change) between a snapshot and the next line lose nothing" {
 	mkdir -p "$MNT/t/p"
 	echo x >"$MNT/t/p/c"
