@@ -9,7 +9,10 @@
  *  1. At E, under the exclusive world lock (no transition half done):
  *     read the clock and the number of the last line of the event log
  *     it includes (the tenant's last line, tenant->seq_shown, for a
- *     tenant), number the snapshot (its epoch), pin the tenants in
+ *     tenant; for the root of an engine with one order of all tenants,
+ *     s->gseq_shown once the engine settled it, store_root_order, which
+ *     the engine's root_settle waited for before, with no lock held),
+ *     number the snapshot (its epoch), pin the tenants in
  *     scope and publish the run in s->snap.  O(tenants in scope).
  *  2. With the world open again, the taker copies one unit at a time, each
  *     under its own lock: a tenant (its row and its tombstones' rows,
