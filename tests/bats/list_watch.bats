@@ -24,6 +24,9 @@ teardown() {
 	# A consumer runs in a group of its own (setsid): its dd too.
 	[ -n "$CONSUMER" ] && kill -KILL -- "-$CONSUMER" 2>/dev/null
 	bg_teardown
+	# The redis-servers a shared-store test started itself (redis_start),
+	# which statefs_unmount stops only under STATEFS_STORE=redis.
+	redis_stop_all
 }
 
 # snap_seq FILE: the seq line's number.
