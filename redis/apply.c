@@ -504,7 +504,7 @@ int mirror_apply(struct store *s, uint64_t tid, const struct entry *e)
 	struct mirror *m = mirror_of(s);
 	struct mtenant *mt = NULL;
 	struct given ctx = {
-		.ns = e->ns, .ms = e->ms, .seq = e->seq,
+		.ns = e->ns, .ms = e->ms, .seq = e->seq, .gseq = e->gseq,
 		.others = strcmp(e->by, m->by) != 0 || !*e->by,
 	};
 	uint64_t last, n = e->nseq > 1 ? e->nseq : 1;

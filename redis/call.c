@@ -442,6 +442,39 @@ int wait_seq(struct store *s, uint64_t tid, uint64_t seq)
 	}
 }
 
+/*
+ * The engine's root_settle (a root .snapshot): wait, at most
+ * store_timeout, until the follower has applied every entry of the
+ * logs it follows since the last load, so that the mirror is the store
+ * as of one number of its order of all tenants (store_root_order).  A
+ * store without that order, or a mount with follow_idle (it holds no
+ * whole copy), has nothing to wait for.  No lock held.
+ */
+void remote_root_settle(struct store *s)
+{
+	struct remote *r = remote_of(s);
+	uint64_t until = mono_ms() + r->cfg.timeout_ms;
+
+	if (r->idle_ms || !atomic_load(&mirror_of(s)->gorder))
+		return;
+	while (!store_root_settled(s) && mono_ms() < until) {
+		struct timespec ts;
+		uint64_t batches;
+
+		lock(&r->lock, LOCK_ENGINE_STATE);
+		batches = r->batches;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		if (r->batches == batches && !store_root_settled(s))
+			pthread_cond_timedwait(&r->applied, &r->lock, &ts);
+		unlock(&r->lock, LOCK_ENGINE_STATE);
+	}
+}
+
 /* The outcome @rep of a call about tenant @tid: wait for its seq.  The
  * outcome's errno @rc stands whatever the wait gives, but for success,
  * which needs the mirror to answer. */

@@ -83,5 +83,7 @@ int entry_parse(const redisReply *fields, struct entry *e)
 		return -EPROTO;
 	if (!entry_u64(e, "nseq", &e->nseq))
 		e->nseq = 1;
+	if (!entry_u64(e, "gseq", &e->gseq))
+		e->gseq = 0; /* no order of all tenants (a cluster's) */
 	return 0;
 }

@@ -30,6 +30,8 @@ struct entry_field {
  * common ones too) in the log's order. */
 struct entry {
 	uint64_t seq, nseq, ms;
+	uint64_t gseq;                 /* its first number in the store's
+					* order of all tenants; 0: none */
 	int64_t ns;
 	const char *op, *by;           /* by: "" when absent */
 	size_t n;

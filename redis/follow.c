@@ -21,6 +21,16 @@
  * listing, a lookup in it), it reads the link counts of the shells
  * again at its next check (remote_shells_refresh).  Each entry read is parsed into a plain
  * struct entry (redis/entry.c) before it is applied.
+ * Where the store has one order of all tenants (each entry's gseq), the
+ * entries of one XREAD are applied merged by it (apply_merged), so the
+ * mirror passes through the store's own states and the root's lines
+ * rise: not past the last entry of a log that gave a whole BATCH (it
+ * may hold earlier ones than another log's), and not past a new tenant
+ * followed or a reload (the next read goes on from each position).  A
+ * load (at start, a reload) gives one tenant as of a later number than
+ * the others are applied to: the root's number is unsettled
+ * (store_root_order) until a read that gave every entry the logs held
+ * is applied, which the follower then makes without BLOCK.
  * A gap (an entry whose seq is not the next: the position fell off a
  * trimmed log), a log that holds nothing past its position while the
  * tenant's seq in the store is past the mirror's (trimmed to nothing
@@ -127,6 +137,8 @@ static int new_instance(struct store *s)
 	q.ns = wall_now(NULL);
 	return mirror_reset(s, tenants_end_instance(s, &q));
 }
+
+static bool is_wake_stream(const struct remote *r, const redisReply *st);
 
 /* What the mount follows (redis/use.c) --------------------------------- */
 
@@ -307,103 +319,222 @@ static void shells_gone(struct store *s)
 	free(ids);
 }
 
-/* Apply the entries of one stream of an XREAD reply. */
-static int apply_stream(struct store *s, const redisReply *st, bool *reread)
+/* The tenant whose log stream @st of an XREAD reply is (0: the root
+ * log's) into *@tid: 0, 1 when it is not followed (any more), or
+ * -EPROTO. */
+static int stream_tid(struct remote *r, const redisReply *st, uint64_t *tid)
 {
-	struct remote *r = remote_of(s);
-	const char *key;
-	const redisReply *es;
-	uint64_t tid = 0;
-	size_t pi = SIZE_MAX;
-	int rc = 0;
+	const char *key, *t;
 
+	*tid = 0;
 	if (st->type != REDIS_REPLY_ARRAY || st->elements != 2 ||
 	    st->element[0]->type != REDIS_REPLY_STRING ||
 	    st->element[1]->type != REDIS_REPLY_ARRAY)
 		return -EPROTO;
 	key = st->element[0]->str;
-	es = st->element[1];
-	if (strcmp(key, r->rootlog) != 0) {
-		const char *t = strstr(key, ".t");
+	if (strcmp(key, r->rootlog) == 0)
+		return 0;
+	if (!(t = strstr(key, ".t")))
+		return -EPROTO;
+	*tid = strtoull(t + 2, NULL, 10);
+	if (*tid == 0)
+		return -EPROTO;
+	return follow_pos_find(r, *tid) ? 0 : 1;
+}
 
-		if (!t)
-			return -EPROTO;
-		struct follow_ix *x;
+/*
+ * Apply entry @ent (of tenant @tid's log, 0: the root log's).  0, 1
+ * when its stream is done for this round (the tenant reloaded or gone:
+ * *@reread), or -errno.
+ */
+static int apply_entry(struct store *s, uint64_t tid, const redisReply *ent,
+		       bool *reread)
+{
+	struct remote *r = remote_of(s);
+	struct follow_ix *x = tid ? follow_pos_find(r, tid) : NULL;
+	struct entry e;
+	int rc;
 
-		tid = strtoull(t + 2, NULL, 10);
-		if (tid == 0)
-			return -EPROTO;
-		x = follow_pos_find(r, tid);
-		if (!x)
-			return 0;
-		pi = x->i;
-	}
-	for (size_t k = 0; k < es->elements; k++) {
-		const redisReply *ent = es->element[k];
-		struct entry e;
-
-		if (ent->type != REDIS_REPLY_ARRAY || ent->elements != 2 ||
-		    !out_str(ent, 0) || ent->element[0]->len >= sizeof(r->root_id) ||
-		    entry_parse(ent->element[1], &e) != 0)
-			return -EPROTO;
-		rc = mirror_apply(s, tid, &e);
-		if (rc == -EUCLEAN || rc == -EPROTO)
-			fprintf(stderr, "statefs: shared store: tenant %" PRIu64
-				": entry %" PRIu64 " (%s) does not apply (%s); "
-				"reloading the tenant\n", tid, e.seq, e.op,
-				strerror(-rc));
-		if (rc == -EPROTO)
-			rc = -EUCLEAN;
-		if (rc == -ERANGE || rc == -EUCLEAN) {
-			if (tid == 0) {
-				/* The root log: nothing to reload but the
-				 * tenants it names, which are read anew. */
-				rc = 0;
-			} else {
-				rc = reload(s, pi);
-				*reread = true;
-				return rc;
-			}
-		}
-		if (rc)
-			return rc;
+	if (tid && !x)
+		return 1;
+	if (ent->type != REDIS_REPLY_ARRAY || ent->elements != 2 ||
+	    !out_str(ent, 0) || ent->element[0]->len >= sizeof(r->root_id) ||
+	    entry_parse(ent->element[1], &e) != 0)
+		return -EPROTO;
+	rc = mirror_apply(s, tid, &e);
+	if (rc == -EUCLEAN || rc == -EPROTO)
+		fprintf(stderr, "statefs: shared store: tenant %" PRIu64
+			": entry %" PRIu64 " (%s) does not apply (%s); "
+			"reloading the tenant\n", tid, e.seq, e.op,
+			strerror(-rc));
+	if (rc == -EPROTO)
+		rc = -EUCLEAN;
+	if (rc == -ERANGE || rc == -EUCLEAN) {
 		if (tid == 0) {
-			snprintf(r->root_id, sizeof(r->root_id), "%s",
-				 ent->element[0]->str);
-			if (strcmp(e.op, "tenant") == 0) {
-				uint64_t ntid = 0;
-
-				if (!entry_u64(&e, "tid", &ntid))
-					ntid = 0;
-				if (ntid && follow_new_tenant(s, ntid, *e.by &&
-				    strcmp(e.by, mirror_of(s)->by) == 0))
-					*reread = true;
-			} else if (strcmp(e.op, "cleanup") == 0) {
-				uint64_t gtid = 0;
-
-				/* A shell's end, which its log (not read
-				 * here) also says. */
-				if (entry_u64(&e, "tid", &gtid) && gtid)
-					mirror_shell_gone(s, gtid);
-			} else if (strcmp(e.op, "drained") == 0) {
-				/* The store's drain cleared every tenant:
-				 * the shells too, whose logs say it. */
-				shells_gone(s);
-			}
+			/* The root log: nothing to reload but the tenants it
+			 * names, which are read anew. */
+			rc = 0;
 		} else {
-			uint64_t seq;
-			bool gone;
+			rc = reload(s, x->i);
+			*reread = true;
+			return rc ? rc : 1;
+		}
+	}
+	if (rc)
+		return rc;
+	if (tid == 0) {
+		snprintf(r->root_id, sizeof(r->root_id), "%s",
+			 ent->element[0]->str);
+		if (strcmp(e.op, "tenant") == 0) {
+			uint64_t ntid = 0;
 
-			snprintf(r->pos[pi].id, sizeof(r->pos[pi].id), "%s",
-				 ent->element[0]->str);
-			if (mirror_applied(s, tid, &seq, &gone) == 0 && gone) {
-				follow_pos_del(r, pi);
+			if (!entry_u64(&e, "tid", &ntid))
+				ntid = 0;
+			if (ntid && follow_new_tenant(s, ntid, *e.by &&
+			    strcmp(e.by, mirror_of(s)->by) == 0))
 				*reread = true;
-				return 0;
-			}
+		} else if (strcmp(e.op, "cleanup") == 0) {
+			uint64_t gtid = 0;
+
+			/* A shell's end, which its log (not read here)
+			 * also says. */
+			if (entry_u64(&e, "tid", &gtid) && gtid)
+				mirror_shell_gone(s, gtid);
+		} else if (strcmp(e.op, "drained") == 0) {
+			/* The store's drain cleared every tenant: the
+			 * shells too, whose logs say it. */
+			shells_gone(s);
+		}
+	} else {
+		uint64_t seq;
+		bool gone;
+
+		snprintf(r->pos[x->i].id, sizeof(r->pos[x->i].id), "%s",
+			 ent->element[0]->str);
+		if (mirror_applied(s, tid, &seq, &gone) == 0 && gone) {
+			follow_pos_del(r, x->i);
+			*reread = true;
+			return 1;
 		}
 	}
 	return 0;
+}
+
+/* Apply the entries of one stream of an XREAD reply. */
+static int apply_stream(struct store *s, const redisReply *st, bool *reread)
+{
+	uint64_t tid;
+	int rc = stream_tid(remote_of(s), st, &tid);
+
+	if (rc)
+		return rc < 0 ? rc : 0;
+	for (size_t k = 0; k < st->element[1]->elements; k++) {
+		rc = apply_entry(s, tid, st->element[1]->element[k], reread);
+		if (rc)
+			return rc < 0 ? rc : 0;
+	}
+	return 0;
+}
+
+/* Merging the logs by the store's order ---------------------------------- */
+
+/* One entry of an XREAD reply, by its number in the store's order. */
+struct merged {
+	uint64_t gseq, tid;
+	const redisReply *ent;
+};
+
+static int merged_cmp(const void *a, const void *b)
+{
+	const struct merged *x = a, *y = b;
+
+	return x->gseq < y->gseq ? -1 : x->gseq > y->gseq;
+}
+
+/* The gseq field of stream entry @ent (0: none, or not an entry). */
+static uint64_t ent_gseq(const redisReply *ent)
+{
+	const redisReply *f;
+	uint64_t v;
+
+	if (ent->type != REDIS_REPLY_ARRAY || ent->elements != 2 ||
+	    (f = ent->element[1])->type != REDIS_REPLY_ARRAY)
+		return 0;
+	for (size_t i = 0; i + 1 < f->elements; i += 2)
+		if (f->element[i]->type == REDIS_REPLY_STRING &&
+		    f->element[i + 1]->type == REDIS_REPLY_STRING &&
+		    strcmp(f->element[i]->str, "gseq") == 0)
+			return dec_u64(f->element[i + 1]->str, &v) ? v : 0;
+	return 0;
+}
+
+/*
+ * Apply the logs of XREAD reply @rep in the store's order of all
+ * tenants (the entries' gseq), so that the mirror holds, between two
+ * entries, what the store held after the first: the root's .snapshot
+ * and .events number it so.  A log that gave a whole BATCH may hold
+ * more, earlier than another log's later entries: nothing past its
+ * last is applied this round.  A new tenant followed, a reload or a
+ * log ended stops the round (*@reread): the next read goes on from
+ * each log's position.  *@whole: every entry the logs held at the read
+ * was applied.  -EAGAIN: an entry without gseq (no such order), nothing
+ * applied: the caller applies stream by stream.
+ */
+static int apply_merged(struct store *s, const redisReply *rep, bool *reread,
+			bool *whole)
+{
+	struct remote *r = remote_of(s);
+	struct merged *v;
+	size_t n = 0, total = 0;
+	uint64_t limit = UINT64_MAX;
+	int rc = 0;
+
+	*whole = false;
+	for (size_t i = 0; i < rep->elements; i++)
+		if (!is_wake_stream(r, rep->element[i]) &&
+		    rep->element[i]->type == REDIS_REPLY_ARRAY &&
+		    rep->element[i]->elements == 2 &&
+		    rep->element[i]->element[1]->type == REDIS_REPLY_ARRAY)
+			total += rep->element[i]->element[1]->elements;
+	v = st_calloc(total + 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < rep->elements; i++) {
+		const redisReply *st = rep->element[i], *es;
+		uint64_t tid;
+
+		if (is_wake_stream(r, st))
+			continue;
+		rc = stream_tid(r, st, &tid);
+		if (rc < 0)
+			goto out;
+		es = st->element[1];
+		for (size_t k = 0; k < es->elements; k++) {
+			uint64_t g = ent_gseq(es->element[k]);
+
+			if (!g) {
+				rc = -EAGAIN;
+				goto out;
+			}
+			if (rc == 0)
+				v[n++] = (struct merged){ g, tid, es->element[k] };
+			if (k + 1 == es->elements && es->elements >= BATCH &&
+			    g < limit)
+				limit = g;
+		}
+	}
+	rc = 0;
+	qsort(v, n, sizeof(*v), merged_cmp);
+	for (size_t i = 0; i < n && v[i].gseq <= limit && !*reread; i++) {
+		rc = apply_entry(s, v[i].tid, v[i].ent, reread);
+		if (rc < 0)
+			goto out;
+	}
+	rc = 0;
+	*whole = limit == UINT64_MAX && !*reread;
+out:
+	free(v);
+	return rc;
 }
 
 /* The log key of tenant @tid into @buf (P:{P.tN}:t -> P:{P.tN}:log). */
@@ -586,7 +717,11 @@ static void *follow_main(void *arg)
 		const char **av = st_calloc(2 * n + 18, sizeof(*av));
 		char block[16], count[16];
 		redisReply *rep = NULL;
-		bool reread = false, reinit, failed = false;
+		bool reread = false, reinit, failed = false, whole = false;
+		/* The root's number waits for a round (redis/load.c): it
+		 * does not wait BLOCK_MS for it. */
+		bool settle = r->idle_ms == 0 && atomic_load(&mirror_of(s)->gorder) &&
+			      !store_root_settled(s);
 		int rc;
 
 		lock(&r->lock, LOCK_ENGINE_STATE);
@@ -630,8 +765,10 @@ static void *follow_main(void *arg)
 		av[argc++] = "XREAD";
 		av[argc++] = "COUNT";
 		av[argc++] = count;
-		av[argc++] = "BLOCK";
-		av[argc++] = block;
+		if (!settle) {
+			av[argc++] = "BLOCK";
+			av[argc++] = block;
+		}
 		av[argc++] = "STREAMS";
 		if (!r->root_damaged)
 			av[argc++] = r->rootlog;
@@ -660,8 +797,9 @@ static void *follow_main(void *arg)
 			for (size_t i = 0; i < n; i++)
 				if (!r->pos[i].damaged)
 					av[argc++] = r->pos[i].id;
-			rc = argc > 6 + (r->idle_ms ? 2 : 0) ? rconn_call(r->conn, 0, (int)argc, av, NULL, &rep)
-				      : -EAGAIN;
+			rc = argc > (size_t)(settle ? 4 : 6) + (r->idle_ms ? 2 : 0) ?
+				     rconn_call(r->conn, 0, (int)argc, av, NULL, &rep) :
+				     -EAGAIN;
 			free(keys);
 		}
 		free(av);
@@ -676,6 +814,13 @@ static void *follow_main(void *arg)
 		if (rep->type == REDIS_REPLY_NIL) {
 			/* Nothing for a while: check_logs below asks whether
 			 * the store is still ours. */
+			whole = true;
+		} else if (rep->type == REDIS_REPLY_ARRAY &&
+			   atomic_load(&mirror_of(s)->gorder) &&
+			   (rc = apply_merged(s, rep, &reread, &whole)) != -EAGAIN) {
+			/* In the store's order of all tenants. */
+			if (rc)
+				failed = true;
 		} else if (rep->type == REDIS_REPLY_ARRAY) {
 			/* The root log first: it names new tenants.  The
 			 * wake-up stream says nothing. */
@@ -701,6 +846,11 @@ static void *follow_main(void *arg)
 			failed = true;
 		}
 		freeReplyObject(rep);
+		/* Every entry the logs held is applied: the mirror is the
+		 * store as of its last one, whatever was loaded before. */
+		if (whole && !failed && r->idle_ms == 0 &&
+		    atomic_load(&mirror_of(s)->gorder))
+			store_root_order(s, 0, true);
 		/* Every BLOCK_MS, idle (XREAD gave nothing) or not: is the
 		 * store still ours, and does each log hold what we lack? */
 		if (mono_ms() - checked >= BLOCK_MS) {

@@ -223,6 +223,10 @@ const char *out_str(const redisReply *r, size_t i);
  * and a second. */
 int wait_seq(struct store *s, uint64_t tid, uint64_t seq);
 
+/* The engine's root_settle: wait, at most store_timeout, until the root's
+ * number says what the mirror holds (store_root_order). */
+void remote_root_settle(struct store *s);
+
 /* Wait until the mirror has applied tenants @ids[0..n)'s logs as Redis
  * holds them now, or seen each go (after a drain of the store); 0 or
  * -EIO. */
@@ -297,7 +301,7 @@ int remote_real_ms(struct store *s, uint64_t *real_ms);
 /* redis/library.c */
 
 /* The library version this mount speaks (redis/lua/contract.lua). */
-#define LIBVERSION 5
+#define LIBVERSION 6
 
 /* Install this mount's Functions library when the store lacks it (a
  * Redis that lost its data lost its functions too).  0 or -errno

@@ -202,7 +202,7 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 	struct store_node *n = NULL;
 	struct mtenant *mt;
 	struct tenant *old;
-	uint64_t seq, ino;
+	uint64_t seq, ino, g;
 	int64_t ns = 0;
 	int rc;
 
@@ -212,6 +212,11 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 		return -EPROTO;
 	if (mirror_tenant_add(s, tid, name))
 		return -ENOMEM;
+	/* The tenant as of the store's number @g (the dump's last
+	 * element, where the store has one order of all tenants): the
+	 * others are not applied as far yet. */
+	if (dump_u64(dump, 8, &g) && atomic_load(&m->gorder))
+		store_root_order(s, g, false);
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt = mt_find_locked(m, tid);
 	old = mt->t;
@@ -607,7 +612,8 @@ int remote_load_all(struct store *s)
 {
 	struct remote *r = remote_of(s);
 	redisReply *rep = NULL, *tl;
-	uint64_t clock_ms = 0;
+	uint64_t clock_ms = 0, gseq = 0;
+	bool gorder = false;
 	const char *state;
 	int rc;
 
@@ -641,7 +647,14 @@ int remote_load_all(struct store *s)
 			store_load_drain_deadline(s, strtoull(v, NULL, 10));
 		else if (strcmp(k, "clock_ms") == 0)
 			clock_ms = strtoull(v, NULL, 10);
+		else if (strcmp(k, "gseq") == 0 && dec_u64(v, &gseq))
+			gorder = true;
 	}
+	/* One order of all tenants (meta gseq): the root numbered by it
+	 * from the number the root's dump was at. */
+	atomic_store(&mirror_of(s)->gorder, gorder);
+	if (gorder)
+		store_root_order_reset(s, gseq);
 	if (r->testclock)
 		remote_saw_now(s, clock_ms);
 	tl = rep->element[5];

@@ -73,6 +73,10 @@ struct mirror {
 	/* What was applied of the root log: written by the apply thread,
 	 * read by transitions waiting for their outcome (wait_seq). */
 	_Atomic uint64_t root_seq;
+	/* The store has one order of all tenants (its meta's gseq, read
+	 * from the root's dump): the root numbered by it, a tenant's load
+	 * unsettling it (store_root_order).  Written by the apply thread. */
+	_Atomic bool gorder;
 	_Atomic uint64_t ino_offset;   /* changes with a new instance */
 	_Atomic uint64_t testclock_ms;
 	char by[64];                   /* immutable: this mount's id */

@@ -707,6 +707,7 @@ const struct store_ops redis_ops = {
 	.release = remote_release,
 	.sync = remote_sync_dir,
 	.events_history = remote_events_history, /* redis/history.c */
+	.root_settle = remote_root_settle,       /* redis/call.c */
 	.lock_set = remote_lock,            /* redis/lock.c */
 	.lock_kick = remote_lock_kick,
 	.lock_test = remote_lock_test,

@@ -207,6 +207,9 @@ struct given {
 	uint64_t ms;                   /* the store clock the transition reads */
 	uint64_t ino;                  /* the next node's inode; 0 once taken */
 	uint64_t seq;                  /* the next line's shown number */
+	uint64_t gseq;                 /* the next line's number in the
+					* authority's order of all tenants
+					* (the root's); 0: none */
 	bool others;                   /* another mount's or a reaper's change:
 					* every line is internal */
 	bool quiet;                    /* a load, not a change: no line */
@@ -300,6 +303,10 @@ struct store_ops {
 	int (*events_history)(struct store *s, struct store_node *tenant,
 			      const struct store_cred *cred, uint64_t seq,
 			      char **text, size_t *len, uint64_t *upto);
+	/* Before a root .snapshot of a store with one order of all tenants
+	 * (store_root_order): wait, with no lock held, a bounded time, for
+	 * that number to be settled.  NULL: nothing to wait for. */
+	void (*root_settle)(struct store *s);
 	/* Locks on child @n: store_lock (lock_set), store_lock_kick,
 	 * store_lock_test, store_lock_drop (NULL: -ENOLCK, the store keeps
 	 * none, and nothing to drop); lock_stats adds this mount's locks
@@ -437,6 +444,22 @@ void emit_overflow(struct store *s, struct tenant *t);
 /* Tenant @tenant was loaded as of its engine's number @seq (it showed no
  * line for it): what its .snapshot's seq row says until its next line. */
 void store_tenant_seq_set(struct store_node *tenant, uint64_t seq);
+/*
+ * The authority has one order of all tenants, whose numbers the root's
+ * lines show (struct given's gseq).  The mirror holds the store as
+ * after number @seq at least (the root's .snapshot ends there until a
+ * line shows a later one); @settled false: a tenant was loaded (from
+ * @seq) while other tenants are not applied as far, so no number says
+ * what the whole holds until the engine calls again with @settled true
+ * (a root .snapshot taken meanwhile says "-").  store_root_order_reset:
+ * the same for a new store instance, whose numbers start again.  The
+ * applying thread only, before it changes what @seq says.
+ */
+void store_root_order(struct store *s, uint64_t seq, bool settled);
+void store_root_order_reset(struct store *s, uint64_t seq);
+/* Is the root's number settled (store_root_order)?  False as well when
+ * the authority has no such order. */
+bool store_root_settled(struct store *s);
 void event_hook_run(struct store *s);
 /* Another mount changed @n's attributes, which no line tells of: run the
  * touch hook (store_set_touch_hook), if any.  No store lock held. */

@@ -59,7 +59,11 @@
  * line at N or past it follows a number below N) without counting on
  * numbers being consecutive: an attribute's change takes a number and
  * shows no line.  When the log does not hold N, the engine may give the
- * lines (its events_history), which the reader reads first.
+ * lines (its events_history), which the reader reads first.  Where the
+ * engine's authority has one order of all tenants (store_root_order),
+ * each line also carries that order's number (gshown) and the newest one
+ * before it (gprev: s->gseq_shown, which a load moves too), and a root
+ * reader reads, starts and checks by those the same way.
  */
 #include "store/internal.h"
 
@@ -82,6 +86,7 @@ static void emit_entry(struct store *s, struct given *g, struct tenant *t, struc
 		if (g->quiet)
 			return;
 		e->shown = g->seq++;
+		e->gshown = g->gseq ? g->gseq++ : 0;
 		e->internal = e->internal || g->others;
 		e->hidden = g->hidden;
 	}
@@ -97,9 +102,16 @@ static void emit_entry(struct store *s, struct given *g, struct tenant *t, struc
 	 * tenant are emitted one at a time, in order. */
 	if (t && e->shown && !e->overflow && !e->hidden)
 		e->prev = atomic_load(&t->seq_shown);
+	/* And the number before it in the order of all tenants: one
+	 * applying thread, so a plain maximum. */
+	if (e->gshown && !e->overflow && !e->hidden)
+		e->gprev = atomic_load(&s->gseq_shown);
 	lock_call_begin(LOCK_EVLOG);
 	seq = evlog_append(s->events, e);
 	lock_call_end(LOCK_EVLOG);
+	if (seq && e->gshown && !e->overflow && !e->hidden &&
+	    e->gshown > e->gprev)
+		atomic_store(&s->gseq_shown, e->gshown);
 	/* What the tenant's .snapshot ends at: the engine's numbers only
 	 * for an engine's lines, never a reload's marks. */
 	if (seq && t && !e->overflow && !e->hidden)
@@ -281,6 +293,9 @@ int store_events_open(struct store *s, struct store_node *tenant,
 	r->window = flags & STORE_EVENTS_WHOLE_LOG ? UINT64_MAX :
 		    STORE_EVENT_WINDOW;
 	r->internal_only = (flags & STORE_EVENTS_INTERNAL) != 0;
+	/* A root reader of one order of all tenants reads its numbers. */
+	r->gorder = !tenant && s->ops != &embedded_ops &&
+		    atomic_load(&s->root_order);
 	lock_call_begin(LOCK_EVLOG);
 	evlog_open(s->events, r);
 	lock_call_end(LOCK_EVLOG);
@@ -316,16 +331,20 @@ void store_events_start(struct store *s, struct store_event_reader *r,
 	 * (a mirror), not places in this log. */
 	bool shown = s->ops != &embedded_ops;
 	bool ours = tenant && tenant->kind == STORE_TENANT;
-	uint64_t known = ours ? atomic_load(&as_tenant(tenant)->seq_shown) : 0;
+	/* A root reader of one order of all tenants reads by its numbers. */
+	bool all = !tenant && shown && atomic_load(&s->root_order);
+	uint64_t known = ours ? atomic_load(&as_tenant(tenant)->seq_shown) :
+			 all ? atomic_load(&s->gseq_shown) : 0;
 	uint64_t upto = 0;
 	char *text = NULL;
 	size_t len = 0;
 	bool held;
 
 	lock_call_begin(LOCK_EVLOG);
+	r->gorder = all;
 	held = evlog_start(s->events, r, seq, shown, known);
 	lock_call_end(LOCK_EVLOG);
-	if (held || !ours || !s->ops->events_history)
+	if (held || !(ours || all) || !s->ops->events_history)
 		return;
 	/* No lock held: the engine may wait on the network.  Without its
 	 * lines, the reader goes on as evlog_start left it. */
@@ -342,6 +361,31 @@ void store_events_start(struct store *s, struct store_event_reader *r,
 void store_tenant_seq_set(struct store_node *tenant, uint64_t seq)
 {
 	atomic_store(&as_tenant(tenant)->seq_shown, seq);
+}
+
+/* Unsettled before the number moves, the number before settled: a
+ * snapshot reads the number, then whether it is settled (snapshot.c). */
+void store_root_order(struct store *s, uint64_t seq, bool settled)
+{
+	atomic_store(&s->root_order, true);
+	if (!settled)
+		atomic_store(&s->root_settled, false);
+	if (seq > atomic_load(&s->gseq_shown))
+		atomic_store(&s->gseq_shown, seq);
+	if (settled)
+		atomic_store(&s->root_settled, true);
+}
+
+void store_root_order_reset(struct store *s, uint64_t seq)
+{
+	atomic_store(&s->root_order, true);
+	atomic_store(&s->root_settled, false);
+	atomic_store(&s->gseq_shown, seq);
+}
+
+bool store_root_settled(struct store *s)
+{
+	return atomic_load(&s->root_order) && atomic_load(&s->root_settled);
 }
 
 uint64_t store_events_position(const struct store_event_reader *r)

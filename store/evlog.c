@@ -38,7 +38,9 @@
  * are not in the log, and the reader's next line comes after "overflow"
  * (a line it may not see counts too: it tells, it is not shown).  Lines
  * an engine gave for the numbers the log lacks (evlog_resume) come
- * first, whole.  Its window is the whole log.
+ * first, whole.  Its window is the whole log.  A root reader of an
+ * engine with one order of all tenants (gorder) does the same by the
+ * lines' numbers in that order (gshown, gprev) over every tenant's lines.
  *
  * The end of the store instance (an entry with end) is counted the same
  * way (ends_before, ends_seen).  A tenant's reader that got past one, by
@@ -245,10 +247,26 @@ static uint64_t shown_of(const struct slot *sl)
 	return sl->e.shown ? sl->e.shown : sl->seq;
 }
 
-/* Is @sl in tenant reader @r's scope, whoever may read it? */
+/* The number @sl shows reader @r: a root reader by one order of all
+ * tenants reads that order's, when the line has one. */
+static uint64_t shown_for(const struct slot *sl, const struct store_event_reader *r)
+{
+	return r->gorder && sl->e.gshown ? sl->e.gshown : shown_of(sl);
+}
+
+/* The number before @sl's, as @r counts (prev or gprev). */
+static uint64_t prev_for(const struct slot *sl, const struct store_event_reader *r)
+{
+	return r->gorder ? sl->e.gprev : sl->e.prev;
+}
+
+/* Is @sl in reader @r's scope, whoever may read it (a tenant's reader,
+ * or a root reader by one order: a line that carries its number)? */
 static bool in_scope(const struct slot *sl, const struct store_event_reader *r)
 {
-	return !sl->e.overflow && !sl->e.end && sl->e.tenant_ino == r->tenant_ino;
+	if (sl->e.overflow || sl->e.end || sl->e.hidden)
+		return false;
+	return r->gorder ? sl->e.gshown != 0 : sl->e.tenant_ino == r->tenant_ino;
 }
 
 bool evlog_start(struct evlog *l, struct store_event_reader *r, uint64_t seq,
@@ -262,9 +280,10 @@ bool evlog_start(struct evlog *l, struct store_event_reader *r, uint64_t seq,
 	/* "As far as the log holds it": the whole ring, not a window. */
 	r->window = UINT64_MAX;
 	r->from = seq;
-	/* The whole store's lines are numbered per tenant: no one number
-	 * says what a root reader missed. */
-	r->from_check = shown && r->tenant_ino;
+	/* Without one order of all tenants the whole store's lines are
+	 * numbered per tenant: no one number says what a root reader
+	 * missed. */
+	r->from_check = shown && (r->tenant_ino || r->gorder);
 	r->from_lost = false;
 	if (shown) {
 		reader_to(l, r, first);
@@ -272,9 +291,9 @@ bool evlog_start(struct evlog *l, struct store_event_reader *r, uint64_t seq,
 			uint64_t i = first;
 
 			while (i < l->next && !(in_scope(&l->ring[i % l->cap], r) &&
-						shown_of(&l->ring[i % l->cap]) >= seq))
+						shown_for(&l->ring[i % l->cap], r) >= seq))
 				i++;
-			held = i < l->next ? l->ring[i % l->cap].e.prev < seq :
+			held = i < l->next ? prev_for(&l->ring[i % l->cap], r) < seq :
 					     known < seq;
 		}
 	} else if (seq >= l->next) {
@@ -342,14 +361,18 @@ static bool visible(const struct slot *sl, struct store_event_reader *r)
 	 * prev tells); a line below its number is not its own. */
 	if (r->from && sl->e.overflow && !sl->e.end)
 		return !r->from_check;
-	if (r->from && !sl->e.end && shown_of(sl) < r->from)
+	if (r->from && !sl->e.end && shown_for(sl, r) < r->from)
+		return false;
+	/* By the order of all tenants, a line without its number came
+	 * before the order began: below any number. */
+	if (r->from && r->gorder && !sl->e.end && !sl->e.gshown)
 		return false;
 	if (r->tenant_ino && sl->e.tenant_ino != r->tenant_ino && !sl->e.end)
 		return false;
 	/* Its tenant's first line at its number, which it may see or not:
 	 * did numbers from there on come before it that the log lacks? */
-	if (r->from_check && !sl->e.overflow && !sl->e.end) {
-		r->from_lost = sl->e.prev >= r->from;
+	if (r->from_check && in_scope(sl, r)) {
+		r->from_lost = prev_for(sl, r) >= r->from;
 		r->from_check = false;
 	}
 	return !r->cred || !sl->e.tenant_ino ||
@@ -462,7 +485,7 @@ size_t evlog_read(struct evlog *l, struct store_event_reader *r, char *buf,
 		}
 		text = sl->text ? sl->text : lost;
 		tlen = sl->text ? sl->len : sizeof(lost) - 1;
-		sn = snprintf(seq, sizeof(seq), "%" PRIu64 "\t", shown_of(sl));
+		sn = snprintf(seq, sizeof(seq), "%" PRIu64 "\t", shown_for(sl, r));
 		/* A reader started at a number the log did not hold: one
 		 * "overflow" first. */
 		skip = r->from_lost ? sizeof(overflow) - 1 : 0;

@@ -41,6 +41,9 @@ struct store_event_reader {
 	 * next read begins with "overflow"). */
 	uint64_t from;
 	bool from_check, from_lost;
+	/* A root reader of a store whose lines carry numbers of one order
+	 * of all tenants (gshown): it reads and starts by those. */
+	bool gorder;
 	/* Lines an engine gave for the numbers before from (evlog_resume),
 	 * whole lines, read before the log: hist_off of hist_len read. */
 	char *hist;
@@ -74,6 +77,10 @@ struct evlog_entry {
 	 * was loaded from), as the log saw it: a line whose prev is N or
 	 * more follows numbers from N on that this log never held whole. */
 	uint64_t shown, prev;
+	/* The same in the authority's order of all tenants, for the
+	 * root's readers (0: none, they read shown): gprev is the newest
+	 * such number shown or loaded before it. */
+	uint64_t gshown, gprev;
 	/* Not a line: readers in its scope get "overflow" there (a mirror
 	 * reloaded the tenant and lost its lines in between); the watch
 	 * machinery gets -EOVERFLOW. */

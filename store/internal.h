@@ -334,6 +334,14 @@ struct store {
 	struct snap_hold *holds;       /* hold_lock: uid -> bytes */
 
 	struct evlog *events;
+	/* An engine whose authority has one order of all tenants (a
+	 * mirror of one Redis, store_root_order): its root lines show that
+	 * order's numbers (struct given's gseq); gseq_shown is the newest
+	 * one shown or loaded (the root's .snapshot ends there while
+	 * root_settled), changed by the applying thread inside its
+	 * transitions.  All three atomics, no lock. */
+	atomic_bool root_order, root_settled;
+	atomic_uint_fast64_t gseq_shown;
 	void (*event_hook)(void *arg, bool internal);
 	void *event_arg;
 	void (*attr_hook)(void *arg, const uint64_t *ino, size_t n);

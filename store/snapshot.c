@@ -9,7 +9,10 @@
  *  1. At E, under the exclusive world lock (no transition half done):
  *     read the clock and the number of the last line of the event log
  *     it includes (the tenant's last line, tenant->seq_shown, for a
- *     tenant), number the snapshot (its epoch), pin the tenants in
+ *     tenant; for the root of an engine with one order of all tenants,
+ *     s->gseq_shown once the engine settled it, store_root_order, which
+ *     the engine's root_settle waited for before, with no lock held),
+ *     number the snapshot (its epoch), pin the tenants in
  *     scope and publish the run in s->snap.  O(tenants in scope).
  *  2. With the world open again, the taker copies one unit at a time, each
  *     under its own lock: a tenant (its row and its tombstones' rows,
@@ -650,17 +653,27 @@ int store_snapshot_take(struct store *s, struct store_node *tenant,
 	pthread_mutex_init(&r.lock, NULL);
 	pthread_mutex_init(&r.frozen_lock, NULL);
 
+	/* The root's number, where the engine settles it: waited for with
+	 * no lock held. */
+	if (!tenant && s->ops->root_settle)
+		s->ops->root_settle(s);
 	lock(&s->snap_taker, LOCK_SNAP_TAKER);
 	t0 = usec_now();
 	scan_begin(s);
 	r.now = store_now_ms(s);
 	/* The last line it includes: no transition is half done.  A
-	 * shared store numbers per tenant: its whole has no one number. */
+	 * shared store numbers per tenant, and its whole has one number
+	 * only where its authority has one order of all tenants, once the
+	 * mirror holds a prefix of it (store_root_order). */
 	if (r.only)
 		out->seq = (int64_t)atomic_load(&r.only->seq_shown);
-	else
-		out->seq = store_is_shared(s) ? -1 :
-			   (int64_t)store_events_end(s) - 1;
+	else if (!store_is_shared(s))
+		out->seq = (int64_t)store_events_end(s) - 1;
+	else {
+		int64_t g = (int64_t)atomic_load(&s->gseq_shown);
+
+		out->seq = store_root_settled(s) ? g : -1;
+	}
 	rc = snap_pin_tenants(s, r.only, &ts, &nt);
 	if (rc == 0) {
 		r.epoch = ++s->snap_epochs;

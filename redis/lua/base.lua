@@ -20,6 +20,11 @@ local DURATION_MAX_MS = 1000000000000 -- STORE_DURATION_MAX_MS: a ttl, a window,
 local CLOCK_MAX_MS = 8 * DURATION_MAX_MS -- STORE_CLOCK_MAX_MS: the testclock's ceiling
 local S_ISGID, S_ISVTX = 1024, 512
 local MAY_W, MAY_X = 2, 1
+-- One order of all tenants: every entry takes its place in meta gseq
+-- (its field gseq).  True wherever every call runs on one Redis; a
+-- Redis Cluster mode, where tenants live in different slots, would set
+-- it false, and its entries carry no gseq (no root order).
+local STORE_ORDER = true
 
 -- The store's limits, recorded in meta as lim_<name> by the first mount
 -- (sfs_init) and compared, in this order, with every later mount's.  The
@@ -65,7 +70,7 @@ local DURATIONS = { tombstone_ttl_ms = true, default_ttl_ms = true,
 -- and write first (Redis keeps a small hash as a list it searches from
 -- the front), the limits, read once per instance, last.
 local META_ORDER = { 'instance', 'state', 'ino', 'children', 'links',
-	'bytes', 'admissions', 'removals', 'seq', 'clock_ms', 'tenants',
+	'bytes', 'admissions', 'removals', 'seq', 'gseq', 'clock_ms', 'tenants',
 	'parents', 'tombstones', 'expiries', 'joins', 'leaves', 'tid',
 	'libversion', 'created_ms', 'drain_deadline' }
 
@@ -251,10 +256,10 @@ end
 -- costs more than the command); fields_made() checks each mk against
 -- its list when the library loads.
 local MFIELDS = { 'instance', 'state', 'seq', 'ino', 'children',
-	'links', 'bytes', 'admissions', 'removals',
+	'links', 'bytes', 'admissions', 'removals', 'gseq',
 	mk = function(v) return { instance = v[1], state = v[2], seq = v[3],
 		ino = v[4], children = v[5], links = v[6], bytes = v[7],
-		admissions = v[8], removals = v[9] } end }
+		admissions = v[8], removals = v[9], gseq = v[10] } end }
 local TFIELDS = { 'name', 'seq', 'state', 'links', 'children', 'bytes',
 	mk = function(v) return { name = v[1], seq = v[2], state = v[3],
 		links = v[4], children = v[5], bytes = v[6], mtime = nil,

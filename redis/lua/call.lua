@@ -179,10 +179,24 @@ local function xadd(ctx, key, seq, nseq, op, fields)
 		op, fields }
 end
 
--- Make kept XADD @w (xadd above).
+-- Make kept XADD @w (xadd above): its place in the store-wide order
+-- (gseq) is the next of the call's numbers (order_take).
 local function xadd_now(ctx, w)
 	local key, seq, nseq, op, fields = w[1], w[2], w[3], w[4], w[5]
-	if nseq > 1 then
+	local g = ctx.gnext
+	if g then
+		ctx.gnext = g + nseq
+		if nseq > 1 then
+			redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max_s, '*',
+				'seq', seq, 'nseq', nseq, 'gseq', dec(g), 'op', op,
+				'ms', ctx.now, 'ns', ctx.ns, 'by', ctx.by or '',
+				unpack(fields))
+		else
+			redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max_s, '*',
+				'seq', seq, 'gseq', dec(g), 'op', op, 'ms', ctx.now,
+				'ns', ctx.ns, 'by', ctx.by or '', unpack(fields))
+		end
+	elseif nseq > 1 then
 		redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max_s, '*',
 			'seq', seq, 'nseq', nseq, 'op', op, 'ms', ctx.now, 'ns', ctx.ns,
 			'by', ctx.by or '', unpack(fields))
@@ -193,11 +207,29 @@ local function xadd_now(ctx, w)
 	end
 end
 
+-- The store-wide order (STORE_ORDER): the entries the call appends,
+-- tenant logs and root log alike, take the next numbers of meta gseq,
+-- each as many as its seq numbers (nseq), in the order they are made,
+-- all with one change of meta (written back with its record).  Checked
+-- (a gseq that is not a number is damage) before the first write.
+local function order_take(ctx)
+	if not STORE_ORDER then return end
+	local n = 0
+	for _, w in ipairs(ctx.jr) do
+		if w.xadd then n = n + w[3] end
+	end
+	if n == 0 then return end
+	local g = num(ctx.M, 'gseq')
+	ctx.gnext = g + 1
+	set(ctx.M, 'gseq', g + n)
+end
+
 -- The write phase: check the type of every key to be written that the
 -- call did not read (damage stops it before its first write), make the
 -- kept commands in order, write back every changed record, keep the
 -- outcome for a retry, return it.
 local function finish(ctx, out)
+	order_take(ctx)
 	for _, w in ipairs(ctx.jr) do
 		check_type(ctx, w.kind, w.xadd and w[1] or w[2])
 	end

@@ -64,19 +64,21 @@ end
 
 -- The fields of meta and of the tenant each function reads at once.
 local MF_CREATE = fields_made{ 'instance', 'state', 'ino', 'children', 'links',
-	'admissions', mk = function(v) return { instance = v[1], state = v[2],
-		ino = v[3], children = v[4], links = v[5], admissions = v[6] } end }
+	'admissions', 'gseq', mk = function(v) return { instance = v[1],
+		state = v[2], ino = v[3], children = v[4], links = v[5],
+		admissions = v[6], gseq = v[7] } end }
 local TF_CREATE = fields_made{ 'name', 'seq', 'state', 'links', 'children',
 	mk = function(v) return { name = v[1], seq = v[2], state = v[3],
 		links = v[4], children = v[5] } end }
 local MF_UNLINK = fields_made{ 'instance', 'links', 'bytes', 'children',
-	'removals', mk = function(v) return { instance = v[1], links = v[2],
-		bytes = v[3], children = v[4], removals = v[5] } end }
+	'removals', 'gseq', mk = function(v) return { instance = v[1],
+		links = v[2], bytes = v[3], children = v[4], removals = v[5],
+		gseq = v[6] } end }
 local TF_UNLINK = fields_made{ 'name', 'seq', 'links', 'bytes', 'children',
 	mk = function(v) return { name = v[1], seq = v[2], links = v[3],
 		bytes = v[4], children = v[5] } end }
-local MF_RENAME = fields_made{ 'instance', 'state',
-	mk = function(v) return { instance = v[1], state = v[2] } end }
+local MF_RENAME = fields_made{ 'instance', 'state', 'gseq',
+	mk = function(v) return { instance = v[1], state = v[2], gseq = v[3] } end }
 local TF_RENAME = fields_made{ 'name', 'seq', 'state',
 	mk = function(v) return { name = v[1], seq = v[2], state = v[3] } end }
 

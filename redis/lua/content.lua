@@ -35,8 +35,8 @@ local function publish(ctx, T, S, data, oldlen)
 		'data', data, 'lines', table.concat(lines, ' ') }, #lines
 end
 
-local MF_PUBLISH = fields_made{ 'instance', 'bytes',
-	mk = function(v) return { instance = v[1], bytes = v[2] } end }
+local MF_PUBLISH = fields_made{ 'instance', 'bytes', 'gseq',
+	mk = function(v) return { instance = v[1], bytes = v[2], gseq = v[3] } end }
 local TF_PUBLISH = fields_made{ 'name', 'seq', 'bytes',
 	mk = function(v) return { name = v[1], seq = v[2], bytes = v[3] } end }
 

@@ -53,7 +53,9 @@ TID: new keys.
                       mount), libversion, ino (the next inode number
                       handed out; starts at 10: root 1, its special files
                       2..9), tid (the last tenant id), seq (root log
-                      seq), created_ms, state (ready|draining|drained),
+                      seq), gseq (the store-wide order's last number:
+                      entries, below; absent where there is no such
+                      order), created_ms, state (ready|draining|drained),
                       drain_deadline, clock_ms (the testclock clock),
                       lim_<name> (every limit in LIMITS), gauges tenants
                       parents children links tombstones bytes, counters
@@ -198,6 +200,18 @@ that reaps an expired child at its name appends the expire, then the
 create).  Every entry has:
 
   seq     its first sequence number in the tenant (1, 2, ...; never reused)
+  gseq    its first number in the store-wide order of all tenants: every
+          entry of a call, tenant logs and root log alike, takes the
+          next of meta gseq, as many as its seq numbers (seq .. seq+nseq-1
+          are gseq .. gseq+nseq-1), in the order the call appends them,
+          all with one change of meta per call.  Absent (STORE_ORDER
+          false: a Redis Cluster mode, where calls of different tenants
+          live in different slots; entries a library before version 6
+          wrote): no root order, and a mount numbers the root's lines per
+          tenant.  A mount applies one read of every log merged by it,
+          numbers the root's .events lines by it, ends the root's
+          .snapshot at one of its numbers, and serves a root seek from
+          the logs merged by it.
   nseq    present when the entry stands for more than one .events line:
           its lines are numbered seq .. seq+nseq-1, in the order given
           below.  An entry with no .events line still takes one seq (a
@@ -419,6 +433,7 @@ DEADLINE_MS ignored):
   sfs_dump 2 META T ...         OK now seq LASTID T(k v...)
                                 PARENTS({pino, P(k v...), BUCKET(name sino...)}...)
                                 STATES({sino, S(k v...)}...) TOMBS(name "GEN DEADLINE"...)
+                                [GSEQ: meta gseq at that instant]
       One consistent instant of the store's root or of one tenant, with
       its log's seq and last entry id: where a mount starts following.
       A dead tenant: ESTALE.
@@ -476,4 +491,4 @@ uses only what the files before it define:
                  (its own essay; it registers them itself, with reg())
 ]==]
 
-local LIBVERSION = 5
+local LIBVERSION = 6

@@ -35,9 +35,12 @@ local function fn_dump(keys, args)
 			end
 		end
 	end
+	-- Then the store-wide order's number at this instant (STORE_ORDER):
+	-- the tenant is as after that entry of the store.
 	return { 'OK', ctx.now, num(T, 'seq'), last_id(tkey(T, 'log')),
 		redis.call('HGETALL', T.key),
-		parents, states, redis.call('HGETALL', tkey(T, 'tombs')) }
+		parents, states, redis.call('HGETALL', tkey(T, 'tombs')),
+		STORE_ORDER and num(M, 'gseq') or nil }
 end
 
 -- sfs_sync: the seqs a mount must have applied to be as fresh as the store.

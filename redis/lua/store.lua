@@ -50,6 +50,9 @@ local function fn_init(keys, args)
 			if get(M, 'lim_' .. l[1]) == nil then set(M, 'lim_' .. l[1], ctx.lim[l[1]]) end
 		end
 		if num(M, 'libversion') < LIBVERSION then set(M, 'libversion', LIBVERSION) end
+		-- A store made by a library before the order of all tenants
+		-- starts it here (its older entries carry none).
+		if STORE_ORDER and get(M, 'gseq') == nil then set(M, 'gseq', 0) end
 	else
 		if not string.find(candidate, '^%x+$') or #candidate ~= 16 then
 			return fail(ctx, 'EINVAL', 'instance')
@@ -63,6 +66,7 @@ local function fn_init(keys, args)
 		set(M, 'ino', FIRST_INO)
 		set(M, 'tid', 0)
 		set(M, 'seq', 0)
+		if STORE_ORDER then set(M, 'gseq', 0) end
 		set(M, 'created_ms', ctx.real_ms)
 		set(M, 'state', 'ready')
 		set(M, 'drain_deadline', 0)

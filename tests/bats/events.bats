@@ -210,7 +210,8 @@ seqs_increase() {
 }
 
 # Embedded only: a shared store numbers each tenant's lines by its own log,
-# so the root's .events does not increase across tenants.
+# and the root's by its order of all tenants (list_watch.bats): a line's
+# two numbers differ.
 # bats test_tags=embedded-only
 @test "a tenant's .events shows only that tenant; the root's shows all, with the same sequence numbers" {
 	mkdir "$MNT/a" "$MNT/b"

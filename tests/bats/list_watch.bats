@@ -6,7 +6,9 @@
 # iflag=skip_bytes) starts at the first line numbered N or more, after
 # one "overflow" line when the log no longer holds N; a number yet to
 # come waits for it.  With shell tools only, through a tenant's files
-# (the same on both stores: a tenant's numbers are one order).
+# (the same on both stores: a tenant's numbers are one order), and
+# through the root's (one order of all tenants: the embedded store's,
+# and one Redis's).
 
 load helpers
 # shellcheck source=tests/bats/redis_helpers.bash
@@ -22,6 +24,9 @@ teardown() {
 	# A consumer runs in a group of its own (setsid): its dd too.
 	[ -n "$CONSUMER" ] && kill -KILL -- "-$CONSUMER" 2>/dev/null
 	bg_teardown
+	# The redis-servers a shared-store test started itself (redis_start),
+	# which statefs_unmount stops only under STATEFS_STORE=redis.
+	redis_stop_all
 }
 
 # snap_seq FILE: the seq line's number.
@@ -53,7 +58,7 @@ until_line() {
 	run sed -n 2p "$MNT/t/.snapshot"
 	assert_output --regexp $'^seq\t[0-9]+(\t-){8}$'
 	run sed -n 2p "$MNT/.snapshot"
-	assert_output --regexp $'^seq\t([0-9]+|-)(\t-){8}$'
+	assert_output --regexp $'^seq\t[0-9]+(\t-){8}$'
 	run awk -F'\t' '$1 == "child" { print $4 }' "$MNT/t/.snapshot"
 	assert_output c
 	# The tenant's number is its last line's.
@@ -103,6 +108,73 @@ until_line() {
 		<(awk -F'\t' '$1 == "child" { print $4 }' "$BATS_TEST_TMPDIR/s2" | sort)
 	assert_success
 	[ "$(wc -l <"$BATS_TEST_TMPDIR/replayed")" -gt 100 ]
+}
+
+# replay_children SNAPSHOT EVENTS: the root snapshot's children
+# ("TENANT/PARENT/CHILD"), with the creates and unlinks of EVENTS
+# replayed onto them, sorted.
+replay_children() {
+	awk -F'\t' '
+		FILENAME == ARGV[1] && $1 == "child" { c[$2 "/" $3 "/" $4] = 1; next }
+		FILENAME == ARGV[2] && $2 == "create" { c[$3 "/" $4 "/" $5] = 1 }
+		FILENAME == ARGV[2] && $2 == "unlink" { delete c[$3 "/" $4 "/" $5] }
+		END { for (k in c) print k }' "$1" "$2" | sort
+}
+
+# root_children SNAPSHOT: its children the same way.
+root_children() {
+	awk -F'\t' '$1 == "child" { print $2 "/" $3 "/" $4 }' "$1" | sort
+}
+
+# two_writers DIR: two tenants written at once (t/p, u/q), then DIR/t/end.
+two_writers() {
+	(
+		local i t
+		for t in t/p u/q; do
+			(
+				for i in $(seq 21 170); do
+					: >"$1/$t/c$i"
+					[ $((i % 3)) -eq 0 ] && rm "$1/$t/c$((i - 5))"
+				done
+			) &
+		done
+		wait
+		mkdir "$1/t/end"
+	) 3>&- &
+	BG_PIDS+=($!)
+}
+
+@test "the root's seq then its .events from the next number replays onto a later root snapshot exactly, under writers in two tenants" {
+	mkdir -p "$MNT/t/p" "$MNT/u/q"
+	local i
+	for i in $(seq 20); do echo "$i" >"$MNT/t/p/c$i"; echo "$i" >"$MNT/u/q/c$i"; done
+	two_writers "$MNT"
+	sleep 0.1
+	cat "$MNT/.snapshot" >"$BATS_TEST_TMPDIR/s1"
+	local n
+	n=$(snap_seq "$BATS_TEST_TMPDIR/s1")
+	[[ $n =~ ^[0-9]+$ ]]
+	follow $((n + 1)) "$MNT" "$OUT"
+	until_line "$OUT" $'\tjoin\tt\tend\t'
+	cat "$MNT/.snapshot" >"$BATS_TEST_TMPDIR/s2"
+	# Numbers: past n, each once, rising, no overflow (one order of all
+	# tenants; a shared store's changes with no line leave gaps).
+	run awk -F'\t' -v n="$n" '
+		$1 !~ /^[0-9]+$/ { print "not a line: " $0; bad = 1 }
+		$1 + 0 <= prev + 0 || $1 + 0 <= n + 0 { print "line " NR " is " $1; bad = 1 }
+		{ prev = $1 }
+		END { exit bad }' "$OUT"
+	assert_success
+	# Both tenants' lines are there, interleaved.
+	grep -q $'\tt\tp\t' "$OUT"
+	grep -q $'\tu\tq\t' "$OUT"
+	# Replayed onto the first snapshot's children: the second's.
+	replay_children "$BATS_TEST_TMPDIR/s1" "$OUT" >"$BATS_TEST_TMPDIR/replayed"
+	run diff "$BATS_TEST_TMPDIR/replayed" <(root_children "$BATS_TEST_TMPDIR/s2")
+	assert_success
+	[ "$(wc -l <"$BATS_TEST_TMPDIR/replayed")" -gt 200 ]
+	# The second snapshot ends at the last line.
+	[ "$(snap_seq "$BATS_TEST_TMPDIR/s2")" = "$(tail -n 1 "$OUT" | cut -f1)" ]
 }
 
 @test "no seek is the present; a later seek forward changes nothing, one back into the last read gets its bytes again" {
@@ -255,6 +327,213 @@ unmount_newest() {
 	run tail -n 1 "$OUT.c"
 	assert_output "$((n + 1))	join	t	after	-	1	-"
 	[ "$(head -n 1 "$OUT.a" | cut -f1-3)" = $'1\tjoin\tt' ]
+}
+
+@test "a shared store's root lines from before a mount came, or before its remount, by a seek before the first read" {
+	redis_start
+	shared_mount
+	local a=$MNT
+	mkdir -p "$a/t/p" "$a/u/q" "$a/v"
+	echo 1 >"$a/t/p/c1"
+	echo 2 >"$a/u/q/c2"
+	ln "$a/t/p/c1" "$a/t/p/l1"
+	mv "$a/u/q/c2" "$a/u/q/m2"
+	# Lines while a tenant was closed are its owner's alone.
+	chmod 0700 "$a/u"
+	mkdir "$a/u/secret"
+	chmod 0755 "$a/u"
+	rmdir "$a/v"
+	mkdir "$a/t/end"
+	local n
+	n=$(snap_seq "$a/.snapshot")
+	follow 1 "$a" "$OUT.a"
+	until_line "$OUT.a" $'\tjoin\tt\tend\t'
+	[ "$(tail -n 1 "$OUT.a" | cut -f1)" = "$n" ]
+	grep -q $'\tcleanup\tv\t' "$OUT.a"
+	# A mount made after them: its log never had them; Redis's logs have.
+	shared_mount -o allow_other,default_permissions
+	local b=$MNT
+	follow 1 "$b" "$OUT.b"
+	until_line "$OUT.b" $'\tjoin\tt\tend\t'
+	run diff "$OUT.a" "$OUT.b"
+	assert_success
+	run as_nobody timeout 2 dd if="$b/.events" iflag=skip_bytes skip=1 \
+		bs=64K status=none
+	assert_output "$(grep -v $'\tsecret\t' "$OUT.a")"
+	# From the middle, and after a remount of the first.
+	bg_stop || true
+	unmount_newest
+	unmount_newest
+	shared_mount
+	local mid
+	mid=$(sed -n 5p "$OUT.a" | cut -f1)
+	follow "$mid" "$MNT" "$OUT.c"
+	until_line "$OUT.c" $'\tjoin\tt\tend\t'
+	run diff <(awk -F'\t' -v m="$mid" '$1 >= m' "$OUT.a") "$OUT.c"
+	assert_success
+	# Then the stream goes on live, past n.
+	mkdir "$MNT/u/after"
+	until_line "$OUT.c" $'\tjoin\tu\tafter\t'
+	run tail -n 1 "$OUT.c"
+	assert_output --regexp "^[0-9]+	join	u	after	-	1	-\$"
+	[ "$(tail -n 1 "$OUT.c" | cut -f1)" -gt "$n" ]
+}
+
+@test "two mounts of one shared store give the root's lines the same numbers, and the same root snapshot" {
+	redis_start
+	shared_mount
+	local a=$MNT
+	shared_mount
+	local b=$MNT
+	mkdir -p "$a/t/p" "$b/u/q"
+	local i
+	for i in $(seq 20); do echo "$i" >"$a/t/p/c$i"; echo "$i" >"$b/u/q/c$i"; done
+	local n
+	n=$(snap_seq "$b/.snapshot")
+	[[ $n =~ ^[0-9]+$ ]]
+	follow $((n + 1)) "$a" "$OUT.a"
+	follow $((n + 1)) "$b" "$OUT.b"
+	# And a reader of the present, opened now: the same numbers.
+	exec 9<"$b/.events"
+	# One writer on each mount, each in its tenant.
+	(
+		for i in $(seq 21 120); do
+			: >"$a/t/p/c$i"
+			[ $((i % 4)) -eq 0 ] && rm "$a/t/p/c$((i - 5))"
+		done &
+		for i in $(seq 21 120); do
+			: >"$b/u/q/c$i"
+			[ $((i % 4)) -eq 0 ] && rm "$b/u/q/c$((i - 5))"
+		done &
+		wait
+		mkdir "$a/t/end"
+	) 3>&- &
+	BG_PIDS+=($!)
+	until_line "$OUT.a" $'\tjoin\tt\tend\t'
+	until_line "$OUT.b" $'\tjoin\tt\tend\t'
+	run diff "$OUT.a" "$OUT.b"
+	assert_success
+	grep -q $'\tu\tq\t' "$OUT.a"
+	timeout 2 cat <&9 >"$OUT.p" || true
+	exec 9<&-
+	run diff "$OUT.a" "$OUT.p"
+	assert_success
+	# Once both have every change: one snapshot, seq line and all.
+	python3 -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' "$b/t"
+	run diff <(cat "$a/.snapshot") <(cat "$b/.snapshot")
+	assert_success
+	[ "$(snap_seq "$a/.snapshot")" = "$(tail -n 1 "$OUT.a" | cut -f1)" ]
+}
+
+@test "a mount made while another writes in two tenants: its first root snapshot's seq, then its root .events, replay onto its later root snapshot" {
+	redis_start
+	shared_mount
+	local a=$MNT
+	mkdir -p "$a/t/p" "$a/u/q"
+	local i
+	for i in $(seq 20); do echo "$i" >"$a/t/p/c$i"; echo "$i" >"$a/u/q/c$i"; done
+	two_writers "$a"
+	sleep 0.2
+	# Each tenant loaded at its own instant, the writers going on.
+	shared_mount
+	local b=$MNT
+	cat "$b/.snapshot" >"$BATS_TEST_TMPDIR/s1"
+	local n
+	n=$(snap_seq "$BATS_TEST_TMPDIR/s1")
+	[[ $n =~ ^[0-9]+$ ]]
+	follow $((n + 1)) "$b" "$OUT"
+	until_line "$OUT" $'\tjoin\tt\tend\t'
+	cat "$b/.snapshot" >"$BATS_TEST_TMPDIR/s2"
+	run grep -c -v $'^[0-9]\+\t' "$OUT"
+	assert_output 0
+	replay_children "$BATS_TEST_TMPDIR/s1" "$OUT" >"$BATS_TEST_TMPDIR/replayed"
+	run diff "$BATS_TEST_TMPDIR/replayed" <(root_children "$BATS_TEST_TMPDIR/s2")
+	assert_success
+	[ "$(wc -l <"$BATS_TEST_TMPDIR/replayed")" -gt 200 ]
+}
+
+@test "a mount with follow_idle holds no whole copy: its root seq row says -, its root lines are numbered as without it" {
+	redis_start
+	shared_mount
+	local a=$MNT
+	mkdir -p "$a/t/p" "$a/u/q"
+	echo x >"$a/u/q/c"
+	shared_mount -o follow_idle=60
+	local b=$MNT
+	run sed -n 2p "$b/.snapshot"
+	assert_output $'seq\t-\t-\t-\t-\t-\t-\t-\t-\t-'
+	follow 1 "$a" "$OUT.a"
+	follow 1 "$b" "$OUT.b"
+	mkdir "$a/t/end"
+	until_line "$OUT.a" $'\tjoin\tt\tend\t'
+	until_line "$OUT.b" $'\tjoin\tt\tend\t'
+	run diff "$OUT.a" "$OUT.b"
+	assert_success
+}
+
+@test "a store without one order of all tenants (entries without gseq, as a Redis Cluster's would be): the root's seq row says -, its lines show each tenant's numbers" {
+	redis_start
+	# The library with its store-wide order left out, loaded first (the
+	# same version: the mount keeps it).
+	sed 's/^local STORE_ORDER = true$/local STORE_ORDER = false/' \
+		"$REDIS_LIBRARY" >"$BATS_TEST_TMPDIR/lib.lua"
+	grep -q '^local STORE_ORDER = false$' "$BATS_TEST_TMPDIR/lib.lua"
+	rcli -x FUNCTION LOAD REPLACE <"$BATS_TEST_TMPDIR/lib.lua" >/dev/null
+	shared_mount
+	mkdir -p "$MNT/t/p" "$MNT/u/q"
+	[ -z "$(rcli HGET 'statefs:{statefs}:meta' gseq)" ]
+	run sed -n 2p "$MNT/.snapshot"
+	assert_output $'seq\t-\t-\t-\t-\t-\t-\t-\t-\t-'
+	follow 1 "$MNT" "$OUT"
+	until_line "$OUT" $'\tjoin\tu\tq\t'
+	# (The two tenants' lines in the order this mount applied them.)
+	run env LC_ALL=C sort "$OUT"
+	assert_output $'1\tjoin\tt\t-\t-\t-\t-\n1\tjoin\tu\t-\t-\t-\t-\n2\tjoin\tt\tp\t-\t1\t-\n2\tjoin\tu\tq\t-\t1\t-'
+	# A seek skips each tenant's lines below it.
+	follow 2 "$MNT" "$OUT.2"
+	until_line "$OUT.2" $'\tjoin\tt\tp\t'
+	until_line "$OUT.2" $'\tjoin\tu\tq\t'
+	run env LC_ALL=C sort "$OUT.2"
+	assert_output $'2\tjoin\tt\tp\t-\t1\t-\n2\tjoin\tu\tq\t-\t1\t-'
+}
+
+@test "a store an older statefs made (entries without gseq): after the upgrade its root is numbered from 1, and a later mount's seek reads that from Redis" {
+	redis_start
+	# An older library: no store-wide order, a lower version (a mount of
+	# this statefs replaces it).
+	sed -e 's/^local STORE_ORDER = true$/local STORE_ORDER = false/' \
+		-e 's/^local LIBVERSION = [0-9]*$/local LIBVERSION = 5/' \
+		"$REDIS_LIBRARY" >"$BATS_TEST_TMPDIR/lib.lua"
+	grep -q '^local LIBVERSION = 5$' "$BATS_TEST_TMPDIR/lib.lua"
+	rcli -x FUNCTION LOAD REPLACE <"$BATS_TEST_TMPDIR/lib.lua" >/dev/null
+	# What an older mount made: a tenant t with a parent p.
+	local meta='statefs:{statefs}:meta' inst=0123456789abcdef
+	[ "$(rcli FCALL sfs_init 1 "$meta" "" "" "" 5 "$inst" 0 | head -n 1)" = OK ]
+	[ "$(rcli FCALL sfs_mkdir_tenant 1 "$meta" "$inst" old:1 "" t 0 0 493 | head -n 1)" = OK ]
+	[ "$(rcli FCALL sfs_join 2 "$meta" 'statefs:{statefs.t1}:t' "$inst" old:2 "" p 0 0 493 | head -n 1)" = OK ]
+	shared_mount
+	local a=$MNT
+	[ "$(rcli FCALL sfs_version 0)" -gt 5 ]
+	[ "$(rcli HGET "$meta" gseq)" = 0 ]
+	[ -d "$a/t/p" ]
+	mkdir "$a/t/q" "$a/u"
+	mkdir "$a/u/r"
+	local n
+	n=$(snap_seq "$a/.snapshot")
+	[[ $n =~ ^[0-9]+$ ]]
+	follow 1 "$a" "$OUT.a"
+	until_line "$OUT.a" $'\tjoin\tu\tr\t'
+	run cut -f1-4 "$OUT.a"
+	# (u's first entry, then the root log's of it, 3, which shows no line.)
+	assert_output $'1\tjoin\tt\tq\n2\tjoin\tu\t-\n4\tjoin\tu\tr'
+	[ "$n" = 4 ]
+	# A mount made after: its seek is served from the logs in Redis,
+	# the older entries applied first.
+	shared_mount
+	follow 1 "$MNT" "$OUT.b"
+	until_line "$OUT.b" $'\tjoin\tu\tr\t'
+	run diff "$OUT.a" "$OUT.b"
+	assert_success
 }
 
 @test "numbers with no line (an attribute's change) between a snapshot and the next line lose nothing" {

@@ -103,12 +103,13 @@ stat() {
 	fi | awk -v k="$1" 'NR > 3 && NR % 2 == 0 && $0 == k { getline; print; exit }'
 }
 
-# The entries of a log, one line each, "f=v" pairs without ms, ns and by (tested on its own).
+# The entries of a log, one line each, "f=v" pairs without ms, ns, by and
+# gseq (each tested on its own).
 ENTRIES='local out = {}
 for _, e in ipairs(redis.call("XRANGE", KEYS[1], "-", "+")) do
 	local f, s = e[2], {}
 	for i = 1, #f, 2 do
-		if f[i] ~= "ms" and f[i] ~= "ns" and f[i] ~= "by" then s[#s + 1] = f[i] .. "=" .. f[i + 1] end
+		if f[i] ~= "ms" and f[i] ~= "ns" and f[i] ~= "by" and f[i] ~= "gseq" then s[#s + 1] = f[i] .. "=" .. f[i + 1] end
 	end
 	out[#out + 1] = table.concat(s, " ")
 end
@@ -1295,6 +1296,70 @@ real_ms() { rcli TIME | { read -r s; read -r u; echo $((s * 1000 + u / 1000)); }
 		return n .. " entries, next " .. want' 1 "$(tpre 1):log"
 	assert_output "10 entries, next $(($(tget 1 seq) + 1))"
 	[ -n "$z" ]
+}
+
+# Every entry of every log as "GSEQ NSEQ LOG SEQ OP", by GSEQ.
+GENTRIES='local out = {}
+for _, k in ipairs(redis.call("KEYS", "statefs:*:log")) do
+	for _, e in ipairs(redis.call("XRANGE", k, "-", "+")) do
+		local f, v = e[2], { nseq = "1" }
+		for i = 1, #f, 2 do v[f[i]] = f[i + 1] end
+		out[#out + 1] = { tonumber(v.gseq or 0), v.nseq .. " " .. k .. " " .. v.seq .. " " .. v.op }
+	end
+end
+table.sort(out, function(a, b) return a[1] < b[1] end)
+local s = {}
+for i, o in ipairs(out) do s[i] = o[1] .. " " .. o[2] end
+return s'
+
+@test "every entry, of every tenant's log and the root log, takes its place in one order of all tenants (gseq, meta gseq)" {
+	store_init
+	[ "$(meta gseq)" = 0 ]
+	[ "$(mk_tenant a)" = 1 ]
+	[ "$(mk_tenant b)" = 2 ]
+	ja=$(join 1 p)
+	jb=$(join 2 q)
+	ca=$(create 1 "$ja" c)
+	z=$(create 1 "$ja" z)
+	cb=$(create 2 "$jb" c)
+	publish 1 "$z" old >/dev/null
+	# An entry of two lines takes two numbers.
+	okval 0 two 1 1 sfs_rename "$ja" c "$ja" z 0 >/dev/null
+	okval 0 root sfs_rmdir_tenant b "" "" "" >/dev/null
+	# A refusal appends nothing and takes no number.
+	g=$(meta gseq)
+	expect EEXIST ten 1 sfs_join p 0 0 493
+	[ "$(meta gseq)" = "$g" ]
+	# The numbers run from 1 to meta gseq without a hole or an overlap,
+	# across the logs, each entry as many as its seq numbers.
+	run rcli EVAL "$GENTRIES" 0
+	assert_success
+	printf '%s\n' "$output" >"$BATS_TEST_TMPDIR/g"
+	run awk -v last="$g" '
+		$1 != want + 0 && NR > 1 { print "hole or overlap at " $0; bad = 1 }
+		NR == 1 && $1 != 1 { print "first " $0; bad = 1 }
+		{ want = $1 + $2 }
+		END { if (want - 1 != last) { print "ends at " want - 1 " not " last; bad = 1 }; exit bad }' \
+		"$BATS_TEST_TMPDIR/g"
+	assert_success
+	# In the order the calls ran: b's join after a's, the rename's two.
+	grep -q "^[0-9]* 2 statefs:{statefs.t1}:log [0-9]* rename$" "$BATS_TEST_TMPDIR/g"
+	[ "$(awk '$5 == "join" && $3 ~ /t2/ && $4 == 2 { print $1 }' "$BATS_TEST_TMPDIR/g")" -gt \
+	  "$(awk '$5 == "join" && $3 ~ /t1/ && $4 == 2 { print $1 }' "$BATS_TEST_TMPDIR/g")" ]
+	# A tenant's dump says the number it is as of.
+	run ro sfs_dump 2 "$META" "$(tkey 1)" "$INST" "" ""
+	assert_line "$g"
+	[ -n "$ca$cb" ]
+}
+
+@test "a meta gseq that is not a number is damage: the call writes nothing" {
+	acme
+	rcli HSET "$META" gseq bogus >/dev/null
+	before=$(digest)
+	run ten 1 sfs_join q 0 0 493
+	assert_line -n 0 EDAMAGED
+	assert_line -n 3 "$META"
+	[ "$(digest)" = "$before" ]
 }
 
 @test "a log is trimmed to about log_max entries; its seqs go on" {

@@ -569,6 +569,80 @@ static void test_start_by_shown_numbers(void **state)
 	evlog_free(l);
 }
 
+/* Append a line of tenant @tino showing its tenant's number @shown and,
+ * in the order of all tenants, @g after @gprev. */
+static void append_g(struct evlog *l, uint64_t tino, uint64_t shown,
+		     uint64_t g, uint64_t gprev)
+{
+	struct evlog_entry e = {
+		.op = STORE_OP_CREATE, .kind = STORE_CHILD,
+		.ino = 100, .tenant_ino = tino,
+		.tenant = "t", .parent = "p", .child = "c",
+		.generation = 1, .version = 0,
+		.shown = shown, .prev = shown - 1,
+		.gshown = g, .gprev = gprev,
+	};
+
+	assert_int_not_equal(evlog_append(l, &e), 0);
+}
+
+/*
+ * A root reader by one order of all tenants (a mirror of one Redis)
+ * reads every tenant's lines by that order's numbers and starts by
+ * them: the first line numbered @seq or more of any tenant, whose gprev
+ * says whether the log held the number.
+ */
+static void test_root_reader_by_the_order_of_all_tenants(void **state)
+{
+	struct evlog *l = evlog_new(64);
+	struct store_event_reader r = { .tenant_ino = 0, .gorder = true };
+	char *got;
+
+	(void)state;
+	assert_non_null(l);
+	/* Loaded at 10; 14 has no line (an attribute's number). */
+	append_g(l, 2, 5, 11, 10);
+	append_g(l, 3, 2, 12, 11);
+	append_g(l, 2, 6, 13, 12);
+	append_g(l, 3, 3, 15, 13);
+	evlog_open(l, &r);
+	assert_true(evlog_start(l, &r, 12, true, 15));
+	got = take(l, &r);
+	assert_string_equal(got, "12\tcreate\tt\tp\tc\t1\t0\n"
+				 "13\tcreate\tt\tp\tc\t1\t0\n"
+				 "15\tcreate\tt\tp\tc\t1\t0\n");
+	free(got);
+	evlog_open(l, &r);
+	assert_true(evlog_start(l, &r, 14, true, 15));
+	got = take(l, &r);
+	assert_string_equal(got, "15\tcreate\tt\tp\tc\t1\t0\n");
+	free(got);
+	/* 5 is before the load: not held. */
+	evlog_open(l, &r);
+	assert_false(evlog_start(l, &r, 5, true, 15));
+	got = take(l, &r);
+	assert_memory_equal(got, "overflow\n11\tcreate", 18);
+	assert_int_equal(count_lines(got), 5);
+	free(got);
+	/* 16 is yet to come. */
+	evlog_open(l, &r);
+	assert_true(evlog_start(l, &r, 16, true, 15));
+	assert_false(evlog_pending(l, &r));
+	append_g(l, 2, 7, 16, 15);
+	got = take(l, &r);
+	assert_string_equal(got, "16\tcreate\tt\tp\tc\t1\t0\n");
+	free(got);
+	/* Read from the present, it shows the same numbers. */
+	evlog_open(l, &r);
+	r.from = 0;
+	r.from_check = r.from_lost = false;
+	append_g(l, 3, 4, 17, 16);
+	got = take(l, &r);
+	assert_string_equal(got, "17\tcreate\tt\tp\tc\t1\t0\n");
+	free(got);
+	evlog_free(l);
+}
+
 /*
  * Lines an engine gave (evlog_resume) are read first, whole lines as
  * the buffer takes them, then the log's from the number after them on.
@@ -617,6 +691,7 @@ int main(void)
 		cmocka_unit_test(test_start_at_a_place),
 		cmocka_unit_test(test_start_before_the_oldest_is_overflow),
 		cmocka_unit_test(test_start_by_shown_numbers),
+		cmocka_unit_test(test_root_reader_by_the_order_of_all_tenants),
 		cmocka_unit_test(test_resume_reads_the_engine_lines_first),
 	};
 
