@@ -447,15 +447,16 @@ int wait_seq(struct store *s, uint64_t tid, uint64_t seq)
  * store_timeout, until the follower has applied every entry of the
  * logs it follows since the last load, so that the mirror is the store
  * as of one number of its order of all tenants (store_root_order).  A
- * store without that order, or a mount with follow_idle (it holds no
- * whole copy), has nothing to wait for.  No lock held.
+ * store without that order, or a mount that holds no whole copy of it
+ * (follow_whole: with follow_idle, a root .snapshot loads every tenant
+ * first), has nothing to wait for.  No lock held.
  */
 void remote_root_settle(struct store *s)
 {
 	struct remote *r = remote_of(s);
 	uint64_t until = mono_ms() + r->cfg.timeout_ms;
 
-	if (r->idle_ms || !atomic_load(&mirror_of(s)->gorder))
+	if (!atomic_load(&mirror_of(s)->gorder) || !follow_whole(s))
 		return;
 	while (!store_root_settled(s) && mono_ms() < until) {
 		struct timespec ts;

@@ -720,8 +720,8 @@ static void *follow_main(void *arg)
 		bool reread = false, reinit, failed = false, whole = false;
 		/* The root's number waits for a round (redis/load.c): it
 		 * does not wait BLOCK_MS for it. */
-		bool settle = r->idle_ms == 0 && atomic_load(&mirror_of(s)->gorder) &&
-			      !store_root_settled(s);
+		bool settle = atomic_load(&mirror_of(s)->gorder) &&
+			      !store_root_settled(s) && follow_whole(s);
 		int rc;
 
 		lock(&r->lock, LOCK_ENGINE_STATE);
@@ -848,8 +848,8 @@ static void *follow_main(void *arg)
 		freeReplyObject(rep);
 		/* Every entry the logs held is applied: the mirror is the
 		 * store as of its last one, whatever was loaded before. */
-		if (whole && !failed && r->idle_ms == 0 &&
-		    atomic_load(&mirror_of(s)->gorder))
+		if (whole && !failed && atomic_load(&mirror_of(s)->gorder) &&
+		    follow_whole(s))
 			store_root_order(s, 0, true);
 		/* Every BLOCK_MS, idle (XREAD gave nothing) or not: is the
 		 * store still ours, and does each log hold what we lack? */

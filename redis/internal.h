@@ -371,6 +371,13 @@ void remote_release(struct store *s, uint64_t token);
  * when it was not followed within store_timeout and a second. */
 int follow_ensure(struct store *s, uint64_t tid);
 
+/* Does the mirror hold a whole copy of the store: every tenant followed
+ * (follow_idle=0), or a root .events or .snapshot holding every tenant
+ * and no shell left?  Only then can one number of the store's order of
+ * all tenants end what it holds (store_root_order).  Takes the mirror's
+ * lock: call with none held. */
+bool follow_whole(struct store *s);
+
 /* redis/follow.c */
 
 /* The follower: start it (0 or -errno), stop it (no-op when stopped). */

@@ -206,6 +206,18 @@ int follow_ensure(struct store *s, uint64_t tid)
 	return follow_wait(s, &tid, 1);
 }
 
+bool follow_whole(struct store *s)
+{
+	struct remote *r = remote_of(s);
+
+	/* While every tenant is held, none is unloaded and every new one
+	 * is followed (redis/follow.c): the shells the root's use loaded
+	 * stay loaded. */
+	return r->idle_ms == 0 ||
+	       (atomic_load(&r->holds_all) > 0 &&
+		mirror_tenants(s, NULL, 0, true) == 0);
+}
+
 int remote_use(struct store *s, struct store_node *n)
 {
 	struct remote *r = remote_of(s);

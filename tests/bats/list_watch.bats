@@ -452,23 +452,32 @@ unmount_newest() {
 	[ "$(wc -l <"$BATS_TEST_TMPDIR/replayed")" -gt 200 ]
 }
 
-@test "a mount with follow_idle holds no whole copy: its root seq row says -, its root lines are numbered as without it" {
+@test "a mount with follow_idle loads every tenant for its root snapshot: its seq row is the store's number, its root lines are numbered as without it" {
 	redis_start
-	shared_mount
+	shared_mount -o follow_idle=0
 	local a=$MNT
 	mkdir -p "$a/t/p" "$a/u/q"
 	echo x >"$a/u/q/c"
 	shared_mount -o follow_idle=60
 	local b=$MNT
-	run sed -n 2p "$b/.snapshot"
-	assert_output $'seq\t-\t-\t-\t-\t-\t-\t-\t-\t-'
-	follow 1 "$a" "$OUT.a"
-	follow 1 "$b" "$OUT.b"
+	# b has used no tenant: its root snapshot loads both first, and
+	# ends at the same number as a's, which follows every tenant.
+	run diff <(cat "$a/.snapshot") <(cat "$b/.snapshot")
+	assert_success
+	local n
+	n=$(snap_seq "$b/.snapshot")
+	[[ $n =~ ^[0-9]+$ ]]
+	follow $((n + 1)) "$a" "$OUT.a"
+	follow $((n + 1)) "$b" "$OUT.b"
+	echo y >"$a/t/p/c"
 	mkdir "$a/t/end"
 	until_line "$OUT.a" $'\tjoin\tt\tend\t'
 	until_line "$OUT.b" $'\tjoin\tt\tend\t'
 	run diff "$OUT.a" "$OUT.b"
 	assert_success
+	# Replayed, b's lines from its snapshot's number end at its next one.
+	python3 -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' "$b/t"
+	[ "$(snap_seq "$b/.snapshot")" = "$(tail -n 1 "$OUT.b" | cut -f1)" ]
 }
 
 @test "a store without one order of all tenants (entries without gseq, as a Redis Cluster's would be): the root's seq row says -, its lines show each tenant's numbers" {
