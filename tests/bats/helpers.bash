@@ -90,7 +90,8 @@ _statefs_mkdir() {
 
 # _statefs_unmount_one PID MNT LOG: unmount one mount, wait for its daemon.
 # Returns non-zero (with a message) when the daemon died from a signal or
-# would not exit after the unmount.
+# would not exit after the unmount (then, before SIGKILL, its threads'
+# stacks: _statefs_stacks).
 _statefs_unmount_one() {
 	local pid=$1 mnt=$2 log=$3 i rc=0 status
 	for ((i = 0; i < 10; i++)); do
@@ -107,7 +108,8 @@ _statefs_unmount_one() {
 		statefs_sleep 0.01
 	done
 	if kill -0 "$pid" 2>/dev/null; then
-		echo "statefs (pid $pid) still running 5 s after unmount; killing it" >&2
+		echo "statefs (pid $pid) still running 5 s after unmount; its threads, then killing it" >&2
+		_statefs_stacks "$pid" >&2
 		kill -KILL "$pid" 2>/dev/null
 		rc=1
 	fi
@@ -125,6 +127,26 @@ _statefs_unmount_one() {
 	fi
 	rmdir "$mnt" "${mnt%/*}" 2>/dev/null
 	return "$rc"
+}
+
+# _statefs_stacks PID: what each thread of a daemon that would not exit
+# is doing, for the failure's output: its kernel stack and state
+# (/proc/PID/task/TID/stack, wchan), then gdb's backtrace of every
+# thread when gdb is installed.  Each bounded by timeout: a daemon stuck
+# in the kernel must not hang the teardown too.
+_statefs_stacks() {
+	local pid=$1 task tid
+	for task in /proc/"$pid"/task/*; do
+		[ -d "$task" ] || continue
+		tid=${task##*/}
+		echo "--- thread $tid ($(timeout 2 cat "$task/comm" 2>/dev/null)), wchan $(timeout 2 cat "$task/wchan" 2>/dev/null):"
+		timeout 2 cat "$task/stack" 2>&1
+	done
+	if command -v gdb >/dev/null 2>&1; then
+		echo "--- gdb: thread apply all bt"
+		timeout 30 gdb -p "$pid" -batch -nx -iex 'set auto-load off' -ex 'thread apply all bt' </dev/null 2>&1 |
+			grep -v '^\[New LWP\|^warning: \|^$'
+	fi
 }
 
 # statefs_unmount: unmount every mount this test made (newest first) and
