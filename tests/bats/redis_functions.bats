@@ -21,6 +21,9 @@ LIBV=$(sed -n 's/^local LIBVERSION = \([0-9]*\)$/\1/p' "$REDIS_LIBRARY")
 
 setup() {
 	redis_start
+	# Thousands of commands in this suite: one connection, not a
+	# redis-cli each (redis_helpers.bash).
+	redis_client
 	run redis_load_library
 	assert_success
 	assert_output statefs
@@ -35,17 +38,16 @@ teardown() {
 tkey() { echo "statefs:{statefs.t$1}:t"; }
 tpre() { echo "statefs:{statefs.t$1}"; }
 
-# A fresh operation id for every mutation (the retry tests pick their own).
-opid() { echo "op$(date +%s%N)$RANDOM"; }
-
 # fc FN NKEYS KEY... ARG...: FCALL with the common arguments (this test's
-# instance, a fresh op id, no deadline).
+# instance, a fresh op id, no deadline).  The op id (the retry tests pick
+# their own): the time in microseconds (a call is a round trip to the
+# server), the process and a random number, without starting a process.
 fc() {
 	local fn=$1 n=$2
 	shift 2
 	local keys=("${@:1:$n}")
 	shift "$n"
-	rcli FCALL "$fn" "$n" "${keys[@]}" "$INST" "$(opid)" "" "$@"
+	rcli FCALL "$fn" "$n" "${keys[@]}" "$INST" "op${EPOCHREALTIME/./}.$BASHPID.$RANDOM" "" "$@"
 }
 root() { local fn=$1; shift; fc "$fn" 1 "$META" "$@"; }
 ten() { local t=$1 fn=$2; shift 2; fc "$fn" 2 "$META" "$(tkey "$t")" "$@"; }
@@ -60,14 +62,15 @@ store_init() {
 
 # The Nth line (0 first) of what a command printed, which must start OK.
 okval() {
-	local n=$1 out
+	local n=$1 out lines
 	shift
 	out=$("$@")
-	if [ "$(sed -n 1p <<<"$out")" != OK ]; then
+	mapfile -t lines <<<"$out"
+	if [ "${lines[0]}" != OK ]; then
 		echo "expected OK from $*: $out" >&2
 		return 1
 	fi
-	sed -n "$((n + 1))p" <<<"$out"
+	[ "$n" -ge "${#lines[@]}" ] || echo "${lines[n]}"
 }
 
 # Helpers that make things and print the new node's number.
