@@ -116,16 +116,18 @@ rcli() {
 # one connection, kept by one python3 (resp.py: what redis-cli prints,
 # byte for byte, without a process a command), for a suite that sends
 # many; redis_stop_all ends it.  (rcli on another server's socket, or
-# with no arguments, its commands on stdin, still runs redis-cli.)  Fifos in the server's directory: a test's background
-# children keep no pipe of it open.
+# with no arguments, its commands on stdin, still runs redis-cli.)
+# Through two fifos of this test's, gone once opened (a server may
+# outlive the test: one for a file's tests).
 RCLI_PID=
 redis_client() {
-	local d=$REDIS_DIR
-	mkfifo "$d/rcli.in" "$d/rcli.out" || return 1
-	python3 "$BATS_TEST_DIRNAME/resp.py" "$REDIS_SOCK" <"$d/rcli.in" >"$d/rcli.out" 3>&- &
+	local d=${BATS_TEST_TMPDIR:-$REDIS_DIR}/rcli.$BASHPID
+	mkfifo "$d.in" "$d.out" || return 1
+	python3 "$BATS_TEST_DIRNAME/resp.py" "$REDIS_SOCK" <"$d.in" >"$d.out" 3>&- &
 	RCLI_PID=$!
-	exec {RCLI_IN}>"$d/rcli.in" {RCLI_OUT}<"$d/rcli.out"
+	exec {RCLI_IN}>"$d.in" {RCLI_OUT}<"$d.out"
 	RCLI_SOCK=$REDIS_SOCK
+	rm -f "$d.in" "$d.out"
 }
 
 # _rcli_conn ARGS...: one command through redis_client's connection
