@@ -16,7 +16,8 @@
 #   3. the end-to-end suites: each bats file on the embedded store, and
 #      each that mounts through statefs_mount (it loads helpers.bash)
 #      and does not choose its store itself again on a shared store
-#      (STATEFS_STORE=redis: each mount its own redis-server), leaving
+#      (STATEFS_STORE=redis: each mount a store of its own, a store_prefix
+#      of its own on the file's redis-server), leaving
 #      out the tests tagged embedded-only (# bats test_tags=embedded-only;
 #      tests/README.md says why each).  One job per file and store, or
 #      several for a suite of WIDE (below).

@@ -5,9 +5,10 @@
 # also when the test failed half way.  Assertions come from bats-assert.
 #
 # One suite, two backends: with STATEFS_STORE=redis every mount is a
-# mount of a shared store, a redis-server of its own started for it
-# (redis_helpers.bash: a unix socket in the test's directory, no
-# persistence), stopped when the mount is unmounted.  Tests that cannot
+# mount of a shared store of its own: a store_prefix of its own on one
+# redis-server for the file's tests (redis_helpers.bash: a unix socket,
+# no persistence), stopped after the file's last test
+# (_redis_file_server below).  Tests that cannot
 # apply to a shared store carry the bats tag embedded-only, and the
 # redis run leaves them out (scripts/run-tests.sh; tests/README.md says
 # which and why).
@@ -164,6 +165,53 @@ statefs_unmount() {
 		redis_stop_all
 	fi
 	return "$rc"
+}
+
+# The shared store's run (STATEFS_STORE=redis): every mount is a store of
+# its own, a store_prefix of its own (the test's number in the file and
+# the mount's in the test) on one redis-server for the file's tests,
+# started at the file's first mount, in BATS_FILE_TMPDIR, and stopped by
+# teardown_file.  (A server a mount cost a quarter of a second of
+# processor time, its start and the library's load, which the next mounts
+# of the file find loaded.)  No test of that run stops, breaks or
+# reconfigures the server: those that do start their own (redis_start).
+# Sets REDIS_SOCK and REDIS_DIR to the file's server.
+_redis_file_server() {
+	local f=$BATS_FILE_TMPDIR/redis-file pid= sock=
+	if [ -r "$f" ]; then
+		{ read -r pid; read -r sock; } <"$f"
+		if kill -0 "$pid" 2>/dev/null && [ -S "$sock" ]; then
+			REDIS_SOCK=$sock
+			REDIS_DIR=${sock%/*}
+			return 0
+		fi
+	fi
+	# Not this test's: redis_stop_all (statefs_unmount) leaves it.
+	local pids=("${REDIS_PIDS[@]}") socks=("${REDIS_SOCKS[@]}")
+	BATS_TEST_TMPDIR=$BATS_FILE_TMPDIR redis_start || return 1
+	printf '%s\n' "${REDIS_PIDS[-1]}" "$REDIS_SOCK" >"$f"
+	REDIS_PIDS=("${pids[@]}")
+	REDIS_SOCKS=("${socks[@]}")
+}
+
+# teardown_file: the file's redis-server of the shared store's run, if
+# one was started (not a child of this process: its end is seen by
+# kill -0).  A suite with a teardown_file of its own calls it.
+teardown_file() {
+	_redis_file_stop
+}
+_redis_file_stop() {
+	local f=$BATS_FILE_TMPDIR/redis-file pid sock i
+	[ -r "$f" ] || return 0
+	{ read -r pid; read -r sock; } <"$f"
+	rm -f "$f"
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 500; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		statefs_sleep 0.02
+	done
+	kill -KILL "$pid" 2>/dev/null
+	return 0
 }
 
 # statefs_remount [args...]: replace this test's mount(s) with a new one.
@@ -445,8 +493,8 @@ _statefs_start() {
 	STATEFS_LOG="${BATS_TEST_TMPDIR:-${mnt%/*}}/statefs.$STATEFS_NMOUNTS.log"
 	local store=()
 	if [ "${STATEFS_STORE:-embedded}" = redis ]; then
-		redis_start || return 1
-		store=(-o "store=unix:$REDIS_SOCK")
+		_redis_file_server || return 1
+		store=(-o "store=unix:$REDIS_SOCK,store_prefix=m$BATS_TEST_NUMBER.$STATEFS_NMOUNTS")
 	fi
 	# fd 3 is bats' output channel: a background child must not keep it.
 	"${wrap[@]}" "$STATEFS_BIN" -f "${store[@]}" "$@" "$MNT" </dev/null >"$STATEFS_LOG" 2>&1 3>&- &
