@@ -111,6 +111,8 @@ _statefs_unmount_one() {
 	if kill -0 "$pid" 2>/dev/null; then
 		echo "statefs (pid $pid) still running 5 s after unmount; its threads, then killing it" >&2
 		_statefs_stacks "$pid" >&2
+		kill -0 "$pid" 2>/dev/null ||
+			echo "statefs (pid $pid) exited while its threads were read" >&2
 		kill -KILL "$pid" 2>/dev/null
 		rc=1
 	fi
