@@ -16,9 +16,12 @@
 #   3. the end-to-end suites: each bats file on the embedded store, and
 #      each that mounts through statefs_mount (it loads helpers.bash)
 #      and does not choose its store itself again on a shared store
-#      (STATEFS_STORE=redis: each mount its own redis-server), leaving
+#      (STATEFS_STORE=redis: each mount a store of its own, a store_prefix
+#      of its own on the file's redis-server), leaving
 #      out the tests tagged embedded-only (# bats test_tags=embedded-only;
-#      tests/README.md says why each).  One job per file and store, or
+#      tests/README.md says why each) and those tagged store-free (they
+#      mount no store through statefs_mount: the shared store's run
+#      would run them again unchanged).  One job per file and store, or
 #      several for a suite of WIDE (below).
 #   4. the seam between fs/ and the store (scripts/check-seam.sh): one
 #      test, passed when it exits 0
@@ -157,7 +160,7 @@ bats --help 2>&1 | grep -q -- '--filter-tags' && has_tags=1
 # tests/bats, beside copies of its helpers, so that the suites' paths to
 # the binary and to helpers.bash hold) with the Kth share of its tests:
 # tests K, K+N, ...  DROP=1 also leaves out the tests tagged
-# embedded-only.  A test left out becomes blank lines, with the comment
+# embedded-only or store-free.  A test left out becomes blank lines, with the comment
 # lines just above it (its tags): every line that stays keeps its
 # number, so what bats reports of a copy reads in the original.  Prints
 # the job lines, "STORE COPY N".
@@ -188,7 +191,7 @@ bats_copies() {
 		/^@test / {
 			t++
 			owner = (t - 1) % n + 1
-			if (drop && held ~ /# bats test_tags=[^\n]*embedded-only/) owner = -1
+			if (drop && held ~ /# bats test_tags=[^\n]*(embedded-only|store-free)/) owner = -1
 			put(owner, held $0 "\n")
 			held = ""
 			intest = 1
@@ -226,14 +229,14 @@ suite_jobs() {
 # through statefs_mount (they load helpers.bash) but choose their store
 # themselves (shared.bats, multimount.bats, ... set STATEFS_STORE and
 # start their own redis-servers: they ran in the embedded run already),
-# and have a test that is not embedded-only.
+# and have a test that is neither embedded-only nor store-free.
 redis_suites() {
 	awk '
 		FNR == 1 { if (f) verdict(); f = FILENAME; helpers = own = tests = eo = 0 }
 		/^load helpers/ { helpers = 1 }
 		/^STATEFS_STORE=/ { own = 1 }
 		/^@test / { tests++ }
-		/^# bats test_tags=.*embedded-only/ { eo++ }
+		/^# bats test_tags=.*(embedded-only|store-free)/ { eo++ }
 		function verdict() { if (helpers && !own && tests > eo) print f }
 		END { if (f) verdict() }
 	' tests/bats/*.bats
@@ -319,7 +322,7 @@ one_job() {
 	embedded)
 		TMPDIR="$run_tmp" bats "${opts[@]}" "$arg" ;;
 	redis)
-		[ "$has_tags" = 1 ] && opts+=(--filter-tags '!embedded-only')
+		[ "$has_tags" = 1 ] && opts+=(--filter-tags '!embedded-only,!store-free')
 		STATEFS_STORE=redis TMPDIR="$run_tmp" bats "${opts[@]}" "$arg" ;;
 	esac >"$run_tmp/$n.out" 2>&1 </dev/null
 	rc=$?

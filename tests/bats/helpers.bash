@@ -5,9 +5,10 @@
 # also when the test failed half way.  Assertions come from bats-assert.
 #
 # One suite, two backends: with STATEFS_STORE=redis every mount is a
-# mount of a shared store, a redis-server of its own started for it
-# (redis_helpers.bash: a unix socket in the test's directory, no
-# persistence), stopped when the mount is unmounted.  Tests that cannot
+# mount of a shared store of its own: a store_prefix of its own on one
+# redis-server for the file's tests (redis_helpers.bash: a unix socket,
+# no persistence), stopped after the file's last test
+# (_redis_file_server below).  Tests that cannot
 # apply to a shared store carry the bats tag embedded-only, and the
 # redis run leaves them out (scripts/run-tests.sh; tests/README.md says
 # which and why).
@@ -90,7 +91,8 @@ _statefs_mkdir() {
 
 # _statefs_unmount_one PID MNT LOG: unmount one mount, wait for its daemon.
 # Returns non-zero (with a message) when the daemon died from a signal or
-# would not exit after the unmount.
+# would not exit after the unmount (then, before SIGKILL, its threads'
+# stacks: _statefs_stacks).
 _statefs_unmount_one() {
 	local pid=$1 mnt=$2 log=$3 i rc=0 status
 	for ((i = 0; i < 10; i++)); do
@@ -107,7 +109,10 @@ _statefs_unmount_one() {
 		statefs_sleep 0.01
 	done
 	if kill -0 "$pid" 2>/dev/null; then
-		echo "statefs (pid $pid) still running 5 s after unmount; killing it" >&2
+		echo "statefs (pid $pid) still running 5 s after unmount; its threads, then killing it" >&2
+		_statefs_stacks "$pid" >&2
+		kill -0 "$pid" 2>/dev/null ||
+			echo "statefs (pid $pid) exited while its threads were read" >&2
 		kill -KILL "$pid" 2>/dev/null
 		rc=1
 	fi
@@ -127,6 +132,26 @@ _statefs_unmount_one() {
 	return "$rc"
 }
 
+# _statefs_stacks PID: what each thread of a daemon that would not exit
+# is doing, for the failure's output: its kernel stack and state
+# (/proc/PID/task/TID/stack, wchan), then gdb's backtrace of every
+# thread when gdb is installed.  Each bounded by timeout: a daemon stuck
+# in the kernel must not hang the teardown too.
+_statefs_stacks() {
+	local pid=$1 task tid
+	for task in /proc/"$pid"/task/*; do
+		[ -d "$task" ] || continue
+		tid=${task##*/}
+		echo "--- thread $tid ($(timeout 2 cat "$task/comm" 2>/dev/null)), wchan $(timeout 2 cat "$task/wchan" 2>/dev/null):"
+		timeout 2 cat "$task/stack" 2>&1
+	done
+	if command -v gdb >/dev/null 2>&1; then
+		echo "--- gdb: thread apply all bt"
+		timeout 30 gdb -p "$pid" -batch -nx -iex 'set auto-load off' -ex 'thread apply all bt' </dev/null 2>&1 |
+			grep -v '^\[New LWP\|^warning: \|^$'
+	fi
+}
+
 # statefs_unmount: unmount every mount this test made (newest first) and
 # wait for the daemons.  Safe to call twice.
 statefs_unmount() {
@@ -142,6 +167,53 @@ statefs_unmount() {
 		redis_stop_all
 	fi
 	return "$rc"
+}
+
+# The shared store's run (STATEFS_STORE=redis): every mount is a store of
+# its own, a store_prefix of its own (the test's number in the file and
+# the mount's in the test) on one redis-server for the file's tests,
+# started at the file's first mount, in BATS_FILE_TMPDIR, and stopped by
+# teardown_file.  (A server a mount cost a quarter of a second of
+# processor time, its start and the library's load, which the next mounts
+# of the file find loaded.)  No test of that run stops, breaks or
+# reconfigures the server: those that do start their own (redis_start).
+# Sets REDIS_SOCK and REDIS_DIR to the file's server.
+_redis_file_server() {
+	local f=$BATS_FILE_TMPDIR/redis-file pid= sock=
+	if [ -r "$f" ]; then
+		{ read -r pid; read -r sock; } <"$f"
+		if kill -0 "$pid" 2>/dev/null && [ -S "$sock" ]; then
+			REDIS_SOCK=$sock
+			REDIS_DIR=${sock%/*}
+			return 0
+		fi
+	fi
+	# Not this test's: redis_stop_all (statefs_unmount) leaves it.
+	local pids=("${REDIS_PIDS[@]}") socks=("${REDIS_SOCKS[@]}")
+	BATS_TEST_TMPDIR=$BATS_FILE_TMPDIR redis_start || return 1
+	printf '%s\n' "${REDIS_PIDS[-1]}" "$REDIS_SOCK" >"$f"
+	REDIS_PIDS=("${pids[@]}")
+	REDIS_SOCKS=("${socks[@]}")
+}
+
+# teardown_file: the file's redis-server of the shared store's run, if
+# one was started (not a child of this process: its end is seen by
+# kill -0).  A suite with a teardown_file of its own calls it.
+teardown_file() {
+	_redis_file_stop
+}
+_redis_file_stop() {
+	local f=$BATS_FILE_TMPDIR/redis-file pid sock i
+	[ -r "$f" ] || return 0
+	{ read -r pid; read -r sock; } <"$f"
+	rm -f "$f"
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 500; i++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		statefs_sleep 0.02
+	done
+	kill -KILL "$pid" 2>/dev/null
+	return 0
 }
 
 # statefs_remount [args...]: replace this test's mount(s) with a new one.
@@ -423,8 +495,8 @@ _statefs_start() {
 	STATEFS_LOG="${BATS_TEST_TMPDIR:-${mnt%/*}}/statefs.$STATEFS_NMOUNTS.log"
 	local store=()
 	if [ "${STATEFS_STORE:-embedded}" = redis ]; then
-		redis_start || return 1
-		store=(-o "store=unix:$REDIS_SOCK")
+		_redis_file_server || return 1
+		store=(-o "store=unix:$REDIS_SOCK,store_prefix=m$BATS_TEST_NUMBER.$STATEFS_NMOUNTS")
 	fi
 	# fd 3 is bats' output channel: a background child must not keep it.
 	"${wrap[@]}" "$STATEFS_BIN" -f "${store[@]}" "$@" "$MNT" </dev/null >"$STATEFS_LOG" 2>&1 3>&- &

@@ -49,6 +49,7 @@ in_ns() {
 
 # --- make install / uninstall ---------------------------------------------
 
+# bats test_tags=store-free
 @test "make alone builds build/statefs and its man page: the default goal is all" {
 	# -p prints make's data base, .DEFAULT_GOAL with it; -q builds nothing.
 	run bash -c "make -C '$ROOT' -pq --no-print-directory 2>/dev/null | grep '^\.DEFAULT_GOAL'"
@@ -58,6 +59,7 @@ in_ns() {
 	assert_line --regexp '^all: build/statefs build/statefs\.8'
 }
 
+# bats test_tags=store-free
 @test "make install DESTDIR= PREFIX=/usr installs the binary, the man page and the units; make uninstall removes them" {
 	stage_install PREFIX=/usr
 	run bash -c "cd '$STAGE' && find . ! -type d -printf '%p %m %y\n' | sort"
@@ -81,6 +83,7 @@ ExecStart=/usr/bin/statefs -f $OPTIONS ${STORE} ${MOUNTPOINT}'
 	assert_output ''
 }
 
+# bats test_tags=store-free
 @test "make install honours BINDIR, MANDIR and UNITDIR" {
 	stage_install PREFIX=/opt/sf BINDIR=/usr/sbin MANDIR=/usr/share/man \
 		UNITDIR=/lib/systemd/system
@@ -117,6 +120,7 @@ ExecStart=/usr/bin/statefs -f $OPTIONS ${STORE} ${MOUNTPOINT}'
 	assert_output "statefs fuse.statefs"
 }
 
+# bats test_tags=store-free
 @test "a source statefs does not have, or a third argument, is refused at start with one line and nothing is mounted" {
 	local dir="$BATS_TEST_TMPDIR/m" src
 	mkdir "$dir"
@@ -139,6 +143,7 @@ ExecStart=/usr/bin/statefs -f $OPTIONS ${STORE} ${MOUNTPOINT}'
 
 # --- mount(8), mount.fuse3, fstab, umount ------------------------------------
 
+# bats test_tags=store-free
 @test "mount -t fuse.statefs none MNT -o ... mounts through mount.fuse3; umount ends the daemon with exit 0" {
 	stage_install
 	in_ns '
@@ -159,6 +164,7 @@ ExecStart=/usr/bin/statefs -f $OPTIONS ${STORE} ${MOUNTPOINT}'
 	refute_line --partial "killed"
 }
 
+# bats test_tags=store-free
 @test "an fstab line NAME MNT fuse.statefs OPTIONS 0 0 mounts with mount MNT" {
 	stage_install
 	in_ns '
@@ -178,6 +184,7 @@ ExecStart=/usr/bin/statefs -f $OPTIONS ${STORE} ${MOUNTPOINT}'
 	refute_line --partial "killed"
 }
 
+# bats test_tags=store-free
 @test "mount.fuse3 runs statefs, also in its type#source form" {
 	stage_install
 	in_ns '
@@ -198,6 +205,7 @@ ExecStart=/usr/bin/statefs -f $OPTIONS ${STORE} ${MOUNTPOINT}'
 	refute_line --partial "killed"
 }
 
+# bats test_tags=store-free
 @test "mount -t fuse.statefs with a source statefs does not have fails and mounts nothing" {
 	stage_install
 	in_ns '
@@ -216,6 +224,7 @@ ExecStart=/usr/bin/statefs -f $OPTIONS ${STORE} ${MOUNTPOINT}'
 
 # --- systemd ------------------------------------------------------------------
 
+# bats test_tags=store-free
 @test "systemd-analyze verify accepts the installed units" {
 	stage_install
 	in_ns '
@@ -227,6 +236,7 @@ ExecStart=/usr/bin/statefs -f $OPTIONS ${STORE} ${MOUNTPOINT}'
 	assert_output "verify: 0"
 }
 
+# bats test_tags=store-free
 @test "the unit's ExecStart reports READY=1 once mounted and STOPPING=1 on SIGTERM, then drains, unmounts and exits 0" {
 	stage_install
 	in_ns '
@@ -264,6 +274,7 @@ ExecStart=/usr/bin/statefs -f $OPTIONS ${STORE} ${MOUNTPOINT}'
 
 # --- the man page -------------------------------------------------------------
 
+# bats test_tags=store-free
 @test "man statefs finds the installed page" {
 	stage_install
 	in_ns '
@@ -279,6 +290,7 @@ ExecStart=/usr/bin/statefs -f $OPTIONS ${STORE} ${MOUNTPOINT}'
 	done
 }
 
+# bats test_tags=store-free
 @test "the man page lists every statefs option --help lists, with the same meaning and default" {
 	local page n=0 line spec rest
 	page=$(MANWIDTH=200 man -l "$ROOT/build/statefs.8" 2>&1)
@@ -298,6 +310,7 @@ ExecStart=/usr/bin/statefs -f $OPTIONS ${STORE} ${MOUNTPOINT}'
 	[ "$n" -ge 14 ] || fail "only $n options found in --help"
 }
 
+# bats test_tags=store-free
 @test "the man page names every special file and every errno statefs answers with" {
 	local page word
 	page=$(MANWIDTH=200 man -l "$ROOT/build/statefs.8" 2>&1)

@@ -21,12 +21,15 @@ setup() {
 }
 
 teardown() {
+	local rc=0
 	# A consumer runs in a group of its own (setsid): its dd too.
 	[ -n "$CONSUMER" ] && kill -KILL -- "-$CONSUMER" 2>/dev/null
-	bg_teardown
-	# The redis-servers a shared-store test started itself (redis_start),
-	# which statefs_unmount stops only under STATEFS_STORE=redis.
+	bg_teardown || rc=1
+	# The redis-server a test started itself (redis_start), on either
+	# store: statefs_unmount stops only the mounts' own, on a shared
+	# store's run.
 	redis_stop_all
+	return "$rc"
 }
 
 # snap_seq FILE: the seq line's number.

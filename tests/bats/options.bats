@@ -35,6 +35,7 @@ refused() {
 	assert_failure
 }
 
+# bats test_tags=store-free
 @test "--help lists every statefs option with its default" {
 	run "$STATEFS_BIN" --help
 	assert_success
@@ -45,6 +46,7 @@ refused() {
 	done
 }
 
+# bats test_tags=store-free
 @test "--help shows the documented defaults of max_name and max_payload" {
 	run "$STATEFS_BIN" --help
 	assert_line --regexp 'max_name.*255'
@@ -52,6 +54,7 @@ refused() {
 	assert_line --regexp 'drain_window.*30'
 }
 
+# bats test_tags=store-free
 @test "the rule for a source name is stated whole, in the same words, by --help, the refusal, the man page and the README" {
 	local rule="name of 1 to 255 bytes with no ':', '/', white space or control character, not beginning with '.'"
 	local root=$BATS_TEST_DIRNAME/../..
@@ -79,33 +82,40 @@ refused() {
 	assert_output --partial 'bad mount point'
 }
 
+# bats test_tags=store-free
 @test "a non-numeric max_tenants is refused at start with a one-line message naming it" {
 	refused max_tenants=abc max_tenants
 }
 
+# bats test_tags=store-free
 @test "a negative max_payload is refused" {
 	refused max_payload=-1 max_payload
 }
 
+# bats test_tags=store-free
 @test "max_name above 255 or of 0 is refused" {
 	refused max_name=256 max_name
 	refused max_name=0 max_name
 }
 
+# bats test_tags=store-free
 @test "an empty value is refused" {
 	refused max_children= max_children
 }
 
+# bats test_tags=store-free
 @test "a number that overflows is refused" {
 	refused max_bytes=999999999999999999999999 max_bytes
 }
 
+# bats test_tags=store-free
 @test "a duration that is not seconds is refused" {
 	refused drain_window=soon drain_window
 	refused tombstone_ttl=1.2345 tombstone_ttl
 	refused default_ttl=-5 default_ttl
 }
 
+# bats test_tags=store-free
 @test "a duration longer than 1000000000 s is refused, whatever the option" {
 	refused default_ttl=1000000000.001 default_ttl
 	refused default_ttl=18446744073709551.615 default_ttl
@@ -114,6 +124,7 @@ refused() {
 	refused cache_timeout=1000000001 cache_timeout
 }
 
+# bats test_tags=store-free
 @test "--help says how long a duration may be" {
 	run "$STATEFS_BIN" --help
 	assert_line --regexp 'SECONDS.*at most 1000000000 '
@@ -127,14 +138,17 @@ refused() {
 	assert_output 1000000000000
 }
 
+# bats test_tags=store-free
 @test "testclock takes no value" {
 	refused testclock=1 testclock
 }
 
+# bats test_tags=store-free
 @test "max_payload above max_bytes is refused" {
 	refused max_payload=100,max_bytes=50 max_payload
 }
 
+# bats test_tags=store-free
 @test "a tenant or user share above its ceiling is refused and named" {
 	refused tenant_max_parents=100,max_parents=50 tenant_max_parents
 	refused max_tombstones=10,tenant_max_tombstones=11 tenant_max_tombstones
@@ -144,10 +158,12 @@ refused() {
 	refused max_snapshot_bytes=0 max_snapshot_bytes
 }
 
+# bats test_tags=store-free
 @test "an unknown option is refused and named" {
 	refused bogus_option=1 bogus_option
 }
 
+# bats test_tags=store-free
 @test "statefs without a mountpoint exits non-zero and mounts nothing" {
 	run timeout 10 "$STATEFS_BIN"
 	assert_failure

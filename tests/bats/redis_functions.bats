@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # docs/shared-store.md: the shared store's transitions, as the Redis Functions
 # library redis/lua/*.lua makes them (contract.lua's essay is the contract
-# these tests hold it to).  Each test starts its own redis-server, loads
-# the library and drives it with redis-cli FCALL: every outcome of every
+# these tests hold it to).  Each test starts from an empty redis-server
+# (one for the file, flushed), loads the library and drives it with
+# redis-cli FCALL: every outcome of every
 # function, in the embedded store's order of checks, the state it leaves
 # (keys, counters) and the log entries a mount's mirror applies.
 #
@@ -19,14 +20,34 @@ INST=0123456789abcdef
 # The library's version: what a mount of this statefs sends to sfs_init.
 LIBV=$(sed -n 's/^local LIBVERSION = \([0-9]*\)$/\1/p' "$REDIS_LIBRARY")
 
+# One redis-server for the file: no test stops, breaks or reconfigures
+# it, and each starts from an empty one (FLUSHALL: no key of another
+# test) with the library loaded afresh.  Its start and stop were most of
+# a test's cost.
+setup_file() {
+	TMPDIR=$BATS_FILE_TMPDIR redis_start
+	export REDIS_SOCK REDIS_DIR
+}
+
+teardown_file() {
+	redis_stop_all
+}
+
 setup() {
-	redis_start
+	# Thousands of commands in this suite: one connection, not a
+	# redis-cli each (redis_helpers.bash).
+	redis_client
+	run rcli FLUSHALL
+	assert_output OK
+	run rcli DBSIZE
+	assert_output 0
 	run redis_load_library
 	assert_success
 	assert_output statefs
 }
 
 teardown() {
+	# This test's connection; the file's server stays (teardown_file).
 	redis_stop_all
 }
 
@@ -35,17 +56,16 @@ teardown() {
 tkey() { echo "statefs:{statefs.t$1}:t"; }
 tpre() { echo "statefs:{statefs.t$1}"; }
 
-# A fresh operation id for every mutation (the retry tests pick their own).
-opid() { echo "op$(date +%s%N)$RANDOM"; }
-
 # fc FN NKEYS KEY... ARG...: FCALL with the common arguments (this test's
-# instance, a fresh op id, no deadline).
+# instance, a fresh op id, no deadline).  The op id (the retry tests pick
+# their own): the time in microseconds (a call is a round trip to the
+# server), the process and a random number, without starting a process.
 fc() {
 	local fn=$1 n=$2
 	shift 2
 	local keys=("${@:1:$n}")
 	shift "$n"
-	rcli FCALL "$fn" "$n" "${keys[@]}" "$INST" "$(opid)" "" "$@"
+	rcli FCALL "$fn" "$n" "${keys[@]}" "$INST" "op${EPOCHREALTIME/./}.$BASHPID.$RANDOM" "" "$@"
 }
 root() { local fn=$1; shift; fc "$fn" 1 "$META" "$@"; }
 ten() { local t=$1 fn=$2; shift 2; fc "$fn" 2 "$META" "$(tkey "$t")" "$@"; }
@@ -60,14 +80,15 @@ store_init() {
 
 # The Nth line (0 first) of what a command printed, which must start OK.
 okval() {
-	local n=$1 out
+	local n=$1 out lines
 	shift
 	out=$("$@")
-	if [ "$(sed -n 1p <<<"$out")" != OK ]; then
+	mapfile -t lines <<<"$out"
+	if [ "${lines[0]}" != OK ]; then
 		echo "expected OK from $*: $out" >&2
 		return 1
 	fi
-	sed -n "$((n + 1))p" <<<"$out"
+	[ "$n" -ge "${#lines[@]}" ] || echo "${lines[n]}"
 }
 
 # Helpers that make things and print the new node's number.

@@ -15,6 +15,8 @@
 #                            server started is in REDIS_PIDS/REDIS_SOCKS.
 #   redis_stop_all           stop every redis-server this test started
 #   rcli ARGS...             redis-cli on REDIS_SOCK
+#   redis_client             rcli through one connection from now on
+#                            (for a test that sends many commands)
 #   redis_load_library       FUNCTION LOAD REPLACE build/gen/statefs.lua
 #                            (the library as the build makes it of
 #                            redis/lua/*.lua) on REDIS_SOCK; prints the
@@ -94,6 +96,7 @@ _redis_stop_one() {
 
 redis_stop_all() {
 	local pid
+	_redis_client_stop
 	for pid in "${REDIS_PIDS[@]}"; do
 		_redis_stop_one "$pid"
 	done
@@ -102,7 +105,65 @@ redis_stop_all() {
 }
 
 rcli() {
+	if [ $# -gt 0 ] && [ -n "$RCLI_PID" ] && [ "$REDIS_SOCK" = "$RCLI_SOCK" ]; then
+		_rcli_conn "$@"
+		return
+	fi
 	redis-cli -s "$REDIS_SOCK" "$@"
+}
+
+# redis_client: from now on this test's rcli on REDIS_SOCK goes through
+# one connection, kept by one python3 (resp.py: what redis-cli prints,
+# byte for byte, without a process a command), for a suite that sends
+# many; redis_stop_all ends it.  (rcli on another server's socket, or
+# with no arguments, its commands on stdin, still runs redis-cli.)
+# Through two fifos of this test's, gone once opened (a server may
+# outlive the test: one for a file's tests).
+RCLI_PID=
+redis_client() {
+	local d=${BATS_TEST_TMPDIR:-$REDIS_DIR}/rcli.$BASHPID
+	mkfifo "$d.in" "$d.out" || return 1
+	python3 "$BATS_TEST_DIRNAME/resp.py" "$REDIS_SOCK" <"$d.in" >"$d.out" 3>&- &
+	RCLI_PID=$!
+	exec {RCLI_IN}>"$d.in" {RCLI_OUT}<"$d.out"
+	RCLI_SOCK=$REDIS_SOCK
+	rm -f "$d.in" "$d.out"
+}
+
+# _rcli_conn ARGS...: one command through redis_client's connection
+# (-x first: the last argument is stdin, as redis-cli -x takes it).
+# Lengths in bytes (LC_ALL=C), as resp.py counts them; a NUL between
+# two parts of the output.
+_rcli_conn() {
+	local LC_ALL=C a k i len out
+	if [ "${1:-}" = -x ]; then
+		shift
+		IFS= read -r -d '' a || :
+		set -- "$@" "$a"
+	fi
+	{
+		printf '%d\n' $#
+		for a; do
+			printf '%d\n%s' "${#a}" "$a"
+		done
+	} >&"$RCLI_IN" || return 1
+	IFS= read -r k <&"$RCLI_OUT" || return 1
+	[ "$k" != - ] || return 1
+	for ((i = 0; i < k; i++)); do
+		[ "$i" -eq 0 ] || printf '\0'
+		IFS= read -r len <&"$RCLI_OUT" || return 1
+		out=
+		[ "$len" -eq 0 ] || IFS= read -r -d '' -N "$len" out <&"$RCLI_OUT"
+		printf '%s' "$out"
+	done
+}
+
+_redis_client_stop() {
+	[ -n "$RCLI_PID" ] || return 0
+	exec {RCLI_IN}>&- {RCLI_OUT}<&-
+	kill "$RCLI_PID" 2>/dev/null
+	wait "$RCLI_PID" 2>/dev/null
+	RCLI_PID=
 }
 
 redis_load_library() {

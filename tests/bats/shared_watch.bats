@@ -314,6 +314,8 @@ burst_then_unmount() {
 	mount2
 	pid=$STATEFS_PID
 	mkdir -p "$A/t/p"
+	# B's root first: B may not know t yet, and "$B/t" is looked up
+	# before its fsync catches up.
 	fsyncdir "$B" "$B/t"
 	watch_start "$ev" "$B/t/p"
 	python3 - "$A/t/p" <<'PY'

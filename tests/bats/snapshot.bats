@@ -527,18 +527,29 @@ sys.stdout.buffer.write(f.read())' "$MNT" >"$S.late"
 		echo "$i" >"$n"
 	) 3>&- &
 	BG_PIDS+=($!)
-	local k seen_a=0 seen_b=0 where
+	local k seen_a=0 seen_b=0 where still parents
 	for k in $(seq 60); do
-		cat "$MNT/.snapshot" >"$S.$k"
-		where=$(awk -F'\t' '$1 == "child" && $4 == "c" { printf "%s ", $3 }' "$S.$k")
+		# One process a snapshot (the writer spins as long as this loop
+		# runs): it keeps a copy in $S.$k and prints c's parents, a
+		# blank, still's parents, a blank, the number of parent lines.
+		{
+			IFS= read -r where
+			IFS= read -r -d '' still || :
+		} < <(awk -F'\t' -v out="$S.$k" '
+			{ print >out }
+			$1 == "child" && $4 == "c" { w = w $3 " " }
+			$4 == "still" { s = s $3 "\n" }
+			/^parent/ { np++ }
+			END { printf "%s\n%s%d", w, s, np }' "$MNT/.snapshot")
+		parents=${still##*$'\n'}
+		still=${still%$'\n'*}
 		case $where in
 		'a ') seen_a=$((seen_a + 1)) ;;
 		'b ') seen_b=$((seen_b + 1)) ;;
 		*) fail "snapshot $k shows c in [${where}]: $(cat "$S.$k")" ;;
 		esac
-		run awk -F'\t' '$4 == "still" { print $3 }' "$S.$k"
-		assert_output $'a\nb'
-		[ "$(grep -c '^parent' "$S.$k")" -eq 2 ] || fail "snapshot $k: $(cat "$S.$k")"
+		assert_equal "$still" $'a\nb'
+		[ "$parents" -eq 2 ] || fail "snapshot $k: $(cat "$S.$k")"
 	done
 	touch "$stop"
 	events_wait
@@ -589,24 +600,34 @@ sys.stdout.buffer.write(f.read())' "$MNT" >"$S.late"
 		echo "$i" >"$n.3"
 	) 3>&- &
 	BG_PIDS+=($!)
-	local k
+	local k out
 	for k in $(seq 60); do
-		cat "$MNT/.snapshot" >"$S.$k"
-		run awk -F'\t' '$1 == "child" && $4 == "cur" { print $3 }' "$S.$k"
-		assert_output a
-		run snap_ok "$S.$k"
-		assert_success
-		# every child's parent and every parent's tenant is listed, and
-		# an inode has as many lines as its nlink says
-		run awk -F'\t' '
-			NR == 1 { next }
+		# One process a snapshot (the writers spin as long as this loop
+		# runs), keeping a copy in $S.$k, printing what is wrong with it:
+		# snap_ok's checks; cur is in a, once; every child's parent and
+		# every parent's tenant is listed, and an inode has as many lines
+		# as its nlink says; p's children come and go in pairs within the
+		# leave (two at most).
+		out=$(awk -F'\t' -v h="$HEADER" -v out="$S.$k" '
+			{ print >out }
+			NR == 1 { if ($0 != h) print "bad header: " $0; next }
+			NR == 2 { if ($0 !~ /^seq\t([0-9]+|-)(\t-)(\t-)(\t-)(\t-)(\t-)(\t-)(\t-)(\t-)$/) print "bad seq line: " $0; next }
+			NF != 10 { print "not 10 fields: " $0 }
+			NF == 10 && $1 !~ /^(tenant|parent|child|tombstone)$/ { print "bad kind: " $0 }
+			NF == 10 { for (i = 5; i <= 10; i++)
+				if ($i !~ /^(-|[0-9]+)$/) print "bad field " i ": " $0 }
 			$1 == "tenant" { ten[$2] = 1 }
 			$1 == "parent" { par[$2 "/" $3] = 1 }
 			$1 == "child" { ch[NR] = $2 "/" $3; cnt[$10]++; nl[$10] = $8
 				if ($8 != nl0[$10] && nl0[$10] != "") print "nlink differs: " $0
 				nl0[$10] = $8 }
 			$1 == "tombstone" && $3 != "p" { print "unexpected tombstone: " $0 }
+			$1 == "child" && $4 == "cur" { cur = cur (ncur++ ? "\n" : "") $3 }
+			$1 == "child" && $3 == "p" { np++ }
 			END {
+				if (NR < 2) print "empty"
+				if (cur != "a") print "cur is in [" cur "], not in a alone"
+				if (np > 2) print np " children of p"
 				for (l in ch) { split(ch[l], a, "/")
 					if (!(ch[l] in par)) print "child without its parent: " ch[l]
 					if (!(a[1] in ten)) print "child without its tenant: " ch[l] }
@@ -614,11 +635,9 @@ sys.stdout.buffer.write(f.read())' "$MNT" >"$S.late"
 					if (!(a[1] in ten)) print "parent without its tenant: " p }
 				for (i in cnt) if (cnt[i] != nl[i])
 					print "inode " i ": " cnt[i] " lines, nlink " nl[i]
-			}' "$S.$k"
-		assert_output ''
-		# p's children come and go in pairs within the leave
-		run awk -F'\t' '$1 == "child" && $3 == "p"' "$S.$k"
-		[ "${#lines[@]}" -le 2 ] || fail "snapshot $k: $(cat "$S.$k")"
+			}' "$MNT/.snapshot")
+		[ -z "$out" ] || fail "snapshot $k: $out
+$(cat "$S.$k")"
 	done
 	touch "$stop"
 	events_wait
