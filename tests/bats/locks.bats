@@ -26,13 +26,15 @@ setup() {
 }
 
 teardown() {
+	local rc=0
 	touch "$T/go"
 	for p in "${HOLDERS[@]}"; do
 		kill "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
 	done
-	dead_teardown
+	dead_teardown || rc=1
 	redis_stop_all
+	return "$rc"
 }
 
 # shared [OPTS...]: one redis-server, mounts A and B of it, a child c.

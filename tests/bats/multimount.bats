@@ -25,8 +25,10 @@ setup() {
 # dead_teardown stops background readers, unmounts the live mounts and
 # detaches the mountpoint of a daemon a test killed.
 teardown() {
-	dead_teardown
+	local rc=0
+	dead_teardown || rc=1
 	redis_stop_all
+	return "$rc"
 }
 
 # race OP ROUNDS PATH_FMT MNT...: one thread per mountpoint; in each round

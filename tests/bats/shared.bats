@@ -17,9 +17,11 @@ setup() {
 }
 
 teardown() {
+	local rc=0
 	exec 5>&- 6>&- 7>&- 8>&- 9>&-
-	statefs_unmount
+	statefs_unmount || rc=1
 	redis_stop_all
+	return "$rc"
 }
 
 @test "two mounts of one store show one tree; each sees its own change at once, the other's after fsync of a directory" {

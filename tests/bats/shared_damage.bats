@@ -29,8 +29,10 @@ setup() {
 }
 
 teardown() {
-	statefs_unmount
+	local rc=0
+	statefs_unmount || rc=1
 	redis_stop_all
+	return "$rc"
 }
 
 # The key of node PATH's hash: s (a child's state) or p (a parent).

@@ -27,14 +27,16 @@ setup() {
 }
 
 teardown() {
+	local rc=0
 	local pid
 	for pid in "${STOPPED[@]}"; do
 		kill -CONT "$pid" 2>/dev/null
 	done
 	STOPPED=()
 	touch "$STOP"
-	dead_teardown
+	dead_teardown || rc=1
 	redis_stop_all
+	return "$rc"
 }
 
 # pid_of MNT: the daemon of one of this test's live mounts.

@@ -23,6 +23,7 @@ setup() {
 }
 
 teardown() {
+	local rc=0
 	local pid
 	for pid in "${STOPPED[@]}"; do
 		kill -CONT "$pid" 2>/dev/null
@@ -30,8 +31,9 @@ teardown() {
 	STOPPED=()
 	bg_stop
 	exec 5<&- 6<&- 7<&-
-	statefs_unmount
+	statefs_unmount || rc=1
 	redis_stop_all
+	return "$rc"
 }
 
 # monitor SECS OUT: the commands Redis runs for SECS seconds, into OUT.

@@ -22,14 +22,16 @@ source "$BATS_TEST_DIRNAME/redis_helpers.bash"
 STOPPED=() # redis-servers this test stopped with SIGSTOP
 
 teardown() {
+	local rc=0
 	local pid
 	for pid in "${STOPPED[@]}"; do
 		kill -CONT "$pid" 2>/dev/null
 	done
 	STOPPED=()
 	exec 4>&- 5>&- 6>&- 7>&- 8>&- 9>&-
-	statefs_unmount
+	statefs_unmount || rc=1
 	redis_stop_all
+	return "$rc"
 }
 
 # start OPTS...: a redis-server with DEBUG, mounts A and B of it with

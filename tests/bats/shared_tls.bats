@@ -50,9 +50,11 @@ setup() {
 }
 
 teardown() {
+	local rc=0
 	exec 5>&- 6>&- 7>&- 8>&- 9>&-
-	statefs_unmount
+	statefs_unmount || rc=1
 	redis_stop_all
+	return "$rc"
 }
 
 free_port() {

@@ -18,6 +18,7 @@ setup() {
 }
 
 teardown() {
+	local rc=0
 	[ -n "$STOPPED_PID" ] && kill -CONT "$STOPPED_PID" 2>/dev/null
 	exec 5<&- 6<&- 7<&-
 	bg_stop
@@ -29,8 +30,9 @@ teardown() {
 			sleep 0.05
 		done
 	fi
-	dead_teardown
+	dead_teardown || rc=1
 	redis_stop_all
+	return "$rc"
 }
 
 @test "inotify on one mount sees another mount's join, create, publication, unlink and leave" {

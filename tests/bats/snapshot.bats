@@ -27,8 +27,10 @@ setup() {
 }
 
 teardown() {
-	bg_teardown
+	local rc=0
+	bg_teardown || rc=1
 	redis_stop_all
+	return "$rc"
 }
 
 HEADER=$'kind\ttenant\tparent\tchild\tgeneration\tversion\tsize\tnlink\tttl_ms_left\tinode'

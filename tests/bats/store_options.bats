@@ -19,13 +19,15 @@ setup() {
 }
 
 teardown() {
+	local rc=0
 	if _statefs_mounted "$DIR"; then
 		fusermount3 -u "$DIR" 2>/dev/null || fusermount3 -uz "$DIR"
 	fi
 	rmdir "$DIR"
 	rm -f "$PWFILE"
-	statefs_unmount
+	statefs_unmount || rc=1
 	redis_stop_all
+	return "$rc"
 }
 
 # refused NAME ARGS...: statefs ARGS DIR exits non-zero at once with one
