@@ -140,7 +140,13 @@ _statefs_unmount_one() {
 # thread when gdb is installed.  Each bounded by timeout: a daemon stuck
 # in the kernel must not hang the teardown too.
 _statefs_stacks() {
-	local pid=$1 task tid
+	local pid=$1 task tid child
+	# Its echo's process too (fs/echo_call.c), whose clone of the mount
+	# keeps the connection alive until it sees the mount go.
+	for child in $(pgrep -P "$pid"); do
+		echo "--- child $child ($(timeout 2 cat "/proc/$child/comm" 2>/dev/null)), state $(timeout 2 awk '/^State/ { print $2 }' "/proc/$child/status" 2>/dev/null), wchan $(timeout 2 cat "/proc/$child/wchan" 2>/dev/null):"
+		timeout 2 cat "/proc/$child/stack" 2>&1
+	done
 	for task in /proc/"$pid"/task/*; do
 		[ -d "$task" ] || continue
 		tid=${task##*/}
