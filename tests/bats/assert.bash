@@ -21,6 +21,12 @@
 #   - file_has_line FILE LINE: whether a line of FILE is exactly LINE,
 #     as grep -qxF would say, read by the shell (a file with a NUL byte
 #     is read up to it).
+#   - proc_alive PID: whether PID still runs: kill -0, and not a zombie.
+#     A child of this shell that has exited answers kill -0 until the
+#     shell reaps it, which bash does when it handles the SIGCHLD, and
+#     inside bats (its traps, a builtin read with a timeout) that can
+#     wait for the next child to end: a daemon that had exited looked
+#     alive for seconds to a wait made of kill -0 and statefs_sleep.
 
 if ! declare -F assert_success >/dev/null; then
 	if [ -d /usr/lib/bats/bats-support/src ] && [ -d /usr/lib/bats/bats-assert/src ]; then
@@ -54,4 +60,12 @@ file_has_line() {
 	local text=
 	IFS= read -r -d '' text <"$1" 2>/dev/null || :
 	[[ $'\n'$text$'\n' == *$'\n'"$2"$'\n'* ]]
+}
+
+proc_alive() {
+	local stat
+	kill -0 "$1" 2>/dev/null || return 1
+	read -r stat 2>/dev/null </proc/"$1"/stat || return 1
+	stat=${stat##*) }
+	[ "${stat%% *}" != Z ]
 }

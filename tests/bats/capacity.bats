@@ -161,7 +161,7 @@ staged_run() {
 	local pid=$!
 	exec 7>"$fifo"
 	until [ -s "$out" ]; do
-		kill -0 "$pid" 2>/dev/null || break
+		proc_alive "$pid" || break
 		sleep 0.05
 	done
 	cat "$out"

@@ -107,13 +107,13 @@ _statefs_unmount_one() {
 	# 20 s: a daemon's exit is not timed (a loaded machine may take
 	# seconds to schedule it), a daemon that does not exit is a defect.
 	for ((i = 0; i < 290; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
+		proc_alive "$pid" || break
 		if ((i < 100)); then statefs_sleep 0.01; else statefs_sleep 0.1; fi
 	done
-	if kill -0 "$pid" 2>/dev/null; then
+	if proc_alive "$pid"; then
 		echo "statefs (pid $pid) still running 20 s after unmount; its threads, then killing it" >&2
 		_statefs_stacks "$pid" >&2
-		kill -0 "$pid" 2>/dev/null ||
+		proc_alive "$pid" ||
 			echo "statefs (pid $pid) exited while its threads were read" >&2
 		kill -KILL "$pid" 2>/dev/null
 		rc=1
@@ -190,7 +190,7 @@ _redis_file_server() {
 	local f=$BATS_FILE_TMPDIR/redis-file pid= sock=
 	if [ -r "$f" ]; then
 		{ read -r pid; read -r sock; } <"$f"
-		if kill -0 "$pid" 2>/dev/null && [ -S "$sock" ]; then
+		if proc_alive "$pid" && [ -S "$sock" ]; then
 			REDIS_SOCK=$sock
 			REDIS_DIR=${sock%/*}
 			return 0
@@ -217,7 +217,7 @@ _redis_file_stop() {
 	rm -f "$f"
 	kill -TERM "$pid" 2>/dev/null || return 0
 	for ((i = 0; i < 500; i++)); do
-		kill -0 "$pid" 2>/dev/null || return 0
+		proc_alive "$pid" || return 0
 		statefs_sleep 0.02
 	done
 	kill -KILL "$pid" 2>/dev/null
@@ -394,10 +394,10 @@ now_ms() {
 statefs_wait_exit() {
 	local secs=$1 i entry keep=()
 	for ((i = 0; i < secs * 50; i++)); do
-		kill -0 "$STATEFS_PID" 2>/dev/null || break
+		proc_alive "$STATEFS_PID" || break
 		statefs_sleep 0.02
 	done
-	if kill -0 "$STATEFS_PID" 2>/dev/null; then
+	if proc_alive "$STATEFS_PID"; then
 		fail "statefs (pid $STATEFS_PID) still running $secs s later"
 		return 1
 	fi
@@ -513,7 +513,7 @@ _statefs_start() {
 	export MNT STATEFS_PID STATEFS_LOG
 	for ((i = 0; i < secs * 100; i++)); do
 		_statefs_mounted "$MNT" && return 0
-		kill -0 "$STATEFS_PID" 2>/dev/null || break
+		proc_alive "$STATEFS_PID" || break
 		statefs_sleep 0.01
 	done
 	# The teardown shows the daemon's log.
@@ -541,10 +541,10 @@ statefs_kill9() {
 	local i entry keep=()
 	kill -KILL "$STATEFS_PID" 2>/dev/null
 	for ((i = 0; i < 500; i++)); do
-		kill -0 "$STATEFS_PID" 2>/dev/null || break
+		proc_alive "$STATEFS_PID" || break
 		statefs_sleep 0.01
 	done
-	if kill -0 "$STATEFS_PID" 2>/dev/null; then
+	if proc_alive "$STATEFS_PID"; then
 		fail "statefs (pid $STATEFS_PID) still running 5 s after SIGKILL"
 		return 1
 	fi

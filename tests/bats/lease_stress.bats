@@ -55,7 +55,7 @@ stress_stop() {
 	touch "$STOP"
 	for p in "${STRESS_PIDS[@]}"; do
 		for _ in $(seq 200); do
-			kill -0 "$p" 2>/dev/null || break
+			proc_alive "$p" || break
 			sleep 0.05
 		done
 		kill "$p" 2>/dev/null || true

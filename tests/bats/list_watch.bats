@@ -627,7 +627,7 @@ listed() {
 	) 3>&- &
 	local writer=$! kills=0
 	# The consumer, killed (SIGKILL, its whole group) and run again.
-	while kill -0 "$writer" 2>/dev/null; do
+	while proc_alive "$writer"; do
 		sleep "0.$((RANDOM % 4 + 1))"
 		kill -KILL -- "-$CONSUMER" 2>/dev/null || true
 		wait "$CONSUMER" 2>/dev/null || true

@@ -70,7 +70,7 @@ redis_start() {
 			[ "$(redis-cli -s "$dir/redis.sock" PING 2>/dev/null)" = PONG ]; then
 			return 0
 		fi
-		if ! kill -0 "$pid" 2>/dev/null; then
+		if ! proc_alive "$pid"; then
 			break
 		fi
 		statefs_sleep 0.01
@@ -85,7 +85,7 @@ _redis_stop_one() {
 	local pid=$1 i
 	kill -TERM "$pid" 2>/dev/null || return 0
 	for ((i = 0; i < 500; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
+		proc_alive "$pid" || break
 		statefs_sleep 0.02
 	done
 	kill -KILL "$pid" 2>/dev/null || true

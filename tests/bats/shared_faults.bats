@@ -77,7 +77,7 @@ redis_again() {
 	REDIS_SOCK="$dir/redis.sock"
 	for i in $(seq 400); do
 		[ "$(redis-cli -s "$REDIS_SOCK" PING 2>/dev/null)" = PONG ] && return 0
-		kill -0 "$pid" 2>/dev/null || break
+		proc_alive "$pid" || break
 		sleep 0.05
 	done
 	tail -n 20 "$dir/redis.log" >&2
@@ -501,7 +501,7 @@ sentinel_start() {
 	REDIS_PIDS+=("$pid")
 	for i in $(seq 400); do
 		[ "$(redis-cli -p "$port" PING 2>/dev/null)" = PONG ] && return 0
-		kill -0 "$pid" 2>/dev/null || break
+		proc_alive "$pid" || break
 		sleep 0.05
 	done
 	fail "the Sentinel on port $port did not start: $(tail -n 5 "$dir/sentinel.log")"

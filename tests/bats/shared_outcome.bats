@@ -97,11 +97,11 @@ asleep() {
 	# the judge checks all the same (the 3 s rounds make the EIOs).
 	for i in $(seq 2000); do
 		[ "$(cat "/proc/$RPID/wchan" 2>/dev/null)" = hrtimer_nanosleep ] && break
-		kill -0 "$dp" 2>/dev/null || break
+		proc_alive "$dp" || break
 		sleep 0.01
 	done
 	[ "$(cat "/proc/$RPID/wchan" 2>/dev/null)" = hrtimer_nanosleep ] ||
-		! kill -0 "$dp" 2>/dev/null ||
+		! proc_alive "$dp" ||
 		fail "redis-server did not start its DEBUG SLEEP"
 	go
 	done_

@@ -298,10 +298,10 @@ unmount_at_once() {
 		return 1
 	fi
 	for i in $(seq 200); do
-		kill -0 "$pid" 2>/dev/null || break
+		proc_alive "$pid" || break
 		sleep 0.05
 	done
-	if kill -0 "$pid" 2>/dev/null; then
+	if proc_alive "$pid"; then
 		echo "round $round: the daemon of $mnt still runs 10 s after its unmount" >&2
 		return 1
 	fi
