@@ -57,7 +57,11 @@ void store_set_touch_hook(struct store *s,
  * root .events or .snapshot, the whole store; the root: a lookup or a
  * listing in it), whose tenant is loaded first if need be: 0 or -EIO
  * (the store could not be reached: nothing changed, a later use tries
- * again); it may wait on the network.  store_hold:
+ * again); it may wait on the network.  A lookup or a listing
+ * (store_lookup, store_list) is no use: in a tenant the engine does not
+ * copy they find nothing, so a caller acting for the kernel uses the
+ * node first, and one walking what the kernel holds (invalidations, the
+ * echo) does not load what the kernel holds nothing of.  store_hold:
  * the kernel learned @n (NULL: as above), which holds its tenant until
  * store_release of the token (0: none).  No store lock held.  The forget
  * hook: the engine asks the kernel to forget tenant @n (outside the

@@ -9,32 +9,15 @@
  * Locks: each call takes the directory's own lock for the whole of its
  * read (LOCK_STORE for the root, LOCK_TENANT, LOCK_PARENT), and nothing
  * else; it is not a transition (no world lock), since it changes nothing.
- *
- * A lookup or a listing in a tenant or a parent is a use of its tenant
- * (store_use, before any lock: an engine that holds only the node of a
- * tenant it does not follow loads it first, and says -EIO when it
- * cannot; the embedded store and a tenant followed answer at once).
  */
 #include "store/internal.h"
 
 #include <errno.h>
 
-/* The use of @dir's tenant a lookup or a listing in it is (see the top):
- * 0 or -EIO. */
-static int use_dir(struct store *s, struct store_node *dir)
-{
-	if (dir->kind != STORE_TENANT && dir->kind != STORE_PARENT)
-		return 0;
-	return store_use(s, dir);
-}
-
 int store_lookup(struct store *s, struct store_node *dir, const char *name,
 		 struct store_node **out)
 {
-	int rc = use_dir(s, dir);
-
-	*out = NULL;
-	return rc ? rc : node_lookup(s, NULL, dir, name, out);
+	return node_lookup(s, NULL, dir, name, out);
 }
 
 int node_lookup(struct store *s, const struct given *g, struct store_node *dir,
@@ -129,9 +112,6 @@ int store_list(struct store *s, struct store_node *dir, struct store_dirlist *ou
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
-	rc = use_dir(s, dir);
-	if (rc)
-		return rc;
 	switch (dir->kind) {
 	case STORE_ROOT:
 		lock(&s->lock, LOCK_STORE);

@@ -344,9 +344,7 @@ int store_child_version(struct store *s, struct store_node *n,
  * Find @name in directory @dir (root, tenant or parent) and return the
  * node with a new reference.  Special names are not the store's business
  * (layout/ maps them to store_special()).  -ENOENT when absent, -ESTALE
- * when @dir is dead, -ENOTDIR when @dir is a child or special file, -EIO
- * when @dir's tenant is one a shared store's mount does not follow and
- * it could not be loaded (a lookup is its use: store_use).
+ * when @dir is dead, -ENOTDIR when @dir is a child or special file.
  */
 int store_lookup(struct store *s, struct store_node *dir, const char *name,
 		 struct store_node **out);
@@ -461,8 +459,6 @@ int store_rename(struct store *s, struct store_node *from, const char *name,
  * order (tenants and parents come in the order they were made, a
  * parent's children in its table's order); each has its name, inode
  * number and kind.  Special files are not included.  Free with store_dirlist_free().
- * A listing of a tenant or a parent is its tenant's use, as a lookup's
- * (-EIO).
  */
 struct store_dirent {
 	uint64_t ino;
