@@ -283,6 +283,12 @@ static void follow_idle_pass(struct store *s)
 
 		lock(&m->lock, LOCK_ENGINE_INDEX);
 		mt = mt_find_locked(m, tid);
+		/* A root .events or .snapshot held since the pass began
+		 * (remote_hold): nothing more is unloaded. */
+		if (atomic_load(&r->holds_all) > 0) {
+			unlock(&m->lock, LOCK_ENGINE_INDEX);
+			break;
+		}
 		if (mt && mt->t && !mt->shell && now - mt->used_ms >= r->idle_ms &&
 		    mt->used_ms <= now) {
 			if (mt->holds > 0 && now - mt->asked_ms >= r->idle_ms) {
@@ -291,6 +297,9 @@ static void follow_idle_pass(struct store *s)
 				store_node_ref(ask);
 			} else if (mt->holds == 0) {
 				mt->unloading = unload = true;
+				/* No longer one number's whole copy. */
+				if (atomic_load(&m->gorder))
+					store_root_order(s, 0, false);
 			}
 		}
 		unlock(&m->lock, LOCK_ENGINE_INDEX);

@@ -413,13 +413,14 @@ static int root_history(struct store *s, const struct store_cred *cred,
 				rc = -ENODATA;
 		}
 		/* A tenant whose log is gone or trimmed: all right when it
-		 * went before @seq (its cleanup's line is the next number, or
+		 * went before @seq (its cleanup's root entry, numbered C, is
+		 * at or before it: the tenant's last line is C - 1; or it
 		 * came before the order); one with no entry up to the store's
 		 * number was made after the call began. */
 		if (rc == 0 && i > 0 && !cs[i].at && cs[i].cleaned)
 			rc = -ENODATA;
 		if (rc == -ENODATA && i > 0 && cs[i].cleaned &&
-		    (cs[i].cleanup == 0 || cs[i].cleanup + 1 < seq)) {
+		    (cs[i].cleanup == 0 || cs[i].cleanup <= seq)) {
 			cs[i].at = false;
 			rc = 0;
 		}

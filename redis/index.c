@@ -329,6 +329,23 @@ size_t mirror_tenants(struct store *s, uint64_t *tids, size_t cap,
 	return n;
 }
 
+size_t mirror_tenants_unfollowed(struct store *s, uint64_t *tids, size_t cap)
+{
+	struct mirror *m = mirror_of(s);
+	struct mtenant *mt;
+	size_t n = 0;
+
+	lock(&m->lock, LOCK_ENGINE_INDEX);
+	for (mt = m->tenants; mt; mt = mt->hh.next)
+		if (!mt->gone && (mt->shell || mt->unloading)) {
+			if (n < cap)
+				tids[n] = mt->tid;
+			n++;
+		}
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
+	return n;
+}
+
 uint64_t mirror_tid_named(struct store *s, const char *name)
 {
 	struct mirror *m = mirror_of(s);

@@ -378,6 +378,10 @@ int follow_ensure(struct store *s, uint64_t tid);
  * lock: call with none held. */
 bool follow_whole(struct store *s);
 
+/* Wake the follower from its XREAD (an entry on its wake-up stream), so
+ * that a wait for its next round does not wait out BLOCK_MS. */
+void follow_wake(struct store *s);
+
 /* redis/follow.c */
 
 /* The follower: start it (0 or -errno), stop it (no-op when stopped). */

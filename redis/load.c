@@ -230,6 +230,9 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 		rc = load_shell(s, old, dump);
 		if (rc == 0)
 			store_tenant_seq_set(tenant_node(old), seq);
+		/* Its lines before @g were never in the root's log. */
+		if (rc == 0 && atomic_load(&m->gorder) && dump_u64(dump, 8, &g))
+			store_root_floor(s, g);
 		store_node_unref(s, tenant_node(old));
 		if (rc)
 			return rc;

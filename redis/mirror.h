@@ -160,6 +160,10 @@ void mirror_root_at(struct store *s, uint64_t seq);
 size_t mirror_tenants(struct store *s, uint64_t *tids, size_t cap,
 		      bool shells);
 
+/* The tenants not followed: the shells and those being unloaded (their
+ * copy half dropped), as mirror_tenants gives them. */
+size_t mirror_tenants_unfollowed(struct store *s, uint64_t *tids, size_t cap);
+
 /* The id of the newest tenant named @name the mirror follows and has not
  * seen go (made or not yet), or 0.  A scan: for refusals, which are
  * rare. */

@@ -147,6 +147,11 @@ static void wake(struct remote *r)
 		freeReplyObject(rep);
 }
 
+void follow_wake(struct store *s)
+{
+	wake(remote_of(s));
+}
+
 /* Wait until every tenant of @tids[0..n) is followed; 0 or -EIO when
  * none more was within store_timeout and a second. */
 static int follow_wait(struct store *s, uint64_t *tids, size_t n)
@@ -215,7 +220,7 @@ bool follow_whole(struct store *s)
 	 * stay loaded. */
 	return r->idle_ms == 0 ||
 	       (atomic_load(&r->holds_all) > 0 &&
-		mirror_tenants(s, NULL, 0, true) == 0);
+		mirror_tenants_unfollowed(s, NULL, 0) == 0);
 }
 
 int remote_use(struct store *s, struct store_node *n)
@@ -231,12 +236,14 @@ int remote_use(struct store *s, struct store_node *n)
 		/* The whole store: every tenant it holds a shell of. */
 		atomic_store(&r->all_used_ms, store_now_ms(s));
 		uint64_t *ids;
-		size_t cap = mirror_tenants(s, NULL, 0, true) + 16, k;
+		size_t cap = mirror_tenants_unfollowed(s, NULL, 0) + 16, k;
 
 		ids = st_calloc(cap, sizeof(*ids));
 		if (!ids)
 			return -ENOMEM;
-		k = mirror_tenants(s, ids, cap, true);
+		/* Those being unloaded too: loaded again once they are
+		 * shells, so that the copy is whole. */
+		k = mirror_tenants_unfollowed(s, ids, cap);
 		rc = follow_wait(s, ids, k < cap ? k : cap);
 		free(ids);
 		return rc;
@@ -300,12 +307,16 @@ void remote_release(struct store *s, uint64_t token)
 	struct mtenant *mt;
 	uint64_t tid = token & (HOLD_ALL | HOLD_TID);
 
-	if (!r || (token >> 48) != generation(r))
+	if (!r || token == 0)
 		return;
+	/* The whole store's hold outlives an instance (nothing resets the
+	 * count): released whatever its generation. */
 	if (tid == HOLD_ALL) {
 		atomic_fetch_sub(&r->holds_all, 1);
 		return;
 	}
+	if ((token >> 48) != generation(r))
+		return;
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt = mt_find_locked(m, tid);
 	if (mt && mt->holds > 0)

@@ -457,6 +457,12 @@ void store_tenant_seq_set(struct store_node *tenant, uint64_t seq);
  */
 void store_root_order(struct store *s, uint64_t seq, bool settled);
 void store_root_order_reset(struct store *s, uint64_t seq);
+/* A tenant whose lines this store did not show (an engine's copy of
+ * what its mount uses: a shell) was loaded as of number @seq of the
+ * order of all tenants: the root's log lacks its lines up to there, so
+ * a root reader started at @seq or before is served by the engine's
+ * events_history, never by the log alone.  Any thread. */
+void store_root_floor(struct store *s, uint64_t seq);
 /* Is the root's number settled (store_root_order)?  False as well when
  * the authority has no such order. */
 bool store_root_settled(struct store *s);

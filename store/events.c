@@ -344,6 +344,9 @@ void store_events_start(struct store *s, struct store_event_reader *r,
 	r->gorder = all;
 	held = evlog_start(s->events, r, seq, shown, known);
 	lock_call_end(LOCK_EVLOG);
+	/* Lines the log never had (store_root_floor): from the engine. */
+	if (all && seq <= atomic_load(&s->gseq_floor))
+		held = false;
 	if (held || !(ours || all) || !s->ops->events_history)
 		return;
 	/* No lock held: the engine may wait on the network.  Without its
@@ -374,6 +377,14 @@ void store_root_order(struct store *s, uint64_t seq, bool settled)
 		atomic_store(&s->gseq_shown, seq);
 	if (settled)
 		atomic_store(&s->root_settled, true);
+}
+
+void store_root_floor(struct store *s, uint64_t seq)
+{
+	uint64_t f = atomic_load(&s->gseq_floor);
+
+	while (seq > f && !atomic_compare_exchange_weak(&s->gseq_floor, &f, seq))
+		;
 }
 
 void store_root_order_reset(struct store *s, uint64_t seq)

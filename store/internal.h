@@ -342,6 +342,12 @@ struct store {
 	 * transitions.  All three atomics, no lock. */
 	atomic_bool root_order, root_settled;
 	atomic_uint_fast64_t gseq_shown;
+	/* The root's log holds every line of that order only above this
+	 * number (store_root_floor): a tenant the engine had not copied
+	 * was loaded at it, its earlier lines never shown here.  A root
+	 * reader started at or below it is served by the engine's
+	 * history. */
+	atomic_uint_fast64_t gseq_floor;
 	void (*event_hook)(void *arg, bool internal);
 	void *event_arg;
 	void (*attr_hook)(void *arg, const uint64_t *ino, size_t n);

@@ -297,3 +297,39 @@ except OSError as e:
 	run cat "$B/t1/p/c"
 	assert_output new
 }
+
+# root_from MNT N OUT: copy MNT/.events from number N into OUT in the
+# background, for 20 s at most.
+root_from() {
+	timeout 20 dd if="$1/.events" iflag=skip_bytes skip="$2" bs=64K \
+		status=none >"$3" 2>/dev/null 3>&- &
+	BG_PIDS+=($!)
+}
+
+@test "a root reader started at a number gets every line since, also those of a tenant the mount stopped following meanwhile" {
+	mounts 1 3
+	# B keeps t2 (a cwd in it); t1 and t3 it uses only through its
+	# root snapshot.
+	(cd "$B/t2/p" && exec sleep 60) 3>&- &
+	BG_PIDS+=($!)
+	local n
+	n=$(awk -F'\t' '$1 == "seq" { print $2 }' "$B/.snapshot")
+	[[ $n =~ ^[0-9]+$ ]]
+	unfollowed "$B" t3
+	# Lines of a tenant B followed throughout and of one it did not.
+	echo 1 >"$A/t2/p/c1"
+	echo 2 >"$A/t3/p/c2"
+	echo 3 >"$A/t2/p/c3"
+	mkdir "$A/t2/end"
+	root_from "$A" $((n + 1)) "$BATS_TEST_TMPDIR/a"
+	root_from "$B" $((n + 1)) "$BATS_TEST_TMPDIR/b"
+	local i
+	for i in $(seq 200); do
+		grep -q $'\tjoin\tt2\tend\t' "$BATS_TEST_TMPDIR/a" 2>/dev/null &&
+			grep -q $'\tjoin\tt2\tend\t' "$BATS_TEST_TMPDIR/b" 2>/dev/null && break
+		sleep 0.05
+	done
+	grep -q $'\tt3\tp\tc2\t' "$BATS_TEST_TMPDIR/b"
+	run diff "$BATS_TEST_TMPDIR/a" "$BATS_TEST_TMPDIR/b"
+	assert_success
+}
