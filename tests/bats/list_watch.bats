@@ -626,8 +626,9 @@ listed() {
 		mkdir "$MNT/t/end"
 	) 3>&- &
 	local writer=$! kills=0
-	# The consumer, killed (SIGKILL, its whole group) and run again.
-	while proc_alive "$writer"; do
+	# The consumer, killed (SIGKILL, its whole group) and run again,
+	# three times at least (a quick writer may be done before).
+	while proc_alive "$writer" || [ "$kills" -lt 3 ]; do
 		sleep "0.$((RANDOM % 4 + 1))"
 		kill -KILL -- "-$CONSUMER" 2>/dev/null || true
 		wait "$CONSUMER" 2>/dev/null || true
