@@ -328,6 +328,17 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 	return errno_of(rep->element[0]->str);
 }
 
+void applied_wait_locked(struct remote *r, unsigned ms)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += (long)ms * 1000000;
+	ts.tv_sec += ts.tv_nsec / 1000000000;
+	ts.tv_nsec %= 1000000000;
+	pthread_cond_timedwait(&r->applied, &r->lock, &ts);
+}
+
 /*
  * Wait until the follower has loaded an instance past the @loaded-th
  * (it was told by reinit), for at most store_timeout and a second.
@@ -342,17 +353,8 @@ static bool wait_new_instance(struct remote *r, uint64_t loaded)
 	if (!r->running || pthread_equal(pthread_self(), r->thread))
 		return false;
 	lock(&r->lock, LOCK_ENGINE_STATE);
-	while (r->loaded == loaded && mono_ms() < until) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50 * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&r->applied, &r->lock, &ts);
-	}
+	while (r->loaded == loaded && mono_ms() < until)
+		applied_wait_locked(r, 50);
 	done = r->loaded != loaded;
 	unlock(&r->lock, LOCK_ENGINE_STATE);
 	return done;
@@ -416,7 +418,6 @@ int wait_seq(struct store *s, uint64_t tid, uint64_t seq)
 	for (;;) {
 		uint64_t at = 0, batches;
 		bool gone = false;
-		struct timespec ts;
 
 		/* A tenant this mount does not follow (or stopped following
 		 * meanwhile) is followed first. */
@@ -430,14 +431,8 @@ int wait_seq(struct store *s, uint64_t tid, uint64_t seq)
 		if (mono_ms() >= until)
 			return -EIO;
 		lock(&r->lock, LOCK_ENGINE_STATE);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50 * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
 		if (r->batches == batches)
-			pthread_cond_timedwait(&r->applied, &r->lock, &ts);
+			applied_wait_locked(r, 50);
 		unlock(&r->lock, LOCK_ENGINE_STATE);
 	}
 }
@@ -463,19 +458,9 @@ void remote_root_settle(struct store *s)
 	if (!store_root_settled(s))
 		follow_wake(s);
 	while (!store_root_settled(s) && mono_ms() < until) {
-		struct timespec ts;
-		uint64_t batches;
-
 		lock(&r->lock, LOCK_ENGINE_STATE);
-		batches = r->batches;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 50 * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		if (r->batches == batches && !store_root_settled(s))
-			pthread_cond_timedwait(&r->applied, &r->lock, &ts);
+		if (!store_root_settled(s))
+			applied_wait_locked(r, 50);
 		unlock(&r->lock, LOCK_ENGINE_STATE);
 	}
 }

@@ -223,6 +223,11 @@ const char *out_str(const redisReply *r, size_t i);
  * and a second. */
 int wait_seq(struct store *s, uint64_t tid, uint64_t seq);
 
+/* One slice of a bounded wait for the follower: wait on r->applied,
+ * with r->lock held, at most @ms (a batch applied, a load, a stop
+ * wakes it sooner). */
+void applied_wait_locked(struct remote *r, unsigned ms);
+
 /* The engine's root_settle: wait, at most store_timeout, until the root's
  * number says what the mirror holds (store_root_order). */
 void remote_root_settle(struct store *s);

@@ -163,7 +163,6 @@ static int follow_wait(struct store *s, uint64_t *tids, size_t n)
 	while (rc == 0) {
 		uint64_t batches;
 		size_t left = 0;
-		struct timespec ts;
 
 		lock(&r->lock, LOCK_ENGINE_STATE);
 		batches = r->batches;
@@ -186,14 +185,8 @@ static int follow_wait(struct store *s, uint64_t *tids, size_t n)
 			woke = mono_ms();
 		}
 		lock(&r->lock, LOCK_ENGINE_STATE);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 20 * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
 		if (r->batches == batches)
-			pthread_cond_timedwait(&r->applied, &r->lock, &ts);
+			applied_wait_locked(r, 20);
 		unlock(&r->lock, LOCK_ENGINE_STATE);
 	}
 	return rc;
