@@ -263,6 +263,16 @@ void store_set_attr_hook(struct store *s,
 
 /* Reading the log ---------------------------------------------------------- */
 
+/* Does a reader of @tenant (NULL: the root) read by the numbers of one
+ * order of all tenants?  A root reader of an engine whose authority has
+ * one (store_root_order); asked again when it starts, since a load may
+ * have brought the order since it was opened. */
+static bool by_root_order(struct store *s, const struct store_node *tenant)
+{
+	return !tenant && s->ops != &embedded_ops &&
+	       atomic_load(&s->root_order);
+}
+
 int store_events_open(struct store *s, struct store_node *tenant,
 		      const struct store_cred *cred, unsigned flags,
 		      struct store_event_reader **out)
@@ -293,9 +303,7 @@ int store_events_open(struct store *s, struct store_node *tenant,
 	r->window = flags & STORE_EVENTS_WHOLE_LOG ? UINT64_MAX :
 		    STORE_EVENT_WINDOW;
 	r->internal_only = (flags & STORE_EVENTS_INTERNAL) != 0;
-	/* A root reader of one order of all tenants reads its numbers. */
-	r->gorder = !tenant && s->ops != &embedded_ops &&
-		    atomic_load(&s->root_order);
+	r->gorder = by_root_order(s, tenant);
 	lock_call_begin(LOCK_EVLOG);
 	evlog_open(s->events, r);
 	lock_call_end(LOCK_EVLOG);
@@ -331,8 +339,7 @@ void store_events_start(struct store *s, struct store_event_reader *r,
 	 * (a mirror), not places in this log. */
 	bool shown = s->ops != &embedded_ops;
 	bool ours = tenant && tenant->kind == STORE_TENANT;
-	/* A root reader of one order of all tenants reads by its numbers. */
-	bool all = !tenant && shown && atomic_load(&s->root_order);
+	bool all = by_root_order(s, tenant);
 	uint64_t known = ours ? atomic_load(&as_tenant(tenant)->seq_shown) :
 			 all ? atomic_load(&s->gseq_shown) : 0;
 	uint64_t upto = 0;
