@@ -75,6 +75,32 @@ static inline struct store *new_store(const struct store_limits *l, uint64_t *cl
 	return s;
 }
 
+/* Read whatever reader @rd has pending onto the end of *@ev (*@len bytes
+ * of *@cap, grown as needed, kept NUL-terminated); returns the bytes
+ * read.  Out of memory: a failure (failf), the buffer emptied. */
+static inline size_t read_pending(struct store *s, struct store_event_reader *rd,
+				  char **ev, size_t *len, size_t *cap)
+{
+	size_t total = 0, got;
+
+	do {
+		if (*cap - *len < 65536) {
+			*cap = *cap ? 2 * *cap : 1 << 20;
+			*ev = realloc(*ev, *cap);
+			if (!*ev) {
+				failf("oom");
+				*cap = *len = 0;
+				return total;
+			}
+		}
+		got = store_events_read(s, rd, *ev + *len, *cap - *len - 1);
+		*len += got;
+		total += got;
+	} while (got);
+	(*ev)[*len] = '\0';
+	return total;
+}
+
 static inline void check_all_ok(struct store *s)
 {
 	char why[256] = "";

@@ -237,25 +237,7 @@ static void *replay_reaper(void *arg)
 /* Read whatever is pending into r->ev; returns the bytes read. */
 static size_t replay_read(struct rrun *r)
 {
-	size_t total = 0, got;
-
-	do {
-		if (r->evcap - r->evlen < 65536) {
-			r->evcap = r->evcap ? 2 * r->evcap : 1 << 20;
-			r->ev = realloc(r->ev, r->evcap);
-			if (!r->ev) {
-				failf("oom");
-				r->evcap = r->evlen = 0;
-				return total;
-			}
-		}
-		got = store_events_read(r->s, r->r, r->ev + r->evlen,
-					r->evcap - r->evlen - 1);
-		r->evlen += got;
-		total += got;
-	} while (got);
-	r->ev[r->evlen] = '\0';
-	return total;
+	return read_pending(r->s, r->r, &r->ev, &r->evlen, &r->evcap);
 }
 
 static void *replay_reader(void *arg)
