@@ -294,6 +294,7 @@ enum remote_key {
 	KEY_LIMITS,
 	KEY_LOCK_TIMEOUT,
 	KEY_FOLLOW_IDLE,
+	KEY_LAYOUT,
 	KEY_TLS_CA,
 	KEY_TLS_CERT,
 	KEY_TLS_KEY,
@@ -340,6 +341,12 @@ static const struct {
 			      "used for that long and the kernel holds "
 			      "nothing of (0: follow every tenant)",
 			      "30", STORE_REMOTE_GIVEN_FOLLOW },
+	[KEY_LAYOUT] = { "store_layout", "store_layout=root|tenant",
+			 "how a store this mount makes keeps its tenants: "
+			 "tenant, every tenant's facts in its own slot (as "
+			 "a Redis Cluster needs); a store made already keeps "
+			 "its own",
+			 "root", STORE_REMOTE_GIVEN_LAYOUT },
 	[KEY_TLS_CA] = { "store_tls_ca", "store_tls_ca=PATH",
 			 "the PEM file of the CAs that sign the servers' "
 			 "certificates (TLS)",
@@ -358,6 +365,23 @@ static const struct {
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+/* store_layout=@v into @r: its own function, since a layout is also
+ * chosen by what a store turns out to be (a cluster).  0 or -EINVAL
+ * with *@why. */
+static int parse_layout(struct store_remote *r, const char *v,
+			const char **why)
+{
+	if (strcmp(v, "tenant") == 0)
+		r->layout_tenant = true;
+	else if (strcmp(v, "root") == 0)
+		r->layout_tenant = false;
+	else {
+		*why = "root or tenant";
+		return -EINVAL;
+	}
+	return 0;
+}
 
 /* Apply @key=@v to @r (a copy).  0 or -EINVAL with *@why. */
 static int apply(struct store_remote *r, enum remote_key key, const char *v,
@@ -435,6 +459,8 @@ static int apply(struct store_remote *r, enum remote_key key, const char *v,
 		}
 		r->follow_idle_ms = ms;
 		return 0;
+	case KEY_LAYOUT:
+		return parse_layout(r, v, why);
 	case KEY_LIMITS:
 		if (strcmp(v, "adopt") == 0)
 			r->adopt_limits = true;

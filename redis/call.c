@@ -126,6 +126,22 @@ void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len)
 	snprintf(buf, len, "%s:{%s.t%" PRIu64 "}:t", p, p, tid);
 }
 
+bool remote_tenant_layout(struct store *s)
+{
+	return atomic_load(&remote_of(s)->tenant_meta);
+}
+
+/* The meta of tenant key @tkey (P:{P.tTID}:t -> P:{P.tTID}:meta) into
+ * @buf: in the tenant layout a tenant function's first key. */
+static void tenant_meta_key(const char *tkey, char *buf, size_t len)
+{
+	size_t n = strlen(tkey);
+
+	if (n >= 2 && strcmp(tkey + n - 2, ":t") == 0)
+		n -= 2;
+	snprintf(buf, len, "%.*s:meta", (int)n, tkey);
+}
+
 /*
  * A mutation got no reply in time (@rc of rconn_pool_call): learn what
  * became of it, so that an error returned to the caller means "not
@@ -207,6 +223,22 @@ static int fence(struct store *s, int nkeys, const char **av,
 	return rc == -ENOMEM ? rc : -EIO;
 }
 
+/* Is instance @inst the store's, as its root meta says?  (A failed read
+ * says yes: the call's own outcome stands.) */
+static bool root_has_instance(struct remote *r, const char *inst)
+{
+	const char *av[] = { "HGET", r->meta, "instance" };
+	redisReply *rep = NULL;
+	bool same = true;
+
+	if (rconn_pool_call(r->pool, 0, 3, av, NULL, &rep) == 0) {
+		same = rep->type == REDIS_REPLY_STRING &&
+		       strcmp(rep->str, inst) == 0;
+		freeReplyObject(rep);
+	}
+	return same;
+}
+
 /* One FCALL of remote_fcall's, on the instance the mount knows: its
  * count of loaded instances then into *@loaded; *@newinst when the
  * outcome was ESTALEINST. */
@@ -220,10 +252,20 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 	uint64_t sent = 0;
 	const char **av = st_calloc((size_t)total, sizeof(*av));
 	size_t *al = st_calloc((size_t)total, sizeof(*al));
-	char nk[16], opid[48], deadline[24], inst[17];
+	char nk[16], opid[48], deadline[24], inst[17], tmeta[200];
 	redisReply *rep = NULL;
 
 	*out = NULL;
+	/* The tenant layout: a tenant's call takes its own meta, in its
+	 * slot, and that tenant's key alone (the callers pass one). */
+	bool tl = nkeys > 0 && atomic_load(&r->tenant_meta);
+
+	*out = NULL;
+	if (tl) {
+		tenant_meta_key(keys[0], tmeta, sizeof(tmeta));
+		nkeys = 1;
+		total = 4 + nkeys + 3 + argc;
+	}
 	if (!av || !al) {
 		free(av);
 		free(al);
@@ -256,7 +298,7 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 	av[n++] = mutation ? "FCALL" : "FCALL_RO";
 	av[n++] = fn;
 	av[n++] = nk;
-	av[n++] = r->meta;
+	av[n++] = tl ? tmeta : r->meta;
 	for (int i = 0; i < nkeys; i++)
 		av[n++] = keys[i];
 	av[n++] = inst;
@@ -318,7 +360,12 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 		}
 		return 0;
 	}
-	if (strcmp(rep->element[0]->str, "ESTALEINST") == 0) {
+	/* No tenant meta, and the root is another instance: the store
+	 * lost its data, as an ESTALEINST says. */
+	if ((tl && strcmp(rep->element[0]->str, "ESTALE") == 0 &&
+	     out_str(rep, 3) && strcmp(out_str(rep, 3), "nometa") == 0 &&
+	     !root_has_instance(r, inst)) ||
+	    strcmp(rep->element[0]->str, "ESTALEINST") == 0) {
 		lock(&r->lock, LOCK_ENGINE_STATE);
 		r->reinit = true;
 		unlock(&r->lock, LOCK_ENGINE_STATE);
@@ -360,6 +407,67 @@ static bool wait_new_instance(struct remote *r, uint64_t loaded)
 	return done;
 }
 
+/*
+ * sfs_sync of @nkeys tenants in the tenant layout, where a call is about
+ * one tenant: the root's (0 keys), then one per tenant, their seqs
+ * appended to the root's reply as one call of all would give them (-1
+ * for a tenant gone).  0 with *@out, or the first call's -errno.
+ */
+static int sync_per_tenant(struct store *s, int nkeys,
+			   const char *const *keys, redisReply **out)
+{
+	redisReply *rep = NULL, **el;
+	int rc = remote_fcall(s, "sfs_sync", false, 0, NULL, 0, NULL, NULL,
+			      &rep);
+
+	*out = NULL;
+	if (rc) {
+		if (rep)
+			freeReplyObject(rep);
+		return rc;
+	}
+	/* hiredis's allocator is malloc's (the default, never changed). */
+	el = realloc(rep->element, (rep->elements + (size_t)nkeys) *
+		     sizeof(*el));
+	if (!el) {
+		freeReplyObject(rep);
+		return -ENOMEM;
+	}
+	rep->element = el;
+	for (int i = 0; i < nkeys; i++) {
+		redisReply *t = NULL, *e = NULL;
+		int trc = remote_fcall(s, "sfs_sync", false, 1, &keys[i], 0,
+				       NULL, NULL, &t);
+
+		if (trc == 0 && t->elements > 3 &&
+		    t->element[3]->type == REDIS_REPLY_INTEGER) {
+			e = t->element[3];
+			t->element[3] = NULL;
+			t->elements = 3;
+		} else if (trc != 0 && trc != -ESTALE) {
+			if (t)
+				freeReplyObject(t);
+			freeReplyObject(rep);
+			return trc;
+		}
+		if (t)
+			freeReplyObject(t);
+		if (!e) {
+			/* Gone (no meta, no hash): as one call says it. */
+			e = calloc(1, sizeof(*e));
+			if (!e) {
+				freeReplyObject(rep);
+				return -ENOMEM;
+			}
+			e->type = REDIS_REPLY_INTEGER;
+			e->integer = -1;
+		}
+		rep->element[rep->elements++] = e;
+	}
+	*out = rep;
+	return 0;
+}
+
 int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 		 const char *const *keys, int argc, const char *const *argv,
 		 const size_t *argvlen, redisReply **out)
@@ -368,6 +476,8 @@ int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 	bool newinst;
 	int rc;
 
+	if (nkeys > 1 && remote_tenant_layout(s) && strcmp(fn, "sfs_sync") == 0)
+		return sync_per_tenant(s, nkeys, keys, out);
 	rc = fcall_once(s, fn, mutation, nkeys, keys, argc, argv, argvlen, out,
 			&loaded, &newinst);
 	/* The store is a new instance (Redis lost its data, or failed over

@@ -67,7 +67,9 @@ static uint64_t *due_tenants(struct store *s, size_t *n)
 	uint64_t now = store_now_ms(s), *ids;
 	size_t nd, cap, k = 0;
 
-	if (store_state(s) == STORE_DRAINING)
+	/* The tenant layout: each tenant's tombstones and its share of
+	 * the store's drain are its own, aged by its own call. */
+	if (store_state(s) == STORE_DRAINING || remote_tenant_layout(s))
 		return remote_tenants(s, n);
 	due = st_calloc(DUE_MAX, sizeof(*due));
 	if (!due)
@@ -132,6 +134,8 @@ unsigned remote_expire(struct store *s, unsigned budget)
 			aged += out_u64(rep, 4);
 		}
 		settle(s, ids[i], rc, rep);
+		if (rc == 0)
+			remote_expired_tenant(s, ids[i], rep);
 		if (rep)
 			freeReplyObject(rep);
 	}
@@ -181,6 +185,10 @@ int remote_clock_advance(struct store *s, uint64_t ms)
 	if (rc == 0) {
 		rc = wait_seq(s, 0, out_u64(rep, 2));
 		remote_saw_now(s, out_u64(rep, 3));
+		/* The tenant layout: each tenant's meta keeps the clock its
+		 * calls read; after this returns every tenant is at it. */
+		if (remote_tenant_layout(s))
+			remote_clock_fanout(s, out_u64(rep, 3));
 	}
 	if (rep)
 		freeReplyObject(rep);
@@ -204,8 +212,9 @@ static void expire_shells(struct store *s, unsigned budget)
 		redisReply *rep = NULL;
 
 		remote_tenant_key(s, ids[i], key, sizeof(key));
-		remote_fcall(s, "sfs_expire", true, 1, (const char *[]){ key },
-			     a.n, a.v, NULL, &rep);
+		if (remote_fcall(s, "sfs_expire", true, 1, (const char *[]){ key },
+				 a.n, a.v, NULL, &rep) == 0)
+			remote_expired_tenant(s, ids[i], rep);
 		if (rep)
 			freeReplyObject(rep);
 	}

@@ -96,6 +96,10 @@ int instance_init(struct remote *r, struct store_limits *l,
 	}
 	av[n++] = "testclock";
 	av[n++] = l->testclock ? "1" : "0";
+	/* Followed only by a store made now; one made already keeps its
+	 * own, which the reply tells. */
+	av[n++] = "layout";
+	av[n++] = r->cfg.layout_tenant ? "tenant" : "root";
 	rc = rconn_pool_call(r->pool, 0, n, av, NULL, &rep);
 	if (rc) {
 		snprintf(err, errlen, "statefs: the shared store did not answer "
@@ -142,8 +146,22 @@ int instance_init(struct remote *r, struct store_limits *l,
 		return -EINVAL;
 	}
 	snprintf(instance, 17, "%s", rep->element[3]->str);
+	lock(&r->lock, LOCK_ENGINE_STATE);
+	r->nlim_kv = 0;
 	for (size_t i = 5; i + 1 < rep->elements; i += 2) {
 		const char *k = out_str(rep, i);
+
+		if (k && strcmp(k, "layout") == 0) {
+			const char *v = out_str(rep, i + 1);
+
+			atomic_store(&r->tenant_meta, v && strcmp(v, "tenant") == 0);
+			continue;
+		}
+		if (k && r->nlim_kv + 2 <= sizeof(r->lim_kv) / sizeof(r->lim_kv[0])) {
+			snprintf(r->lim_kv[r->nlim_kv++], sizeof(r->lim_kv[0]), "%s", k);
+			snprintf(r->lim_kv[r->nlim_kv++], sizeof(r->lim_kv[0]),
+				 "%" PRIu64, out_u64(rep, i + 1));
+		}
 
 		for (size_t j = 0; k && j < sizeof(lims) / sizeof(lims[0]); j++)
 			if (strcmp(k, lims[j].name) == 0)
@@ -151,6 +169,7 @@ int instance_init(struct remote *r, struct store_limits *l,
 		if (k && strcmp(k, "testclock") == 0)
 			l->testclock = out_u64(rep, i + 1) == 1;
 	}
+	unlock(&r->lock, LOCK_ENGINE_STATE);
 	freeReplyObject(rep);
 	return 0;
 }

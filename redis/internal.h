@@ -88,6 +88,15 @@ struct remote {
 	char meta[STORE_REMOTE_PREFIX_MAX * 2 + 16]; /* P:{P}:meta */
 	char rootlog[STORE_REMOTE_PREFIX_MAX * 2 + 16];
 	bool testclock;                /* immutable */
+	/* The store is of the tenant layout (meta layout tenant: a tenant
+	 * function takes its tenant's own meta, P:{P.tTID}:meta, as its
+	 * first key, nothing of {P}); set by every sfs_init (the store's,
+	 * whatever -o store_layout asked) and by a cluster found. */
+	atomic_bool tenant_meta;
+	/* The limits the store recorded, as sfs_init gave them (NAME VALUE
+	 * pairs), for sfs_tenant_make's copies; lock. */
+	char lim_kv[48][24];
+	unsigned nlim_kv;
 
 	/* The estimate of the store's clock: the local monotonic clock
 	 * plus the offset learned from every reply's now_ms, never going
@@ -211,6 +220,34 @@ uint64_t remote_generation(struct store *s);
 /* The key of tenant @tid (P:{P.tTID}:t) into @buf. */
 void remote_tenant_key(struct store *s, uint64_t tid, char *buf, size_t len);
 
+/* redis/tenants.c: the tenant layout's calls, one per slot.
+ *
+ * remote_tenant_make2: step 2 of a tenant's mkdir (sfs_tenant_make) on
+ * its slot, idempotent; the tenant's seq to wait for into *@seq.
+ * remote_tenant_unlist: step 2 of its rmdir, or the end of a tenant the
+ * store's drain cleared (sfs_tenant_unlist NAME TID on the root slot),
+ * idempotent, the root log waited for.  remote_drain_fanout: the store's
+ * drain, as the root records it, made each tenant's (cleared at once
+ * with @now), the tenants it ends unlisted.  remote_clock_fanout: the
+ * store's test clock made each tenant's.  remote_expired_tenant: after
+ * sfs_expire of tenant @tid (reply @rep), its name unlisted when the
+ * store's drain ended it.  remote_stats_sum: each tenant's gauges and
+ * counters added into the root's sfs_stats reply @root.  0 or -errno;
+ * no lock held, each call's wait as remote_fcall's. */
+int remote_tenant_make2(struct store *s, const char *name, uint64_t tid,
+			const struct store_owner *o, uint64_t clock_ms,
+			uint64_t created_ms, uint64_t *seq);
+int remote_tenant_unlist(struct store *s, const char *name, uint64_t tid);
+int remote_drain_fanout(struct store *s, bool now);
+void remote_clock_fanout(struct store *s, uint64_t clock_ms);
+void remote_expired_tenant(struct store *s, uint64_t tid,
+			   const redisReply *rep);
+int remote_stats_sum(struct store *s, redisReply *root);
+
+/* Is the store of the tenant layout (one call per tenant, each on its
+ * tenant's slot)?  Any thread, no lock. */
+bool remote_tenant_layout(struct store *s);
+
 /* Element @i of outcome @r as a number (an integer reply or a decimal). */
 uint64_t out_u64(const redisReply *r, size_t i);
 
@@ -306,7 +343,7 @@ int remote_real_ms(struct store *s, uint64_t *real_ms);
 /* redis/library.c */
 
 /* The library version this mount speaks (redis/lua/contract.lua). */
-#define LIBVERSION 6
+#define LIBVERSION 7
 
 /* Install this mount's Functions library when the store lacks it (a
  * Redis that lost its data lost its functions too).  0 or -errno

@@ -549,6 +549,11 @@ int remote_shell(struct store *s, uint64_t tid, const char *key)
 		rc = remote_damaged_key(remote_of(s), "shell", key);
 	else if (rep->elements > 0)
 		rc = mirror_shell_tenant(s, tid, dump_of(rep));
+	else if (remote_tenant_layout(s))
+		/* Listed and not made yet (its second step, in its own
+		 * slot, comes after the root's): followed, its log appears
+		 * with its first entry. */
+		rc = -ENOENT;
 	/* else gone since the root named it */
 	freeReplyObject(rep);
 	return rc;

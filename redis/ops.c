@@ -150,11 +150,17 @@ static int remote_tenant_make(struct store *s, const char *name,
 	rc = remote_fcall(s, "sfs_mkdir_tenant", true, 0, NULL, a.n, a.v,
 			  NULL, &rep);
 	if (rc == 0) {
+		uint64_t seq = out_u64(rep, 2);
+
 		tid = out_u64(rep, 3);
 		ino = out_u64(rep, 4);
 		rc = wait_seq(s, 0, out_u64(rep, 5));
+		/* The tenant layout: listed at the root, made in its slot. */
+		if (rc == 0 && remote_tenant_layout(s))
+			rc = remote_tenant_make2(s, name, tid, &o, out_u64(rep, 1),
+						 out_u64(rep, 6), &seq);
 		if (rc == 0)
-			rc = wait_seq(s, tid, out_u64(rep, 2));
+			rc = wait_seq(s, tid, seq);
 		if (rc == 0)
 			rc = answer(s, ino, out, attr);
 	} else if (rep) {
@@ -200,6 +206,37 @@ static int remote_join(struct store *s, struct store_node *dir,
 	return rc;
 }
 
+/* rmdir of tenant @name (@tid as the mirror knows it, 0: none) in the
+ * tenant layout: cleared in its slot, then unlisted at the root; a
+ * tenant found gone in its slot is unlisted all the same (the roll
+ * forward of an rmdir that stopped between the two), and ENOENT. */
+static int tenant_remove2(struct store *s, const char *name, uint64_t tid,
+			  struct args *a)
+{
+	char key[160];
+	redisReply *rep = NULL;
+	int rc;
+
+	if (!tid)
+		return -ENOENT;
+	remote_tenant_key(s, tid, key, sizeof(key));
+	rc = remote_fcall(s, "sfs_rmdir_tenant", true, 1,
+			  (const char *[]){ key }, a->n, a->v, NULL, &rep);
+	if (rc == 0)
+		rc = wait_seq(s, tid, out_u64(rep, 2));
+	if (rc == 0 || rc == -ENOENT || (rc == -ESTALE && rep)) {
+		int urc = remote_tenant_unlist(s, name, tid);
+
+		if (rc == 0)
+			rc = urc;
+		else
+			rc = -ENOENT;
+	}
+	if (rep)
+		freeReplyObject(rep);
+	return rc;
+}
+
 static int remote_tenant_remove(struct store *s, const char *name,
 				const struct store_cred *cred)
 {
@@ -217,6 +254,8 @@ static int remote_tenant_remove(struct store *s, const char *name,
 	}
 	a_str(&a, name);
 	a_cred(&a, cred, groups, sizeof(groups));
+	if (remote_tenant_layout(s))
+		return tenant_remove2(s, name, tid, &a);
 	rc = remote_fcall(s, "sfs_rmdir_tenant", true, 0, NULL, a.n,
 			  a.v, NULL, &rep);
 	if (remote_generation(s) != gen) {
@@ -371,8 +410,17 @@ static int remote_link(struct store *s, struct store_node *child,
 	a_u64(&a, mirror_remote_ino(s, child));
 	a_u64(&a, mirror_remote_ino(s, parent));
 	a_str(&a, name);
-	rc = remote_fcall(s, "sfs_link", true, 2, (const char *[]){ key, ckey },
-			  a.n, a.v, NULL, &rep);
+	/* The tenant layout: the destination's slot only, the source's
+	 * tenant by its TID (EXDEV there); its state's ESTALE, which the
+	 * contract puts first, is the mirror's. */
+	if (remote_tenant_layout(s)) {
+		if (ctid != tid && node_dead(child))
+			return refuse(s, -ESTALE);
+		a_u64(&a, ctid);
+	}
+	rc = remote_fcall(s, "sfs_link", true,
+			  remote_tenant_layout(s) ? 1 : 2,
+			  (const char *[]){ key, ckey }, a.n, a.v, NULL, &rep);
 	rc = settle(s, tid, rc, rep);
 	if (rc == 0 && attr) {
 		rc = answer(s, mirror_remote_ino(s, child), &n, attr);
@@ -402,8 +450,16 @@ static int remote_rename(struct store *s, struct store_node *from, const char *n
 	a_str(&a, to_name);
 	a_u64(&a, (flags & STORE_RENAME_NOREPLACE ? 1 : 0) |
 		  (flags & STORE_RENAME_EXCHANGE ? 2 : 0));
-	rc = remote_fcall(s, "sfs_rename", true, 2, (const char *[]){ key, bkey },
-			  a.n, a.v, NULL, &rep);
+	/* The tenant layout: one tenant's slot, the other's TID (EXDEV);
+	 * the other's parent gone is the mirror's ESTALE. */
+	if (remote_tenant_layout(s)) {
+		if (btid != tid && node_dead(to))
+			return refuse(s, -ESTALE);
+		a_u64(&a, btid);
+	}
+	rc = remote_fcall(s, "sfs_rename", true,
+			  remote_tenant_layout(s) ? 1 : 2,
+			  (const char *[]){ key, bkey }, a.n, a.v, NULL, &rep);
 	rc = settle(s, tid, rc, rep);
 	if (rep)
 		freeReplyObject(rep);
@@ -629,6 +685,10 @@ static int remote_drain(struct store *s, struct store_node *tenant,
 		 * of memory for their list, the drain still stands: only the
 		 * wait for the tenants' logs is lost.) */
 		rc = wait_seq(s, 0, out_u64(rep, 2));
+		/* The tenant layout: the drain recorded at the root is made
+		 * each tenant's by the mount that asked. */
+		if (rc == 0 && remote_tenant_layout(s))
+			rc = remote_drain_fanout(s, now);
 		if (rc == 0 && ids)
 			rc = remote_wait_tenants(s, ids, n);
 		free(ids);

@@ -50,6 +50,7 @@ struct store_remote_addr {
 #define STORE_REMOTE_GIVEN_TLS_NAME (1u << 9)
 #define STORE_REMOTE_GIVEN_LOCK_TIMEOUT (1u << 10)
 #define STORE_REMOTE_GIVEN_FOLLOW   (1u << 11)
+#define STORE_REMOTE_GIVEN_LAYOUT   (1u << 12)
 
 struct store_remote {
 	enum store_remote_kind kind;
@@ -74,6 +75,12 @@ struct store_remote {
 						* mount out of reach keeps its
 						* locks (redis/lock.c) */
 	bool adopt_limits;                    /* store_limits=adopt */
+	/* store_layout=tenant: a store this mount makes keeps each
+	 * tenant's facts in a meta of its own, in the tenant's slot, so
+	 * that every tenant transition is one call on one slot (a Redis
+	 * Cluster's need).  Only the mount that makes the store decides;
+	 * every other follows the layout the store records. */
+	bool layout_tenant;
 	/* follow_idle: a tenant this mount has not used for that long, of
 	 * which the kernel holds no inode, is no longer followed (0: every
 	 * tenant is followed always). */

@@ -52,6 +52,10 @@ int remote_stats(struct store *s, struct store_node *tenant,
 		return -ESTALE;
 	rc = remote_fcall(s, "sfs_stats", false, tenant ? 1 : 0,
 			  (const char *[]){ key }, 0, NULL, NULL, &rep);
+	/* The tenant layout: the root's gauges and counters are the sums
+	 * of the tenants' (one call each), plus the root's own refusals. */
+	if (rc == 0 && !tenant && remote_tenant_layout(s))
+		rc = remote_stats_sum(s, rep);
 	if (rc == 0) {
 		for (size_t i = 3; i + 1 < rep->elements; i += 2) {
 			const char *k = out_str(rep, i);

@@ -14,6 +14,12 @@
 
 local NSPECIAL = 8                -- STORE_NSPECIAL: inode slots of a directory's special files
 local FIRST_INO = 2 + NSPECIAL    -- root = 1, the root's specials 2..9
+-- The tenant layout (contract.lua): its numbers and its functions, in
+-- one table (a chunk has at most 200 locals).  It numbers tenant TID's
+-- nodes TID * 10^10 + n (n = 1 the tenant, its specials up to FIRST_INO -
+-- 1), TID at most tid_max, so that every number is below 2^53 (ino_end_s)
+-- and exact in a double.
+local TL = { tid_max = 900000, ino_end_s = '9007199254740992' }
 local OP_KEEP_MS_S = '120000'     -- OP_KEEP_MS: how long an operation's outcome is kept for a retry (SET's argument)
 local LOG_KEEP_MS = 600000        -- how long a removed tenant's log stays for its followers
 local DURATION_MAX_MS = 1000000000000 -- STORE_DURATION_MAX_MS: a ttl, a window, an advance
@@ -122,8 +128,11 @@ end
 -- An inode number argument, kept as the string it came as (it is only
 -- ever put in key names and entries), or nil.  No leading zero: one
 -- number, one key name.
+-- Up to 16 digits below 2^53 (a tenant's range in the tenant layout,
+-- TID * 10^10 + n, call.lua): every one exact in Lua's doubles.
 local function ino_arg(s)
-	if type(s) ~= 'string' or #s > 15 or not string.find(s, '^[1-9]%d*$') then
+	if type(s) ~= 'string' or #s > 16 or not string.find(s, '^[1-9]%d*$') or
+		(#s == 16 and s >= TL.ino_end_s) then
 		return nil
 	end
 	return s
@@ -361,7 +370,10 @@ local function num(r, f)
 	if v == nil then v = get(r, f) end
 	if not v then return 0 end
 	if type(v) == 'number' then return v end
-	if #v > 15 or not string.find(v, '^%d+$') then damaged(r.key) end
+	if #v > 16 or not string.find(v, '^%d+$') or
+		(#v == 16 and v >= TL.ino_end_s) then
+		damaged(r.key)
+	end
 	v = v + 0
 	h[f] = v
 	return v

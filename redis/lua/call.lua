@@ -44,14 +44,25 @@ local tkeys_seen, tkeys_n = {}, 0
 -- The names a store prefix makes, by meta key, also kept between calls.
 local names_seen = {}
 
+-- A tenant's own meta (the tenant layout, contract.lua) names the
+-- tenant (n.tid); its root is the tenant's hash tag, so what a call keeps
+-- "at the root" (the tombstone queue, a root-scope op record) is the
+-- tenant's, in its slot.
 local function names_of(mk)
 	local n = names_seen[mk]
 	if n then return n end
-	local P = string.match(mk, '^(.*):{.*}:meta$')
-	if not P or mk ~= P .. ':{' .. P .. '}:meta' then
-		error('statefs: the first key must be PREFIX:{PREFIX}:meta')
+	local P, tag = string.match(mk, '^(.*):{(.*)}:meta$')
+	local tid = nil
+	if P and tag ~= P then
+		tid = string.match(tag, '^.*%.t([1-9]%d*)$')
+		if tid and tag ~= P .. '.t' .. tid then tid = nil end
+		if not tid then P = nil end
 	end
-	n = { P = P, root = P .. ':{' .. P .. '}', head = P .. ':{' .. P .. '.t' }
+	if not P then
+		error('statefs: the first key must be PREFIX:{PREFIX}:meta or PREFIX:{PREFIX.tTID}:meta')
+	end
+	n = { P = P, root = P .. ':{' .. tag .. '}', head = P .. ':{' .. P .. '.t',
+		tid = tid, tkey = tid and P .. ':{' .. tag .. '}:t' }
 	names_seen[mk] = n
 	return n
 end
@@ -141,6 +152,15 @@ local function draining(ctx, T)
 		(T ~= nil and T.live and state_of(T) ~= 'ready')
 end
 
+-- Is the store of the tenant layout (each tenant's facts in a meta of
+-- its own, in its slot: contract.lua)?  A tenant meta is; the root meta
+-- says so in its field layout.
+local function tenant_layout(ctx)
+	if ctx.tm then return true end
+	if ctx.tl == nil then ctx.tl = str(ctx.M, 'layout') == 'tenant' end
+	return ctx.tl
+end
+
 -- The outcome's seq: the tenant's when the call has one, else the root's.
 local function cur_seq(ctx)
 	if ctx.T and ctx.T.live then return num(ctx.T, 'seq') end
@@ -207,13 +227,14 @@ local function xadd_now(ctx, w)
 	end
 end
 
--- The store-wide order (STORE_ORDER): the entries the call appends,
+-- The store-wide order (STORE_ORDER, and a meta with gseq: not a store
+-- of the tenant layout, whose tenants order apart): the entries the call appends,
 -- tenant logs and root log alike, take the next numbers of meta gseq,
 -- each as many as its seq numbers (nseq), in the order they are made,
 -- all with one change of meta (written back with its record).  Checked
 -- (a gseq that is not a number is damage) before the first write.
 local function order_take(ctx)
-	if not STORE_ORDER then return end
+	if not STORE_ORDER or ctx.tm or not get(ctx.M, 'gseq') then return end
 	local n = 0
 	for _, w in ipairs(ctx.jr) do
 		if w.xadd then n = n + w[3] end
@@ -260,7 +281,7 @@ local function begin(keys, args, scope, mf, tf)
 	local mk = keys[1] or ''
 	local names = names_of(mk)
 	local ctx = { keys = keys, args = args, P = names.P, root = names.root,
-		recs = {}, order = {}, typed = {}, jr = {} }
+		tm = names.tid, recs = {}, order = {}, typed = {}, jr = {} }
 	cur_ctx = ctx
 	local t = redis.call('TIME')
 	local sec, usec = tonumber(t[1]), tonumber(t[2])
@@ -283,7 +304,16 @@ local function begin(keys, args, scope, mf, tf)
 			tkeys_seen[k], tkeys_n = head, tkeys_n + 1
 		end
 	end
+	-- A tenant's meta goes with its tenant: none, and the call is
+	-- about no tenant (the store's own meta tells a new instance).
+	if ctx.tm and (#keys < 2 or keys[2] ~= names.tkey) then
+		error('statefs: a tenant meta goes with its own tenant key only')
+	end
 	if scope == 'init' then return ctx end
+	-- No meta of the tenant: the tenant is not there (gone long ago, or
+	-- not made yet), or the store lost its data, which only the root's
+	-- meta tells: the mount asks it (redis/call.c).
+	if ctx.tm and not M.live then return nil, { 'ESTALE', ctx.now, 0, 'nometa' } end
 	if not M.live or args[1] ~= str(M, 'instance') then
 		return nil, { 'ESTALEINST', ctx.now, 0, str(M, 'instance') }
 	end
@@ -341,6 +371,7 @@ end
 
 -- Append one entry to the root log.
 local function rlog(ctx, op, fields)
+	if ctx.tm then error('statefs: a root log entry from a tenant meta') end
 	local seq = num(ctx.M, 'seq') + 1
 	set(ctx.M, 'seq', seq)
 	xadd(ctx, ctx.root .. ':log', seq, 1, op, fields)

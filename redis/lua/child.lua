@@ -158,19 +158,31 @@ local function fn_unlink(keys, args)
 	return finish(ctx, ok(ctx))
 end
 
+-- The other tenant of a link or a rename: keys[3] (on one Redis), or in
+-- the tenant layout, where a call is on one tenant's slot, the other's
+-- TID @xtid: this tenant (ctx.T) when it is the call's, else false (a
+-- tenant of another slot, not read: EXDEV).  nil: neither given.
+function TL.other_tenant(ctx, keys, xtid)
+	if keys[3] then return tenant_rec(ctx, keys[3]) end
+	if not ctx.tm or not unum(xtid or '') then return nil end
+	return xtid == ctx.tm and ctx.T or false
+end
+
 -- sfs_link (do_link).
 local function fn_link(keys, args)
 	local ctx, early = begin(keys, args, 'tenant')
 	if not ctx then return early end
 	local T, M = ctx.T, ctx.M
 	local sino, pino, name = ino_arg(args[4]), ino_arg(args[5]), args[6] or ''
-	if not (sino and pino) or not keys[3] then return finish(ctx, fail(ctx, 'EINVAL')) end
+	local CT = TL.other_tenant(ctx, keys, args[7])
+	if not (sino and pino) or CT == nil then return finish(ctx, fail(ctx, 'EINVAL')) end
 	local e = name_check(name, 3, ctx.lim.max_name)
 	if e then return finish(ctx, fail(ctx, e)) end
-	local CT = tenant_rec(ctx, keys[3])
-	local S = state_rec(ctx, CT, sino)
+	-- Another tenant's state (the tenant layout): its ESTALE is the
+	-- mirror's, the mount's check before the call.
+	local S = CT and state_rec(ctx, CT, sino)
 	local P = parent_rec(ctx, T, pino)
-	if gone(ctx, S) or gone(ctx, P) then return finish(ctx, refuse(ctx, 'ESTALE')) end
+	if (S and gone(ctx, S)) or gone(ctx, P) then return finish(ctx, refuse(ctx, 'ESTALE')) end
 	if CT ~= T then return finish(ctx, fail(ctx, 'EXDEV')) end
 	local old, exp = link_find(ctx, T, P, name)
 	if exp then child_expire(ctx, T, exp) end
@@ -199,15 +211,15 @@ local function fn_rename(keys, args)
 	local apino, name = ino_arg(args[4]), args[5] or ''
 	local bpino, to_name = ino_arg(args[6]), args[7] or ''
 	local flags = unum(args[8] or '0')
-	if not (apino and bpino and flags) or not keys[3] or flags > 3 then
+	local BT = TL.other_tenant(ctx, keys, args[9])
+	if not (apino and bpino and flags) or BT == nil or flags > 3 then
 		return finish(ctx, fail(ctx, 'EINVAL'))
 	end
 	local e = name_check(to_name, 3, ctx.lim.max_name)
 	if e then return finish(ctx, fail(ctx, e)) end
-	local BT = tenant_rec(ctx, keys[3])
 	local A = parent_rec(ctx, T, apino)
-	local B = parent_rec(ctx, BT, bpino)
-	if gone(ctx, A) or gone(ctx, B) then return finish(ctx, refuse(ctx, 'ESTALE')) end
+	local B = BT and parent_rec(ctx, BT, bpino)
+	if gone(ctx, A) or (B and gone(ctx, B)) then return finish(ctx, refuse(ctx, 'ESTALE')) end
 	if BT ~= T then return finish(ctx, fail(ctx, 'EXDEV')) end
 	if flags == RENAME_NOREPLACE + RENAME_EXCHANGE then
 		return finish(ctx, fail(ctx, 'EINVAL'))

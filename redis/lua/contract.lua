@@ -491,4 +491,4 @@ uses only what the files before it define:
                  (its own essay; it registers them itself, with reg())
 ]==]
 
-local LIBVERSION = 6
+local LIBVERSION = 7

@@ -8,10 +8,21 @@
 -- call.lua).  sfs_drain and sfs_drain_now start one; a due drain is
 -- cleared by them or by sfs_expire (reaper.lua).
 
+--
+-- In the tenant layout the store's drain is recorded on the root meta and
+-- fanned out to each tenant's (sfs_drain_store, by the mount that asked):
+-- a tenant's meta clears its own tenant when the store's drain is due
+-- there (its own children all gone, or the deadline), the name then
+-- unlisted at the root (sfs_tenant_unlist); the root's drain is drained
+-- with its last tenant unlisted.
 local function drain_due(ctx, T)
 	local r = T or ctx.M
-	return state_of(r) == 'draining' and
-		(ctx.now >= num(r, 'drain_deadline') or num(r, 'children') == 0)
+	if state_of(r) ~= 'draining' then return false end
+	if ctx.now >= num(r, 'drain_deadline') then return true end
+	if not T and not ctx.tm and tenant_layout(ctx) then
+		return num(ctx.M, 'tenants') == 0
+	end
+	return num(r, 'children') == 0
 end
 
 -- Clear tenant @T for a drain: every parent (one drain line each, in
@@ -32,6 +43,19 @@ end
 
 -- Clear the store for its drain: every tenant goes; the store is drained.
 local function drain_clear_store(ctx)
+	if ctx.tm then
+		-- A tenant's meta: the store's drain clears this tenant.
+		if ctx.T and ctx.T.live then drain_clear_tenant(ctx, ctx.T, true) end
+		set(ctx.M, 'state', 'drained')
+		return
+	end
+	if tenant_layout(ctx) then
+		-- The root of the tenant layout: drained with its last tenant.
+		if num(ctx.M, 'tenants') > 0 then return end
+		set(ctx.M, 'state', 'drained')
+		rlog(ctx, 'drained', { 'tenants', 0 })
+		return
+	end
 	local n = 0
 	for _, T in ipairs(tenants_in_order(ctx)) do
 		drain_clear_tenant(ctx, T, true)
@@ -91,7 +115,7 @@ local function drain(keys, args, now)
 	if now then
 		-- Leases past their deadline go first (store_drain_state), then
 		-- the scope is cleared at once.
-		local ts = T and { T } or tenants_in_order(ctx)
+		local ts = T and { T } or (tenant_layout(ctx) and {} or tenants_in_order(ctx))
 		for _, t in ipairs(ts) do leases_expire(ctx, t, 4096) end
 		drains_settle(ctx, T)
 		if T then
@@ -113,3 +137,69 @@ end
 
 local function fn_drain(keys, args) return drain(keys, args, false) end
 local function fn_drain_now(keys, args) return drain(keys, args, true) end
+
+-- sfs_tenant_unlist NAME TID (root): step 2 of rmdir in the tenant
+-- layout, and the end of a tenant a drain of the store cleared: NAME
+-- leaves the list when it still maps to TID (else nothing: idempotent),
+-- with the root log's cleanup; the store's drain is drained with its
+-- last tenant.  OK NOW ROOTSEQ.
+function TL.fn_tenant_unlist(keys, args)
+	local ctx, early = begin(keys, args, 'root')
+	if not ctx then return early end
+	local M = ctx.M
+	local name, tid = args[4] or '', unum(args[5] or '')
+	if not tid or ctx.tm then return finish(ctx, fail(ctx, 'EINVAL')) end
+	local tm = tenants_map(ctx)
+	if get(tm, name) == dec(tid) then
+		mset(tm, name, false)
+		add(M, 'tenants', -1)
+		rlog(ctx, 'cleanup', { 'name', name, 'tid', tid })
+	end
+	drains_settle(ctx, nil)
+	return finish(ctx, ok(ctx))
+end
+
+
+-- sfs_drain_store TMETA TKEY - INSTANCE OPID DEADLINE STATE DRAIN_DEADLINE
+-- NOW: the store's drain (STATE draining or drained, as the root
+-- recorded it) made the tenant's, in the tenant layout; with NOW 1 (a
+-- drain_now) the tenant is cleared at once, else when its drain is due.
+-- A tenant that has it already is left as it is.  OK NOW SEQ DEAD NAME
+-- (DEAD 1: the tenant is gone, NAME to be unlisted).
+function TL.fn_drain_store(keys, args)
+	local ctx, early = begin(keys, args, 'tenant')
+	if not ctx then return early end
+	local M, T = ctx.M, ctx.T
+	local st, deadline, now = args[4] or '', unum(args[5] or ''), args[6] == '1'
+	if not ctx.tm or not deadline or not STATE_RANK[st] or st == 'ready' then
+		return finish(ctx, fail(ctx, 'EINVAL'))
+	end
+	if not T.live then return finish(ctx, ok(ctx, 1, str(M, 'name'))) end
+	if state_of(M) == 'ready' then
+		set(M, 'state', 'draining')
+		set(M, 'drain_deadline', deadline)
+	end
+	if now or st == 'drained' then
+		leases_expire(ctx, T, 4096)
+		drain_clear_store(ctx)
+	elseif drain_due(ctx, nil) then
+		drain_clear_store(ctx)
+	end
+	return finish(ctx, ok(ctx, T.live and 0 or 1, str(M, 'name')))
+end
+
+-- sfs_clock_set TMETA TKEY - INSTANCE OPID DEADLINE CLOCK_MS: the store's
+-- test clock (sfs_clock_advance, on the root) made the tenant's, in the
+-- tenant layout: the tenant's becomes the larger.  OK NOW SEQ.
+function TL.fn_clock_set(keys, args)
+	local ctx, early = begin(keys, args, 'tenant')
+	if not ctx then return early end
+	local ms = unum(args[4] or '')
+	if not ctx.tm or not ms then return finish(ctx, fail(ctx, 'EINVAL')) end
+	if ctx.lim.testclock ~= 1 then return finish(ctx, fail(ctx, 'EPERM')) end
+	if ms > num(ctx.M, 'clock_ms') then
+		set(ctx.M, 'clock_ms', ms)
+		ctx.now = ms
+	end
+	return finish(ctx, ok(ctx))
+end

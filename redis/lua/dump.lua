@@ -40,7 +40,7 @@ local function fn_dump(keys, args)
 	return { 'OK', ctx.now, num(T, 'seq'), last_id(tkey(T, 'log')),
 		redis.call('HGETALL', T.key),
 		parents, states, redis.call('HGETALL', tkey(T, 'tombs')),
-		STORE_ORDER and num(M, 'gseq') or nil }
+		(STORE_ORDER and get(M, 'gseq')) and num(M, 'gseq') or nil }
 end
 
 -- sfs_sync: the seqs a mount must have applied to be as fresh as the store.

@@ -20,9 +20,16 @@ local function fn_expire(keys, args)
 	if T and T.live then done = leases_expire(ctx, T, budget) end
 	local aged = tombs_reap(ctx, budget)
 	if T then
+		-- A tenant's meta (the tenant layout) holds the store's drain too.
+		if ctx.tm and T.live and drain_due(ctx, nil) then drain_clear_store(ctx) end
 		if T.live and drain_due(ctx, T) then drain_clear_tenant(ctx, T, false) end
 	else
 		drains_settle(ctx, nil)
+	end
+	-- DEAD 1 NAME: a tenant of the tenant layout that is gone, its name
+	-- to be unlisted at the root (sfs_tenant_unlist).
+	if ctx.tm and not T.live then
+		return finish(ctx, ok(ctx, done, aged, 1, str(ctx.M, 'name')))
 	end
 	return finish(ctx, ok(ctx, done, aged))
 end

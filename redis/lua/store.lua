@@ -15,15 +15,23 @@ local function fn_init(keys, args)
 	local client = unum(args[4] or '')
 	local candidate = args[5] or ''
 	local adopt = args[6] == '1'
-	local given = {}
+	local given, layout = {}, 'root'
 	for _, l in ipairs(LIMITS) do given[l[1]] = l[2] end
 	if not client then return fail(ctx, 'EINVAL', 'libversion') end
+	if ctx.tm then return fail(ctx, 'EINVAL', 'meta') end
 	for i = 7, #args, 2 do
 		local name, v = args[i], unum(args[i + 1] or '')
-		if given[name] == nil or v == nil then
+		if name == 'layout' then
+			-- The layout a store made now takes (contract.lua).
+			layout = args[i + 1]
+			if layout ~= 'root' and layout ~= 'tenant' then
+				return fail(ctx, 'EINVAL', 'layout')
+			end
+		elseif given[name] == nil or v == nil then
 			return fail(ctx, 'EINVAL', name)
+		else
+			given[name] = v
 		end
-		given[name] = v
 	end
 	if given.testclock > 1 then return fail(ctx, 'EINVAL', 'testclock') end
 	for _, l in ipairs(LIMITS) do
@@ -52,7 +60,9 @@ local function fn_init(keys, args)
 		if num(M, 'libversion') < LIBVERSION then set(M, 'libversion', LIBVERSION) end
 		-- A store made by a library before the order of all tenants
 		-- starts it here (its older entries carry none).
-		if STORE_ORDER and get(M, 'gseq') == nil then set(M, 'gseq', 0) end
+		if STORE_ORDER and get(M, 'gseq') == nil and str(M, 'layout') ~= 'tenant' then
+			set(M, 'gseq', 0)
+		end
 	else
 		if not string.find(candidate, '^%x+$') or #candidate ~= 16 then
 			return fail(ctx, 'EINVAL', 'instance')
@@ -66,7 +76,10 @@ local function fn_init(keys, args)
 		set(M, 'ino', FIRST_INO)
 		set(M, 'tid', 0)
 		set(M, 'seq', 0)
-		if STORE_ORDER then set(M, 'gseq', 0) end
+		-- The tenant layout has no order of all tenants: each tenant's
+		-- meta is in its own slot.
+		if layout == 'tenant' then set(M, 'layout', 'tenant')
+		elseif STORE_ORDER then set(M, 'gseq', 0) end
 		set(M, 'created_ms', ctx.real_ms)
 		set(M, 'state', 'ready')
 		set(M, 'drain_deadline', 0)
@@ -82,6 +95,8 @@ local function fn_init(keys, args)
 		out[#out + 1] = l[1]
 		out[#out + 1] = num(M, 'lim_' .. l[1])
 	end
+	out[#out + 1] = 'layout'
+	out[#out + 1] = str(M, 'layout') == 'tenant' and 'tenant' or 'root'
 	return finish(ctx, out)
 end
 

@@ -14,6 +14,8 @@
 # which and why).
 #
 #   statefs_mount [-o opts]...  mount; sets MNT, STATEFS_PID, STATEFS_LOG
+#                               (STATEFS_STORE_LAYOUT=tenant: a shared
+#                               store is made in the tenant layout)
 #   statefs_unmount             unmount everything this test mounted
 #   statefs_remount [-o opts]   unmount, then mount anew with these options
 #   py_errno CODE ARGS...       run one python statement; prints OK or the
@@ -505,6 +507,12 @@ _statefs_start() {
 	if [ "${STATEFS_STORE:-embedded}" = redis ]; then
 		_redis_file_server || return 1
 		store=(-o "store=unix:$REDIS_SOCK,store_prefix=m$BATS_TEST_NUMBER.$STATEFS_NMOUNTS")
+	fi
+	# STATEFS_STORE_LAYOUT=tenant: every shared store a mount makes is
+	# of the tenant layout (each tenant's facts in its own slot).
+	if [ -n "${STATEFS_STORE_LAYOUT:-}" ] &&
+		{ [ ${#store[@]} -gt 0 ] || [[ " $* " == *store=* ]]; }; then
+		store+=(-o "store_layout=$STATEFS_STORE_LAYOUT")
 	fi
 	# fd 3 is bats' output channel: a background child must not keep it.
 	"${wrap[@]}" "$STATEFS_BIN" -f "${store[@]}" "$@" "$MNT" </dev/null >"$STATEFS_LOG" 2>&1 3>&- &

@@ -1,0 +1,226 @@
+/*
+ * tenants.c - the tenant layout's calls that the root layout makes as
+ * one: a store of the tenant layout (meta layout tenant, -o
+ * store_layout=tenant when the store is made) keeps each tenant's facts
+ * in a meta of its own, P:{P.tTID}:meta, in the tenant's slot, so that
+ * every tenant transition is one call on one slot (redis/lua/contract.lua,
+ * docs/design.md "The shared store on a Redis Cluster").  What touched
+ * the root and a tenant, or several tenants, in one call is here made
+ * of one call per slot, rolling forward: the second step of a tenant's
+ * mkdir (sfs_tenant_make) and of its rmdir (sfs_tenant_unlist), the
+ * store's drain and test clock fanned out to each tenant
+ * (sfs_drain_store, sfs_clock_set), and the root .stats summed.
+ *
+ * What it owns
+ * ------------
+ * Nothing that lasts: it reads struct remote (redis/internal.h).
+ *
+ * Threads and locks
+ * -----------------
+ * Any caller's thread, no store lock held: each call waits on the
+ * network as redis/call.c says; remote->lock only to copy the limits.
+ */
+#include "store/engine.h"
+#include "redis/mirror.h"
+#include "redis/internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+
+int remote_tenant_make2(struct store *s, const char *name, uint64_t tid,
+			const struct store_owner *o, uint64_t clock_ms,
+			uint64_t created_ms, uint64_t *seq)
+{
+	struct remote *r = remote_of(s);
+	const char *av[8 + 48];
+	char num[7][24], key[160], lims[48][24];
+	redisReply *rep = NULL;
+	int n = 0, rc;
+
+	remote_tenant_key(s, tid, key, sizeof(key));
+	av[n++] = name;
+	snprintf(num[0], sizeof(num[0]), "%" PRIu64, tid);
+	snprintf(num[1], sizeof(num[1]), "%u", (unsigned)o->uid);
+	snprintf(num[2], sizeof(num[2]), "%u", (unsigned)o->gid);
+	snprintf(num[3], sizeof(num[3]), "%u", (unsigned)(o->mode & 07777));
+	snprintf(num[4], sizeof(num[4]), "%" PRIu64, clock_ms);
+	snprintf(num[5], sizeof(num[5]), "%" PRIu64, created_ms);
+	for (int i = 0; i < 6; i++)
+		av[n++] = num[i];
+	/* The store's limits, as copies (they never change within an
+	 * instance). */
+	lock(&r->lock, LOCK_ENGINE_STATE);
+	for (unsigned i = 0; i < r->nlim_kv && i < 48; i++) {
+		memcpy(lims[i], r->lim_kv[i], sizeof(lims[i]));
+		av[n++] = lims[i];
+	}
+	unlock(&r->lock, LOCK_ENGINE_STATE);
+	rc = remote_fcall(s, "sfs_tenant_make", true, 1,
+			  (const char *[]){ key }, n, av, NULL, &rep);
+	if (rc == 0)
+		*seq = out_u64(rep, 2);
+	if (rep)
+		freeReplyObject(rep);
+	return rc;
+}
+
+int remote_tenant_unlist(struct store *s, const char *name, uint64_t tid)
+{
+	struct args a = { .n = 0 };
+	redisReply *rep = NULL;
+	int rc;
+
+	a_str(&a, name);
+	a_u64(&a, tid);
+	rc = remote_fcall(s, "sfs_tenant_unlist", true, 0, NULL, a.n, a.v,
+			  NULL, &rep);
+	if (rc == 0)
+		rc = wait_seq(s, 0, out_u64(rep, 2));
+	if (rep)
+		freeReplyObject(rep);
+	return rc;
+}
+
+/* The store's drain as the root meta has it: its state and deadline. */
+static int root_drain(struct store *s, char *state, size_t len,
+		      uint64_t *deadline)
+{
+	struct remote *r = remote_of(s);
+	const char *av[] = { "HMGET", r->meta, "state", "drain_deadline" };
+	redisReply *rep = NULL;
+	int rc = rconn_pool_call(r->pool, 0, 4, av, NULL, &rep);
+
+	if (rc)
+		return rc;
+	rc = -EPROTO;
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+	    out_str(rep, 0) && out_str(rep, 1)) {
+		snprintf(state, len, "%s", out_str(rep, 0));
+		*deadline = strtoull(out_str(rep, 1), NULL, 10);
+		rc = 0;
+	}
+	freeReplyObject(rep);
+	return rc;
+}
+
+int remote_drain_fanout(struct store *s, bool now)
+{
+	char state[16];
+	uint64_t deadline, *ids;
+	size_t n = 0;
+	int rc = root_drain(s, state, sizeof(state), &deadline);
+
+	if (rc)
+		return rc;
+	if (strcmp(state, "ready") == 0)
+		return 0;
+	ids = remote_tenants(s, &n);
+	if (!ids)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		struct args a = { .n = 0 };
+		redisReply *rep = NULL;
+		char key[160];
+		int trc;
+
+		remote_tenant_key(s, ids[i], key, sizeof(key));
+		a_str(&a, state);
+		a_u64(&a, deadline);
+		a_str(&a, now ? "1" : "0");
+		trc = remote_fcall(s, "sfs_drain_store", true, 1,
+				   (const char *[]){ key }, a.n, a.v, NULL, &rep);
+		if (trc == 0) {
+			if (out_u64(rep, 3) == 1 && out_str(rep, 4))
+				rc = remote_tenant_unlist(s, out_str(rep, 4), ids[i]);
+			if (rc == 0)
+				rc = wait_seq(s, ids[i], out_u64(rep, 2));
+		} else if (trc != -ESTALE) {
+			rc = trc;
+		}
+		if (rep)
+			freeReplyObject(rep);
+	}
+	free(ids);
+	return rc;
+}
+
+void remote_clock_fanout(struct store *s, uint64_t clock_ms)
+{
+	size_t n = 0;
+	uint64_t *ids = remote_tenants(s, &n);
+
+	for (size_t i = 0; ids && i < n; i++) {
+		struct args a = { .n = 0 };
+		redisReply *rep = NULL;
+		char key[160];
+
+		remote_tenant_key(s, ids[i], key, sizeof(key));
+		a_u64(&a, clock_ms);
+		remote_fcall(s, "sfs_clock_set", true, 1,
+			     (const char *[]){ key }, a.n, a.v, NULL, &rep);
+		if (rep)
+			freeReplyObject(rep);
+	}
+	free(ids);
+}
+
+void remote_expired_tenant(struct store *s, uint64_t tid,
+			   const redisReply *rep)
+{
+	if (remote_tenant_layout(s) && rep && out_u64(rep, 5) == 1 &&
+	    out_str(rep, 6))
+		remote_tenant_unlist(s, out_str(rep, 6), tid);
+}
+
+/* The gauges and counters .stats sums over the tenants: all of its
+ * numbers but the store's own (its instance, state, limits, tenants). */
+static bool summed(const char *k)
+{
+	static const char *const f[] = {
+		"parents", "children", "links", "tombstones", "bytes",
+		"admissions", "removals", "expiries", "joins", "leaves",
+		"refused_capacity", "refused_quota", "refused_payload",
+		"refused_draining", "refused_exists", "refused_stale",
+		"refused_conflict", "refused_gone",
+	};
+
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+		if (strcmp(k, f[i]) == 0)
+			return true;
+	return false;
+}
+
+int remote_stats_sum(struct store *s, redisReply *root)
+{
+	size_t n = 0;
+	uint64_t *ids = remote_tenants(s, &n);
+
+	if (!ids)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		redisReply *t = NULL;
+		char key[160];
+
+		remote_tenant_key(s, ids[i], key, sizeof(key));
+		if (remote_fcall(s, "sfs_stats", false, 1, (const char *[]){ key },
+				 0, NULL, NULL, &t) == 0) {
+			for (size_t j = 3; j + 1 < t->elements; j += 2) {
+				const char *k = out_str(t, j);
+
+				if (!k || !summed(k))
+					continue;
+				for (size_t m = 3; m + 1 < root->elements; m += 2) {
+					redisReply *e = root->element[m + 1];
+
+					if (out_str(root, m) && strcmp(out_str(root, m), k) == 0 &&
+					    e->type == REDIS_REPLY_INTEGER)
+						e->integer += (long long)out_u64(t, j + 1);
+				}
+			}
+		}
+		if (t)
+			freeReplyObject(t);
+	}
+	free(ids);
+	return 0;
+}
