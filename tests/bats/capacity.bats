@@ -28,8 +28,15 @@ snapshot() {
 }
 
 @test "max_parents counts parents store-wide and refuses with ENOSPC" {
-	statefs_mount -o max_parents=2
-	mkdir -p "$MNT/t/p1" "$MNT/u/p2"
+	if [ "${STATEFS_STORE_LAYOUT:-}" = tenant ]; then
+		# The tenant layout: each tenant is admitted against the
+		# ceiling as if it were the store alone.
+		statefs_mount -o max_parents=2,tenant_max_parents=0
+		mkdir -p "$MNT/t/p1" "$MNT/t/p2" "$MNT/u/p1" "$MNT/u/p2"
+	else
+		statefs_mount -o max_parents=2
+		mkdir -p "$MNT/t/p1" "$MNT/u/p2"
+	fi
 	local before
 	before=$(snapshot)
 	run mkdir "$MNT/t/p3"

@@ -55,13 +55,25 @@ until_line() {
 	fail "no line matching '$2' in $1: $(cat "$1")"
 }
 
+# A store of the tenant layout (STATEFS_STORE_LAYOUT=tenant: each tenant
+# in its own slot) has no order of all tenants: true when it is one and
+# @1, its root snapshot's seq row, says "-" (as a Redis Cluster's, below);
+# the rest of a test of that order does not apply to it.
+tenant_unordered() {
+	[ "${STATEFS_STORE_LAYOUT:-}" = tenant ] && [ "$1" = - ]
+}
+
 @test "the seq line comes right after the header, at the root and in a tenant; kind filters skip it" {
 	mkdir -p "$MNT/t/p"
 	echo x >"$MNT/t/p/c"
 	run sed -n 2p "$MNT/t/.snapshot"
 	assert_output --regexp $'^seq\t[0-9]+(\t-){8}$'
 	run sed -n 2p "$MNT/.snapshot"
-	assert_output --regexp $'^seq\t[0-9]+(\t-){8}$'
+	if [ "${STATEFS_STORE_LAYOUT:-}" = tenant ]; then
+		assert_output --regexp $'^seq(\t-){9}$' # no order of all tenants
+	else
+		assert_output --regexp $'^seq\t[0-9]+(\t-){8}$'
+	fi
 	run awk -F'\t' '$1 == "child" { print $4 }' "$MNT/t/.snapshot"
 	assert_output c
 	# The tenant's number is its last line's.
@@ -156,6 +168,7 @@ two_writers() {
 	cat "$MNT/.snapshot" >"$BATS_TEST_TMPDIR/s1"
 	local n
 	n=$(snap_seq "$BATS_TEST_TMPDIR/s1")
+	tenant_unordered "$n" && return 0
 	[[ $n =~ ^[0-9]+$ ]]
 	follow $((n + 1)) "$MNT" "$OUT"
 	until_line "$OUT" $'\tjoin\tt\tend\t'
@@ -349,6 +362,7 @@ unmount_newest() {
 	mkdir "$a/t/end"
 	local n
 	n=$(snap_seq "$a/.snapshot")
+	tenant_unordered "$n" && return 0
 	follow 1 "$a" "$OUT.a"
 	until_line "$OUT.a" $'\tjoin\tt\tend\t'
 	[ "$(tail -n 1 "$OUT.a" | cut -f1)" = "$n" ]
@@ -393,6 +407,7 @@ unmount_newest() {
 	for i in $(seq 20); do echo "$i" >"$a/t/p/c$i"; echo "$i" >"$b/u/q/c$i"; done
 	local n
 	n=$(snap_seq "$b/.snapshot")
+	tenant_unordered "$n" && return 0
 	[[ $n =~ ^[0-9]+$ ]]
 	follow $((n + 1)) "$a" "$OUT.a"
 	follow $((n + 1)) "$b" "$OUT.b"
@@ -443,6 +458,7 @@ unmount_newest() {
 	cat "$b/.snapshot" >"$BATS_TEST_TMPDIR/s1"
 	local n
 	n=$(snap_seq "$BATS_TEST_TMPDIR/s1")
+	tenant_unordered "$n" && return 0
 	[[ $n =~ ^[0-9]+$ ]]
 	follow $((n + 1)) "$b" "$OUT"
 	until_line "$OUT" $'\tjoin\tt\tend\t'
@@ -469,6 +485,7 @@ unmount_newest() {
 	assert_success
 	local n
 	n=$(snap_seq "$b/.snapshot")
+	tenant_unordered "$n" && return 0
 	[[ $n =~ ^[0-9]+$ ]]
 	follow $((n + 1)) "$a" "$OUT.a"
 	follow $((n + 1)) "$b" "$OUT.b"

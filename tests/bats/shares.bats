@@ -111,6 +111,18 @@ print(n, why)' "$2" "$3"
 	run gauges
 	assert_output "$before"
 	as_uid "$U2" mkdir "$MNT/two/x" "$MNT/two/y"
+	if [ "${STATEFS_STORE_LAYOUT:-}" = tenant ]; then
+		# The tenant layout: each tenant meets the ceiling as if
+		# it were the store alone, so its share answers first.
+		run as_uid "$U2" mkdir "$MNT/two/z"
+		assert_failure
+		assert_output --partial 'Disk quota exceeded'
+		run stat_of refused_quota
+		assert_output 2
+		run stat_of refused_capacity
+		assert_output 0
+		return
+	fi
 	# The ceiling, reached, answers first.
 	run as_uid "$U2" mkdir "$MNT/two/z"
 	assert_failure
@@ -143,7 +155,13 @@ print(n, why)' "$2" "$3"
 	as_uid "$U2" touch "$MNT/two/p/a" "$MNT/two/p/b"
 	run as_uid "$U2" touch "$MNT/two/p/c"
 	assert_failure
-	assert_output --partial 'No space left on device'
+	# The tenant layout: the ceiling is each tenant's alone, so the
+	# share answers first.
+	if [ "${STATEFS_STORE_LAYOUT:-}" = tenant ]; then
+		assert_output --partial 'Disk quota exceeded'
+	else
+		assert_output --partial 'No space left on device'
+	fi
 }
 
 @test "a tenant at its share of max_bytes: the failing write reports EDQUOT and nothing changes" {
@@ -339,7 +357,13 @@ a_tenant_of_size() {
 	done
 	run touch "$MNT/u/a/c16"
 	assert_failure
-	assert_output --partial 'No space left on device'
+	# The tenant layout: each tenant alone under the ceiling, its
+	# share answers.
+	if [ "${STATEFS_STORE_LAYOUT:-}" = tenant ]; then
+		assert_output --partial 'Disk quota exceeded'
+	else
+		assert_output --partial 'No space left on device'
+	fi
 	run stat_of children
 	assert_output 30
 }
