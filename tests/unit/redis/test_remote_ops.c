@@ -35,6 +35,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "redis/cluster.h"
 #include "redis/redis.h"
 #include "store/store.h"
 
@@ -576,6 +577,148 @@ static void test_follower_backs_off_no_library(void **state)
 	store_node_unref(w->s, t);
 }
 
+
+/* The tenant layout ------------------------------------------------------- */
+
+/* Token @i (0: the first after the "[db client]" part) of MONITOR line
+ * @line, its quotes and escapes undone, into @out; false past the last. */
+static bool monitor_arg(const char *line, int i, char *out, size_t len)
+{
+	const char *p = strchr(line, ']');
+
+	for (int k = 0; p && *p; k++) {
+		size_t n = 0;
+
+		p = strchr(p, '"');
+		if (!p)
+			return false;
+		for (p++; *p && *p != '"'; p++) {
+			char c = *p;
+
+			if (c == '\\' && p[1]) {
+				p++;
+				c = *p == 'n' ? '\n' : *p;
+				if (*p == 'x' && p[1] && p[2]) {
+					char hex[3] = { p[1], p[2], 0 };
+
+					c = (char)strtol(hex, NULL, 16);
+					p += 2;
+				}
+			}
+			if (k == i && n + 1 < len)
+				out[n++] = c;
+		}
+		if (k == i) {
+			out[n] = '\0';
+			return true;
+		}
+		if (*p)
+			p++;
+	}
+	return false;
+}
+
+/* A mount of a store of the tenant layout (-o store_layout=tenant) makes
+ * every kind of transition, and every FCALL it sends names keys of one
+ * Redis Cluster slot (cluster_key_slot, as CLUSTER KEYSLOT): a tenant's
+ * call its own meta and hash, a root call the store's meta alone.  Its
+ * answers are the root layout's: EXDEV across tenants, the root .stats
+ * summed over the tenants, the store's drain cleared in every tenant. */
+static void test_tenant_layout_one_slot_per_call(void **state)
+{
+	struct world *w = *state;
+	struct store_owner own = { 0, 0, 0755 };
+	struct store_node *t = NULL, *u = NULL, *p = NULL, *q = NULL, *c = NULL;
+	struct store_limits l;
+	struct store_remote cfg;
+	struct store_stats st;
+	redisContext *mon;
+	redisReply *r;
+	char err[512];
+	int calls = 0;
+	bool made = false;
+
+	store_limits_default(&l);
+	l.testclock = true;
+	store_remote_default(&cfg);
+	cfg.kind = STORE_REMOTE_UNIX;
+	snprintf(cfg.path, sizeof(cfg.path), "%s", w->redis.sock);
+	cfg.timeout_ms = 60000;
+	cfg.follow_idle_ms = 0;
+	cfg.layout_tenant = true;
+	if (redis_store_new(&l, &cfg, &w->s, err, sizeof(err)) != 0)
+		fail_msg("cannot mount: %s", err);
+	r = redisCommand(w->redis.rc, "HGET %s layout", META);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	assert_string_equal(r->str, "tenant");
+	freeReplyObject(r);
+	mon = redisConnectUnix(w->redis.sock);
+	assert_non_null(mon);
+	assert_int_equal(mon->err, 0);
+	r = redisCommand(mon, "MONITOR");
+	assert_non_null(r);
+	freeReplyObject(r);
+
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "t", &own, &t), 0);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "u", &own, &u), 0);
+	assert_int_equal(store_mkdir(w->s, t, "p", &own, &p), 0);
+	assert_int_equal(store_mkdir(w->s, u, "q", &own, &q), 0);
+	assert_int_equal(store_create(w->s, p, "c", &own, true, &c, &made), 0);
+	assert_int_equal(store_link(w->s, c, p, "d"), 0);
+	assert_int_equal(store_link(w->s, c, q, "c"), -EXDEV);
+	assert_int_equal(store_rename(w->s, p, "d", q, "d", 0), -EXDEV);
+	assert_int_equal(store_rename(w->s, p, "d", p, "e", 0), 0);
+	assert_int_equal(store_set_ttl(w->s, q, 1000), 0);
+	assert_int_equal(store_clock_advance(w->s, 2000), 0);
+	assert_int_equal(store_sync(w->s, NULL), 0);
+	assert_int_equal(store_stats(w->s, NULL, &st), 0);
+	assert_int_equal(st.tenants, 2);
+	assert_int_equal(st.parents, 1); /* u/q expired */
+	assert_int_equal(st.children, 1);
+	assert_int_equal(st.links, 2);
+	assert_int_equal(store_rmdir(w->s, store_root(w->s), "u", NULL), 0);
+	assert_int_equal(store_drain_now(w->s, NULL), 0);
+	assert_int_equal(store_stats(w->s, NULL, &st), 0);
+	assert_int_equal(st.tenants, 0);
+	assert_int_equal(st.parents, 0);
+
+	/* What MONITOR saw, until it is quiet. */
+	redisSetTimeout(mon, (struct timeval){ 0, 500000 });
+	while (redisGetReply(mon, (void **)&r) == REDIS_OK && r) {
+		char cmd[16], nk[8], key[256], first[256];
+		unsigned slot = 0;
+		int n;
+
+		if (r->type == REDIS_REPLY_STATUS &&
+		    monitor_arg(r->str, 0, cmd, sizeof(cmd)) &&
+		    (strcmp(cmd, "FCALL") == 0 || strcmp(cmd, "FCALL_RO") == 0) &&
+		    monitor_arg(r->str, 2, nk, sizeof(nk)) && (n = atoi(nk)) > 0) {
+			for (int i = 0; i < n; i++) {
+				assert_true(monitor_arg(r->str, 3 + i, key, sizeof(key)));
+				if (i == 0) {
+					slot = cluster_key_slot(key, strlen(key));
+					snprintf(first, sizeof(first), "%s", key);
+				} else if (cluster_key_slot(key, strlen(key)) != slot) {
+					fail_msg("keys of two slots in one call: %s", r->str);
+				}
+			}
+			/* A tenant's call never names the store's meta. */
+			if (n > 1 && strcmp(first, META) == 0)
+				fail_msg("a tenant call with the store's meta: %s", r->str);
+			calls++;
+		}
+		freeReplyObject(r);
+	}
+	redisFree(mon);
+	if (calls < 20)
+		fail_msg("only %d FCALLs seen", calls);
+	store_node_unref(w->s, c);
+	store_node_unref(w->s, q);
+	store_node_unref(w->s, p);
+	store_node_unref(w->s, u);
+	store_node_unref(w->s, t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -600,6 +743,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_follower_backs_off_wrong_reply,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_follower_backs_off_no_library,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tenant_layout_one_slot_per_call,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_follower_backs_off_store_gone,
 						setup, teardown),
