@@ -174,6 +174,9 @@ static void test_every_function_registered(void **state)
 		"sfs_set_ttl", "sfs_set_child_ttl", "sfs_renew", "sfs_expire",
 		"sfs_drain", "sfs_drain_now", "sfs_clock_advance", "sfs_dump",
 		"sfs_stats", "sfs_sync",
+		/* The tenant layout's second steps and fan-outs. */
+		"sfs_tenant_make", "sfs_tenant_unlist", "sfs_drain_store",
+		"sfs_clock_set",
 	};
 	char pat[64];
 
@@ -266,6 +269,50 @@ static void test_special_slots_match_the_store(void **state)
 	assert_int_equal(lua_number("local NSPECIAL = "), STORE_NSPECIAL);
 }
 
+/*
+ * The tenant layout numbers tenant TID's nodes TID * 10^10 + n, TID up to
+ * tid_max: every number, with room for n, stays below 2^53 (exact in
+ * Lua's doubles), the bound ino_end_s the checks of a number use.
+ */
+static void test_tenant_ranges_stay_exact(void **state)
+{
+	const char *p = strstr(store_statefs_lua, "local TL = { tid_max = ");
+	long long tid_max;
+
+	(void)state;
+	assert_non_null(p);
+	tid_max = strtoll(p + strlen("local TL = { tid_max = "), NULL, 10);
+	assert_true(tid_max > 0);
+	assert_true((unsigned long long)(tid_max + 1) * 10000000000ULL <=
+		    (1ULL << 53));
+	assert_non_null(strstr(p, "ino_end_s = '9007199254740992'"));
+}
+
+/*
+ * Lua allows a chunk at most 200 local variables, and the library is one
+ * chunk: count its top-level ones ("local A, B = ..." is two), so that
+ * the limit is met here rather than at FUNCTION LOAD.
+ */
+static void test_top_level_locals_fit(void **state)
+{
+	unsigned n = 0;
+
+	(void)state;
+	for (const char *p = store_statefs_lua; (p = strstr(p, "\nlocal ")); p++) {
+		const char *e = p + 7, *stop = strpbrk(e, "=(\n");
+
+		if (strncmp(e, "function ", 9) == 0) {
+			n++;
+			continue;
+		}
+		n++;
+		for (const char *c = e; stop && c < stop; c++)
+			n += *c == ',';
+	}
+	if (n > 200)
+		fail_msg("%u top-level locals: Lua allows 200", n);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -276,6 +323,8 @@ int main(void)
 		cmocka_unit_test(test_every_function_registered),
 		cmocka_unit_test(test_limit_defaults_match_the_store),
 		cmocka_unit_test(test_special_slots_match_the_store),
+		cmocka_unit_test(test_tenant_ranges_stay_exact),
+		cmocka_unit_test(test_top_level_locals_fit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
