@@ -116,6 +116,11 @@ unsigned remote_expire(struct store *s, unsigned budget)
 	bool draining;
 
 	a_u64(&a, budget ? budget : 1);
+	/* The tenant layout: the store's drain, as this mount's mirror has
+	 * it from the root log, made every tenant's (idempotent), so that
+	 * a drain whose mount died during its fan-out still reaches all. */
+	if (remote_tenant_layout(s) && store_state(s) != STORE_READY)
+		(void)remote_drain_fanout(s, false);
 	/* At most @budget removals in all: each tenant may take what the
 	 * ones before it left. */
 	for (size_t i = 0; i < n && done < budget; i++) {

@@ -169,8 +169,14 @@ static int remote_tenant_make(struct store *s, const char *name,
 		 * names, another mount's, is there when this returns:
 		 * the root log names it, its own log makes it. */
 		if (wait_seq(s, 0, out_u64(rep, 2)) == 0 && rc == -EEXIST &&
-		    (tid = mirror_tid_named(s, name)) != 0)
+		    (tid = mirror_tid_named(s, name)) != 0) {
+			/* The tenant layout: one listed whose maker stopped
+			 * before its second step is made now (a refusal
+			 * holds: the tenant it names is there). */
+			if (remote_tenant_layout(s))
+				(void)remote_tenant_roll_forward(s, tid);
 			wait_seq(s, tid, 1);
+		}
 	}
 	if (rep)
 		freeReplyObject(rep);

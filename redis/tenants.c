@@ -23,6 +23,7 @@
 #include "store/engine.h"
 #include "redis/mirror.h"
 #include "redis/internal.h"
+#include "redis/entry.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -61,6 +62,77 @@ int remote_tenant_make2(struct store *s, const char *name, uint64_t tid,
 		*seq = out_u64(rep, 2);
 	if (rep)
 		freeReplyObject(rep);
+	return rc;
+}
+
+
+/* Does tenant @tid have its hash (step 2 of its mkdir done)?  1, 0, or
+ * -errno. */
+static int tenant_made(struct store *s, uint64_t tid)
+{
+	char key[160];
+	const char *av[] = { "EXISTS", key };
+	redisReply *rep = NULL;
+	int rc;
+
+	remote_tenant_key(s, tid, key, sizeof(key));
+	rc = rconn_pool_call(remote_of(s)->pool, 0, 2, av, NULL, &rep);
+	if (rc)
+		return rc;
+	rc = rep->type == REDIS_REPLY_INTEGER ? rep->integer > 0 : -EPROTO;
+	freeReplyObject(rep);
+	return rc;
+}
+
+int remote_tenant_roll_forward(struct store *s, uint64_t tid)
+{
+	struct remote *r = remote_of(s);
+	/* The tenant's entry among the root log's last 1000 (a mkdir that
+	 * stopped between its steps is a moment old). */
+	const char *av[] = { "XREVRANGE", r->rootlog, "+", "-", "COUNT", "1000" };
+	const char *cv[] = { "HGET", r->meta, "created_ms" };
+	redisReply *rep = NULL, *cr = NULL;
+	uint64_t created = 0, seq;
+	int rc = tenant_made(s, tid);
+
+	if (rc != 0)
+		return rc < 0 ? rc : 0;
+	rc = rconn_pool_call(r->pool, 0, 6, av, NULL, &rep);
+	if (rc == 0)
+		rc = rconn_pool_call(r->pool, 0, 3, cv, NULL, &cr);
+	if (rc == 0 && cr->type == REDIS_REPLY_STRING)
+		created = strtoull(cr->str, NULL, 10);
+	rc = rc ? rc : -ENOENT;
+	for (size_t i = 0; rep && rep->type == REDIS_REPLY_ARRAY &&
+	     i < rep->elements && rc == -ENOENT; i++) {
+		const redisReply *ent = rep->element[i];
+		struct store_owner o = { 0, 0, 0 };
+		struct entry e;
+		uint64_t etid, uid, gid, mode;
+		const char *name;
+
+		if (ent->type != REDIS_REPLY_ARRAY || ent->elements != 2 ||
+		    entry_parse(ent->element[1], &e) != 0 ||
+		    strcmp(e.op, "tenant") != 0 ||
+		    !entry_u64(&e, "tid", &etid) || etid != tid)
+			continue;
+		name = entry_str(&e, "name");
+		if (!name || !entry_u64(&e, "uid", &uid) ||
+		    !entry_u64(&e, "gid", &gid) || !entry_u64(&e, "mode", &mode)) {
+			rc = -EPROTO;
+			break;
+		}
+		o.uid = (uid_t)uid;
+		o.gid = (gid_t)gid;
+		o.mode = (mode_t)mode;
+		rc = remote_tenant_make2(s, name, tid, &o, e.ms, created, &seq);
+		if (rc == 0)
+			rc = wait_seq(s, tid, seq);
+	}
+	if (rep)
+		freeReplyObject(rep);
+	if (cr)
+		freeReplyObject(cr);
 	return rc;
 }
 

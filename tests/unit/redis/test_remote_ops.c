@@ -618,6 +618,60 @@ static bool monitor_arg(const char *line, int i, char *out, size_t len)
 	return false;
 }
 
+/* Mount a store of the tenant layout (-o store_layout=tenant), every
+ * tenant followed, testclock. */
+static void mount_tenant_layout(struct world *w)
+{
+	struct store_limits l;
+	struct store_remote cfg;
+	char err[512];
+	redisReply *r;
+
+	store_limits_default(&l);
+	l.testclock = true;
+	store_remote_default(&cfg);
+	cfg.kind = STORE_REMOTE_UNIX;
+	snprintf(cfg.path, sizeof(cfg.path), "%s", w->redis.sock);
+	cfg.timeout_ms = 60000;
+	cfg.layout_tenant = true;
+	if (redis_store_new(&l, &cfg, &w->s, err, sizeof(err)) != 0)
+		fail_msg("cannot mount: %s", err);
+	r = redisCommand(w->redis.rc, "HMGET %s layout instance", META);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	assert_string_equal(r->element[0]->str, "tenant");
+	snprintf(w->inst, sizeof(w->inst), "%s", r->element[1]->str);
+	freeReplyObject(r);
+}
+
+/* A mkdir of a tenant that stopped between its two steps (another mount
+ * listed it at the root, then died): this mount's mkdir of the name is
+ * EEXIST, and completes the second step, so that the tenant it names is
+ * there, as a refusal holds. */
+static void test_tenant_layout_mkdir_rolls_forward(void **state)
+{
+	struct world *w = *state;
+	struct store_owner own = { 0, 0, 0755 };
+	struct store_node *t = NULL, *p = NULL;
+	redisReply *r;
+
+	mount_tenant_layout(w);
+	/* Step 1 alone, as the dead mount made it. */
+	freeReplyObject(fcall(w, "sfs_mkdir_tenant", 0, "t", "0", "0", "493",
+			      NULL));
+	r = redisCommand(w->redis.rc, "EXISTS statefs:{statefs.t1}:t");
+	assert_int_equal(r->integer, 0);
+	freeReplyObject(r);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "t", &own, &t),
+			 -EEXIST);
+	r = redisCommand(w->redis.rc, "EXISTS statefs:{statefs.t1}:t");
+	assert_int_equal(r->integer, 1);
+	freeReplyObject(r);
+	assert_int_equal(store_lookup(w->s, store_root(w->s), "t", &t), 0);
+	assert_int_equal(store_mkdir(w->s, t, "p", &own, &p), 0);
+	store_node_unref(w->s, p);
+	store_node_unref(w->s, t);
+}
+
 /* A mount of a store of the tenant layout (-o store_layout=tenant) makes
  * every kind of transition, and every FCALL it sends names keys of one
  * Redis Cluster slot (cluster_key_slot, as CLUSTER KEYSLOT): a tenant's
@@ -629,29 +683,13 @@ static void test_tenant_layout_one_slot_per_call(void **state)
 	struct world *w = *state;
 	struct store_owner own = { 0, 0, 0755 };
 	struct store_node *t = NULL, *u = NULL, *p = NULL, *q = NULL, *c = NULL;
-	struct store_limits l;
-	struct store_remote cfg;
 	struct store_stats st;
 	redisContext *mon;
 	redisReply *r;
-	char err[512];
 	int calls = 0;
 	bool made = false;
 
-	store_limits_default(&l);
-	l.testclock = true;
-	store_remote_default(&cfg);
-	cfg.kind = STORE_REMOTE_UNIX;
-	snprintf(cfg.path, sizeof(cfg.path), "%s", w->redis.sock);
-	cfg.timeout_ms = 60000;
-	cfg.follow_idle_ms = 0;
-	cfg.layout_tenant = true;
-	if (redis_store_new(&l, &cfg, &w->s, err, sizeof(err)) != 0)
-		fail_msg("cannot mount: %s", err);
-	r = redisCommand(w->redis.rc, "HGET %s layout", META);
-	assert_int_equal(r->type, REDIS_REPLY_STRING);
-	assert_string_equal(r->str, "tenant");
-	freeReplyObject(r);
+	mount_tenant_layout(w);
 	mon = redisConnectUnix(w->redis.sock);
 	assert_non_null(mon);
 	assert_int_equal(mon->err, 0);
@@ -745,6 +783,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_follower_backs_off_no_library,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_tenant_layout_one_slot_per_call,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tenant_layout_mkdir_rolls_forward,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_follower_backs_off_store_gone,
 						setup, teardown),
