@@ -69,6 +69,15 @@ TID: new keys.
                       "TID/NAME", score its deadline (the pool ages out
                       store-wide, oldest first).
   P:{P}:op:ID         the outcome of root-level operation ID.
+  P:{P.tTID}:meta     the tenant layout only (below): the tenant's own
+                      meta, in its slot, with the fields of P:{P}:meta
+                      (instance, every lim_*, state and drain_deadline
+                      of the store's drain as fanned out, clock_ms,
+                      libversion, created_ms, layout tenant, the
+                      tenant's gauges and counters alone, ino in the
+                      tenant's range, tid) and name (the tenant's);
+                      it outlives its tenant as long as the tenant's log.
+  P:{P.tTID}:tombq    the tenant layout only: the tenant's tombstones.
 
   P:{P.tTID}:t        hash: name, tid, ino (the tenant's; its special
                       files are ino+1..ino+8), uid gid mode, atime mtime
@@ -119,11 +128,48 @@ store stamps them with CLOCK_REALTIME.  A mount estimates now_ms from the
 now_ms of every reply (it never goes backwards) and hides what is past
 its deadline by that estimate.
 
+The tenant layout
+-----------------
+A store made by a mount with -o store_layout=tenant (meta layout tenant,
+recorded by sfs_init; every later mount follows what the store
+records) keeps every fact a tenant transition needs in the tenant's own
+slot, so that each call names the keys of one Redis Cluster slot: a
+tenant function takes P:{P.tTID}:meta as KEYS[1], its tenant's key as
+KEYS[2] and nothing of {P}; it runs the same code as on P:{P}:meta
+(begin, limits, gauges, counters, the inode allocator, drains), whose
+root is then the tenant's {P.tTID} (its tombstone queue, its root-scope
+op records).  What that changes:
+  - inode numbers: tenant TID's are TID * 10^10 + n (n = 1 the tenant,
+    2..9 its special files, from 10 its nodes: the tenant meta's ino),
+    TID at most 900000 (mkdir of the next: ENOSPC), so every number is
+    below 2^53 (16 digits);
+  - no order of all tenants: no gseq anywhere; the root's .events
+    interleaves the tenants with their own numbers, the root .snapshot's
+    seq row says -;
+  - a store-wide ceiling (max_parents max_children max_bytes
+    max_tombstones) bounds each tenant as if it were the store alone;
+    max_tenants stays exact (the root slot);
+  - the root .stats is the mount's sum of each tenant's sfs_stats and the
+    root's (instance, state, tenants, the root's own refusals);
+  - a tenant is made in two calls (sfs_mkdir_tenant on the root slot
+    lists it, sfs_tenant_make makes its meta, hash and first entry) and
+    removed in two (sfs_rmdir_tenant on its slot, sfs_tenant_unlist on
+    the root's), both rolling forward; the store's drain and test clock
+    are recorded on the root, then fanned out to each tenant by the
+    mount that asked (sfs_drain_store, sfs_clock_set);
+  - link and rename across tenants go to one tenant's slot with the
+    other's TID as their last argument (EXDEV), the other side's ESTALE
+    being the mount's mirror's;
+  - a call whose tenant meta is missing is ESTALE [nometa]: the tenant
+    is not there, or the store lost its data, which the mount tells by
+    the root meta's instance (then as ESTALEINST).
+
 Calling convention
 ------------------
   FCALL sfs_<op> NUMKEYS KEY... INSTANCE OPID DEADLINE_MS ARG...
 
-KEYS[1] is always P:{P}:meta.  KEYS[2], when the function is about a
+KEYS[1] is P:{P}:meta (in the tenant layout, a tenant function's is
+P:{P.tTID}:meta, above, and it takes no KEYS[3]).  KEYS[2], when the function is about a
 tenant, is that tenant's P:{P.tTID}:t (the mount knows TID from its
 mirror; a TID that is gone, or was never, is a dead tenant: ESTALE).  A
 function about two tenants (link, rename) takes the second as KEYS[3].
@@ -132,7 +178,8 @@ expire, stats, dump) take 1 key for the store, 2 for a tenant.  Other
 keys of a tenant are derived from its key; root-level functions
 (mkdir_tenant, rmdir_tenant, drain of the store, expire's tombstone
 ageing) also touch tenant keys they find in P:{P}:tenants or tombq, which
-works on one Redis, not across Redis Cluster slots.
+works on one Redis, not across Redis Cluster slots: the tenant layout
+(above) makes each of them one call per slot.
 
   INSTANCE     the store instance the mount believes in (meta instance).
                A different one, or none (the store was flushed), is
@@ -328,14 +375,30 @@ checks in this order; "(counted)" marks refusals that bump refused_*):
       library; unless ADOPT is "1", each limit given (or its default)
       must equal the recorded one, in LIMITS order, else ELIMITS [name,
       recorded, given]; EINVAL [name] for an unknown limit or a bad
-      value.  OK [instance, created 1|0, then NAME VALUE of every
-      recorded limit].  Ignores INSTANCE and OPID.
+      value.  A pair "layout root|tenant" among them is the layout a
+      store made now takes (default root).  OK [instance, created 1|0,
+      then NAME VALUE of every recorded limit, then layout root|tenant].
+      Ignores INSTANCE and OPID.
   sfs_mkdir_tenant 1 META ... NAME UID GID MODE     (tenant_create)
       name rule (EINVAL, ENAMETOOLONG); draining EROFS (counted); exists
       EEXIST (counted); max_tenants ENOSPC (counted).  OK [tid, ino, root seq].
+      The tenant layout: a TID past 900000 ENOSPC (counted); the
+      tenant is listed and the root log's tenant entry carries name tid
+      ino uid gid mode; OK [tid, ino, root seq, created_ms]; then:
+  sfs_tenant_make 2 TMETA T ... NAME TID UID GID MODE CLOCK_MS CREATED_MS [LIMIT VALUE]...
+      (the tenant layout) the tenant's meta (the limits given, the
+      instance INSTANCE), hash and log's join kind=tenant entry.  Made
+      already: OK, nothing written; a meta of another instance
+      ESTALEINST.  OK [ino].
+  sfs_tenant_unlist 1 META ... NAME TID
+      (the tenant layout) NAME leaves the list when it maps to TID, with
+      the root log's cleanup; a store's drain with no tenant left is
+      drained.  OK.
   sfs_rmdir_tenant 1 META ... NAME CRED             (tenant_cleanup)
       unknown ENOENT; the cascade rule of store_rmdir for CRED EACCES.
-      OK [root seq].
+      OK [root seq].  The tenant layout: 2 TMETA T, a tenant gone or not
+      named NAME ENOENT; OK (seq the tenant's), the name left listed for
+      sfs_tenant_unlist.
   sfs_join 2 META T ... NAME UID GID MODE           (parent_join)
       name rule; dead tenant ESTALE (counted); an expired parent NAME is
       reaped; draining EROFS, live NAME EEXIST, max_parents ENOSPC, the
@@ -444,6 +507,15 @@ DEADLINE_MS ignored):
       The gauges are the store's or the tenant's; state is the scope's
       (the further of the tenant's drain and the store's).  Tombstones
       past their deadline count until sfs_expire ages them out.
+  sfs_drain_store 2 TMETA T ... STATE DEADLINE NOW
+      (the tenant layout) the store's drain (STATE draining|drained,
+      DEADLINE) made the tenant's when it is ready; with NOW 1, or STATE
+      drained, the tenant is cleared at once, else when due (its
+      children gone, or DEADLINE).  OK [dead 1|0, name].  sfs_expire of a
+      tenant meta gives the same [dead, name] after its two results.
+  sfs_clock_set 2 TMETA T ... CLOCK_MS
+      (the tenant layout, testclock) the tenant's clock becomes the
+      larger of its own and CLOCK_MS.  OK.
   sfs_sync N META T... ...      OK now ROOTSEQ TSEQ... (-1: tenant gone):
                                 what a mount's mirror must have applied
                                 to be as fresh as the store (fsync of a
