@@ -153,6 +153,35 @@ int remote_tenant_unlist(struct store *s, const char *name, uint64_t tid)
 	return rc;
 }
 
+/* Every tenant the store lists (its root's tenants map, followed by
+ * this mount or not), their ids in a new array, their number in *@n;
+ * NULL with -errno in *@rc. */
+static uint64_t *listed_tenants(struct store *s, size_t *n, int *rc)
+{
+	struct remote *r = remote_of(s);
+	char key[STORE_REMOTE_PREFIX_MAX * 2 + 24];
+	const char *av[] = { "HVALS", key };
+	redisReply *rep = NULL;
+	uint64_t *ids = NULL;
+
+	*n = 0;
+	snprintf(key, sizeof(key), "%s:{%s}:tenants", r->cfg.prefix,
+		 r->cfg.prefix);
+	*rc = rconn_pool_call(r->pool, 0, 2, av, NULL, &rep);
+	if (*rc)
+		return NULL;
+	*rc = -EPROTO;
+	if (rep->type == REDIS_REPLY_ARRAY) {
+		ids = st_calloc(rep->elements + 1, sizeof(*ids));
+		*rc = ids ? 0 : -ENOMEM;
+		for (size_t i = 0; ids && i < rep->elements; i++)
+			if (out_str(rep, i) && dec_u64(out_str(rep, i), &ids[*n]))
+				(*n)++;
+	}
+	freeReplyObject(rep);
+	return ids;
+}
+
 /* The store's drain as the root meta has it: its state and deadline. */
 static int root_drain(struct store *s, char *state, size_t len,
 		      uint64_t *deadline)
@@ -186,9 +215,9 @@ int remote_drain_fanout(struct store *s, bool now)
 		return rc;
 	if (strcmp(state, "ready") == 0)
 		return 0;
-	ids = remote_tenants(s, &n);
+	ids = listed_tenants(s, &n, &rc);
 	if (!ids)
-		return -ENOMEM;
+		return rc;
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		struct args a = { .n = 0 };
 		redisReply *rep = NULL;
@@ -202,10 +231,10 @@ int remote_drain_fanout(struct store *s, bool now)
 		trc = remote_fcall(s, "sfs_drain_store", true, 1,
 				   (const char *[]){ key }, a.n, a.v, NULL, &rep);
 		if (trc == 0) {
+			/* Its log is waited for by the caller where this
+			 * mount follows it (remote_wait_tenants). */
 			if (out_u64(rep, 3) == 1 && out_str(rep, 4))
 				rc = remote_tenant_unlist(s, out_str(rep, 4), ids[i]);
-			if (rc == 0)
-				rc = wait_seq(s, ids[i], out_u64(rep, 2));
 		} else if (trc != -ESTALE) {
 			rc = trc;
 		}
@@ -219,7 +248,8 @@ int remote_drain_fanout(struct store *s, bool now)
 void remote_clock_fanout(struct store *s, uint64_t clock_ms)
 {
 	size_t n = 0;
-	uint64_t *ids = remote_tenants(s, &n);
+	int rc;
+	uint64_t *ids = listed_tenants(s, &n, &rc);
 
 	for (size_t i = 0; ids && i < n; i++) {
 		struct args a = { .n = 0 };
@@ -265,10 +295,11 @@ static bool summed(const char *k)
 int remote_stats_sum(struct store *s, redisReply *root)
 {
 	size_t n = 0;
-	uint64_t *ids = remote_tenants(s, &n);
+	int rc;
+	uint64_t *ids = listed_tenants(s, &n, &rc);
 
 	if (!ids)
-		return -ENOMEM;
+		return rc;
 	for (size_t i = 0; i < n; i++) {
 		redisReply *t = NULL;
 		char key[160];

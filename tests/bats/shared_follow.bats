@@ -314,6 +314,12 @@ root_from() {
 	BG_PIDS+=($!)
 	local n
 	n=$(awk -F'\t' '$1 == "seq" { print $2 }' "$B/.snapshot")
+	# The tenant layout (STATEFS_STORE_LAYOUT=tenant) has no order of
+	# all tenants to start a root reader at: its seq row says -.
+	if [ "${STATEFS_STORE_LAYOUT:-}" = tenant ]; then
+		[ "$n" = - ]
+		return 0
+	fi
 	[[ $n =~ ^[0-9]+$ ]]
 	unfollowed "$B" t3
 	# Lines of a tenant B followed throughout and of one it did not.
