@@ -321,3 +321,69 @@ except OSError as e:
 	assert_output ""
 	[ ! -e "$MNT/t/p/c" ]
 }
+
+@test "a store of the tenant layout: every call two mounts' work sends names the keys of one Redis Cluster slot, a tenant's never the store's meta" {
+	mount2 -o store_layout=tenant,testclock
+	timeout 8 redis-cli -s "$REDIS_SOCK" MONITOR >"$BATS_TEST_TMPDIR/mon" 2>/dev/null 3>&- &
+	BG_PIDS+=($!)
+	sleep 0.3
+	mkdir -p "$A/t/p" "$A/u/q"
+	echo x >"$A/t/p/c"
+	ln "$A/t/p/c" "$A/t/p/d"
+	run ln "$A/t/p/c" "$A/u/q/c"
+	assert_output --partial 'Invalid cross-device link'
+	run py_errno 'os.rename(sys.argv[1], sys.argv[2])' "$A/t/p/d" "$A/u/q/d"
+	assert_output EXDEV
+	mv "$A/t/p/d" "$A/t/p/e"
+	fsyncdir "$B"
+	[ "$(cat "$B/t/p/e")" = x ]
+	cat "$B/.stats" "$B/t/.stats" >/dev/null
+	echo 1 >"$B/.clock"
+	rmdir "$A/u/q" "$A/u"
+	echo 1 >"$A/.drain"
+	fsyncdir "$A" "$B"
+	sleep 0.5
+	kill "${BG_PIDS[@]}" 2>/dev/null || true
+	run python3 - "$BATS_TEST_TMPDIR/mon" <<'PY'
+import re, sys
+
+def crc16(b):
+    c = 0
+    for x in b:
+        c ^= x << 8
+        for _ in range(8):
+            c = ((c << 1) ^ 0x1021) if c & 0x8000 else c << 1
+            c &= 0xffff
+    return c
+
+def slot(k):
+    s = k.find(b'{')
+    if s >= 0:
+        e = k.find(b'}', s + 1)
+        if e > s + 1:
+            k = k[s + 1:e]
+    return crc16(k) % 16384
+
+def args(line):
+    out = []
+    for m in re.finditer(r'"((?:[^"\\]|\\.)*)"', line):
+        out.append(m.group(1).encode().decode('unicode_escape').encode('latin-1'))
+    return out
+
+calls = 0
+for line in open(sys.argv[1], errors='replace'):
+    a = args(line)
+    if len(a) < 3 or a[0] not in (b'FCALL', b'FCALL_RO'):
+        continue
+    keys = a[3:3 + int(a[2])]
+    if len({slot(k) for k in keys}) != 1:
+        print('two slots:', line.strip())
+    if len(keys) > 1 and keys[0] == b'statefs:{statefs}:meta':
+        print("a tenant's call with the store's meta:", line.strip())
+    calls += 1
+print('calls', calls)
+PY
+	assert_success
+	assert_output --regexp '^calls [0-9]+$'
+	[ "${output#calls }" -ge 20 ]
+}
