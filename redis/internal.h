@@ -238,11 +238,13 @@ int remote_tenant_make2(struct store *s, const char *name, uint64_t tid,
 			const struct store_owner *o, uint64_t clock_ms,
 			uint64_t created_ms, uint64_t *seq);
 int remote_tenant_unlist(struct store *s, const char *name, uint64_t tid);
-/* The roll forward of a tenant's mkdir that stopped between its steps
- * (its maker died): when tenant @tid, listed, has no hash, step 2 made
- * from the root log's tenant entry, and waited for.  0 (made, or made
- * already) or -errno. */
-int remote_tenant_roll_forward(struct store *s, uint64_t tid);
+/* The roll forward of a tenant's mkdir or rmdir that stopped between
+ * its steps (its maker died), for the tenant the store lists as @name:
+ * one listed with nothing in its slot gets its step 2 from the root
+ * log's tenant entry (0); one removed in its slot is unlisted (1: a
+ * mkdir of the name may go again).  0 also when nothing was to do;
+ * -errno. */
+int remote_tenant_roll_forward(struct store *s, const char *name);
 int remote_drain_fanout(struct store *s, bool now);
 void remote_clock_fanout(struct store *s, uint64_t clock_ms);
 void remote_expired_tenant(struct store *s, uint64_t tid,

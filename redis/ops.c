@@ -139,6 +139,7 @@ static int remote_tenant_make(struct store *s, const char *name,
 	struct args a = { .n = 0 };
 	redisReply *rep = NULL;
 	uint64_t tid, ino;
+	bool again = false;
 	int rc;
 
 	/* A new tenant inherits from this mount's root. */
@@ -147,6 +148,7 @@ static int remote_tenant_make(struct store *s, const char *name,
 	a_u64(&a, o.uid);
 	a_u64(&a, o.gid);
 	a_u64(&a, o.mode & 07777);
+retry:
 	rc = remote_fcall(s, "sfs_mkdir_tenant", true, 0, NULL, a.n, a.v,
 			  NULL, &rep);
 	if (rc == 0) {
@@ -168,15 +170,20 @@ static int remote_tenant_make(struct store *s, const char *name,
 		 * did (read-your-writes), so the tenant an EEXIST
 		 * names, another mount's, is there when this returns:
 		 * the root log names it, its own log makes it. */
-		if (wait_seq(s, 0, out_u64(rep, 2)) == 0 && rc == -EEXIST &&
-		    (tid = mirror_tid_named(s, name)) != 0) {
-			/* The tenant layout: one listed whose maker stopped
-			 * before its second step is made now (a refusal
-			 * holds: the tenant it names is there). */
-			if (remote_tenant_layout(s))
-				(void)remote_tenant_roll_forward(s, tid);
-			wait_seq(s, tid, 1);
+		/* The tenant layout: a name listed whose maker stopped
+		 * between two steps is rolled forward: a tenant made now
+		 * (the refusal holds: the tenant it names is there), or one
+		 * removed unlisted, and the mkdir made again, once. */
+		if (rc == -EEXIST && remote_tenant_layout(s) && !again &&
+		    remote_tenant_roll_forward(s, name) == 1) {
+			freeReplyObject(rep);
+			rep = NULL;
+			again = true;
+			goto retry;
 		}
+		if (wait_seq(s, 0, out_u64(rep, 2)) == 0 && rc == -EEXIST &&
+		    (tid = mirror_tid_named(s, name)) != 0)
+			wait_seq(s, tid, 1);
 	}
 	if (rep)
 		freeReplyObject(rep);

@@ -66,37 +66,51 @@ int remote_tenant_make2(struct store *s, const char *name, uint64_t tid,
 }
 
 
-/* Does tenant @tid have its hash (step 2 of its mkdir done)?  1, 0, or
- * -errno. */
-static int tenant_made(struct store *s, uint64_t tid)
+/* What tenant @tid's slot holds: TS_MADE (its hash), TS_GONE (its meta
+ * marked gone: removed, the name maybe still listed), TS_UNMADE
+ * (nothing: step 2 of its mkdir never ran); or -errno. */
+enum { TS_MADE, TS_GONE, TS_UNMADE };
+
+static int tenant_slot_state(struct store *s, uint64_t tid)
 {
-	char key[160];
-	const char *av[] = { "EXISTS", key };
+	char key[160], meta[170];
+	const char *hv[] = { "EXISTS", key };
+	const char *mv[] = { "HMGET", meta, "instance", "gone" };
 	redisReply *rep = NULL;
 	int rc;
 
 	remote_tenant_key(s, tid, key, sizeof(key));
-	rc = rconn_pool_call(remote_of(s)->pool, 0, 2, av, NULL, &rep);
+	snprintf(meta, sizeof(meta), "%.*s:meta", (int)strlen(key) - 2, key);
+	rc = rconn_pool_call(remote_of(s)->pool, 0, 2, hv, NULL, &rep);
 	if (rc)
 		return rc;
-	rc = rep->type == REDIS_REPLY_INTEGER ? rep->integer > 0 : -EPROTO;
+	rc = rep->type != REDIS_REPLY_INTEGER ? -EPROTO :
+	     rep->integer > 0 ? TS_MADE : -ENOENT;
+	freeReplyObject(rep);
+	if (rc != -ENOENT)
+		return rc;
+	rc = rconn_pool_call(remote_of(s)->pool, 0, 4, mv, NULL, &rep);
+	if (rc)
+		return rc;
+	rc = rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ? -EPROTO :
+	     !out_str(rep, 0) ? TS_UNMADE :
+	     out_str(rep, 1) ? TS_GONE : TS_MADE;
 	freeReplyObject(rep);
 	return rc;
 }
 
-int remote_tenant_roll_forward(struct store *s, uint64_t tid)
+/* Step 2 of tenant @tid's mkdir, made from the root log's tenant entry
+ * (among its last 1000: a mkdir that stopped between its steps is a
+ * moment old), and waited for.  0 or -errno. */
+static int make_from_root_log(struct store *s, uint64_t tid)
 {
 	struct remote *r = remote_of(s);
-	/* The tenant's entry among the root log's last 1000 (a mkdir that
-	 * stopped between its steps is a moment old). */
 	const char *av[] = { "XREVRANGE", r->rootlog, "+", "-", "COUNT", "1000" };
 	const char *cv[] = { "HGET", r->meta, "created_ms" };
 	redisReply *rep = NULL, *cr = NULL;
 	uint64_t created = 0, seq;
-	int rc = tenant_made(s, tid);
+	int rc;
 
-	if (rc != 0)
-		return rc < 0 ? rc : 0;
 	rc = rconn_pool_call(r->pool, 0, 6, av, NULL, &rep);
 	if (rc == 0)
 		rc = rconn_pool_call(r->pool, 0, 3, cv, NULL, &cr);
@@ -134,6 +148,35 @@ int remote_tenant_roll_forward(struct store *s, uint64_t tid)
 	if (cr)
 		freeReplyObject(cr);
 	return rc;
+}
+
+int remote_tenant_roll_forward(struct store *s, const char *name)
+{
+	struct remote *r = remote_of(s);
+	char key[STORE_REMOTE_PREFIX_MAX * 2 + 24];
+	const char *av[] = { "HGET", key, name };
+	redisReply *rep = NULL;
+	uint64_t tid = 0;
+	int rc;
+
+	snprintf(key, sizeof(key), "%s:{%s}:tenants", r->cfg.prefix,
+		 r->cfg.prefix);
+	rc = rconn_pool_call(r->pool, 0, 3, av, NULL, &rep);
+	if (rc)
+		return rc;
+	if (rep->type != REDIS_REPLY_STRING || !dec_u64(rep->str, &tid))
+		tid = 0;
+	freeReplyObject(rep);
+	if (!tid)
+		return 0; /* not listed (any more) */
+	rc = tenant_slot_state(s, tid);
+	if (rc == TS_UNMADE)
+		return make_from_root_log(s, tid);
+	if (rc == TS_GONE) {
+		rc = remote_tenant_unlist(s, name, tid);
+		return rc ? rc : 1;
+	}
+	return rc < 0 ? rc : 0;
 }
 
 int remote_tenant_unlist(struct store *s, const char *name, uint64_t tid)

@@ -75,8 +75,9 @@ TID: new keys.
                       of the store's drain as fanned out, clock_ms,
                       libversion, created_ms, layout tenant, the
                       tenant's gauges and counters alone, ino in the
-                      tenant's range, tid) and name (the tenant's);
-                      it outlives its tenant as long as the tenant's log.
+                      tenant's range, tid), name (the tenant's) and,
+                      once the tenant is removed, gone 1: it outlives
+                      its tenant.
   P:{P.tTID}:tombq    the tenant layout only: the tenant's tombstones.
 
   P:{P.tTID}:t        hash: name, tid, ino (the tenant's; its special

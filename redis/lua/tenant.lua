@@ -30,11 +30,12 @@ end
 --
 -- In the tenant layout (a call on the tenant's meta) the name stays in
 -- the store's list, another slot: sfs_tenant_unlist takes it out after;
--- the tenant's meta stays as long as its log, so that a late call about
--- the tenant is its ESTALE, not a new instance's.
+-- the tenant's meta stays, marked gone, so that a late call about the
+-- tenant is its ESTALE, not a new instance's, and a mount that finds the
+-- name still listed knows the tenant went (redis/tenants.c).
 local function tenant_delete(ctx, T)
 	if ctx.tm then
-		wr(ctx, nil, 'PEXPIRE', ctx.M.key, LOG_KEEP_MS)
+		set(ctx.M, 'gone', 1)
 	else
 		mset(tenants_map(ctx), str(T, 'name'), false)
 		add(ctx.M, 'tenants', -1)

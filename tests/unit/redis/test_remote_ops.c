@@ -646,7 +646,8 @@ static void mount_tenant_layout(struct world *w)
 /* A mkdir of a tenant that stopped between its two steps (another mount
  * listed it at the root, then died): this mount's mkdir of the name is
  * EEXIST, and completes the second step, so that the tenant it names is
- * there, as a refusal holds. */
+ * there, as a refusal holds; an rmdir likewise stopped is completed by
+ * the next mkdir of the name. */
 static void test_tenant_layout_mkdir_rolls_forward(void **state)
 {
 	struct world *w = *state;
@@ -670,6 +671,24 @@ static void test_tenant_layout_mkdir_rolls_forward(void **state)
 	assert_int_equal(store_mkdir(w->s, t, "p", &own, &p), 0);
 	store_node_unref(w->s, p);
 	store_node_unref(w->s, t);
+	/* An rmdir that stopped after its first step (the tenant cleared
+	 * in its slot, its name still listed): a mkdir of the name unlists
+	 * it and makes a new tenant. */
+	r = redisCommandArgv(w->redis.rc, 12, (const char *[]){
+		"FCALL", "sfs_rmdir_tenant", "2", "statefs:{statefs.t1}:meta",
+		"statefs:{statefs.t1}:t", w->inst, "t:rm", "", "t", "", "", "" },
+		NULL);
+	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+	assert_string_equal(r->element[0]->str, "OK");
+	freeReplyObject(r);
+	r = redisCommand(w->redis.rc, "HGET statefs:{statefs}:tenants t");
+	assert_string_equal(r->str, "1");
+	freeReplyObject(r);
+	assert_int_equal(store_mkdir(w->s, store_root(w->s), "t", &own, &t), 0);
+	store_node_unref(w->s, t);
+	r = redisCommand(w->redis.rc, "HGET statefs:{statefs}:tenants t");
+	assert_string_equal(r->str, "2");
+	freeReplyObject(r);
 }
 
 /* A mount of a store of the tenant layout (-o store_layout=tenant) makes
