@@ -254,8 +254,6 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 	size_t *al = st_calloc((size_t)total, sizeof(*al));
 	char nk[16], opid[48], deadline[24], inst[17], tmeta[200];
 	redisReply *rep = NULL;
-
-	*out = NULL;
 	/* The tenant layout: a tenant's call takes its own meta, in its
 	 * slot, and that tenant's key alone (the callers pass one). */
 	bool tl = nkeys > 0 && atomic_load(&r->tenant_meta);
@@ -264,7 +262,6 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 	if (tl) {
 		tenant_meta_key(keys[0], tmeta, sizeof(tmeta));
 		nkeys = 1;
-		total = 4 + nkeys + 3 + argc;
 	}
 	if (!av || !al) {
 		free(av);

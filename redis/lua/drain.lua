@@ -8,7 +8,6 @@
 -- call.lua).  sfs_drain and sfs_drain_now start one; a due drain is
 -- cleared by them or by sfs_expire (reaper.lua).
 
---
 -- In the tenant layout the store's drain is recorded on the root meta and
 -- fanned out to each tenant's (sfs_drain_store, by the mount that asked):
 -- a tenant's meta clears its own tenant when the store's drain is due
@@ -158,7 +157,6 @@ function TL.fn_tenant_unlist(keys, args)
 	drains_settle(ctx, nil)
 	return finish(ctx, ok(ctx))
 end
-
 
 -- sfs_drain_store TMETA TKEY - INSTANCE OPID DEADLINE STATE DRAIN_DEADLINE
 -- NOW: the store's drain (STATE draining or drained, as the root
