@@ -1560,3 +1560,87 @@ return out'
 	run ten 1 sfs_publish 20 replace "" four "$v" 1
 	[ "$(sget 1 20 mtime)" != 43 ]
 }
+
+# --- the tenant layout (contract.lua) ----------------------------------------------
+
+tmeta() { echo "statefs:{statefs.t$1}:meta"; }
+# tl TID FN ARG...: a tenant function on the tenant's own meta and key.
+tl() { local t=$1 fn=$2; shift 2; fc "$fn" 2 "$(tmeta "$t")" "$(tkey "$t")" "$@"; }
+
+@test "the tenant layout: sfs_init records it (no gseq); a tenant is listed at the root, then made in its slot, idempotent, numbered in its own range" {
+	store_init layout tenant
+	[ "$(meta layout)" = tenant ]
+	[ -z "$(meta gseq)" ]
+	run root sfs_mkdir_tenant t 0 0 493
+	assert_line -n 0 OK
+	assert_line -n 3 1
+	assert_line -n 4 10000000001
+	[ "$(rcli EXISTS "$(tkey 1)")" = 0 ]
+	[ "$(rcli HGET "statefs:{statefs}:tenants" t)" = 1 ]
+	run tl 1 sfs_tenant_make t 1 0 0 493 0 0 max_parents 5 testclock 1
+	assert_line -n 0 OK
+	assert_line -n 3 10000000001
+	[ "$(rcli HGET "$(tmeta 1)" lim_max_parents)" = 5 ]
+	[ "$(rcli HGET "$(tmeta 1)" ino)" = 10000000010 ]
+	[ "$(rcli HGET "$(tmeta 1)" instance)" = "$INST" ]
+	[ "$(tget 1 name)" = t ]
+	# Made already: OK, nothing written.
+	run tl 1 sfs_tenant_make t 1 0 0 493 0 0
+	assert_line -n 0 OK
+	[ "$(entry_count 1)" = 1 ]
+	run tl 1 sfs_join p 0 0 493
+	assert_line -n 0 OK
+	assert_line -n 3 10000000010
+	# The tenant's gauges and counters are its meta's; the root's none.
+	[ "$(rcli HGET "$(tmeta 1)" parents)" = 1 ]
+	[ "$(rcli HGET "$(tmeta 1)" joins)" = 1 ]
+	[ "$(meta parents)" = 0 ]
+	# No entry carries a number of an order of all tenants.
+	run rcli XRANGE "$(tpre 1):log" - +
+	refute_output --partial gseq
+	run rcli XRANGE "$ROOTLOG" - +
+	refute_output --partial gseq
+}
+
+@test "the tenant layout: a TID past 900000 is ENOSPC (counted); a tenant's meta goes with its own key alone" {
+	store_init layout tenant
+	rcli HSET "$META" tid 900000 >/dev/null
+	expect ENOSPC root sfs_mkdir_tenant t 0 0 493
+	[ "$(meta refused_capacity)" = 1 ]
+	run fc sfs_join 2 "$(tmeta 1)" "$(tkey 2)" p 0 0 493
+	assert_output --partial 'a tenant meta goes with its own tenant key only'
+	# No meta of the tenant: ESTALE, which names it.
+	run tl 7 sfs_join p 0 0 493
+	assert_line -n 0 ESTALE
+	assert_line -n 3 nometa
+}
+
+@test "the tenant layout: rmdir clears the tenant in its slot, then sfs_tenant_unlist takes the name out at the root, once; a drain of the store is drained with its last tenant" {
+	store_init layout tenant
+	root sfs_mkdir_tenant t 0 0 493 >/dev/null
+	tl 1 sfs_tenant_make t 1 0 0 493 0 0 testclock 1 >/dev/null
+	root sfs_mkdir_tenant u 0 0 493 >/dev/null
+	tl 2 sfs_tenant_make u 2 0 0 493 0 0 testclock 1 >/dev/null
+	tl 1 sfs_join p 0 0 493 >/dev/null
+	expect OK tl 1 sfs_rmdir_tenant t "" "" ""
+	[ "$(rcli EXISTS "$(tkey 1)")" = 0 ]
+	[ "$(rcli HGET "$(tmeta 1)" gone)" = 1 ]
+	[ "$(rcli HGET "statefs:{statefs}:tenants" t)" = 1 ]
+	expect ESTALE tl 1 sfs_join q 0 0 493
+	expect OK root sfs_tenant_unlist t 1
+	[ "$(meta tenants)" = 1 ]
+	[ -z "$(rcli HGET "statefs:{statefs}:tenants" t)" ]
+	expect OK root sfs_tenant_unlist t 1
+	[ "$(meta tenants)" = 1 ]
+	# The store's drain: recorded at the root, made u's, which clears
+	# it at once (now 1); unlisted, the root is drained.
+	expect OK root sfs_drain "" "" ""
+	[ "$(meta state)" = draining ]
+	run tl 2 sfs_drain_store draining "$(meta drain_deadline)" 1
+	assert_line -n 0 OK
+	assert_line -n 3 1
+	assert_line -n 4 u
+	expect OK root sfs_tenant_unlist u 2
+	[ "$(meta state)" = drained ]
+	[ "$(meta tenants)" = 0 ]
+}
