@@ -194,7 +194,7 @@ $(B)/unit/stress_store: $(call obj,asan,$(STRESS_SRC) fs/inode.c) $(call libs,as
 # The shared store's tests (the mirror, the transport, the engine, the
 # Functions library) link both libraries; every other unit test the
 # core's alone.
-REDIS_TESTS := $(patsubst %,$(B)/unit/%,test_cluster test_link test_mirror test_rconn \
+REDIS_TESTS := $(patsubst %,$(B)/unit/%,test_cluster test_cluster_pool test_link test_mirror test_rconn \
 	       test_remote_clock test_remote_lock test_remote_ops \
 	       test_remote_options test_statefs_lua)
 
