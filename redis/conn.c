@@ -62,6 +62,28 @@
  *    lost, so the caller makes a repeat harmless (operation ids);
  *  - any other reply, errors included, is the caller's to judge;
  *  - out of memory: -ENOMEM at once.
+ * A cluster
+ * ---------
+ * On a Redis Cluster (cluster://, or a redis:// node whose INFO cluster
+ * says cluster_enabled:1) the pool is a pool of nodes (redis/route.c):
+ * the slot map of CLUSTER SLOTS, one struct rnode per primary with
+ * @size connections of its own, so that calls waiting on a primary that
+ * fails never take the connections other shards' calls need.  A call
+ * (cluster_call) goes to the primary of its first key's slot
+ * (route_slot_of), each attempt once through call_until, and judges:
+ *  - MOVED: the slot recorded, the map read again (once per change, not
+ *    per call: route_refresh's generation), sent again at once;
+ *  - ASK: a key read (XRANGE, XREAD, HGET, HMGET, TYPE, EXISTS, GET) goes
+ *    once to that node after ASKING; a function does not (on the
+ *    importing node it would read keys not moved yet as absent,
+ *    docs/design.md): it waits and goes to the owner again, until MOVED
+ *    or its budget ends;
+ *  - TRYAGAIN, CLUSTERDOWN, a function's "non local key", a connection
+ *    lost or refused, READONLY and the first class above: pause, read
+ *    the map again, send again while the budget lasts, then -EIO.
+ * A primary the map names for the first time runs the Functions library
+ * (pool->ensure_node, set by redis/library.c) before its first call.
+ *
  * At start (rconn_pool_open) refused credentials are final (-EACCES),
  * as are an evicting policy (-EPERM), a TLS file that cannot be used
  * (-EINVAL) and a TLS refusal (-EPROTO): retrying cannot fix them.  Later they count as the first class, so a
@@ -172,7 +194,7 @@ static int conn_dial(struct rconn *c, uint64_t deadline, struct link **ln,
 		if (!c->node) {
 			wire_why(why, "the cluster is down: no primary "
 				 "serves slot %d", c->slot);
-			route_refresh(p, gen, deadline);
+			route_refresh(p, gen, deadline, NULL);
 			return -EAGAIN;
 		}
 	}
@@ -235,7 +257,7 @@ static int call_until(struct rconn *c, uint64_t deadline, int argc,
 					uint64_t gen;
 
 					(void)route_pick(p, c->slot, &gen);
-					route_refresh(p, gen, deadline);
+					route_refresh(p, gen, deadline, c->node);
 					c->node = NULL;
 				}
 				pause = pause ? min_u64(pause * 2, PAUSE_MAX_MS)
@@ -419,7 +441,7 @@ static int cluster_call(struct rconn_pool *p, int slot, struct rnode *fixed,
 					 "serves slot %d", slot);
 				note_failure(p, why);
 				pause_for(&pause, deadline);
-				route_refresh(p, gen, deadline);
+				route_refresh(p, gen, deadline, NULL);
 				continue;
 			}
 		}
@@ -430,7 +452,7 @@ static int cluster_call(struct rconn_pool *p, int slot, struct rnode *fixed,
 				return rc;
 			note_failure(p, why);
 			pause_for(&pause, deadline);
-			route_refresh(p, gen, deadline);
+			route_refresh(p, gen, deadline, n);
 			continue;
 		}
 		c = take(p, n, deadline);
@@ -461,7 +483,7 @@ static int cluster_call(struct rconn_pool *p, int slot, struct rnode *fixed,
 			/* Lost, refused, a replica now: the map may have
 			 * changed (a failover). */
 			if (!fixed)
-				route_refresh(p, gen, deadline);
+				route_refresh(p, gen, deadline, n);
 			pause_for(&pause, deadline);
 			continue;
 		}
@@ -479,7 +501,7 @@ static int cluster_call(struct rconn_pool *p, int slot, struct rnode *fixed,
 			}
 			if (rc == CLUSTER_REDIRECT_MOVED) {
 				route_moved(p, &rd);
-				route_refresh(p, gen, deadline);
+				route_refresh(p, gen, deadline, NULL);
 				/* The newest word is the MOVED's. */
 				route_moved(p, &rd);
 			} else if (ask_follows(argv[0])) {
@@ -494,7 +516,7 @@ static int cluster_call(struct rconn_pool *p, int slot, struct rnode *fixed,
 			freeReplyObject(rep);
 			note_failure(p, why);
 			pause_for(&pause, deadline);
-			route_refresh(p, gen, deadline);
+			route_refresh(p, gen, deadline, NULL);
 			continue;
 		}
 		/* A node that lost its data lost the library too: load it
@@ -563,6 +585,32 @@ static int cluster_or_not(struct rconn_pool *p, uint64_t deadline, char *why)
 	}
 }
 
+/*
+ * Connect one connection of each primary of the map now, so that what
+ * only connecting tells (credentials, the policy, TLS) is told at start:
+ * those refusals are final; a primary that cannot be reached is not (its
+ * calls retry, its slots wait).  0 or the final errno with @why.
+ */
+static int cluster_greet(struct rconn_pool *p, uint64_t deadline, char *why)
+{
+	struct rnode *nodes[ROUTE_NODES_MAX];
+	unsigned n = route_primaries(p, nodes, ROUTE_NODES_MAX);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct link *ln = NULL;
+		int rc = discover_node(p, &nodes[i]->addr, deadline, true, &ln,
+				       why);
+
+		if (rc == -ENOMEM || rc == -EACCES || rc == -EPERM ||
+		    rc == -EPROTO)
+			return rc;
+		if (rc == 0)
+			conn_set(nodes[i]->free, ln);
+		why[0] = '\0';
+	}
+	return 0;
+}
+
 /* Contract in redis/conn.h. */
 int rconn_pool_open(const struct store_remote *r, unsigned size,
 		    struct rconn_pool **out, char *err, size_t errlen)
@@ -621,6 +669,8 @@ int rconn_pool_open(const struct store_remote *r, unsigned size,
 	rc = cluster_or_not(p, deadline, why);
 	if (rc == 0 && p->cluster) {
 		rc = route_open(p, deadline, why);
+		if (rc == 0)
+			rc = cluster_greet(p, deadline, why);
 		if (rc == 0) {
 			atomic_store(&p->connected, true);
 			*out = p;

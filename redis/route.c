@@ -222,7 +222,8 @@ void route_close(struct rconn_pool *p)
 }
 
 /* Contract in redis/wire.h. */
-void route_refresh(struct rconn_pool *p, uint64_t gen, uint64_t deadline)
+void route_refresh(struct rconn_pool *p, uint64_t gen, uint64_t deadline,
+		   const struct rnode *failed)
 {
 	struct store_remote_addr addrs[ROUTE_NODES_MAX + STORE_REMOTE_SENTINELS_MAX];
 	struct timespec ts = { (time_t)(deadline / 1000),
@@ -242,18 +243,23 @@ void route_refresh(struct rconn_pool *p, uint64_t gen, uint64_t deadline)
 		return;
 	}
 	p->refreshing = true;
-	/* The primaries of the map first, then every node made, the seeds. */
+	/* The primaries of the map first, then every node made, the seeds;
+	 * the node that just failed last (a stuck one would take the whole
+	 * budget). */
 	for (unsigned i = 0; p->map && i < p->map->nnodes && n < ROUTE_NODES_MAX; i++)
-		if (p->map_node[i])
+		if (p->map_node[i] && p->map_node[i] != failed)
 			addrs[n++] = p->map_node[i]->addr;
 	for (unsigned i = 0; i < p->nnodes && n < ROUTE_NODES_MAX; i++)
-		addrs[n++] = p->nodes[i]->addr;
+		if (p->nodes[i] != failed)
+			addrs[n++] = p->nodes[i]->addr;
 	unlock(&p->lock, LOCK_ENGINE_POOL);
 	if (r->kind == STORE_REMOTE_CLUSTER)
 		for (unsigned i = 0; i < r->nsentinels; i++)
 			addrs[n++] = r->sentinels[i];
 	else
 		addrs[n++] = r->addr;
+	if (failed)
+		addrs[n++] = failed->addr;
 
 	if (read_map(p, addrs, n, deadline, &m, why) < 0)
 		m = NULL;

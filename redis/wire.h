@@ -6,7 +6,9 @@
  * defines them.  The engine's other files see redis/conn.h only.
  *
  * The files of the transport call one way: library.c -> conn.c ->
- * discover.c -> link.c -> wire.c (conn.c calls link.c and wire.c too;
+ * route.c -> discover.c -> link.c -> wire.c (route.c sets up a node's
+ * connections with conn_init; library.c is called back through
+ * pool->ensure_node; conn.c calls link.c and wire.c too;
  * link.c is one connection to one server, plain or TLS: redis/link.h).  The design,
  * the locks and the failure classes are told at the top of redis/conn.c.
  */
@@ -165,10 +167,12 @@ struct rnode *route_node(struct rconn_pool *p, const struct store_remote_addr *a
 /* Record a MOVED's slot -> node in the map. */
 void route_moved(struct rconn_pool *p, const struct cluster_redirect *rd);
 
-/* Read a new map (CLUSTER SLOTS of any node known) unless one was
- * installed since generation @gen, or wait for the one under way;
- * at most until @deadline.  No lock held across the network. */
-void route_refresh(struct rconn_pool *p, uint64_t gen, uint64_t deadline);
+/* Read a new map (CLUSTER SLOTS of any node known, @failed last: the
+ * node whose failure asks, or NULL) unless one was installed since
+ * generation @gen, or wait for the one under way; at most until
+ * @deadline.  No lock held across the network. */
+void route_refresh(struct rconn_pool *p, uint64_t gen, uint64_t deadline,
+		   const struct rnode *failed);
 
 /* Copy the primaries of the current map into @out (at most @cap). */
 unsigned route_primaries(struct rconn_pool *p, struct rnode **out, unsigned cap);

@@ -203,8 +203,21 @@ static void test_calls_routed(void **state)
 	for (unsigned i = 0; i < cl.n; i++)
 		assert_true(hit[i] > 0);
 	assert_int_equal(redirections(), 0);
-	/* A command without a key goes to some primary. */
+	/* A command without a key goes to some primary, or to the one a
+	 * slot names. */
 	expect_str(p, "PING", "PONG");
+	for (int i = 0; i < 20; i++) {
+		const char *av[] = { "CLUSTER", "MYID" };
+		char id[CLUSTER_ID_MAX + 1];
+
+		snprintf(key, sizeof(key), "statefs:{statefs.t%d}:t", i);
+		myid(owner_of(key), id);
+		assert_int_equal(rconn_pool_call_slot(p, cluster_key_slot(key,
+				 strlen(key)), 0, 2, av, NULL, &rep), 0);
+		assert_int_equal(rep->type, REDIS_REPLY_STRING);
+		assert_string_equal(rep->str, id);
+		freeReplyObject(rep);
+	}
 
 	assert_int_equal(rconn_open_key(p, "statefs:{statefs.t7}:t", 0, &c), 0);
 	{
