@@ -364,7 +364,16 @@ int route_slot_of(int argc, const char **argv, const size_t *argvlen)
 	    word_is(argv[0], LEN(0), "FCALL_RO") ||
 	    word_is(argv[0], LEN(0), "EVAL") ||
 	    word_is(argv[0], LEN(0), "EVALSHA")) {
-		if (argc < 4 || strtol(argv[2], NULL, 10) <= 0)
+		size_t nlen = LEN(2);
+		bool some = false;
+
+		/* numkeys, read within its length (binary-safe words) */
+		for (size_t i = 0; i < nlen; i++) {
+			if (argv[2][i] < '0' || argv[2][i] > '9')
+				return -1;
+			some |= argv[2][i] != '0';
+		}
+		if (argc < 4 || !some)
 			return -1;
 		k = 3;
 	} else if (word_is(argv[0], LEN(0), "XREAD") ||

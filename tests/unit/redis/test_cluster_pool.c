@@ -25,6 +25,7 @@
 #include "redis/cluster.h"
 #include "redis/conn.h"
 #include "redis/link.h"
+#include "redis/wire.h"
 
 static struct cluster_fixture cl;
 
@@ -170,6 +171,42 @@ static void myid(int i, char *id)
 }
 
 /* Routing ------------------------------------------------------------------ */
+
+/* The key a command is routed by: after numkeys for a function, after
+ * STREAMS for XREAD, else the first argument; none for TIME, FUNCTION,
+ * a function given no key. */
+static void test_first_key(void **state)
+{
+	static const struct {
+		const char *cmd;
+		const char *key; /* NULL: no key */
+	} cases[] = {
+		{ "FCALL sfs_join 2 P:{P.t1}:t P:{P}:meta x", "P:{P.t1}:t" },
+		{ "FCALL_RO sfs_sync 0 x", NULL },
+		{ "fcall f 01 k", "k" },
+		{ "XREAD COUNT 10 BLOCK 5 STREAMS P:{P}:log 0", "P:{P}:log" },
+		{ "XREAD COUNT 10", NULL },
+		{ "XRANGE P:{P.t2}:log - +", "P:{P.t2}:log" },
+		{ "HGET P:{P.t3}:t seq", "P:{P.t3}:t" },
+		{ "TIME", NULL },
+		{ "FUNCTION LIST LIBRARYNAME statefs", NULL },
+		{ "info memory", NULL },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char buf[200], *save = NULL;
+		const char *argv[16];
+		int argc = 0;
+
+		snprintf(buf, sizeof(buf), "%s", cases[i].cmd);
+		for (char *t = strtok_r(buf, " ", &save); t && argc < 16;
+		     t = strtok_r(NULL, " ", &save))
+			argv[argc++] = t;
+		assert_int_equal(route_slot_of(argc, argv, NULL),
+				 cases[i].key ? (int)cluster_key_slot(cases[i].key,
+						strlen(cases[i].key)) : -1);
+	}
+}
 
 /*
  * Keys of many slots, through a pool found from one node: each SET lands
@@ -411,6 +448,7 @@ static void test_killed_primary_stops_only_its_slots(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_first_key),
 		cmocka_unit_test(test_calls_routed),
 		cmocka_unit_test(test_library_on_every_primary),
 		cmocka_unit_test(test_moved_and_ask),
