@@ -222,6 +222,12 @@ $(B)/unit/test_remote_ops.tsan: $(call obj,tsan,tests/unit/redis/test_remote_ops
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 
+# The cluster pool's threads under TSan too (built on demand:
+# make build/unit/test_cluster_pool.tsan).
+$(B)/unit/test_cluster_pool.tsan: $(call obj,tsan,tests/unit/redis/test_cluster_pool.c) $(call libs,tsan)
+	@mkdir -p $(@D)
+	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
+
 unit: $(UNIT_TESTS) $(STRESS)
 
 deps:

@@ -382,14 +382,15 @@ static int node_ready(struct rconn_pool *p, struct rnode *n, char *why)
 	bool ok;
 	int rc;
 
-	if (!p->ensure_node)
-		return 0;
+	int (*ensure)(struct rconn_pool *, struct rnode *, char *, size_t);
+
 	lock(&p->lock, LOCK_ENGINE_POOL);
 	ok = n->lib_ok;
+	ensure = p->ensure_node;
 	unlock(&p->lock, LOCK_ENGINE_POOL);
-	if (ok)
+	if (ok || !ensure)
 		return 0;
-	rc = p->ensure_node(p, n, err, sizeof(err));
+	rc = ensure(p, n, err, sizeof(err));
 	if (rc == 0) {
 		lock(&p->lock, LOCK_ENGINE_POOL);
 		n->lib_ok = true;
@@ -521,15 +522,20 @@ static int cluster_call(struct rconn_pool *p, int slot, struct rnode *fixed,
 		}
 		/* A node that lost its data lost the library too: load it
 		 * there again, once, and send again. */
-		if (!fixed && !relib && p->ensure_node &&
-		    rep->type == REDIS_REPLY_ERROR &&
+		if (!fixed && !relib && rep->type == REDIS_REPLY_ERROR &&
 		    strstr(rep->str, "Function not found")) {
-			relib = true;
+			bool hook;
+
 			lock(&p->lock, LOCK_ENGINE_POOL);
-			n->lib_ok = false;
+			hook = p->ensure_node != NULL;
+			if (hook)
+				n->lib_ok = false;
 			unlock(&p->lock, LOCK_ENGINE_POOL);
-			freeReplyObject(rep);
-			continue;
+			if (hook) {
+				relib = true;
+				freeReplyObject(rep);
+				continue;
+			}
 		}
 		*reply = rep;
 		return 0;

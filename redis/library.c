@@ -210,10 +210,6 @@ int rconn_library_ensure(struct rconn_pool *p, const char *name,
 
 	if (!p->cluster)
 		return ensure_on(p, NULL, name, code, version, err, errlen);
-	/* Set once, before the calls of other threads (redis/wire.h). */
-	p->lib_name = name;
-	p->lib_code = code;
-	p->lib_version = version;
 	nn = route_primaries(p, nodes, ROUTE_NODES_MAX);
 	for (unsigned i = 0; i < nn; i++) {
 		int rc = ensure_on(p, nodes[i], name, code, version, err, errlen);
@@ -224,7 +220,16 @@ int rconn_library_ensure(struct rconn_pool *p, const char *name,
 		nodes[i]->lib_ok = true;
 		unlock(&p->lock, LOCK_ENGINE_POOL);
 	}
-	p->ensure_node = ensure_node;
+	/* The first library ensured is every new primary's (the pool's
+	 * lock: calls read it when they meet a node). */
+	lock(&p->lock, LOCK_ENGINE_POOL);
+	if (!p->ensure_node) {
+		p->lib_name = name;
+		p->lib_code = code;
+		p->lib_version = version;
+		p->ensure_node = ensure_node;
+	}
+	unlock(&p->lock, LOCK_ENGINE_POOL);
 	return 0;
 }
 

@@ -81,11 +81,12 @@ struct rconn_pool {
 	bool refreshing;              /* lock: a CLUSTER SLOTS under way */
 	pthread_cond_t refreshed;     /* a refresh ended */
 	/* The library each primary must run (redis/library.c), set once by
-	 * rconn_library_ensure before concurrent calls; NULL: none. */
+	 * the first rconn_library_ensure that succeeded; NULL: none. */
 	int (*ensure_node)(struct rconn_pool *p, struct rnode *n, char *err,
-			   size_t errlen);
-	const char *lib_name, *lib_code; /* set with ensure_node */
-	uint64_t lib_version;
+			   size_t errlen);                 /* lock */
+	const char *lib_name, *lib_code; /* lock: written with ensure_node,
+					  * then immutable */
+	uint64_t lib_version;            /* likewise */
 };
 
 static inline uint64_t min_u64(uint64_t a, uint64_t b)

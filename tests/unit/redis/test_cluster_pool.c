@@ -16,6 +16,7 @@
 #include "tests/unit/redis/cluster_fixture.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,6 +316,57 @@ static void test_library_on_every_primary(void **state)
 	rconn_pool_close(p);
 }
 
+/* Threads calling at once, each its own keys of every shard: each
+ * reads back what it wrote (one pool's nodes and map shared). */
+struct runner {
+	struct rconn_pool *p;
+	int id;
+	int bad;
+};
+
+static void *run(void *arg)
+{
+	struct runner *r = arg;
+
+	for (int i = 0; i < 150; i++) {
+		char key[64], val[32];
+		const char *set[] = { "SET", key, val }, *get[] = { "GET", key };
+		redisReply *rep = NULL;
+
+		snprintf(key, sizeof(key), "th:{%d.%d}", r->id, i);
+		snprintf(val, sizeof(val), "%d-%d", r->id, i);
+		if (rconn_pool_call(r->p, 10000, 3, set, NULL, &rep) != 0) {
+			r->bad++;
+			continue;
+		}
+		freeReplyObject(rep);
+		if (rconn_pool_call(r->p, 10000, 2, get, NULL, &rep) != 0) {
+			r->bad++;
+			continue;
+		}
+		r->bad += rep->type != REDIS_REPLY_STRING || strcmp(rep->str, val);
+		freeReplyObject(rep);
+	}
+	return NULL;
+}
+
+static void test_threads(void **state)
+{
+	struct rconn_pool *p = open_pool(true);
+	struct runner rs[6];
+	pthread_t th[6];
+
+	for (int i = 0; i < 6; i++) {
+		rs[i] = (struct runner){ p, i, 0 };
+		assert_int_equal(pthread_create(&th[i], NULL, run, &rs[i]), 0);
+	}
+	for (int i = 0; i < 6; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(rs[i].bad, 0);
+	}
+	rconn_pool_close(p);
+}
+
 /* Redirections ------------------------------------------------------------- */
 
 /*
@@ -451,6 +503,7 @@ int main(void)
 		cmocka_unit_test(test_first_key),
 		cmocka_unit_test(test_calls_routed),
 		cmocka_unit_test(test_library_on_every_primary),
+		cmocka_unit_test(test_threads),
 		cmocka_unit_test(test_moved_and_ask),
 		cmocka_unit_test(test_killed_primary_stops_only_its_slots),
 	};
