@@ -194,7 +194,7 @@ $(B)/unit/stress_store: $(call obj,asan,$(STRESS_SRC) fs/inode.c) $(call libs,as
 # The shared store's tests (the mirror, the transport, the engine, the
 # Functions library) link both libraries; every other unit test the
 # core's alone.
-REDIS_TESTS := $(patsubst %,$(B)/unit/%,test_cluster test_link test_mirror test_rconn \
+REDIS_TESTS := $(patsubst %,$(B)/unit/%,test_cluster test_cluster_pool test_link test_mirror test_rconn \
 	       test_remote_clock test_remote_lock test_remote_ops \
 	       test_remote_options test_statefs_lua)
 
@@ -219,6 +219,12 @@ $(B)/unit/stress_store.tsan: $(call obj,tsan,$(STRESS_SRC) fs/inode.c) $(call li
 # A mount on a shared store runs its follower beside the callers'
 # threads: its test runs under TSan too.
 $(B)/unit/test_remote_ops.tsan: $(call obj,tsan,tests/unit/redis/test_remote_ops.c) $(call libs,tsan)
+	@mkdir -p $(@D)
+	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
+
+# The cluster pool's threads under TSan too (built on demand:
+# make build/unit/test_cluster_pool.tsan).
+$(B)/unit/test_cluster_pool.tsan: $(call obj,tsan,tests/unit/redis/test_cluster_pool.c) $(call libs,tsan)
 	@mkdir -p $(@D)
 	$(CC) $(TSAN) -pthread -o $@ $^ -lcmocka $(HIREDIS_LIBS)
 

@@ -218,12 +218,47 @@ static int parse_sentinels(struct store_remote *r, const char *s,
 	return 0;
 }
 
+/*
+ * Add the seed addresses of @s ("H:P,H:P") to @r, a cluster:// store.
+ * An empty list is refused; a trailing comma ends an -o piece.
+ */
+static int parse_seeds(struct store_remote *r, const char *s, const char **why)
+{
+	const char *end = s + strlen(s);
+
+	if (s == end && r->nsentinels == 0) {
+		*why = "no seed address: cluster://HOST:PORT,...";
+		return -EINVAL;
+	}
+	while (s < end) {
+		const char *comma = memchr(s, ',', (size_t)(end - s));
+		const char *stop = comma ? comma : end;
+
+		if (r->nsentinels == STORE_REMOTE_SENTINELS_MAX) {
+			*why = "at most 16 seed nodes";
+			return -EINVAL;
+		}
+		if (memchr(s, '/', (size_t)(stop - s))) {
+			*why = "seed nodes HOST:PORT, no '/': cluster://HOST:PORT,...";
+			return -EINVAL;
+		}
+		if (parse_hostport(s, (size_t)(stop - s),
+				   &r->sentinels[r->nsentinels], why) < 0)
+			return -EINVAL;
+		r->nsentinels++;
+		s = comma ? stop + 1 : stop;
+	}
+	r->cluster_open = true;
+	return 0;
+}
+
 /* Apply store=@v to @r (a copy: the caller keeps it only on success). */
 static int parse_store(struct store_remote *r, const char *v, const char **why)
 {
 	static const char redis[] = "redis://", rediss[] = "rediss://",
 			  unix_[] = "unix:", sentinel[] = "sentinel://",
-			  sentinels[] = "sentinels://";
+			  sentinels[] = "sentinels://", cluster[] = "cluster://",
+			  clusters[] = "clusters://";
 
 	/* A later store= replaces the earlier one entirely. */
 	memset(&r->addr, 0, sizeof(r->addr));
@@ -232,6 +267,7 @@ static int parse_store(struct store_remote *r, const char *v, const char **why)
 	memset(r->master, 0, sizeof(r->master));
 	r->nsentinels = 0;
 	r->sentinel_open = false;
+	r->cluster_open = false;
 	r->tls = false;
 
 	if (strncmp(v, redis, strlen(redis)) == 0) {
@@ -278,8 +314,18 @@ static int parse_store(struct store_remote *r, const char *v, const char **why)
 		r->tls = true;
 		return parse_sentinels(r, v + strlen(sentinels), why);
 	}
+	if (strncmp(v, cluster, strlen(cluster)) == 0) {
+		r->kind = STORE_REMOTE_CLUSTER;
+		return parse_seeds(r, v + strlen(cluster), why);
+	}
+	if (strncmp(v, clusters, strlen(clusters)) == 0) {
+		r->kind = STORE_REMOTE_CLUSTER;
+		r->tls = true;
+		return parse_seeds(r, v + strlen(clusters), why);
+	}
 	*why = "redis://HOST:PORT, rediss://HOST:PORT, unix:/PATH, "
-	       "sentinel://HOST:PORT,.../MASTER or sentinels://...";
+	       "sentinel://HOST:PORT,.../MASTER, sentinels://..., "
+	       "cluster://HOST:PORT,... or clusters://...";
 	return -EINVAL;
 }
 
@@ -310,9 +356,11 @@ static const struct {
 	unsigned given;
 } keys[] = {
 	[KEY_STORE] = { "store", "store=URL",
-			"the shared store: redis://HOST:PORT, unix:/PATH or "
-			"sentinel://HOST:PORT,.../MASTER; rediss:// and "
-			"sentinels:// over TLS",
+			"the shared store: redis://HOST:PORT (a node of a "
+			"Redis Cluster too), unix:/PATH, "
+			"sentinel://HOST:PORT,.../MASTER or "
+			"cluster://HOST:PORT,... (seed nodes); rediss://, "
+			"sentinels:// and clusters:// over TLS",
 			"none, the embedded store", STORE_REMOTE_GIVEN_STORE },
 	[KEY_USER] = { "store_user", "store_user=NAME",
 		       "the Redis ACL user to authenticate as",
@@ -496,6 +544,20 @@ int layout_remote_option(struct store_remote *r, const char *opt, char *err,
 		explicit_bzero(&tmp, sizeof(tmp));
 		return rc == 0 ? 1 : rc;
 	}
+	/* One more seed of a cluster:// list FUSE split at a comma: a bare
+	 * piece that looks like an address (any other bare piece is some
+	 * other option's, and ends the list). */
+	if (r->cluster_open && !eq && (strchr(opt, ':') || opt[0] == '[')) {
+		tmp = *r;
+		rc = parse_seeds(&tmp, opt, &why);
+		if (rc == 0)
+			*r = tmp;
+		else
+			bad_value(err, errlen, "store", opt, why);
+		explicit_bzero(&tmp, sizeof(tmp));
+		return rc == 0 ? 1 : rc;
+	}
+	r->cluster_open = false;
 
 	for (size_t i = 0; i < NKEYS && k < 0; i++)
 		if (strlen(keys[i].key) == klen &&
@@ -621,7 +683,8 @@ int layout_remote_finish(struct store_remote *r, char *err, size_t errlen)
 			if ((r->given & keys[i].given) && errlen > 0) {
 				snprintf(err, errlen, "statefs: -o %s needs a "
 					 "store over TLS (-o store=rediss://"
-					 "HOST:PORT or sentinels://...)",
+					 "HOST:PORT, sentinels://... or "
+					 "clusters://...)",
 					 keys[i].key);
 				break;
 			}

@@ -62,6 +62,28 @@
  *    lost, so the caller makes a repeat harmless (operation ids);
  *  - any other reply, errors included, is the caller's to judge;
  *  - out of memory: -ENOMEM at once.
+ * A cluster
+ * ---------
+ * On a Redis Cluster (cluster://, or a redis:// node whose INFO cluster
+ * says cluster_enabled:1) the pool is a pool of nodes (redis/route.c):
+ * the slot map of CLUSTER SLOTS, one struct rnode per primary with
+ * @size connections of its own, so that calls waiting on a primary that
+ * fails never take the connections other shards' calls need.  A call
+ * (cluster_call) goes to the primary of its first key's slot
+ * (route_slot_of), each attempt once through call_until, and judges:
+ *  - MOVED: the slot recorded, the map read again (once per change, not
+ *    per call: route_refresh's generation), sent again at once;
+ *  - ASK: a key read (XRANGE, XREAD, HGET, HMGET, TYPE, EXISTS, GET) goes
+ *    once to that node after ASKING; a function does not (on the
+ *    importing node it would read keys not moved yet as absent,
+ *    docs/design.md): it waits and goes to the owner again, until MOVED
+ *    or its budget ends;
+ *  - TRYAGAIN, CLUSTERDOWN, a function's "non local key", a connection
+ *    lost or refused, READONLY and the first class above: pause, read
+ *    the map again, send again while the budget lasts, then -EIO.
+ * A primary the map names for the first time runs the Functions library
+ * (pool->ensure_node, set by redis/library.c) before its first call.
+ *
  * At start (rconn_pool_open) refused credentials are final (-EACCES),
  * as are an evicting policy (-EPERM), a TLS file that cannot be used
  * (-EINVAL) and a TLS refusal (-EPROTO): retrying cannot fix them.  Later they count as the first class, so a
@@ -73,6 +95,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "store/engine.h"
@@ -113,9 +136,13 @@ static bool is_transient(const redisReply *rep)
 
 /* Connections -------------------------------------------------------------- */
 
-static int conn_init(struct rconn *c, struct rconn_pool *p, uint64_t timeout_ms)
+/* Contract in redis/wire.h. */
+int conn_init(struct rconn *c, struct rconn_pool *p, struct rnode *n,
+	      uint64_t timeout_ms)
 {
 	c->pool = p;
+	c->node = n;
+	c->slot = -1;
 	c->timeout_ms = timeout_ms ? timeout_ms : p->remote.timeout_ms;
 	c->link = NULL;
 	atomic_init(&c->interrupted, false);
@@ -144,17 +171,47 @@ static void conn_drop(struct rconn *c)
 	link_close(ln);
 }
 
+/* Contract in redis/wire.h. */
+void conn_fini(struct rconn *c)
+{
+	conn_drop(c);
+	pthread_mutex_destroy(&c->lock);
+}
+
+/* A new link for @c: to its node on a cluster (a dedicated connection's
+ * node taken from the map for its slot first), else to the primary. */
+static int conn_dial(struct rconn *c, uint64_t deadline, struct link **ln,
+		     char *why)
+{
+	struct rconn_pool *p = c->pool;
+
+	if (!p->cluster)
+		return discover_primary(p, deadline, ln, why);
+	if (c->slot >= -1 && c->node == NULL) {
+		uint64_t gen;
+
+		c->node = route_pick(p, c->slot, &gen);
+		if (!c->node) {
+			wire_why(why, "the cluster is down: no primary "
+				 "serves slot %d", c->slot);
+			route_refresh(p, gen, deadline, NULL);
+			return -EAGAIN;
+		}
+	}
+	return discover_node(p, &c->node->addr, deadline, true, ln, why);
+}
+
 /*
  * The command loop of rconn_call and rconn_pool_call: send on @c,
  * reconnecting after a failure, until a reply or @deadline.  Contract of
- * rconn_pool_call.
+ * rconn_pool_call.  @once: return -EAGAIN with @why after the first
+ * failure instead (a cluster's call, which routes again).
  */
 static int call_until(struct rconn *c, uint64_t deadline, int argc,
 		      const char **argv, const size_t *argvlen,
-		      redisReply **reply)
+		      redisReply **reply, bool once, char *why)
 {
 	struct rconn_pool *p = c->pool;
-	char why[WHY_MAX] = "";
 	uint64_t pause = 0;
 
 	*reply = NULL;
@@ -181,7 +238,7 @@ static int call_until(struct rconn *c, uint64_t deadline, int argc,
 			struct link *ln = NULL;
 			unsigned ev = atomic_load(&p->evictions);
 
-			rc = discover_primary(p, deadline, &ln, why);
+			rc = conn_dial(c, deadline, &ln, why);
 			if (rc == -ENOMEM)
 				return rc;
 			/* Said once, when it starts: every call fails until
@@ -192,6 +249,17 @@ static int call_until(struct rconn *c, uint64_t deadline, int argc,
 					why);
 			if (rc < 0) {
 				note_failure(p, why);
+				if (once)
+					return -EAGAIN;
+				/* A dedicated connection on a cluster: its
+				 * slot's primary may have changed. */
+				if (p->cluster && c->slot >= -1) {
+					uint64_t gen;
+
+					(void)route_pick(p, c->slot, &gen);
+					route_refresh(p, gen, deadline, c->node);
+					c->node = NULL;
+				}
 				pause = pause ? min_u64(pause * 2, PAUSE_MAX_MS)
 					      : PAUSE_FIRST_MS;
 				sleep_ms(min_u64(pause, wire_left_ms(deadline)));
@@ -217,6 +285,8 @@ static int call_until(struct rconn *c, uint64_t deadline, int argc,
 			if (oom)
 				return -ENOMEM;
 			note_failure(p, why);
+			if (once)
+				return -EAGAIN;
 			continue;
 		}
 		if (is_transient(rep)) {
@@ -224,6 +294,8 @@ static int call_until(struct rconn *c, uint64_t deadline, int argc,
 			freeReplyObject(rep);
 			conn_drop(c);
 			note_failure(p, why);
+			if (once)
+				return -EAGAIN;
 			pause = pause ? min_u64(pause * 2, PAUSE_MAX_MS)
 				      : PAUSE_FIRST_MS;
 			sleep_ms(min_u64(pause, wire_left_ms(deadline)));
@@ -239,32 +311,310 @@ static int call_until(struct rconn *c, uint64_t deadline, int argc,
 
 /* Take a free connection of @p, waiting until @deadline.  NULL when none
  * came free in time. */
-static struct rconn *take(struct rconn_pool *p, uint64_t deadline)
+static struct rconn *take(struct rconn_pool *p, struct rnode *n,
+			  uint64_t deadline)
 {
 	struct timespec ts = { (time_t)(deadline / 1000),
 			       (long)(deadline % 1000) * 1000000 };
+	struct rconn **free_ = n ? &n->free : &p->free;
+	pthread_cond_t *freed = n ? &n->freed : &p->freed;
 	struct rconn *c;
 
 	lock(&p->lock, LOCK_ENGINE_POOL);
-	while (!p->free)
-		if (pthread_cond_timedwait(&p->freed, &p->lock, &ts) ==
-			    ETIMEDOUT &&
-		    !p->free)
+	while (!*free_)
+		if (pthread_cond_timedwait(freed, &p->lock, &ts) == ETIMEDOUT &&
+		    !*free_)
 			break;
-	c = p->free;
+	c = *free_;
 	if (c)
-		p->free = c->next_free;
+		*free_ = c->next_free;
 	unlock(&p->lock, LOCK_ENGINE_POOL);
 	return c;
 }
 
 static void give_back(struct rconn_pool *p, struct rconn *c)
 {
+	struct rconn **free_ = c->node ? &c->node->free : &p->free;
+
 	lock(&p->lock, LOCK_ENGINE_POOL);
-	c->next_free = p->free;
-	p->free = c;
-	pthread_cond_signal(&p->freed);
+	c->next_free = *free_;
+	*free_ = c;
+	pthread_cond_signal(c->node ? &c->node->freed : &p->freed);
 	unlock(&p->lock, LOCK_ENGINE_POOL);
+}
+
+/* A cluster ----------------------------------------------------------------- */
+
+static void pause_for(uint64_t *pause, uint64_t deadline)
+{
+	*pause = *pause ? min_u64(*pause * 2, PAUSE_MAX_MS) : PAUSE_FIRST_MS;
+	sleep_ms(min_u64(*pause, wire_left_ms(deadline)));
+}
+
+/* A key read that may follow an ASK once (design doc: a function may
+ * not, it would decide on the importing node on keys not moved yet). */
+static bool ask_follows(const char *cmd)
+{
+	static const char *const reads[] = { "XRANGE", "XREVRANGE", "XREAD",
+					     "HGET", "HMGET", "HGETALL",
+					     "TYPE", "EXISTS", "GET" };
+
+	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++)
+		if (strcasecmp(cmd, reads[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Errors of a cluster that pass: wait, read the map again, send again. */
+static bool cluster_transient(const redisReply *rep)
+{
+	return wire_is_error(rep, "TRYAGAIN") ||
+	       wire_is_error(rep, "CLUSTERDOWN") ||
+	       (rep->type == REDIS_REPLY_ERROR &&
+		strstr(rep->str, "non local key") != NULL);
+}
+
+/* Make @n run the pool's library before its first call (a primary the
+ * map names for the first time).  0, or -EIO. */
+static int node_ready(struct rconn_pool *p, struct rnode *n, char *why)
+{
+	char err[WHY_MAX];
+	bool ok;
+	int rc;
+
+	int (*ensure)(struct rconn_pool *, struct rnode *, char *, size_t);
+
+	lock(&p->lock, LOCK_ENGINE_POOL);
+	ok = n->lib_ok;
+	ensure = p->ensure_node;
+	unlock(&p->lock, LOCK_ENGINE_POOL);
+	if (ok || !ensure)
+		return 0;
+	rc = ensure(p, n, err, sizeof(err));
+	if (rc == 0) {
+		lock(&p->lock, LOCK_ENGINE_POOL);
+		n->lib_ok = true;
+		unlock(&p->lock, LOCK_ENGINE_POOL);
+		return 0;
+	}
+	wire_why(why, "%s", err);
+	return rc == -ENOMEM ? rc : -EIO;
+}
+
+/*
+ * rconn_pool_call on a cluster: to the primary of the slot of the first
+ * key (@slot; -1: any primary; @fixed: that node, no routing), following
+ * MOVED (the slot recorded, the map read again once, sent again there),
+ * ASK (a key read: once to that node after ASKING; anything else waits
+ * and goes to the owner again), and treating TRYAGAIN, CLUSTERDOWN, a
+ * function's non local key and a connection lost as today's first
+ * class: pause, read the map again, send again while the budget lasts.
+ */
+static int cluster_call(struct rconn_pool *p, int slot, struct rnode *fixed,
+			uint64_t deadline, int argc, const char **argv,
+			const size_t *argvlen, redisReply **reply)
+{
+	struct store_remote_addr ask = { "", 0 };
+	char why[WHY_MAX] = "";
+	uint64_t pause = 0;
+	bool relib = false;
+
+	for (;;) {
+		struct rnode *n = fixed;
+		uint64_t gen = 0;
+		redisReply *rep = NULL;
+		struct cluster_redirect rd;
+		struct rconn *c;
+		int rc;
+
+		if (wire_left_ms(deadline) == 0) {
+			if (!why[0])
+				wire_why(why, "no reply within the time budget");
+			note_failure(p, why);
+			return -EIO;
+		}
+		if (ask.port) {
+			n = route_node(p, &ask);
+		} else if (!n) {
+			n = route_pick(p, slot, &gen);
+			if (!n) {
+				wire_why(why, "the cluster is down: no primary "
+					 "serves slot %d", slot);
+				note_failure(p, why);
+				pause_for(&pause, deadline);
+				route_refresh(p, gen, deadline, NULL);
+				continue;
+			}
+		}
+		if (!n)
+			return -ENOMEM;
+		if (!fixed && (rc = node_ready(p, n, why)) < 0) {
+			if (rc == -ENOMEM)
+				return rc;
+			note_failure(p, why);
+			pause_for(&pause, deadline);
+			route_refresh(p, gen, deadline, n);
+			continue;
+		}
+		c = take(p, n, deadline);
+		if (!c) {
+			wire_why(why, "every connection to %s:%u stayed busy",
+				 n->addr.host, (unsigned)n->addr.port);
+			continue;
+		}
+		if (ask.port) {
+			const char *av[] = { "ASKING" };
+
+			rc = call_until(c, deadline, 1, av, NULL, &rep, true, why);
+			if (rc == 0) {
+				freeReplyObject(rep);
+				rep = NULL;
+			}
+			ask.port = 0;
+		} else {
+			rc = 0;
+		}
+		if (rc == 0)
+			rc = call_until(c, deadline, argc, argv, argvlen, &rep,
+					true, why);
+		give_back(p, c);
+		if (rc == -ENOMEM || rc == -EINVAL)
+			return rc;
+		if (rc < 0) {
+			/* Lost, refused, a replica now: the map may have
+			 * changed (a failover). */
+			if (!fixed)
+				route_refresh(p, gen, deadline, n);
+			pause_for(&pause, deadline);
+			continue;
+		}
+		rc = cluster_redirect_parse(rep, &rd);
+		if (rc == CLUSTER_REDIRECT_MOVED || rc == CLUSTER_REDIRECT_ASK) {
+			if (!rd.addr.host[0])
+				snprintf(rd.addr.host, sizeof(rd.addr.host),
+					 "%s", n->addr.host);
+			wire_why(why, "%s", rep->str);
+			freeReplyObject(rep);
+			if (fixed) {
+				/* A command that names its node has no slot. */
+				pause_for(&pause, deadline);
+				continue;
+			}
+			if (rc == CLUSTER_REDIRECT_MOVED) {
+				route_moved(p, &rd);
+				route_refresh(p, gen, deadline, NULL);
+				/* The newest word is the MOVED's. */
+				route_moved(p, &rd);
+			} else if (ask_follows(argv[0])) {
+				ask = rd.addr;
+			} else {
+				pause_for(&pause, deadline);
+			}
+			continue;
+		}
+		if (cluster_transient(rep)) {
+			wire_why(why, "%s", rep->str);
+			freeReplyObject(rep);
+			note_failure(p, why);
+			pause_for(&pause, deadline);
+			route_refresh(p, gen, deadline, NULL);
+			continue;
+		}
+		/* A node that lost its data lost the library too: load it
+		 * there again, once, and send again. */
+		if (!fixed && !relib && rep->type == REDIS_REPLY_ERROR &&
+		    strstr(rep->str, "Function not found")) {
+			bool hook;
+
+			lock(&p->lock, LOCK_ENGINE_POOL);
+			hook = p->ensure_node != NULL;
+			if (hook)
+				n->lib_ok = false;
+			unlock(&p->lock, LOCK_ENGINE_POOL);
+			if (hook) {
+				relib = true;
+				freeReplyObject(rep);
+				continue;
+			}
+		}
+		*reply = rep;
+		return 0;
+	}
+}
+
+/* Contract in redis/wire.h. */
+int conn_node_call(struct rconn_pool *p, struct rnode *n, uint64_t budget_ms,
+		   int argc, const char **argv, const size_t *argvlen,
+		   redisReply **reply)
+{
+	uint64_t deadline = wire_now_ms() + (budget_ms ? budget_ms
+						  : p->remote.timeout_ms);
+
+	*reply = NULL;
+	if (argc < 1 || !argv)
+		return -EINVAL;
+	return cluster_call(p, -1, n, deadline, argc, argv, argvlen, reply);
+}
+
+/*
+ * Is @p's store a Redis Cluster?  cluster:// says so; a redis:// or
+ * rediss:// node says so in INFO cluster (asked on a link of its own,
+ * retried until @deadline while it cannot be reached); other kinds are
+ * not.  0 with p->cluster set, or -EACCES, -EPERM, -EPROTO, -ENOMEM, -EIO.
+ */
+static int cluster_or_not(struct rconn_pool *p, uint64_t deadline, char *why)
+{
+	uint64_t pause = 0;
+
+	p->cluster = p->remote.kind == STORE_REMOTE_CLUSTER;
+	if (p->remote.kind != STORE_REMOTE_TCP)
+		return 0;
+	for (;;) {
+		struct link *ln = NULL;
+		bool on = false;
+		int rc = discover_node(p, &p->remote.addr, deadline, false, &ln,
+				       why);
+
+		if (rc == 0) {
+			rc = discover_cluster_enabled(ln, &on, why);
+			link_close(ln);
+			if (rc == 0)
+				p->cluster = on;
+		}
+		/* INFO refused: the policy check says so, as it did. */
+		if (rc == 0 || rc == -EPERM)
+			return 0;
+		if (rc == -ENOMEM || rc == -EACCES || rc == -EPROTO ||
+		    wire_left_ms(deadline) == 0)
+			return rc;
+		pause_for(&pause, deadline);
+	}
+}
+
+/*
+ * Connect one connection of each primary of the map now, so that what
+ * only connecting tells (credentials, the policy, TLS) is told at start:
+ * those refusals are final; a primary that cannot be reached is not (its
+ * calls retry, its slots wait).  0 or the final errno with @why.
+ */
+static int cluster_greet(struct rconn_pool *p, uint64_t deadline, char *why)
+{
+	struct rnode *nodes[ROUTE_NODES_MAX];
+	unsigned n = route_primaries(p, nodes, ROUTE_NODES_MAX);
+
+	for (unsigned i = 0; i < n; i++) {
+		struct link *ln = NULL;
+		int rc = discover_node(p, &nodes[i]->addr, deadline, true, &ln,
+				       why);
+
+		if (rc == -ENOMEM || rc == -EACCES || rc == -EPERM ||
+		    rc == -EPROTO)
+			return rc;
+		if (rc == 0)
+			conn_set(nodes[i]->free, ln);
+		why[0] = '\0';
+	}
+	return 0;
 }
 
 /* Contract in redis/conn.h. */
@@ -312,7 +662,7 @@ int rconn_pool_open(const struct store_remote *r, unsigned size,
 	if (rc < 0)
 		goto fail_lock;
 	for (; inited < size; inited++) {
-		rc = conn_init(&p->conns[inited], p, r->timeout_ms);
+		rc = conn_init(&p->conns[inited], p, NULL, r->timeout_ms);
 		if (rc < 0)
 			goto fail_conns;
 		p->conns[inited].next_free = p->free;
@@ -322,6 +672,21 @@ int rconn_pool_open(const struct store_remote *r, unsigned size,
 	/* Connect one now: what only connecting tells is told at start.
 	 * It is the one on top of the free list, the first to be used. */
 	deadline = wire_now_ms() + r->timeout_ms;
+	rc = cluster_or_not(p, deadline, why);
+	if (rc == 0 && p->cluster) {
+		rc = route_open(p, deadline, why);
+		if (rc == 0)
+			rc = cluster_greet(p, deadline, why);
+		if (rc == 0) {
+			atomic_store(&p->connected, true);
+			*out = p;
+			return 0;
+		}
+		route_close(p);
+		goto fail_conns;
+	}
+	if (rc < 0)
+		goto fail_conns;
 	for (;;) {
 		struct link *ln = NULL;
 
@@ -338,9 +703,10 @@ int rconn_pool_open(const struct store_remote *r, unsigned size,
 		pause = pause ? min_u64(pause * 2, PAUSE_MAX_MS) : PAUSE_FIRST_MS;
 		sleep_ms(min_u64(pause, wire_left_ms(deadline)));
 	}
-	if (rc != -ENOMEM && rc != -EACCES && rc != -EPERM && rc != -EPROTO)
-		rc = -EIO;
 fail_conns:
+	if (rc != -ENOMEM && rc != -EACCES && rc != -EPERM && rc != -EPROTO &&
+	    rc != -EINVAL)
+		rc = -EIO;
 	while (inited > 0)
 		pthread_mutex_destroy(&p->conns[--inited].lock);
 	pthread_cond_destroy(&p->freed);
@@ -351,8 +717,9 @@ fail:
 	if (errlen > 0) {
 		if (p && p->where[0])
 			snprintf(err, errlen, "statefs: -o store=%s: %s%s",
-				 p->where, rc == -EIO ?
-				 "no primary reached in store_timeout: " : "",
+				 p->where, rc == -EIO ? (p->cluster ?
+				 "no map of the cluster in store_timeout: " :
+				 "no primary reached in store_timeout: ") : "",
 				 why);
 		else
 			snprintf(err, errlen, "statefs: shared store: %s", why);
@@ -373,6 +740,8 @@ void rconn_pool_close(struct rconn_pool *p)
 {
 	if (!p)
 		return;
+	if (p->cluster)
+		route_close(p);
 	for (unsigned i = 0; i < p->size; i++) {
 		conn_drop(&p->conns[i]);
 		pthread_mutex_destroy(&p->conns[i].lock);
@@ -383,6 +752,11 @@ void rconn_pool_close(struct rconn_pool *p)
 	explicit_bzero(&p->remote, sizeof(p->remote));
 	free(p->conns);
 	free(p);
+}
+
+bool rconn_pool_is_cluster(const struct rconn_pool *p)
+{
+	return p->cluster;
 }
 
 bool rconn_pool_connected(const struct rconn_pool *p)
@@ -414,17 +788,39 @@ int rconn_pool_call(struct rconn_pool *p, uint64_t budget_ms, int argc,
 	struct rconn *c;
 	int rc;
 
+	char why[WHY_MAX] = "";
+
 	*reply = NULL;
 	if (argc < 1 || !argv)
 		return -EINVAL;
-	c = take(p, deadline);
+	if (p->cluster)
+		return cluster_call(p, route_slot_of(argc, argv, argvlen), NULL,
+				    deadline, argc, argv, argvlen, reply);
+	c = take(p, NULL, deadline);
 	if (!c) {
 		note_failure(p, "every connection stayed busy for the budget");
 		return -EIO;
 	}
-	rc = call_until(c, deadline, argc, argv, argvlen, reply);
+	rc = call_until(c, deadline, argc, argv, argvlen, reply, false, why);
 	give_back(p, c);
 	return rc;
+}
+
+/* Contract in redis/conn.h. */
+int rconn_pool_call_slot(struct rconn_pool *p, unsigned slot, uint64_t budget_ms,
+			 int argc, const char **argv, const size_t *argvlen,
+			 redisReply **reply)
+{
+	uint64_t deadline = wire_now_ms() + (budget_ms ? budget_ms
+						  : p->remote.timeout_ms);
+
+	*reply = NULL;
+	if (!p->cluster)
+		return rconn_pool_call(p, budget_ms, argc, argv, argvlen, reply);
+	if (argc < 1 || !argv || slot >= CLUSTER_SLOTS)
+		return -EINVAL;
+	return cluster_call(p, (int)slot, NULL, deadline, argc, argv, argvlen,
+			    reply);
 }
 
 /* Dedicated connections ------------------------------------------------------ */
@@ -437,7 +833,7 @@ int rconn_open(struct rconn_pool *p, uint64_t timeout_ms, struct rconn **out)
 
 	if (!c)
 		return -ENOMEM;
-	rc = conn_init(c, p, timeout_ms);
+	rc = conn_init(c, p, NULL, timeout_ms);
 	if (rc < 0) {
 		free(c);
 		return rc;
@@ -447,11 +843,24 @@ int rconn_open(struct rconn_pool *p, uint64_t timeout_ms, struct rconn **out)
 }
 
 /* Contract in redis/conn.h. */
+int rconn_open_key(struct rconn_pool *p, const char *key, uint64_t timeout_ms,
+		   struct rconn **out)
+{
+	int rc = rconn_open(p, timeout_ms, out);
+
+	if (rc == 0 && p->cluster && key)
+		(*out)->slot = (int)cluster_key_slot(key, strlen(key));
+	return rc;
+}
+
+/* Contract in redis/conn.h. */
 int rconn_call(struct rconn *c, uint64_t budget_ms, int argc,
 	       const char **argv, const size_t *argvlen, redisReply **reply)
 {
+	char why[WHY_MAX] = "";
+
 	return call_until(c, wire_now_ms() + (budget_ms ? budget_ms : c->timeout_ms),
-			  argc, argv, argvlen, reply);
+			  argc, argv, argvlen, reply, false, why);
 }
 
 /* Contract in redis/conn.h. */
@@ -470,8 +879,7 @@ void rconn_close(struct rconn *c)
 {
 	if (!c)
 		return;
-	conn_drop(c);
-	pthread_mutex_destroy(&c->lock);
+	conn_fini(c);
 	free(c);
 }
 

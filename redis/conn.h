@@ -78,6 +78,12 @@ void rconn_pool_last_error(struct rconn_pool *p, char *buf, size_t cap);
 /*
  * Run one command (@argc words @argv of @argvlen bytes each: binary-safe)
  * on a connection of @p and return its reply in *@reply.
+ * On a cluster it goes to the primary of the slot of its first key (for
+ * FCALL, FCALL_RO, EVAL the first after numkeys; for XREAD the first
+ * after STREAMS; else argv[1]; a command without a key, or FCALL with no
+ * key, to any primary) and follows MOVED, ASK (a key read only),
+ * TRYAGAIN and CLUSTERDOWN (redis/conn.c, "A cluster"); each primary
+ * has its own connections, so a failing one stops only its own slots.
  * Waits for a free connection, then sends; when the connection fails (or
  * the server answers READONLY, LOADING, MASTERDOWN, BUSY or NOAUTH: not
  * the primary, or not ready) it reconnects, re-discovering the primary,
@@ -94,6 +100,21 @@ int rconn_pool_call(struct rconn_pool *p, uint64_t budget_ms, int argc,
 		    redisReply **reply);
 
 /*
+ * rconn_pool_call sent to the primary that serves hash slot @slot
+ * (0..16383) of a cluster: for a command without a key that must run
+ * where a slot's keys are (TIME for a tenant's deadline, a per-shard
+ * fan-out).  On one Redis it is rconn_pool_call.  Also -EINVAL for a
+ * slot past the last.
+ */
+int rconn_pool_call_slot(struct rconn_pool *p, unsigned slot, uint64_t budget_ms,
+			 int argc, const char **argv, const size_t *argvlen,
+			 redisReply **reply);
+
+/* Is @p's store a Redis Cluster (cluster://, or a redis:// node whose
+ * INFO cluster says cluster_enabled:1)?  Immutable once open. */
+bool rconn_pool_is_cluster(const struct rconn_pool *p);
+
+/*
  * Open a dedicated connection to the primary of @p for one thread that
  * blocks on the server (XREAD BLOCK), with its own command timeout
  * @timeout_ms (0: store_timeout; it must exceed the BLOCK time).
@@ -101,6 +122,17 @@ int rconn_pool_call(struct rconn_pool *p, uint64_t budget_ms, int argc,
  * its first command.  0 with *@out, or -ENOMEM.
  */
 int rconn_open(struct rconn_pool *p, uint64_t timeout_ms, struct rconn **out);
+
+/*
+ * rconn_open, to the primary that serves @key's slot on a cluster (a
+ * subscriber per shard): each time it connects, it connects to the
+ * slot's primary of the map then, and a connection that fails reads the
+ * map again, so it follows a failover.  Its replies are not routed: a
+ * MOVED or ASK is the caller's (open again for the new owner).  On one
+ * Redis it is rconn_open.
+ */
+int rconn_open_key(struct rconn_pool *p, const char *key, uint64_t timeout_ms,
+		   struct rconn **out);
 
 /*
  * rconn_pool_call on the dedicated connection @c: each attempt waits at
@@ -129,7 +161,9 @@ void rconn_close(struct rconn *c);
  * (FUNCTION LOAD REPLACE); the same version is left alone.  @code must
  * declare library @name and an sfs_version function (flag no-writes)
  * returning @version.  Mounts that load concurrently settle on the
- * newest version.  Returns 0, -EPROTO with a one-line message in @err
+ * newest version.  On a cluster: on every primary of the map now, and
+ * later on a primary the map names for the first time (after a
+ * failover), before the first call routed to it.  Returns 0, -EPROTO with a one-line message in @err
  * when the store holds a newer version (naming both), when its library
  * has no usable sfs_version, when @code is refused by the server or does
  * not report @version once loaded; -EIO (Redis unreachable) or -ENOMEM.

@@ -294,38 +294,27 @@ static int discover(struct rconn_pool *p, uint64_t deadline,
 	return refused ? -EPROTO : -EIO;
 }
 
-/* Contract in redis/wire.h. */
-int discover_primary(struct rconn_pool *p, uint64_t deadline,
-			   struct link **out, char *why)
+/*
+ * Dial @a (or @path), authenticate, and when @primary check the server is
+ * the primary with a policy that keeps every key.  @named: messages name
+ * the server (it was not the store option's).  Contract of
+ * discover_primary.
+ */
+static int greet(struct rconn_pool *p, const struct store_remote_addr *a,
+		 const char *path, bool named, bool primary, uint64_t deadline,
+		 struct link **out, char *why)
 {
 	const struct store_remote *r = &p->remote;
-	struct store_remote_addr found;
-	const struct store_remote_addr *a = &r->addr;
 	char at[STORE_REMOTE_HOST_MAX + 24];
 	struct link *ln;
 	uint64_t left = wire_left_ms(deadline);
 	int rc;
 
-	if (left == 0) {
-		if (!why[0])
-			wire_why(why, "no time left to connect");
+	if (left == 0)
 		return -EIO;
-	}
-	if (r->kind == STORE_REMOTE_SENTINEL) {
-		rc = discover(p, deadline, &found, why);
-		if (rc < 0)
-			return rc;
-		a = &found;
-		left = wire_left_ms(deadline);
-		if (left == 0)
-			return -EIO;
-	}
-	rc = dial(p, a, r->kind == STORE_REMOTE_UNIX ? r->path : NULL,
-		  min_u64(left, r->timeout_ms), &ln, why);
-	/* Messages name the server when the Sentinels chose it; otherwise
-	 * the store option already does. */
+	rc = dial(p, a, path, min_u64(left, r->timeout_ms), &ln, why);
 	at[0] = '\0';
-	if (r->kind == STORE_REMOTE_SENTINEL) {
+	if (named) {
 		memcpy(at, "primary ", 8);
 		addr_text(at + 8, sizeof(at) - 10, a);
 		strcat(at, ": ");
@@ -342,11 +331,11 @@ int discover_primary(struct rconn_pool *p, uint64_t deadline,
 	rc = authenticate(ln, r, why);
 	if (rc == 0)
 		rc = time_left(ln, deadline, r->timeout_ms, why);
-	if (rc == 0)
+	if (rc == 0 && primary)
 		rc = check_primary(ln, why);
-	if (rc == 0)
+	if (rc == 0 && primary)
 		rc = time_left(ln, deadline, r->timeout_ms, why);
-	if (rc == 0)
+	if (rc == 0 && primary)
 		rc = check_policy(ln, why);
 	if (rc == -EPERM)
 		atomic_fetch_add(&p->evictions, 1);
@@ -355,15 +344,88 @@ int discover_primary(struct rconn_pool *p, uint64_t deadline,
 
 		snprintf(inner, sizeof(inner), "%s", why);
 		wire_why(why, "%s%s", at, inner);
-		/* A replica: the Sentinel asked was behind; ask the next. */
-		if (rc == -EAGAIN && r->kind == STORE_REMOTE_SENTINEL)
-			atomic_fetch_add(&p->sentinel_next, 1);
-		goto fail;
+		link_close(ln);
+		return rc;
 	}
 	*out = ln;
 	return 0;
-fail:
-	link_close(ln);
+}
+
+/* Contract in redis/wire.h. */
+int discover_primary(struct rconn_pool *p, uint64_t deadline,
+		     struct link **out, char *why)
+{
+	const struct store_remote *r = &p->remote;
+	struct store_remote_addr found;
+	const struct store_remote_addr *a = &r->addr;
+	int rc;
+
+	if (wire_left_ms(deadline) == 0) {
+		if (!why[0])
+			wire_why(why, "no time left to connect");
+		return -EIO;
+	}
+	if (r->kind == STORE_REMOTE_SENTINEL) {
+		rc = discover(p, deadline, &found, why);
+		if (rc < 0)
+			return rc;
+		a = &found;
+	}
+	rc = greet(p, a, r->kind == STORE_REMOTE_UNIX ? r->path : NULL,
+		   r->kind == STORE_REMOTE_SENTINEL, true, deadline, out, why);
+	/* A replica: the Sentinel asked was behind; ask the next. */
+	if (rc == -EAGAIN && r->kind == STORE_REMOTE_SENTINEL)
+		atomic_fetch_add(&p->sentinel_next, 1);
 	return rc;
 }
 
+/* Contract in redis/wire.h. */
+int discover_node(struct rconn_pool *p, const struct store_remote_addr *a,
+		  uint64_t deadline, bool primary, struct link **out, char *why)
+{
+	if (wire_left_ms(deadline) == 0) {
+		if (!why[0])
+			wire_why(why, "no time left to connect");
+		return -EIO;
+	}
+	return greet(p, a, NULL, true, primary, deadline, out, why);
+}
+
+/* Contract in redis/wire.h. */
+int discover_cluster_enabled(struct link *ln, bool *on, char *why)
+{
+	const char *argv[] = { "INFO", "cluster" };
+	redisReply *rep = link_exchange(ln, 2, argv, NULL, why);
+	int rc = 0;
+
+	*on = false;
+	if (!rep)
+		return lost(ln);
+	if (rep->type == REDIS_REPLY_ERROR) {
+		wire_why(why, "INFO cluster refused (allow the user +info): %s",
+			 rep->str);
+		rc = -EPERM;
+	} else if (rep->type == REDIS_REPLY_STRING) {
+		*on = strstr(rep->str, "cluster_enabled:1") != NULL;
+	} else {
+		wire_why(why, "INFO cluster: an unexpected reply");
+		rc = -EIO;
+	}
+	freeReplyObject(rep);
+	return rc;
+}
+
+/* Contract in redis/wire.h. */
+int discover_slots(struct link *ln, const char *host, struct cluster_map **out,
+		   char *why)
+{
+	const char *argv[] = { "CLUSTER", "SLOTS" };
+	redisReply *rep = link_exchange(ln, 2, argv, NULL, why);
+	int rc;
+
+	if (!rep)
+		return lost(ln);
+	rc = cluster_map_parse(rep, host, out, why);
+	freeReplyObject(rep);
+	return rc;
+}

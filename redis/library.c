@@ -25,11 +25,12 @@
 
 /* One command through the pool for rconn_library_ensure: 0 with a reply
  * that is not an error, or the errno with a message in @err. */
-static int library_call(struct rconn_pool *p, int argc, const char **argv,
-			const size_t *argvlen, redisReply **rep, char *err,
-			size_t errlen)
+static int library_call(struct rconn_pool *p, struct rnode *n, int argc,
+			const char **argv, const size_t *argvlen,
+			redisReply **rep, char *err, size_t errlen)
 {
-	int rc = rconn_pool_call(p, 0, argc, argv, argvlen, rep);
+	int rc = n ? conn_node_call(p, n, 0, argc, argv, argvlen, rep)
+		   : rconn_pool_call(p, 0, argc, argv, argvlen, rep);
 	char why[WHY_MAX];
 
 	if (rc == -EIO) {
@@ -44,12 +45,13 @@ static int library_call(struct rconn_pool *p, int argc, const char **argv,
 }
 
 /* Is library @name loaded?  0 with *@present, or an errno and @err. */
-static int library_present(struct rconn_pool *p, const char *name,
-			   bool *present, char *err, size_t errlen)
+static int library_present(struct rconn_pool *p, struct rnode *n,
+			   const char *name, bool *present, char *err,
+			   size_t errlen)
 {
 	const char *argv[] = { "FUNCTION", "LIST", "LIBRARYNAME", name };
 	redisReply *rep;
-	int rc = library_call(p, 4, argv, NULL, &rep, err, errlen);
+	int rc = library_call(p, n, 4, argv, NULL, &rep, err, errlen);
 
 	if (rc < 0)
 		return rc;
@@ -78,12 +80,13 @@ static int library_present(struct rconn_pool *p, const char *name,
 
 /* The version the loaded library reports.  0, or -EPROTO (no usable
  * sfs_version) or another errno, with @err. */
-static int library_version(struct rconn_pool *p, const char *name,
-			   uint64_t *version, char *err, size_t errlen)
+static int library_version(struct rconn_pool *p, struct rnode *n,
+			   const char *name, uint64_t *version, char *err,
+			   size_t errlen)
 {
 	const char *argv[] = { "FCALL_RO", "sfs_version", "0" };
 	redisReply *rep;
-	int rc = library_call(p, 3, argv, NULL, &rep, err, errlen);
+	int rc = library_call(p, n, 3, argv, NULL, &rep, err, errlen);
 	char *end = NULL;
 
 	if (rc < 0)
@@ -106,10 +109,11 @@ static int library_version(struct rconn_pool *p, const char *name,
 	return rc;
 }
 
-/* Contract in redis/conn.h. */
-int rconn_library_ensure(struct rconn_pool *p, const char *name,
-			 const char *code, uint64_t version, char *err,
-			 size_t errlen)
+/* rconn_library_ensure on one server: the pool's (@n NULL) or the
+ * cluster's primary @n. */
+static int ensure_on(struct rconn_pool *p, struct rnode *n, const char *name,
+		     const char *code, uint64_t version, char *err,
+		     size_t errlen)
 {
 	char scratch[8];
 	uint64_t have = 0;
@@ -125,11 +129,11 @@ int rconn_library_ensure(struct rconn_pool *p, const char *name,
 		bool present = false;
 		redisReply *rep;
 
-		rc = library_present(p, name, &present, err, errlen);
+		rc = library_present(p, n, name, &present, err, errlen);
 		if (rc < 0)
 			goto out;
 		if (present) {
-			rc = library_version(p, name, &have, err, errlen);
+			rc = library_version(p, n, name, &have, err, errlen);
 			if (rc < 0)
 				goto out;
 			if (have == version)
@@ -145,11 +149,11 @@ int rconn_library_ensure(struct rconn_pool *p, const char *name,
 				goto out;
 			}
 			/* FUNCTION LOAD REPLACE code */
-			rc = library_call(p, 4, load, NULL, &rep, err, errlen);
+			rc = library_call(p, n, 4, load, NULL, &rep, err, errlen);
 		} else {
 			/* FUNCTION LOAD code */
 			load[2] = code;
-			rc = library_call(p, 3, load, NULL, &rep, err, errlen);
+			rc = library_call(p, n, 3, load, NULL, &rep, err, errlen);
 		}
 		if (rc < 0)
 			goto out;
@@ -170,7 +174,7 @@ int rconn_library_ensure(struct rconn_pool *p, const char *name,
 		freeReplyObject(rep);
 		/* Another mount may have replaced it meanwhile: the next
 		 * round settles on the newer of the two. */
-		rc = library_version(p, name, &have, err, errlen);
+		rc = library_version(p, n, name, &have, err, errlen);
 		if (rc < 0 || have == version)
 			goto out;
 	}
@@ -186,6 +190,47 @@ out:
 	if (rc == 0)
 		err[0] = '\0';
 	return rc;
+}
+
+/* The pool's hook: the library on a primary named for the first time. */
+static int ensure_node(struct rconn_pool *p, struct rnode *n, char *err,
+		       size_t errlen)
+{
+	return ensure_on(p, n, p->lib_name, p->lib_code, p->lib_version, err,
+			 errlen);
+}
+
+/* Contract in redis/conn.h. */
+int rconn_library_ensure(struct rconn_pool *p, const char *name,
+			 const char *code, uint64_t version, char *err,
+			 size_t errlen)
+{
+	struct rnode *nodes[ROUTE_NODES_MAX];
+	unsigned nn;
+
+	if (!p->cluster)
+		return ensure_on(p, NULL, name, code, version, err, errlen);
+	nn = route_primaries(p, nodes, ROUTE_NODES_MAX);
+	for (unsigned i = 0; i < nn; i++) {
+		int rc = ensure_on(p, nodes[i], name, code, version, err, errlen);
+
+		if (rc < 0)
+			return rc;
+		lock(&p->lock, LOCK_ENGINE_POOL);
+		nodes[i]->lib_ok = true;
+		unlock(&p->lock, LOCK_ENGINE_POOL);
+	}
+	/* The first library ensured is every new primary's (the pool's
+	 * lock: calls read it when they meet a node). */
+	lock(&p->lock, LOCK_ENGINE_POOL);
+	if (!p->ensure_node) {
+		p->lib_name = name;
+		p->lib_code = code;
+		p->lib_version = version;
+		p->ensure_node = ensure_node;
+	}
+	unlock(&p->lock, LOCK_ENGINE_POOL);
+	return 0;
 }
 
 /* This mount's library ------------------------------------------------------ */

@@ -56,6 +56,14 @@ size_t store_remote_describe(char *buf, size_t cap,
 		}
 		text_put(&t, "/%s", r->master);
 		break;
+	case STORE_REMOTE_CLUSTER:
+		text_put(&t, r->tls ? "clusters://" : "cluster://");
+		for (unsigned i = 0; i < r->nsentinels; i++) {
+			if (i > 0)
+				text_put(&t, ",");
+			put_addr(&t, &r->sentinels[i]);
+		}
+		break;
 	}
 	return t.len;
 }

@@ -21,6 +21,7 @@ enum store_remote_kind {
 	STORE_REMOTE_TCP,       /* redis://HOST:PORT, rediss:// over TLS */
 	STORE_REMOTE_UNIX,      /* unix:/PATH */
 	STORE_REMOTE_SENTINEL,  /* sentinel://H1:P1,H2:P2/MASTER, sentinels:// */
+	STORE_REMOTE_CLUSTER,   /* cluster://H1:P1,H2:P2 (seeds), clusters:// */
 };
 
 #define STORE_REMOTE_HOST_MAX      255  /* a DNS name or an address */
@@ -56,13 +57,17 @@ struct store_remote {
 	enum store_remote_kind kind;
 	struct store_remote_addr addr;       /* TCP: the server */
 	char path[STORE_REMOTE_PATH_MAX + 1]; /* UNIX: an absolute path */
-	/* SENTINEL: asked in turn for the primary of @master. */
+	/* SENTINEL: asked in turn for the primary of @master.  CLUSTER:
+	 * the seed nodes, asked in turn for the slot map (CLUSTER SLOTS). */
 	struct store_remote_addr sentinels[STORE_REMOTE_SENTINELS_MAX];
 	unsigned nsentinels;
 	char master[STORE_REMOTE_NAME_MAX + 1];
 	/* A sentinel:// list still waiting for its "/MASTER": FUSE splits
 	 * -o values at commas, so "H1:P1,H2:P2/M" arrives in pieces. */
 	bool sentinel_open;
+	/* The latest store= was a cluster:// list: a bare HOST:PORT piece
+	 * that follows is one more seed (FUSE split the list at a comma). */
+	bool cluster_open;
 
 	char user[STORE_REMOTE_NAME_MAX + 1]; /* "" = AUTH with the password alone */
 	char password_file[PATH_MAX];         /* "" = none */
@@ -109,7 +114,8 @@ void store_remote_default(struct store_remote *r);
 /*
  * Write where @r points, the way a user writes it ("redis://HOST:PORT",
  * "rediss://HOST:PORT", "unix:/PATH", "sentinel://H:P,.../MASTER",
- * "sentinels://H:P,.../MASTER", or "embedded" for none), for
+ * "sentinels://H:P,.../MASTER", "cluster://H:P,...", "clusters://H:P,...",
+ * or "embedded" for none), for
  * messages; never the user or the password.  snprintf-like: returns the
  * length the text needs, writes at most @cap bytes, NUL-terminated when
  * @cap > 0.

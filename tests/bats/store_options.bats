@@ -85,6 +85,22 @@ refused() {
 	refused store -o 'store=sentinel://127.0.0.1:26379,127.0.0.1:0/m'
 }
 
+@test "a cluster seed list needs addresses, each HOST:PORT" {
+	refused store -o 'store=cluster://'
+	refused store -o 'store=clusters://'
+	refused store -o 'store=cluster://127.0.0.1:7000/m'
+	# The list as users write it: FUSE splits it at the commas.
+	refused store -o 'store=cluster://127.0.0.1:7000,127.0.0.1:0'
+	refused store -o 'store=cluster://127.0.0.1:7000,127.0.0.1:7001,[::1'
+	refused store -o 'store=cluster://127.0.0.1:7000,127.0.0.1'
+	refused store_tls_ca -o 'store=cluster://127.0.0.1:7000,store_tls_ca=/x.pem'
+}
+
+@test "a cluster that cannot be reached is refused at start, naming every seed" {
+	refused store -o 'store=cluster://127.0.0.1:1,[::1]:1,127.0.0.1:2,store_timeout=1'
+	assert_output --partial 'cluster://127.0.0.1:1,[::1]:1,127.0.0.1:2'
+}
+
 @test "a missing, empty or unreadable password file is one line at start" {
 	refused store_password_file -o store=redis://127.0.0.1:6379 \
 		-o "store_password_file=$PWFILE"
