@@ -1,0 +1,163 @@
+#!/usr/bin/env bats
+# The Redis Cluster harness (cluster_helpers.bash) the shared store's
+# cluster run and scripts/bench/cluster.sh stand on, checked with
+# redis-cli alone: a 3+3 cluster forms, keys route, a manual failover and
+# a killed primary keep what was written, a slot moved with its keys
+# keeps them and is redirected at its old owner, and nothing outlives a
+# test.  Each test starts its own cluster and stops it in teardown, also
+# when it failed.  No mount: it loads redis_helpers only, so the shared
+# store's run (scripts/run-tests.sh, redis_suites) does not run it again.
+
+# bats file_tags=cluster
+
+load redis_helpers
+
+teardown() {
+	# The ports of this test's nodes, for the last test to check.
+	echo "${CLUSTER_PORTS[*]}" >>"$BATS_FILE_TMPDIR/ports"
+	redis_stop_all
+}
+
+# Every node answers on its port and every key is reachable from any.
+@test "a 3+3 cluster forms: ok on every node, 3 primaries and 3 synced replicas" {
+	cluster_start
+	[ "${#CLUSTER_PORTS[@]}" -eq 6 ]
+	[ "${#REDIS_PIDS[@]}" -eq 6 ]
+	local p prim=0 repl=0
+	for p in "${CLUSTER_PORTS[@]}"; do
+		run ccli "$p" CLUSTER INFO
+		assert_output --partial cluster_state:ok
+		assert_output --partial cluster_slots_assigned:16384
+		case $(ccli "$p" ROLE | head -n 1) in
+		master) prim=$((prim + 1)) ;;
+		slave) repl=$((repl + 1)) ;;
+		esac
+	done
+	[ "$prim" -eq 3 ]
+	[ "$repl" -eq 3 ]
+	# CLUSTER_SEEDS names the primaries, CLUSTER_PORTS lists them first.
+	[[ $CLUSTER_SEEDS == "127.0.0.1:${CLUSTER_PORTS[0]},127.0.0.1:${CLUSTER_PORTS[1]},127.0.0.1:${CLUSTER_PORTS[2]}" ]]
+	for p in "${CLUSTER_PORTS[@]:0:3}"; do
+		[ "$(ccli "$p" ROLE | head -n 1)" = master ]
+	done
+}
+
+@test "keys route: ccli -c from any node, each stored on the primary of its slot" {
+	cluster_start
+	local k p owner
+	for k in a b c '{statefs.t1}:t' '{statefs.t2}:t' '{statefs.t3}:t'; do
+		run ccli "${CLUSTER_PORTS[5]}" -c SET "$k" "v-$k"
+		assert_output OK
+	done
+	for k in a b c '{statefs.t1}:t' '{statefs.t2}:t' '{statefs.t3}:t'; do
+		owner=$(cluster_primary_of_key "$k")
+		[ -n "$owner" ]
+		# The owner answers itself; every other node redirects there.
+		run ccli "$owner" GET "$k"
+		assert_output "v-$k"
+		for p in "${CLUSTER_PORTS[@]}"; do
+			run ccli "$p" -c GET "$k"
+			assert_output "v-$k"
+		done
+	done
+	# The three primaries between them hold the six keys.
+	local sum=0
+	for p in "${CLUSTER_PORTS[@]:0:3}"; do
+		sum=$((sum + $(ccli "$p" DBSIZE)))
+	done
+	[ "$sum" -eq 6 ]
+}
+
+@test "a manual failover keeps a key written before it" {
+	cluster_start
+	local owner repl
+	ccli "${CLUSTER_PORTS[0]}" -c SET before-failover kept >/dev/null
+	owner=$(cluster_primary_of_key before-failover)
+	# ROLE of a primary: master, offset, then ip, port, offset a replica.
+	repl=$(ccli "$owner" ROLE | sed -n 4p)
+	[ -n "$repl" ]
+	ccli "$owner" WAIT 1 5000 >/dev/null
+	cluster_failover "$repl"
+	[ "$(cluster_primary_of_key before-failover)" = "$repl" ]
+	[ "$(ccli "$owner" ROLE | head -n 1)" = slave ]
+	run ccli "$repl" GET before-failover
+	assert_output kept
+	run ccli "$owner" -c GET before-failover
+	assert_output kept
+}
+
+@test "a killed primary is replaced by its replica; the other shards answer throughout" {
+	cluster_start
+	local victim others=() p i
+	# 300 keys, about a third on each primary.
+	for ((i = 0; i < 300; i++)); do
+		ccli "${CLUSTER_PORTS[0]}" -c SET "k{$i}" "v$i" >/dev/null
+	done
+	victim=${CLUSTER_PORTS[1]}
+	ccli "$victim" WAIT 1 5000 >/dev/null
+	others=("${CLUSTER_PORTS[0]}" "${CLUSTER_PORTS[2]}")
+	# While the failover runs, the other shards' keys answer.
+	(
+		for ((i = 0; i < 40; i++)); do
+			for p in "${others[@]}"; do
+				ccli "$p" PING | grep -q PONG || echo "no PONG from $p"
+			done
+			sleep 0.1
+		done
+	) >"$BATS_TEST_TMPDIR/during" 2>&1 3>&- &
+	local watcher=$!
+	cluster_kill_primary "$victim"
+	wait "$watcher"
+	run cat "$BATS_TEST_TMPDIR/during"
+	assert_output ''
+	# Every key, on whichever shard, is still there.
+	for ((i = 0; i < 300; i++)); do
+		[ "$(ccli "${others[0]}" -c GET "k{$i}")" = "v$i" ] ||
+			fail "k{$i} lost after the failover"
+	done
+	[ -z "$(cluster_primary_of_key 'k{0}' | grep -x "$victim")" ]
+}
+
+@test "a slot moved with keys in it keeps them; its old owner answers MOVED" {
+	cluster_start
+	local slot from to i
+	for ((i = 0; i < 250; i++)); do
+		ccli "${CLUSTER_PORTS[0]}" -c SET "{moving}:$i" "v$i" >/dev/null
+	done
+	slot=$(ccli "${CLUSTER_PORTS[0]}" CLUSTER KEYSLOT '{moving}')
+	from=$(cluster_primary_of_slot "$slot")
+	for to in "${CLUSTER_PORTS[@]:0:3}"; do
+		[ "$to" != "$from" ] && break
+	done
+	cluster_move_slot "$slot" "$to"
+	[ "$(cluster_primary_of_slot "$slot")" = "$to" ]
+	[ "$(ccli "$to" CLUSTER COUNTKEYSINSLOT "$slot")" -eq 250 ]
+	[ "$(ccli "$from" CLUSTER COUNTKEYSINSLOT "$slot")" -eq 0 ]
+	run ccli "$from" GET '{moving}:7'
+	assert_output "MOVED $slot 127.0.0.1:$to"
+	run ccli "$from" -c GET '{moving}:249'
+	assert_output v249
+	cluster_wait_ok
+}
+
+@test "the library loads on every primary" {
+	cluster_start
+	cluster_load_library
+	local p
+	for p in "${CLUSTER_PORTS[@]:0:3}"; do
+		run ccli "$p" FUNCTION LIST
+		assert_output --partial statefs
+	done
+}
+
+@test "teardown left no redis-server of an earlier test" {
+	local p ports
+	[ "${#REDIS_PIDS[@]}" -eq 0 ]
+	read -r -d '' ports <"$BATS_FILE_TMPDIR/ports" || :
+	[ -n "${ports// /}" ]
+	for p in $ports; do
+		[ -z "$(ss -Hltn "sport = :$p")" ] || fail "a node still listens on $p"
+		! pgrep -f "^redis-server 127.0.0.1:$p " >/dev/null ||
+			fail "a redis-server of port $p still runs"
+	done
+}
