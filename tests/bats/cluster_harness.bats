@@ -161,3 +161,43 @@ teardown() {
 			fail "a redis-server of port $p still runs"
 	done
 }
+
+# The shared store's cluster run (helpers.bash, STATEFS_STORE=cluster):
+# one cluster for a bats file, up before its first test, the same for
+# every test, stopped after the last even when a test failed.  A file of
+# three tests (the last fails on purpose) run by a bats of its own, with
+# no mount.
+@test "STATEFS_STORE=cluster: one cluster for the file, stopped after it, also on failure" {
+	local d=$BATS_TEST_TMPDIR/suite p
+	mkdir -p "$d"
+	cp "$BATS_TEST_DIRNAME"/*.bash "$d"/
+	# (%test: bats would read @test at the start of a line here as its own.)
+	sed 's/^%test/@test/' >"$d/mode.bats" <<'SUITE'
+load helpers
+%test "the file's cluster is up" {
+	run ccli "${CLUSTER_PORTS[0]}" CLUSTER INFO
+	assert_output --partial cluster_state:ok
+	[ "${#CLUSTER_PORTS[@]}" -eq 6 ]
+	[[ $CLUSTER_SEEDS == 127.0.0.1:*,127.0.0.1:*,127.0.0.1:* ]]
+	echo "$CLUSTER_PORT_LIST" >"$OUT/ports"
+}
+%test "the second test has the same cluster, with the library" {
+	[ "$CLUSTER_PORT_LIST" = "$(cat "$OUT/ports")" ]
+	run ccli "${CLUSTER_PORTS[1]}" FUNCTION LIST
+	assert_output --partial statefs
+	ccli "${CLUSTER_PORTS[2]}" -c SET x y
+}
+%test "a failing test" {
+	false
+}
+SUITE
+	OUT=$BATS_TEST_TMPDIR REDIS_LIBRARY=$REDIS_LIBRARY STATEFS_STORE=cluster \
+		run bats --tap "$d/mode.bats"
+	[ "$status" -eq 1 ]
+	assert_line 'ok 1 the file'"'"'s cluster is up'
+	assert_line 'ok 2 the second test has the same cluster, with the library'
+	assert_line 'not ok 3 a failing test'
+	for p in $(cat "$BATS_TEST_TMPDIR/ports"); do
+		[ -z "$(ss -Hltn "sport = :$p")" ] || fail "a node still listens on $p"
+	done
+}

@@ -43,8 +43,9 @@
 
 CLUSTER_PORTS=()
 CLUSTER_PIDS=()
-CLUSTER_SEEDS=
-CLUSTER_DIR=
+# (Exported by the cluster run's setup_file: kept.)
+CLUSTER_SEEDS=${CLUSTER_SEEDS:-}
+CLUSTER_DIR=${CLUSTER_DIR:-}
 
 ccli() {
 	local port=$1
