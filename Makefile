@@ -285,7 +285,7 @@ bench: deps
 	@$(MAKE) --no-print-directory all $(B)/bench/loadgen $(B)/bench/floorfs \
 		$(B)/bench/snapshot_stall
 	scripts/bench/run.sh
-	$(MAKE) --no-print-directory bench-snapshot bench-tls bench-mounts
+	$(MAKE) --no-print-directory bench-snapshot bench-tls bench-mounts bench-cluster
 
 # The cost of TLS per transition: create, unlink and the other point
 # phases on a mount over rediss:// against one over redis://, one
@@ -299,6 +299,16 @@ bench-tls: all $(B)/bench/loadgen
 bench-mounts: all
 	@mkdir -p $(B)/bench
 	scripts/bench/mounts.sh | tee $(B)/bench/mounts.txt
+
+# The shared store on a Redis Cluster of 3 primaries and 3 replicas: the
+# share of FCALLs on each primary (target 25%..42% each), main-thread
+# CPU per transition on each shard and the ceiling of N shards computed
+# from it, for 300 tenants through a mount (scripts/bench/cluster.sh;
+# --selftest drives the statistics without a mount), into
+# build/bench/cluster.txt.
+bench-cluster: all
+	@mkdir -p $(B)/bench
+	scripts/bench/cluster.sh | tee $(B)/bench/cluster.txt
 
 bench-snapshot: $(B)/bench/snapshot_stall
 	$(B)/bench/snapshot_stall
