@@ -308,7 +308,8 @@ bench-mounts: all
 # build/bench/cluster.txt.
 bench-cluster: all
 	@mkdir -p $(B)/bench
-	scripts/bench/cluster.sh | tee $(B)/bench/cluster.txt
+	@st=0; scripts/bench/cluster.sh >$(B)/bench/cluster.txt 2>&1 || st=$$?; \
+		cat $(B)/bench/cluster.txt; exit $$st
 
 bench-snapshot: $(B)/bench/snapshot_stall
 	$(B)/bench/snapshot_stall
