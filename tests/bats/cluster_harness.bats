@@ -96,11 +96,20 @@ teardown() {
 	victim=${CLUSTER_PORTS[1]}
 	ccli "$victim" WAIT 1 5000 >/dev/null
 	others=("${CLUSTER_PORTS[0]}" "${CLUSTER_PORTS[2]}")
-	# While the failover runs, the other shards' keys answer.
+	# A key served by each of the other two primaries.
+	local mine=() k
+	for p in "${others[@]}"; do
+		for ((i = 0; i < 300; i++)); do
+			[ "$(cluster_primary_of_key "k{$i}")" = "$p" ] && break
+		done
+		mine+=("$i")
+	done
+	# While the failover runs, the other shards answer for their keys.
 	(
-		for ((i = 0; i < 40; i++)); do
-			for p in "${others[@]}"; do
-				ccli "$p" PING | grep -q PONG || echo "no PONG from $p"
+		for ((k = 0; k < 40; k++)); do
+			for i in 0 1; do
+				[ "$(ccli "${others[i]}" GET "k{${mine[i]}}")" = "v${mine[i]}" ] ||
+					echo "${others[i]} did not answer k{${mine[i]}}"
 			done
 			sleep 0.1
 		done
@@ -150,18 +159,6 @@ teardown() {
 	done
 }
 
-@test "teardown left no redis-server of an earlier test" {
-	local p ports
-	[ "${#REDIS_PIDS[@]}" -eq 0 ]
-	read -r -d '' ports <"$BATS_FILE_TMPDIR/ports" || :
-	[ -n "${ports// /}" ]
-	for p in $ports; do
-		[ -z "$(ss -Hltn "sport = :$p")" ] || fail "a node still listens on $p"
-		! pgrep -f "^redis-server 127.0.0.1:$p " >/dev/null ||
-			fail "a redis-server of port $p still runs"
-	done
-}
-
 # The shared store's cluster run (helpers.bash, STATEFS_STORE=cluster):
 # one cluster for a bats file, up before its first test, the same for
 # every test, stopped after the last even when a test failed.  A file of
@@ -200,5 +197,17 @@ SUITE
 	assert_line 'not ok 3 a failing test'
 	for p in $(cat "$BATS_TEST_TMPDIR/ports"); do
 		[ -z "$(ss -Hltn "sport = :$p")" ] || fail "a node still listens on $p"
+	done
+}
+
+@test "teardown left no redis-server of an earlier test" {
+	local p ports
+	[ "${#REDIS_PIDS[@]}" -eq 0 ]
+	read -r -d '' ports <"$BATS_FILE_TMPDIR/ports" || :
+	[ -n "${ports// /}" ]
+	for p in $ports; do
+		[ -z "$(ss -Hltn "sport = :$p")" ] || fail "a node still listens on $p"
+		! pgrep -f "^redis-server 127.0.0.1:$p " >/dev/null ||
+			fail "a redis-server of port $p still runs"
 	done
 }

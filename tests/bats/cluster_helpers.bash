@@ -38,9 +38,16 @@
 #   cluster_wait_ok          wait until every living node says
 #                            cluster_state:ok and agrees on the slot map
 #
+# CLUSTER_NODE_ARGS: more arguments of every node's redis-server
+# (default --cluster-require-full-coverage no: while a primary is down
+# and not yet replaced, the other primaries go on serving their slots,
+# as a fleet's shards do; "" for Redis's default, every node refusing
+# with CLUSTERDOWN until every slot is served again).
+#
 # Every wait is bounded (60 s: a loaded machine may be slow, a cluster
 # that does not settle in that time is a failure, not a hang).
 
+CLUSTER_NODE_ARGS=${CLUSTER_NODE_ARGS---cluster-require-full-coverage no}
 CLUSTER_PORTS=()
 CLUSTER_PIDS=()
 # (Exported by the cluster run's setup_file: kept.)
@@ -84,13 +91,15 @@ _cluster_node_start() {
 	for ((try = 0; try < 5; try++)); do
 		_cluster_pick_port || break
 		dir=$CLUSTER_DIR/node-$port
-		mkdir -m 0700 -p -- "$dir" || return 1
+		mkdir -m 0700 -- "$dir" || return 1
 		# fd 3 is bats' output channel: a background child must not keep it.
+		# shellcheck disable=SC2086 # CLUSTER_NODE_ARGS: words
 		redis-server --port "$port" --bind 127.0.0.1 \
 			--cluster-enabled yes --cluster-config-file "$dir/nodes.conf" \
 			--cluster-port $((port + 10000)) --cluster-node-timeout 2000 \
 			--save '' --appendonly no --dir "$dir" \
-			--logfile "$dir/redis.log" </dev/null >/dev/null 2>&1 3>&- &
+			--logfile "$dir/redis.log" $CLUSTER_NODE_ARGS \
+			</dev/null >/dev/null 2>&1 3>&- &
 		pid=$!
 		REDIS_PIDS+=("$pid")
 		for ((i = 0; i < 2000; i++)); do
@@ -123,13 +132,17 @@ _cluster_living() {
 	done
 }
 
-# _cluster_settled: every living node says ok, each knows the same
+# _cluster_settled: every living node says ok with all 16384 slots ok,
+# each knows the same
 # number of primaries serving slots, and every replica's link to its
 # primary is up and synced.
 _cluster_settled() {
-	local p role want= n
+	local p role want="" n
 	for p in $(_cluster_living); do
 		[ "$(_cluster_info_field "$p" cluster_state)" = ok ] || return 1
+		# Every slot served by a primary seen alive (state ok alone does
+		# not say so without full coverage).
+		[ "$(_cluster_info_field "$p" cluster_slots_ok)" = 16384 ] || return 1
 		n=$(_cluster_info_field "$p" cluster_size)
 		[ -z "$want" ] && want=$n
 		[ "$n" = "$want" ] || return 1
@@ -260,7 +273,7 @@ cluster_failover() {
 }
 
 cluster_kill_primary() {
-	local port=$1 id i idx= replicas p
+	local port=$1 id i idx="" replicas p
 	for i in "${!CLUSTER_PORTS[@]}"; do
 		[ "${CLUSTER_PORTS[i]}" = "$port" ] && idx=$i
 	done
@@ -302,7 +315,9 @@ cluster_move_slot() {
 	ccli "$from" CLUSTER SETSLOT "$slot" MIGRATING "$to_id" | grep -q OK || return 1
 	for ((i = 0; i < 100000; i++)); do
 		mapfile -t keys < <(ccli "$from" CLUSTER GETKEYSINSLOT "$slot" 100 | tr -d '\r')
-		[ "${#keys[@]}" -gt 0 ] && [ -n "${keys[0]}" ] || break
+		if [ "${#keys[@]}" -eq 0 ] || [ -z "${keys[0]}" ]; then
+			break
+		fi
 		ccli "$from" MIGRATE 127.0.0.1 "$to" "" 0 5000 KEYS "${keys[@]}" |
 			grep -q OK || {
 			fail "cluster_move_slot: MIGRATE of slot $slot failed"
