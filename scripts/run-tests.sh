@@ -119,7 +119,7 @@ embedded  concurrency:34 shared_faults:33 shared_watch:31 leases:23
 embedded  tree:22 tools:21 children:20 install:18 shared:17 shares:16
 embedded  watch:16 parents:14 capacity:12 stats:12 faults:11 links:11
 embedded  cache:9 options:8 store_options:8 ownership:5 leaks:4
-embedded  shared_tls:4 lease_stress:3 walks:3 cluster_harness:40
+embedded  shared_tls:4 lease_stress:3 walks:3 cluster_harness:45
 redis     saturation:100 snapshot:94 events:85 concurrency:68 permissions:59
 redis     tree:40 leases:38 install:32 children:29 tools:27 drain:27
 redis     shares:26 parents:25 watch:25 capacity:18 links:18 cache:16

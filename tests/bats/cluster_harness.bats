@@ -200,6 +200,31 @@ SUITE
 	done
 }
 
+# scripts/bench/cluster.sh's statistics, without a mount: its own
+# cluster, 300 tenant hash tags over the 3 primaries, each primary's
+# share of 1200 FCALLs, and its nodes gone when it ends.
+@test "scripts/bench/cluster.sh --selftest: the tenants' spread and each primary's share" {
+	run "$BATS_TEST_DIRNAME/../../scripts/bench/cluster.sh" --selftest 300 4
+	assert_success
+	assert_line --partial "self test: 1200 FCALLs"
+	local n sum=0 fc=0 p ports
+	while read -r n; do
+		sum=$((sum + n))
+	done < <(sed -n 's/^  primary [0-9]*: \([0-9]*\) tenants$/\1/p' <<<"$output")
+	[ "$sum" -eq 300 ]
+	[ "$(grep -c ' tenants$' <<<"$output")" -eq 3 ]
+	while read -r n; do
+		fc=$((fc + n))
+	done < <(awk '$2 ~ /^[0-9]+$/ && $4 ~ /%$/ { print $3 }' <<<"$output")
+	[ "$fc" -eq 1200 ]
+	assert_line --partial "computed, not measured"
+	ports=$(sed -n 's/^cluster: primaries \(.*\), replicas \(.*\)$/\1 \2/p' <<<"$output")
+	[ -n "$ports" ]
+	for p in $ports; do
+		[ -z "$(ss -Hltn "sport = :$p")" ] || fail "a node of cluster.sh still listens on $p"
+	done
+}
+
 @test "teardown left no redis-server of an earlier test" {
 	local p ports
 	[ "${#REDIS_PIDS[@]}" -eq 0 ]
