@@ -6,6 +6,13 @@
 #                                  binaries but the TSan ones, the seam,
 #                                  and the bats suites on the embedded
 #                                  store but the slow ones (SLOW below)
+#   scripts/run-tests.sh --cluster the shared store's group alone (the
+#                                  files of step 3's shared store run),
+#                                  on a Redis Cluster: STATEFS_STORE=cluster,
+#                                  one 3+3 cluster a file, each mount
+#                                  store=cluster://...,store_layout=tenant
+#                                  (tests/bats/helpers.bash); make
+#                                  test-cluster, not part of make test
 #
 # The tests, each a job:
 #   1. each unit binary build/unit/test_* and build/unit/stress_store*
@@ -59,7 +66,9 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 
 check=0
+cluster=0
 [ "${1:-}" = "--check" ] && check=1
+[ "${1:-}" = "--cluster" ] && cluster=1
 
 passed=0
 failed=0
@@ -69,7 +78,7 @@ failed=0
 # shows them first.
 SLOW="leaks shared_faults multimount saturation concurrency permissions
 lease_stress events drain leases shared_watch redis_functions shared
-shared_tls"
+shared_tls cluster_harness"
 
 # The suites split into N jobs (bats_copy): the long ones with many
 # tests, each test with its own mounts and redis-servers under names of
@@ -110,7 +119,7 @@ embedded  concurrency:34 shared_faults:33 shared_watch:31 leases:23
 embedded  tree:22 tools:21 children:20 install:18 shared:17 shares:16
 embedded  watch:16 parents:14 capacity:12 stats:12 faults:11 links:11
 embedded  cache:9 options:8 store_options:8 ownership:5 leaks:4
-embedded  shared_tls:4 lease_stress:3 walks:3
+embedded  shared_tls:4 lease_stress:3 walks:3 cluster_harness:45
 redis     saturation:100 snapshot:94 events:85 concurrency:68 permissions:59
 redis     tree:40 leases:38 install:32 children:29 tools:27 drain:27
 redis     shares:26 parents:25 watch:25 capacity:18 links:18 cache:16
@@ -213,7 +222,7 @@ bats_copies() {
 suite_jobs() {
 	local store=$1 f name wide drop=0
 	shift
-	[ "$store" = redis ] && [ "$has_tags" = 0 ] && drop=1
+	[ "$store" != embedded ] && [ "$has_tags" = 0 ] && drop=1
 	for f in "$@"; do
 		suite_name "$f"
 		wide_of "$name"
@@ -256,7 +265,11 @@ export PATH="$run_tmp/bin:$PATH"
 
 # --- the job list: "KIND ARG N" lines ---------------------------------------------
 
-{
+if [ "$cluster" = 1 ]; then
+	rm -rf build/bats-cluster-*
+	# shellcheck disable=SC2046
+	suite_jobs cluster $(in_order $(redis_suites)) >"$jobs_list"
+else {
 	# The binaries of today's sources only: one left in build/ by a
 	# test file since removed is not a test any more.  The TSan ones,
 	# the longest, first.
@@ -291,12 +304,13 @@ export PATH="$run_tmp/bin:$PATH"
 		fi
 	fi
 } >"$jobs_list"
+fi
 
-grep -q '^unit ' "$jobs_list" || {
+[ "$cluster" = 1 ] || grep -q '^unit ' "$jobs_list" || {
 	echo "*** no unit test binaries in build/unit (run make unit)"
 	failed=$((failed + 1))
 }
-[ "$check" = 1 ] || grep -q '^fuzz ' "$jobs_list" || {
+[ "$check" = 1 ] || [ "$cluster" = 1 ] || grep -q '^fuzz ' "$jobs_list" || {
 	echo "*** no fuzz targets in build/fuzz (run make fuzz-build)"
 	failed=$((failed + 1))
 }
@@ -324,6 +338,9 @@ one_job() {
 	redis)
 		[ "$has_tags" = 1 ] && opts+=(--filter-tags '!embedded-only,!store-free')
 		STATEFS_STORE=redis TMPDIR="$run_tmp" bats "${opts[@]}" "$arg" ;;
+	cluster)
+		[ "$has_tags" = 1 ] && opts+=(--filter-tags '!embedded-only,!store-free')
+		STATEFS_STORE=cluster TMPDIR="$run_tmp" bats "${opts[@]}" "$arg" ;;
 	esac >"$run_tmp/$n.out" 2>&1 </dev/null
 	rc=$?
 	echo "$rc" >"$run_tmp/$n.rc"
@@ -445,7 +462,7 @@ while read -r kind arg _; do
 			echo "--- $arg: 0 passed, 1 failed"
 			failed=$((failed + 1))
 		fi ;;
-	embedded | redis)
+	embedded | redis | cluster)
 		echo "=== bats $arg ($kind store)"
 		cat "$out" 2>/dev/null
 		tally_bats "$arg ($kind store)" "$out" "$rc" ;;
@@ -480,7 +497,7 @@ if [ -s "$run_tmp/joblog" ]; then
 	n=0
 	while read -r kind arg _; do
 		n=$((n + 1))
-		case $kind in embedded | redis) ;; *) continue ;; esac
+		case $kind in embedded | redis | cluster) ;; *) continue ;; esac
 		suite_name "$arg"
 		sed -n 's/^\(not \)\{0,1\}ok [0-9][0-9]* \(.*\) in \([0-9][0-9]*\)ms\( # skip.*\)\{0,1\}$/\3\t\2/p' \
 			"$run_tmp/$n.out" 2>/dev/null |
@@ -491,8 +508,9 @@ fi
 
 # --- the seam --------------------------------------------------------------------
 
-echo "=== scripts/check-seam.sh"
-if scripts/check-seam.sh; then
+if [ "$cluster" = 1 ]; then
+	: # the seam is make test's
+elif echo "=== scripts/check-seam.sh"; scripts/check-seam.sh; then
 	echo "--- seam: 1 passed, 0 failed"
 	passed=$((passed + 1))
 else

@@ -300,11 +300,15 @@ set terminal pngcairo size 1800,900 font ",10"
 set output "$OUT/bench.png"
 set multiplot layout 2,3 title "statefs (embedded and on Redis) vs the FUSE floor vs tmpfs: ops/s against population ($(date -u +%Y-%m-%d))"
 set logscale xy
-set xrange [500:2000000]
+# The populations measured, with half a decade of room either side.
+set xrange [$lo / 3.0 : $hi * 3.0]
 set xlabel "children in the store"
 set ylabel "ops/s"
-# The key beside each panel, never over its curves.
-set key outside right top vertical font ",8"
+# The key beside each panel, outside its plotting area (right of the
+# axes, top aligned), so that it never covers a curve, whatever the
+# data; the same right margin on every panel keeps their axes aligned.
+set key outside right top vertical Left reverse width -2 font ",8" samplen 2
+set rmargin 16
 set grid
 do for [ph in "create stat restat read rename unlink"] {
 	set title ph

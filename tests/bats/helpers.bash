@@ -13,6 +13,13 @@
 # redis run leaves them out (scripts/run-tests.sh; tests/README.md says
 # which and why).
 #
+# With STATEFS_STORE=cluster the same, on a Redis Cluster: one cluster of
+# 3 primaries and 3 replicas for the file (cluster_helpers.bash),
+# started in setup_file and stopped in teardown_file, also when a test
+# failed; each mount -o store=cluster://$CLUSTER_SEEDS with a
+# store_prefix of its own and store_layout=tenant (each tenant's call
+# touches one slot).  Tests see CLUSTER_SEEDS, CLUSTER_PORTS and ccli.
+#
 #   statefs_mount [-o opts]...  mount; sets MNT, STATEFS_PID, STATEFS_LOG
 #                               (STATEFS_STORE_LAYOUT=tenant: a shared
 #                               store is made in the tenant layout)
@@ -45,10 +52,12 @@
 # file_has_line): assert.bash, which says why they start no process.
 load assert
 
-if [ "${STATEFS_STORE:-embedded}" = redis ]; then
+case ${STATEFS_STORE:-embedded} in
+redis | cluster)
 	# shellcheck source=tests/bats/redis_helpers.bash
 	source "$BATS_TEST_DIRNAME/redis_helpers.bash"
-fi
+	;;
+esac
 
 STATEFS_BIN="${STATEFS_BIN:-$BATS_TEST_DIRNAME/../../build/statefs}"
 
@@ -172,8 +181,9 @@ statefs_unmount() {
 		_statefs_unmount_one $entry || rc=1
 	done
 	STATEFS_MOUNTS=()
-	# The shared stores of this test's mounts go with them.
-	if [ "${STATEFS_STORE:-embedded}" = redis ]; then
+	# The shared stores of this test's mounts go with them (not the
+	# file's cluster: no test's REDIS_PIDS has its nodes).
+	if [ "${STATEFS_STORE:-embedded}" != embedded ]; then
 		redis_stop_all
 	fi
 	return "$rc"
@@ -211,6 +221,51 @@ _redis_file_server() {
 # kill -0).  A suite with a teardown_file of its own calls it.
 teardown_file() {
 	_redis_file_stop
+	_cluster_file_stop
+}
+
+# The file's cluster of the cluster run (STATEFS_STORE=cluster): started
+# here, before the first test, with the library loaded on every primary;
+# what the tests need of it exported (a test is a process of its own):
+# CLUSTER_SEEDS, CLUSTER_PORT_LIST and CLUSTER_PID_LIST, which each test
+# finds again as CLUSTER_PORTS and CLUSTER_PIDS.  A start that fails
+# stops what it started.  A suite with a setup_file of its own calls
+# _cluster_file_start from it.
+if [ "${STATEFS_STORE:-embedded}" = cluster ]; then
+	setup_file() {
+		_cluster_file_start
+	}
+	if [ -n "${CLUSTER_PORT_LIST:-}" ]; then
+		read -r -a CLUSTER_PORTS <<<"$CLUSTER_PORT_LIST"
+		read -r -a CLUSTER_PIDS <<<"$CLUSTER_PID_LIST"
+	fi
+fi
+_cluster_file_start() {
+	local saved=("${REDIS_PIDS[@]}")
+	BATS_TEST_TMPDIR=$BATS_FILE_TMPDIR cluster_start 3 1 || {
+		redis_stop_all
+		return 1
+	}
+	if [ -r "$REDIS_LIBRARY" ]; then
+		cluster_load_library || {
+			redis_stop_all
+			return 1
+		}
+	fi
+	CLUSTER_PORT_LIST="${CLUSTER_PORTS[*]}"
+	CLUSTER_PID_LIST="${CLUSTER_PIDS[*]}"
+	export CLUSTER_SEEDS CLUSTER_PORT_LIST CLUSTER_PID_LIST
+	printf '%s\n' "${CLUSTER_PIDS[@]}" >"$BATS_FILE_TMPDIR/cluster-file"
+	REDIS_PIDS=("${saved[@]}")
+}
+_cluster_file_stop() {
+	local f=$BATS_FILE_TMPDIR/cluster-file pid
+	[ -r "$f" ] || return 0
+	while read -r pid; do
+		_redis_stop_one "$pid"
+	done <"$f"
+	rm -f "$f"
+	return 0
 }
 _redis_file_stop() {
 	local f=$BATS_FILE_TMPDIR/redis-file pid sock i
@@ -507,6 +562,12 @@ _statefs_start() {
 	if [ "${STATEFS_STORE:-embedded}" = redis ]; then
 		_redis_file_server || return 1
 		store=(-o "store=unix:$REDIS_SOCK,store_prefix=m$BATS_TEST_NUMBER.$STATEFS_NMOUNTS")
+	elif [ "${STATEFS_STORE:-embedded}" = cluster ]; then
+		[ -n "${CLUSTER_SEEDS:-}" ] || {
+			fail "STATEFS_STORE=cluster: no cluster (setup_file: _cluster_file_start)"
+			return 1
+		}
+		store=(-o "store=cluster://$CLUSTER_SEEDS,store_prefix=m$BATS_TEST_NUMBER.$STATEFS_NMOUNTS,store_layout=tenant")
 	fi
 	# STATEFS_STORE_LAYOUT=tenant: every shared store a mount makes is
 	# of the tenant layout (each tenant's facts in its own slot).

@@ -27,6 +27,13 @@
 #   fsyncdir DIR...          fsync(2) of each directory: its mount catches
 #                            up with every change made before the call
 #                            (bounded: a hang fails the test)
+#
+# A Redis Cluster of the test's own (cluster_helpers.bash, loaded below):
+#   cluster_start [N_PRIMARIES=3] [REPLICAS=1], ccli PORT ARGS...,
+#   cluster_primary_of_key KEY, cluster_failover REPLICA_PORT,
+#   cluster_kill_primary PORT, cluster_move_slot SLOT TO_PORT,
+#   cluster_load_library; its nodes are in REDIS_PIDS too, so
+#   redis_stop_all stops them.
 
 # bats-support, bats-assert and statefs_sleep (assert.bash).
 load assert
@@ -35,6 +42,9 @@ REDIS_LIBRARY="${REDIS_LIBRARY:-$BATS_TEST_DIRNAME/../../build/gen/statefs.lua}"
 
 REDIS_PIDS=()
 REDIS_SOCKS=()
+
+# shellcheck source=tests/bats/cluster_helpers.bash
+source "$BATS_TEST_DIRNAME/cluster_helpers.bash"
 
 # The directory of a server: one mkdir (mode 0700, as mktemp makes it),
 # under a name of this process's, tried again when it is taken.
