@@ -67,6 +67,18 @@ static uint64_t *lim_field(struct store_limits *l, size_t i)
 	return (uint64_t *)((char *)l + lims[i].off);
 }
 
+/* Does sfs_init's OK reply @rep say the store is of the tenant layout? */
+static bool store_says_tenant(const redisReply *rep)
+{
+	for (size_t i = 5; i + 1 < rep->elements; i += 2) {
+		const char *k = out_str(rep, i), *v = out_str(rep, i + 1);
+
+		if (k && v && strcmp(k, "layout") == 0)
+			return strcmp(v, "tenant") == 0;
+	}
+	return false;
+}
+
 /* Contract in redis/internal.h. */
 int instance_init(struct remote *r, struct store_limits *l,
 		      char *instance, char *err, size_t errlen)
@@ -76,6 +88,11 @@ int instance_init(struct remote *r, struct store_limits *l,
 	int n = 0, rc;
 	redisReply *rep = NULL;
 	char share_name[64];
+	/* A store made on a Redis Cluster is made in the tenant layout,
+	 * whatever the mount asked: the root layout's tenant calls name
+	 * two slots. */
+	bool on_cluster = rconn_pool_is_cluster(r->pool);
+	bool want_tenant = r->cfg.layout_tenant || on_cluster;
 
 	instance_random_hex(cand, 16);
 	snprintf(ver, sizeof(ver), "%d", LIBVERSION);
@@ -99,7 +116,7 @@ int instance_init(struct remote *r, struct store_limits *l,
 	/* Followed only by a store made now; one made already keeps its
 	 * own, which the reply tells. */
 	av[n++] = "layout";
-	av[n++] = r->cfg.layout_tenant ? "tenant" : "root";
+	av[n++] = want_tenant ? "tenant" : "root";
 	rc = rconn_pool_call(r->pool, 0, n, av, NULL, &rep);
 	if (rc) {
 		snprintf(err, errlen, "statefs: the shared store did not answer "
@@ -142,6 +159,15 @@ int instance_init(struct remote *r, struct store_limits *l,
 			 "mount: %s%s%s", rep->element[0]->str,
 			 out_str(rep, 3) ? " " : "",
 			 out_str(rep, 3) ? out_str(rep, 3) : "");
+		freeReplyObject(rep);
+		return -EINVAL;
+	}
+	if (on_cluster && !store_says_tenant(rep)) {
+		snprintf(err, errlen, "statefs: the shared store at %s was made "
+			 "in the root layout, which spans one Redis only: its "
+			 "tenants' keys are in two slots (a store made on a "
+			 "cluster is made in the tenant layout)",
+			 rconn_pool_where(r->pool));
 		freeReplyObject(rep);
 		return -EINVAL;
 	}

@@ -435,8 +435,9 @@ static void test_message_one_line(void **state)
 					      sizeof(err)), -EINVAL);
 	assert_string_equal(err, "statefs: bad value for -o store: 'bogus' "
 				 "(redis://HOST:PORT, rediss://HOST:PORT, "
-				 "unix:/PATH, sentinel://HOST:PORT,.../MASTER or "
-				 "sentinels://...)");
+				 "unix:/PATH, sentinel://HOST:PORT,.../MASTER, "
+				 "sentinels://..., cluster://HOST:PORT,... or "
+				 "clusters://...)");
 	/* Truncated, and no room at all. */
 	memset(small, 'x', sizeof(small));
 	assert_int_equal(layout_remote_option(&r, "store=bogus", small,
@@ -766,6 +767,7 @@ static void test_help(void **state)
 		{ "store_limits=adopt|check", "check" },
 		{ "lock_timeout=SECONDS", "10" },
 		{ "follow_idle=SECONDS", "30" },
+		{ "store_layout=root|tenant", "root" },
 		{ "store_tls_ca=PATH", "the system's trust store" },
 		{ "store_tls_cert=PATH", "none" },
 		{ "store_tls_key=PATH", "none" },
