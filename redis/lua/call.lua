@@ -238,7 +238,9 @@ local function publish(ctx)
 		end
 	end
 	for _, key in ipairs(keys) do
-		redis.call('SPUBLISH', string.sub(key, 1, -4) .. 'news',
+		-- pcall: a user whose ACL has no channels (&) still gets
+		-- its outcome; its followers then read every BLOCK_MS.
+		redis.pcall('SPUBLISH', string.sub(key, 1, -4) .. 'news',
 			dec(last[key]))
 	end
 end
