@@ -718,8 +718,6 @@ int remote_sync(struct store *s)
 {
 	size_t n;
 	uint64_t *ids;
-	char (*keys)[160];
-	const char **kp;
 	redisReply *rep = NULL;
 	int rc;
 
@@ -732,39 +730,18 @@ int remote_sync(struct store *s)
 		freeReplyObject(rep);
 	if (rc)
 		return rc;
-	rep = NULL;
 	ids = remote_tenants(s, &n);
-	keys = st_calloc(n + 1, sizeof(*keys));
-	kp = st_calloc(n + 1, sizeof(*kp));
-	if (!ids || !keys || !kp) {
-		free(ids);
-		free(keys);
-		free(kp);
+	if (!ids)
 		return -ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++) {
-		remote_tenant_key(s, ids[i], keys[i], sizeof(keys[i]));
-		kp[i] = keys[i];
-	}
-	rc = remote_fcall(s, "sfs_sync", false, (int)n, kp, 0, NULL, NULL, &rep);
-	if (rc == 0)
-		rc = wait_seq(s, 0, out_u64(rep, 2));
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		int64_t seq = (int64_t)out_u64(rep, 3 + i);
-
-		if (seq >= 0)
-			rc = wait_seq(s, ids[i], (uint64_t)seq);
-	}
+	/* Each tenant's seq by a call of its own (its own slot on a
+	 * cluster), waited for. */
+	rc = remote_wait_tenants(s, ids, n);
 	/* The tenants not followed (redis/use.c): their link counts, as
 	 * a followed tenant's are now.  Not the sync's outcome: the tenants
 	 * it waited for are in step, and a count that could not be read is
 	 * read again at the next refresh. */
 	if (rc == 0)
 		(void)remote_shells_refresh(s);
-	if (rep)
-		freeReplyObject(rep);
 	free(ids);
-	free(keys);
-	free(kp);
 	return rc;
 }

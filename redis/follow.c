@@ -138,8 +138,6 @@ static int new_instance(struct store *s)
 	return mirror_reset(s, tenants_end_instance(s, &q));
 }
 
-static bool is_wake_stream(const struct remote *r, const redisReply *st);
-
 /* What the mount follows (redis/use.c) --------------------------------- */
 
 /* Is @tid on the follower's pending list (taking it off)? */
@@ -328,29 +326,6 @@ static void shells_gone(struct store *s)
 	free(ids);
 }
 
-/* The tenant whose log stream @st of an XREAD reply is (0: the root
- * log's) into *@tid: 0, 1 when it is not followed (any more), or
- * -EPROTO. */
-static int stream_tid(struct remote *r, const redisReply *st, uint64_t *tid)
-{
-	const char *key, *t;
-
-	*tid = 0;
-	if (st->type != REDIS_REPLY_ARRAY || st->elements != 2 ||
-	    st->element[0]->type != REDIS_REPLY_STRING ||
-	    st->element[1]->type != REDIS_REPLY_ARRAY)
-		return -EPROTO;
-	key = st->element[0]->str;
-	if (strcmp(key, r->rootlog) == 0)
-		return 0;
-	if (!(t = strstr(key, ".t")))
-		return -EPROTO;
-	*tid = strtoull(t + 2, NULL, 10);
-	if (*tid == 0)
-		return -EPROTO;
-	return follow_pos_find(r, *tid) ? 0 : 1;
-}
-
 /*
  * Apply entry @ent (of tenant @tid's log, 0: the root log's).  0, 1
  * when its stream is done for this round (the tenant reloaded or gone:
@@ -429,16 +404,18 @@ static int apply_entry(struct store *s, uint64_t tid, const redisReply *ent,
 	return 0;
 }
 
-/* Apply the entries of one stream of an XREAD reply. */
-static int apply_stream(struct store *s, const redisReply *st, bool *reread)
-{
+/* One log's read: its tenant (0: the root) and its XRANGE reply. */
+struct lread {
 	uint64_t tid;
-	int rc = stream_tid(remote_of(s), st, &tid);
+	redisReply *rep;
+};
 
-	if (rc)
-		return rc < 0 ? rc : 0;
-	for (size_t k = 0; k < st->element[1]->elements; k++) {
-		rc = apply_entry(s, tid, st->element[1]->element[k], reread);
+/* Apply the entries of one log's read. */
+static int apply_log(struct store *s, const struct lread *l, bool *reread)
+{
+	for (size_t k = 0; k < l->rep->elements; k++) {
+		int rc = apply_entry(s, l->tid, l->rep->element[k], reread);
+
 		if (rc)
 			return rc < 0 ? rc : 0;
 	}
@@ -447,7 +424,7 @@ static int apply_stream(struct store *s, const redisReply *st, bool *reread)
 
 /* Merging the logs by the store's order ---------------------------------- */
 
-/* One entry of an XREAD reply, by its number in the store's order. */
+/* One entry read, by its number in the store's order. */
 struct merged {
 	uint64_t gseq, tid;
 	const redisReply *ent;
@@ -478,46 +455,38 @@ static uint64_t ent_gseq(const redisReply *ent)
 }
 
 /*
- * Apply the logs of XREAD reply @rep in the store's order of all
- * tenants (the entries' gseq), so that the mirror holds, between two
- * entries, what the store held after the first: the root's .snapshot
- * and .events number it so.  A log that gave a whole BATCH may hold
- * more, earlier than another log's later entries: nothing past its
- * last is applied this round.  A new tenant followed, a reload or a
+ * Apply the logs read, @l[0..n), in the store's order of all tenants
+ * (the entries' gseq), so that the mirror holds, between two entries,
+ * what the store held after the first: the root's .snapshot and
+ * .events number it so.  The logs are read one after the other, so an
+ * entry past @upto (the store's gseq before the first read) may be
+ * later than one of a log read before it that the read missed: nothing
+ * past @upto is applied this round.  A log that gave a whole BATCH may
+ * hold more, earlier than another log's later entries: nothing past
+ * its last is applied either.  A new tenant followed, a reload or a
  * log ended stops the round (*@reread): the next read goes on from
- * each log's position.  *@whole: every entry the logs held at the read
- * was applied.  -EAGAIN: an entry without gseq (no such order), nothing
- * applied: the caller applies stream by stream.
+ * each log's position.  *@whole: every entry read was applied.
+ * -EAGAIN: an entry without gseq (no such order), nothing applied: the
+ * caller applies log by log.
  */
-static int apply_merged(struct store *s, const redisReply *rep, bool *reread,
-			bool *whole)
+static int apply_merged(struct store *s, const struct lread *l, size_t nl,
+			uint64_t upto, bool *reread, bool *whole)
 {
-	struct remote *r = remote_of(s);
 	struct merged *v;
 	size_t n = 0, total = 0;
-	uint64_t limit = UINT64_MAX;
+	uint64_t limit = upto;
+	bool full = false;
 	int rc = 0;
 
 	*whole = false;
-	for (size_t i = 0; i < rep->elements; i++)
-		if (!is_wake_stream(r, rep->element[i]) &&
-		    rep->element[i]->type == REDIS_REPLY_ARRAY &&
-		    rep->element[i]->elements == 2 &&
-		    rep->element[i]->element[1]->type == REDIS_REPLY_ARRAY)
-			total += rep->element[i]->element[1]->elements;
+	for (size_t i = 0; i < nl; i++)
+		total += l[i].rep->elements;
 	v = st_calloc(total + 1, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	for (size_t i = 0; i < rep->elements; i++) {
-		const redisReply *st = rep->element[i], *es;
-		uint64_t tid;
+	for (size_t i = 0; i < nl; i++) {
+		const redisReply *es = l[i].rep;
 
-		if (is_wake_stream(r, st))
-			continue;
-		rc = stream_tid(r, st, &tid);
-		if (rc < 0)
-			goto out;
-		es = st->element[1];
 		for (size_t k = 0; k < es->elements; k++) {
 			uint64_t g = ent_gseq(es->element[k]);
 
@@ -525,14 +494,14 @@ static int apply_merged(struct store *s, const redisReply *rep, bool *reread,
 				rc = -EAGAIN;
 				goto out;
 			}
-			if (rc == 0)
-				v[n++] = (struct merged){ g, tid, es->element[k] };
-			if (k + 1 == es->elements && es->elements >= BATCH &&
-			    g < limit)
-				limit = g;
+			v[n++] = (struct merged){ g, l[i].tid, es->element[k] };
+			if (k + 1 == es->elements && es->elements >= BATCH) {
+				full = true;
+				if (g < limit)
+					limit = g;
+			}
 		}
 	}
-	rc = 0;
 	qsort(v, n, sizeof(*v), merged_cmp);
 	for (size_t i = 0; i < n && v[i].gseq <= limit && !*reread; i++) {
 		rc = apply_entry(s, v[i].tid, v[i].ent, reread);
@@ -540,7 +509,7 @@ static int apply_merged(struct store *s, const redisReply *rep, bool *reread,
 			goto out;
 	}
 	rc = 0;
-	*whole = limit == UINT64_MAX && !*reread;
+	*whole = !full && (n == 0 || v[n - 1].gseq <= limit) && !*reread;
 out:
 	free(v);
 	return rc;
@@ -564,7 +533,7 @@ static int log_has_more(struct store *s, uint64_t tid, const char *id)
 
 	log_key(s, tid, key, sizeof(key));
 	snprintf(from, sizeof(from), "(%s", id);
-	rc = rconn_call(remote_of(s)->conn, 0, 6, av, NULL, &rep);
+	rc = rconn_pool_call(remote_of(s)->pool, 0, 6, av, NULL, &rep);
 	if (rc)
 		return rc;
 	rc = rep->type != REDIS_REPLY_ARRAY ? -EPROTO : rep->elements > 0;
@@ -576,58 +545,64 @@ static int log_has_more(struct store *s, uint64_t tid, const char *id)
  * Is the store still the instance the mirror follows (-ESTALE if not),
  * and does every log still hold what the mirror has not applied?  A log
  * trimmed past the follower's position to nothing (XTRIM, or a small
- * log_max) shows no entry to XREAD, so no gap either, until the tenant
+ * log_max) shows no entry past it, so no gap either, until the tenant
  * changes again: a tenant whose seq in the store is past the mirror's
  * while its log has nothing after the follower's position lost those
- * entries, and is reloaded.  One sfs_sync, and one XRANGE per tenant
+ * entries, and is reloaded.  One sfs_sync of the root, one of each
+ * tenant (each its own slot on a cluster), and one XRANGE per tenant
  * whose mirror lags.
  */
 static int check_logs(struct store *s)
 {
 	struct remote *r = remote_of(s);
-	size_t n = r->npos;
-	char (*keys)[160] = st_calloc(n + 1, sizeof(*keys));
-	const char **kp = st_calloc(n + 1, sizeof(*kp));
 	redisReply *rep = NULL;
-	int rc = -ENOMEM;
+	int rc, first = 0;
 
-	if (!keys || !kp)
-		goto out;
-	for (size_t i = 0; i < n; i++) {
-		remote_tenant_key(s, r->pos[i].tid, keys[i], sizeof(keys[i]));
-		kp[i] = keys[i];
-	}
-	rc = remote_fcall(s, "sfs_sync", false, (int)n, kp, 0, NULL, NULL, &rep);
+	rc = remote_fcall(s, "sfs_sync", false, 0, NULL, 0, NULL, NULL, &rep);
+	if (rep)
+		freeReplyObject(rep);
 	/* From the last: a reload that stops following a tenant moves the
 	 * last position into its place, one already looked at. */
-	for (size_t i = n; rc == 0 && i-- > 0;) {
-		const redisReply *e = rep->elements > 3 + i ? rep->element[3 + i] : NULL;
+	for (size_t i = r->npos; rc == 0 && i-- > 0;) {
+		char key[160];
+		const char *kp[] = { key };
 		uint64_t at = 0;
+		int64_t seq;
 		bool gone = false;
 
-		if (!e || e->type != REDIS_REPLY_INTEGER || e->integer < 0)
+		if (i >= r->npos || r->pos[i].damaged)
 			continue;
-		if (r->pos[i].damaged ||
-		    mirror_applied(s, r->pos[i].tid, &at, &gone) != 0 || gone ||
-		    at >= (uint64_t)e->integer)
+		rep = NULL;
+		remote_tenant_key(s, r->pos[i].tid, key, sizeof(key));
+		rc = remote_fcall(s, "sfs_sync", false, 1, kp, 0, NULL, NULL, &rep);
+		seq = rc == 0 && rep->elements > 3 &&
+		      rep->element[3]->type == REDIS_REPLY_INTEGER ?
+			      rep->element[3]->integer : -1;
+		if (rep)
+			freeReplyObject(rep);
+		if (rc == -EIO || rc == -ESTALE || rc == -ENOMEM)
+			break;
+		if (rc) {
+			/* This tenant's hash (damage): the others still. */
+			first = first ? first : rc;
+			rc = 0;
+			continue;
+		}
+		if (seq < 0 || mirror_applied(s, r->pos[i].tid, &at, &gone) != 0 ||
+		    gone || at >= (uint64_t)seq)
 			continue;
 		rc = log_has_more(s, r->pos[i].tid, r->pos[i].id);
 		if (rc == 0) {
 			fprintf(stderr, "statefs: shared store: tenant %" PRIu64
-				": its log lost entries %" PRIu64 "..%lld; "
+				": its log lost entries %" PRIu64 "..%" PRId64 "; "
 				"reloading the tenant\n", r->pos[i].tid, at + 1,
-				e->integer);
+				seq);
 			rc = reload(s, i);
 		} else if (rc == 1) {
 			rc = 0;
 		}
 	}
-out:
-	if (rep)
-		freeReplyObject(rep);
-	free(keys);
-	free(kp);
-	return rc;
+	return rc ? rc : first;
 }
 
 /* Is log @key damaged (a key of another type than a stream)?  Counted
@@ -638,7 +613,7 @@ static bool log_damaged(struct store *s, const char *key, bool was)
 	redisReply *rep = NULL;
 	bool bad;
 
-	if (rconn_call(remote_of(s)->conn, 0, 2, av, NULL, &rep) != 0)
+	if (rconn_pool_call(remote_of(s)->pool, 0, 2, av, NULL, &rep) != 0)
 		return was;
 	bad = rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "stream") != 0 &&
 	      strcmp(rep->str, "none") != 0;
@@ -649,10 +624,10 @@ static bool log_damaged(struct store *s, const char *key, bool was)
 }
 
 /*
- * Which logs are damaged (after an XREAD error, @all) or mended again
- * (every BLOCK_MS, the damaged ones only)?  A damaged log is left out of
- * the XREAD, so the others are followed still; mended, it is read again
- * from its position.
+ * Which logs are damaged (after a read refused, @all) or mended again
+ * (every BLOCK_MS, the damaged ones only)?  A damaged log is not read,
+ * so the others are followed still; mended, it is read again from its
+ * position.
  */
 static void logs_check_damage(struct store *s, bool all)
 {
@@ -667,34 +642,6 @@ static void logs_check_damage(struct store *s, bool all)
 		log_key(s, r->pos[i].tid, key, sizeof(key));
 		r->pos[i].damaged = log_damaged(s, key, r->pos[i].damaged);
 	}
-	/* The wake-up stream is this mount's alone: another type there is
-	 * removed (a wake-up makes it again). */
-	if (all && r->idle_ms && log_damaged(s, r->wakekey, false)) {
-		const char *av[] = { "DEL", r->wakekey };
-		redisReply *rep = NULL;
-
-		if (rconn_call(r->conn, 0, 2, av, NULL, &rep) == 0)
-			freeReplyObject(rep);
-	}
-}
-
-/* Is @st, one stream of an XREAD reply, the root log's?  (Its shape
- * checked: apply_stream refuses any other one.) */
-static bool is_root_stream(const struct remote *r, const redisReply *st)
-{
-	const char *key = out_str(st, 0);
-
-	return st->type == REDIS_REPLY_ARRAY && st->elements == 2 && key &&
-	       strcmp(key, r->rootlog) == 0;
-}
-
-/* Is @st this mount's wake-up stream (redis/use.c)? */
-static bool is_wake_stream(const struct remote *r, const redisReply *st)
-{
-	const char *key = out_str(st, 0);
-
-	return r->idle_ms && st->type == REDIS_REPLY_ARRAY && st->elements == 2 &&
-	       key && strcmp(key, r->wakekey) == 0;
 }
 
 /* A round failed: pause (*@pause ms, the next one longer), returning
@@ -712,25 +659,157 @@ static void back_off(struct remote *r, unsigned *pause)
 	}
 }
 
+/* Read log @key past @id: its XRANGE reply (an array) into *@out.  0,
+ * -EIO (no reply: the round ends), -EPROTO (refused: a key of another
+ * type; its damage is checked). */
+static int read_log(struct store *s, const char *key, const char *id,
+		    redisReply **out)
+{
+	char from[64], count[16];
+	const char *av[] = { "XRANGE", key, from, "+", "COUNT", count };
+	redisReply *rep = NULL;
+	int rc;
+
+	snprintf(from, sizeof(from), "(%s", id);
+	snprintf(count, sizeof(count), "%d", BATCH);
+	*out = NULL;
+	rc = rconn_pool_call(remote_of(s)->pool, 0, 6, av, NULL, &rep);
+	if (rc)
+		return rc;
+	if (rep->type != REDIS_REPLY_ARRAY) {
+		if (rep->type == REDIS_REPLY_ERROR)
+			fprintf(stderr, "statefs: shared store: XRANGE %s: %s\n",
+				key, rep->str);
+		freeReplyObject(rep);
+		return -EPROTO;
+	}
+	*out = rep;
+	return 0;
+}
+
+/* The store's gseq now (the last number of its order of all tenants
+ * taken), or UINT64_MAX when it has none or it could not be read. */
+static uint64_t store_gseq(struct store *s)
+{
+	struct remote *r = remote_of(s);
+	const char *av[] = { "HGET", r->meta, "gseq" };
+	redisReply *rep = NULL;
+	uint64_t g = UINT64_MAX;
+
+	if (rconn_pool_call(r->pool, 0, 3, av, NULL, &rep) != 0)
+		return g;
+	if (!dec_u64(rep->type == REDIS_REPLY_STRING ? rep->str : NULL, &g))
+		g = UINT64_MAX;
+	freeReplyObject(rep);
+	return g;
+}
+
+/*
+ * One round: read each due log past its position (the root's first),
+ * then apply what came, in the store's order where it has one (reading
+ * every followed log then: one that got no message may hold an earlier
+ * entry).  A log whose entries were not all applied stays due.
+ * *@whole: every followed log was read and all it held applied.
+ * 0, or -1 when the round failed (a read without a reply, a read
+ * refused, an entry neither applied nor reloaded).
+ */
+static int read_round(struct store *s, bool *reread, bool *whole)
+{
+	struct remote *r = remote_of(s);
+	bool gorder = atomic_load(&mirror_of(s)->gorder), all = true, done = true;
+	struct lread *l = st_calloc(r->npos + 1, sizeof(*l));
+	uint64_t upto = UINT64_MAX;
+	size_t n = 0;
+	int rc = 0, failed = 0;
+
+	*whole = false;
+	if (!l)
+		return -1;
+	if (gorder)
+		subs_all_due(r);
+	if (gorder)
+		upto = store_gseq(s);
+	for (size_t i = 0; i <= r->npos && rc == 0; i++) {
+		char key[160];
+		uint64_t tid = i ? r->pos[i - 1].tid : 0;
+		bool *due = i ? &r->pos[i - 1].due : &r->root_due;
+
+		if (i ? r->pos[i - 1].damaged : r->root_damaged)
+			continue;
+		if (!*due) {
+			all = false;
+			continue;
+		}
+		if (i)
+			log_key(s, tid, key, sizeof(key));
+		rc = read_log(s, i ? key : r->rootlog,
+			      i ? r->pos[i - 1].id : r->root_id, &l[n].rep);
+		if (rc == -EPROTO) {
+			/* Not a stream: left out until mended. */
+			logs_check_damage(s, true);
+			failed = -1;
+			rc = 0;
+			continue;
+		}
+		if (rc)
+			break;
+		*due = false;
+		l[n++].tid = tid;
+	}
+	if (rc) {
+		/* No reply: every log is read again at the next round. */
+		subs_all_due(r);
+		failed = -1;
+		all = false;
+	}
+	if (gorder && n > 0 &&
+	    (rc = apply_merged(s, l, n, upto, reread, &done)) != -EAGAIN) {
+		if (rc)
+			failed = -1;
+	} else {
+		/* The root log first: it names new tenants. */
+		for (size_t i = 0; i < n; i++)
+			if (!*reread && apply_log(s, &l[i], reread))
+				failed = -1;
+		done = !*reread;
+	}
+	/* What was not applied (a whole BATCH, past @upto, a round ended
+	 * by a reload) is read again at once. */
+	for (size_t i = 0; i < n; i++) {
+		const redisReply *es = l[i].rep;
+		struct follow_ix *x = l[i].tid ? follow_pos_find(r, l[i].tid) : NULL;
+		const char *last = es->elements ? out_str(es->element[es->elements - 1], 0) : NULL;
+		const char *at = l[i].tid ? (x ? r->pos[x->i].id : NULL) : r->root_id;
+
+		if (last && at && (es->elements >= BATCH || strcmp(last, at) != 0)) {
+			if (x)
+				r->pos[x->i].due = true;
+			else if (!l[i].tid)
+				r->root_due = true;
+			done = false;
+		}
+		freeReplyObject(l[i].rep);
+	}
+	free(l);
+	*whole = all && done && !failed;
+	return failed;
+}
+
 static void *follow_main(void *arg)
 {
 	struct store *s = arg;
 	struct remote *r = remote_of(s);
 	unsigned pause = 0;
-
 	uint64_t checked = mono_ms();
 
 	pthread_setname_np(pthread_self(), "statefs-follow");
 	while (!atomic_load(&r->stop)) {
-		size_t n = r->npos, argc = 0;
-		const char **av = st_calloc(2 * n + 18, sizeof(*av));
-		char block[16], count[16];
-		redisReply *rep = NULL;
 		bool reread = false, reinit, failed = false, whole = false;
 		/* The root's number waits for a round (redis/load.c): it
 		 * does not wait BLOCK_MS for it. */
 		bool settle = atomic_load(&mirror_of(s)->gorder) &&
 			      !store_root_settled(s) && follow_whole(s);
+		bool due = r->root_due && !r->root_damaged;
 		int rc;
 
 		lock(&r->lock, LOCK_ENGINE_STATE);
@@ -738,7 +817,6 @@ static void *follow_main(void *arg)
 		r->reinit = false;
 		unlock(&r->lock, LOCK_ENGINE_STATE);
 		if (reinit) {
-			free(av);
 			/* A new instance: every node of the old one dies, the
 			 * store is initialised anew (if no other mount did)
 			 * and everything is loaded again. */
@@ -758,110 +836,39 @@ static void *follow_main(void *arg)
 			batch_done(r);
 			continue;
 		}
-		if (!av) {
-			back_off(r, &pause);
-			continue;
-		}
 		/* Tenants a caller waits for are loaded before the read,
-		 * which then names their logs. */
+		 * which then reads their logs. */
 		if (r->idle_ms && follow_wanted(s)) {
-			free(av);
 			batch_done(r);
 			continue;
 		}
-		snprintf(block, sizeof(block), "%d", BLOCK_MS);
-		snprintf(count, sizeof(count), "%d", BATCH);
-		av[argc++] = "XREAD";
-		av[argc++] = "COUNT";
-		av[argc++] = count;
-		if (!settle) {
-			av[argc++] = "BLOCK";
-			av[argc++] = block;
-		}
-		av[argc++] = "STREAMS";
-		if (!r->root_damaged)
-			av[argc++] = r->rootlog;
-		/* Its wake-up (redis/use.c): new entries only. */
-		if (r->idle_ms)
-			av[argc++] = r->wakekey;
-		{
-			char (*keys)[160] = st_calloc(n + 1, sizeof(*keys));
-
-			if (!keys) {
-				free(av);
-				back_off(r, &pause);
-				continue;
-			}
-			/* A damaged log is left out until it is mended. */
-			for (size_t i = 0; i < n; i++) {
-				if (r->pos[i].damaged)
-					continue;
-				log_key(s, r->pos[i].tid, keys[i], sizeof(keys[i]));
-				av[argc++] = keys[i];
-			}
-			if (!r->root_damaged)
-				av[argc++] = r->root_id;
-			if (r->idle_ms)
-				av[argc++] = "$";
-			for (size_t i = 0; i < n; i++)
-				if (!r->pos[i].damaged)
-					av[argc++] = r->pos[i].id;
-			rc = argc > (size_t)(settle ? 4 : 6) + (r->idle_ms ? 2 : 0) ?
-				     rconn_call(r->conn, 0, (int)argc, av, NULL, &rep) :
-				     -EAGAIN;
-			free(keys);
-		}
-		free(av);
-		if (rc == -ECANCELED)
+		/* The channels of what is followed now; a link lost marks
+		 * every log due. */
+		if (subs_sync(s) == -ECANCELED)
 			break;
-		if (rc == -EAGAIN)
-			logs_check_damage(s, false);
-		if (rc) {
-			back_off(r, &pause);
-			continue;
+		for (size_t i = 0; i < r->npos && !due; i++)
+			due = r->pos[i].due && !r->pos[i].damaged;
+		if (settle) {
+			subs_all_due(r);
+		} else if (!due) {
+			uint64_t since = mono_ms() - checked;
+
+			rc = subs_wait(s, since >= BLOCK_MS ? 0 : BLOCK_MS - since);
+			if (rc == -ECANCELED)
+				break;
 		}
-		if (rep->type == REDIS_REPLY_NIL) {
-			/* Nothing for a while: check_logs below asks whether
-			 * the store is still ours. */
-			whole = true;
-		} else if (rep->type == REDIS_REPLY_ARRAY &&
-			   atomic_load(&mirror_of(s)->gorder) &&
-			   (rc = apply_merged(s, rep, &reread, &whole)) != -EAGAIN) {
-			/* In the store's order of all tenants. */
-			if (rc)
-				failed = true;
-		} else if (rep->type == REDIS_REPLY_ARRAY) {
-			/* The root log first: it names new tenants.  The
-			 * wake-up stream says nothing. */
-			for (size_t i = 0; i < rep->elements; i++)
-				if (is_wake_stream(r, rep->element[i]))
-					continue;
-				else if (is_root_stream(r, rep->element[i]) &&
-				    apply_stream(s, rep->element[i], &reread))
-					failed = true;
-			for (size_t i = 0; i < rep->elements; i++)
-				if (!is_root_stream(r, rep->element[i]) &&
-				    !is_wake_stream(r, rep->element[i]) &&
-				    apply_stream(s, rep->element[i], &reread))
-					failed = true;
-		} else {
-			/* An error (a log key of another type...) or a
-			 * reply XREAD never gives: said once a streak. */
-			if (rep->type == REDIS_REPLY_ERROR && !pause)
-				fprintf(stderr, "statefs: shared store: XREAD: "
-					"%s\n", rep->str);
-			if (rep->type == REDIS_REPLY_ERROR)
-				logs_check_damage(s, true);
+		/* Every BLOCK_MS, news or not: every log is read (a message
+		 * may be lost), the store is still ours, each log holds what
+		 * we lack. */
+		if (mono_ms() - checked >= BLOCK_MS)
+			subs_all_due(r);
+		if (read_round(s, &reread, &whole) != 0)
 			failed = true;
-		}
-		freeReplyObject(rep);
 		/* Every entry the logs held is applied: the mirror is the
 		 * store as of its last one, whatever was loaded before. */
 		if (whole && !failed && atomic_load(&mirror_of(s)->gorder) &&
 		    follow_whole(s))
 			store_root_order(s, 0, true);
-		/* Every BLOCK_MS, idle (XREAD gave nothing) or not: is the
-		 * store still ours, and does each log hold what we lack? */
 		if (mono_ms() - checked >= BLOCK_MS) {
 			logs_check_damage(s, false);
 			if (check_logs(s) == -EIO)
@@ -891,11 +898,12 @@ int follow_start(struct store *s)
 	bool made;
 	int rc;
 
-	/* Its reads block BLOCK_MS: each waits a little longer. */
-	rc = rconn_open(r->pool, r->cfg.timeout_ms + BLOCK_MS, &r->conn);
+	rc = subs_pipe(r);
 	if (rc)
 		return rc;
 	atomic_store(&r->stop, false);
+	r->subs_dirty = true;
+	subs_all_due(r);
 	/* Signals are the daemon's signal thread's to take (fs/main.c):
 	 * this thread, made before it, blocks them all. */
 	sigfillset(&all);
@@ -903,8 +911,7 @@ int follow_start(struct store *s)
 	made = pthread_create(&r->thread, NULL, follow_main, s) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (!made) {
-		rconn_close(r->conn);
-		r->conn = NULL;
+		subs_free(r);
 		return -EAGAIN;
 	}
 	r->running = true;
@@ -918,9 +925,9 @@ void follow_stop(struct store *s)
 	if (!r->running)
 		return;
 	atomic_store(&r->stop, true);
-	rconn_interrupt(r->conn);
+	follow_wake(s);
+	subs_interrupt(r);
 	pthread_join(r->thread, NULL);
-	rconn_close(r->conn);
-	r->conn = NULL;
+	subs_free(r);
 	r->running = false;
 }

@@ -432,6 +432,8 @@ int follow_pos_add(struct remote *r, uint64_t tid, const char *id)
 	}
 	r->pos[r->npos].tid = tid;
 	r->pos[r->npos].damaged = false;
+	r->pos[r->npos].due = true;
+	r->subs_dirty = true;
 	snprintf(r->pos[r->npos].id, sizeof(r->pos[0].id), "%s", id);
 	r->npos++;
 	return 0;
@@ -447,6 +449,8 @@ void follow_pos_clear(struct remote *r)
 	}
 	r->npos = 0;
 	r->root_damaged = false;
+	r->root_due = true;
+	r->subs_dirty = true;
 }
 
 void follow_pos_del(struct remote *r, size_t i)
@@ -457,6 +461,7 @@ void follow_pos_del(struct remote *r, size_t i)
 		HASH_DEL(r->ix, x);
 		free(x);
 	}
+	r->subs_dirty = true;
 	r->pos[i] = r->pos[--r->npos];
 	if (i < r->npos && (x = follow_pos_find(r, r->pos[i].tid)) != NULL)
 		x->i = i;

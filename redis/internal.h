@@ -68,6 +68,7 @@ struct follow_pos {
 	uint64_t tid;
 	char id[48];
 	bool damaged;   /* its log is not a stream: not read until mended */
+	bool due;       /* its log may hold more: read at the next round */
 };
 
 /* Where tenant @tid's position is in remote->pos (by hash: the
@@ -79,6 +80,11 @@ struct follow_ix {
 };
 
 struct remote_locks;
+struct follow_link;
+
+/* The most subscribed links a follower keeps: one per primary that
+ * serves a tenant it follows (one on one Redis). */
+#define FOLLOW_LINKS_MAX 128
 
 struct remote {
 	struct store_remote cfg;       /* immutable (password wiped) */
@@ -128,29 +134,38 @@ struct remote {
 	atomic_bool damaged_seen;      /* damaged_key is set */
 	atomic_uint_fast64_t damaged;  /* calls refused as damaged */
 
-	/* The follower (redis/follow.c): its thread, its connection, its
-	 * positions (its own; kept by redis/index.c), whether it runs. */
+	/* The follower (redis/follow.c): its thread, its positions (its
+	 * own; kept by redis/index.c), whether it runs. */
 	pthread_t thread;
 	bool running;
 	atomic_bool stop;
-	struct rconn *conn;
 	char root_id[48];
 	bool root_damaged;             /* the root log is not a stream */
+	bool root_due;                 /* the root log may hold more */
 	struct follow_pos *pos;
 	size_t npos, cappos;
 	struct follow_ix *ix;          /* tid -> its place in pos */
+	/* Its subscribed links and wake-up (redis/subscribe.c): the
+	 * links, each written once before nlinks counts it (follow_stop
+	 * interrupts them from another thread) and freed after the join;
+	 * whether the positions changed since the links' channels were
+	 * last made theirs (index.c sets it); the root's channel; the
+	 * pipe callers write a byte to (follow_wake), made before the
+	 * follower starts and closed by remote_free (-1 before). */
+	struct follow_link *links[FOLLOW_LINKS_MAX];
+	atomic_size_t nlinks;
+	bool subs_dirty;
+	char rootnews[STORE_REMOTE_PREFIX_MAX * 2 + 16];
+	int wake[2];
 
 	/* The locks (redis/lock.c): made at the first lock request. */
 	_Atomic(struct remote_locks *) locks;
 	/* What the mount follows (redis/use.c).  @idle_ms (follow_idle,
 	 * immutable): a tenant unused that long, which the kernel holds
-	 * nothing of, is unfollowed (0: every tenant is followed).  The
-	 * follower's wake-up: a stream of this mount's own it reads too
-	 * (an XADD to it ends the XREAD; it expires when unused).  Under
+	 * nothing of, is unfollowed (0: every tenant is followed).  Under
 	 * lock: the tenants a caller waits to be followed.  The holds of
 	 * the whole store (root .events, .snapshot). */
 	uint64_t idle_ms;
-	char wakekey[STORE_REMOTE_PREFIX_MAX * 2 + 48];
 	uint64_t *wanted;
 	size_t nwanted, capwanted;
 	atomic_int_fast64_t holds_all;
@@ -427,9 +442,35 @@ int follow_ensure(struct store *s, uint64_t tid);
  * lock: call with none held. */
 bool follow_whole(struct store *s);
 
-/* Wake the follower from its XREAD (an entry on its wake-up stream), so
- * that a wait for its next round does not wait out BLOCK_MS. */
+/* redis/subscribe.c */
+
+/* Wake the follower from its wait (a byte on its pipe), so that a wait
+ * for its next round does not wait out BLOCK_MS.  Any thread; lock-free. */
 void follow_wake(struct store *s);
+
+/* The follower's pipe (0 or -errno), made once before it starts;
+ * closed by subs_free. */
+int subs_pipe(struct remote *r);
+
+/* Make the follower's links subscribe the root's channel and each
+ * followed tenant's, and no other (the follower's thread).  0, -EIO
+ * (a link could not subscribe: read every BLOCK_MS meanwhile),
+ * -ECANCELED (stopped). */
+int subs_sync(struct store *s);
+
+/* Wait at most @ms for news on a link (the logs named marked due) or a
+ * wake-up (the follower's thread).  1 when woken or news came, 0 when
+ * the time ran out, -ECANCELED. */
+int subs_wait(struct store *s, unsigned ms);
+
+/* Mark every followed log due (root first). */
+void subs_all_due(struct remote *r);
+
+/* End every link's calls (-ECANCELED), from follow_stop's thread. */
+void subs_interrupt(struct remote *r);
+
+/* Close every link (the follower joined) and the pipe. */
+void subs_free(struct remote *r);
 
 /* redis/follow.c */
 

@@ -696,6 +696,49 @@ const char *link_why(const struct link *l)
 	return l->why;
 }
 
+int link_fd(const struct link *l)
+{
+	return l->fd;
+}
+
+/* Contract in redis/link.h. */
+int link_take(struct link *l, redisReply **out)
+{
+	struct pollfd pfd = { .fd = l->fd, .events = POLLIN };
+	char buf[16384];
+	void *rep = NULL;
+	int n;
+
+	*out = NULL;
+	if (l->fail != LINK_OK)
+		return l->fail == LINK_OOM ? -ENOMEM : -EIO;
+	if (redisReaderGetReply(l->reader, &rep) != REDIS_OK)
+		return fail(l, l->reader->err == REDIS_ERR_OOM ? LINK_OOM :
+			    LINK_PROTOCOL, "%s", l->reader->errstr);
+	if (!rep && ((l->ssl && SSL_pending(l->ssl) > 0) ||
+		     poll(&pfd, 1, 0) > 0)) {
+		ERR_clear_error();
+		errno = 0;
+		/* Ready: a plain recv does not wait; SSL_read waits for
+		 * the rest of a record at most the link's timeout. */
+		n = l->ssl ? SSL_read(l->ssl, buf, sizeof(buf))
+			   : (int)recv(l->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n <= 0 && !(!l->ssl && n < 0 &&
+				(errno == EINTR || errno == EAGAIN)))
+			return io_failed(l, n, errno, true);
+		if (n > 0 && redisReaderFeed(l->reader, buf, (size_t)n) != REDIS_OK)
+			return fail(l, LINK_OOM, "out of memory");
+		if (redisReaderGetReply(l->reader, &rep) != REDIS_OK)
+			return fail(l, l->reader->err == REDIS_ERR_OOM ?
+				    LINK_OOM : LINK_PROTOCOL, "%s",
+				    l->reader->errstr);
+	}
+	if (rep)
+		l->heard = true;
+	*out = rep;
+	return 0;
+}
+
 /* Contract in redis/link.h. */
 void link_wake(struct link *l)
 {

@@ -110,6 +110,18 @@ const char *link_why(const struct link *l);
  */
 void link_wake(struct link *l);
 
+/* The socket of @l, for poll(2) by a reader that waits for what the
+ * server sends unasked (a subscribed link). */
+int link_fd(const struct link *l);
+
+/*
+ * A reply @l has received, without waiting for one: one the reader holds
+ * whole, else, when the socket (or TLS) has bytes ready, what one read of
+ * them makes whole.  0 with *@out (NULL: none whole yet), or -EIO,
+ * -ENOMEM, -EPROTO with @l failed (the server closed it: LINK_IO).
+ */
+int link_take(struct link *l, redisReply **out);
+
 /* Close @l and free it.  NULL is a no-op. */
 void link_close(struct link *l);
 

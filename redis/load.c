@@ -564,38 +564,40 @@ int remote_shells_refresh(struct store *s)
 	struct remote *r = remote_of(s);
 	size_t n = mirror_tenants(s, NULL, 0, true), k;
 	uint64_t *ids = n ? st_calloc(n, sizeof(*ids)) : NULL;
-	char (*keys)[160] = n ? st_calloc(n, sizeof(*keys)) : NULL;
-	const char **kp = n ? st_calloc(n, sizeof(*kp)) : NULL;
-	redisReply *rep = NULL;
-	int rc = -ENOMEM;
+	int rc = 0;
 
 	if (n == 0)
 		return 0;
-	if (!ids || !keys || !kp)
-		goto out;
+	if (!ids)
+		return -ENOMEM;
 	k = mirror_tenants(s, ids, n, true);
 	n = k < n ? k : n;
-	for (size_t i = 0; i < n; i++) {
-		remote_tenant_key(s, ids[i], keys[i], sizeof(keys[i]));
-		kp[i] = keys[i];
-	}
-	/* Each shell's log seq: its count is read again only when that
-	 * moved (every change of its parents is an entry of its log). */
-	rc = remote_fcall(s, "sfs_sync", false, (int)n, kp, 0, NULL, NULL, &rep);
+	/* Each shell's log seq (one call per tenant: its own slot on a
+	 * cluster): its count is read again only when that moved (every
+	 * change of its parents is an entry of its log). */
 	for (size_t i = 0; rc == 0 && i < n; i++) {
-		const redisReply *e = rep->elements > 3 + i ? rep->element[3 + i] : NULL;
-		const char *av[] = { "HMGET", keys[i], "parents", "seq" };
+		char key[160];
+		const char *kp[] = { key };
+		const char *av[] = { "HMGET", key, "parents", "seq" };
 		struct mirror *m = mirror_of(s);
 		struct mtenant *mt;
-		redisReply *h = NULL;
+		redisReply *rep = NULL, *h = NULL;
 		uint64_t np, seq;
+		int64_t at = -1;
 		bool moved;
 
-		if (!e || e->type != REDIS_REPLY_INTEGER || e->integer < 0)
+		remote_tenant_key(s, ids[i], key, sizeof(key));
+		rc = remote_fcall(s, "sfs_sync", false, 1, kp, 0, NULL, NULL, &rep);
+		if (rc == 0 && rep->elements > 3 &&
+		    rep->element[3]->type == REDIS_REPLY_INTEGER)
+			at = rep->element[3]->integer;
+		if (rep)
+			freeReplyObject(rep);
+		if (rc || at < 0)
 			continue; /* gone: the root log says so */
 		lock(&m->lock, LOCK_ENGINE_INDEX);
 		mt = mt_find_locked(m, ids[i]);
-		moved = mt && mt->shell && mt->shell_seq != (uint64_t)e->integer;
+		moved = mt && mt->shell && mt->shell_seq != (uint64_t)at;
 		unlock(&m->lock, LOCK_ENGINE_INDEX);
 		if (!moved)
 			continue;
@@ -607,12 +609,7 @@ int remote_shells_refresh(struct store *s)
 			mirror_shell_parents(s, ids[i], np, seq);
 		freeReplyObject(h);
 	}
-out:
-	if (rep)
-		freeReplyObject(rep);
 	free(ids);
-	free(keys);
-	free(kp);
 	return rc;
 }
 

@@ -52,8 +52,9 @@ int redis_store_new(const struct store_limits *limits,
 	snprintf(r->meta, sizeof(r->meta), "%s:{%s}:meta", cfg->prefix, cfg->prefix);
 	snprintf(r->rootlog, sizeof(r->rootlog), "%s:{%s}:log", cfg->prefix,
 		 cfg->prefix);
-	snprintf(r->wakekey, sizeof(r->wakekey), "%s:{%s}:wake:%s",
-		 cfg->prefix, cfg->prefix, r->mount);
+	snprintf(r->rootnews, sizeof(r->rootnews), "%s:{%s}:news",
+		 cfg->prefix, cfg->prefix);
+	r->wake[0] = r->wake[1] = -1;
 	rc = rconn_pool_open(cfg, POOL_SIZE, &r->pool, err, errlen);
 	if (rc == 0)
 		rc = rconn_library_ensure(r->pool, "statefs", store_statefs_lua,

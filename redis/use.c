@@ -30,7 +30,7 @@
  * (mirror_load_tenant: the inode numbers are Redis's, the same as
  * before), by the follower, which alone applies; a caller that needs a
  * tenant followed puts its id on remote->wanted, wakes the follower
- * (an XADD to a stream of this mount's own its XREAD names) and waits on remote->applied,
+ * (a byte on its pipe, redis/subscribe.c) and waits on remote->applied,
  * as a transition waits for its outcome (wait_seq).
  * The follower's side (redis/follow.c): it loads what is wanted, makes a
  * shell of each tenant the root log names that nobody here waits for,
@@ -132,26 +132,6 @@ static int want(struct remote *r, const uint64_t *tids, size_t n)
 	return rc;
 }
 
-/* Wake the follower from its XREAD (it reads the wanted list first):
- * one entry on its wake-up stream, which expires a minute after. */
-static void wake(struct remote *r)
-{
-	const char *add[] = { "XADD", r->wakekey, "MAXLEN", "1", "*", "w", "1" };
-	const char *exp[] = { "PEXPIRE", r->wakekey, "60000" };
-	redisReply *rep = NULL;
-
-	if (rconn_pool_call(r->pool, 0, 7, add, NULL, &rep) == 0)
-		freeReplyObject(rep);
-	rep = NULL;
-	if (rconn_pool_call(r->pool, 0, 3, exp, NULL, &rep) == 0)
-		freeReplyObject(rep);
-}
-
-void follow_wake(struct store *s)
-{
-	wake(remote_of(s));
-}
-
 /* Wait until every tenant of @tids[0..n) is followed; 0 or -EIO when
  * none more was within store_timeout and a second. */
 static int follow_wait(struct store *s, uint64_t *tids, size_t n)
@@ -181,7 +161,7 @@ static int follow_wait(struct store *s, uint64_t *tids, size_t n)
 		/* Again now and then: the follower may have been between
 		 * two reads when it was woken. */
 		if (mono_ms() - woke >= 200) {
-			wake(r);
+			follow_wake(s);
 			woke = mono_ms();
 		}
 		lock(&r->lock, LOCK_ENGINE_STATE);

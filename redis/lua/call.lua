@@ -245,6 +245,27 @@ local function order_take(ctx)
 	set(ctx.M, 'gseq', g + n)
 end
 
+-- Tell the followers of each log the call appended to, after every
+-- write: one SPUBLISH per log, on its slot's shard channel (the log's
+-- key with :news for :log), of the last seq appended there.  A message
+-- only wakes a follower, which reads the log itself (XRANGE): one lost
+-- costs it a BLOCK_MS at most (redis/follow.c).
+local function publish(ctx)
+	local last, keys = {}, {}
+	for _, w in ipairs(ctx.jr) do
+		if w.xadd then
+			if not last[w[1]] then keys[#keys + 1] = w[1] end
+			last[w[1]] = w[2] + w[3] - 1
+		end
+	end
+	for _, key in ipairs(keys) do
+		-- pcall: a user whose ACL has no channels (&) still gets
+		-- its outcome; its followers then read every BLOCK_MS.
+		redis.pcall('SPUBLISH', string.sub(key, 1, -4) .. 'news',
+			dec(last[key]))
+	end
+end
+
 -- The write phase: check the type of every key to be written that the
 -- call did not read (damage stops it before its first write), make the
 -- kept commands in order, write back every changed record, keep the
@@ -264,6 +285,7 @@ local function finish(ctx, out)
 	if ctx.opkey then
 		redis.call('SET', ctx.opkey, cmsgpack.pack(out), 'PX', OP_KEEP_MS_S)
 	end
+	publish(ctx)
 	return out
 end
 

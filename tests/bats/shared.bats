@@ -299,7 +299,7 @@ except OSError as e:
 }
 
 @test "a Redis ACL user with the rules the man page gives mounts and makes every kind of transition" {
-	rcli ACL SETUSER statefs on '>s3cret' '~statefs:*' '+@all' '-@dangerous' \
+	rcli ACL SETUSER statefs on '>s3cret' '~statefs:*' '&statefs:*' '+@all' '-@dangerous' \
 		'+function|load' '+function|list' '+role' '+info'
 	printf s3cret >"$BATS_TEST_TMPDIR/pw"
 	chmod 600 "$BATS_TEST_TMPDIR/pw"

@@ -158,7 +158,7 @@ refused() {
 
 @test "an ACL user that may not run INFO is refused at start: the policy cannot be checked" {
 	redis_start
-	rcli ACL SETUSER statefs on '>s3cret' '~statefs:*' '+@all' '-@dangerous' \
+	rcli ACL SETUSER statefs on '>s3cret' '~statefs:*' '&statefs:*' '+@all' '-@dangerous' \
 		'+function|load' '+function|list' '+role'
 	printf s3cret >"$PWFILE"
 	chmod 600 "$PWFILE"
