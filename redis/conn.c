@@ -854,6 +854,41 @@ int rconn_open_key(struct rconn_pool *p, const char *key, uint64_t timeout_ms,
 }
 
 /* Contract in redis/conn.h. */
+const void *rconn_pool_node_of(struct rconn_pool *p, const char *key)
+{
+	uint64_t gen;
+
+	if (!p->cluster)
+		return NULL;
+	return route_pick(p, (int)cluster_key_slot(key, strlen(key)), &gen);
+}
+
+/* Contract in redis/conn.h. */
+void rconn_pool_moved(struct rconn_pool *p, const redisReply *rep)
+{
+	struct cluster_redirect rd;
+	uint64_t gen;
+
+	if (!p->cluster || cluster_redirect_parse(rep, &rd) != CLUSTER_REDIRECT_MOVED)
+		return;
+	(void)route_pick(p, -1, &gen);
+	route_moved(p, &rd);
+	route_refresh(p, gen, wire_now_ms() + p->remote.timeout_ms, NULL);
+	/* The newest word is the MOVED's. */
+	route_moved(p, &rd);
+}
+
+/* Contract in redis/conn.h. */
+const void *rconn_node_of(struct rconn *c)
+{
+	uint64_t gen;
+
+	if (!c->pool->cluster || c->slot < 0)
+		return NULL;
+	return route_pick(c->pool, c->slot, &gen);
+}
+
+/* Contract in redis/conn.h. */
 int rconn_call(struct rconn *c, uint64_t budget_ms, int argc,
 	       const char **argv, const size_t *argvlen, redisReply **reply)
 {

@@ -135,6 +135,21 @@ int rconn_open_key(struct rconn_pool *p, const char *key, uint64_t timeout_ms,
 		   struct rconn **out);
 
 /*
+ * Which primary serves @key's slot now, as an identity to compare (a
+ * node of the pool lives as long as the pool); NULL on one Redis or
+ * for a slot the map has no primary for.  No network.
+ */
+const void *rconn_pool_node_of(struct rconn_pool *p, const char *key);
+
+/* A MOVED error reply @rep a dedicated connection got (whose replies
+ * are not routed): the map learns it, and is read again. */
+void rconn_pool_moved(struct rconn_pool *p, const redisReply *rep);
+
+/* The same for dedicated connection @c's key (rconn_open_key): the
+ * primary its next dial reaches. */
+const void *rconn_node_of(struct rconn *c);
+
+/*
  * rconn_pool_call on the dedicated connection @c: each attempt waits at
  * most @c's timeout for the reply, and attempts go on until @budget_ms
  * (0: @c's timeout) has passed.  One thread at a time per connection.

@@ -112,25 +112,35 @@ static int follow_link_open(struct store *s, const char *key, struct rconn **out
 {
 	struct remote *r = remote_of(s);
 
-	(void)key;
-	return rconn_open(r->pool, r->cfg.timeout_ms, out);
+	return rconn_open_key(r->pool, key, r->cfg.timeout_ms, out);
 }
 
-/* The link that serves tenant @tid's channel, made when first needed;
- * NULL when memory ran out.  On one Redis every channel's is one. */
+/*
+ * The link that serves tenant @tid's channel, made when first needed;
+ * NULL when memory ran out.  On one Redis every channel's is one.  On a
+ * cluster, the link whose next dial reaches the primary of the
+ * channel's slot (a link follows the primary of the slot it was opened
+ * for: after a failover or a reshard it may serve another node's
+ * channels, or none).
+ */
 static struct follow_link *link_for(struct store *s, uint64_t tid)
 {
 	struct remote *r = remote_of(s);
 	size_t n = atomic_load(&r->nlinks);
 	struct follow_link *fl;
+	const void *node;
 	char ch[200];
 
-	if (n > 0)
-		return r->links[0];
+	chan_of(s, tid, ch, sizeof(ch));
+	node = rconn_pool_node_of(r->pool, ch);
+	for (size_t i = 0; i < n; i++)
+		if (!node || rconn_node_of(r->links[i]->c) == node)
+			return r->links[i];
+	if (n >= FOLLOW_LINKS_MAX)
+		return NULL;
 	fl = st_calloc(1, sizeof(*fl));
 	if (!fl)
 		return NULL;
-	chan_of(s, tid, ch, sizeof(ch));
 	if (follow_link_open(s, ch, &fl->c) != 0) {
 		free(fl);
 		return NULL;
@@ -175,7 +185,15 @@ static int dispatch(struct store *s, struct follow_link *fl, redisReply *rep)
 	uint64_t tid;
 	int rc = 0;
 
-	if (rep->type == REDIS_REPLY_ERROR) {
+	if (rep->type == REDIS_REPLY_ERROR &&
+	    (strncmp(rep->str, "MOVED ", 6) == 0 ||
+	     strncmp(rep->str, "ASK ", 4) == 0)) {
+		/* A channel whose slot this node no longer serves (a
+		 * reshard, a failover): the link is dialled anew and its
+		 * channels subscribed where their slots are now. */
+		rconn_pool_moved(r->pool, rep);
+		rc = -EIO;
+	} else if (rep->type == REDIS_REPLY_ERROR) {
 		/* An SSUBSCRIBE refused (NOPERM: the ACL has no &P:*). */
 		if (!fl->refused_ms)
 			fprintf(stderr, "statefs: shared store: SSUBSCRIBE: %s; "
