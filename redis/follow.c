@@ -1,55 +1,71 @@
 /*
- * follow.c - the follower of a mirror: one thread, one dedicated
- * connection, blocked in XREAD on the store's root log and the log of
- * every tenant it follows, applying each entry to the mirror in order
- * (redis/apply.c), then waking the transitions that wait for their
- * outcome's seq (redis/call.c).
+ * follow.c - the follower of a mirror: one thread that reads the
+ * store's root log and the log of every tenant it follows, each past
+ * its position with XRANGE on the pool (one command per log: on a
+ * cluster each is its own slot), and applies each entry to the mirror
+ * in order (redis/apply.c), then wakes the transitions that wait for
+ * their outcome's seq (redis/call.c).  It learns that a log grew from
+ * its subscribed links (redis/subscribe.c: the log's sharded Pub/Sub
+ * channel, published by every function that appended to it), and
+ * reads every followed log every BLOCK_MS whatever came (a message may
+ * be lost across a reconnection); it waits in poll(2) on the links and
+ * a pipe callers write to (follow_wake).
  *
  * What it owns
  * ------------
  * Its positions: the last entry id of the root log and of each tenant's
- * log (kept by redis/index.c).  It learns tenants from the root log (a
+ * log (kept by redis/index.c), and whether each is due (a message
+ * named it, a read did not apply all it gave, a link was lost, or
+ * BLOCK_MS passed).  It learns tenants from the root log (a
  * tenant entry: follow its log from its start, or, with follow_idle,
  * make it a shell unless this mount made it or waits for it) and stops
  * following one whose cleanup it applied.  With follow_idle it follows
- * only what the mount uses (redis/use.c): before each read it loads the
- * tenants callers wait for (their dumps, then their logs from the
+ * only what the mount uses (redis/use.c): before each round it loads
+ * the tenants callers wait for (their dumps, then their logs from the
  * dumps' ids), and every BLOCK_MS it asks the kernel to forget the
  * tenants idle that long and unloads those the kernel holds nothing
- * of; a caller wakes its XREAD by an entry on this mount's wake-up
- * stream, which the XREAD names from "$".  After a use of the root (a
- * listing, a lookup in it), it reads the link counts of the shells
- * again at its next check (remote_shells_refresh).  Each entry read is parsed into a plain
- * struct entry (redis/entry.c) before it is applied.
- * Where the store has one order of all tenants (each entry's gseq), the
- * entries of one XREAD are applied merged by it (apply_merged), so the
- * mirror passes through the store's own states and the root's lines
- * rise: not past the last entry of a log that gave a whole BATCH (it
- * may hold earlier ones than another log's), and not past a new tenant
- * followed or a reload (the next read goes on from each position).  A
- * load (at start, a reload) gives one tenant as of a later number than
- * the others are applied to: the root's number is unsettled
- * (store_root_order) until a read that gave every entry the logs held
- * is applied, which the follower then makes without BLOCK.
+ * of; a caller wakes its wait by a byte on the pipe.  After a use of
+ * the root (a listing, a lookup in it), it reads the link counts of
+ * the shells again at its next check (remote_shells_refresh).  Each
+ * entry read is parsed into a plain struct entry (redis/entry.c) before
+ * it is applied.
+ * Where the store has one order of all tenants (each entry's gseq),
+ * every round reads every followed log (one that got no message may
+ * hold an earlier entry) and applies the entries merged by it
+ * (apply_merged), so the mirror passes through the store's own states
+ * and the root's lines rise: not past the store's gseq read before the
+ * round's first read (the logs are read one after the other: a later
+ * entry of a log read first may be missing), not past the last entry
+ * of a log that gave a whole BATCH (it may hold earlier ones than
+ * another log's), and not past a new tenant followed or a reload (the
+ * next round goes on from each position, at once).  A load (at start,
+ * a reload) gives one tenant as of a later number than the others are
+ * applied to: the root's number is unsettled (store_root_order) until
+ * a round that read every log and applied all they held, which the
+ * follower then makes without waiting.
  * A gap (an entry whose seq is not the next: the position fell off a
  * trimmed log), a log that holds nothing past its position while the
  * tenant's seq in the store is past the mirror's (trimmed to nothing
- * past it: checked every BLOCK_MS), an entry the mirror could not
- * apply, or a missing stream, reloads that tenant from sfs_dump
- * (mirror_load_tenant: an overflow line for its readers, the copy
- * changed by the difference, redis/diff.c: the nodes that live
+ * past it: checked every BLOCK_MS, one sfs_sync per tenant), an entry
+ * the mirror could not apply, or a missing stream, reloads that tenant
+ * from sfs_dump (mirror_load_tenant: an overflow line for its readers,
+ * the copy changed by the difference, redis/diff.c: the nodes that live
  * on kept, the difference echoed for inotify) and continues from the
- * dump's last id.  An ESTALEINST (the store's instance changed: Redis
- * lost its data or failed over to another history), seen here or by a
- * transition, makes the whole mirror a new instance (new_instance()).
+ * dump's last id.  A log key of another type (damage) is left out of
+ * the rounds, the others followed still, and read again once mended
+ * (logs_check_damage).  An ESTALEINST (the store's instance changed:
+ * Redis lost its data or failed over to another history), seen here or
+ * by a transition, makes the whole mirror a new instance
+ * (new_instance()).
  *
  * Threads and locks
  * -----------------
  * One thread.  It holds no store lock while it waits on the network; it
  * applies entries through the embedded transitions (their locks, in the
  * store's order), then takes remote->lock (LOCK_ENGINE_STATE, alone) to count
- * the batch and broadcast.  follow_stop() interrupts its connection
- * (rconn_interrupt) and joins it.
+ * the batch and broadcast.  follow_stop() wakes it (the pipe),
+ * interrupts its links (rconn_interrupt) and joins it; a read on the
+ * pool it is in ends within store_timeout.
  */
 #define _GNU_SOURCE /* pthread_setname_np */
 #include "store/engine.h"
@@ -60,8 +76,8 @@
 #include <inttypes.h>
 #include <signal.h>
 
-/* How long one XREAD blocks (ms): also how often the follower checks
- * that the store is still its instance. */
+/* How long the follower waits for news at most (ms): also how often it
+ * reads every log and checks that the store is still its instance. */
 #define BLOCK_MS 1000
 #define BATCH 512
 /* After a round that failed (no reply, an error reply, an entry that
@@ -192,7 +208,7 @@ static bool follow_new_tenant(struct store *s, uint64_t tid, bool own)
 /*
  * Load and follow every tenant a caller waits for.  A tenant the root
  * log has not named yet waits on the pending list; one gone is dropped.
- * Whether any was followed anew (the XREAD then names it).
+ * Whether any was followed anew (the next round reads its log).
  */
 static bool follow_wanted(struct store *s)
 {
@@ -729,7 +745,7 @@ static int read_round(struct store *s, bool *reread, bool *whole)
 		subs_all_due(r);
 	if (gorder)
 		upto = store_gseq(s);
-	for (size_t i = 0; i <= r->npos && rc == 0; i++) {
+	for (size_t i = 0; i <= r->npos && rc == 0 && !atomic_load(&r->stop); i++) {
 		char key[160];
 		uint64_t tid = i ? r->pos[i - 1].tid : 0;
 		bool *due = i ? &r->pos[i - 1].due : &r->root_due;

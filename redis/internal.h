@@ -11,8 +11,10 @@
  *   ops.c       the transitions: each one FCALL, its wait, the answer
  *               from the mirror; the engine's table (redis_ops)
  *   stop.c      a mount's stop: the follower, the pool, the mirror
- *   follow.c    the follower thread: the logs read, gaps reloaded, a new
- *               store instance
+ *   follow.c    the follower thread: the logs read (XRANGE), gaps
+ *               reloaded, a new store instance
+ *   subscribe.c its news: the subscribed links (SSUBSCRIBE), poll(2),
+ *               the callers' wake-up pipe
  *   stats.c     what .stats and the link state show of the shared store
  *   history.c   a tenant's .events lines from before the mount's log,
  *               told by the tenant's log in Redis
