@@ -358,3 +358,31 @@ root_from() {
 	run diff "$BATS_TEST_TMPDIR/a" "$BATS_TEST_TMPDIR/b"
 	assert_success
 }
+
+@test "a subscribed link killed: the follower subscribes again, and every change reaches it" {
+	mounts 30 2
+	run ls "$B/t2/p"
+	assert_success
+	[ "$(rcli PUBSUB SHARDNUMSUB 'statefs:{statefs.t2}:news' | tail -1)" = 2 ]
+	# Every subscribed connection of both mounts ends.
+	rcli CLIENT KILL TYPE pubsub >/dev/null
+	echo one >"$A/t2/p/c"
+	for _ in $(seq 100); do
+		[ "$(cat "$B/t2/p/c" 2>/dev/null)" = one ] && break
+		sleep 0.05
+	done
+	run cat "$B/t2/p/c"
+	assert_output one
+	for _ in $(seq 100); do
+		[ "$(rcli PUBSUB SHARDNUMSUB 'statefs:{statefs.t2}:news' | tail -1)" = 2 ] && break
+		sleep 0.05
+	done
+	[ "$(rcli PUBSUB SHARDNUMSUB 'statefs:{statefs.t2}:news' | tail -1)" = 2 ]
+	# Subscribed again: a change is news at once, not after a second.
+	for i in $(seq 5); do
+		echo "v$i" >"$A/t2/p/c"
+	done
+	fsyncdir "$B/t2"
+	run cat "$B/t2/p/c"
+	assert_output v5
+}
