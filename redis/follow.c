@@ -586,9 +586,16 @@ static int check_logs(struct store *s)
 		int64_t seq;
 		bool gone = false;
 
+		uint64_t before = 0;
+
 		if (i >= r->npos || r->pos[i].damaged)
 			continue;
 		rep = NULL;
+		/* What the mirror had applied before the store was asked: a
+		 * store's seq below it is a history lost (a primary killed
+		 * before its replica had its last entries), never a race. */
+		if (mirror_applied(s, r->pos[i].tid, &before, &gone) != 0 || gone)
+			before = 0;
 		remote_tenant_key(s, r->pos[i].tid, key, sizeof(key));
 		rc = remote_fcall(s, "sfs_sync", false, 1, kp, 0, NULL, NULL, &rep);
 		seq = rc == 0 && rep->elements > 3 &&
@@ -604,6 +611,15 @@ static int check_logs(struct store *s)
 			rc = 0;
 			continue;
 		}
+		if (seq >= 0 && before > (uint64_t)seq) {
+			fprintf(stderr, "statefs: shared store: tenant %" PRIu64
+				": the store's seq %" PRId64 " is behind this "
+				"mount's %" PRIu64 " (a failover lost entries); "
+				"reloading the tenant\n", r->pos[i].tid, seq, before);
+			rc = reload(s, i);
+			continue;
+		}
+		gone = false;
 		if (seq < 0 || mirror_applied(s, r->pos[i].tid, &at, &gone) != 0 ||
 		    gone || at >= (uint64_t)seq)
 			continue;

@@ -232,6 +232,9 @@ teardown_file() {
 # stops what it started.  A suite with a setup_file of its own calls
 # _cluster_file_start from it.
 if [ "${STATEFS_STORE:-embedded}" = cluster ]; then
+	# A store on a cluster is of the tenant layout: the tests that
+	# assert that layout's meaning (ceilings, the root's order) ask this.
+	export STATEFS_STORE_LAYOUT=tenant
 	setup_file() {
 		_cluster_file_start
 	}
