@@ -356,11 +356,10 @@ static const struct {
 	unsigned given;
 } keys[] = {
 	[KEY_STORE] = { "store", "store=URL",
-			"the shared store: redis://HOST:PORT (a node of a "
-			"Redis Cluster too), unix:/PATH, "
-			"sentinel://HOST:PORT,.../MASTER or "
-			"cluster://HOST:PORT,... (seed nodes); rediss://, "
-			"sentinels:// and clusters:// over TLS",
+			"the shared store: redis://HOST:PORT, unix:/PATH, "
+			"sentinel://HOST:PORT,.../MASTER, "
+			"cluster://HOST:PORT,... (TLS: rediss, sentinels, "
+			"clusters)",
 			"none, the embedded store", STORE_REMOTE_GIVEN_STORE },
 	[KEY_USER] = { "store_user", "store_user=NAME",
 		       "the Redis ACL user to authenticate as",
