@@ -89,6 +89,38 @@
 #define PAUSE_FIRST_MS 50
 #define PAUSE_MAX_MS 1000
 #define PAUSE_SLICE_MS 50
+/* On a cluster, a primary that did not answer a read in store_timeout
+ * (killed, until its replica takes over) is left out of the rounds and
+ * checks for SICK_MS, the other primaries' logs read meanwhile with no
+ * pause: one primary away stalls no other tenant's waiters. */
+#define SICK_MS 1000
+#define SICK_MAX 16
+struct sick {
+	const void *node[SICK_MAX];
+	uint64_t until[SICK_MAX];
+};
+
+/* Is the node serving @key sick now?  With @add, make it so (false when
+ * it cannot: one Redis, one order of all tenants, SICK_MAX sick). */
+static bool sick(struct store *s, struct sick *k, const char *key, bool add)
+{
+	struct remote *r = remote_of(s);
+	const void *node = rconn_pool_node_of(r->pool, key);
+	uint64_t now = mono_ms();
+
+	if (add && atomic_load(&mirror_of(s)->gorder))
+		return false;
+	for (unsigned i = 0; node && i < SICK_MAX; i++) {
+		if (add && (k->node[i] == node || k->until[i] <= now)) {
+			k->node[i] = node;
+			k->until[i] = now + SICK_MS;
+			return true;
+		}
+		if (!add && k->node[i] == node && k->until[i] > now)
+			return true;
+	}
+	return false;
+}
 
 /* Wake the transitions waiting for the mirror. */
 static void batch_done(struct remote *r)
@@ -568,13 +600,16 @@ static int log_has_more(struct store *s, uint64_t tid, const char *id)
  * tenant (each its own slot on a cluster), and one XRANGE per tenant
  * whose mirror lags.
  */
-static int check_logs(struct store *s)
+static int check_logs(struct store *s, struct sick *sk)
 {
 	struct remote *r = remote_of(s);
 	redisReply *rep = NULL;
-	int rc, first = 0;
+	int rc = 0, first = 0;
 
-	rc = remote_fcall(s, "sfs_sync", false, 0, NULL, 0, NULL, NULL, &rep);
+	if (!sick(s, sk, r->meta, false) &&
+	    (rc = remote_fcall(s, "sfs_sync", false, 0, NULL, 0, NULL, NULL,
+			       &rep)) == -EIO && sick(s, sk, r->meta, true))
+		rc = 0;
 	if (rep)
 		freeReplyObject(rep);
 	/* From the last: a reload that stops following a tenant moves the
@@ -597,12 +632,18 @@ static int check_logs(struct store *s)
 		if (mirror_applied(s, r->pos[i].tid, &before, &gone) != 0 || gone)
 			before = 0;
 		remote_tenant_key(s, r->pos[i].tid, key, sizeof(key));
+		if (sick(s, sk, key, false))
+			continue;
 		rc = remote_fcall(s, "sfs_sync", false, 1, kp, 0, NULL, NULL, &rep);
 		seq = rc == 0 && rep->elements > 3 &&
 		      rep->element[3]->type == REDIS_REPLY_INTEGER ?
 			      rep->element[3]->integer : -1;
 		if (rep)
 			freeReplyObject(rep);
+		if (rc == -EIO && sick(s, sk, key, true)) {
+			rc = 0;
+			continue;
+		}
 		if (rc == -EIO || rc == -ESTALE || rc == -ENOMEM)
 			break;
 		if (rc) {
@@ -745,7 +786,8 @@ static uint64_t store_gseq(struct store *s)
  * 0, or -1 when the round failed (a read without a reply, a read
  * refused, an entry neither applied nor reloaded).
  */
-static int read_round(struct store *s, bool *reread, bool *whole)
+static int read_round(struct store *s, struct sick *sk, bool *reread,
+		      bool *whole)
 {
 	struct remote *r = remote_of(s);
 	bool gorder = atomic_load(&mirror_of(s)->gorder), all = true, done = true;
@@ -774,8 +816,15 @@ static int read_round(struct store *s, bool *reread, bool *whole)
 		}
 		if (i)
 			log_key(s, tid, key, sizeof(key));
-		rc = read_log(s, i ? key : r->rootlog,
-			      i ? r->pos[i - 1].id : r->root_id, &l[n].rep);
+		if (!sick(s, sk, i ? key : r->rootlog, false))
+			rc = read_log(s, i ? key : r->rootlog,
+				      i ? r->pos[i - 1].id : r->root_id, &l[n].rep);
+		if (rc != -EPROTO && sick(s, sk, i ? key : r->rootlog, rc == -EIO)) {
+			*due = false;
+			all = false;
+			rc = 0;
+			continue;
+		}
 		if (rc == -EPROTO) {
 			/* Not a stream: left out until mended. */
 			logs_check_damage(s, true);
@@ -833,6 +882,7 @@ static void *follow_main(void *arg)
 	struct remote *r = remote_of(s);
 	unsigned pause = 0;
 	uint64_t checked = mono_ms();
+	struct sick sk = { { 0 }, { 0 } };
 
 	pthread_setname_np(pthread_self(), "statefs-follow");
 	while (!atomic_load(&r->stop)) {
@@ -894,7 +944,7 @@ static void *follow_main(void *arg)
 		 * we lack. */
 		if (mono_ms() - checked >= BLOCK_MS)
 			subs_all_due(r);
-		if (read_round(s, &reread, &whole) != 0)
+		if (read_round(s, &sk, &reread, &whole) != 0)
 			failed = true;
 		/* Every entry the logs held is applied: the mirror is the
 		 * store as of its last one, whatever was loaded before. */
@@ -903,7 +953,7 @@ static void *follow_main(void *arg)
 			store_root_order(s, 0, true);
 		if (mono_ms() - checked >= BLOCK_MS) {
 			logs_check_damage(s, false);
-			if (check_logs(s) == -EIO)
+			if (check_logs(s, &sk) == -EIO)
 				failed = true;
 			/* The root listed or looked up in: the link counts
 			 * it shows of the shells made the store's. */

@@ -175,6 +175,24 @@ static void link_lost(struct remote *r, struct follow_link *fl)
 	subs_all_due(r);
 }
 
+/* Whether the sunsubscribe of channel @ch came unasked: @fl still holds
+ * it (one it asked to leave is out of fl->subs before it is sent).  A
+ * node that stops serving a slot (a failover made it a replica, a
+ * reshard moved the slot away) sends that for each channel of the slot,
+ * and then no message of it: the link is lost, and its channels
+ * subscribed again where their slots are now. */
+static bool dropped(const struct remote *r, struct follow_link *fl,
+		    const char *ch)
+{
+	struct sub *x;
+	uint64_t tid;
+
+	if (!ch || !tid_of(r, ch, &tid))
+		return false;
+	HASH_FIND(hh, fl->subs, &tid, sizeof(tid), x);
+	return x != NULL;
+}
+
 /* What @fl's connection sent (@rep, freed here): a message marks its
  * log due, a confirmation checks the count.  1 for a message, 0, or
  * -EIO when the link is lost. */
@@ -221,7 +239,8 @@ static int dispatch(struct store *s, struct follow_link *fl, redisReply *rep)
 		else if (fl->count > 0)
 			fl->count--;
 		if (rep->element[2]->type != REDIS_REPLY_INTEGER ||
-		    (size_t)rep->element[2]->integer != fl->count)
+		    (size_t)rep->element[2]->integer != fl->count ||
+		    (kind[1] == 'u' && dropped(r, fl, out_str(rep, 1))))
 			rc = -EIO;
 	}
 	freeReplyObject(rep);

@@ -78,7 +78,7 @@ failed=0
 # shows them first.
 SLOW="leaks shared_faults multimount saturation concurrency permissions
 lease_stress events drain leases shared_watch redis_functions shared
-shared_tls cluster_harness"
+shared_tls cluster_harness cluster_faults"
 
 # The suites split into N jobs (bats_copy): the long ones with many
 # tests, each test with its own mounts and redis-servers under names of
@@ -88,7 +88,7 @@ shared_tls cluster_harness"
 # parents.bats: two of its commands must run within a 0.3 s
 # tombstone_ttl, which a machine loaded with more of the same misses.
 WIDE="redis_functions:4 shared_damage:3 multimount:3 permissions:2 shares:2
-drain:2 shared_faults:2 concurrency:2 stats:2 shared:2 shared_watch:2
+drain:2 shared_faults:2 cluster_faults:2 concurrency:2 stats:2 shared:2 shared_watch:2
 leases:2 events:2 children:2 tools:2 snapshot:2 tree:2"
 
 # wide_of NAME: N for a suite of WIDE, 1 for any other, in $wide.
@@ -120,6 +120,7 @@ embedded  tree:22 tools:21 children:20 install:18 shared:17 shares:16
 embedded  watch:16 parents:14 capacity:12 stats:12 faults:11 links:11
 embedded  cache:9 options:8 store_options:8 ownership:5 leaks:4
 embedded  shared_tls:4 lease_stress:3 walks:3 cluster_harness:45
+embedded  cluster_faults:26
 redis     saturation:100 snapshot:94 events:85 concurrency:68 permissions:59
 redis     tree:40 leases:38 install:32 children:29 tools:27 drain:27
 redis     shares:26 parents:25 watch:25 capacity:18 links:18 cache:16
