@@ -1,8 +1,9 @@
 /*
  * entry.c - a log entry of the shared store parsed from the reply XREAD
  * gives (a stream entry's FIELD VALUE... array) into a plain struct
- * entry (redis/entry.h), and its fields read: the one place of the
- * mirror that knows how an entry travels.  redis/apply.c applies the
+ * entry (redis/entry.h), its fields read, and its place in the store's
+ * order of all tenants (gseq), by which the follower merges the logs it
+ * read: the one place of the mirror that knows how an entry travels.  redis/apply.c applies the
  * struct; the follower (redis/follow.c) parses each entry it reads.
  *
  * It owns nothing and takes no lock: an entry borrows the reply's
@@ -86,4 +87,32 @@ int entry_parse(const redisReply *fields, struct entry *e)
 	if (!entry_u64(e, "gseq", &e->gseq))
 		e->gseq = 0; /* no order of all tenants (a cluster's) */
 	return 0;
+}
+
+uint64_t entry_gseq(const redisReply *ent)
+{
+	const redisReply *f;
+	uint64_t v;
+
+	if (ent->type != REDIS_REPLY_ARRAY || ent->elements != 2 ||
+	    (f = ent->element[1])->type != REDIS_REPLY_ARRAY)
+		return 0;
+	for (size_t i = 0; i + 1 < f->elements; i += 2)
+		if (f->element[i]->type == REDIS_REPLY_STRING &&
+		    f->element[i + 1]->type == REDIS_REPLY_STRING &&
+		    strcmp(f->element[i]->str, "gseq") == 0)
+			return dec_u64(f->element[i + 1]->str, &v) ? v : 0;
+	return 0;
+}
+
+static int by_gseq(const void *a, const void *b)
+{
+	const struct entry_ref *x = a, *y = b;
+
+	return x->gseq < y->gseq ? -1 : x->gseq > y->gseq;
+}
+
+void entry_refs_sort(struct entry_ref *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), by_gseq);
 }

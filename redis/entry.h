@@ -61,6 +61,20 @@ const char *entry_str(const struct entry *e, const char *name);
  * malformed. */
 bool entry_u64(const struct entry *e, const char *name, uint64_t *v);
 
+/* One stream entry of a tenant's log (0: the root log's) as read, by
+ * its number in the store's order of all tenants. */
+struct entry_ref {
+	uint64_t gseq, tid;
+	const struct redisReply *ent;
+};
+
+/* The gseq field of stream entry @ent (an ID and its fields): 0 when
+ * it has none, or is not an entry. */
+uint64_t entry_gseq(const struct redisReply *ent);
+
+/* Sort @v[0..n) by gseq. */
+void entry_refs_sort(struct entry_ref *v, size_t n);
+
 /* Decimal @s into *@v; false when absent (NULL) or malformed. */
 bool dec_u64(const char *s, uint64_t *v);
 bool dec_i64(const char *s, int64_t *v);

@@ -472,36 +472,6 @@ static int apply_log(struct store *s, const struct lread *l, bool *reread)
 
 /* Merging the logs by the store's order ---------------------------------- */
 
-/* One entry read, by its number in the store's order. */
-struct merged {
-	uint64_t gseq, tid;
-	const redisReply *ent;
-};
-
-static int merged_cmp(const void *a, const void *b)
-{
-	const struct merged *x = a, *y = b;
-
-	return x->gseq < y->gseq ? -1 : x->gseq > y->gseq;
-}
-
-/* The gseq field of stream entry @ent (0: none, or not an entry). */
-static uint64_t ent_gseq(const redisReply *ent)
-{
-	const redisReply *f;
-	uint64_t v;
-
-	if (ent->type != REDIS_REPLY_ARRAY || ent->elements != 2 ||
-	    (f = ent->element[1])->type != REDIS_REPLY_ARRAY)
-		return 0;
-	for (size_t i = 0; i + 1 < f->elements; i += 2)
-		if (f->element[i]->type == REDIS_REPLY_STRING &&
-		    f->element[i + 1]->type == REDIS_REPLY_STRING &&
-		    strcmp(f->element[i]->str, "gseq") == 0)
-			return dec_u64(f->element[i + 1]->str, &v) ? v : 0;
-	return 0;
-}
-
 /*
  * Apply the logs read, @l[0..n), in the store's order of all tenants
  * (the entries' gseq), so that the mirror holds, between two entries,
@@ -520,7 +490,7 @@ static uint64_t ent_gseq(const redisReply *ent)
 static int apply_merged(struct store *s, const struct lread *l, size_t nl,
 			uint64_t upto, bool *reread, bool *whole)
 {
-	struct merged *v;
+	struct entry_ref *v;
 	size_t n = 0, total = 0;
 	uint64_t limit = upto;
 	bool full = false;
@@ -536,13 +506,13 @@ static int apply_merged(struct store *s, const struct lread *l, size_t nl,
 		const redisReply *es = l[i].rep;
 
 		for (size_t k = 0; k < es->elements; k++) {
-			uint64_t g = ent_gseq(es->element[k]);
+			uint64_t g = entry_gseq(es->element[k]);
 
 			if (!g) {
 				rc = -EAGAIN;
 				goto out;
 			}
-			v[n++] = (struct merged){ g, l[i].tid, es->element[k] };
+			v[n++] = (struct entry_ref){ g, l[i].tid, es->element[k] };
 			if (k + 1 == es->elements && es->elements >= BATCH) {
 				full = true;
 				if (g < limit)
@@ -550,7 +520,7 @@ static int apply_merged(struct store *s, const struct lread *l, size_t nl,
 			}
 		}
 	}
-	qsort(v, n, sizeof(*v), merged_cmp);
+	entry_refs_sort(v, n);
 	for (size_t i = 0; i < n && v[i].gseq <= limit && !*reread; i++) {
 		rc = apply_entry(s, v[i].tid, v[i].ent, reread);
 		if (rc < 0)
