@@ -32,10 +32,12 @@
 #include <hiredis/hiredis.h>
 
 #include "redis/redis.h"
+#include "tests/unit/redis/cluster_fixture.h"
 #include "tests/unit/redis/redis_fixture.h"
 #include "store/store.h"
 
 #define NT 2
+#define CLUSTER_PRIMARIES 3
 #define NP 3
 #define NC 4
 #define NSTAGE 2
@@ -75,8 +77,11 @@ struct side {
 };
 /* The whole state of the target (fuzz_shared.c defines it). */
 struct fuzz_shared {
-	/* the redis-server of this process */
+	/* the redis-server of this process, or (FUZZ_SHARED_CLUSTER=1)
+	 * its Redis Cluster of CLUSTER_PRIMARIES primaries */
 	struct redis_fixture redis;
+	struct cluster_fixture cluster;
+	bool on_cluster;
 	/* the current input */
 	struct side d[2];
 	uint64_t clock;                /* the embedded store's clock */
