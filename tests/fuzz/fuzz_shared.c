@@ -53,6 +53,20 @@
  * fresh store and, once it is unmounted, FLUSHALL empties Redis for the
  * next (the Functions library stays; the next mount finds it).
  *
+ * FUZZ_SHARED_CLUSTER=1: the same check on a Redis Cluster of
+ * CLUSTER_PRIMARIES primaries instead (tests/unit/redis/
+ * cluster_fixture.h: free loopback ports, a directory of its own,
+ * redis-cli --cluster create, cluster_state:ok), the shared store a
+ * cluster store_remote with them as seeds, in the tenant layout;
+ * FLUSHALL on every primary after each input; its nodes stopped as the
+ * server is, and a watchdog process (watchdog_start) removes their
+ * directory when this one dies without stopping them.  A store-wide
+ * ceiling there bounds each tenant alone (docs/design.md, "Ceilings on a
+ * cluster"): with two tenants setup() lets the tenant shares bind
+ * instead (share_binds).  FUZZ_SHARED_LAYOUT=tenant: the tenant layout
+ * on the one server.  FUZZ_SHARED_SKIP=store-drain: no store drain with
+ * a window (tests/fuzz/README.md, "Cluster mode", says why).
+ *
  * Not covered: more than one mount (the other mounts' changes arrive
  * through the log: test_mirror.c, test_remote_ops.c), Redis failures
  * and timeouts, events, snapshots taken during transitions, setattr of
@@ -187,6 +201,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	redis_start();
 	F.live_trace = getenv("FUZZ_SHARED_TRACE") != NULL;
+	F.skip_store_drain = getenv("FUZZ_SHARED_SKIP") &&
+			     !strcmp(getenv("FUZZ_SHARED_SKIP"), "store-drain");
 	return 0;
 }
 
@@ -216,6 +232,12 @@ static void note_add(const char *what, long a, long b)
 	if (F.ntrace && used < sizeof(F.trace[0]))
 		snprintf(line + used, sizeof(F.trace[0]) - used, " %s=%ld/%ld",
 			 what, a, b);
+}
+
+/* An operation FUZZ_SHARED_SKIP leaves out: said in its trace line. */
+void note_skip(void)
+{
+	note_add("skipped", 1, 1);
 }
 
 void die(const char *fmt, ...)
@@ -350,6 +372,16 @@ static uint64_t clock_now(void *arg)
 	return *(uint64_t *)arg;
 }
 
+/* Ceiling @max with tenant share @share (0: none), for @tenants
+ * tenants: the share (at most the ceiling) stays, the ceiling goes past
+ * what the tenants can hold together, so it refuses nothing. */
+static void share_binds(uint64_t *max, uint64_t *share, uint64_t tenants)
+{
+	if (*share == 0 || *share > *max)
+		*share = *max;
+	*max = tenants * *share + 1;
+}
+
 /*
  * The configuration byte picks, as fuzz_store.c's does: bit 0 a
  * default_ttl of 700 ms, bit 1 a tenant_quota of 5, bit 2 max_tenants 1
@@ -382,6 +414,17 @@ static void setup(unsigned config)
 		l.tenant_max_children = 0;
 		l.tenant_max_bytes = 0;
 		l.tenant_max_tombstones = 0;
+	}
+	if (F.on_cluster && l.max_tenants > 1) {
+		/* On a cluster a store-wide ceiling bounds each tenant as if
+		 * it were the store alone (docs/design.md, "Ceilings on a
+		 * cluster"): the share binds instead, on both sides alike. */
+		share_binds(&l.max_parents, &l.tenant_max_parents, l.max_tenants);
+		share_binds(&l.max_children, &l.tenant_max_children,
+			    l.max_tenants);
+		share_binds(&l.max_bytes, &l.tenant_max_bytes, l.max_tenants);
+		share_binds(&l.max_tombstones, &l.tenant_max_tombstones,
+			    l.max_tenants);
 	}
 	F.clock = 0;
 	rc = store_new(&l, &clock, &F.d[EMB].s);

@@ -82,6 +82,8 @@ struct fuzz_shared {
 	struct redis_fixture redis;
 	struct cluster_fixture cluster;
 	bool on_cluster;
+	/* FUZZ_SHARED_SKIP=store-drain (shared/ops.c, op_drain) */
+	bool skip_store_drain;
 	/* the current input */
 	struct side d[2];
 	uint64_t clock;                /* the embedded store's clock */
@@ -105,6 +107,7 @@ struct path {
 
 /* tests/fuzz/fuzz_shared.c: failing and tracing, the input, the nodes */
 void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void note_skip(void);
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void same(const char *what, long a, long b);
 void pair_ino(const char *what, uint64_t a, uint64_t b, bool traced);
