@@ -160,8 +160,8 @@ function TL.fn_tenant_unlist(keys, args)
 	if not tid or ctx.tm then return finish(ctx, fail(ctx, 'EINVAL')) end
 	local counts = {}
 	for i = 1, #UNLIST_COUNTERS do
-		local v = args[5 + i]
-		counts[i] = v and unum(v) or 0
+		counts[i] = 0
+		if args[5 + i] then counts[i] = unum(args[5 + i]) end
 		if not counts[i] then return finish(ctx, fail(ctx, 'EINVAL')) end
 	end
 	local tm = tenants_map(ctx)
