@@ -82,7 +82,9 @@ for bin in "$@"; do
 		echo "*** $name: libFuzzer exited $rc after ${runs:-?} runs; the end of $log:"
 		tail -n 40 "$log" | sed 's/^/    /'
 		art=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
-		[ -n "$art" ] && echo "*** reproduce: $bin $art"
+		env=
+		[ "$cluster" -eq 1 ] && env="FUZZ_SHARED_CLUSTER=1 "
+		[ -n "$art" ] && echo "*** reproduce: $env$bin $art"
 	fi
 done
 exit "$status"
