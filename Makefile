@@ -339,7 +339,7 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 FUZZ_FLAGS   := $(BASE) -g -O1 -DSTORE_FAULTS -DSTORE_LOCKCHECK -fsanitize=fuzzer-no-link $(FUZZ_SAN)
 FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,$(B)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
 
-.PHONY: fuzz fuzz-build fuzz-smoke
+.PHONY: fuzz fuzz-build fuzz-smoke fuzz-cluster
 
 $(B)/obj/fuzz/%.o: %.c tests/fuzz/coverage-ignore.txt
 	@mkdir -p $(@D)
@@ -365,3 +365,10 @@ fuzz: deps
 fuzz-smoke: deps
 	@$(MAKE) --no-print-directory fuzz-build
 	@tests/fuzz/run.sh --smoke 5 $(FUZZ_TARGETS)
+
+# fuzz_shared on a Redis Cluster of 3 primaries it starts itself
+# (FUZZ_SHARED_CLUSTER=1: tests/fuzz/README.md, "Cluster mode") for
+# FUZZ_SECONDS, its corpus build/fuzz/corpus/fuzz_shared-cluster.
+fuzz-cluster: deps
+	@$(MAKE) --no-print-directory $(B)/fuzz/fuzz_shared
+	@tests/fuzz/run.sh --cluster $(FUZZ_SECONDS) $(B)/fuzz/fuzz_shared

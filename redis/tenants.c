@@ -179,6 +179,50 @@ int remote_tenant_roll_forward(struct store *s, const char *name)
 	return rc < 0 ? rc : 0;
 }
 
+/* The counters a gone tenant's meta keeps, in the order
+ * sfs_tenant_unlist adds them to the root's (drain.lua, UNLIST_COUNTERS). */
+static const char *const unlist_counters[] = {
+	"admissions", "removals", "expiries", "joins", "leaves",
+	"refused_capacity", "refused_quota", "refused_payload",
+	"refused_draining", "refused_exists", "refused_stale",
+	"refused_conflict", "refused_gone",
+};
+#define NUNLIST (sizeof(unlist_counters) / sizeof(unlist_counters[0]))
+
+/* Tenant @tid's counters (its meta, gone by step 1 but kept) as
+ * arguments of its unlist: the root's .stats sums the listed tenants
+ * only, so what a tenant counted stays the store's once it is unlisted
+ * (as the embedded store's counters do).  0 or the read's error. */
+static int unlist_counts(struct store *s, uint64_t tid, struct args *a)
+{
+	struct remote *r = remote_of(s);
+	char key[200];
+	const char *av[2 + NUNLIST] = { "HMGET", key };
+	redisReply *rep = NULL;
+	int rc;
+
+	remote_tenant_key(s, tid, key, sizeof(key));
+	/* P:{P.tTID}:t -> P:{P.tTID}:meta */
+	if (strlen(key) >= 2 && strlen(key) + 3 < sizeof(key))
+		strcpy(key + strlen(key) - 1, "meta");
+	for (size_t i = 0; i < NUNLIST; i++)
+		av[2 + i] = unlist_counters[i];
+	rc = rconn_pool_call(r->pool, 0, (int)(2 + NUNLIST), av, NULL, &rep);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < NUNLIST; i++) {
+		uint64_t v = 0;
+
+		if (rep->type == REDIS_REPLY_ARRAY && i < rep->elements &&
+		    rep->element[i]->type == REDIS_REPLY_STRING &&
+		    !dec_u64(rep->element[i]->str, &v))
+			v = 0;
+		a_u64(a, v);
+	}
+	freeReplyObject(rep);
+	return 0;
+}
+
 int remote_tenant_unlist(struct store *s, const char *name, uint64_t tid)
 {
 	struct args a = { .n = 0 };
@@ -187,6 +231,9 @@ int remote_tenant_unlist(struct store *s, const char *name, uint64_t tid)
 
 	a_str(&a, name);
 	a_u64(&a, tid);
+	rc = unlist_counts(s, tid, &a);
+	if (rc)
+		return rc;
 	rc = remote_fcall(s, "sfs_tenant_unlist", true, 0, NULL, a.n, a.v,
 			  NULL, &rep);
 	if (rc == 0)

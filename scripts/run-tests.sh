@@ -18,8 +18,9 @@
 #   1. each unit binary build/unit/test_* and build/unit/stress_store*
 #      (cmocka: "[  PASSED  ] N test(s)." / "[  FAILED  ] N test(s), ...")
 #   2. a 5 s smoke run of each libFuzzer target build/fuzz/fuzz_* from its
-#      seed corpus (tests/fuzz/run.sh --smoke); each target is one test,
-#      passed when libFuzzer exits 0
+#      seed corpus (tests/fuzz/run.sh --smoke), and one of fuzz_shared on
+#      a Redis Cluster (--cluster); each run is one test, passed when
+#      libFuzzer exits 0
 #   3. the end-to-end suites: each bats file on the embedded store, and
 #      each that mounts through statefs_mount (it loads helpers.bash)
 #      and does not choose its store itself again on a shared store
@@ -129,6 +130,7 @@ unit      test_snapshot_midway:23 stress_store.tsan:15 test_remote_ops.tsan:12
 unit      test_mirror:12 test_remote_clock:11 test_faults:8 test_remote_ops:6
 unit      stress_store:5 test_link:5 test_events:3 test_entry:2 test_fs:2
 fuzz      fuzz_store:6 fuzz_shared:6 fuzz_layout:6
+fuzz-cluster fuzz_shared:8
 "
 
 # (The job list is made with the shell's own string operations: a
@@ -289,6 +291,8 @@ else {
 		for bin in build/fuzz/fuzz_*; do
 			[ -f "$bin" ] && [ -x "$bin" ] && echo "fuzz $bin 1"
 		done
+		[ -x build/fuzz/fuzz_shared ] &&
+			echo "fuzz-cluster build/fuzz/fuzz_shared 1"
 	fi
 	if command -v bats >/dev/null 2>&1; then
 		rm -rf build/bats-redis build/bats-embedded-* build/bats-redis-*
@@ -334,6 +338,11 @@ one_job() {
 		"$arg" ;;
 	fuzz)
 		tests/fuzz/run.sh --smoke 5 "$arg" ;;
+	fuzz-cluster)
+		# Without the store's drain with a window until its divergence
+		# in the tenant layout is settled (tests/fuzz/README.md).
+		FUZZ_SHARED_SKIP=store-drain \
+			tests/fuzz/run.sh --smoke --cluster 5 "$arg" ;;
 	embedded)
 		TMPDIR="$run_tmp" bats "${opts[@]}" "$arg" ;;
 	redis)
@@ -453,7 +462,8 @@ while read -r kind arg _; do
 		echo "=== $arg"
 		cat "$out" 2>/dev/null
 		tally_unit "$arg" "$out" "$rc" ;;
-	fuzz)
+	fuzz | fuzz-cluster)
+		[ "$kind" = fuzz-cluster ] && arg="$arg on a Redis Cluster"
 		echo "=== $arg (smoke run)"
 		cat "$out" 2>/dev/null
 		if [ "$rc" -eq 0 ]; then

@@ -391,10 +391,13 @@ checks in this order; "(counted)" marks refusals that bump refused_*):
       instance INSTANCE), hash and log's join kind=tenant entry.  Made
       already: OK, nothing written; a meta of another instance
       ESTALEINST.  OK [ino].
-  sfs_tenant_unlist 1 META ... NAME TID
+  sfs_tenant_unlist 1 META ... NAME TID [COUNTS...]
       (the tenant layout) NAME leaves the list when it maps to TID, with
-      the root log's cleanup; a store's drain with no tenant left is
-      drained.  OK.
+      the root log's cleanup, and COUNTS (the tenant's counters as its
+      gone meta keeps them, admissions removals expiries joins leaves
+      and the eight refused_*, in that order; missing ones 0, one not a
+      number EINVAL) are added to the root's; a store's drain with no
+      tenant left is drained.  OK.
   sfs_rmdir_tenant 1 META ... NAME CRED             (tenant_cleanup)
       unknown ENOENT; the cascade rule of store_rmdir for CRED EACCES.
       OK [root seq].  The tenant layout: 2 TMETA T, a tenant gone or not

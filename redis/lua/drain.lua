@@ -137,21 +137,40 @@ end
 local function fn_drain(keys, args) return drain(keys, args, false) end
 local function fn_drain_now(keys, args) return drain(keys, args, true) end
 
--- sfs_tenant_unlist NAME TID (root): step 2 of rmdir in the tenant
--- layout, and the end of a tenant a drain of the store cleared: NAME
--- leaves the list when it still maps to TID (else nothing: idempotent),
--- with the root log's cleanup; the store's drain is drained with its
--- last tenant.  OK NOW ROOTSEQ.
+-- The counters a gone tenant leaves to the root, in the order of
+-- sfs_tenant_unlist's COUNTS (redis/tenants.c, unlist_counters).
+local UNLIST_COUNTERS = { 'admissions', 'removals', 'expiries', 'joins',
+	'leaves', 'refused_capacity', 'refused_quota', 'refused_payload',
+	'refused_draining', 'refused_exists', 'refused_stale',
+	'refused_conflict', 'refused_gone' }
+
+-- sfs_tenant_unlist NAME TID [COUNTS...] (root): step 2 of rmdir in the
+-- tenant layout, and the end of a tenant a drain of the store cleared:
+-- NAME leaves the list when it still maps to TID (else nothing:
+-- idempotent), with the root log's cleanup, and the tenant's counters
+-- (COUNTS, UNLIST_COUNTERS' order, as its gone meta keeps them) become
+-- the root's, so that the store's .stats still counts what the tenant
+-- did (it sums the listed tenants only); the store's drain is drained
+-- with its last tenant.  OK NOW ROOTSEQ.
 function TL.fn_tenant_unlist(keys, args)
 	local ctx, early = begin(keys, args, 'root')
 	if not ctx then return early end
 	local M = ctx.M
 	local name, tid = args[4] or '', unum(args[5] or '')
 	if not tid or ctx.tm then return finish(ctx, fail(ctx, 'EINVAL')) end
+	local counts = {}
+	for i = 1, #UNLIST_COUNTERS do
+		counts[i] = 0
+		if args[5 + i] then counts[i] = unum(args[5 + i]) end
+		if not counts[i] then return finish(ctx, fail(ctx, 'EINVAL')) end
+	end
 	local tm = tenants_map(ctx)
 	if get(tm, name) == dec(tid) then
 		mset(tm, name, false)
 		add(M, 'tenants', -1)
+		for i, c in ipairs(UNLIST_COUNTERS) do
+			if counts[i] > 0 then add(M, c, counts[i]) end
+		end
 		rlog(ctx, 'cleanup', { 'name', name, 'tid', tid })
 	end
 	drains_settle(ctx, nil)

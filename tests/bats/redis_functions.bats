@@ -1615,7 +1615,7 @@ tl() { local t=$1 fn=$2; shift 2; fc "$fn" 2 "$(tmeta "$t")" "$(tkey "$t")" "$@"
 	assert_line -n 3 nometa
 }
 
-@test "the tenant layout: rmdir clears the tenant in its slot, then sfs_tenant_unlist takes the name out at the root, once; a drain of the store is drained with its last tenant" {
+@test "the tenant layout: rmdir clears the tenant in its slot, then sfs_tenant_unlist takes the name out at the root, once, with its counters; a drain of the store is drained with its last tenant" {
 	store_init layout tenant
 	root sfs_mkdir_tenant t 0 0 493 >/dev/null
 	tl 1 sfs_tenant_make t 1 0 0 493 0 0 testclock 1 >/dev/null
@@ -1627,11 +1627,18 @@ tl() { local t=$1 fn=$2; shift 2; fc "$fn" 2 "$(tmeta "$t")" "$(tkey "$t")" "$@"
 	[ "$(rcli HGET "$(tmeta 1)" gone)" = 1 ]
 	[ "$(rcli HGET "statefs:{statefs}:tenants" t)" = 1 ]
 	expect ESTALE tl 1 sfs_join q 0 0 493
-	expect OK root sfs_tenant_unlist t 1
+	# The counters t's gone meta keeps (a join, COUNTS in
+	# UNLIST_COUNTERS' order) become the root's, once.
+	[ "$(rcli HGET "$(tmeta 1)" joins)" = 1 ]
+	joins=$(meta joins)
+	expect EINVAL root sfs_tenant_unlist t 1 0 0 0 x
+	expect OK root sfs_tenant_unlist t 1 0 0 0 1 0 0 0 0 0 0 0 0 0
 	[ "$(meta tenants)" = 1 ]
+	[ "$(meta joins)" = $((joins + 1)) ]
 	[ -z "$(rcli HGET "statefs:{statefs}:tenants" t)" ]
-	expect OK root sfs_tenant_unlist t 1
+	expect OK root sfs_tenant_unlist t 1 0 0 0 1 0 0 0 0 0 0 0 0 0
 	[ "$(meta tenants)" = 1 ]
+	[ "$(meta joins)" = $((joins + 1)) ]
 	# The store's drain: recorded at the root, made u's, which clears
 	# it at once (now 1); unlisted, the root is drained.
 	expect OK root sfs_drain "" "" ""

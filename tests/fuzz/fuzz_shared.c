@@ -53,6 +53,20 @@
  * fresh store and, once it is unmounted, FLUSHALL empties Redis for the
  * next (the Functions library stays; the next mount finds it).
  *
+ * FUZZ_SHARED_CLUSTER=1: the same check on a Redis Cluster of
+ * CLUSTER_PRIMARIES primaries instead (tests/unit/redis/
+ * cluster_fixture.h: free loopback ports, a directory of its own,
+ * redis-cli --cluster create, cluster_state:ok), the shared store a
+ * cluster store_remote with them as seeds, in the tenant layout;
+ * FLUSHALL on every primary after each input; its nodes stopped as the
+ * server is, and a watchdog process (watchdog_start) removes their
+ * directory when this one dies without stopping them.  A store-wide
+ * ceiling there bounds each tenant alone (docs/design.md, "Ceilings on a
+ * cluster"): with two tenants setup() lets the tenant shares bind
+ * instead (share_binds).  FUZZ_SHARED_LAYOUT=tenant: the tenant layout
+ * on the one server.  FUZZ_SHARED_SKIP=store-drain: no store drain with
+ * a window (tests/fuzz/README.md, "Cluster mode", says why).
+ *
  * Not covered: more than one mount (the other mounts' changes arrive
  * through the log: test_mirror.c, test_remote_ops.c), Redis failures
  * and timeouts, events, snapshots taken during transitions, setattr of
@@ -92,15 +106,89 @@ struct fuzz_shared F;
 
 /* Redis ------------------------------------------------------------------- */
 
+/* Cluster mode: the write end of the watchdog's pipe (-1: none). */
+static int watchdog_fd = -1;
+
 /* At exit, and before a mismatch aborts. */
 static void redis_stop(void)
 {
-	redis_fixture_stop(&F.redis);
+	if (!F.on_cluster) {
+		redis_fixture_stop(&F.redis);
+		return;
+	}
+	cluster_fixture_stop(&F.cluster);
+	if (watchdog_fd >= 0) {
+		/* stopped already: the watchdog has nothing to do */
+		if (write(watchdog_fd, "x", 1) != 1)
+			perror("fuzz_shared: watchdog");
+		close(watchdog_fd);
+		watchdog_fd = -1;
+	}
+}
+
+/*
+ * The nodes die with this process (PR_SET_PDEATHSIG), but their
+ * directory holds their nodes-PORT.conf: a process of its own, which
+ * waits on a pipe, removes it (and kills what is left) when this one
+ * ends without stopping the cluster (a sanitizer's report, a libFuzzer
+ * timeout or crash, a signal), as libFuzzer's own handlers end the
+ * process without running atexit.
+ */
+static void watchdog_start(void)
+{
+	int fds[2];
+	pid_t pid;
+
+	if (pipe(fds) != 0)
+		return;
+	pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return;
+	}
+	if (pid == 0) {
+		char c;
+		ssize_t n;
+
+		/* a terminal's ^C reaches the whole group: outlive it */
+		signal(SIGINT, SIG_IGN);
+		signal(SIGTERM, SIG_IGN);
+		signal(SIGHUP, SIG_IGN);
+		close(fds[1]);
+		do
+			n = read(fds[0], &c, 1);
+		while (n < 0 && errno == EINTR);
+		if (n == 0) {
+			/* not this process's children: kill, let them go */
+			for (unsigned i = 0; i < F.cluster.n; i++)
+				if (F.cluster.pid[i] > 0)
+					kill(F.cluster.pid[i], SIGKILL);
+			nap(200);
+			for (unsigned i = 0; i < F.cluster.n; i++)
+				F.cluster.pid[i] = 0;
+			cluster_fixture_stop(&F.cluster);
+		}
+		_exit(0);
+	}
+	close(fds[0]);
+	watchdog_fd = fds[1];
+	fcntl(watchdog_fd, F_SETFD, FD_CLOEXEC);
 }
 
 static void redis_start(void)
 {
-	if (redis_fixture_start(&F.redis, "fuzz") != 0) {
+	F.on_cluster = getenv("FUZZ_SHARED_CLUSTER") &&
+		       strcmp(getenv("FUZZ_SHARED_CLUSTER"), "0") != 0;
+	if (F.on_cluster) {
+		if (cluster_fixture_start(&F.cluster, "fuzz-cluster",
+					  CLUSTER_PRIMARIES) != 0) {
+			fprintf(stderr, "fuzz_shared: the Redis Cluster did "
+				"not start\n");
+			exit(1);
+		}
+		watchdog_start();
+	} else if (redis_fixture_start(&F.redis, "fuzz") != 0) {
 		fprintf(stderr, "fuzz_shared: redis-server did not start\n");
 		exit(1);
 	}
@@ -113,6 +201,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	redis_start();
 	F.live_trace = getenv("FUZZ_SHARED_TRACE") != NULL;
+	F.skip_store_drain = getenv("FUZZ_SHARED_SKIP") &&
+			     !strcmp(getenv("FUZZ_SHARED_SKIP"), "store-drain");
 	return 0;
 }
 
@@ -142,6 +232,12 @@ static void note_add(const char *what, long a, long b)
 	if (F.ntrace && used < sizeof(F.trace[0]))
 		snprintf(line + used, sizeof(F.trace[0]) - used, " %s=%ld/%ld",
 			 what, a, b);
+}
+
+/* An operation FUZZ_SHARED_SKIP leaves out: said in its trace line. */
+void note_skip(void)
+{
+	note_add("skipped", 1, 1);
 }
 
 void die(const char *fmt, ...)
@@ -276,6 +372,16 @@ static uint64_t clock_now(void *arg)
 	return *(uint64_t *)arg;
 }
 
+/* Ceiling @max with tenant share @share (0: none), for @tenants
+ * tenants: the share (at most the ceiling) stays, the ceiling goes past
+ * what the tenants can hold together, so it refuses nothing. */
+static void share_binds(uint64_t *max, uint64_t *share, uint64_t tenants)
+{
+	if (*share == 0 || *share > *max)
+		*share = *max;
+	*max = tenants * *share + 1;
+}
+
 /*
  * The configuration byte picks, as fuzz_store.c's does: bit 0 a
  * default_ttl of 700 ms, bit 1 a tenant_quota of 5, bit 2 max_tenants 1
@@ -309,13 +415,41 @@ static void setup(unsigned config)
 		l.tenant_max_bytes = 0;
 		l.tenant_max_tombstones = 0;
 	}
+	if (F.on_cluster && l.max_tenants > 1) {
+		/* On a cluster a store-wide ceiling bounds each tenant as if
+		 * it were the store alone (docs/design.md, "Ceilings on a
+		 * cluster"): the share binds instead, on both sides alike. */
+		share_binds(&l.max_parents, &l.tenant_max_parents, l.max_tenants);
+		share_binds(&l.max_children, &l.tenant_max_children,
+			    l.max_tenants);
+		share_binds(&l.max_bytes, &l.tenant_max_bytes, l.max_tenants);
+		share_binds(&l.max_tombstones, &l.tenant_max_tombstones,
+			    l.max_tenants);
+	}
 	F.clock = 0;
 	rc = store_new(&l, &clock, &F.d[EMB].s);
 	if (rc != 0)
 		die("store_new: %d", rc);
 	store_remote_default(&r);
-	r.kind = STORE_REMOTE_UNIX;
-	snprintf(r.path, sizeof(r.path), "%s", F.redis.sock);
+	if (F.on_cluster) {
+		/* every primary a seed; a store made there is made in the
+		 * tenant layout (each tenant's calls on its slot's primary) */
+		r.kind = STORE_REMOTE_CLUSTER;
+		for (unsigned k = 0; k < F.cluster.n; k++) {
+			snprintf(r.sentinels[k].host,
+				 sizeof(r.sentinels[k].host), "127.0.0.1");
+			r.sentinels[k].port = F.cluster.port[k];
+		}
+		r.nsentinels = F.cluster.n;
+		r.layout_tenant = true;
+	} else {
+		r.kind = STORE_REMOTE_UNIX;
+		snprintf(r.path, sizeof(r.path), "%s", F.redis.sock);
+		/* FUZZ_SHARED_LAYOUT=tenant: the cluster's layout on one
+		 * server (which of the two a divergence needs) */
+		r.layout_tenant = getenv("FUZZ_SHARED_LAYOUT") &&
+				  !strcmp(getenv("FUZZ_SHARED_LAYOUT"), "tenant");
+	}
 	r.timeout_ms = 60000;
 	/* The engine alone, with no kernel to say what it uses (and a test
 	 * clock the operations move by hours): every tenant followed, as
@@ -340,11 +474,16 @@ static void teardown(void)
 		store_free(F.d[i].s);
 	}
 	memset(F.d, 0, sizeof(F.d));
-	/* The next input finds an empty store (the library stays). */
-	rep = redisCommand(F.redis.rc, "FLUSHALL SYNC");
-	if (!rep || rep->type == REDIS_REPLY_ERROR)
-		die("FLUSHALL: %s", rep ? rep->str : F.redis.rc->errstr);
-	freeReplyObject(rep);
+	/* The next input finds an empty store (the library stays): on a
+	 * cluster, every primary emptied. */
+	for (unsigned k = 0; k < (F.on_cluster ? F.cluster.n : 1); k++) {
+		redisContext *c = F.on_cluster ? F.cluster.rc[k] : F.redis.rc;
+
+		rep = redisCommand(c, "FLUSHALL SYNC");
+		if (!rep || rep->type == REDIS_REPLY_ERROR)
+			die("FLUSHALL: %s", rep ? rep->str : c->errstr);
+		freeReplyObject(rep);
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

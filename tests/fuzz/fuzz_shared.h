@@ -32,10 +32,12 @@
 #include <hiredis/hiredis.h>
 
 #include "redis/redis.h"
+#include "tests/unit/redis/cluster_fixture.h"
 #include "tests/unit/redis/redis_fixture.h"
 #include "store/store.h"
 
 #define NT 2
+#define CLUSTER_PRIMARIES 3
 #define NP 3
 #define NC 4
 #define NSTAGE 2
@@ -75,8 +77,13 @@ struct side {
 };
 /* The whole state of the target (fuzz_shared.c defines it). */
 struct fuzz_shared {
-	/* the redis-server of this process */
+	/* the redis-server of this process, or (FUZZ_SHARED_CLUSTER=1)
+	 * its Redis Cluster of CLUSTER_PRIMARIES primaries */
 	struct redis_fixture redis;
+	struct cluster_fixture cluster;
+	bool on_cluster;
+	/* FUZZ_SHARED_SKIP=store-drain (shared/ops.c, op_drain) */
+	bool skip_store_drain;
 	/* the current input */
 	struct side d[2];
 	uint64_t clock;                /* the embedded store's clock */
@@ -100,6 +107,7 @@ struct path {
 
 /* tests/fuzz/fuzz_shared.c: failing and tracing, the input, the nodes */
 void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void note_skip(void);
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void same(const char *what, long a, long b);
 void pair_ino(const char *what, uint64_t a, uint64_t b, bool traced);

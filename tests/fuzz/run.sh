@@ -1,7 +1,7 @@
 #!/bin/sh
 # Run libFuzzer targets for a while and say how it went.
 #
-#   tests/fuzz/run.sh [--smoke] SECONDS BINARY...
+#   tests/fuzz/run.sh [--smoke] [--cluster] SECONDS BINARY...
 #
 # Each BINARY (build/fuzz/NAME) runs for SECONDS on a copy of its seed
 # corpus tests/fuzz/corpus/NAME, so the committed corpus stays small:
@@ -10,6 +10,10 @@
 #             kept between runs, so a long run builds on the last one
 #   --smoke   build/fuzz/smoke/NAME: a fresh copy of the seeds each time,
 #             so the smoke run in `make test` does the same work each time
+#
+# --cluster runs fuzz_shared on a Redis Cluster of its own
+# (FUZZ_SHARED_CLUSTER=1, README.md "Cluster mode") as NAME-cluster:
+# its corpus, log and artifacts apart from the one-server run's.
 #
 # A crash or a model mismatch leaves its input in
 # build/fuzz/artifacts/NAME-*; rerun it with `BINARY FILE` (add
@@ -21,12 +25,17 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 
 smoke=0
-if [ "${1:-}" = "--smoke" ]; then
-	smoke=1
+cluster=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--smoke) smoke=1 ;;
+	--cluster) cluster=1 ;;
+	*) break ;;
+	esac
 	shift
-fi
+done
 if [ $# -lt 2 ]; then
-	echo "usage: tests/fuzz/run.sh [--smoke] SECONDS BINARY..." >&2
+	echo "usage: tests/fuzz/run.sh [--smoke] [--cluster] SECONDS BINARY..." >&2
 	exit 2
 fi
 secs=$1
@@ -36,6 +45,10 @@ status=0
 for bin in "$@"; do
 	name=$(basename "$bin")
 	seeds=tests/fuzz/corpus/$name
+	if [ "$cluster" -eq 1 ]; then
+		name=$name-cluster
+		export FUZZ_SHARED_CLUSTER=1
+	fi
 	# A smoke run mutates from a fixed seed: make test does the same
 	# work each time (make fuzz explores).
 	seedopt=
@@ -69,7 +82,9 @@ for bin in "$@"; do
 		echo "*** $name: libFuzzer exited $rc after ${runs:-?} runs; the end of $log:"
 		tail -n 40 "$log" | sed 's/^/    /'
 		art=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)
-		[ -n "$art" ] && echo "*** reproduce: $bin $art"
+		env=
+		[ "$cluster" -eq 1 ] && env="FUZZ_SHARED_CLUSTER=1 "
+		[ -n "$art" ] && echo "*** reproduce: $env$bin $art"
 	fi
 done
 exit "$status"
