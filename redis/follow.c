@@ -761,6 +761,7 @@ static int read_round(struct store *s, struct sick *sk, bool *reread,
 {
 	struct remote *r = remote_of(s);
 	bool gorder = atomic_load(&mirror_of(s)->gorder), all = true, done = true;
+	bool vouched = false;
 	struct lread *l = st_calloc(r->npos + 1, sizeof(*l));
 	uint64_t upto = UINT64_MAX;
 	size_t n = 0;
@@ -769,10 +770,14 @@ static int read_round(struct store *s, struct sick *sk, bool *reread,
 	*whole = false;
 	if (!l)
 		return -1;
-	if (gorder)
-		subs_all_due(r);
-	if (gorder)
+	/* One order of all tenants: the logs that grew up to the store's
+	 * number read first are due by the barrier, or all of them. */
+	if (gorder) {
 		upto = store_gseq(s);
+		vouched = upto != UINT64_MAX && subs_barrier(s) == 0;
+		if (!vouched)
+			subs_all_due(r);
+	}
 	for (size_t i = 0; i <= r->npos && rc == 0 && !atomic_load(&r->stop); i++) {
 		char key[160];
 		uint64_t tid = i ? r->pos[i - 1].tid : 0;
@@ -781,7 +786,7 @@ static int read_round(struct store *s, struct sick *sk, bool *reread,
 		if (i ? r->pos[i - 1].damaged : r->root_damaged)
 			continue;
 		if (!*due) {
-			all = false;
+			all = all && vouched;
 			continue;
 		}
 		if (i)

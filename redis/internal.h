@@ -465,6 +465,18 @@ int subs_sync(struct store *s);
  * the time ran out, -ECANCELED. */
 int subs_wait(struct store *s, unsigned ms);
 
+/*
+ * Which logs grew up to a number of the store's order read just before
+ * (the follower's thread): a PING on each link with channels, whose
+ * reply comes after every message published to it before the PING, and
+ * an entry up to that number was published (in its function, with its
+ * XADD) before the number was read.  So when it returns 0 a log not
+ * marked due holds no entry up to that number past the follower's
+ * position.  -EIO when it cannot say (a link lost or refused, channels
+ * not all subscribed): read every log.  -ECANCELED (stopped).
+ */
+int subs_barrier(struct store *s);
+
 /* Mark every followed log due (root first). */
 void subs_all_due(struct remote *r);
 

@@ -386,6 +386,82 @@ int subs_wait(struct store *s, unsigned ms)
 	return 1;
 }
 
+/* Is @rep a PING's reply on a subscribed connection? */
+static bool is_pong(const redisReply *rep)
+{
+	const char *k = rep->type == REDIS_REPLY_ARRAY ? out_str(rep, 0) : NULL;
+
+	return (k && strcmp(k, "pong") == 0) ||
+	       (rep->type == REDIS_REPLY_STATUS && strcmp(rep->str, "PONG") == 0);
+}
+
+/* One link's part of subs_barrier: its PING sent, what came before the
+ * reply dispatched.  0, or -EIO (the link lost), -ECANCELED. */
+static int link_barrier(struct store *s, struct follow_link *fl)
+{
+	struct remote *r = remote_of(s);
+	const char *av[] = { "PING" };
+	uint64_t deadline = mono_ms() + r->cfg.timeout_ms;
+	redisReply *rep = NULL;
+	int rc = rconn_call(fl->c, 0, 1, av, NULL, &rep);
+
+	if (rc) {
+		if (rc != -ECANCELED)
+			link_lost(r, fl);
+		return rc;
+	}
+	while (!is_pong(rep)) {
+		struct pollfd p;
+		uint64_t now;
+
+		if (dispatch(s, fl, rep) < 0)
+			return -EIO;
+		rep = NULL;
+		while (!rep) {
+			if (!link_of(fl) || link_take(link_of(fl), &rep) < 0) {
+				link_lost(r, fl);
+				return -EIO;
+			}
+			if (rep)
+				break;
+			now = mono_ms();
+			if (atomic_load(&r->stop))
+				return -ECANCELED;
+			if (now >= deadline) {
+				link_lost(r, fl);
+				return -EIO;
+			}
+			p = (struct pollfd){ .fd = link_fd(link_of(fl)), .events = POLLIN };
+			(void)poll(&p, 1, (int)min_u64(deadline - now, 100));
+		}
+	}
+	freeReplyObject(rep);
+	return 0;
+}
+
+int subs_barrier(struct store *s)
+{
+	struct remote *r = remote_of(s);
+	size_t n = atomic_load(&r->nlinks);
+
+	if (n == 0 || r->subs_dirty)
+		return -EIO;
+	for (size_t i = 0; i < n; i++)
+		if (r->links[i]->refused_ms)
+			return -EIO;
+	for (size_t i = 0; i < n; i++) {
+		struct follow_link *fl = r->links[i];
+		int rc;
+
+		if (!fl->subs)
+			continue;
+		rc = link_barrier(s, fl);
+		if (rc)
+			return rc == -ECANCELED ? rc : -EIO;
+	}
+	return r->subs_dirty ? -EIO : 0;
+}
+
 void follow_wake(struct store *s)
 {
 	struct remote *r = remote_of(s);
