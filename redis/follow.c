@@ -30,8 +30,9 @@
  * entry read is parsed into a plain struct entry (redis/entry.c) before
  * it is applied.
  * Where the store has one order of all tenants (each entry's gseq),
- * every round reads every followed log (one that got no message may
- * hold an earlier entry) and applies the entries merged by it
+ * every round reads the logs that grew up to the store's gseq read
+ * first (a barrier on the links, subs_barrier, says which; every
+ * followed log when it cannot) and applies the entries merged by it
  * (apply_merged), so the mirror passes through the store's own states
  * and the root's lines rise: not past the store's gseq read before the
  * round's first read (the logs are read one after the other: a later
@@ -749,10 +750,11 @@ static uint64_t store_gseq(struct store *s)
 
 /*
  * One round: read each due log past its position (the root's first),
- * then apply what came, in the store's order where it has one (reading
- * every followed log then: one that got no message may hold an earlier
- * entry).  A log whose entries were not all applied stays due.
- * *@whole: every followed log was read and all it held applied.
+ * then apply what came, in the store's order where it has one (the
+ * logs that grew up to its gseq then, which the barrier names, or
+ * every followed log).  A log whose entries were not all applied stays
+ * due.  *@whole: nothing up to that gseq is left unread, and all that
+ * was read applied.
  * 0, or -1 when the round failed (a read without a reply, a read
  * refused, an entry neither applied nor reloaded).
  */
