@@ -172,7 +172,7 @@ bats --help 2>&1 | grep -q -- '--filter-tags' && has_tags=1
 # tests/bats, beside copies of its helpers, so that the suites' paths to
 # the binary and to helpers.bash hold) with the Kth share of its tests:
 # tests K, K+N, ...  DROP=1 also leaves out the tests tagged
-# embedded-only or store-free.  A test left out becomes blank lines, with the comment
+# embedded-only or store-free (and, on a cluster, exact-ceilings).  A test left out becomes blank lines, with the comment
 # lines just above it (its tags): every line that stays keeps its
 # number, so what bats reports of a copy reads in the original.  Prints
 # the job lines, "STORE COPY N".
@@ -204,6 +204,7 @@ bats_copies() {
 			t++
 			owner = (t - 1) % n + 1
 			if (drop && held ~ /# bats test_tags=[^\n]*(embedded-only|store-free)/) owner = -1
+			if (drop && store == "cluster" && held ~ /# bats test_tags=[^\n]*exact-ceilings/) owner = -1
 			put(owner, held $0 "\n")
 			held = ""
 			intest = 1
