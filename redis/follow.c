@@ -95,6 +95,7 @@
  * checks for SICK_MS, the other primaries' logs read meanwhile with no
  * pause: one primary away stalls no other tenant's waiters. */
 #define SICK_MS 1000
+#define READ_SICK_MS 250
 #define SICK_MAX 16
 struct sick {
 	const void *node[SICK_MAX];
@@ -717,7 +718,12 @@ static int read_log(struct store *s, const char *key, const char *id,
 	snprintf(from, sizeof(from), "(%s", id);
 	snprintf(count, sizeof(count), "%d", BATCH);
 	*out = NULL;
-	rc = rconn_pool_call(remote_of(s)->pool, 0, 6, av, NULL, &rep);
+	/* On a cluster a primary that does not answer soon is sick for
+	 * SICK_MS (its logs read again after), not a wait of store_timeout
+	 * the other primaries' tenants would spend waiting for the mirror. */
+	rc = rconn_pool_call(remote_of(s)->pool,
+			     rconn_pool_is_cluster(remote_of(s)->pool) ? READ_SICK_MS : 0,
+			     6, av, NULL, &rep);
 	if (rc)
 		return rc;
 	if (rep->type != REDIS_REPLY_ARRAY) {
