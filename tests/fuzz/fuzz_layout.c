@@ -804,6 +804,14 @@ static void check_remote(const uint8_t *text, size_t tlen, uint8_t sel)
 			      r.master[0] != '\0' && !strpbrk(r.master, "/ "),
 		      "accepted a bad master name");
 		break;
+	case STORE_REMOTE_CLUSTER:
+		CHECK(r.nsentinels >= 1 && r.nsentinels <= 16,
+		      "accepted a bad number of cluster seeds");
+		for (unsigned i = 0; i < r.nsentinels; i++)
+			CHECK(ref_host_ok(&r.sentinels[i]),
+			      "accepted a bad cluster seed address");
+		CHECK(r.master[0] == '\0', "a cluster with a master name");
+		break;
 	default:
 		CHECK(false, "store= accepted without a kind");
 	}
