@@ -165,6 +165,37 @@ static bool good_name(const char *s, size_t len, size_t max,
 }
 
 /*
+ * Add the addresses of [@s, @end) ("H:P,H:P", a trailing comma allowed:
+ * it ends an -o piece) to @r's list (r->sentinels: a Sentinel list or a
+ * cluster's seeds).  @many: the refusal past STORE_REMOTE_SENTINELS_MAX;
+ * @slashed: the refusal of an address holding a '/' (NULL: none holds
+ * one).  0, or -EINVAL with *@why.
+ */
+static int parse_addrs(struct store_remote *r, const char *s, const char *end,
+		       const char *many, const char *slashed, const char **why)
+{
+	while (s < end) {
+		const char *comma = memchr(s, ',', (size_t)(end - s));
+		const char *stop = comma ? comma : end;
+
+		if (r->nsentinels == STORE_REMOTE_SENTINELS_MAX) {
+			*why = many;
+			return -EINVAL;
+		}
+		if (slashed && memchr(s, '/', (size_t)(stop - s))) {
+			*why = slashed;
+			return -EINVAL;
+		}
+		if (parse_hostport(s, (size_t)(stop - s),
+				   &r->sentinels[r->nsentinels], why) < 0)
+			return -EINVAL;
+		r->nsentinels++;
+		s = comma ? stop + 1 : stop;
+	}
+	return 0;
+}
+
+/*
  * Add the Sentinel addresses of @s ("H:P,H:P" optionally followed by
  * "/MASTER") to @r.  A list without "/MASTER" leaves @r->sentinel_open
  * set: the rest arrives as the next option.
@@ -179,27 +210,12 @@ static int parse_sentinels(struct store_remote *r, const char *s,
 		*why = "no Sentinel address: sentinel://HOST:PORT,.../MASTER";
 		return -EINVAL;
 	}
-	while (s < end) {
-		const char *comma = memchr(s, ',', (size_t)(end - s));
-		const char *stop = comma ? comma : end;
-
-		if (r->nsentinels == STORE_REMOTE_SENTINELS_MAX) {
-			*why = "at most 16 Sentinels";
-			return -EINVAL;
-		}
-		if (parse_hostport(s, (size_t)(stop - s),
-				   &r->sentinels[r->nsentinels], why) < 0)
-			return -EINVAL;
-		r->nsentinels++;
-		s = stop;
-		if (comma) {
-			s++;
-			/* "H:P," ends an -o piece; "H:P,/M" is an empty one. */
-			if (s == end && slash) {
-				*why = "an empty address: HOST:PORT";
-				return -EINVAL;
-			}
-		}
+	if (parse_addrs(r, s, end, "at most 16 Sentinels", NULL, why) < 0)
+		return -EINVAL;
+	/* "H:P," ends an -o piece; "H:P,/M" is an empty one. */
+	if (slash && end > s && end[-1] == ',') {
+		*why = "an empty address: HOST:PORT";
+		return -EINVAL;
 	}
 	r->sentinel_open = !slash;
 	if (slash) {
@@ -230,24 +246,10 @@ static int parse_seeds(struct store_remote *r, const char *s, const char **why)
 		*why = "no seed address: cluster://HOST:PORT,...";
 		return -EINVAL;
 	}
-	while (s < end) {
-		const char *comma = memchr(s, ',', (size_t)(end - s));
-		const char *stop = comma ? comma : end;
-
-		if (r->nsentinels == STORE_REMOTE_SENTINELS_MAX) {
-			*why = "at most 16 seed nodes";
-			return -EINVAL;
-		}
-		if (memchr(s, '/', (size_t)(stop - s))) {
-			*why = "seed nodes HOST:PORT, no '/': cluster://HOST:PORT,...";
-			return -EINVAL;
-		}
-		if (parse_hostport(s, (size_t)(stop - s),
-				   &r->sentinels[r->nsentinels], why) < 0)
-			return -EINVAL;
-		r->nsentinels++;
-		s = comma ? stop + 1 : stop;
-	}
+	if (parse_addrs(r, s, end, "at most 16 seed nodes",
+			"seed nodes HOST:PORT, no '/': cluster://HOST:PORT,...",
+			why) < 0)
+		return -EINVAL;
 	r->cluster_open = true;
 	return 0;
 }
