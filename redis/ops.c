@@ -399,6 +399,24 @@ static int remote_unlink(struct store *s, struct store_node *parent,
 	return rc;
 }
 
+/*
+ * The other tenant of a call about two (link, rename: tenant @tid's key
+ * first, tenant @other's second, which decides EXDEV).  In the tenant
+ * layout the call goes to the first tenant's slot alone and names the
+ * other by its TID (EXDEV there), and the other's node @n gone is the
+ * mirror's ESTALE.  The keys to send (1 or 2), or -ESTALE.
+ */
+static int other_tenant(struct store *s, struct args *a, uint64_t tid,
+			uint64_t other, struct store_node *n)
+{
+	if (!remote_tenant_layout(s))
+		return 2;
+	if (other != tid && node_dead(n))
+		return -ESTALE;
+	a_u64(a, other);
+	return 1;
+}
+
 static int remote_link(struct store *s, struct store_node *child,
 		struct store_node *parent, const char *name,
 		struct store_attr *attr)
@@ -409,7 +427,7 @@ static int remote_link(struct store *s, struct store_node *child,
 	char key[160], ckey[160];
 	redisReply *rep = NULL;
 	uint64_t tid, ctid;
-	int rc;
+	int rc, nk;
 
 	if (!tkey(s, store_node_tenant(parent), &tid, key, sizeof(key)))
 		return refuse(s, -ESTALE);
@@ -423,16 +441,11 @@ static int remote_link(struct store *s, struct store_node *child,
 	a_u64(&a, mirror_remote_ino(s, child));
 	a_u64(&a, mirror_remote_ino(s, parent));
 	a_str(&a, name);
-	/* The tenant layout: the destination's slot only, the source's
-	 * tenant by its TID (EXDEV there); its state's ESTALE, which the
-	 * contract puts first, is the mirror's. */
-	if (remote_tenant_layout(s)) {
-		if (ctid != tid && node_dead(child))
-			return refuse(s, -ESTALE);
-		a_u64(&a, ctid);
-	}
-	rc = remote_fcall(s, "sfs_link", true,
-			  remote_tenant_layout(s) ? 1 : 2,
+	/* Its state's ESTALE, which the contract puts first, is the
+	 * mirror's in the tenant layout. */
+	if ((nk = other_tenant(s, &a, tid, ctid, child)) < 0)
+		return refuse(s, nk);
+	rc = remote_fcall(s, "sfs_link", true, nk,
 			  (const char *[]){ key, ckey }, a.n, a.v, NULL, &rep);
 	rc = settle(s, tid, rc, rep);
 	if (rc == 0 && attr) {
@@ -452,7 +465,7 @@ static int remote_rename(struct store *s, struct store_node *from, const char *n
 	char key[160], bkey[160];
 	redisReply *rep = NULL;
 	uint64_t tid, btid;
-	int rc;
+	int rc, nk;
 
 	if (!tkey(s, store_node_tenant(from), &tid, key, sizeof(key)) ||
 	    !tkey(s, store_node_tenant(to), &btid, bkey, sizeof(bkey)))
@@ -463,15 +476,9 @@ static int remote_rename(struct store *s, struct store_node *from, const char *n
 	a_str(&a, to_name);
 	a_u64(&a, (flags & STORE_RENAME_NOREPLACE ? 1 : 0) |
 		  (flags & STORE_RENAME_EXCHANGE ? 2 : 0));
-	/* The tenant layout: one tenant's slot, the other's TID (EXDEV);
-	 * the other's parent gone is the mirror's ESTALE. */
-	if (remote_tenant_layout(s)) {
-		if (btid != tid && node_dead(to))
-			return refuse(s, -ESTALE);
-		a_u64(&a, btid);
-	}
-	rc = remote_fcall(s, "sfs_rename", true,
-			  remote_tenant_layout(s) ? 1 : 2,
+	if ((nk = other_tenant(s, &a, tid, btid, to)) < 0)
+		return refuse(s, nk);
+	rc = remote_fcall(s, "sfs_rename", true, nk,
 			  (const char *[]){ key, bkey }, a.n, a.v, NULL, &rep);
 	rc = settle(s, tid, rc, rep);
 	if (rep)
