@@ -48,18 +48,6 @@ mount_cluster() {
 	printf -v "$name" '%s' "$MNT"
 }
 
-# pid_of MNT: the daemon of one of this test's live mounts.
-pid_of() {
-	local e
-	for e in "${STATEFS_MOUNTS[@]}"; do
-		if [ "$(echo "$e" | cut -d' ' -f2)" = "$1" ]; then
-			echo "${e%% *}"
-			return 0
-		fi
-	done
-	return 1
-}
-
 # a_primary: the port of a living primary.
 a_primary() {
 	local p

@@ -24,6 +24,7 @@
 #                               (STATEFS_STORE_LAYOUT=tenant: a shared
 #                               store is made in the tenant layout)
 #   statefs_unmount             unmount everything this test mounted
+#   pid_of MNT                  the daemon of one of this test's live mounts
 #   statefs_remount [-o opts]   unmount, then mount anew with these options
 #   py_errno CODE ARGS...       run one python statement; prints OK or the
 #                               errno name (ENOENT, ESTALE, ...)
@@ -169,6 +170,18 @@ _statefs_stacks() {
 		timeout 30 gdb -p "$pid" -batch -nx -iex 'set auto-load off' -ex 'thread apply all bt' </dev/null 2>&1 |
 			grep -v '^\[New LWP\|^warning: \|^$'
 	fi
+}
+
+# pid_of MNT: the daemon of one of this test's live mounts.
+pid_of() {
+	local e
+	for e in "${STATEFS_MOUNTS[@]}"; do
+		if [ "$(echo "$e" | cut -d' ' -f2)" = "$1" ]; then
+			echo "${e%% *}"
+			return 0
+		fi
+	done
+	return 1
 }
 
 # statefs_unmount: unmount every mount this test made (newest first) and

@@ -39,18 +39,6 @@ teardown() {
 	return "$rc"
 }
 
-# pid_of MNT: the daemon of one of this test's live mounts.
-pid_of() {
-	local e
-	for e in "${STATEFS_MOUNTS[@]}"; do
-		if [ "$(echo "$e" | cut -d' ' -f2)" = "$1" ]; then
-			echo "${e%% *}"
-			return 0
-		fi
-	done
-	return 1
-}
-
 # mount_store NAME OPTS...: mount this test's store (STORE, an -o store=
 # value) and set NAME to the mountpoint.
 mount_store() {
