@@ -55,10 +55,12 @@ static int teardown(void **state)
 	return 0;
 }
 
-/* Mount the store: testclock, at most @max_tenants tenants, tenants
- * unused for @idle_ms not followed (0: every tenant followed). */
-static void mount_idle(struct world *w, uint64_t max_tenants,
-		       uint64_t idle_ms)
+/* Mount the store: testclock, at most @max_tenants tenants (0: the
+ * default), tenants unused for @idle_ms not followed (0: every tenant
+ * followed), a store of the tenant layout when @tenant.  Its instance
+ * into w->inst. */
+static void mount_store(struct world *w, uint64_t max_tenants,
+			uint64_t idle_ms, bool tenant)
 {
 	struct store_limits l;
 	struct store_remote cfg;
@@ -67,12 +69,14 @@ static void mount_idle(struct world *w, uint64_t max_tenants,
 
 	store_limits_default(&l);
 	l.testclock = true;
-	l.max_tenants = max_tenants;
+	if (max_tenants)
+		l.max_tenants = max_tenants;
 	store_remote_default(&cfg);
 	cfg.kind = STORE_REMOTE_UNIX;
 	snprintf(cfg.path, sizeof(cfg.path), "%s", w->redis.sock);
 	cfg.timeout_ms = 60000;
 	cfg.follow_idle_ms = idle_ms;
+	cfg.layout_tenant = tenant;
 	if (redis_store_new(&l, &cfg, &w->s, err, sizeof(err)) != 0)
 		fail_msg("cannot mount: %s", err);
 	r = redisCommand(w->redis.rc, "HGET %s instance", META);
@@ -80,6 +84,13 @@ static void mount_idle(struct world *w, uint64_t max_tenants,
 	assert_int_equal(r->type, REDIS_REPLY_STRING);
 	snprintf(w->inst, sizeof(w->inst), "%s", r->str);
 	freeReplyObject(r);
+}
+
+/* mount_store of the root layout. */
+static inline void mount_idle(struct world *w, uint64_t max_tenants,
+			      uint64_t idle_ms)
+{
+	mount_store(w, max_tenants, idle_ms, false);
 }
 
 /* mount_idle with every tenant followed: the engine alone, with no

@@ -622,24 +622,13 @@ static bool monitor_arg(const char *line, int i, char *out, size_t len)
  * tenant followed, testclock. */
 static void mount_tenant_layout(struct world *w)
 {
-	struct store_limits l;
-	struct store_remote cfg;
-	char err[512];
 	redisReply *r;
 
-	store_limits_default(&l);
-	l.testclock = true;
-	store_remote_default(&cfg);
-	cfg.kind = STORE_REMOTE_UNIX;
-	snprintf(cfg.path, sizeof(cfg.path), "%s", w->redis.sock);
-	cfg.timeout_ms = 60000;
-	cfg.layout_tenant = true;
-	if (redis_store_new(&l, &cfg, &w->s, err, sizeof(err)) != 0)
-		fail_msg("cannot mount: %s", err);
+	mount_store(w, 0, 0, true);
 	r = redisCommand(w->redis.rc, "HMGET %s layout instance", META);
 	assert_int_equal(r->type, REDIS_REPLY_ARRAY);
 	assert_string_equal(r->element[0]->str, "tenant");
-	snprintf(w->inst, sizeof(w->inst), "%s", r->element[1]->str);
+	assert_string_equal(r->element[1]->str, w->inst);
 	freeReplyObject(r);
 }
 
