@@ -404,67 +404,6 @@ static bool wait_new_instance(struct remote *r, uint64_t loaded)
 	return done;
 }
 
-/*
- * sfs_sync of @nkeys tenants in the tenant layout, where a call is about
- * one tenant: the root's (0 keys), then one per tenant, their seqs
- * appended to the root's reply as one call of all would give them (-1
- * for a tenant gone).  0 with *@out, or the first call's -errno.
- */
-static int sync_per_tenant(struct store *s, int nkeys,
-			   const char *const *keys, redisReply **out)
-{
-	redisReply *rep = NULL, **el;
-	int rc = remote_fcall(s, "sfs_sync", false, 0, NULL, 0, NULL, NULL,
-			      &rep);
-
-	*out = NULL;
-	if (rc) {
-		if (rep)
-			freeReplyObject(rep);
-		return rc;
-	}
-	/* hiredis's allocator is malloc's (the default, never changed). */
-	el = realloc(rep->element, (rep->elements + (size_t)nkeys) *
-		     sizeof(*el));
-	if (!el) {
-		freeReplyObject(rep);
-		return -ENOMEM;
-	}
-	rep->element = el;
-	for (int i = 0; i < nkeys; i++) {
-		redisReply *t = NULL, *e = NULL;
-		int trc = remote_fcall(s, "sfs_sync", false, 1, &keys[i], 0,
-				       NULL, NULL, &t);
-
-		if (trc == 0 && t->elements > 3 &&
-		    t->element[3]->type == REDIS_REPLY_INTEGER) {
-			e = t->element[3];
-			t->element[3] = NULL;
-			t->elements = 3;
-		} else if (trc != 0 && trc != -ESTALE) {
-			if (t)
-				freeReplyObject(t);
-			freeReplyObject(rep);
-			return trc;
-		}
-		if (t)
-			freeReplyObject(t);
-		if (!e) {
-			/* Gone (no meta, no hash): as one call says it. */
-			e = calloc(1, sizeof(*e));
-			if (!e) {
-				freeReplyObject(rep);
-				return -ENOMEM;
-			}
-			e->type = REDIS_REPLY_INTEGER;
-			e->integer = -1;
-		}
-		rep->element[rep->elements++] = e;
-	}
-	*out = rep;
-	return 0;
-}
-
 int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 		 const char *const *keys, int argc, const char *const *argv,
 		 const size_t *argvlen, redisReply **out)
@@ -473,8 +412,6 @@ int remote_fcall(struct store *s, const char *fn, bool mutation, int nkeys,
 	bool newinst;
 	int rc;
 
-	if (nkeys > 1 && remote_tenant_layout(s) && strcmp(fn, "sfs_sync") == 0)
-		return sync_per_tenant(s, nkeys, keys, out);
 	rc = fcall_once(s, fn, mutation, nkeys, keys, argc, argv, argvlen, out,
 			&loaded, &newinst);
 	/* The store is a new instance (Redis lost its data, or failed over
