@@ -53,7 +53,7 @@ one() { # one LABEL LIB
 		[ "$(R PING 2>/dev/null)" = PONG ] && break
 		sleep 0.05
 	done
-	R FUNCTION LOAD "$(cat "$2")" >/dev/null
+	R -x FUNCTION LOAD <"$2" >/dev/null
 	build/statefs -f -o "store=unix:$dir/r.sock" \
 		-o max_children=4000000,max_bytes=4294967296 "$dir/mnt" \
 		2>"$dir/statefs.log" &

@@ -60,7 +60,7 @@ R() { redis-cli -s "$dir/r.sock" "$@"; }
 M='statefs:{statefs}:meta'
 T='statefs:{statefs.t1}:t'
 I=0123456789abcdef
-R FUNCTION LOAD REPLACE "$(cat "${STATEFS_LUA:-build/gen/statefs.lua}")" >/dev/null
+R -x FUNCTION LOAD REPLACE <"${STATEFS_LUA:-build/gen/statefs.lua}" >/dev/null
 R FCALL sfs_init 1 "$M" "" "" "" 1 "$I" 0 >/dev/null
 R FCALL sfs_mkdir_tenant 1 "$M" "$I" "" "" bench 0 0 493 >/dev/null
 for p in 0 1 2 3 4 5 6 7 8 9; do
