@@ -28,22 +28,25 @@
 # changes; the results say which), and to the second mount holding it
 # (polling statx(2) with AT_STATX_FORCE_SYNC, past the kernel's caches).  The whole-directory phases are not
 # run on it.  Last, scripts/bench/redis_fcall.sh (the Functions library
-# alone, pipelined: BENCH_FCALL="CHILDREN CALLS ROUNDS").
+# alone, pipelined: BENCH_FCALL="CHILDREN CALLS ROUNDS"), then
+# scripts/bench/redis_floor.sh (what a transition cannot go below: the
+# library's commands alone, one request's round trip and Redis CPU;
+# BENCH_FLOOR="CHILDREN CALLS ROUNDS").
 #
 # Output: build/bench/results.tsv (every figure: filesystem, population,
 # threads, what, and one or two numbers: ops and seconds for a phase),
 # build/bench/report.md
 # (the tables), build/bench/bench.png (ops/s against population),
-# build/bench/redis_fcall.txt.  A run
+# build/bench/redis_fcall.txt, build/bench/redis_floor.txt.  A run
 # worth keeping is reported in docs/bench/DATE.md, its chart beside it
 # as docs/bench/DATE.png.
 #
 #   BENCH_LEVELS="1000 10000 100000 1000000" BENCH_OPS=5000 BENCH_REPS=3
 #   BENCH_BIG=100000 BENCH_REDIS_MAX=10000 BENCH_PROP=1000
-#   BENCH_FCALL="100000 5000 3"
+#   BENCH_FCALL="100000 5000 3" BENCH_FLOOR="100000 5000 3"
 #   BENCH_QUICK=1: a reduced run (a few minutes): levels 1000 10000,
-#   1000 operations, BIG 10000, 300 propagations, BENCH_FCALL
-#   "10000 2000 1"; any variable set explicitly still wins.
+#   1000 operations, BIG 10000, 300 propagations, BENCH_FCALL and
+#   BENCH_FLOOR "10000 2000 1"; any variable set explicitly still wins.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -54,12 +57,14 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	BIG=${BENCH_BIG:-10000}
 	PROP=${BENCH_PROP:-300}
 	FCALL=${BENCH_FCALL:-"10000 2000 1"}
+	FLOOR=${BENCH_FLOOR:-"10000 2000 1"}
 else
 	LEVELS=${BENCH_LEVELS:-"1000 10000 100000 1000000"}
 	OPS=${BENCH_OPS:-5000}
 	BIG=${BENCH_BIG:-100000}
 	PROP=${BENCH_PROP:-1000}
 	FCALL=${BENCH_FCALL:-"100000 5000 3"}
+	FLOOR=${BENCH_FLOOR:-"100000 5000 3"}
 fi
 REPS=${BENCH_REPS:-3}
 REDIS_MAX=${BENCH_REDIS_MAX:-10000}
@@ -349,4 +354,12 @@ tr '(),:/' '     ' <"$B/redis_fcall.txt" | awk '$1 == "round" {
 	printf "fcall\t0\t%s\tfc_unlink\t%s\t%s\n", $2, $10, $11
 	printf "fcall\t0\t%s\tfc_hset\t%s\t%s\n", $2, $14, $15
 	printf "fcall\t0\t%s\tfc_version\t%s\t%s\n", $2, $18, $19 }' >>"$RES"
+say "bench: what a transition cannot go below (scripts/bench/redis_floor.sh $FLOOR)"
+# shellcheck disable=SC2086 # three numbers
+scripts/bench/redis_floor.sh $FLOOR >"$B/redis_floor.txt" 2>&1 ||
+	say "bench: redis_floor.sh failed: see $B/redis_floor.txt"
+# Its "tsv" lines are results.tsv rows: floor 0 ROUND fl_create_lib
+# WALL CPU, fl_create_cmds ..., rtt_ping US CPU, ... (us per call or
+# request).
+sed -n 's/^tsv\t//p' "$B/redis_floor.txt" >>"$RES"
 scripts/bench/report.sh "$RES" "$B" "$LEVELS"
