@@ -110,6 +110,60 @@ function cpu_row(what, lvl, label,   n, us, c, per, cpu, met) {
 	}
 	printf "| %s | %d | %s | %s | %s |\n", label, n, per, cpu, met
 }
+# scripts/bench/redis_floor.sh: the library beside its commands alone,
+# one request, and what these leave of each target (computed).
+function f1(x) { return (x == "-") ? x : sprintf("%.1f", x) }
+function floor_tables(lvl,   n, i, f, lw, lc, cw, cc, rt, rc, pc, e, te, best, m, ph2) {
+	n = fn["fl_create_lib"]
+	printf "\nWhat a call cannot go below on this machine (scripts/bench/redis_floor.sh, median of %d rounds; us per call or request):\n\n", n
+	print "The commands alone: the Redis commands one call of the library makes (traced with MONITOR), issued by a generated Functions library in a straight line with no logic, pipelined on a tenant of the same population, each beside the real function in the same run.\n"
+	print "| call | the library: usec_per_call / main-thread CPU | its commands alone: usec_per_call / main-thread CPU | the commands'\'' share of usec_per_call | target: usec_per_call <= 20 us, the commands alone |"
+	print "|---|---|---|---|---|"
+	split("create publish unlink", f, " ")
+	for (i = 1; i <= 3; i++) {
+		lw = fmed("fl_" f[i] "_lib", "w"); lc = fmed("fl_" f[i] "_lib", "c")
+		cw = fmed("fl_" f[i] "_cmds", "w"); cc = fmed("fl_" f[i] "_cmds", "c")
+		printf "| sfs_%s | %s / %s | %s / %s | %s | %s |\n", f[i], f1(lw), f1(lc), f1(cw), f1(cc),
+			(lw > 0) ? sprintf("%.0f%%", 100 * cw / lw) : "-",
+			(cw + 0 <= 20) ? "within reach" : "not reachable: the commands alone take more"
+	}
+	print "\n| one request from one client (redis-benchmark -c 1) | us per request (unpipelined: the round trip) | Redis main-thread CPU per request |"
+	print "|---|---|---|"
+	printf "| PING (PING_INLINE and PING_MBULK) | %s | %s |\n", f1(fmed("rtt_ping", "w")), f1(fmed("rtt_ping", "c"))
+	printf "| GET | %s | %s |\n", f1(fmed("rtt_get", "w")), f1(fmed("rtt_get", "c"))
+	printf "| PING, pipelined 16 deep (-P 16) | %s | %s |\n", f1(fmed("p16_ping", "w")), f1(fmed("p16_ping", "c"))
+	printf "| GET, pipelined 16 deep (-P 16) | %s | %s |\n", f1(fmed("p16_get", "w")), f1(fmed("p16_get", "c"))
+
+	rt = f1(fmed("rtt_get", "w")); rc = fmed("rtt_get", "c"); pc = fmed("p16_get", "c")
+	printf "\nComputed from the figures above, not measured: the best each target could reach (the round trip: GET'\''s median above; the embedded rates: statefs at %d children, 1 thread, the median of its runs).\n\n", lvl
+	for (i = 1; i <= 3; i++) {
+		cc = fmed("fl_" f[i] "_cmds", "c")
+		m = cc + rc - pc
+		printf "- Redis main-thread CPU per transition <= 30 us: an unpipelined sfs_%s costs at least its commands alone, pipelined (%.1f us), plus what not pipelining adds to a request (GET: %.1f us unpipelined - %.1f us pipelined) = %.1f us: %s.\n",
+			f[i], cc, rc, pc, m, (m <= 30) ? "within reach" : "not reachable at these figures"
+	}
+	split("create unlink rename", ph2, " ")
+	for (i = 1; i <= 3; i++) {
+		e = rate("statefs", lvl, 1, ph2[i])
+		if (!e) {
+			printf "- %s through a mount >= 0.5x embedded: no embedded rate at %d children.\n", ph2[i], lvl
+			continue
+		}
+		te = 1e6 / e
+		if (ph2[i] == "rename") {
+			best = te + rt
+			printf "- rename through a mount >= 0.5x embedded: embedded %.1f us a rename (%.0f ops/s at %d children, 1 thread) plus one round trip (GET, %s us; its commands were not measured, so the real bound is lower) = %.1f us: at best %.2fx (measured on the mount: %s): %s.\n",
+				te, e, lvl, rt, best, te / best, ratio(rate("redis", lvl, 1, ph2[i]), e),
+				(te / best >= 0.5) ? "not ruled out" : "not reachable at these figures"
+			continue
+		}
+		cw = fmed("fl_" ph2[i] "_cmds", "w")
+		best = te + rt + cw
+		printf "- %s through a mount >= 0.5x embedded: embedded %.1f us a%s %s (%.0f ops/s at %d children, 1 thread) plus one round trip (GET, %s us) plus the commands of sfs_%s alone (%.1f us) = %.1f us: at best %.2fx (measured on the mount: %s): %s.\n",
+			ph2[i], te, ph2[i] == "unlink" ? "n" : "", ph2[i], e, lvl, rt, ph2[i], cw, best, te / best,
+			ratio(rate("redis", lvl, 1, ph2[i]), e), (te / best >= 0.5) ? "within reach" : "not reachable at these figures"
+	}
+}
 {
 	k = $1 SUBSEP $2 SUBSEP $3 SUBSEP $4
 	ops[k] = $5
@@ -123,7 +177,7 @@ function cpu_row(what, lvl, label,   n, us, c, per, cpu, met) {
 		pm[++npm] = $5; pn[$5] = $6; p50[$5] = $7; p99[$5] = $8
 		pmax[$5] = $9; pmiss[$5] = $10; plvl = $2
 	}
-	if ($1 == "fcall") {
+	if ($1 == "fcall" || $1 == "floor") {
 		fn[$4]++
 		fv[$4, "w", fn[$4]] = $5
 		fv[$4, "c", fn[$4]] = $6
@@ -267,6 +321,8 @@ END {
 			printf "| %s | %s | %s | %s |\n", fc[i + 1], w, fmed(fc[i], "c"), met
 		}
 	}
+	if (fn["fl_create_lib"])
+		floor_tables(rhi)
 }' "$RES" | sed 's/_(calibration)/ (calibration)/' | tee "$OUT/report.md"
 
 # Chart: ops/s against population, one panel per phase.
