@@ -25,8 +25,9 @@
 #    its commands (checks, encoding, Lua) is the difference.
 #
 # 2. One request.  The round trip and the main thread's CPU of one
-#    request from one client, unpipelined (redis-benchmark -c 1: PING,
-#    which runs PING_INLINE and PING_MBULK, and GET of a 3-byte value),
+#    request from one client, unpipelined (redis-benchmark -c 1, CALLS x 5
+#    requests a test: PING, which runs PING_INLINE and PING_MBULK, so
+#    twice as many, and GET of a 3-byte value), once a round,
 #    and pipelined 16 deep (-P 16) for comparison: the time per request
 #    (1e6 / redis-benchmark's rps; unpipelined, the round trip as the
 #    client sees it), and INFO cpu over the requests counted by INFO
