@@ -806,6 +806,91 @@ int rconn_pool_call(struct rconn_pool *p, uint64_t budget_ms, int argc,
 	return rc;
 }
 
+/*
+ * Commands @n..: of one pipeline on connection @c, which has a link:
+ * queued, written at once, their replies read in order.  0, -ENOMEM, or
+ * -EIO with the link dropped (no reply, or one that says "not now": the
+ * caller's round is tried again, as a lost reply is).
+ */
+static int pipe_on(struct rconn *c, uint64_t deadline, size_t n,
+		   const int *argc, const char **const *argv,
+		   redisReply **reply, char *why)
+{
+	uint64_t left = wire_left_ms(deadline);
+	size_t got = 0;
+	int rc = 0;
+
+	if (atomic_load(&c->interrupted))
+		return -ECANCELED;
+	if (left == 0 || link_set_timeout(c->link, min_u64(left, c->timeout_ms)) < 0) {
+		wire_why(why, "no reply within the time budget");
+		rc = -EIO;
+	}
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if (link_queue(c->link, argc[i], argv[i], NULL) < 0)
+			rc = -ENOMEM;
+	/* (got counts the reply read last even when it failed the rest.) */
+	for (; rc == 0 && got < n; got++) {
+		rc = link_read(c->link, &reply[got]);
+		if (rc) {
+			wire_why(why, "%s", link_why(c->link));
+			rc = rc == -ENOMEM ? -ENOMEM : -EIO;
+		} else if (is_transient(reply[got])) {
+			wire_why(why, "%s", reply[got]->str);
+			rc = -EIO;
+		}
+	}
+	if (rc) {
+		for (size_t i = 0; i < got; i++) {
+			freeReplyObject(reply[i]);
+			reply[i] = NULL;
+		}
+		conn_drop(c);
+		note_failure(c->pool, why);
+	}
+	return rc;
+}
+
+/* Contract in redis/conn.h. */
+int rconn_pool_pipeline(struct rconn_pool *p, uint64_t budget_ms, size_t n,
+			const int *argc, const char **const *argv,
+			redisReply **reply)
+{
+	uint64_t deadline = wire_now_ms() + (budget_ms ? budget_ms
+						  : p->remote.timeout_ms);
+	char why[WHY_MAX] = "";
+	struct rconn *c;
+	size_t first = 0;
+	int rc = 0;
+
+	for (size_t i = 0; i < n; i++)
+		reply[i] = NULL;
+	if (p->cluster || n == 0 || !argc || !argv)
+		return -EINVAL;
+	c = take(p, NULL, deadline);
+	if (!c) {
+		note_failure(p, "every connection stayed busy for the budget");
+		return -EIO;
+	}
+	/* A connection without a link (or one to check again) is dialled
+	 * by the first command alone, which waits out what is transient as
+	 * any call does; the others follow it in one write. */
+	if (!c->link || c->checked != atomic_load(&p->evictions)) {
+		rc = call_until(c, deadline, argc[0], argv[0], NULL, &reply[0],
+				false, why);
+		first = 1;
+	}
+	if (rc == 0 && first < n)
+		rc = pipe_on(c, deadline, n - first, argc + first, argv + first,
+			     reply + first, why);
+	give_back(p, c);
+	if (rc && first && reply[0]) {
+		freeReplyObject(reply[0]);
+		reply[0] = NULL;
+	}
+	return rc;
+}
+
 /* Contract in redis/conn.h. */
 int rconn_pool_call_slot(struct rconn_pool *p, unsigned slot, uint64_t budget_ms,
 			 int argc, const char **argv, const size_t *argvlen,

@@ -100,6 +100,21 @@ int rconn_pool_call(struct rconn_pool *p, uint64_t budget_ms, int argc,
 		    redisReply **reply);
 
 /*
+ * @n commands of one pipeline on one connection of a pool that is not a
+ * cluster (command i: @argc[i] words @argv[i], strlen's), so that they
+ * run one after the other, in order, for one round trip: into
+ * @reply[0..n), each possibly an error reply.  When the connection must
+ * be dialled first, the first command goes alone (as rconn_pool_call
+ * sends it) and the others after its reply.  0, or -EINVAL (a cluster,
+ * no command), -ENOMEM, -ECANCELED, -EIO (the budget, 0: store_timeout,
+ * ran out; a reply lost or "not now": nothing is returned, and a
+ * command may have run).  Thread-safe.
+ */
+int rconn_pool_pipeline(struct rconn_pool *p, uint64_t budget_ms, size_t n,
+			const int *argc, const char **const *argv,
+			redisReply **reply);
+
+/*
  * rconn_pool_call sent to the primary that serves hash slot @slot
  * (0..16383) of a cluster: for a command without a key that must run
  * where a slot's keys are (TIME for a tenant's deadline, a per-shard

@@ -32,7 +32,8 @@
  * Where the store has one order of all tenants (each entry's gseq),
  * every round reads the logs that grew up to the store's gseq read
  * first (a barrier on the links, subs_barrier, says which; every
- * followed log when it cannot) and applies the entries merged by it
+ * followed log when it cannot, and while it follows few: then the gseq
+ * and every log in one pipeline, redis/logread.c) and applies the entries merged by it
  * (apply_merged), so the mirror passes through the store's own states
  * and the root's lines rise: not past the store's gseq read before the
  * round's first read (the logs are read one after the other: a later
@@ -80,7 +81,6 @@
 /* How long the follower waits for news at most (ms): also how often it
  * reads every log and checks that the store is still its instance. */
 #define BLOCK_MS 1000
-#define BATCH 512
 /* After a round that failed (no reply, an error reply, an entry that
  * neither applied nor reloaded, a new instance not loaded), the
  * follower pauses before the next: PAUSE_FIRST_MS, doubling to
@@ -95,7 +95,6 @@
  * checks for SICK_MS, the other primaries' logs read meanwhile with no
  * pause: one primary away stalls no other tenant's waiters. */
 #define SICK_MS 1000
-#define READ_SICK_MS 250
 #define SICK_MAX 16
 struct sick {
 	const void *node[SICK_MAX];
@@ -454,11 +453,6 @@ static int apply_entry(struct store *s, uint64_t tid, const redisReply *ent,
 	return 0;
 }
 
-/* One log's read: its tenant (0: the root) and its XRANGE reply. */
-struct lread {
-	uint64_t tid;
-	redisReply *rep;
-};
 
 /* Apply the entries of one log's read. */
 static int apply_log(struct store *s, const struct lread *l, bool *reread)
@@ -515,7 +509,7 @@ static int apply_merged(struct store *s, const struct lread *l, size_t nl,
 				goto out;
 			}
 			v[n++] = (struct entry_ref){ g, l[i].tid, es->element[k] };
-			if (k + 1 == es->elements && es->elements >= BATCH) {
+			if (k + 1 == es->elements && es->elements >= FOLLOW_BATCH) {
 				full = true;
 				if (g < limit)
 					limit = g;
@@ -535,31 +529,7 @@ out:
 	return rc;
 }
 
-/* The log key of tenant @tid into @buf (P:{P.tN}:t -> P:{P.tN}:log). */
-static void log_key(struct store *s, uint64_t tid, char *buf, size_t len)
-{
-	remote_tenant_key(s, tid, buf, len);
-	buf[strlen(buf) - 1] = '\0';
-	strncat(buf, "log", len - strlen(buf) - 1);
-}
 
-/* Does tenant @tid's log hold an entry after @id?  1, 0, or -errno. */
-static int log_has_more(struct store *s, uint64_t tid, const char *id)
-{
-	char key[160], from[64];
-	const char *av[] = { "XRANGE", key, from, "+", "COUNT", "1" };
-	redisReply *rep = NULL;
-	int rc;
-
-	log_key(s, tid, key, sizeof(key));
-	snprintf(from, sizeof(from), "(%s", id);
-	rc = rconn_pool_call(remote_of(s)->pool, 0, 6, av, NULL, &rep);
-	if (rc)
-		return rc;
-	rc = rep->type != REDIS_REPLY_ARRAY ? -EPROTO : rep->elements > 0;
-	freeReplyObject(rep);
-	return rc;
-}
 
 /*
  * Is the store still the instance the mirror follows (-ESTALE if not),
@@ -636,7 +606,7 @@ static int check_logs(struct store *s, struct sick *sk)
 		if (seq < 0 || mirror_applied(s, r->pos[i].tid, &at, &gone) != 0 ||
 		    gone || at >= (uint64_t)seq)
 			continue;
-		rc = log_has_more(s, r->pos[i].tid, r->pos[i].id);
+		rc = follow_log_has_more(s, r->pos[i].tid, r->pos[i].id);
 		if (rc == 0) {
 			fprintf(stderr, "statefs: shared store: tenant %" PRIu64
 				": its log lost entries %" PRIu64 "..%" PRId64 "; "
@@ -684,7 +654,7 @@ static void logs_check_damage(struct store *s, bool all)
 	for (size_t i = 0; i < r->npos; i++) {
 		if (!all && !r->pos[i].damaged)
 			continue;
-		log_key(s, r->pos[i].tid, key, sizeof(key));
+		follow_log_key(s, r->pos[i].tid, key, sizeof(key));
 		r->pos[i].damaged = log_damaged(s, key, r->pos[i].damaged);
 	}
 }
@@ -704,55 +674,7 @@ static void back_off(struct remote *r, unsigned *pause)
 	}
 }
 
-/* Read log @key past @id: its XRANGE reply (an array) into *@out.  0,
- * -EIO (no reply: the round ends), -EPROTO (refused: a key of another
- * type; its damage is checked). */
-static int read_log(struct store *s, const char *key, const char *id,
-		    redisReply **out)
-{
-	char from[64], count[16];
-	const char *av[] = { "XRANGE", key, from, "+", "COUNT", count };
-	redisReply *rep = NULL;
-	int rc;
 
-	snprintf(from, sizeof(from), "(%s", id);
-	snprintf(count, sizeof(count), "%d", BATCH);
-	*out = NULL;
-	/* On a cluster a primary that does not answer soon is sick for
-	 * SICK_MS (its logs read again after), not a wait of store_timeout
-	 * the other primaries' tenants would spend waiting for the mirror. */
-	rc = rconn_pool_call(remote_of(s)->pool,
-			     rconn_pool_is_cluster(remote_of(s)->pool) ? READ_SICK_MS : 0,
-			     6, av, NULL, &rep);
-	if (rc)
-		return rc;
-	if (rep->type != REDIS_REPLY_ARRAY) {
-		if (rep->type == REDIS_REPLY_ERROR)
-			fprintf(stderr, "statefs: shared store: XRANGE %s: %s\n",
-				key, rep->str);
-		freeReplyObject(rep);
-		return -EPROTO;
-	}
-	*out = rep;
-	return 0;
-}
-
-/* The store's gseq now (the last number of its order of all tenants
- * taken), or UINT64_MAX when it has none or it could not be read. */
-static uint64_t store_gseq(struct store *s)
-{
-	struct remote *r = remote_of(s);
-	const char *av[] = { "HGET", r->meta, "gseq" };
-	redisReply *rep = NULL;
-	uint64_t g = UINT64_MAX;
-
-	if (rconn_pool_call(r->pool, 0, 3, av, NULL, &rep) != 0)
-		return g;
-	if (!dec_u64(rep->type == REDIS_REPLY_STRING ? rep->str : NULL, &g))
-		g = UINT64_MAX;
-	freeReplyObject(rep);
-	return g;
-}
 
 /*
  * One round: read each due log past its position (the root's first),
@@ -769,7 +691,7 @@ static int read_round(struct store *s, struct sick *sk, bool *reread,
 {
 	struct remote *r = remote_of(s);
 	bool gorder = atomic_load(&mirror_of(s)->gorder), all = true, done = true;
-	bool vouched = false;
+	bool vouched = false, piped = follow_logs_piped(s);
 	struct lread *l = st_calloc(r->npos + 1, sizeof(*l));
 	uint64_t upto = UINT64_MAX;
 	size_t n = 0;
@@ -780,13 +702,25 @@ static int read_round(struct store *s, struct sick *sk, bool *reread,
 		return -1;
 	/* One order of all tenants: the logs that grew up to the store's
 	 * number read first are due by the barrier, or all of them. */
-	if (gorder) {
-		upto = store_gseq(s);
+	if (piped) {
+		/* Few logs on one Redis: all of them after the gseq, in one
+		 * round trip, and no barrier to say which grew. */
+		bool bad = false;
+
+		rc = follow_read_piped(s, l, &n, &upto, &bad);
+		if (bad) {
+			/* Not a stream: left out until mended. */
+			logs_check_damage(s, true);
+			failed = -1;
+		}
+	} else if (gorder) {
+		upto = follow_store_gseq(s);
 		vouched = upto != UINT64_MAX && subs_barrier(s) == 0;
 		if (!vouched)
 			subs_all_due(r);
 	}
-	for (size_t i = 0; i <= r->npos && rc == 0 && !atomic_load(&r->stop); i++) {
+	for (size_t i = 0; !piped && i <= r->npos && rc == 0 &&
+	     !atomic_load(&r->stop); i++) {
 		char key[160];
 		uint64_t tid = i ? r->pos[i - 1].tid : 0;
 		bool *due = i ? &r->pos[i - 1].due : &r->root_due;
@@ -798,9 +732,9 @@ static int read_round(struct store *s, struct sick *sk, bool *reread,
 			continue;
 		}
 		if (i)
-			log_key(s, tid, key, sizeof(key));
+			follow_log_key(s, tid, key, sizeof(key));
 		if (!sick(s, sk, i ? key : r->rootlog, false))
-			rc = read_log(s, i ? key : r->rootlog,
+			rc = follow_read_log(s, i ? key : r->rootlog,
 				      i ? r->pos[i - 1].id : r->root_id, &l[n].rep);
 		if (rc != -EPROTO && sick(s, sk, i ? key : r->rootlog, rc == -EIO)) {
 			*due = false;
@@ -845,7 +779,7 @@ static int read_round(struct store *s, struct sick *sk, bool *reread,
 		const char *last = es->elements ? out_str(es->element[es->elements - 1], 0) : NULL;
 		const char *at = l[i].tid ? (x ? r->pos[x->i].id : NULL) : r->root_id;
 
-		if (last && at && (es->elements >= BATCH || strcmp(last, at) != 0)) {
+		if (last && at && (es->elements >= FOLLOW_BATCH || strcmp(last, at) != 0)) {
 			if (x)
 				r->pos[x->i].due = true;
 			else if (!l[i].tid)

@@ -409,6 +409,50 @@ int remote_shells_refresh(struct store *s);
  * 0 or -errno. */
 int remote_load_all(struct store *s);
 
+/* redis/logread.c */
+
+/* The most entries one read of a log asks for. */
+#define FOLLOW_BATCH 512
+
+/* One log's read: its tenant (0: the root) and its XRANGE reply. */
+struct lread {
+	uint64_t tid;
+	redisReply *rep;
+};
+
+/* The log key of tenant @tid into @buf (P:{P.tN}:t -> P:{P.tN}:log). */
+void follow_log_key(struct store *s, uint64_t tid, char *buf, size_t len);
+
+/* Does tenant @tid's log hold an entry after @id?  1, 0, or -errno. */
+int follow_log_has_more(struct store *s, uint64_t tid, const char *id);
+
+/* Read log @key past @id: its XRANGE reply (an array) into *@out.  0,
+ * -EIO (no reply: the round ends), -EPROTO (refused: a key of another
+ * type; its damage is checked). */
+int follow_read_log(struct store *s, const char *key, const char *id,
+		    redisReply **out);
+
+/* The store's gseq now (the last number of its order of all tenants
+ * taken), or UINT64_MAX when it has none or it could not be read. */
+uint64_t follow_store_gseq(struct store *s);
+
+/* Does the follower's round read every log it follows with the store's
+ * gseq in one pipeline (follow_read_piped)?  On one Redis with the order
+ * of all tenants, while it follows few. */
+bool follow_logs_piped(struct store *s);
+
+/*
+ * The store's gseq (*@upto, UINT64_MAX when it has none or it did not
+ * read) and every log the follower follows, not damaged, past its
+ * position, in one pipeline: the gseq read before the first log, as the
+ * merge by it wants (redis/follow.c).  Each log read goes in @l (room for
+ * every followed log; *@nl of them), its due flag cleared; a log that
+ * answered an error is left out with *@damaged set.  0, or -EIO (no
+ * reply: nothing read), -ENOMEM, -ECANCELED, -EINVAL (too many logs).
+ */
+int follow_read_piped(struct store *s, struct lread *l, size_t *nl,
+		      uint64_t *upto, bool *damaged);
+
 /* redis/index.c */
 
 /* The follower's positions (its thread's, or before it runs): follow
