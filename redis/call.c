@@ -307,6 +307,8 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 		av[n] = argv[i];
 		al[n++] = argvlen ? argvlen[i] : strlen(argv[i]);
 	}
+	if (mutation)
+		atomic_fetch_add(&r->busy, 1);
 	rc = rconn_pool_call(r->pool, 0, n, av, al, &rep);
 	/* A Redis that lost its data lost statefs's functions with it:
 	 * install them again and call once more, to meet the new instance
@@ -321,6 +323,8 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 	}
 	if (rc && mutation)
 		rc = fence(s, nkeys, av, inst, opid, sent, &rep);
+	if (mutation)
+		atomic_fetch_sub(&r->busy, 1);
 	free(av);
 	free(al);
 	if (rc)
@@ -449,6 +453,9 @@ uint64_t remote_generation(struct store *s)
 	return g;
 }
 
+static int wait_applied(struct store *s, uint64_t tid, uint64_t seq,
+			uint64_t until);
+
 /*
  * Wait until the mirror has applied tenant @tid's log up to @seq (the
  * root log's for 0), or the tenant went, for at most store_timeout.
@@ -458,6 +465,22 @@ int wait_seq(struct store *s, uint64_t tid, uint64_t seq)
 {
 	struct remote *r = remote_of(s);
 	uint64_t until = mono_ms() + r->cfg.timeout_ms + 1000;
+	int rc;
+
+	/* A follower gathering others' news reads at once for a caller. */
+	atomic_fetch_add(&r->busy, 1);
+	if (atomic_load(&r->gathering))
+		follow_wake(s);
+	rc = wait_applied(s, tid, seq, until);
+	atomic_fetch_sub(&r->busy, 1);
+	return rc;
+}
+
+/* wait_seq's wait, until @until. */
+static int wait_applied(struct store *s, uint64_t tid, uint64_t seq,
+			uint64_t until)
+{
+	struct remote *r = remote_of(s);
 
 	for (;;) {
 		uint64_t at = 0, batches;

@@ -76,6 +76,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 
 /* How long the follower waits for news at most (ms): also how often it
@@ -793,12 +794,35 @@ static int read_round(struct store *s, struct sick *sk, bool *reread,
 	return failed;
 }
 
+/*
+ * A follower that read less than GATHER_MS ago, woken by news while no
+ * mutation of its own mount is on its way (the news is of other
+ * mounts' transitions), gathers what comes for the rest of GATHER_MS:
+ * one read then serves every transition a busy mount elsewhere made
+ * meanwhile, where each read costs Redis a request.  A caller that
+ * starts waiting ends the pause (wait_seq wakes it).
+ */
+#define GATHER_MS 2
+static void gather(struct store *s, uint64_t last_read)
+{
+	struct remote *r = remote_of(s);
+	uint64_t since = mono_ms() - last_read;
+	struct pollfd p = { .fd = r->wake[0], .events = POLLIN };
+
+	if (since >= GATHER_MS || r->wake[0] < 0)
+		return;
+	atomic_store(&r->gathering, true);
+	if (atomic_load(&r->busy) == 0 && !atomic_load(&r->stop))
+		(void)poll(&p, 1, (int)(GATHER_MS - since));
+	atomic_store(&r->gathering, false);
+}
+
 static void *follow_main(void *arg)
 {
 	struct store *s = arg;
 	struct remote *r = remote_of(s);
 	unsigned pause = 0;
-	uint64_t checked = mono_ms();
+	uint64_t checked = mono_ms(), last_read = 0;
 	struct sick sk = { { 0 }, { 0 } };
 
 	pthread_setname_np(pthread_self(), "statefs-follow");
@@ -855,6 +879,8 @@ static void *follow_main(void *arg)
 			rc = subs_wait(s, since >= BLOCK_MS ? 0 : BLOCK_MS - since);
 			if (rc == -ECANCELED)
 				break;
+			if (rc > 0)
+				gather(s, last_read);
 		}
 		/* Every BLOCK_MS, news or not: every log is read (a message
 		 * may be lost), the store is still ours, each log holds what
@@ -863,6 +889,7 @@ static void *follow_main(void *arg)
 			subs_all_due(r);
 		if (read_round(s, &sk, &reread, &whole) != 0)
 			failed = true;
+		last_read = mono_ms();
 		/* Every entry the logs held is applied: the mirror is the
 		 * store as of its last one, whatever was loaded before. */
 		if (whole && !failed && atomic_load(&mirror_of(s)->gorder) &&

@@ -157,10 +157,19 @@ function floor_tables(lvl,   n, i, f, lw, lc, cw, cc, rt, rc, pc, e, te, best, m
 				(te / best >= 0.5) ? "not ruled out" : "not reachable at these figures"
 			continue
 		}
+		if (ph2[i] == "create") {
+			# loadgen create: open(O_CREAT) (sfs_create) + write + close (sfs_publish).
+			cw = fmed("fl_create_cmds", "w") + fmed("fl_publish_cmds", "w")
+			best = te + 2 * rt + cw
+			printf "- create through a mount >= 0.5x embedded: embedded %.1f us a create (%.0f ops/s at %d children, 1 thread: open, write, close) plus two round trips (GET, %s us each: sfs_create at open, sfs_publish at close) plus the commands of both alone (%.1f us) = %.1f us: at best %.2fx (measured on the mount: %s): %s.\n",
+				te, e, lvl, rt, cw, best, te / best,
+				ratio(rate("redis", lvl, 1, "create"), e), (te / best >= 0.5) ? "within reach" : "not reachable at these figures"
+			continue
+		}
 		cw = fmed("fl_" ph2[i] "_cmds", "w")
 		best = te + rt + cw
-		printf "- %s through a mount >= 0.5x embedded: embedded %.1f us a%s %s (%.0f ops/s at %d children, 1 thread) plus one round trip (GET, %s us) plus the commands of sfs_%s alone (%.1f us) = %.1f us: at best %.2fx (measured on the mount: %s): %s.\n",
-			ph2[i], te, ph2[i] == "unlink" ? "n" : "", ph2[i], e, lvl, rt, ph2[i], cw, best, te / best,
+		printf "- %s through a mount >= 0.5x embedded: embedded %.1f us an %s (%.0f ops/s at %d children, 1 thread) plus one round trip (GET, %s us) plus the commands of sfs_%s alone (%.1f us) = %.1f us: at best %.2fx (measured on the mount: %s): %s.\n",
+			ph2[i], te, ph2[i], e, lvl, rt, ph2[i], cw, best, te / best,
 			ratio(rate("redis", lvl, 1, ph2[i]), e), (te / best >= 0.5) ? "within reach" : "not reachable at these figures"
 	}
 }
