@@ -806,12 +806,9 @@ int rconn_pool_call(struct rconn_pool *p, uint64_t budget_ms, int argc,
 	return rc;
 }
 
-/*
- * Commands @n..: of one pipeline on connection @c, which has a link:
- * queued, written at once, their replies read in order.  0, -ENOMEM, or
- * -EIO with the link dropped (no reply, or one that says "not now": the
- * caller's round is tried again, as a lost reply is).
- */
+/* @n commands of one pipeline on @c, which has a link: queued, written
+ * at once, their replies read in order.  0, -ENOMEM, or -EIO with the
+ * link dropped (no reply, or one that says "not now"). */
 static int pipe_on(struct rconn *c, uint64_t deadline, size_t n,
 		   const int *argc, const char **const *argv,
 		   redisReply **reply, char *why)
@@ -840,11 +837,11 @@ static int pipe_on(struct rconn *c, uint64_t deadline, size_t n,
 			rc = -EIO;
 		}
 	}
+	for (size_t i = 0; rc && i < got; i++) {
+		freeReplyObject(reply[i]);
+		reply[i] = NULL;
+	}
 	if (rc) {
-		for (size_t i = 0; i < got; i++) {
-			freeReplyObject(reply[i]);
-			reply[i] = NULL;
-		}
 		conn_drop(c);
 		note_failure(c->pool, why);
 	}
@@ -863,8 +860,7 @@ int rconn_pool_pipeline(struct rconn_pool *p, uint64_t budget_ms, size_t n,
 	size_t first = 0;
 	int rc = 0;
 
-	for (size_t i = 0; i < n; i++)
-		reply[i] = NULL;
+	memset(reply, 0, n * sizeof(*reply));
 	if (p->cluster || n == 0 || !argc || !argv)
 		return -EINVAL;
 	c = take(p, NULL, deadline);
@@ -872,9 +868,8 @@ int rconn_pool_pipeline(struct rconn_pool *p, uint64_t budget_ms, size_t n,
 		note_failure(p, "every connection stayed busy for the budget");
 		return -EIO;
 	}
-	/* A connection without a link (or one to check again) is dialled
-	 * by the first command alone, which waits out what is transient as
-	 * any call does; the others follow it in one write. */
+	/* A connection to dial (or check again): the first command alone,
+	 * as any call (transient errors waited out), the others after. */
 	if (!c->link || c->checked != atomic_load(&p->evictions)) {
 		rc = call_until(c, deadline, argc[0], argv[0], NULL, &reply[0],
 				false, why);
@@ -884,7 +879,7 @@ int rconn_pool_pipeline(struct rconn_pool *p, uint64_t budget_ms, size_t n,
 		rc = pipe_on(c, deadline, n - first, argc + first, argv + first,
 			     reply + first, why);
 	give_back(p, c);
-	if (rc && first && reply[0]) {
+	if (rc && first) {
 		freeReplyObject(reply[0]);
 		reply[0] = NULL;
 	}
