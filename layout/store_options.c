@@ -342,6 +342,7 @@ enum remote_key {
 	KEY_LIMITS,
 	KEY_LOCK_TIMEOUT,
 	KEY_FOLLOW_IDLE,
+	KEY_FOLLOW_GATHER,
 	KEY_LAYOUT,
 	KEY_TLS_CA,
 	KEY_TLS_CERT,
@@ -390,6 +391,12 @@ static const struct {
 			      "used for that long and the kernel holds "
 			      "nothing of (0: follow every tenant)",
 			      "30", STORE_REMOTE_GIVEN_FOLLOW },
+	[KEY_FOLLOW_GATHER] = { "follow_gather", "follow_gather=SECONDS",
+				"after a read, wait that long for other "
+				"mounts' changes to read them together, "
+				"while none of this mount's is on its way "
+				"(at most 1; 0: read each at once)",
+				"0", STORE_REMOTE_GIVEN_GATHER },
 	[KEY_LAYOUT] = { "store_layout", "store_layout=root|tenant",
 			 "how a store this mount makes keeps its tenants: "
 			 "tenant, every tenant's facts in its own slot (as "
@@ -507,6 +514,13 @@ static int apply(struct store_remote *r, enum remote_key key, const char *v,
 			return -EINVAL;
 		}
 		r->follow_idle_ms = ms;
+		return 0;
+	case KEY_FOLLOW_GATHER:
+		if (layout_parse_seconds(v, &ms) < 0 || ms > 1000) {
+			*why = "seconds, 0 to 1, at most 3 decimals";
+			return -EINVAL;
+		}
+		r->follow_gather_ms = ms;
 		return 0;
 	case KEY_LAYOUT:
 		return parse_layout(r, v, why);

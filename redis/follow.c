@@ -795,25 +795,25 @@ static int read_round(struct store *s, struct sick *sk, bool *reread,
 }
 
 /*
- * A follower that read less than GATHER_MS ago, woken by news while no
- * mutation of its own mount is on its way (the news is of other
- * mounts' transitions), gathers what comes for the rest of GATHER_MS:
- * one read then serves every transition a busy mount elsewhere made
- * meanwhile, where each read costs Redis a request.  A caller that
- * starts waiting ends the pause (wait_seq wakes it).
+ * With follow_gather (r->gather_ms), a follower that read less than
+ * that long ago, woken by news while no mutation of its own mount is on
+ * its way (the news is of other mounts' transitions), gathers what
+ * comes for the rest of it: one read then serves every transition a
+ * busy mount elsewhere made meanwhile, where each read costs Redis a
+ * request, and another mount's change shows that much later.  A caller
+ * that starts waiting ends the pause (wait_seq wakes it).
  */
-#define GATHER_MS 2
 static void gather(struct store *s, uint64_t last_read)
 {
 	struct remote *r = remote_of(s);
 	uint64_t since = mono_ms() - last_read;
 	struct pollfd p = { .fd = r->wake[0], .events = POLLIN };
 
-	if (since >= GATHER_MS || r->wake[0] < 0)
+	if (since >= r->gather_ms || r->wake[0] < 0)
 		return;
 	atomic_store(&r->gathering, true);
 	if (atomic_load(&r->busy) == 0 && !atomic_load(&r->stop))
-		(void)poll(&p, 1, (int)(GATHER_MS - since));
+		(void)poll(&p, 1, (int)(r->gather_ms - since));
 	atomic_store(&r->gathering, false);
 }
 

@@ -178,10 +178,11 @@ struct remote {
 	atomic_bool root_used;
 	/* This mount's mutations on their way (an FCALL sent, or a wait
 	 * for its seq: redis/call.c), and whether the follower gathers news
-	 * meanwhile (redis/follow.c: it does only while there are none, and
-	 * a caller that starts waiting wakes it). */
+	 * meanwhile (redis/follow.c, -o follow_gather: it does only while
+	 * there are none, and a caller that starts waiting wakes it). */
 	atomic_int busy;
 	atomic_bool gathering;
+	uint64_t gather_ms;               /* follow_gather; immutable */
 	/* The follower's own: tenants wanted whose root entry is still to
 	 * come (followed from their log's start when it does). */
 	uint64_t *pending;

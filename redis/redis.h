@@ -52,6 +52,7 @@ struct store_remote_addr {
 #define STORE_REMOTE_GIVEN_LOCK_TIMEOUT (1u << 10)
 #define STORE_REMOTE_GIVEN_FOLLOW   (1u << 11)
 #define STORE_REMOTE_GIVEN_LAYOUT   (1u << 12)
+#define STORE_REMOTE_GIVEN_GATHER   (1u << 13)
 
 struct store_remote {
 	enum store_remote_kind kind;
@@ -90,6 +91,10 @@ struct store_remote {
 	 * which the kernel holds no inode, is no longer followed (0: every
 	 * tenant is followed always). */
 	uint64_t follow_idle_ms;
+	/* follow_gather: news of another mount's change come while none of
+	 * this mount's own is on its way, the follower waits that long
+	 * since its last read for more, then reads them all (0: at once). */
+	uint64_t follow_gather_ms;
 
 	/* TLS (rediss://, sentinels://): every connection, to the primary
 	 * and to the Sentinels, is TLS 1.2 or newer, its server's

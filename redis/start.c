@@ -45,6 +45,7 @@ int redis_store_new(const struct store_limits *limits,
 		return -ENOMEM;
 	r->cfg = *cfg;
 	r->idle_ms = cfg->follow_idle_ms;
+	r->gather_ms = cfg->follow_gather_ms;
 	explicit_bzero(r->cfg.password, sizeof(r->cfg.password));
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->applied, NULL);

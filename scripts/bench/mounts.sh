@@ -8,9 +8,11 @@
 # mounts unmounted), makes a busy tenant and 16 others, then for 1, 4
 # and 16 mounts attached (one busy, the others idle, each having used
 # one of the other tenants) runs TRANSITIONS (default 2000) creates and
-# unlinks in the busy tenant on the busy mount, twice: the idle mounts
-# with follow_idle=0 (every tenant followed: what every mount did
-# before) and with follow_idle=2 (past it: each follows nothing).
+# unlinks in the busy tenant on the busy mount, three times: the idle
+# mounts with follow_idle=0 (every tenant followed: what every mount did
+# before), with follow_idle=2 (past it: each follows nothing), and
+# following every tenant with follow_gather=0.002 (each reads the busy
+# tenant at most every 2 ms).
 # Prints Redis's main-thread CPU (INFO cpu used_cpu_*_main_thread) per
 # transition (an entry appended to a tenant's log: INFO commandstats
 # XADD), the median of ROUNDS (default 3) runs, and the ratio to 1
@@ -101,24 +103,24 @@ EOF
 	echo "$c0 $c1 $x0 $x1" | awk '{ printf "%.1f %d\n", ($2 - $1) * 1e6 / ($4 - $3), $4 - $3 }'
 }
 
-echo "# mounts idle transitions us_per_transition(before:follow_idle=0) us_per_transition(after:follow_idle=2)"
+echo "# mounts idle transitions us_per_transition(before:follow_idle=0) us_per_transition(after:follow_idle=2) us_per_transition(following:follow_idle=0,follow_gather=0.002)"
 for k in 1 4 16; do
 	out=()
-	for idle in 0 2; do
+	for opts in follow_idle=0 follow_idle=2 follow_idle=0,follow_gather=0.002; do
 		umnt_idle
 		for i in $(seq $((k - 1))); do
-			mnt "follow_idle=$idle"
+			mnt "$opts"
 			ls "$M/o$i/p" >/dev/null
 		done
 		# Past follow_idle: the idle mounts follow nothing any more.
-		[ "$idle" = 0 ] || sleep $((idle + 3))
+		[ "$opts" != follow_idle=2 ] || sleep 5
 		us=$(for _ in $(seq "$rounds"); do run; done | sort -n | awk '{ v[NR] = $1; c = $2 } END { print v[int((NR + 1) / 2)], c }')
 		count=${us#* }
 		out+=("${us% *}")
 	done
-	echo "$k $((k - 1)) $count ${out[0]} ${out[1]}" | tee -a "$dir/cpu.txt"
+	echo "$k $((k - 1)) $count ${out[0]} ${out[1]} ${out[2]}" | tee -a "$dir/cpu.txt"
 done
-awk 'NR == 1 { b = $4; a = $5 } NR > 1 { printf "ratio %d mounts / 1 mount: before %.2f, after %.2f\n", $1, $4 / b, $5 / a }' "$dir/cpu.txt"
+awk 'NR == 1 { b = $4; a = $5; g = $6 } NR > 1 { printf "ratio %d mounts / 1 mount: before %.2f, after %.2f, following with follow_gather %.2f\n", $1, $4 / b, $5 / a, $6 / g }' "$dir/cpu.txt"
 
 umnt_idle
 # TENANTS tenants of 10 children each, made through the busy mount.

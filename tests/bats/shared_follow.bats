@@ -386,3 +386,46 @@ root_from() {
 	run cat "$B/t2/p/c"
 	assert_output v5
 }
+
+@test "follow_gather: a mount that watches a tenant another mount keeps busy reads it once for many changes, and misses none" {
+	statefs_mount -o "store=unix:$REDIS_SOCK,follow_idle=0"
+	A=$MNT
+	mkdir "$A/t1" "$A/t1/p"
+	statefs_mount -o "store=redis://127.0.0.1:$PORT,follow_gather=0.2"
+	B=$MNT
+	watch_start "$BATS_TEST_TMPDIR/ev" "$B/t1/p" -e create
+	monitor 4 "$BATS_TEST_TMPDIR/mon" &
+	mon=$!
+	sleep 0.3
+	# 200 creates with content: 400 transitions of A, within a second
+	# or two; B reads at most every 0.2 s (and every second whatever).
+	python3 - "$A/t1/p" <<'PY'
+import os, sys
+for i in range(200):
+    with open(os.path.join(sys.argv[1], "c%d" % i), "w") as f:
+        f.write("x")
+PY
+	wait "$mon"
+	n=$(b_reads "$BATS_TEST_TMPDIR/mon" | grep -c 'statefs\.t1}:log' || true)
+	echo "B read t1's log $n times" >&3
+	[ "$n" -ge 1 ]
+	[ "$n" -lt 60 ]
+	fsyncdir "$B"
+	[ "$(find "$B/t1/p" -type f | wc -l)" = 200 ]
+	run cat "$B/t1/p/c199"
+	assert_output x
+	for _ in $(seq 100); do
+		[ "$(grep -c '^CREATE ' "$BATS_TEST_TMPDIR/ev")" = 200 ] && break
+		sleep 0.1
+	done
+	assert_equal "$(grep -c '^CREATE ' "$BATS_TEST_TMPDIR/ev")" 200
+}
+
+@test "follow_gather takes seconds, at most 1: another value is a one-line refusal" {
+	for v in 1.5 abc -1 0.0001; do
+		run timeout 20 "$STATEFS_BIN" -f -o "store=unix:$REDIS_SOCK,follow_gather=$v" "$BATS_TEST_TMPDIR"
+		assert_failure
+		assert_output --partial follow_gather
+		assert_equal "${#lines[@]}" 1
+	done
+}

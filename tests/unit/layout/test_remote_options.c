@@ -767,6 +767,7 @@ static void test_help(void **state)
 		{ "store_limits=adopt|check", "check" },
 		{ "lock_timeout=SECONDS", "10" },
 		{ "follow_idle=SECONDS", "30" },
+		{ "follow_gather=SECONDS", "0" },
 		{ "store_layout=root|tenant", "root" },
 		{ "store_tls_ca=PATH", "the system's trust store" },
 		{ "store_tls_cert=PATH", "none" },
