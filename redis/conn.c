@@ -806,28 +806,31 @@ int rconn_pool_call(struct rconn_pool *p, uint64_t budget_ms, int argc,
 	return rc;
 }
 
-/* @n commands of one pipeline on @c, which has a link: queued, written
- * at once, their replies read in order.  0, -ENOMEM, or -EIO with the
- * link dropped (no reply, or one that says "not now"). */
-static int pipe_on(struct rconn *c, uint64_t deadline, size_t n,
-		   const int *argc, const char **const *argv,
+/* Commands @first..@n of one pipeline on @c (it has a link), written at
+ * once, their replies read in order.  0, or -ENOMEM, -EIO, -ECANCELED:
+ * the link dropped, every reply freed (those before @first too). */
+static int pipe_on(struct rconn *c, uint64_t deadline, size_t first,
+		   size_t n, const int *argc, const char **const *argv,
 		   redisReply **reply, char *why)
 {
-	uint64_t left = wire_left_ms(deadline);
-	size_t got = 0;
+	size_t got = first;
 	int rc = 0;
 
-	if (atomic_load(&c->interrupted))
-		return -ECANCELED;
-	if (left == 0 || link_set_timeout(c->link, min_u64(left, c->timeout_ms)) < 0) {
-		wire_why(why, "no reply within the time budget");
-		rc = -EIO;
+	if (atomic_load(&c->interrupted)) {
+		wire_why(why, "stopped");
+		rc = -ECANCELED;
 	}
-	for (size_t i = 0; rc == 0 && i < n; i++)
+	for (size_t i = first; rc == 0 && i < n; i++)
 		if (link_queue(c->link, argc[i], argv[i], NULL) < 0)
 			rc = -ENOMEM;
-	/* (got counts the reply read last even when it failed the rest.) */
 	for (; rc == 0 && got < n; got++) {
+		uint64_t left = wire_left_ms(deadline);
+
+		if (left == 0 || link_set_timeout(c->link, min_u64(left, c->timeout_ms)) < 0) {
+			wire_why(why, "no reply within the time budget");
+			rc = -EIO;
+			break;
+		}
 		rc = link_read(c->link, &reply[got]);
 		if (rc) {
 			wire_why(why, "%s", link_why(c->link));
@@ -837,14 +840,16 @@ static int pipe_on(struct rconn *c, uint64_t deadline, size_t n,
 			rc = -EIO;
 		}
 	}
-	for (size_t i = 0; rc && i < got; i++) {
+	if (rc == 0) {
+		atomic_store(&c->pool->connected, true);
+		return 0;
+	}
+	for (size_t i = 0; i < got; i++) {
 		freeReplyObject(reply[i]);
 		reply[i] = NULL;
 	}
-	if (rc) {
-		conn_drop(c);
-		note_failure(c->pool, why);
-	}
+	conn_drop(c);
+	note_failure(c->pool, why);
 	return rc;
 }
 
@@ -876,13 +881,8 @@ int rconn_pool_pipeline(struct rconn_pool *p, uint64_t budget_ms, size_t n,
 		first = 1;
 	}
 	if (rc == 0 && first < n)
-		rc = pipe_on(c, deadline, n - first, argc + first, argv + first,
-			     reply + first, why);
+		rc = pipe_on(c, deadline, first, n, argc, argv, reply, why);
 	give_back(p, c);
-	if (rc && first) {
-		freeReplyObject(reply[0]);
-		reply[0] = NULL;
-	}
 	return rc;
 }
 

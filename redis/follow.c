@@ -33,11 +33,12 @@
  * every round reads the logs that grew up to the store's gseq read
  * first (a barrier on the links, subs_barrier, says which; every
  * followed log when it cannot, and while it follows few: then the gseq
- * and every log in one pipeline, redis/logread.c) and applies the entries merged by it
- * (apply_merged), so the mirror passes through the store's own states
- * and the root's lines rise: not past the store's gseq read before the
- * round's first read (the logs are read one after the other: a later
- * entry of a log read first may be missing), not past the last entry
+ * and every log in one pipeline, redis/logread.c) and applies the
+ * entries merged by it (apply_merged), so the mirror passes through the
+ * store's own states and the root's lines rise: not past the store's
+ * gseq read before the round's first read (the logs are read one after
+ * the other: a later entry of a log read first may be missing), not
+ * past the last entry
  * of a log that gave a whole BATCH (it may hold earlier ones than
  * another log's), and not past a new tenant followed or a reload (the
  * next round goes on from each position, at once).  A load (at start,
@@ -454,7 +455,6 @@ static int apply_entry(struct store *s, uint64_t tid, const redisReply *ent,
 	return 0;
 }
 
-
 /* Apply the entries of one log's read. */
 static int apply_log(struct store *s, const struct lread *l, bool *reread)
 {
@@ -529,8 +529,6 @@ out:
 	free(v);
 	return rc;
 }
-
-
 
 /*
  * Is the store still the instance the mirror follows (-ESTALE if not),
@@ -674,8 +672,6 @@ static void back_off(struct remote *r, unsigned *pause)
 		nanosleep(&ts, NULL);
 	}
 }
-
-
 
 /*
  * One round: read each due log past its position (the root's first),
@@ -879,7 +875,8 @@ static void *follow_main(void *arg)
 			rc = subs_wait(s, since >= BLOCK_MS ? 0 : BLOCK_MS - since);
 			if (rc == -ECANCELED)
 				break;
-			if (rc > 0)
+			/* News alone: a caller's wake-up is read for at once. */
+			if (rc == 1)
 				gather(s, last_read);
 		}
 		/* Every BLOCK_MS, news or not: every log is read (a message

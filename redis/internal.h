@@ -512,8 +512,9 @@ int subs_pipe(struct remote *r);
 int subs_sync(struct store *s);
 
 /* Wait at most @ms for news on a link (the logs named marked due) or a
- * wake-up (the follower's thread).  1 when woken or news came, 0 when
- * the time ran out, -ECANCELED. */
+ * wake-up (the follower's thread).  2 when a caller woke it (news may
+ * have come too), 1 when only news came, 0 when the time ran out or
+ * nothing but a link's other traffic came, -ECANCELED. */
 int subs_wait(struct store *s, unsigned ms);
 
 /*

@@ -375,15 +375,15 @@ int subs_wait(struct store *s, unsigned ms)
 		return -ECANCELED;
 	if (rc <= 0)
 		return 0;
-	if (fds[0].revents) {
-		while (read(r->wake[0], buf, sizeof(buf)) > 0)
-			;
-		news = true;
-	}
 	for (size_t i = 1; i < k; i++)
 		if (fds[i].revents && drain(s, polled[i - 1]))
 			news = true;
-	return 1;
+	if (fds[0].revents) {
+		while (read(r->wake[0], buf, sizeof(buf)) > 0)
+			;
+		return 2;
+	}
+	return news ? 1 : 0;
 }
 
 /* Is @rep a PING's reply on a subscribed connection? */

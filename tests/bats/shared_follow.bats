@@ -429,3 +429,25 @@ PY
 		assert_equal "${#lines[@]}" 1
 	done
 }
+
+@test "a mount that follows more logs than one read's pipeline takes (40 tenants) asks its links which grew, and sees every change" {
+	mounts 0 40
+	run ls "$B/t40/p"
+	assert_success
+	monitor 3 "$BATS_TEST_TMPDIR/mon" &
+	mon=$!
+	sleep 0.3
+	for i in 1 20 40; do echo "v$i" >"$A/t$i/p/c"; done
+	wait "$mon"
+	# The barrier: a PING on B's subscribed link after each gseq read,
+	# then only the logs that grew; a log that did not is read with
+	# every log once a second (BLOCK_MS), not at each of the six
+	# transitions' rounds.
+	grep '127\.0\.0\.1:' "$BATS_TEST_TMPDIR/mon" | grep -q '"PING"'
+	n=$(b_reads "$BATS_TEST_TMPDIR/mon" | grep -c 'statefs\.t7}:log' || true)
+	[ "$n" -le 5 ]
+	for i in 1 20 40; do
+		run cat "$B/t$i/p/c"
+		assert_output "v$i"
+	done
+}
