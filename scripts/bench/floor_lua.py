@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""scripts/bench/floor_lua.py TRACE OP NAME PINO INO FUNCTION REPLY [...] -
+"""scripts/bench/floor_lua.py TRACE OP NAME PINO INO BPINO FUNCTION REPLY [...] -
 a Redis Functions library "floor" from a MONITOR trace (scripts/bench/redis_floor.sh).
 
 TRACE is redis-cli MONITOR output holding one FCALL of each FUNCTION (in
@@ -14,7 +14,8 @@ child's inode), put where the traced call had them:
     child name NAME wherever they occur;
   - the inode INO as a whole word, or as the last part of a key (:INO);
   - the parent PINO as the last part of a key (:PINO), or before the name
-    (PINO/NAME, a link).
+    (PINO/NAME, a link), and the same for BPINO, a rename's other parent
+    (args[5]).
 
 Every other word is the traced one: timestamps, counters, the encoded
 at-most-once record.  Keys "statefs:{..." become "floor:{...", so the
@@ -81,7 +82,7 @@ def parse(path):
     return calls
 
 
-def expr(word, op, name, pino, ino):
+def expr(word, op, name, pino, ino, bpino):
     """A Lua expression for one word: literals and the per-call names."""
     word = word.replace(b"statefs:{", b"floor:{")
     marks = []  # (start, end, var)
@@ -94,11 +95,12 @@ def expr(word, op, name, pino, ino):
     if word == ino:
         claim(0, len(word), b"ino")
     is_key = b"{" in word
-    for var, n in ((b"ino", ino), (b"pino", pino)):
+    for var, n in ((b"ino", ino), (b"pino", pino), (b"bpino", bpino)):
         if is_key and word.endswith(b":" + n):
             claim(len(word) - len(n), len(word), var)
-    for m in re.finditer(rb"(?<![0-9])" + re.escape(pino) + rb"/" + re.escape(name), word):
-        claim(m.start(), m.start() + len(pino), b"pino")
+    for var, p in ((b"pino", pino), (b"bpino", bpino)):
+        for m in re.finditer(rb"(?<![0-9])" + re.escape(p) + rb"/" + re.escape(name), word):
+            claim(m.start(), m.start() + len(p), var)
     marks.sort()
     parts, at = [], 0
     for a, b, var in marks:
@@ -123,11 +125,11 @@ def reply(text):
 
 def main():
     a = sys.argv[1:]
-    if len(a) < 7 or (len(a) - 5) % 2:
+    if len(a) < 8 or (len(a) - 6) % 2:
         sys.exit(__doc__)
-    trace, op, name, pino, ino = a[0], *(x.encode() for x in a[1:5])
-    fns = a[5::2]
-    replies = a[6::2]
+    trace, op, name, pino, ino, bpino = a[0], *(x.encode() for x in a[1:6])
+    fns = a[6::2]
+    replies = a[7::2]
     calls = parse(trace)
     if len(calls) != len(fns):
         sys.exit("floor_lua: %d FCALLs in %s, expected %d" % (len(calls), trace, len(fns)))
@@ -146,9 +148,9 @@ def main():
         print()
         print("-- %s: %d commands" % (fn, len(cmds)))
         print("local function %s(keys, args)" % fn)
-        print("  local op, pino, name, ino = args[1], args[2], args[3], args[4]")
+        print("  local op, pino, name, ino, bpino = args[1], args[2], args[3], args[4], args[5]")
         for w in cmds:
-            print("  redis.call(%s)" % ", ".join(expr(x, opw[0], name, pino, ino) for x in w))
+            print("  redis.call(%s)" % ", ".join(expr(x, opw[0], name, pino, ino, bpino) for x in w))
         print("  return %s" % reply(rep))
         print("end")
         print("redis.register_function('floor_%s', %s)" % (re.sub(r"^sfs_", "", fn), fn))

@@ -8,13 +8,14 @@
 #
 # 1. The commands alone.  On a tenant of 10 parents holding CHILDREN
 #    children (default 100000) one call each of sfs_create (a new child),
-#    sfs_publish (20 bytes) and sfs_unlink is traced with MONITOR; the
-#    lines tagged [0 lua] after each FCALL are the Redis commands that call
-#    made.  scripts/bench/floor_lua.py turns them into a second Functions
-#    library, "floor", whose floor_create, floor_publish and floor_unlink
-#    issue exactly those commands in a straight line with no logic, only
-#    the per-call names substituted (op id, parent, child name, child
-#    inode), on keys of their own ("floor:{...", populated with CHILDREN
+#    sfs_publish (20 bytes), sfs_rename (to the next parent, the same
+#    name) and sfs_unlink (there) is traced with MONITOR; the lines tagged
+#    [0 lua] after each FCALL are the Redis commands that call made.
+#    scripts/bench/floor_lua.py turns them into a second Functions
+#    library, "floor", whose floor_create, floor_publish, floor_rename and
+#    floor_unlink issue exactly those commands in a straight line with no
+#    logic, only the per-call names substituted (op id, the parents, child
+#    name, child inode), on keys of their own ("floor:{...", populated with CHILDREN
 #    children the same way), so each call makes new keys as the real one
 #    does and never changes the real tenant.  Generated from the trace, it
 #    follows the library as it changes.  Then ROUNDS times (default 3),
@@ -163,7 +164,9 @@ name=zqname0
 cre=$(R FCALL sfs_create 2 "$M" "$T" "$I" zqop.c "" 19 "$name" 0 0 420 1)
 ino=$(R HGET 'statefs:{statefs.t1}:l:19' "$name")
 pub=$(R FCALL sfs_publish 2 "$M" "$T" "$I" zqop.p "" "$ino" replace "" content-000000000000)
-unl=$(R FCALL sfs_unlink 2 "$M" "$T" "$I" zqop.u "" 19 "$name")
+# Its rename to the next parent under the same name, then its unlink there.
+ren=$(R FCALL sfs_rename 3 "$M" "$T" "$T" "$I" zqop.r "" 19 "$name" 20 "$name" 0)
+unl=$(R FCALL sfs_unlink 2 "$M" "$T" "$I" zqop.u "" 20 "$name")
 R ECHO zqtrace-end >/dev/null
 for _ in $(seq 200); do
 	grep -q zqtrace-end "$dir/monitor.txt" && break
@@ -172,14 +175,14 @@ done
 kill "$mon" 2>/dev/null || true
 wait "$mon" 2>/dev/null || true
 mon=""
-for r in "$cre" "$pub" "$unl"; do
+for r in "$cre" "$pub" "$ren" "$unl"; do
 	if [ "$(printf '%s\n' "$r" | head -1)" != OK ]; then
 		echo "redis_floor: a traced call failed: $r" >&2
 		exit 1
 	fi
 done
-/usr/bin/python3 scripts/bench/floor_lua.py "$dir/monitor.txt" zqop "$name" 19 "$ino" \
-	sfs_create "$cre" sfs_publish "$pub" sfs_unlink "$unl" >"$dir/floor.lua"
+/usr/bin/python3 scripts/bench/floor_lua.py "$dir/monitor.txt" zqop "$name" 19 "$ino" 20 \
+	sfs_create "$cre" sfs_publish "$pub" sfs_rename "$ren" sfs_unlink "$unl" >"$dir/floor.lua"
 R -x FUNCTION LOAD REPLACE <"$dir/floor.lua" >/dev/null
 if [ -n "${FLOOR_LUA:-}" ]; then
 	cp "$dir/floor.lua" "$FLOOR_LUA"
@@ -215,13 +218,22 @@ for r in $(seq "$rounds"); do
 		for (i = 0; i < n; i++)
 			printf "FCALL floor_publish 2 %s %s w%d.%d %d r%dn%d %d\n", M, T, r, i, 19 + i % 10, r, i, b + i }' |
 		run_batch fpublish
+	# Each child to the next parent (19..28, around), then unlinked there.
 	awk -v n="$calls" -v M="$M" -v T="$T" -v I=$I -v r="$r" 'BEGIN {
 		for (i = 0; i < n; i++)
-			printf "FCALL sfs_unlink 2 %s %s %s u%d.%d - %d r%dn%d\n", M, T, I, r, i, 19 + i % 10, r, i }' |
+			printf "FCALL sfs_rename 3 %s %s %s %s m%d.%d - %d r%dn%d %d r%dn%d 0\n", M, T, T, I, r, i, 19 + i % 10, r, i, 19 + (i + 1) % 10, r, i }' |
+		run_batch rename
+	awk -v n="$calls" -v M="$FM" -v T="$FT" -v r="$r" -v b="$fnext" 'BEGIN {
+		for (i = 0; i < n; i++)
+			printf "FCALL floor_rename 2 %s %s m%d.%d %d r%dn%d %d %d\n", M, T, r, i, 19 + i % 10, r, i, b + i, 19 + (i + 1) % 10 }' |
+		run_batch frename
+	awk -v n="$calls" -v M="$M" -v T="$T" -v I=$I -v r="$r" 'BEGIN {
+		for (i = 0; i < n; i++)
+			printf "FCALL sfs_unlink 2 %s %s %s u%d.%d - %d r%dn%d\n", M, T, I, r, i, 19 + (i + 1) % 10, r, i }' |
 		run_batch unlink
 	awk -v n="$calls" -v M="$FM" -v T="$FT" -v r="$r" -v b="$fnext" 'BEGIN {
 		for (i = 0; i < n; i++)
-			printf "FCALL floor_unlink 2 %s %s u%d.%d %d r%dn%d %d\n", M, T, r, i, 19 + i % 10, r, i, b + i }' |
+			printf "FCALL floor_unlink 2 %s %s u%d.%d %d r%dn%d %d %d\n", M, T, r, i, 19 + i % 10, r, i, b + i, 19 + (i + 1) % 10 }' |
 		run_batch funlink
 	next=$((next + calls))
 	fnext=$((fnext + calls))
@@ -232,12 +244,14 @@ for r in $(seq "$rounds"); do
 	echo "round $r: create $create_wall/$create_cpu alone $fcreate_wall/$fcreate_cpu" \
 		"($(share "$fcreate_wall" "$create_wall")) publish $publish_wall/$publish_cpu" \
 		"alone $fpublish_wall/$fpublish_cpu ($(share "$fpublish_wall" "$publish_wall"))" \
+		"rename $rename_wall/$rename_cpu alone $frename_wall/$frename_cpu" \
+		"($(share "$frename_wall" "$rename_wall"))" \
 		"unlink $unlink_wall/$unlink_cpu alone $funlink_wall/$funlink_cpu" \
 		"($(share "$funlink_wall" "$unlink_wall"))"
 	echo "round $r: one request (round trip/CPU, $requests from one client):" \
 		"PING $ping_us/$ping_cpu GET $get_us/$get_cpu;" \
 		"pipelined -P 16: PING $pping_us/$pping_cpu GET $pget_us/$pget_cpu"
-	for f in create publish unlink; do
+	for f in create publish rename unlink; do
 		eval "row $r fl_${f}_lib \"\$${f}_wall\" \"\$${f}_cpu\""
 		eval "row $r fl_${f}_cmds \"\$f${f}_wall\" \"\$f${f}_cpu\""
 	done

@@ -113,14 +113,16 @@ function cpu_row(what, lvl, label,   n, us, c, per, cpu, met) {
 # scripts/bench/redis_floor.sh: the library beside its commands alone,
 # one request, and what these leave of each target (computed).
 function f1(x) { return (x == "-") ? x : sprintf("%.1f", x) }
-function floor_tables(lvl,   n, i, f, lw, lc, cw, cc, rt, rc, pc, e, te, best, m, ph2) {
+function floor_tables(lvl,   n, nf, i, f, lw, lc, cw, cc, rt, rc, pc, e, te, best, m, ph2) {
 	n = fn["fl_create_lib"]
 	printf "\nWhat a call cannot go below on this machine (scripts/bench/redis_floor.sh, median of %d rounds; us per call or request):\n\n", n
 	print "The commands alone: the Redis commands one call of the library makes (traced with MONITOR), issued by a generated Functions library in a straight line with no logic, pipelined on a tenant of the same population, each beside the real function in the same run.\n"
 	print "| call | the library: usec_per_call / main-thread CPU | its commands alone: usec_per_call / main-thread CPU | the commands'\'' share of usec_per_call | target: usec_per_call <= 20 us, the commands alone |"
 	print "|---|---|---|---|---|"
-	split("create publish unlink", f, " ")
-	for (i = 1; i <= 3; i++) {
+	nf = split("create publish rename unlink", f, " ")
+	for (i = 1; i <= nf; i++) {
+		if (!fn["fl_" f[i] "_lib"])
+			continue
 		lw = fmed("fl_" f[i] "_lib", "w"); lc = fmed("fl_" f[i] "_lib", "c")
 		cw = fmed("fl_" f[i] "_cmds", "w"); cc = fmed("fl_" f[i] "_cmds", "c")
 		printf "| sfs_%s | %s / %s | %s / %s | %s | %s |\n", f[i], f1(lw), f1(lc), f1(cw), f1(cc),
@@ -136,7 +138,9 @@ function floor_tables(lvl,   n, i, f, lw, lc, cw, cc, rt, rc, pc, e, te, best, m
 
 	rt = f1(fmed("rtt_get", "w")); rc = fmed("rtt_get", "c"); pc = fmed("p16_get", "c")
 	printf "\nComputed from the figures above, not measured: the best each target could reach (the round trip: GET'\''s median above; the embedded rates: statefs at %d children, 1 thread, the median of its runs).\n\n", lvl
-	for (i = 1; i <= 3; i++) {
+	for (i = 1; i <= nf; i++) {
+		if (!fn["fl_" f[i] "_cmds"])
+			continue
 		cc = fmed("fl_" f[i] "_cmds", "c")
 		m = cc + rc - pc
 		printf "- Redis main-thread CPU per transition <= 30 us: an unpipelined sfs_%s costs at least its commands alone, pipelined (%.1f us), plus what not pipelining adds to a request (GET: %.1f us unpipelined - %.1f us pipelined) = %.1f us: %s.\n",
@@ -150,7 +154,8 @@ function floor_tables(lvl,   n, i, f, lw, lc, cw, cc, rt, rc, pc, e, te, best, m
 			continue
 		}
 		te = 1e6 / e
-		if (ph2[i] == "rename") {
+		if (ph2[i] == "rename" && !fn["fl_rename_cmds"]) {
+			# A results file of a redis_floor.sh that did not trace a rename.
 			best = te + rt
 			printf "- rename through a mount >= 0.5x embedded: embedded %.1f us a rename (%.0f ops/s at %d children, 1 thread) plus one round trip (GET, %s us; its commands were not measured, so the real bound is lower) = %.1f us: at best %.2fx (measured on the mount: %s): %s.\n",
 				te, e, lvl, rt, best, te / best, ratio(rate("redis", lvl, 1, ph2[i]), e),
@@ -168,8 +173,8 @@ function floor_tables(lvl,   n, i, f, lw, lc, cw, cc, rt, rc, pc, e, te, best, m
 		}
 		cw = fmed("fl_" ph2[i] "_cmds", "w")
 		best = te + rt + cw
-		printf "- %s through a mount >= 0.5x embedded: embedded %.1f us an %s (%.0f ops/s at %d children, 1 thread) plus one round trip (GET, %s us) plus the commands of sfs_%s alone (%.1f us) = %.1f us: at best %.2fx (measured on the mount: %s): %s.\n",
-			ph2[i], te, ph2[i], e, lvl, rt, ph2[i], cw, best, te / best,
+		printf "- %s through a mount >= 0.5x embedded: embedded %.1f us %s %s (%.0f ops/s at %d children, 1 thread) plus one round trip (GET, %s us) plus the commands of sfs_%s alone (%.1f us) = %.1f us: at best %.2fx (measured on the mount: %s): %s.\n",
+			ph2[i], te, ph2[i] == "unlink" ? "an" : "a", ph2[i], e, lvl, rt, ph2[i], cw, best, te / best,
 			ratio(rate("redis", lvl, 1, ph2[i]), e), (te / best >= 0.5) ? "within reach" : "not reachable at these figures"
 	}
 }
