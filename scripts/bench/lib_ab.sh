@@ -36,23 +36,13 @@ stop() {
 	fi
 }
 trap 'stop; rm -rf "$dir"' EXIT
-R() { redis-cli -s "$dir/r.sock" "$@"; }
-cpu() {
-	R INFO cpu | awk -F: '/^used_cpu_(user|sys)_main_thread:/ { s += $2 }
-		END { printf "%.6f", s }'
-}
+# shellcheck source=scripts/bench/redis_bench.bash
+. scripts/bench/redis_bench.bash
 
 one() { # one LABEL LIB
 	mkdir -p "$dir/mnt"
-	rm -f "$dir/r.sock"
-	redis-server --unixsocket "$dir/r.sock" --unixsocketperm 700 --port 0 \
-		--save '' --appendonly no --dir "$dir" --logfile "$dir/redis.log" \
-		</dev/null >/dev/null 2>&1 &
-	rpid=$!
-	for _ in $(seq 200); do
-		[ "$(R PING 2>/dev/null)" = PONG ] && break
-		sleep 0.05
-	done
+	bench_redis_start
+	rpid=$pid
 	R -x FUNCTION LOAD <"$2" >/dev/null
 	build/statefs -f -o "store=unix:$dir/r.sock" \
 		-o max_children=4000000,max_bytes=4294967296 "$dir/mnt" \

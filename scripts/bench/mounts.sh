@@ -43,15 +43,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-redis-server --unixsocket "$dir/r.sock" --unixsocketperm 700 --port 0 \
-	--save '' --appendonly no --dir "$dir" --logfile "$dir/redis.log" \
-	</dev/null >/dev/null 2>&1 &
-pid=$!
-for _ in $(seq 200); do
-	[ "$(redis-cli -s "$dir/r.sock" PING 2>/dev/null)" = PONG ] && break
-	sleep 0.05
-done
-R() { redis-cli -s "$dir/r.sock" "$@"; }
+# shellcheck source=scripts/bench/redis_bench.bash
+. scripts/bench/redis_bench.bash
+bench_redis_start
 
 # mnt OPTS: a new mount, its path in $M.
 mnt() {
@@ -75,9 +69,8 @@ umnt_idle() {
 	mnts=("${keep[@]}")
 }
 
-# The CPU of Redis's main thread (s) and its XADDs so far.
-cpu() { R INFO cpu | awk -F: '/_main_thread/ { s += $2 } END { printf "%.6f\n", s }'; }
-xadds() { R INFO commandstats | awk -F'[=,:]' '/^cmdstat_xadd:/ { print $3 }'; }
+# Redis's XADDs so far (its CPU: cpu, redis_bench.bash).
+xadds() { calls_of xadd; }
 
 mnt follow_idle=0
 busy=$M

@@ -71,61 +71,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-rt=""
-if [ "$(id -u)" -eq 0 ] && command -v chrt >/dev/null 2>&1; then
-	rt="chrt -f 10"
-fi
-$rt redis-server --unixsocket "$dir/r.sock" --unixsocketperm 700 --port 0 \
-	--save '' --appendonly no --dir "$dir" --logfile "$dir/redis.log" \
-	</dev/null >/dev/null 2>&1 &
-pid=$!
-for _ in $(seq 200); do
-	[ "$(redis-cli -s "$dir/r.sock" PING 2>/dev/null)" = PONG ] && break
-	sleep 0.05
-done
-R() { redis-cli -s "$dir/r.sock" "$@"; }
-
-M='statefs:{statefs}:meta'
-T='statefs:{statefs.t1}:t'
+# shellcheck source=scripts/bench/redis_bench.bash
+. scripts/bench/redis_bench.bash
+rt=$(bench_rt)
+# shellcheck disable=SC2086 # $rt: a command and its words, or nothing
+bench_redis_start $rt
+bench_tenant
 FM='floor:{statefs}:meta'
 FT='floor:{statefs.t1}:t'
-I=0123456789abcdef
-R -x FUNCTION LOAD REPLACE <"${STATEFS_LUA:-build/gen/statefs.lua}" >/dev/null
-R FCALL sfs_init 1 "$M" "" "" "" 1 "$I" 0 >/dev/null
-R FCALL sfs_mkdir_tenant 1 "$M" "$I" "" "" bench 0 0 493 >/dev/null
-for p in 0 1 2 3 4 5 6 7 8 9; do
-	R FCALL sfs_join 2 "$M" "$T" "$I" "" "" "p$p" 0 0 493 >/dev/null
-done
 
-# Lines of words to RESP, so redis-cli --pipe streams them.
-resp() {
-	awk '{ printf "*%d\r\n", NF
-	       for (i = 1; i <= NF; i++) { w = $i; if (w == "-") w = ""
-	               printf "$%d\r\n%s\r\n", length(w), w } }'
-}
-pipe() { resp | R --pipe >/dev/null; }
-per_call() {
-	R INFO commandstats | sed -n "s/^cmdstat_$1:.*usec_per_call=\([0-9.]*\).*/\1/p"
-}
-calls_of() {
-	R INFO commandstats | sed -n "s/^cmdstat_$1:calls=\([0-9]*\),.*/\1/p"
-}
-# The main thread's CPU seconds so far (user + system).
-cpu() {
-	R INFO cpu | awk -F: '/^used_cpu_(user|sys)_main_thread:/ { s += $2 }
-		END { printf "%.6f", s }'
-}
-# run_batch NAME: pipe stdin, set NAME_wall and NAME_cpu (usec per call).
-run_batch() {
-	local c0 c1
-	R CONFIG RESETSTAT >/dev/null
-	c0=$(cpu)
-	pipe
-	c1=$(cpu)
-	printf -v "$1_wall" '%s' "$(per_call fcall)"
-	printf -v "$1_cpu" '%s' "$(awk -v a="$c0" -v b="$c1" -v n="$calls" \
-		'BEGIN { printf "%.1f", (b - a) * 1e6 / n }')"
-}
 # bench NAME TEST [OPTIONS]: redis-benchmark of one client, one test;
 # sets NAME_us (us per request, 1e6 / its requests per second: with one
 # client and no pipeline the round trip; PING: the mean of its two tests) and
