@@ -254,14 +254,56 @@ static int parse_seeds(struct store_remote *r, const char *s, const char **why)
 	return 0;
 }
 
+/* A redis:// or rediss:// store's HOST:PORT @v. */
+static int parse_tcp(struct store_remote *r, const char *v, const char **why)
+{
+	return parse_hostport(v, strlen(v), &r->addr, why);
+}
+
+/* A unix: store's socket path @v. */
+static int parse_unix(struct store_remote *r, const char *v, const char **why)
+{
+	if (*v == '\0') {
+		*why = "an empty path: unix:/PATH";
+		return -EINVAL;
+	}
+	/* The daemon runs from "/" once it is in the background. */
+	if (*v != '/') {
+		*why = "an absolute path: unix:/PATH";
+		return -EINVAL;
+	}
+	if (strlen(v) > STORE_REMOTE_PATH_MAX) {
+		*why = "a socket path of at most 107 bytes";
+		return -EINVAL;
+	}
+	for (const char *p = v; *p; p++)
+		if ((unsigned char)*p < ' ' || *p == 0x7f) {
+			*why = "a path without control bytes";
+			return -EINVAL;
+		}
+	copy_text(r->path, sizeof(r->path), v, strlen(v));
+	return 0;
+}
+
+/* The kinds of store= URL: each scheme, what it makes, and its parser. */
+static const struct {
+	const char *scheme;
+	enum store_remote_kind kind;
+	bool tls;
+	int (*parse)(struct store_remote *r, const char *v, const char **why);
+} schemes[] = {
+	{ "redis://", STORE_REMOTE_TCP, false, parse_tcp },
+	{ "rediss://", STORE_REMOTE_TCP, true, parse_tcp },
+	{ "unix:", STORE_REMOTE_UNIX, false, parse_unix },
+	{ "sentinel://", STORE_REMOTE_SENTINEL, false, parse_sentinels },
+	{ "sentinels://", STORE_REMOTE_SENTINEL, true, parse_sentinels },
+	{ "cluster://", STORE_REMOTE_CLUSTER, false, parse_seeds },
+	{ "clusters://", STORE_REMOTE_CLUSTER, true, parse_seeds },
+};
+
 /* Apply store=@v to @r (a copy: the caller keeps it only on success). */
 static int parse_store(struct store_remote *r, const char *v, const char **why)
 {
-	static const char redis[] = "redis://", rediss[] = "rediss://",
-			  unix_[] = "unix:", sentinel[] = "sentinel://",
-			  sentinels[] = "sentinels://", cluster[] = "cluster://",
-			  clusters[] = "clusters://";
-
 	/* A later store= replaces the earlier one entirely. */
 	memset(&r->addr, 0, sizeof(r->addr));
 	memset(r->path, 0, sizeof(r->path));
@@ -272,58 +314,14 @@ static int parse_store(struct store_remote *r, const char *v, const char **why)
 	r->cluster_open = false;
 	r->tls = false;
 
-	if (strncmp(v, redis, strlen(redis)) == 0) {
-		r->kind = STORE_REMOTE_TCP;
-		v += strlen(redis);
-		return parse_hostport(v, strlen(v), &r->addr, why);
-	}
-	if (strncmp(v, rediss, strlen(rediss)) == 0) {
-		r->kind = STORE_REMOTE_TCP;
-		r->tls = true;
-		v += strlen(rediss);
-		return parse_hostport(v, strlen(v), &r->addr, why);
-	}
-	if (strncmp(v, unix_, strlen(unix_)) == 0) {
-		v += strlen(unix_);
-		r->kind = STORE_REMOTE_UNIX;
-		if (*v == '\0') {
-			*why = "an empty path: unix:/PATH";
-			return -EINVAL;
+	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+		size_t n = strlen(schemes[i].scheme);
+
+		if (strncmp(v, schemes[i].scheme, n) == 0) {
+			r->kind = schemes[i].kind;
+			r->tls = schemes[i].tls;
+			return schemes[i].parse(r, v + n, why);
 		}
-		/* The daemon runs from "/" once it is in the background. */
-		if (*v != '/') {
-			*why = "an absolute path: unix:/PATH";
-			return -EINVAL;
-		}
-		if (strlen(v) > STORE_REMOTE_PATH_MAX) {
-			*why = "a socket path of at most 107 bytes";
-			return -EINVAL;
-		}
-		for (const char *p = v; *p; p++)
-			if ((unsigned char)*p < ' ' || *p == 0x7f) {
-				*why = "a path without control bytes";
-				return -EINVAL;
-			}
-		copy_text(r->path, sizeof(r->path), v, strlen(v));
-		return 0;
-	}
-	if (strncmp(v, sentinel, strlen(sentinel)) == 0) {
-		r->kind = STORE_REMOTE_SENTINEL;
-		return parse_sentinels(r, v + strlen(sentinel), why);
-	}
-	if (strncmp(v, sentinels, strlen(sentinels)) == 0) {
-		r->kind = STORE_REMOTE_SENTINEL;
-		r->tls = true;
-		return parse_sentinels(r, v + strlen(sentinels), why);
-	}
-	if (strncmp(v, cluster, strlen(cluster)) == 0) {
-		r->kind = STORE_REMOTE_CLUSTER;
-		return parse_seeds(r, v + strlen(cluster), why);
-	}
-	if (strncmp(v, clusters, strlen(clusters)) == 0) {
-		r->kind = STORE_REMOTE_CLUSTER;
-		r->tls = true;
-		return parse_seeds(r, v + strlen(clusters), why);
 	}
 	*why = "redis://HOST:PORT, rediss://HOST:PORT, unix:/PATH, "
 	       "sentinel://HOST:PORT,.../MASTER, sentinels://..., "

@@ -31,6 +31,16 @@ static void put_addr(struct text *t, const struct store_remote_addr *a)
 		text_put(t, "%s:%u", a->host, (unsigned)a->port);
 }
 
+/* The Sentinels' or seed nodes' addresses of @r, comma-separated. */
+static void put_addrs(struct text *t, const struct store_remote *r)
+{
+	for (unsigned i = 0; i < r->nsentinels; i++) {
+		if (i > 0)
+			text_put(t, ",");
+		put_addr(t, &r->sentinels[i]);
+	}
+}
+
 size_t store_remote_describe(char *buf, size_t cap,
 			     const struct store_remote *r)
 {
@@ -49,20 +59,12 @@ size_t store_remote_describe(char *buf, size_t cap,
 		break;
 	case STORE_REMOTE_SENTINEL:
 		text_put(&t, r->tls ? "sentinels://" : "sentinel://");
-		for (unsigned i = 0; i < r->nsentinels; i++) {
-			if (i > 0)
-				text_put(&t, ",");
-			put_addr(&t, &r->sentinels[i]);
-		}
+		put_addrs(&t, r);
 		text_put(&t, "/%s", r->master);
 		break;
 	case STORE_REMOTE_CLUSTER:
 		text_put(&t, r->tls ? "clusters://" : "cluster://");
-		for (unsigned i = 0; i < r->nsentinels; i++) {
-			if (i > 0)
-				text_put(&t, ",");
-			put_addr(&t, &r->sentinels[i]);
-		}
+		put_addrs(&t, r);
 		break;
 	}
 	return t.len;
