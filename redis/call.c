@@ -453,29 +453,6 @@ uint64_t remote_generation(struct store *s)
 	return g;
 }
 
-static int wait_applied(struct store *s, uint64_t tid, uint64_t seq,
-			uint64_t until);
-
-/*
- * Wait until the mirror has applied tenant @tid's log up to @seq (the
- * root log's for 0), or the tenant went, for at most store_timeout.
- * 0, or -EIO when the follower did not get there in time.
- */
-int wait_seq(struct store *s, uint64_t tid, uint64_t seq)
-{
-	struct remote *r = remote_of(s);
-	uint64_t until = mono_ms() + r->cfg.timeout_ms + 1000;
-	int rc;
-
-	/* A follower gathering others' news reads at once for a caller. */
-	atomic_fetch_add(&r->busy, 1);
-	if (atomic_load(&r->gathering))
-		follow_wake(s);
-	rc = wait_applied(s, tid, seq, until);
-	atomic_fetch_sub(&r->busy, 1);
-	return rc;
-}
-
 /* wait_seq's wait, until @until. */
 static int wait_applied(struct store *s, uint64_t tid, uint64_t seq,
 			uint64_t until)
@@ -502,6 +479,26 @@ static int wait_applied(struct store *s, uint64_t tid, uint64_t seq,
 			applied_wait_locked(r, 50);
 		unlock(&r->lock, LOCK_ENGINE_STATE);
 	}
+}
+
+/*
+ * Wait until the mirror has applied tenant @tid's log up to @seq (the
+ * root log's for 0), or the tenant went, for at most store_timeout.
+ * 0, or -EIO when the follower did not get there in time.
+ */
+int wait_seq(struct store *s, uint64_t tid, uint64_t seq)
+{
+	struct remote *r = remote_of(s);
+	uint64_t until = mono_ms() + r->cfg.timeout_ms + 1000;
+	int rc;
+
+	/* A follower gathering others' news reads at once for a caller. */
+	atomic_fetch_add(&r->busy, 1);
+	if (atomic_load(&r->gathering))
+		follow_wake(s);
+	rc = wait_applied(s, tid, seq, until);
+	atomic_fetch_sub(&r->busy, 1);
+	return rc;
 }
 
 /*

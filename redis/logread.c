@@ -132,6 +132,7 @@ int follow_read_piped(struct store *s, struct lread *l, size_t *nl,
 	char keys[PIPED_LOGS_MAX][160], from[PIPED_LOGS_MAX][64], count[16];
 	redisReply *rep[PIPED_LOGS_MAX + 1];
 	uint64_t tid[PIPED_LOGS_MAX];
+	bool *due[PIPED_LOGS_MAX];
 	int rc;
 
 	*nl = 0;
@@ -152,6 +153,7 @@ int follow_read_piped(struct store *s, struct lread *l, size_t *nl,
 		if (i ? r->pos[i - 1].damaged : r->root_damaged)
 			continue;
 		tid[n] = i ? r->pos[i - 1].tid : 0;
+		due[n] = i ? &r->pos[i - 1].due : &r->root_due;
 		if (i)
 			follow_log_key(s, tid[n], keys[n], sizeof(keys[n]));
 		else
@@ -174,8 +176,6 @@ int follow_read_piped(struct store *s, struct lread *l, size_t *nl,
 		*upto = UINT64_MAX;
 	freeReplyObject(rep[0]);
 	for (size_t k = 0; k < n; k++) {
-		struct follow_ix *x = tid[k] ? follow_pos_find(r, tid[k]) : NULL;
-
 		if (rep[k + 1]->type != REDIS_REPLY_ARRAY) {
 			if (rep[k + 1]->type == REDIS_REPLY_ERROR)
 				fprintf(stderr, "statefs: shared store: XRANGE %s: %s\n",
@@ -184,10 +184,7 @@ int follow_read_piped(struct store *s, struct lread *l, size_t *nl,
 			*damaged = true;
 			continue;
 		}
-		if (x)
-			r->pos[x->i].due = false;
-		else if (!tid[k])
-			r->root_due = false;
+		*due[k] = false;
 		l[*nl].tid = tid[k];
 		l[(*nl)++].rep = rep[k + 1];
 	}
