@@ -38,8 +38,11 @@
  * stripe...); a drain's clear holds the world lock exclusive.  The
  * mirror's lock (LOCK_ENGINE_INDEX, redis/index.c) is taken only to
  * look up or change the index and the tenants, never across a
- * transition.  One thread applies (the follower, redis/follow.c, or a
- * test); readers use the hierarchy as they always do.
+ * transition.  One thread applies at a time, holding the mirror's
+ * apply lock (LOCK_ENGINE_APPLY, outside every store lock) across the
+ * change: the follower (redis/follow.c, or a test), or a caller whose
+ * call's outcome gave its own entries (mirror_apply_own, redis/own.c);
+ * readers use the hierarchy as they always do.
  */
 #include "store/engine.h"
 #include "redis/mirror.h"
@@ -499,7 +502,10 @@ static int apply_root(struct store *s, struct given *g, const struct entry *e)
 	return 0; /* cleanup: the tenant's own log says it */
 }
 
-int mirror_apply(struct store *s, uint64_t tid, const struct entry *e)
+/* mirror_apply's work, under m->apply; @own: the caller's own entry,
+ * applied only as the next one (mirror_apply_own). */
+static int apply_locked(struct store *s, uint64_t tid, const struct entry *e,
+			bool own)
 {
 	struct mirror *m = mirror_of(s);
 	struct mtenant *mt = NULL;
@@ -508,18 +514,25 @@ int mirror_apply(struct store *s, uint64_t tid, const struct entry *e)
 		.others = strcmp(e->by, m->by) != 0 || !*e->by,
 	};
 	uint64_t last, n = e->nseq > 1 ? e->nseq : 1;
+	bool whole = true;
 	int rc;
 
 	if (tid) {
 		lock(&m->lock, LOCK_ENGINE_INDEX);
 		mt = mt_find_locked(m, tid);
 		last = mt ? mt->seq : 0;
+		if (mt)
+			whole = mt->t && !mt->shell && !mt->unloading && !mt->gone;
 		unlock(&m->lock, LOCK_ENGINE_INDEX);
 		if (!mt)
-			return -ENOENT;
+			return own ? -EAGAIN : -ENOENT;
 	} else {
 		last = m->root_seq;
 	}
+	if (own && (!whole || e->seq != last + 1 ||
+		    (atomic_load(&m->gorder) &&
+		     (!e->gseq || e->gseq != m->gseq_applied + 1))))
+		return -EAGAIN;
 	if (e->seq <= last)
 		return 0; /* applied already (a load overlapped the log) */
 	if (e->seq != last + 1)
@@ -531,6 +544,8 @@ int mirror_apply(struct store *s, uint64_t tid, const struct entry *e)
 	rc = tid ? apply_tenant(s, &ctx, mt, e) : apply_root(s, &ctx, e);
 	if (rc)
 		return rc;
+	if (e->gseq)
+		m->gseq_applied = e->gseq + n - 1;
 	if (tid) {
 		struct tenant *drop = NULL;
 
@@ -551,4 +566,44 @@ int mirror_apply(struct store *s, uint64_t tid, const struct entry *e)
 		m->root_seq = e->seq;
 	}
 	return 0;
+}
+
+int mirror_apply(struct store *s, uint64_t tid, const struct entry *e)
+{
+	struct mirror *m = mirror_of(s);
+	int rc;
+
+	lock(&m->apply, LOCK_ENGINE_APPLY);
+	rc = apply_locked(s, tid, e, false);
+	unlock(&m->apply, LOCK_ENGINE_APPLY);
+	return rc;
+}
+
+/* The kinds of entry a caller applies itself: each changes the tenant's
+ * nodes and leaves the tenant (a cleanup, a drain's clear, which end
+ * it or touch the root, are the follower's, which follows them). */
+static bool own_kind(const char *op)
+{
+	static const char *const kinds[] = {
+		"create", "write", "unlink", "rename", "exchange", "link",
+		"attr", "ttl", "renew", "join", "leave", "depart", "expire",
+	};
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (strcmp(op, kinds[i]) == 0)
+			return true;
+	return false;
+}
+
+int mirror_apply_own(struct store *s, uint64_t tid, const struct entry *e)
+{
+	struct mirror *m = mirror_of(s);
+	int rc;
+
+	if (!tid || !own_kind(e->op))
+		return -EAGAIN;
+	lock(&m->apply, LOCK_ENGINE_APPLY);
+	rc = apply_locked(s, tid, e, true);
+	unlock(&m->apply, LOCK_ENGINE_APPLY);
+	return rc;
 }

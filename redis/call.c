@@ -250,6 +250,7 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 	struct remote *r = remote_of(s);
 	int n = 0, total = 4 + nkeys + 3 + argc, rc;
 	uint64_t sent = 0;
+	redisReply *own = NULL;
 	const char **av = st_calloc((size_t)total, sizeof(*av));
 	size_t *al = st_calloc((size_t)total, sizeof(*al));
 	char nk[16], opid[48], deadline[24], inst[17], tmeta[200];
@@ -325,6 +326,9 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 		rc = fence(s, nkeys, av, inst, opid, sent, &rep);
 	if (mutation)
 		atomic_fetch_sub(&r->busy, 1);
+	/* No outcome: whatever the call did, the follower reads it. */
+	if (rc && mutation && nkeys > 0)
+		own_settle(s, keys[0], 0);
 	free(av);
 	free(al);
 	if (rc)
@@ -334,10 +338,21 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 		freeReplyObject(rep);
 		return -EIO;
 	}
+	own = own_detach(rep);
 	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 3 ||
 	    rep->element[0]->type != REDIS_REPLY_STRING) {
+		if (own)
+			freeReplyObject(own);
 		freeReplyObject(rep);
 		return -EPROTO;
+	}
+	/* Its own entries, applied here when they are the next: the wait
+	 * for its seq then ends at once (redis/own.c). */
+	if (mutation && nkeys > 0 && strcmp(rep->element[0]->str, "OK") == 0) {
+		own_apply(s, keys[0], own);
+		own_settle(s, keys[0], out_u64(rep, 2));
+	} else if (own) {
+		freeReplyObject(own);
 	}
 	remote_saw_now(s, out_u64(rep, 1));
 	/* A late call's refusal tells the server's real time. */

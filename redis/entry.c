@@ -1,7 +1,8 @@
 /*
  * entry.c - a log entry of the shared store parsed from the reply XREAD
  * gives (a stream entry's FIELD VALUE... array) into a plain struct
- * entry (redis/entry.h), its fields read, and its place in the store's
+ * entry (redis/entry.h) (or from a call's outcome, which gives its own
+ * entries with numbers as integers: redis/own.c), its fields read, and its place in the store's
  * order of all tenants (gseq), by which the follower merges the logs it
  * read: the one place of the mirror that knows how an entry travels.  redis/apply.c applies the
  * struct; the follower (redis/follow.c) parses each entry it reads.
@@ -10,6 +11,7 @@
  * strings and is the caller's, valid while the reply is.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,12 +69,24 @@ int entry_parse(const redisReply *fields, struct entry *e)
 	    fields->elements / 2 > ENTRY_FIELDS_MAX)
 		return -EPROTO;
 	for (size_t i = 0; i < fields->elements; i++)
-		if (fields->element[i]->type != REDIS_REPLY_STRING)
+		if (fields->element[i]->type != REDIS_REPLY_STRING &&
+		    (i % 2 == 0 || fields->element[i]->type != REDIS_REPLY_INTEGER))
 			return -EPROTO;
 	for (size_t i = 0; i + 1 < fields->elements; i += 2) {
+		const redisReply *v = fields->element[i + 1];
+
 		e->f[e->n].name = fields->element[i]->str;
-		e->f[e->n].value = fields->element[i + 1]->str;
-		e->f[e->n].len = fields->element[i + 1]->len;
+		if (v->type == REDIS_REPLY_INTEGER) {
+			/* A number a call's outcome gave (redis/own.c): the
+			 * decimal the log holds for it. */
+			snprintf(e->num[e->n], sizeof(e->num[e->n]), "%lld",
+				 v->integer);
+			e->f[e->n].value = e->num[e->n];
+			e->f[e->n].len = strlen(e->num[e->n]);
+		} else {
+			e->f[e->n].value = v->str;
+			e->f[e->n].len = v->len;
+		}
 		e->n++;
 	}
 	e->op = entry_str(e, "op");

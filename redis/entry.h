@@ -36,6 +36,8 @@ struct entry {
 	const char *op, *by;           /* by: "" when absent */
 	size_t n;
 	struct entry_field f[ENTRY_FIELDS_MAX];
+	/* The decimals of values given as integers (an outcome's). */
+	char num[ENTRY_FIELDS_MAX][24];
 };
 
 struct redisReply;
@@ -45,6 +47,8 @@ struct redisReply;
 /*
  * Parse the field array @fields of one stream entry (an XREAD reply's
  * FIELD VALUE... array) into @e, whose strings borrow from @fields.
+ * A value may be an integer (a call's outcome gives its own entries so,
+ * redis/own.c): @e keeps its decimal.
  * -EPROTO when it is not an array of strings in pairs, has more than
  * ENTRY_FIELDS_MAX pairs, or a common field is missing or malformed.
  */

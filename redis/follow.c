@@ -697,6 +697,7 @@ static int read_round(struct store *s, struct sick *sk, bool *reread,
 	*whole = false;
 	if (!l)
 		return -1;
+	own_catch_up(s);
 	/* One order of all tenants: the logs that grew up to the store's
 	 * number read first are due by the barrier, or all of them. */
 	if (piped) {
@@ -724,7 +725,7 @@ static int read_round(struct store *s, struct sick *sk, bool *reread,
 
 		if (i ? r->pos[i - 1].damaged : r->root_damaged)
 			continue;
-		if (!*due) {
+		if (!*due && !(i && r->pos[i - 1].own_due)) {
 			all = all && vouched;
 			continue;
 		}
@@ -749,6 +750,8 @@ static int read_round(struct store *s, struct sick *sk, bool *reread,
 		if (rc)
 			break;
 		*due = false;
+		if (i)
+			r->pos[i - 1].own_due = false;
 		l[n++].tid = tid;
 	}
 	if (rc) {
@@ -875,6 +878,11 @@ static void *follow_main(void *arg)
 			rc = subs_wait(s, since >= BLOCK_MS ? 0 : BLOCK_MS - since);
 			if (rc == -ECANCELED)
 				break;
+			/* Nothing to read (news of this mount's own calls,
+			 * which their callers apply): no round before
+			 * BLOCK_MS. */
+			if (rc == 0 && mono_ms() - checked < BLOCK_MS)
+				continue;
 			/* News alone: a caller's wake-up is read for at once. */
 			if (rc == 1)
 				gather(s, last_read);

@@ -67,6 +67,7 @@ int mirror_attach(struct store *s, const char *by, uint64_t ino_offset)
 
 	if (!m)
 		return -ENOMEM;
+	pthread_mutex_init(&m->apply, NULL);
 	pthread_mutex_init(&m->lock, NULL);
 	m->ino_offset = ino_offset;
 	snprintf(m->by, sizeof(m->by), "%s", by ? by : "");
@@ -83,6 +84,7 @@ int mirror_reset(struct store *s, uint64_t ino_offset)
 	struct mnode *x, *xt, *idx;
 	struct mtenant *mt, *mtt, *ts;
 
+	lock(&m->apply, LOCK_ENGINE_APPLY);
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	idx = m->index;
 	ts = m->tenants;
@@ -91,6 +93,7 @@ int mirror_reset(struct store *s, uint64_t ino_offset)
 	m->added = 0;
 	m->max_tid = 0;
 	m->root_seq = 0;
+	m->gseq_applied = 0;
 	atomic_store(&m->ino_offset, ino_offset);
 	unlock(&m->lock, LOCK_ENGINE_INDEX);
 	HASH_ITER(hh, idx, x, xt) {
@@ -104,6 +107,7 @@ int mirror_reset(struct store *s, uint64_t ino_offset)
 			store_node_unref(s, tenant_node(mt->t));
 		free(mt);
 	}
+	unlock(&m->apply, LOCK_ENGINE_APPLY);
 	return 0;
 }
 
@@ -127,6 +131,7 @@ void mirror_free(struct store *s)
 		free(mt);
 	}
 	pthread_mutex_destroy(&m->lock);
+	pthread_mutex_destroy(&m->apply);
 	free(m);
 	store_drop_engine(s);
 }
@@ -433,6 +438,7 @@ int follow_pos_add(struct remote *r, uint64_t tid, const char *id)
 	r->pos[r->npos].tid = tid;
 	r->pos[r->npos].damaged = false;
 	r->pos[r->npos].due = true;
+	r->pos[r->npos].own_due = false;
 	r->subs_dirty = true;
 	snprintf(r->pos[r->npos].id, sizeof(r->pos[0].id), "%s", id);
 	r->npos++;

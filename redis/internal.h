@@ -65,12 +65,21 @@
 #include "store/store.h"
 #include "store/engine.h"
 
+/* The tenants whose own entries a mount's callers applied that the
+ * follower is told of at once (redis/own.c). */
+#define OWN_HINTS 16
+
 /* A tenant log the follower reads: its tenant id and last entry id. */
 struct follow_pos {
 	uint64_t tid;
 	char id[48];
 	bool damaged;   /* its log is not a stream: not read until mended */
 	bool due;       /* its log may hold more: read at the next round */
+	/* News of this mount's own call, left to its caller (own_news):
+	 * no reason for a round, but a round that reads the logs the
+	 * barrier names reads this one too, so that no entry of another
+	 * tenant is applied before it. */
+	bool own_due;
 };
 
 /* Where tenant @tid's position is in remote->pos (by hash: the
@@ -183,6 +192,22 @@ struct remote {
 	atomic_int busy;
 	atomic_bool gathering;
 	uint64_t gather_ms;               /* follow_gather; immutable */
+	/* Under lock: where callers' own entries took tenants' logs
+	 * (redis/own.c), for the follower to read on from; the count of
+	 * own entries applied so. */
+	struct own_hint {
+		uint64_t tid, seq;
+		char id[48];
+	} own[OWN_HINTS];
+	size_t nown;
+	atomic_uint_fast64_t own_applied;
+	/* Under lock: tenants whose log holds an own call's entries its
+	 * caller did not apply (their news the follower leaves to the
+	 * caller: own_news), to be read at the next round; all of them
+	 * when there were more than OWN_HINTS. */
+	uint64_t kick[OWN_HINTS];
+	size_t nkick;
+	bool kick_all;
 	/* The follower's own: tenants wanted whose root entry is still to
 	 * come (followed from their log's start when it does). */
 	uint64_t *pending;
@@ -374,7 +399,7 @@ int remote_real_ms(struct store *s, uint64_t *real_ms);
 /* redis/library.c */
 
 /* The library version this mount speaks (redis/lua/contract.lua). */
-#define LIBVERSION 7
+#define LIBVERSION 8
 
 /* Install this mount's Functions library when the store lacks it (a
  * Redis that lost its data lost its functions too).  0 or -errno
@@ -415,6 +440,34 @@ int remote_shells_refresh(struct store *s);
  * new instance), and follow each tenant's log from the dump's last id.
  * 0 or -errno. */
 int remote_load_all(struct store *s);
+
+/* redis/own.c */
+
+/* Take the own entries off the end of outcome @rep (a successful
+ * mutation's: { 'sfs.entries', ID, FIELDS, ... }), so that what reads
+ * the outcome sees its results alone.  NULL when it has none; the
+ * caller's to pass to own_apply. */
+redisReply *own_detach(redisReply *rep);
+
+/* Apply own entries @own of the call about tenant key @tkey, each when
+ * it is the next (mirror_apply_own), and tell the follower; frees
+ * @own.  A caller's thread, no lock held. */
+void own_apply(struct store *s, const char *tkey, redisReply *own);
+
+/* After every mutation about tenant key @tkey: unless the mirror has
+ * applied its outcome's @seq (0: no outcome came), the follower is told
+ * to read the tenant's log, and woken (its news does not: own_news). */
+void own_settle(struct store *s, const char *tkey, uint64_t seq);
+
+/* News @payload ("SEQ BY") of tenant @tid's log: none for the follower
+ * to read?  True for this mount's own call (its caller applies it or
+ * calls own_settle) and for a seq the mirror has applied. */
+bool own_news(struct store *s, uint64_t tid, const char *payload);
+
+/* The follower, at the start of a round: each log whose own entries a
+ * caller applied is read on from the last of them, and each log a
+ * caller asked for (own_settle) is due. */
+void own_catch_up(struct store *s);
 
 /* redis/logread.c */
 

@@ -191,7 +191,7 @@ static void unload_tenant(struct store *s, struct tenant *t)
 static int load_shell(struct store *s, struct tenant *t,
 		      const struct dump_val *dump);
 
-int mirror_load_tenant(struct store *s, uint64_t tid,
+static int load_tenant(struct store *s, uint64_t tid,
 		       const struct dump_val *dump, char *lastid, size_t idlen)
 {
 	struct mirror *m = mirror_of(s);
@@ -312,6 +312,29 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 	return index_put(s, m, n);
 }
 
+int mirror_load_tenant(struct store *s, uint64_t tid,
+		       const struct dump_val *dump, char *lastid, size_t idlen)
+{
+	struct mirror *m = mirror_of(s);
+	struct mtenant *mt;
+	uint64_t seq = 0;
+	bool ahead;
+	int rc;
+
+	lock(&m->apply, LOCK_ENGINE_APPLY);
+	/* A caller applied its own entries past the dump (read before its
+	 * call ran): the mirror is not taken back.  The follower reads the
+	 * log again, and loads a later dump if it must. */
+	lock(&m->lock, LOCK_ENGINE_INDEX);
+	mt = mt_find_locked(m, tid);
+	ahead = mt && mt->t && !mt->shell && dump_u64(dump, 2, &seq) &&
+		mt->seq > seq;
+	unlock(&m->lock, LOCK_ENGINE_INDEX);
+	rc = ahead ? -EAGAIN : load_tenant(s, tid, dump, lastid, idlen);
+	unlock(&m->apply, LOCK_ENGINE_APPLY);
+	return rc;
+}
+
 /* Shells ------------------------------------------------------------------------ */
 
 struct names {
@@ -389,7 +412,7 @@ static int load_shell(struct store *s, struct tenant *t,
 	return 0;
 }
 
-int mirror_shell_tenant(struct store *s, uint64_t tid, const struct dump_val *T)
+static int shell_tenant(struct store *s, uint64_t tid, const struct dump_val *T)
 {
 	struct mirror *m = mirror_of(s);
 	const char *name = dump_kv(T, "name");
@@ -446,6 +469,17 @@ int mirror_shell_tenant(struct store *s, uint64_t tid, const struct dump_val *T)
 	return index_put(s, m, n);
 }
 
+int mirror_shell_tenant(struct store *s, uint64_t tid, const struct dump_val *T)
+{
+	struct mirror *m = mirror_of(s);
+	int rc;
+
+	lock(&m->apply, LOCK_ENGINE_APPLY);
+	rc = shell_tenant(s, tid, T);
+	unlock(&m->apply, LOCK_ENGINE_APPLY);
+	return rc;
+}
+
 void mirror_shell_parents(struct store *s, uint64_t tid, uint64_t nparents,
 			  uint64_t seq)
 {
@@ -474,7 +508,7 @@ void mirror_shell_parents(struct store *s, uint64_t tid, uint64_t nparents,
 	}
 }
 
-void mirror_unload_tenant(struct store *s, uint64_t tid)
+static void unload_locked(struct store *s, uint64_t tid)
 {
 	struct mirror *m = mirror_of(s);
 	struct mtenant *mt;
@@ -503,7 +537,16 @@ void mirror_unload_tenant(struct store *s, uint64_t tid)
 	unlock(&m->lock, LOCK_ENGINE_INDEX);
 }
 
-void mirror_shell_gone(struct store *s, uint64_t tid)
+void mirror_unload_tenant(struct store *s, uint64_t tid)
+{
+	struct mirror *m = mirror_of(s);
+
+	lock(&m->apply, LOCK_ENGINE_APPLY);
+	unload_locked(s, tid);
+	unlock(&m->apply, LOCK_ENGINE_APPLY);
+}
+
+static void shell_gone_locked(struct store *s, uint64_t tid)
 {
 	struct mirror *m = mirror_of(s);
 	struct given q = { .others = true, .hidden = true, .ns = wall_now(NULL),
@@ -532,6 +575,15 @@ void mirror_shell_gone(struct store *s, uint64_t tid)
 			store_node_unref(s, cur);
 	}
 	store_node_unref(s, tenant_node(t));
+}
+
+void mirror_shell_gone(struct store *s, uint64_t tid)
+{
+	struct mirror *m = mirror_of(s);
+
+	lock(&m->apply, LOCK_ENGINE_APPLY);
+	shell_gone_locked(s, tid);
+	unlock(&m->apply, LOCK_ENGINE_APPLY);
 }
 
 /* Every tenant ------------------------------------------------------------------ */
@@ -657,9 +709,12 @@ int remote_load_all(struct store *s)
 	}
 	/* One order of all tenants (meta gseq): the root numbered by it
 	 * from the number the root's dump was at. */
+	lock(&mirror_of(s)->apply, LOCK_ENGINE_APPLY);
 	atomic_store(&mirror_of(s)->gorder, gorder);
+	mirror_of(s)->gseq_applied = gorder ? gseq : 0;
 	if (gorder)
 		store_root_order_reset(s, gseq);
+	unlock(&mirror_of(s)->apply, LOCK_ENGINE_APPLY);
 	if (r->testclock)
 		remote_saw_now(s, clock_ms);
 	tl = rep->element[5];

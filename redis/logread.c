@@ -132,6 +132,7 @@ int follow_read_piped(struct store *s, struct lread *l, size_t *nl,
 	char keys[PIPED_LOGS_MAX][160], from[PIPED_LOGS_MAX][64], count[16];
 	redisReply *rep[PIPED_LOGS_MAX + 1];
 	uint64_t tid[PIPED_LOGS_MAX];
+	size_t idx[PIPED_LOGS_MAX];
 	bool *due[PIPED_LOGS_MAX];
 	int rc;
 
@@ -153,6 +154,7 @@ int follow_read_piped(struct store *s, struct lread *l, size_t *nl,
 		if (i ? r->pos[i - 1].damaged : r->root_damaged)
 			continue;
 		tid[n] = i ? r->pos[i - 1].tid : 0;
+		idx[n] = i ? i - 1 : 0;
 		due[n] = i ? &r->pos[i - 1].due : &r->root_due;
 		if (i)
 			follow_log_key(s, tid[n], keys[n], sizeof(keys[n]));
@@ -185,6 +187,8 @@ int follow_read_piped(struct store *s, struct lread *l, size_t *nl,
 			continue;
 		}
 		*due[k] = false;
+		if (tid[k])
+			r->pos[idx[k]].own_due = false;
 		l[*nl].tid = tid[k];
 		l[(*nl)++].rep = rep[k + 1];
 	}

@@ -62,6 +62,15 @@ struct mtenant {
 };
 
 struct mirror {
+	/* LOCK_ENGINE_APPLY: held by whoever changes the mirror by the
+	 * store's logs, across the change (an entry applied, a tenant
+	 * loaded, unloaded or dropped, the whole reset): the follower, or
+	 * a caller applying its own call's entries (redis/own.c). */
+	pthread_mutex_t apply;
+	/* apply: the last number of the store's order of all tenants
+	 * applied (gorder), 0 when not known: a caller applies its own
+	 * entry only when it is the next (mirror_apply_own). */
+	uint64_t gseq_applied;
 	pthread_mutex_t lock;          /* LOCK_ENGINE_INDEX */
 	struct mnode *index;           /* lock: local ino -> node */
 	size_t added;                  /* lock: since the last sweep */
@@ -115,6 +124,18 @@ extern const struct store_ops mirror_ops;
  * the mirror does not follow.
  */
 int mirror_apply(struct store *s, uint64_t tid, const struct entry *e);
+
+/*
+ * Apply entry @e of tenant @tid's log, made by this mount's own call
+ * and given by its outcome, on the caller's thread: only when it is the
+ * next entry of a tenant the mirror holds whole (not a shell, not being
+ * unloaded, not gone), the next number of the store's order where the
+ * store has one, and of a kind that leaves the tenant in place.  0 when
+ * applied; -EAGAIN when it is not the next or not of such a kind
+ * (nothing applied: the follower applies it from the log); another
+ * -errno when it did not apply, which the follower meets again.
+ */
+int mirror_apply_own(struct store *s, uint64_t tid, const struct entry *e);
 
 /* redis/index.c */
 

@@ -8,7 +8,9 @@
  * redis/lua/call.lua).  A channel is in its tenant's slot, so on a
  * cluster its message reaches the subscribers of that shard only, and
  * on one Redis (7.0 has SSUBSCRIBE) it works the same.  A message only
- * marks its log due: the follower reads each due log past its position
+ * marks its log due (unless it is news of this mount's own call, whose
+ * caller applies its entries or marks the log due itself: own_news,
+ * redis/own.c): the follower reads each due log past its position
  * (XRANGE on the pool) and applies what it finds, so a message lost
  * (across a reconnection, a channel refused by an ACL) costs at most
  * BLOCK_MS, after which every followed log is read whatever came.
@@ -225,13 +227,17 @@ static int dispatch(struct store *s, struct follow_link *fl, redisReply *rep)
 		const char *ch = out_str(rep, 1);
 		struct follow_ix *x;
 
+		rc = 1;
 		if (ch && tid_of(r, ch, &tid)) {
 			if (tid == 0)
 				r->root_due = true;
-			else if ((x = follow_pos_find(r, tid)))
+			else if (!(x = follow_pos_find(r, tid)))
+				;
+			else if (own_news(s, tid, out_str(rep, 2)))
+				r->pos[x->i].own_due = true, rc = 0;
+			else
 				r->pos[x->i].due = true;
 		}
-		rc = 1;
 	} else if (strcmp(kind, "ssubscribe") == 0 ||
 		   strcmp(kind, "sunsubscribe") == 0) {
 		if (kind[1] == 's')

@@ -83,11 +83,14 @@ extern __thread int hash_oom;
  *    and stripes (LOCK_STRIPE), two at once only when links exchange
  *    states, the lower address first;
  *  - a leaf (LOCK_FIRST_LEAF and above) takes nothing while held;
- *  - an engine (engine.h) has one leaf of its own (LOCK_ENGINE_INDEX)
- *    and three locks outside the store's (its transport's two, the state
- *    of what it applied): each of those is held alone, and no store lock
- *    is held while calling into the engine's transport or waiting for it
- *    at all (every call may wait on the network).
+ *  - an engine (engine.h) has one leaf of its own (LOCK_ENGINE_INDEX),
+ *    one lock outside every store lock (LOCK_ENGINE_APPLY: whoever
+ *    changes its mirror holds it across the embedded transitions that
+ *    do, never across a network wait) and four locks outside the
+ *    store's (its transport's two, the state of what it applied, its
+ *    locks'): each of those is held alone, and no store lock is held
+ *    while calling into the engine's transport or waiting for it at all
+ *    (every call may wait on the network).
  * Hooks and callbacks run with no store lock held (the event and
  * attribute hooks run after the transition let go), but one:
  * store_node_names() calls its callback under the state's stripe, and
@@ -95,32 +98,34 @@ extern __thread int hash_oom;
  */
 enum store_lock_level {
 	LOCK_NONE = 0,
-	LOCK_SNAP_TAKER,  /*  1 s->snap_taker: one snapshot at a time */
-	LOCK_WORLD,       /*  2 s->world: shared by transitions, exclusive
+	LOCK_ENGINE_APPLY, /* 1 an engine's mirror changed by its log: one
+			   *    thread applies at a time (redis/apply.c) */
+	LOCK_SNAP_TAKER,  /*  2 s->snap_taker: one snapshot at a time */
+	LOCK_WORLD,       /*  3 s->world: shared by transitions, exclusive
 			   *    for a full scan */
-	LOCK_STORE,       /*  3 s->lock: the tenant table and the root */
-	LOCK_TENANT,      /*  4 tenant->lock */
-	LOCK_PARENT,      /*  5 parent->lock, the bucket (ascending inode) */
-	LOCK_SNAP_ROWS,   /*  6 snap_run->lock: rows copied by transitions */
-	LOCK_STAGE,       /*  7 store_stage->lock */
-	LOCK_STRIPE,      /*  8 s->stripes[]: a state (ascending address) */
+	LOCK_STORE,       /*  4 s->lock: the tenant table and the root */
+	LOCK_TENANT,      /*  5 tenant->lock */
+	LOCK_PARENT,      /*  6 parent->lock, the bucket (ascending inode) */
+	LOCK_SNAP_ROWS,   /*  7 snap_run->lock: rows copied by transitions */
+	LOCK_STAGE,       /*  8 store_stage->lock */
+	LOCK_STRIPE,      /*  9 s->stripes[]: a state (ascending address) */
 	/* Leaves. */
-	LOCK_FROZEN,      /*  9 snap_run->frozen_lock: states frozen */
-	LOCK_HEAP,        /* 10 s->heap_lock: the lease heap and records */
-	LOCK_ACL,         /* 11 tenant->acl_lock: its owner and mode */
-	LOCK_EVLOG,       /* 12 the event log's mutex (store/evlog.c) */
-	LOCK_TOMBQ,       /* 13 s->tomb_lock: the tombstone queue */
-	LOCK_SNAP_HOLD,   /* 14 s->hold_lock: what open snapshots hold */
-	LOCK_REAPER,      /* 15 s->reap_lock: the reaper's wake-ups */
-	LOCK_ENGINE_INDEX, /* 16 an engine's index of its nodes and tenants
+	LOCK_FROZEN,      /* 10 snap_run->frozen_lock: states frozen */
+	LOCK_HEAP,        /* 11 s->heap_lock: the lease heap and records */
+	LOCK_ACL,         /* 12 tenant->acl_lock: its owner and mode */
+	LOCK_EVLOG,       /* 13 the event log's mutex (store/evlog.c) */
+	LOCK_TOMBQ,       /* 14 s->tomb_lock: the tombstone queue */
+	LOCK_SNAP_HOLD,   /* 15 s->hold_lock: what open snapshots hold */
+	LOCK_REAPER,      /* 16 s->reap_lock: the reaper's wake-ups */
+	LOCK_ENGINE_INDEX, /* 17 an engine's index of its nodes and tenants
 			   *    (redis/index.c) */
 	/* Held alone: no store lock is held while calling into an
 	 * engine's transport (it waits on the network). */
-	LOCK_ENGINE_POOL, /* 17 its connection pool (redis/conn.c) */
-	LOCK_ENGINE_CONN, /* 18 one connection (redis/conn.c) */
-	LOCK_ENGINE_STATE, /* 19 what its follower applied and the link's
+	LOCK_ENGINE_POOL, /* 18 its connection pool (redis/conn.c) */
+	LOCK_ENGINE_CONN, /* 19 one connection (redis/conn.c) */
+	LOCK_ENGINE_STATE, /* 20 what its follower applied and the link's
 			   *    state (redis/follow.c) */
-	LOCK_ENGINE_LOCKS, /* 20 its lock requests, sessions and what it
+	LOCK_ENGINE_LOCKS, /* 21 its lock requests, sessions and what it
 			   *    holds (redis/lock.c) */
 	LOCK_NLEVELS
 };

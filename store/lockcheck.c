@@ -28,6 +28,7 @@
 
 static const char *const level_names[LOCK_NLEVELS] = {
 	[LOCK_NONE] = "none",
+	[LOCK_ENGINE_APPLY] = "engine apply",
 	[LOCK_SNAP_TAKER] = "snapshot taker",
 	[LOCK_WORLD] = "world",
 	[LOCK_STORE] = "store",

@@ -200,31 +200,25 @@ local function xadd(ctx, key, seq, nseq, op, fields)
 end
 
 -- Make kept XADD @w (xadd above): its place in the store-wide order
--- (gseq) is the next of the call's numbers (order_take).
+-- (gseq) is the next of the call's numbers (order_take).  The entry's
+-- id and fields stay in @w for the outcome (finish).
 local function xadd_now(ctx, w)
 	local key, seq, nseq, op, fields = w[1], w[2], w[3], w[4], w[5]
+	local f = { 'seq', seq }
+	if nseq > 1 then f[3], f[4] = 'nseq', nseq end
 	local g = ctx.gnext
 	if g then
 		ctx.gnext = g + nseq
-		if nseq > 1 then
-			redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max_s, '*',
-				'seq', seq, 'nseq', nseq, 'gseq', dec(g), 'op', op,
-				'ms', ctx.now, 'ns', ctx.ns, 'by', ctx.by or '',
-				unpack(fields))
-		else
-			redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max_s, '*',
-				'seq', seq, 'gseq', dec(g), 'op', op, 'ms', ctx.now,
-				'ns', ctx.ns, 'by', ctx.by or '', unpack(fields))
-		end
-	elseif nseq > 1 then
-		redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max_s, '*',
-			'seq', seq, 'nseq', nseq, 'op', op, 'ms', ctx.now, 'ns', ctx.ns,
-			'by', ctx.by or '', unpack(fields))
-	else
-		redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max_s, '*',
-			'seq', seq, 'op', op, 'ms', ctx.now, 'ns', ctx.ns,
-			'by', ctx.by or '', unpack(fields))
+		f[#f + 1], f[#f + 2] = 'gseq', dec(g)
 	end
+	local n = #f
+	f[n + 1], f[n + 2], f[n + 3], f[n + 4] = 'op', op, 'ms', ctx.now
+	f[n + 5], f[n + 6], f[n + 7], f[n + 8] = 'ns', ctx.ns, 'by', ctx.by or ''
+	n = n + 8
+	for i = 1, #fields do f[n + i] = fields[i] end
+	w.id = redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max_s, '*',
+		unpack(f))
+	w.f = f
 end
 
 -- The store-wide order (STORE_ORDER, and a meta with gseq: not a store
@@ -247,7 +241,9 @@ end
 
 -- Tell the followers of each log the call appended to, after every
 -- write: one SPUBLISH per log, on its slot's shard channel (the log's
--- key with :news for :log), of the last seq appended there.  A message
+-- key with :news for :log), of "SEQ BY": the last seq appended there
+-- and the mount that asked (whose own follower leaves a tenant's to
+-- the caller, which applies its own entries: redis/own.c).  A message
 -- only wakes a follower, which reads the log itself (XRANGE): one lost
 -- costs it a BLOCK_MS at most (redis/follow.c).
 local function publish(ctx)
@@ -262,7 +258,7 @@ local function publish(ctx)
 		-- pcall: a user whose ACL has no channels (&) still gets
 		-- its outcome; its followers then read every BLOCK_MS.
 		redis.pcall('SPUBLISH', string.sub(key, 1, -4) .. 'news',
-			dec(last[key]))
+			dec(last[key]) .. ' ' .. (ctx.by or ''))
 	end
 end
 
@@ -270,6 +266,13 @@ end
 -- call did not read (damage stops it before its first write), make the
 -- kept commands in order, write back every changed record, keep the
 -- outcome for a retry, return it.
+--
+-- A successful call of a mount (its operation id names it) returns its
+-- own entries in its tenant's log too, for that mount to apply without
+-- reading the log (redis/own.c): the outcome's last element is
+-- { 'sfs.entries', ID, FIELDS, ... }, each entry's stream ID and its
+-- FIELD VALUE list as the log holds it.  Not in the recorded outcome: a
+-- retry's reply has none, and its mount reads the log.
 local function finish(ctx, out)
 	order_take(ctx)
 	for _, w in ipairs(ctx.jr) do
@@ -286,6 +289,16 @@ local function finish(ctx, out)
 		redis.call('SET', ctx.opkey, cmsgpack.pack(out), 'PX', OP_KEEP_MS_S)
 	end
 	publish(ctx)
+	if out[1] == 'OK' and ctx.T and ctx.T.pre and ctx.by ~= '' then
+		local log, t = tkey(ctx.T, 'log'), nil
+		for _, w in ipairs(ctx.jr) do
+			if w.id and w[1] == log then
+				t = t or { 'sfs.entries' }
+				t[#t + 1], t[#t + 2] = w.id, w.f
+			end
+		end
+		if t then out[#out + 1] = t end
+	end
 	return out
 end
 

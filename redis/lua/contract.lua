@@ -567,4 +567,4 @@ uses only what the files before it define:
                  (its own essay; it registers them itself, with reg())
 ]==]
 
-local LIBVERSION = 7
+local LIBVERSION = 8

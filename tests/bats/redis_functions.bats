@@ -265,6 +265,35 @@ acme() {
 	[ -z "$(rcli KEYS '*')" ]
 }
 
+@test "a mount's successful call ends its outcome with its own entries as the log holds them; a retry's, a refusal's and a call naming no mount have none" {
+	acme
+	run rcli FCALL sfs_create 2 "$META" "$(tkey 1)" "$INST" m1:1 "" 19 d 0 0 420 1
+	assert_line -n 0 OK
+	assert_line -n 5 sfs.entries
+	id=${lines[6]}
+	# Everything after the id is the entry's FIELD VALUE list, as XRANGE
+	# gives it, the mount named (by m1).
+	given=$(printf '%s\n' "${lines[@]:7}")
+	logged=$(rcli XRANGE "$(tpre 1):log" "$id" "$id" | tail -n +2)
+	assert_equal "$given" "$logged"
+	grep -qx 'by' <<<"$given"
+	assert_equal "$(grep -A1 -x by <<<"$given" | tail -1)" m1
+	assert_equal "$(grep -A1 -x op <<<"$given" | tail -1)" create
+	# The retry gets the recorded outcome: no entries.
+	run rcli FCALL sfs_create 2 "$META" "$(tkey 1)" "$INST" m1:1 "" 19 d 0 0 420 1
+	assert_equal "${#lines[@]}" 5
+	refute_line sfs.entries
+	# A refusal appended nothing.
+	run rcli FCALL sfs_create 2 "$META" "$(tkey 1)" "$INST" m1:2 "" 19 d 0 0 420 1
+	assert_line -n 0 EEXIST
+	refute_line sfs.entries
+	okval 0 ten 1 sfs_create 19 e 0 0 420 1 >/dev/null
+	# A call that names no mount (its operation id has no MOUNT:): none.
+	run ten 1 sfs_unlink 19 e
+	assert_line -n 0 OK
+	refute_line sfs.entries
+}
+
 @test "a retried operation returns its recorded outcome and applies nothing twice" {
 	acme
 	run rcli FCALL sfs_create 2 "$META" "$(tkey 1)" "$INST" retry-1 "" 19 d 0 0 420 1

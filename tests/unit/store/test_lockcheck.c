@@ -209,11 +209,11 @@ static void test_violations(void **state)
 {
 	(void)state;
 	expect_abort(outer_after_inner,
-		     "taking 3 (store) while holding 4 (tenant): an outer "
+		     "taking 4 (store) while holding 5 (tenant): an outer "
 		     "lock after an inner one");
 	expect_abort(two_tenants, "two locks of one level");
 	expect_abort(buckets_descending,
-		     "taking 5 (parent bucket) while holding 5 (parent "
+		     "taking 6 (parent bucket) while holding 6 (parent "
 		     "bucket): not in ascending order");
 	expect_abort(stripes_descending, "not in ascending order");
 	expect_abort(stripe_twice, "not in ascending order");

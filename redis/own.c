@@ -1,0 +1,204 @@
+/*
+ * own.c - a call's own entries, applied by the mount that made the call.
+ * A mutation's successful outcome ends with the entries the call
+ * appended to its tenant's log (redis/lua/call.lua, finish): the
+ * caller's thread applies them to the mirror at once, each when it is
+ * the next one (mirror_apply_own), so that the transition answers
+ * without waiting for the follower to learn of them, read the log and
+ * wake it.  An entry that is not the next (another mount's change came
+ * between, the mirror lags, the tenant is a shell) is left to the
+ * follower, and the caller waits for it as before (redis/call.c).
+ *
+ * The follower is told where each log stands (own_catch_up): the news
+ * of an entry applied so is no reason to read its log
+ * (redis/subscribe.c), and the next read of that log starts past it.
+ *
+ * What it owns
+ * ------------
+ * The hints for the follower (struct remote's own[], under its lock):
+ * tenant, seq and entry id of the last own entry applied per tenant,
+ * OWN_HINTS at most (a hint lost costs a log read, nothing else).
+ *
+ * Threads and locks
+ * -----------------
+ * A caller's thread, after its reply came (no lock held on the
+ * network): mirror_apply_own takes the mirror's apply lock
+ * (LOCK_ENGINE_APPLY) around the embedded transitions; the hint is
+ * written under remote->lock (LOCK_ENGINE_STATE, alone) after.  The
+ * follower takes the hints under the same lock at the start of a round.
+ */
+#include "store/engine.h"
+#include "redis/mirror.h"
+#include "redis/internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+
+/* The tenant id of tenant key @key (P:{P.tTID}:t), 0 when not one. */
+static uint64_t key_tid(const char *key)
+{
+	const char *end = strchr(key, '}'), *t;
+	uint64_t tid = 0;
+
+	if (!end)
+		return 0;
+	for (t = end; t > key + 1 && !(t[-2] == '.' && t[-1] == 't'); t--)
+		;
+	if (t <= key + 1)
+		return 0;
+	while (t < end && *t >= '0' && *t <= '9')
+		tid = tid * 10 + (uint64_t)(*t++ - '0');
+	return t == end ? tid : 0;
+}
+
+redisReply *own_detach(redisReply *rep)
+{
+	redisReply *last;
+
+	if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements < 4)
+		return NULL;
+	last = rep->element[rep->elements - 1];
+	if (last->type != REDIS_REPLY_ARRAY || last->elements < 3 ||
+	    last->element[0]->type != REDIS_REPLY_STRING ||
+	    strcmp(last->element[0]->str, "sfs.entries") != 0)
+		return NULL;
+	rep->element[--rep->elements] = NULL;
+	return last;
+}
+
+/* Stream ids @a and @b ("MS-SEQ"): is @a past @b? */
+static bool id_past(const char *a, const char *b)
+{
+	uint64_t am = 0, as = 0, bm = 0, bs = 0;
+
+	if (sscanf(a, "%" SCNu64 "-%" SCNu64, &am, &as) != 2)
+		return false;
+	if (sscanf(b, "%" SCNu64 "-%" SCNu64, &bm, &bs) != 2)
+		return true;
+	return am > bm || (am == bm && as > bs);
+}
+
+/* Tell the follower that tenant @tid's log is applied up to @seq, entry
+ * @id. */
+static void hint(struct remote *r, uint64_t tid, uint64_t seq, const char *id)
+{
+	size_t i;
+
+	if (strlen(id) >= sizeof(r->own[0].id))
+		return;
+	lock(&r->lock, LOCK_ENGINE_STATE);
+	for (i = 0; i < r->nown && r->own[i].tid != tid; i++)
+		;
+	if (i < OWN_HINTS) {
+		if (i == r->nown)
+			r->nown++;
+		r->own[i].tid = tid;
+		r->own[i].seq = seq;
+		snprintf(r->own[i].id, sizeof(r->own[i].id), "%s", id);
+	}
+	unlock(&r->lock, LOCK_ENGINE_STATE);
+}
+
+void own_apply(struct store *s, const char *tkey, redisReply *own)
+{
+	struct remote *r = remote_of(s);
+	uint64_t tid = key_tid(tkey);
+	struct entry e;
+
+	for (size_t i = 1; tid && own && i + 1 < own->elements; i += 2) {
+		const redisReply *id = own->element[i];
+
+		if (id->type != REDIS_REPLY_STRING ||
+		    entry_parse(own->element[i + 1], &e) != 0 ||
+		    mirror_apply_own(s, tid, &e) != 0)
+			break;
+		atomic_fetch_add(&r->own_applied, 1);
+		hint(r, tid, e.seq + (e.nseq > 1 ? e.nseq : 1) - 1, id->str);
+	}
+	if (own)
+		freeReplyObject(own);
+}
+
+void own_settle(struct store *s, const char *tkey, uint64_t seq)
+{
+	struct remote *r = remote_of(s);
+	uint64_t tid = key_tid(tkey), at = 0;
+	bool gone = false;
+	size_t i;
+
+	if (!tid || (seq && mirror_applied(s, tid, &at, &gone) == 0 &&
+		     (gone || at >= seq)))
+		return;
+	lock(&r->lock, LOCK_ENGINE_STATE);
+	for (i = 0; i < r->nkick && r->kick[i] != tid; i++)
+		;
+	if (i == r->nkick && i < OWN_HINTS)
+		r->kick[r->nkick++] = tid;
+	else if (i == r->nkick)
+		r->kick_all = true;
+	unlock(&r->lock, LOCK_ENGINE_STATE);
+	follow_wake(s);
+}
+
+bool own_news(struct store *s, uint64_t tid, const char *payload)
+{
+	const char *by = payload ? strchr(payload, ' ') : NULL;
+	const char *me = mirror_of(s)->by;
+	uint64_t last, seq = 0;
+	char *end;
+	bool gone = false;
+
+	if (!payload)
+		return false;
+	if (by && *me && strcmp(by + 1, me) == 0)
+		return true;
+	errno = 0;
+	last = strtoull(payload, &end, 10);
+	if (errno || end == payload || (*end && *end != ' '))
+		return false;
+	return mirror_applied(s, tid, &seq, &gone) == 0 && !gone && seq >= last;
+}
+
+void own_catch_up(struct store *s)
+{
+	struct remote *r = remote_of(s);
+	struct { uint64_t tid, seq; char id[48]; } h[OWN_HINTS];
+	uint64_t kick[OWN_HINTS];
+	size_t n, nk;
+	bool all;
+
+	lock(&r->lock, LOCK_ENGINE_STATE);
+	n = r->nown;
+	for (size_t i = 0; i < n; i++) {
+		h[i].tid = r->own[i].tid;
+		h[i].seq = r->own[i].seq;
+		memcpy(h[i].id, r->own[i].id, sizeof(h[i].id));
+	}
+	r->nown = 0;
+	nk = r->nkick;
+	memcpy(kick, r->kick, nk * sizeof(kick[0]));
+	r->nkick = 0;
+	all = r->kick_all;
+	r->kick_all = false;
+	unlock(&r->lock, LOCK_ENGINE_STATE);
+	if (all)
+		subs_all_due(r);
+	for (size_t i = 0; i < nk; i++) {
+		struct follow_ix *x = follow_pos_find(r, kick[i]);
+
+		if (x)
+			r->pos[x->i].due = true;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct follow_ix *x = follow_pos_find(r, h[i].tid);
+		uint64_t seq = 0;
+		bool gone = false;
+
+		/* Only while the mirror still holds what the hint says (a
+		 * reload since may have taken it to an earlier dump). */
+		if (x && mirror_applied(s, h[i].tid, &seq, &gone) == 0 && !gone &&
+		    seq >= h[i].seq && id_past(h[i].id, r->pos[x->i].id))
+			snprintf(r->pos[x->i].id, sizeof(r->pos[x->i].id), "%s",
+				 h[i].id);
+	}
+}
