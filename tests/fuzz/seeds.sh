@@ -179,6 +179,16 @@ snapshot_tenant() { bytes 32 "$(p "$1" 0 0 1)" "$2"; }
 	publish 0 0 0 0 4; stage_flush 1; stage_truncate 1 12; stage_close 1
 } >"$S/truncate"
 
+# A truncated O_APPEND file replaces the content: in a tenant whose byte
+# share is held by another open file, a cut below the content fits.
+{
+	bytes 0
+	mkdir_t 0; join 0 0; create 0 0 0; publish 0 0 0 0 1 2 3
+	stage_open 0 0 0 0 1; stage_truncate 0 6
+	stage_open 1 0 0 0 2; stage_truncate 1 1; stage_read 1
+	stage_flush 1; stage_flush 0; stage_close 1; stage_close 0
+} >"$S/truncate-append"
+
 {
 	bytes 0
 	mkdir_t 0; mkdir_t 1; join 0 0; join 0 1; join 1 0

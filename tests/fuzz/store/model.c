@@ -578,16 +578,17 @@ static unsigned m_fits(const struct model *m, int sid, unsigned __int128 n,
 
 /* Stage @g growing to @n staged bytes (its write or truncation): what
  * would be held once it is published, the other stages still open:
- * every published and staged byte, less what it replaces (not for an
- * append). */
+ * every published and staged byte, less what it replaces when
+ * @replaces (not an append's write; a truncation always, as it makes an
+ * APPEND stage a replacement). */
 static unsigned m_stage_fits(const struct model *m, const struct mstage *g,
-			     uint64_t n)
+			     uint64_t n, bool replaces)
 {
 	uint64_t held = g->staged ? g->len : 0, freed = 0, all, in_t;
 
 	if (n <= held)
 		return OK;
-	if (g->mode != STORE_STAGE_APPEND && m_stage_live(m, g))
+	if (replaces && m_stage_live(m, g))
 		freed = m->st[g->sid].len;
 	all = m_count_bytes(m, -1) + m_count_staged(m, -1, g);
 	/* A stage counts in the tenant it opened in, even gone. */
@@ -679,7 +680,7 @@ unsigned m_stage_write(struct model *m, struct mstage *g,
 		newlen = (unsigned __int128)g->len + n;
 		projected = m->st[g->sid].len + newlen;
 		a = projected > MAX_PAYLOAD ? M(EFBIG) :
-		    m_stage_fits(m, g, (uint64_t)newlen);
+		    m_stage_fits(m, g, (uint64_t)newlen, false);
 		off = g->len;
 	} else {
 		size_t base = g->staged ? g->len : g->pinlen;
@@ -688,7 +689,7 @@ unsigned m_stage_write(struct model *m, struct mstage *g,
 		newlen = end > base ? end : base;
 		projected = newlen;
 		a = projected > MAX_PAYLOAD ? M(EFBIG) :
-		    m_stage_fits(m, g, (uint64_t)newlen);
+		    m_stage_fits(m, g, (uint64_t)newlen, true);
 	}
 	if (a != OK) {
 		if (rc < 0) {
@@ -717,8 +718,9 @@ unsigned m_stage_write(struct model *m, struct mstage *g,
  * zero-extended, and is published at close.  An APPEND stage becomes a
  * replacement first: its image is the state it is pinned to (the one it
  * opened on, or its own last publication) followed by what it appended
- * since.  The staged size counts as a write's does (a refusal changes
- * nothing); liveness is checked by the publication.
+ * since.  The staged size counts as a replacing write's does, without
+ * the content it replaces (a refusal changes nothing); liveness is
+ * checked by the publication.
  */
 unsigned m_stage_truncate(struct model *m, struct mstage *g,
 			  uint64_t size, int rc)
@@ -729,7 +731,7 @@ unsigned m_stage_truncate(struct model *m, struct mstage *g,
 		return M(EBADF);
 	if (size > MAX_PAYLOAD)
 		return M(EFBIG);
-	a = m_stage_fits(m, g, size);
+	a = m_stage_fits(m, g, size, true);
 	if (a != OK)
 		return a;
 	if (rc == 0 && g->mode == STORE_STAGE_APPEND) {
