@@ -23,9 +23,11 @@
  * the store's clock (a lower bound of it now plus store_timeout: a call
  * that reaches Redis later does nothing).
  * The outcome gives the seq of the entry it appended (or the seq the log
- * was at, for a refusal); the transition waits until this mount's
+ * was at, for a refusal), and a success the entries themselves: the
+ * calling thread applies them at once when they are the next ones
+ * (redis/own.c), else the transition waits until this mount's
  * mirror has applied that seq (read-your-writes: an EEXIST is never
- * followed by an ENOENT from a stale mirror), then answers from the
+ * followed by an ENOENT from a stale mirror); then it answers from the
  * mirror: the node by the inode number the outcome gives, with a
  * reference, and its attributes.  Reads (lookups, getattr, listings,
  * stage reads, snapshots, leases, names, events) are the mirror's,
@@ -83,7 +85,8 @@
  * (redis/clock.c); start (redis/start.c), a new instance's init
  * (redis/instance.c), loads (redis/load.c), stop (redis/stop.c),
  * .stats (redis/stats.c); the follower (redis/follow.c); the mirror
- * (redis/apply.c, redis/index.c, redis/dump.c, redis/diff.c); every
+ * (redis/apply.c, redis/index.c, redis/dump.c, redis/diff.c); a call's
+ * own entries applied by its caller (redis/own.c); every
  * file in order in redis/internal.h.
  * What they share, struct remote (redis/internal.h): the configuration,
  * the pool, this mount's id and operation counter, the clock estimate,
@@ -95,7 +98,8 @@
  * they wait on the network or for the follower: they call Redis, then
  * wait on remote->applied under remote->lock (LOCK_ENGINE_STATE, held alone:
  * the mirror's own lock is taken only after it is let go), then read
- * the mirror as any reader does.  The follower thread (follow.c)
+ * the mirror as any reader does; applying their own entries, they take
+ * the mirror's apply lock (LOCK_ENGINE_APPLY) after the reply came.  The follower thread (follow.c)
  * applies entries through the embedded transitions, which take the
  * store's locks in their order, and then broadcasts remote->applied.
  */

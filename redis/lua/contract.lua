@@ -240,6 +240,18 @@ EXDEV EACCES EISDIR, a cleanup of an unknown tenant, a setattr or
 child_ttl through a dead node, a drain of a dead tenant) do not, as in
 the embedded store.
 
+An OK of a call whose operation id names a mount (MOUNT:N) that
+appended to its tenant's log ends with one more element, after the
+results: { "sfs.entries", ID, FIELDS, ... }, each entry the call
+appended there, in order: its stream ID and its FIELD VALUE list as the
+log holds it (numbers may come as integers).  The mount applies them
+itself when they are the next (redis/own.c) and strips them before
+reading the results.  The outcome recorded for a retry has none.
+
+After its writes a call publishes, on each log it appended to, its
+shard channel (the log's key with :news for :log), "SEQ BY": the last
+seq appended there and the mount whose call it was ("" for none).
+
 Log entries
 -----------
 XADD P:{P.tTID}:log MAXLEN ~ lim_log_max * FIELD VALUE..., in the order
