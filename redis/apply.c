@@ -551,6 +551,8 @@ static int apply_locked(struct store *s, uint64_t tid, const struct entry *e,
 
 		lock(&m->lock, LOCK_ENGINE_INDEX);
 		mt->seq = e->seq + n - 1;
+		if (own)
+			mt->own_n++;
 		if (mt->gone) {
 			/* Its log has ended: forget it, so that the mirror
 			 * does not grow with every tenant it ever saw

@@ -249,7 +249,7 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 {
 	struct remote *r = remote_of(s);
 	int n = 0, total = 4 + nkeys + 3 + argc, rc;
-	uint64_t sent = 0;
+	uint64_t sent = 0, otid = 0;
 	redisReply *own = NULL;
 	const char **av = st_calloc((size_t)total, sizeof(*av));
 	size_t *al = st_calloc((size_t)total, sizeof(*al));
@@ -310,6 +310,9 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 	}
 	if (mutation)
 		atomic_fetch_add(&r->busy, 1);
+	/* Its news is left to this thread, which applies its entries. */
+	if (mutation && nkeys > 0)
+		otid = own_begin(s, keys[0]);
 	rc = rconn_pool_call(r->pool, 0, n, av, al, &rep);
 	/* A Redis that lost its data lost statefs's functions with it:
 	 * install them again and call once more, to meet the new instance
@@ -326,34 +329,27 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 		rc = fence(s, nkeys, av, inst, opid, sent, &rep);
 	if (mutation)
 		atomic_fetch_sub(&r->busy, 1);
-	/* No outcome: whatever the call did, the follower reads it. */
-	if (rc && mutation && nkeys > 0)
-		own_settle(s, keys[0], 0);
 	free(av);
 	free(al);
 	if (rc)
-		return rc == -ENOMEM ? rc : -EIO;
-	if (rep->type == REDIS_REPLY_ERROR) {
-		fprintf(stderr, "statefs: %s: %s\n", fn, rep->str);
+		rc = rc == -ENOMEM ? rc : -EIO;
+	else if ((own = own_detach(rep)) == NULL &&
+		 rep->type == REDIS_REPLY_ERROR)
+		rc = -EIO, fprintf(stderr, "statefs: %s: %s\n", fn, rep->str);
+	else if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 3 ||
+		 rep->element[0]->type != REDIS_REPLY_STRING)
+		rc = -EPROTO;
+	if (rc && rep) {
 		freeReplyObject(rep);
-		return -EIO;
-	}
-	own = own_detach(rep);
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 3 ||
-	    rep->element[0]->type != REDIS_REPLY_STRING) {
-		if (own)
-			freeReplyObject(own);
-		freeReplyObject(rep);
-		return -EPROTO;
+		rep = NULL;
 	}
 	/* Its own entries, applied here when they are the next: the wait
-	 * for its seq then ends at once (redis/own.c). */
-	if (mutation && nkeys > 0 && strcmp(rep->element[0]->str, "OK") == 0) {
-		own_apply(s, keys[0], own);
-		own_settle(s, keys[0], out_u64(rep, 2));
-	} else if (own) {
-		freeReplyObject(own);
-	}
+	 * for its seq then ends at once; else (none, not the next, no
+	 * outcome) the follower reads them (redis/own.c). */
+	if (otid || own)
+		own_done(s, otid, rep, own);
+	if (rc)
+		return rc;
 	remote_saw_now(s, out_u64(rep, 1));
 	/* A late call's refusal tells the server's real time. */
 	if (strcmp(rep->element[0]->str, "ETIMEDOUT") == 0 && rep->elements > 3)

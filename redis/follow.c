@@ -140,13 +140,15 @@ static int reload(struct store *s, size_t i)
 	struct remote *r = remote_of(s);
 	char key[160], id[48];
 	redisReply *d = NULL;
+	uint64_t own = mirror_own_count(s, r->pos[i].tid);
 	int rc;
 
 	remote_tenant_key(s, r->pos[i].tid, key, sizeof(key));
 	rc = remote_fcall(s, "sfs_dump", false, 1, (const char *[]){ key }, 0,
 			  NULL, NULL, &d);
 	if (rc == 0) {
-		rc = mirror_load_tenant(s, r->pos[i].tid, dump_of(d), id, sizeof(id));
+		rc = mirror_reload_tenant(s, r->pos[i].tid, dump_of(d), id,
+					  sizeof(id), own);
 		if (rc == 0)
 			snprintf(r->pos[i].id, sizeof(r->pos[i].id), "%s", id);
 	} else if (rc == -ESTALE && d && strcmp(d->element[0]->str, "ESTALE") == 0) {

@@ -208,6 +208,14 @@ struct remote {
 	uint64_t kick[OWN_HINTS];
 	size_t nkick;
 	bool kick_all;
+	/* Under lock: the tenants this mount's mutations are about while
+	 * they are on their way (own_begin .. own_done), each with how
+	 * many: only their news is left to the callers (own_news). */
+	struct own_flying {
+		uint64_t tid;
+		unsigned n;
+	} flying[OWN_HINTS];
+	size_t nflying;
 	/* The follower's own: tenants wanted whose root entry is still to
 	 * come (followed from their log's start when it does). */
 	uint64_t *pending;
@@ -446,27 +454,33 @@ int remote_load_all(struct store *s);
 /* Take the own entries off the end of outcome @rep (a successful
  * mutation's: { 'sfs.entries', ID, FIELDS, ... }), so that what reads
  * the outcome sees its results alone.  NULL when it has none; the
- * caller's to pass to own_apply. */
+ * caller's to pass to own_done. */
 redisReply *own_detach(redisReply *rep);
 
-/* Apply own entries @own of the call about tenant key @tkey, each when
- * it is the next (mirror_apply_own), and tell the follower; frees
- * @own.  A caller's thread, no lock held. */
-void own_apply(struct store *s, const char *tkey, redisReply *own);
+/* A mutation about tenant key @tkey is on its way: its news is left to
+ * its caller until own_done.  Returns the tenant id (0: none, or no
+ * room to say so: its news is then the follower's, as another
+ * mount's). */
+uint64_t own_begin(struct store *s, const char *tkey);
 
-/* After every mutation about tenant key @tkey: unless the mirror has
- * applied its outcome's @seq (0: no outcome came), the follower is told
- * to read the tenant's log, and woken (its news does not: own_news). */
-void own_settle(struct store *s, const char *tkey, uint64_t seq);
+/* The outcome @rep of the mutation own_begin gave tenant @tid for (NULL:
+ * none came) and its own entries @own (own_detach; freed here): each
+ * applied when it is the next (mirror_apply_own), the waiters woken,
+ * the follower told where the log stands; unless the mirror has
+ * applied the outcome's seq then, the follower reads the log, woken
+ * now.  A caller's thread, no lock held. */
+void own_done(struct store *s, uint64_t tid, const redisReply *rep,
+	      redisReply *own);
 
-/* News @payload ("SEQ BY") of tenant @tid's log: none for the follower
- * to read?  True for this mount's own call (its caller applies it or
- * calls own_settle) and for a seq the mirror has applied. */
+/* News @payload ("SEQ BY [GSEQ]") of tenant @tid's log: none for the
+ * follower to read?  True for news of this mount's call on its way
+ * (own_begin), unless the store's order says its caller cannot apply
+ * it, and for a seq the mirror has applied. */
 bool own_news(struct store *s, uint64_t tid, const char *payload);
 
 /* The follower, at the start of a round: each log whose own entries a
  * caller applied is read on from the last of them, and each log a
- * caller asked for (own_settle) is due. */
+ * caller asked for (own_done) is due. */
 void own_catch_up(struct store *s);
 
 /* redis/logread.c */

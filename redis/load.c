@@ -316,21 +316,41 @@ int mirror_load_tenant(struct store *s, uint64_t tid,
 		       const struct dump_val *dump, char *lastid, size_t idlen)
 {
 	struct mirror *m = mirror_of(s);
-	struct mtenant *mt;
-	uint64_t seq = 0;
-	bool ahead;
 	int rc;
 
 	lock(&m->apply, LOCK_ENGINE_APPLY);
-	/* A caller applied its own entries past the dump (read before its
-	 * call ran): the mirror is not taken back.  The follower reads the
-	 * log again, and loads a later dump if it must. */
+	rc = load_tenant(s, tid, dump, lastid, idlen);
+	unlock(&m->apply, LOCK_ENGINE_APPLY);
+	return rc;
+}
+
+uint64_t mirror_own_count(struct store *s, uint64_t tid)
+{
+	struct mirror *m = mirror_of(s);
+	struct mtenant *mt;
+	uint64_t n;
+
 	lock(&m->lock, LOCK_ENGINE_INDEX);
 	mt = mt_find_locked(m, tid);
-	ahead = mt && mt->t && !mt->shell && dump_u64(dump, 2, &seq) &&
-		mt->seq > seq;
+	n = mt ? mt->own_n : 0;
 	unlock(&m->lock, LOCK_ENGINE_INDEX);
-	rc = ahead ? -EAGAIN : load_tenant(s, tid, dump, lastid, idlen);
+	return n;
+}
+
+int mirror_reload_tenant(struct store *s, uint64_t tid,
+			 const struct dump_val *dump, char *lastid,
+			 size_t idlen, uint64_t own_before)
+{
+	struct mirror *m = mirror_of(s);
+	int rc;
+
+	lock(&m->apply, LOCK_ENGINE_APPLY);
+	/* A caller applied its own entries meanwhile, maybe past the dump
+	 * (read before its call ran): the mirror is not taken back over
+	 * them.  A dump behind the mirror for another reason (a failover
+	 * lost entries) is loaded. */
+	rc = mirror_own_count(s, tid) != own_before ? -EBUSY :
+	     load_tenant(s, tid, dump, lastid, idlen);
 	unlock(&m->apply, LOCK_ENGINE_APPLY);
 	return rc;
 }

@@ -58,6 +58,7 @@ struct mtenant {
 	int64_t holds;
 	uint64_t asked_ms;
 	uint64_t shell_seq;
+	uint64_t own_n;                /* entries its callers applied */
 	char name[];                   /* immutable */
 };
 
@@ -70,7 +71,7 @@ struct mirror {
 	/* apply: the last number of the store's order of all tenants
 	 * applied (gorder), 0 when not known: a caller applies its own
 	 * entry only when it is the next (mirror_apply_own). */
-	uint64_t gseq_applied;
+	_Atomic uint64_t gseq_applied;
 	pthread_mutex_t lock;          /* LOCK_ENGINE_INDEX */
 	struct mnode *index;           /* lock: local ino -> node */
 	size_t added;                  /* lock: since the last sweep */
@@ -232,6 +233,18 @@ void mt_set_locked(struct mirror *m, struct mtenant *mt, struct tenant *t);
  */
 int mirror_load_tenant(struct store *s, uint64_t tid,
 		       const struct dump_val *dump, char *lastid, size_t idlen);
+
+/* The same for a reload the follower asked for, unless a caller applied
+ * entries of the tenant since it read @own_before (mirror_own_count)
+ * before it asked for the dump, which may then be older than they are:
+ * -EBUSY, nothing loaded (the follower reads the log again). */
+int mirror_reload_tenant(struct store *s, uint64_t tid,
+			 const struct dump_val *dump, char *lastid,
+			 size_t idlen, uint64_t own_before);
+
+/* How many entries of tenant @tid its callers applied
+ * (mirror_apply_own) so far. */
+uint64_t mirror_own_count(struct store *s, uint64_t tid);
 
 /*
  * Make tenant @tid, which the store holds as @T (its hash, K V: as a

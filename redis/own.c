@@ -79,83 +79,147 @@ static bool id_past(const char *a, const char *b)
 }
 
 /* Tell the follower that tenant @tid's log is applied up to @seq, entry
- * @id. */
+ * @id, and wake the transitions that wait for the mirror. */
 static void hint(struct remote *r, uint64_t tid, uint64_t seq, const char *id)
 {
 	size_t i;
 
-	if (strlen(id) >= sizeof(r->own[0].id))
-		return;
 	lock(&r->lock, LOCK_ENGINE_STATE);
 	for (i = 0; i < r->nown && r->own[i].tid != tid; i++)
 		;
-	if (i < OWN_HINTS) {
+	if (i < OWN_HINTS && strlen(id) < sizeof(r->own[i].id)) {
 		if (i == r->nown)
 			r->nown++;
 		r->own[i].tid = tid;
 		r->own[i].seq = seq;
 		snprintf(r->own[i].id, sizeof(r->own[i].id), "%s", id);
 	}
+	r->batches++;
+	pthread_cond_broadcast(&r->applied);
 	unlock(&r->lock, LOCK_ENGINE_STATE);
 }
 
-void own_apply(struct store *s, const char *tkey, redisReply *own)
+uint64_t own_begin(struct store *s, const char *tkey)
 {
 	struct remote *r = remote_of(s);
 	uint64_t tid = key_tid(tkey);
+	size_t i;
+
+	if (!tid)
+		return 0;
+	lock(&r->lock, LOCK_ENGINE_STATE);
+	for (i = 0; i < r->nflying && r->flying[i].tid != tid; i++)
+		;
+	if (i < r->nflying) {
+		r->flying[i].n++;
+	} else if (i < OWN_HINTS) {
+		r->flying[r->nflying].tid = tid;
+		r->flying[r->nflying++].n = 1;
+	} else {
+		tid = 0;
+	}
+	unlock(&r->lock, LOCK_ENGINE_STATE);
+	return tid;
+}
+
+/* Is a mutation of this mount about tenant @tid on its way? */
+static bool flying(struct remote *r, uint64_t tid)
+{
+	bool yes = false;
+
+	lock(&r->lock, LOCK_ENGINE_STATE);
+	for (size_t i = 0; i < r->nflying && !yes; i++)
+		yes = r->flying[i].tid == tid;
+	unlock(&r->lock, LOCK_ENGINE_STATE);
+	return yes;
+}
+
+/* Apply own entries @own of tenant @tid, each while it is the next.
+ * Whether one was. */
+static bool apply(struct store *s, uint64_t tid, const redisReply *own)
+{
+	struct remote *r = remote_of(s);
+	uint64_t seq = 0;
+	const char *id = NULL;
 	struct entry e;
 
-	for (size_t i = 1; tid && own && i + 1 < own->elements; i += 2) {
-		const redisReply *id = own->element[i];
-
-		if (id->type != REDIS_REPLY_STRING ||
+	for (size_t i = 1; i + 1 < own->elements; i += 2) {
+		if (own->element[i]->type != REDIS_REPLY_STRING ||
 		    entry_parse(own->element[i + 1], &e) != 0 ||
 		    mirror_apply_own(s, tid, &e) != 0)
 			break;
 		atomic_fetch_add(&r->own_applied, 1);
-		hint(r, tid, e.seq + (e.nseq > 1 ? e.nseq : 1) - 1, id->str);
+		seq = e.seq + (e.nseq > 1 ? e.nseq : 1) - 1;
+		id = own->element[i]->str;
 	}
-	if (own)
-		freeReplyObject(own);
+	if (id)
+		hint(r, tid, seq, id);
+	return id != NULL;
 }
 
-void own_settle(struct store *s, const char *tkey, uint64_t seq)
+void own_done(struct store *s, uint64_t tid, const redisReply *rep,
+	      redisReply *own)
 {
 	struct remote *r = remote_of(s);
-	uint64_t tid = key_tid(tkey), at = 0;
-	bool gone = false;
+	uint64_t seq = 0, at = 0;
+	bool gone = false, read;
 	size_t i;
 
-	if (!tid || (seq && mirror_applied(s, tid, &at, &gone) == 0 &&
-		     (gone || at >= seq)))
+	if (own && tid && rep && strcmp(rep->element[0]->str, "OK") == 0)
+		apply(s, tid, own);
+	if (own)
+		freeReplyObject(own);
+	if (!tid)
 		return;
+	/* Whatever the outcome (a refusal may follow an expiry it wrote),
+	 * the follower reads what the mirror lacks of it. */
+	if (rep)
+		seq = out_u64(rep, 2);
+	read = !seq || mirror_applied(s, tid, &at, &gone) != 0 ||
+	       (!gone && at < seq);
 	lock(&r->lock, LOCK_ENGINE_STATE);
-	for (i = 0; i < r->nkick && r->kick[i] != tid; i++)
+	for (i = 0; i < r->nflying && r->flying[i].tid != tid; i++)
 		;
-	if (i == r->nkick && i < OWN_HINTS)
-		r->kick[r->nkick++] = tid;
-	else if (i == r->nkick)
-		r->kick_all = true;
+	if (i < r->nflying && --r->flying[i].n == 0)
+		r->flying[i] = r->flying[--r->nflying];
+	if (read) {
+		for (i = 0; i < r->nkick && r->kick[i] != tid; i++)
+			;
+		if (i == r->nkick && i < OWN_HINTS)
+			r->kick[r->nkick++] = tid;
+		else if (i == r->nkick)
+			r->kick_all = true;
+	}
 	unlock(&r->lock, LOCK_ENGINE_STATE);
-	follow_wake(s);
+	if (read)
+		follow_wake(s);
 }
 
 bool own_news(struct store *s, uint64_t tid, const char *payload)
 {
-	const char *by = payload ? strchr(payload, ' ') : NULL;
-	const char *me = mirror_of(s)->by;
-	uint64_t last, seq = 0;
+	const char *me = mirror_of(s)->by, *by, *g;
+	struct mirror *m = mirror_of(s);
+	uint64_t last, seq = 0, first;
+	size_t n = strlen(me);
 	char *end;
 	bool gone = false;
 
 	if (!payload)
 		return false;
-	if (by && *me && strcmp(by + 1, me) == 0)
-		return true;
 	errno = 0;
 	last = strtoull(payload, &end, 10);
 	if (errno || end == payload || (*end && *end != ' '))
 		return false;
+	by = *end ? end + 1 : end;
+	g = strchr(by, ' ');
+	/* This mount's call on its way: its caller applies the entries,
+	 * unless the store's order says one came between (then the
+	 * follower reads at once, as for another mount's news). */
+	if (n && strncmp(by, me, n) == 0 && (by[n] == ' ' || !by[n]) &&
+	    flying(remote_of(s), tid) &&
+	    !(g && atomic_load(&m->gorder) && dec_u64(g + 1, &first) &&
+	      first != atomic_load(&m->gseq_applied) + 1))
+		return true;
 	return mirror_applied(s, tid, &seq, &gone) == 0 && !gone && seq >= last;
 }
 

@@ -218,7 +218,7 @@ local function xadd_now(ctx, w)
 	for i = 1, #fields do f[n + i] = fields[i] end
 	w.id = redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max_s, '*',
 		unpack(f))
-	w.f = f
+	w.f, w.g = f, g
 end
 
 -- The store-wide order (STORE_ORDER, and a meta with gseq: not a store
@@ -241,24 +241,31 @@ end
 
 -- Tell the followers of each log the call appended to, after every
 -- write: one SPUBLISH per log, on its slot's shard channel (the log's
--- key with :news for :log), of "SEQ BY": the last seq appended there
--- and the mount that asked (whose own follower leaves a tenant's to
--- the caller, which applies its own entries: redis/own.c).  A message
--- only wakes a follower, which reads the log itself (XRANGE): one lost
--- costs it a BLOCK_MS at most (redis/follow.c).
+-- key with :news for :log), of "SEQ BY [GSEQ]": the last seq appended
+-- there, the mount that asked (whose own follower leaves a tenant's to
+-- the caller, which applies its own entries: redis/own.c) and the
+-- store-wide number of the first entry appended there, when the store
+-- has that order.  A message only wakes a follower, which reads the log
+-- itself (XRANGE): one lost costs it a BLOCK_MS at most
+-- (redis/follow.c).
 local function publish(ctx)
-	local last, keys = {}, {}
+	local last, first, keys = {}, {}, {}
 	for _, w in ipairs(ctx.jr) do
 		if w.xadd then
-			if not last[w[1]] then keys[#keys + 1] = w[1] end
+			if not last[w[1]] then
+				keys[#keys + 1] = w[1]
+				first[w[1]] = w.g
+			end
 			last[w[1]] = w[2] + w[3] - 1
 		end
 	end
 	for _, key in ipairs(keys) do
+		local g = first[key]
 		-- pcall: a user whose ACL has no channels (&) still gets
 		-- its outcome; its followers then read every BLOCK_MS.
 		redis.pcall('SPUBLISH', string.sub(key, 1, -4) .. 'news',
-			dec(last[key]) .. ' ' .. (ctx.by or ''))
+			dec(last[key]) .. ' ' .. (ctx.by or '') ..
+			(g and ' ' .. dec(g) or ''))
 	end
 end
 

@@ -317,6 +317,36 @@ lines_at_least() {
 	assert_output "$(recount "$B")"
 }
 
+@test "redis-server restarted from an older snapshot of the same instance: a mount that applied its own later changes shows the store's, and goes on" {
+	redis_start
+	STORE="unix:$REDIS_SOCK"
+	dir=$REDIS_DIR
+	mount_store A -o store_timeout=1
+	mkdir -p "$A/t/p"
+	echo one >"$A/t/p/c1"
+	run rcli SAVE
+	assert_output OK
+	# Applied by A from their calls' outcomes, then lost with the
+	# server: the store is behind A's copy of t.
+	for i in 2 3 4 5; do echo "$i" >"$A/t/p/c$i"; done
+	redis_kill9 "${REDIS_PIDS[0]}"
+	redis_again "$dir"
+	wait_store "$A" connected
+	for _ in $(seq 100); do
+		[ "$(ls "$A/t/p")" = c1 ] && break
+		sleep 0.1
+	done
+	run ls "$A/t/p"
+	assert_output c1
+	run cat "$A/t/p/c1"
+	assert_output one
+	echo again >"$A/t/p/c2"
+	run cat "$A/t/p/c2"
+	assert_output again
+	run ls "$A/t/p"
+	assert_output "$(printf 'c1\nc2')"
+}
+
 @test "redis-server killed and restarted without persistence: a new instance on every mount, old handles get ESTALE, nothing merged" {
 	redis_start
 	STORE="unix:$REDIS_SOCK"
