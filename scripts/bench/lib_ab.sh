@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# scripts/bench/lib_ab.sh - two versions of the Functions library side by
-# side through a real mount: the same statefs binary, the same workload,
-# one after the other in each round, so that the load of a shared machine
-# weighs on both alike.
+# scripts/bench/lib_ab.sh - two versions of the shared store side by
+# side through a real mount: the same workload, one after the other in
+# each round, so that the load of a shared machine weighs on both alike.
 #
-#   scripts/bench/lib_ab.sh LIB_A LIB_B [CHILDREN] [OPS] [ROUNDS]
+#   scripts/bench/lib_ab.sh A B [CHILDREN] [OPS] [ROUNDS]
 #
-# LIB_A and LIB_B are library texts (build/gen/statefs.lua, or one made
-# of another commit's redis/lua/*.lua) of the same LIBVERSION as the
-# binary: a mount keeps a loaded library of its own version, so each is
-# loaded into a fresh redis-server (a unix socket in a temporary
-# directory, no persistence) before build/statefs mounts it.  A tenant of
-# CHILDREN children (default 10000) is populated, then loadgen's point
-# phases run with one thread, OPS operations each (default 2000), around
-# CONFIG RESETSTAT and INFO: one line per library and round with each
-# phase's ops/s, FCALL's usec_per_call and the main thread's CPU per
-# FCALL (everything Redis did, the mount's follower included).  Needs
-# root (FUSE) and build/bench/loadgen (make bench builds it).
+# Each of A and B is one of:
+#  - a library text (build/gen/statefs.lua, or one made of another
+#    commit's redis/lua/*.lua) of the same LIBVERSION as build/statefs:
+#    a mount keeps a loaded library of its own version, so it is loaded
+#    into the fresh redis-server before build/statefs mounts it;
+#  - a statefs binary (another commit's build/statefs), which mounts the
+#    fresh redis-server with the library it carries;
+#  - "embedded": build/statefs with no shared store, the reference.
+# Each mount has a fresh redis-server (a unix socket in a temporary
+# directory, no persistence).  A tenant of CHILDREN children (default
+# 10000) is populated, then loadgen's point phases run with one thread,
+# OPS operations each (default 2000), around CONFIG RESETSTAT and INFO:
+# one line per version and round with each phase's ops/s and, on Redis,
+# FCALL's usec_per_call, the main thread's CPU per FCALL (everything
+# Redis did, the mount's follower included) and the XRANGEs the mount
+# read the logs with.  Needs root (FUSE) and build/bench/loadgen (make
+# bench builds it).
 set -eu
 cd "$(dirname "$0")/../.."
 
@@ -39,12 +44,20 @@ trap 'stop; rm -rf "$dir"' EXIT
 # shellcheck source=scripts/bench/redis_bench.bash
 . scripts/bench/redis_bench.bash
 
-one() { # one LABEL LIB
+one() { # one LABEL A-OR-B
+	local bin=build/statefs store=() c0 c1 line calls usec xr
 	mkdir -p "$dir/mnt"
-	bench_redis_start
-	rpid=$pid
-	R -x FUNCTION LOAD <"$2" >/dev/null
-	build/statefs -f -o "store=unix:$dir/r.sock" \
+	if [ "$2" != embedded ]; then
+		bench_redis_start
+		rpid=$pid
+		if [ -x "$2" ] && [ ! -d "$2" ]; then
+			bin=$2
+		else
+			R -x FUNCTION LOAD <"$2" >/dev/null
+		fi
+		store=(-o "store=unix:$dir/r.sock")
+	fi
+	"$bin" -f "${store[@]}" \
 		-o max_children=4000000,max_bytes=4294967296 "$dir/mnt" \
 		2>"$dir/statefs.log" &
 	mpid=$!
@@ -54,18 +67,26 @@ one() { # one LABEL LIB
 	done
 	mkdir "$dir/mnt/t"
 	build/bench/loadgen populate "$dir/mnt/t" bg 0 "$children" 10000 >/dev/null
-	R CONFIG RESETSTAT >/dev/null
-	local c0 c1 line calls usec
-	c0=$(cpu)
+	[ -z "$rpid" ] || R CONFIG RESETSTAT >/dev/null
+	[ -z "$rpid" ] || c0=$(cpu)
 	line=$(build/bench/loadgen point "$dir/mnt/t" 1 "$ops" |
 		awk '{ printf "%s %.0f  ", $2, $4 / $5 }')
+	if [ -z "$rpid" ]; then
+		echo "$1: $line"
+		stop
+		rm -rf "$dir/mnt"
+		return
+	fi
 	c1=$(cpu)
 	read -r calls usec < <(R INFO commandstats | tr -d '\r' |
 		sed -n 's/^cmdstat_fcall:calls=\([0-9]*\),usec=\([0-9]*\),.*/\1 \2/p')
+	xr=$(R INFO commandstats | tr -d '\r' |
+		sed -n 's/^cmdstat_xrange:calls=\([0-9]*\),.*/\1/p')
 	echo "$1: ${line}FCALLs $calls usec_per_call" \
 		"$(awk -v u="$usec" -v n="$calls" 'BEGIN { printf "%.1f", u / n }')" \
 		"cpu_per_fcall $(awk -v a="$c0" -v b="$c1" -v n="$calls" \
-			'BEGIN { printf "%.1f", (b - a) * 1e6 / n }')"
+			'BEGIN { printf "%.1f", (b - a) * 1e6 / n }')" \
+		"XRANGEs ${xr:-0}"
 	stop
 	rm -rf "$dir/mnt"
 }
