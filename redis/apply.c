@@ -41,7 +41,7 @@
  * transition.  One thread applies at a time, holding the mirror's
  * apply lock (LOCK_ENGINE_APPLY, outside every store lock) across the
  * change: the follower (redis/follow.c, or a test), or a caller whose
- * call's outcome gave its own entries (mirror_apply_own, redis/own.c);
+ * call's outcome gave its own entries (mirror_apply_next, redis/own.c);
  * readers use the hierarchy as they always do.
  */
 #include "store/engine.h"
@@ -503,7 +503,7 @@ static int apply_root(struct store *s, struct given *g, const struct entry *e)
 }
 
 /* mirror_apply's work, under m->apply; @own: the caller's own entry,
- * applied only as the next one (mirror_apply_own). */
+ * applied only as the next one (mirror_apply_next). */
 static int apply_locked(struct store *s, uint64_t tid, const struct entry *e,
 			bool own)
 {
@@ -597,7 +597,7 @@ static bool own_kind(const char *op)
 	return false;
 }
 
-int mirror_apply_own(struct store *s, uint64_t tid, const struct entry *e)
+int mirror_apply_next(struct store *s, uint64_t tid, const struct entry *e)
 {
 	struct mirror *m = mirror_of(s);
 	int rc;

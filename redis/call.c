@@ -250,6 +250,7 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 	struct remote *r = remote_of(s);
 	int n = 0, total = 4 + nkeys + 3 + argc, rc;
 	uint64_t sent = 0, otid = 0;
+	bool omade = false;
 	redisReply *own = NULL;
 	const char **av = st_calloc((size_t)total, sizeof(*av));
 	size_t *al = st_calloc((size_t)total, sizeof(*al));
@@ -312,7 +313,7 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 		atomic_fetch_add(&r->busy, 1);
 	/* Its news is left to this thread, which applies its entries. */
 	if (mutation && nkeys > 0)
-		otid = own_begin(s, keys[0]);
+		omade = own_begin(s, keys[0], &otid);
 	rc = rconn_pool_call(r->pool, 0, n, av, al, &rep);
 	/* A Redis that lost its data lost statefs's functions with it:
 	 * install them again and call once more, to meet the new instance
@@ -346,8 +347,8 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 	/* Its own entries, applied here when they are the next: the wait
 	 * for its seq then ends at once; else (none, not the next, no
 	 * outcome) the follower reads them (redis/own.c). */
-	if (otid || own)
-		own_done(s, otid, rep, own);
+	if (omade || own)
+		own_done(s, otid, omade, rep, own);
 	if (rc)
 		return rc;
 	remote_saw_now(s, out_u64(rep, 1));

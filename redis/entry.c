@@ -89,6 +89,11 @@ int entry_parse(const redisReply *fields, struct entry *e)
 		}
 		e->n++;
 	}
+	return entry_finish(e);
+}
+
+int entry_finish(struct entry *e)
+{
 	e->op = entry_str(e, "op");
 	e->by = entry_str(e, "by");
 	if (!e->by)

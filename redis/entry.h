@@ -54,6 +54,10 @@ struct redisReply;
  */
 int entry_parse(const struct redisReply *fields, struct entry *e);
 
+/* The common fields of @e, whose pairs f[0..n) are set: -EPROTO when
+ * one is missing or malformed (entry_parse ends with it). */
+int entry_finish(struct entry *e);
+
 /* The value of field @name of @e, or NULL; its length in *@len (when
  * @len is not NULL). */
 const char *entry_get(const struct entry *e, const char *name, size_t *len);

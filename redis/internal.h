@@ -214,6 +214,7 @@ struct remote {
 	struct own_flying {
 		uint64_t tid;
 		unsigned n;
+		uint64_t last;         /* the news left to them, its seq */
 	} flying[OWN_HINTS];
 	size_t nflying;
 	/* The follower's own: tenants wanted whose root entry is still to
@@ -407,7 +408,7 @@ int remote_real_ms(struct store *s, uint64_t *real_ms);
 /* redis/library.c */
 
 /* The library version this mount speaks (redis/lua/contract.lua). */
-#define LIBVERSION 8
+#define LIBVERSION 9
 
 /* Install this mount's Functions library when the store lacks it (a
  * Redis that lost its data lost its functions too).  0 or -errno
@@ -457,26 +458,34 @@ int remote_load_all(struct store *s);
  * caller's to pass to own_done. */
 redisReply *own_detach(redisReply *rep);
 
-/* A mutation about tenant key @tkey is on its way: its news is left to
- * its caller until own_done.  Returns the tenant id (0: none, or no
- * room to say so: its news is then the follower's, as another
- * mount's). */
-uint64_t own_begin(struct store *s, const char *tkey);
+/* A mutation about tenant key @tkey (its id into *@tid, 0 for none) is
+ * on its way: its news is left to its caller until own_done.  false
+ * when not so noted (no tenant, or no room: the news is then the
+ * follower's, as another mount's). */
+bool own_begin(struct store *s, const char *tkey, uint64_t *tid);
 
-/* The outcome @rep of the mutation own_begin gave tenant @tid for (NULL:
- * none came) and its own entries @own (own_detach; freed here): each
- * applied when it is the next (mirror_apply_own), the waiters woken,
- * the follower told where the log stands; unless the mirror has
- * applied the outcome's seq then, the follower reads the log, woken
- * now.  A caller's thread, no lock held. */
-void own_done(struct store *s, uint64_t tid, const redisReply *rep,
-	      redisReply *own);
+/* The outcome @rep of the mutation about tenant @tid (NULL: none came)
+ * and its own entries @own (own_detach; freed here): each applied when
+ * it is the next (mirror_apply_next), the waiters woken, the follower
+ * told where the log stands.  When own_begin noted it (@made): unless
+ * the mirror has applied the outcome's seq (and the news left to this
+ * mount's calls about the tenant, when it was the last) then, the
+ * follower reads the log, woken now.  A caller's thread, no lock
+ * held. */
+void own_done(struct store *s, uint64_t tid, bool made,
+	      const redisReply *rep, redisReply *own);
 
 /* News @payload ("SEQ BY [GSEQ]") of tenant @tid's log: none for the
  * follower to read?  True for news of this mount's call on its way
  * (own_begin), unless the store's order says its caller cannot apply
  * it, and for a seq the mirror has applied. */
 bool own_news(struct store *s, uint64_t tid, const char *payload);
+
+/* The follower, for news @msg (@len bytes) of tenant @tid's log that
+ * carries its entries (redis/lua/call.lua, publish): apply each while
+ * it is the next (mirror_apply_next), its position moved past it.
+ * Whether all were (else the log is read). */
+bool news_apply(struct store *s, uint64_t tid, const char *msg, size_t len);
 
 /* The follower, at the start of a round: each log whose own entries a
  * caller applied is read on from the last of them, and each log a

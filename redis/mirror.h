@@ -70,7 +70,7 @@ struct mirror {
 	pthread_mutex_t apply;
 	/* apply: the last number of the store's order of all tenants
 	 * applied (gorder), 0 when not known: a caller applies its own
-	 * entry only when it is the next (mirror_apply_own). */
+	 * entry only when it is the next (mirror_apply_next). */
 	_Atomic uint64_t gseq_applied;
 	pthread_mutex_t lock;          /* LOCK_ENGINE_INDEX */
 	struct mnode *index;           /* lock: local ino -> node */
@@ -127,8 +127,9 @@ extern const struct store_ops mirror_ops;
 int mirror_apply(struct store *s, uint64_t tid, const struct entry *e);
 
 /*
- * Apply entry @e of tenant @tid's log, made by this mount's own call
- * and given by its outcome, on the caller's thread: only when it is the
+ * Apply entry @e of tenant @tid's log, given rather than read (by this
+ * mount's own call's outcome, on the caller's thread, or by the news of
+ * another's, on the follower's: redis/own.c): only when it is the
  * next entry of a tenant the mirror holds whole (not a shell, not being
  * unloaded, not gone), the next number of the store's order where the
  * store has one, and of a kind that leaves the tenant in place.  0 when
@@ -136,7 +137,7 @@ int mirror_apply(struct store *s, uint64_t tid, const struct entry *e);
  * (nothing applied: the follower applies it from the log); another
  * -errno when it did not apply, which the follower meets again.
  */
-int mirror_apply_own(struct store *s, uint64_t tid, const struct entry *e);
+int mirror_apply_next(struct store *s, uint64_t tid, const struct entry *e);
 
 /* redis/index.c */
 
@@ -243,7 +244,7 @@ int mirror_reload_tenant(struct store *s, uint64_t tid,
 			 size_t idlen, uint64_t own_before);
 
 /* How many entries of tenant @tid its callers applied
- * (mirror_apply_own) so far. */
+ * (mirror_apply_next) so far. */
 uint64_t mirror_own_count(struct store *s, uint64_t tid);
 
 /*

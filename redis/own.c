@@ -3,7 +3,7 @@
  * A mutation's successful outcome ends with the entries the call
  * appended to its tenant's log (redis/lua/call.lua, finish): the
  * caller's thread applies them to the mirror at once, each when it is
- * the next one (mirror_apply_own), so that the transition answers
+ * the next one (mirror_apply_next), so that the transition answers
  * without waiting for the follower to learn of them, read the log and
  * wake it.  An entry that is not the next (another mount's change came
  * between, the mirror lags, the tenant is a shell) is left to the
@@ -22,7 +22,7 @@
  * Threads and locks
  * -----------------
  * A caller's thread, after its reply came (no lock held on the
- * network): mirror_apply_own takes the mirror's apply lock
+ * network): mirror_apply_next takes the mirror's apply lock
  * (LOCK_ENGINE_APPLY) around the embedded transitions; the hint is
  * written under remote->lock (LOCK_ENGINE_STATE, alone) after.  The
  * follower takes the hints under the same lock at the start of a round.
@@ -33,6 +33,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 
 /* The tenant id of tenant key @key (P:{P.tTID}:t), 0 when not one. */
 static uint64_t key_tid(const char *key)
@@ -99,37 +100,44 @@ static void hint(struct remote *r, uint64_t tid, uint64_t seq, const char *id)
 	unlock(&r->lock, LOCK_ENGINE_STATE);
 }
 
-uint64_t own_begin(struct store *s, const char *tkey)
+bool own_begin(struct store *s, const char *tkey, uint64_t *tid)
 {
 	struct remote *r = remote_of(s);
-	uint64_t tid = key_tid(tkey);
+	bool made = true;
 	size_t i;
 
-	if (!tid)
-		return 0;
+	*tid = key_tid(tkey);
+	if (!*tid)
+		return false;
 	lock(&r->lock, LOCK_ENGINE_STATE);
-	for (i = 0; i < r->nflying && r->flying[i].tid != tid; i++)
+	for (i = 0; i < r->nflying && r->flying[i].tid != *tid; i++)
 		;
 	if (i < r->nflying) {
 		r->flying[i].n++;
 	} else if (i < OWN_HINTS) {
-		r->flying[r->nflying].tid = tid;
+		r->flying[r->nflying].tid = *tid;
+		r->flying[r->nflying].last = 0;
 		r->flying[r->nflying++].n = 1;
 	} else {
-		tid = 0;
+		made = false;
 	}
 	unlock(&r->lock, LOCK_ENGINE_STATE);
-	return tid;
+	return made;
 }
 
-/* Is a mutation of this mount about tenant @tid on its way? */
-static bool flying(struct remote *r, uint64_t tid)
+/* Is a mutation of this mount about tenant @tid on its way?  If so, the
+ * news of seq @last is noted for when the last such ends (own_done). */
+static bool flying(struct remote *r, uint64_t tid, uint64_t last)
 {
 	bool yes = false;
 
 	lock(&r->lock, LOCK_ENGINE_STATE);
 	for (size_t i = 0; i < r->nflying && !yes; i++)
-		yes = r->flying[i].tid == tid;
+		if (r->flying[i].tid == tid) {
+			yes = true;
+			if (r->flying[i].last < last)
+				r->flying[i].last = last;
+		}
 	unlock(&r->lock, LOCK_ENGINE_STATE);
 	return yes;
 }
@@ -146,7 +154,7 @@ static bool apply(struct store *s, uint64_t tid, const redisReply *own)
 	for (size_t i = 1; i + 1 < own->elements; i += 2) {
 		if (own->element[i]->type != REDIS_REPLY_STRING ||
 		    entry_parse(own->element[i + 1], &e) != 0 ||
-		    mirror_apply_own(s, tid, &e) != 0)
+		    mirror_apply_next(s, tid, &e) != 0)
 			break;
 		atomic_fetch_add(&r->own_applied, 1);
 		seq = e.seq + (e.nseq > 1 ? e.nseq : 1) - 1;
@@ -157,11 +165,11 @@ static bool apply(struct store *s, uint64_t tid, const redisReply *own)
 	return id != NULL;
 }
 
-void own_done(struct store *s, uint64_t tid, const redisReply *rep,
-	      redisReply *own)
+void own_done(struct store *s, uint64_t tid, bool made,
+	      const redisReply *rep, redisReply *own)
 {
 	struct remote *r = remote_of(s);
-	uint64_t seq = 0, at = 0;
+	uint64_t seq = 0, at = 0, last = 0;
 	bool gone = false, read;
 	size_t i;
 
@@ -169,19 +177,27 @@ void own_done(struct store *s, uint64_t tid, const redisReply *rep,
 		apply(s, tid, own);
 	if (own)
 		freeReplyObject(own);
-	if (!tid)
+	if (!made)
 		return;
 	/* Whatever the outcome (a refusal may follow an expiry it wrote),
-	 * the follower reads what the mirror lacks of it. */
+	 * the follower reads what the mirror lacks of it, and of the news
+	 * left to this mount's calls about the tenant (another of them
+	 * may have written its log) once the last of them ends. */
 	if (rep)
 		seq = out_u64(rep, 2);
-	read = !seq || mirror_applied(s, tid, &at, &gone) != 0 ||
-	       (!gone && at < seq);
 	lock(&r->lock, LOCK_ENGINE_STATE);
 	for (i = 0; i < r->nflying && r->flying[i].tid != tid; i++)
 		;
-	if (i < r->nflying && --r->flying[i].n == 0)
+	if (i < r->nflying && --r->flying[i].n == 0) {
+		last = r->flying[i].last;
 		r->flying[i] = r->flying[--r->nflying];
+	}
+	unlock(&r->lock, LOCK_ENGINE_STATE);
+	if (last > seq)
+		seq = last;
+	read = !seq || mirror_applied(s, tid, &at, &gone) != 0 ||
+	       (!gone && at < seq);
+	lock(&r->lock, LOCK_ENGINE_STATE);
 	if (read) {
 		for (i = 0; i < r->nkick && r->kick[i] != tid; i++)
 			;
@@ -195,17 +211,23 @@ void own_done(struct store *s, uint64_t tid, const redisReply *rep,
 		follow_wake(s);
 }
 
-bool own_news(struct store *s, uint64_t tid, const char *payload)
+bool own_news(struct store *s, uint64_t tid, const char *msg)
 {
 	const char *me = mirror_of(s)->by, *by, *g;
 	struct mirror *m = mirror_of(s);
 	uint64_t last, seq = 0, first;
-	size_t n = strlen(me);
-	char *end;
+	size_t n = strlen(me), hl;
+	char *end, payload[160];
 	bool gone = false;
 
-	if (!payload)
+	if (!msg)
 		return false;
+	/* Its first line: SEQ BY [GSEQ] (the entries follow it). */
+	hl = strcspn(msg, "\n");
+	if (hl >= sizeof(payload))
+		return false;
+	memcpy(payload, msg, hl);
+	payload[hl] = '\0';
 	errno = 0;
 	last = strtoull(payload, &end, 10);
 	if (errno || end == payload || (*end && *end != ' '))
@@ -216,7 +238,7 @@ bool own_news(struct store *s, uint64_t tid, const char *payload)
 	 * unless the store's order says one came between (then the
 	 * follower reads at once, as for another mount's news). */
 	if (n && strncmp(by, me, n) == 0 && (by[n] == ' ' || !by[n]) &&
-	    flying(remote_of(s), tid) &&
+	    flying(remote_of(s), tid, last) &&
 	    !(g && atomic_load(&m->gorder) && dec_u64(g + 1, &first) &&
 	      first != atomic_load(&m->gseq_applied) + 1))
 		return true;
@@ -265,4 +287,93 @@ void own_catch_up(struct store *s)
 			snprintf(r->pos[x->i].id, sizeof(r->pos[x->i].id), "%s",
 				 h[i].id);
 	}
+}
+
+/* The next LEN:BYTES item of a message at *@p (before @end) into @buf
+ * (NUL-terminated; @buf's room is the message's): its start, or NULL;
+ * its length in *@ilen. */
+static char *item(const char **p, const char *end, char **buf, size_t *ilen)
+{
+	const char *q = *p;
+	char *out = *buf;
+	size_t len = 0;
+
+	while (q < end && *q >= '0' && *q <= '9' && len < 1u << 20)
+		len = len * 10 + (size_t)(*q++ - '0');
+	if (q == *p || q >= end || *q != ':' || (size_t)(end - q - 1) < len)
+		return NULL;
+	memcpy(out, q + 1, len);
+	out[len] = '\0';
+	*p = q + 1 + len;
+	*buf = out + len + 1;
+	*ilen = len;
+	return out;
+}
+
+/* A line of a message at *@p, up to its newline, into @buf as item()
+ * does. */
+static char *line(const char **p, const char *end, char **buf)
+{
+	const char *nl = memchr(*p, '\n', (size_t)(end - *p));
+	char *out = *buf;
+
+	if (!nl)
+		return NULL;
+	memcpy(out, *p, (size_t)(nl - *p));
+	out[nl - *p] = '\0';
+	*buf = out + (nl - *p) + 1;
+	*p = nl + 1;
+	return out;
+}
+
+bool news_apply(struct store *s, uint64_t tid, const char *msg, size_t len)
+{
+	struct remote *r = remote_of(s);
+	const char *p = memchr(msg, '\n', len), *end = msg + len;
+	struct follow_ix *x = follow_pos_find(r, tid);
+	char *buf, *at, *id, *count;
+	struct entry *e;
+	bool all = false;
+	uint64_t n;
+
+	if (!p || !x || !tid)
+		return false;
+	p++;
+	buf = st_malloc(len * 2 + 16);
+	e = st_malloc(sizeof(*e));
+	if (!buf || !e) {
+		free(buf);
+		free(e);
+		return false;
+	}
+	while (p < end) {
+		at = buf;
+		all = false;
+		if (!(id = line(&p, end, &at)) || !(count = line(&p, end, &at)) ||
+		    !dec_u64(count, &n) || n % 2 || n / 2 > ENTRY_FIELDS_MAX ||
+		    strlen(id) >= sizeof(r->pos[0].id))
+			break;
+		memset(e, 0, offsetof(struct entry, f));
+		e->n = 0;
+		for (uint64_t i = 0; i < n; i += 2) {
+			size_t kl, vl = 0;
+			char *k = item(&p, end, &at, &kl);
+			char *v = k ? item(&p, end, &at, &vl) : NULL;
+
+			if (!v)
+				break;
+			e->f[e->n].name = k;
+			e->f[e->n].value = v;
+			e->f[e->n++].len = vl;
+		}
+		if (e->n * 2 != n || entry_finish(e) != 0 ||
+		    mirror_apply_next(s, tid, e) != 0)
+			break;
+		/* The follower's own position: this thread's. */
+		snprintf(r->pos[x->i].id, sizeof(r->pos[x->i].id), "%s", id);
+		all = true;
+	}
+	free(buf);
+	free(e);
+	return all;
 }

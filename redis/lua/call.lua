@@ -61,8 +61,11 @@ local function names_of(mk)
 	if not P then
 		error('statefs: the first key must be PREFIX:{PREFIX}:meta or PREFIX:{PREFIX.tTID}:meta')
 	end
+	-- subs: how many subscribers each news channel had at its last
+	-- message (publish), kept between calls.
 	n = { P = P, root = P .. ':{' .. tag .. '}', head = P .. ':{' .. P .. '.t',
-		tid = tid, tkey = tid and P .. ':{' .. tag .. '}:t' }
+		tid = tid, tkey = tid and P .. ':{' .. tag .. '}:t',
+		subs = {}, nsubs = 0 }
 	names_seen[mk] = n
 	return n
 end
@@ -248,24 +251,70 @@ end
 -- has that order.  A message only wakes a follower, which reads the log
 -- itself (XRANGE): one lost costs it a BLOCK_MS at most
 -- (redis/follow.c).
+--
+-- When the entries appended there are small (their values 1024 bytes at
+-- most) and the channel's last message reached more than one follower
+-- (the asking mount's own needs none: its caller has the outcome), the
+-- message carries them too, after a newline: for each, its stream ID, a
+-- newline, its count of names and values, a newline, then each name and
+-- value as LEN:BYTES.  A follower applies them from the message when
+-- they are the next (redis/own.c), and reads the log only when they are
+-- not; a follower new to the channel reads the log after the first
+-- message it gets.
 local function publish(ctx)
-	local last, first, keys = {}, {}, {}
+	local last, first, keys, ents = {}, {}, {}, {}
 	for _, w in ipairs(ctx.jr) do
 		if w.xadd then
 			if not last[w[1]] then
 				keys[#keys + 1] = w[1]
 				first[w[1]] = w.g
+				ents[w[1]] = {}
 			end
 			last[w[1]] = w[2] + w[3] - 1
+			local e = ents[w[1]]
+			e[#e + 1] = w
 		end
 	end
+	local subs = ctx.names.subs
 	for _, key in ipairs(keys) do
-		local g = first[key]
+		local g, ch = first[key], string.sub(key, 1, -4) .. 'news'
+		local msg = dec(last[key]) .. ' ' .. (ctx.by or '') ..
+			(g and ' ' .. dec(g) or '')
+		local size = 1025
+		if (subs[ch] or 2) > 1 then
+			local p, k = { msg, '\n' }, 2
+			size = 0
+			for _, w in ipairs(ents[key]) do
+				local f = w.f
+				p[k + 1], p[k + 2], p[k + 3], p[k + 4] = w.id, '\n', #f, '\n'
+				k = k + 4
+				for i = 1, #f do
+					local v = f[i]
+					if type(v) == 'number' then
+						if v % 1 ~= 0 then size = 1025 break end
+						v = dec(v)
+					end
+					size = size + #v
+					p[k + 1], p[k + 2], p[k + 3] = #v, ':', v
+					k = k + 3
+				end
+				if size > 1024 then break end
+			end
+			if size <= 1024 then msg = table.concat(p) end
+		end
 		-- pcall: a user whose ACL has no channels (&) still gets
 		-- its outcome; its followers then read every BLOCK_MS.
-		redis.pcall('SPUBLISH', string.sub(key, 1, -4) .. 'news',
-			dec(last[key]) .. ' ' .. (ctx.by or '') ..
-			(g and ' ' .. dec(g) or ''))
+		local n = redis.pcall('SPUBLISH', ch, msg)
+		if type(n) == 'number' then
+			if not subs[ch] then
+				if ctx.names.nsubs >= 4096 then
+					ctx.names.subs, ctx.names.nsubs = {}, 0
+					subs = ctx.names.subs
+				end
+				ctx.names.nsubs = ctx.names.nsubs + 1
+			end
+			subs[ch] = n
+		end
 	end
 end
 
@@ -323,7 +372,8 @@ local function begin(keys, args, scope, mf, tf)
 	local mk = keys[1] or ''
 	local names = names_of(mk)
 	local ctx = { keys = keys, args = args, P = names.P, root = names.root,
-		tm = names.tid, recs = {}, order = {}, typed = {}, jr = {} }
+		tm = names.tid, recs = {}, order = {}, typed = {}, jr = {},
+		names = names }
 	cur_ctx = ctx
 	local t = redis.call('TIME')
 	local sec, usec = tonumber(t[1]), tonumber(t[2])

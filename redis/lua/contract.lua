@@ -249,8 +249,14 @@ itself when they are the next (redis/own.c) and strips them before
 reading the results.  The outcome recorded for a retry has none.
 
 After its writes a call publishes, on each log it appended to, its
-shard channel (the log's key with :news for :log), "SEQ BY": the last
-seq appended there and the mount whose call it was ("" for none).
+shard channel (the log's key with :news for :log), "SEQ BY [GSEQ]": the
+last seq appended there, the mount whose call it was ("" for none) and,
+where the store has one order of all tenants, the first number of that
+order the call's entries there took.  When those entries are small
+(their values 1024 bytes at most) and the channel's last message
+reached more than one subscriber, a newline and the entries follow:
+for each, its stream ID, a newline, its count of names and values, a
+newline, then each name and value as LEN:BYTES, as the log holds them.
 
 Log entries
 -----------
@@ -579,4 +585,4 @@ uses only what the files before it define:
                  (its own essay; it registers them itself, with reg())
 ]==]
 
-local LIBVERSION = 8
+local LIBVERSION = 9

@@ -522,3 +522,47 @@ PY
 	[ ! -e "$B/t1/p/a0" ]
 	[ ! -e "$A/t1/p/b147" ]
 }
+
+@test "another mount's small changes reach a mount in their news, without a read of the log; large ones are read, and none is missed" {
+	statefs_mount -o "store=unix:$REDIS_SOCK,follow_idle=0"
+	A=$MNT
+	mkdir "$A/t1" "$A/t1/p"
+	statefs_mount -o "store=redis://127.0.0.1:$PORT"
+	B=$MNT
+	run ls "$B/t1/p"
+	assert_success
+	watch_start "$BATS_TEST_TMPDIR/ev" "$B/t1/p" -e create -e delete
+	# B subscribed: the news of A's changes reaches two followers now.
+	echo first >"$A/t1/p/c"
+	monitor 4 "$BATS_TEST_TMPDIR/mon" &
+	mon=$!
+	sleep 0.3
+	python3 - "$A/t1/p" <<'PY'
+import os, sys
+d = sys.argv[1]
+for i in range(100):
+    with open(os.path.join(d, "n%d" % i), "w") as f:
+        f.write("v%d" % i)
+for i in range(0, 100, 2):
+    os.unlink(os.path.join(d, "n%d" % i))
+with open(os.path.join(d, "big"), "w") as f:
+    f.write("x" * 5000)
+PY
+	wait "$mon"
+	n=$(b_reads "$BATS_TEST_TMPDIR/mon" | grep -c 'statefs\.t1}:log' || true)
+	echo "B read t1's log $n times for 250 of A's transitions" >&3
+	[ "$n" -lt 40 ]
+	fsyncdir "$B"
+	assert_equal "$(find "$B/t1/p" -name 'n*' | wc -l)" 50
+	run cat "$B/t1/p/n99"
+	assert_output v99
+	assert_equal "$(wc -c <"$B/t1/p/big")" 5000
+	assert_equal "$(ls -l --time-style=+ "$A/t1/p")" "$(ls -l --time-style=+ "$B/t1/p")"
+	for _ in $(seq 100); do
+		[ "$(grep -c '^CREATE n' "$BATS_TEST_TMPDIR/ev")" = 100 ] &&
+			[ "$(grep -c '^DELETE n' "$BATS_TEST_TMPDIR/ev")" = 50 ] && break
+		sleep 0.1
+	done
+	assert_equal "$(grep -c '^CREATE n' "$BATS_TEST_TMPDIR/ev")" 100
+	assert_equal "$(grep -c '^DELETE n' "$BATS_TEST_TMPDIR/ev")" 50
+}
