@@ -254,7 +254,7 @@ static bool follow_wanted(struct store *s)
 	uint64_t *w;
 	size_t n;
 	bool more = false;
-	int rc;
+	int rc, tries;
 
 	lock(&r->lock, LOCK_ENGINE_STATE);
 	w = r->wanted;
@@ -289,12 +289,13 @@ static bool follow_wanted(struct store *s)
 		 * waiter then finds its node dead: ESTALE); one that could
 		 * not be read leaves it a shell (its waiter times out:
 		 * EIO, and a later use tries again). */
-		rc = reload(s, follow_pos_find(r, tid)->i);
-		if (rc == -EBUSY) {
-			/* A caller applied entries meanwhile: its log is
-			 * read from where it is (a gap reloads it). */
-			more = true;
-		} else if (rc != 0) {
+		/* A caller applied entries meanwhile (-EBUSY): a later
+		 * dump has them. */
+		tries = 0;
+		do
+			rc = reload(s, follow_pos_find(r, tid)->i);
+		while (rc == -EBUSY && ++tries < 3);
+		if (rc != 0) {
 			if (follow_pos_find(r, tid))
 				follow_pos_del(r, follow_pos_find(r, tid)->i);
 		} else if (follow_pos_find(r, tid))

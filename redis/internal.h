@@ -487,6 +487,11 @@ bool own_news(struct store *s, uint64_t tid, const char *payload);
  * Whether all were (else the log is read). */
 bool news_apply(struct store *s, uint64_t tid, const char *msg, size_t len);
 
+/* The largest news a follower applies entries from: publish() carries
+ * 1024 bytes of values at most, with their names and numbers.  A
+ * larger message only says the log grew. */
+#define NEWS_MAX 8192
+
 /* The follower, at the start of a round: each log whose own entries a
  * caller applied is read on from the last of them, and each log a
  * caller asked for (own_done) is due. */

@@ -67,6 +67,17 @@ redisReply *own_detach(redisReply *rep)
 	return last;
 }
 
+/* Is @id a stream id (MS-SEQ, decimals)? */
+static bool stream_id(const char *id)
+{
+	size_t a = strspn(id, "0123456789"), b;
+
+	if (!a || id[a] != '-')
+		return false;
+	b = strspn(id + a + 1, "0123456789");
+	return b && !id[a + 1 + b];
+}
+
 /* Stream ids @a and @b ("MS-SEQ"): is @a past @b? */
 static bool id_past(const char *a, const char *b)
 {
@@ -351,7 +362,7 @@ bool news_apply(struct store *s, uint64_t tid, const char *msg, size_t len)
 		all = false;
 		if (!(id = line(&p, end, &at)) || !(count = line(&p, end, &at)) ||
 		    !dec_u64(count, &n) || n % 2 || n / 2 > ENTRY_FIELDS_MAX ||
-		    strlen(id) >= sizeof(r->pos[0].id))
+		    strlen(id) >= sizeof(r->pos[0].id) || !stream_id(id))
 			break;
 		memset(e, 0, offsetof(struct entry, f));
 		e->n = 0;

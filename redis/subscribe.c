@@ -245,6 +245,7 @@ static int dispatch(struct store *s, struct follow_link *fl, redisReply *rep)
 			else if (own_news(s, tid, out_str(rep, 2)))
 				r->pos[x->i].own_due = true, rc = 0;
 			else if (out_str(rep, 2) &&
+				 rep->element[2]->len <= NEWS_MAX &&
 				 news_apply(s, tid, out_str(rep, 2),
 					    rep->element[2]->len))
 				rc = 0, batch_woken(r);
