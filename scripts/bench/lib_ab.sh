@@ -28,21 +28,18 @@ cd "$(dirname "$0")/../.."
 a=$1 b=$2 children=${3:-10000} ops=${4:-2000} rounds=${5:-1}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-ab.XXXXXX")
 rpid="" mpid=""
+# shellcheck source=scripts/bench/redis_bench.bash
+. scripts/bench/redis_bench.bash
 stop() {
 	if [ -n "$mpid" ]; then
 		fusermount3 -u "$dir/mnt" 2>/dev/null || true
 		wait "$mpid" 2>/dev/null || true
 		mpid=""
 	fi
-	if [ -n "$rpid" ]; then
-		kill "$rpid" 2>/dev/null || true
-		wait "$rpid" 2>/dev/null || true
-		rpid=""
-	fi
+	bench_reap "$rpid"
+	rpid=""
 }
 trap 'stop; rm -rf "$dir"' EXIT
-# shellcheck source=scripts/bench/redis_bench.bash
-. scripts/bench/redis_bench.bash
 
 one() { # one LABEL A-OR-B
 	local bin=build/statefs store=() c0 c1 line calls usec xr

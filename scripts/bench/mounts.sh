@@ -31,20 +31,16 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-mounts.XXXXXX")
 pid=""
 mnts=()
 seq=0
+# shellcheck source=scripts/bench/redis_bench.bash
+. scripts/bench/redis_bench.bash
 cleanup() {
 	for m in "${mnts[@]}"; do
 		fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true
 	done
-	if [ -n "$pid" ]; then
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
+	bench_reap "$pid"
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-
-# shellcheck source=scripts/bench/redis_bench.bash
-. scripts/bench/redis_bench.bash
 bench_redis_start
 
 # mnt OPTS: a new mount, its path in $M.

@@ -25,6 +25,8 @@
 #   run_batch NAME [CMD]  pipe stdin after CONFIG RESETSTAT; sets NAME_wall
 #                         (usec_per_call of CMD, default fcall) and NAME_cpu
 #                         (main-thread CPU per call: $calls of them)
+#   bench_reap PID        end background process PID (SIGTERM) and wait
+#                         for it; nothing for an empty PID (a cleanup's)
 
 bench_rt() {
 	if [ "$(id -u)" -eq 0 ] && command -v chrt >/dev/null 2>&1; then
@@ -33,6 +35,12 @@ bench_rt() {
 }
 
 R() { redis-cli -s "$dir/r.sock" "$@"; }
+
+bench_reap() {
+	[ -n "$1" ] || return 0
+	kill "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
 
 bench_redis_start() {
 	rm -f "$dir/r.sock"

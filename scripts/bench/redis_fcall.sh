@@ -34,17 +34,13 @@ rounds=${3:-3}
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-fcall.XXXXXX")
 pid=""
+# shellcheck source=scripts/bench/redis_bench.bash
+. scripts/bench/redis_bench.bash
 cleanup() {
-	if [ -n "$pid" ]; then
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
+	bench_reap "$pid"
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-
-# shellcheck source=scripts/bench/redis_bench.bash
-. scripts/bench/redis_bench.bash
 rt=$(bench_rt)
 # shellcheck disable=SC2086 # $rt: a command and its words, or nothing
 bench_redis_start $rt

@@ -58,21 +58,14 @@ requests=$((calls * 5))
 dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-floor.XXXXXX")
 pid=""
 mon=""
+# shellcheck source=scripts/bench/redis_bench.bash
+. scripts/bench/redis_bench.bash
 cleanup() {
-	if [ -n "$mon" ]; then
-		kill "$mon" 2>/dev/null || true
-		wait "$mon" 2>/dev/null || true
-	fi
-	if [ -n "$pid" ]; then
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
+	bench_reap "$mon"
+	bench_reap "$pid"
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-
-# shellcheck source=scripts/bench/redis_bench.bash
-. scripts/bench/redis_bench.bash
 rt=$(bench_rt)
 # shellcheck disable=SC2086 # $rt: a command and its words, or nothing
 bench_redis_start $rt
@@ -126,8 +119,7 @@ for _ in $(seq 200); do
 	grep -q zqtrace-end "$dir/monitor.txt" && break
 	sleep 0.05
 done
-kill "$mon" 2>/dev/null || true
-wait "$mon" 2>/dev/null || true
+bench_reap "$mon"
 mon=""
 for r in "$cre" "$pub" "$ren" "$unl"; do
 	if [ "$(printf '%s\n' "$r" | head -1)" != OK ]; then

@@ -44,6 +44,14 @@ monitor() {
 	timeout "$1" redis-cli -s "$REDIS_SOCK" MONITOR >"$2" 2>/dev/null || true
 }
 
+# monitor_start SECS OUT: monitor in the background (its pid in mon, for
+# `wait "$mon"`), once it had a moment to connect.
+monitor_start() {
+	monitor "$1" "$2" &
+	mon=$!
+	sleep 0.3
+}
+
 # A and B: A follows every tenant (follow_idle=0), B forgets one after
 # IDLE seconds.  Tenants t1..tN, each with a parent p.
 mounts() {
@@ -96,9 +104,7 @@ a_calls() {
 	run ls "$B/t4/p"
 	assert_success
 	# A busy tenant B never used: its entries never wake B.
-	monitor 3 "$BATS_TEST_TMPDIR/mon" &
-	mon=$!
-	sleep 0.3
+	monitor_start 3 "$BATS_TEST_TMPDIR/mon"
 	for i in $(seq 40); do : >"$A/t1/p/c$i"; rm "$A/t1/p/c$i"; done
 	wait "$mon"
 	run b_reads "$BATS_TEST_TMPDIR/mon"
@@ -123,9 +129,7 @@ a_calls() {
 }
 
 @test "the follower's traffic is SSUBSCRIBE and XRANGE, never XREAD; an idle mount sends nothing per transition of a tenant it does not follow" {
-	monitor 4 "$BATS_TEST_TMPDIR/mon0" &
-	mon=$!
-	sleep 0.3
+	monitor_start 4 "$BATS_TEST_TMPDIR/mon0"
 	mounts 30 3
 	run ls "$B/t2/p"
 	assert_success
@@ -138,9 +142,7 @@ a_calls() {
 	# B idle for 3 s, then 3 s while A makes 100 transitions of t1: B
 	# sends about as much (its reads every second), not more.
 	monitor 3 "$BATS_TEST_TMPDIR/idle"
-	monitor 3 "$BATS_TEST_TMPDIR/busy" &
-	mon=$!
-	sleep 0.3
+	monitor_start 3 "$BATS_TEST_TMPDIR/busy"
 	for i in $(seq 50); do : >"$A/t1/p/c$i"; rm "$A/t1/p/c$i"; done
 	wait "$mon"
 	idle=$(grep -c '127\.0\.0\.1:' "$BATS_TEST_TMPDIR/idle" || true)
@@ -400,9 +402,7 @@ root_from() {
 	statefs_mount -o "store=redis://127.0.0.1:$PORT,follow_gather=0.2"
 	B=$MNT
 	watch_start "$BATS_TEST_TMPDIR/ev" "$B/t1/p" -e create
-	monitor 4 "$BATS_TEST_TMPDIR/mon" &
-	mon=$!
-	sleep 0.3
+	monitor_start 4 "$BATS_TEST_TMPDIR/mon"
 	# 200 creates with content: 400 transitions of A, within a second
 	# or two; B reads at most every 0.2 s (and every second whatever).
 	python3 - "$A/t1/p" <<'PY'
@@ -440,9 +440,7 @@ PY
 	mounts 0 40
 	run ls "$B/t40/p"
 	assert_success
-	monitor 3 "$BATS_TEST_TMPDIR/mon" &
-	mon=$!
-	sleep 0.3
+	monitor_start 3 "$BATS_TEST_TMPDIR/mon"
 	for i in 1 20 40; do echo "v$i" >"$A/t$i/p/c"; done
 	wait "$mon"
 	# The barrier: a PING on B's subscribed link after each gseq read,
@@ -462,9 +460,7 @@ PY
 	mounts 0 1
 	run ls "$B/t1/p"
 	assert_success
-	monitor 4 "$BATS_TEST_TMPDIR/mon" &
-	mon=$!
-	sleep 0.3
+	monitor_start 4 "$BATS_TEST_TMPDIR/mon"
 	# 100 creates with content, 50 renames and 50 unlinks of B's: 300
 	# transitions, each answered from its own outcome.
 	python3 - "$B/t1/p" <<'PY'
@@ -534,9 +530,7 @@ PY
 	watch_start "$BATS_TEST_TMPDIR/ev" "$B/t1/p" -e create -e delete
 	# B subscribed: the news of A's changes reaches two followers now.
 	echo first >"$A/t1/p/c"
-	monitor 4 "$BATS_TEST_TMPDIR/mon" &
-	mon=$!
-	sleep 0.3
+	monitor_start 4 "$BATS_TEST_TMPDIR/mon"
 	python3 - "$A/t1/p" <<'PY'
 import os, sys
 d = sys.argv[1]
