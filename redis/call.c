@@ -332,14 +332,17 @@ static int fcall_once(struct store *s, const char *fn, bool mutation,
 		atomic_fetch_sub(&r->busy, 1);
 	free(av);
 	free(al);
-	if (rc)
+	if (rc) {
 		rc = rc == -ENOMEM ? rc : -EIO;
-	else if ((own = own_detach(rep)) == NULL &&
-		 rep->type == REDIS_REPLY_ERROR)
-		rc = -EIO, fprintf(stderr, "statefs: %s: %s\n", fn, rep->str);
-	else if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 3 ||
-		 rep->element[0]->type != REDIS_REPLY_STRING)
-		rc = -EPROTO;
+	} else if (rep->type == REDIS_REPLY_ERROR) {
+		fprintf(stderr, "statefs: %s: %s\n", fn, rep->str);
+		rc = -EIO;
+	} else {
+		own = own_detach(rep);
+		if (rep->type != REDIS_REPLY_ARRAY || rep->elements < 3 ||
+		    rep->element[0]->type != REDIS_REPLY_STRING)
+			rc = -EPROTO;
+	}
 	if (rc && rep) {
 		freeReplyObject(rep);
 		rep = NULL;
@@ -397,6 +400,14 @@ void applied_wait_locked(struct remote *r, unsigned ms)
 	ts.tv_sec += ts.tv_nsec / 1000000000;
 	ts.tv_nsec %= 1000000000;
 	pthread_cond_timedwait(&r->applied, &r->lock, &ts);
+}
+
+void applied_wake(struct remote *r)
+{
+	lock(&r->lock, LOCK_ENGINE_STATE);
+	r->batches++;
+	pthread_cond_broadcast(&r->applied);
+	unlock(&r->lock, LOCK_ENGINE_STATE);
 }
 
 /*

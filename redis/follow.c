@@ -125,15 +125,6 @@ static bool sick(struct store *s, struct sick *k, const char *key, bool add)
 	return false;
 }
 
-/* Wake the transitions waiting for the mirror. */
-static void batch_done(struct remote *r)
-{
-	lock(&r->lock, LOCK_ENGINE_STATE);
-	r->batches++;
-	pthread_cond_broadcast(&r->applied);
-	unlock(&r->lock, LOCK_ENGINE_STATE);
-}
-
 /* Reload tenant @tid (position @i) from its dump. */
 static int reload(struct store *s, size_t i)
 {
@@ -864,13 +855,13 @@ static void *follow_main(void *arg)
 				r->loaded++;
 				unlock(&r->lock, LOCK_ENGINE_STATE);
 			}
-			batch_done(r);
+			applied_wake(r);
 			continue;
 		}
 		/* Tenants a caller waits for are loaded before the read,
 		 * which then reads their logs. */
 		if (r->idle_ms && follow_wanted(s)) {
-			batch_done(r);
+			applied_wake(r);
 			continue;
 		}
 		/* The channels of what is followed now; a link lost marks
@@ -921,7 +912,7 @@ static void *follow_main(void *arg)
 			follow_idle_pass(s);
 			checked = mono_ms();
 		}
-		batch_done(r);
+		applied_wake(r);
 		if (failed) {
 			back_off(r, &pause);
 		} else {

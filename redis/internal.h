@@ -193,14 +193,12 @@ struct remote {
 	atomic_bool gathering;
 	uint64_t gather_ms;               /* follow_gather; immutable */
 	/* Under lock: where callers' own entries took tenants' logs
-	 * (redis/own.c), for the follower to read on from; the count of
-	 * own entries applied so. */
+	 * (redis/own.c), for the follower to read on from. */
 	struct own_hint {
 		uint64_t tid, seq;
 		char id[48];
 	} own[OWN_HINTS];
 	size_t nown;
-	atomic_uint_fast64_t own_applied;
 	/* Under lock: tenants whose log holds an own call's entries its
 	 * caller did not apply (their news the follower leaves to the
 	 * caller: own_news), to be read at the next round; all of them
@@ -329,6 +327,10 @@ int wait_seq(struct store *s, uint64_t tid, uint64_t seq);
  * with r->lock held, at most @ms (a batch applied, a load, a stop
  * wakes it sooner). */
 void applied_wait_locked(struct remote *r, unsigned ms);
+
+/* The mirror applied more (a round, a caller's own entries, news): wake
+ * the transitions waiting for it.  Takes r->lock. */
+void applied_wake(struct remote *r);
 
 /* The engine's root_settle: wait, at most store_timeout, until the root's
  * number says what the mirror holds (store_root_order). */

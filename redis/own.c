@@ -91,7 +91,7 @@ static bool id_past(const char *a, const char *b)
 }
 
 /* Tell the follower that tenant @tid's log is applied up to @seq, entry
- * @id, and wake the transitions that wait for the mirror. */
+ * @id. */
 static void hint(struct remote *r, uint64_t tid, uint64_t seq, const char *id)
 {
 	size_t i;
@@ -106,8 +106,6 @@ static void hint(struct remote *r, uint64_t tid, uint64_t seq, const char *id)
 		r->own[i].seq = seq;
 		snprintf(r->own[i].id, sizeof(r->own[i].id), "%s", id);
 	}
-	r->batches++;
-	pthread_cond_broadcast(&r->applied);
 	unlock(&r->lock, LOCK_ENGINE_STATE);
 }
 
@@ -153,9 +151,9 @@ static bool flying(struct remote *r, uint64_t tid, uint64_t last)
 	return yes;
 }
 
-/* Apply own entries @own of tenant @tid, each while it is the next.
- * Whether one was. */
-static bool apply(struct store *s, uint64_t tid, const redisReply *own)
+/* Apply own entries @own of tenant @tid, each while it is the next; the
+ * follower told, the waiters woken. */
+static void apply(struct store *s, uint64_t tid, const redisReply *own)
 {
 	struct remote *r = remote_of(s);
 	uint64_t seq = 0;
@@ -167,13 +165,13 @@ static bool apply(struct store *s, uint64_t tid, const redisReply *own)
 		    entry_parse(own->element[i + 1], &e) != 0 ||
 		    mirror_apply_next(s, tid, &e) != 0)
 			break;
-		atomic_fetch_add(&r->own_applied, 1);
 		seq = e.seq + (e.nseq > 1 ? e.nseq : 1) - 1;
 		id = own->element[i]->str;
 	}
-	if (id)
+	if (id) {
 		hint(r, tid, seq, id);
-	return id != NULL;
+		applied_wake(r);
+	}
 }
 
 void own_done(struct store *s, uint64_t tid, bool made,
@@ -365,7 +363,6 @@ bool news_apply(struct store *s, uint64_t tid, const char *msg, size_t len)
 		    strlen(id) >= sizeof(r->pos[0].id) || !stream_id(id))
 			break;
 		memset(e, 0, offsetof(struct entry, f));
-		e->n = 0;
 		for (uint64_t i = 0; i < n; i += 2) {
 			size_t kl, vl = 0;
 			char *k = item(&p, end, &at, &kl);

@@ -195,15 +195,6 @@ static bool dropped(const struct remote *r, struct follow_link *fl,
 	return x != NULL;
 }
 
-/* Wake the transitions waiting for the mirror after news applied. */
-static void batch_woken(struct remote *r)
-{
-	lock(&r->lock, LOCK_ENGINE_STATE);
-	r->batches++;
-	pthread_cond_broadcast(&r->applied);
-	unlock(&r->lock, LOCK_ENGINE_STATE);
-}
-
 /* What @fl's connection sent (@rep, freed here): a message marks its
  * log due, a confirmation checks the count.  1 for a message, 0, or
  * -EIO when the link is lost. */
@@ -248,7 +239,7 @@ static int dispatch(struct store *s, struct follow_link *fl, redisReply *rep)
 				 rep->element[2]->len <= NEWS_MAX &&
 				 news_apply(s, tid, out_str(rep, 2),
 					    rep->element[2]->len))
-				rc = 0, batch_woken(r);
+				rc = 0, applied_wake(r);
 			else
 				r->pos[x->i].due = true;
 		}

@@ -262,17 +262,14 @@ end
 -- not; a follower new to the channel reads the log after the first
 -- message it gets.
 local function publish(ctx)
-	local last, first, keys, ents = {}, {}, {}, {}
+	local last, first, keys = {}, {}, {}
 	for _, w in ipairs(ctx.jr) do
 		if w.xadd then
 			if not last[w[1]] then
 				keys[#keys + 1] = w[1]
 				first[w[1]] = w.g
-				ents[w[1]] = {}
 			end
 			last[w[1]] = w[2] + w[3] - 1
-			local e = ents[w[1]]
-			e[#e + 1] = w
 		end
 	end
 	local subs = ctx.names.subs
@@ -284,21 +281,23 @@ local function publish(ctx)
 		if (subs[ch] or 2) > 1 then
 			local p, k = { msg, '\n' }, 2
 			size = 0
-			for _, w in ipairs(ents[key]) do
-				local f = w.f
-				p[k + 1], p[k + 2], p[k + 3], p[k + 4] = w.id, '\n', #f, '\n'
-				k = k + 4
-				for i = 1, #f do
-					local v = f[i]
-					if type(v) == 'number' then
-						if v % 1 ~= 0 then size = 1025 break end
-						v = dec(v)
-					end
-					size = size + #v
-					p[k + 1], p[k + 2], p[k + 3] = #v, ':', v
-					k = k + 3
-				end
+			for _, w in ipairs(ctx.jr) do
 				if size > 1024 then break end
+				if w.id and w[1] == key then
+					local f = w.f
+					p[k + 1], p[k + 2], p[k + 3], p[k + 4] = w.id, '\n', #f, '\n'
+					k = k + 4
+					for i = 1, #f do
+						local v = f[i]
+						if type(v) == 'number' then
+							if v % 1 ~= 0 then size = 1025 break end
+							v = dec(v)
+						end
+						size = size + #v
+						p[k + 1], p[k + 2], p[k + 3] = #v, ':', v
+						k = k + 3
+					end
+				end
 			end
 			if size <= 1024 then msg = table.concat(p) end
 		end
