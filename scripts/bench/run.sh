@@ -31,13 +31,16 @@
 # alone, pipelined: BENCH_FCALL="CHILDREN CALLS ROUNDS"), then
 # scripts/bench/redis_floor.sh (what a transition cannot go below: the
 # library's commands alone, one request's round trip and Redis CPU;
-# BENCH_FLOOR="CHILDREN CALLS ROUNDS").
+# BENCH_FLOOR="CHILDREN CALLS ROUNDS"), then scripts/bench/lua_stages.sh
+# (where one sfs_create's time goes, stage by stage, and what a step of
+# Redis's Lua costs; its lines are kept, not tabled).
 #
 # Output: build/bench/results.tsv (every figure: filesystem, population,
 # threads, what, and one or two numbers: ops and seconds for a phase),
 # build/bench/report.md
 # (the tables), build/bench/bench.png (ops/s against population),
-# build/bench/redis_fcall.txt, build/bench/redis_floor.txt.  A run
+# build/bench/redis_fcall.txt, build/bench/redis_floor.txt,
+# build/bench/lua_stages.txt.  A run
 # worth keeping is reported in docs/bench/DATE.md, its chart beside it
 # as docs/bench/DATE.png.
 #
@@ -362,4 +365,7 @@ scripts/bench/redis_floor.sh $FLOOR >"$B/redis_floor.txt" 2>&1 ||
 # WALL CPU, fl_create_cmds ..., rtt_ping US CPU, ... (us per call or
 # request).
 sed -n 's/^tsv\t//p' "$B/redis_floor.txt" >>"$RES"
+say "bench: where a create's time goes (scripts/bench/lua_stages.sh)"
+scripts/bench/lua_stages.sh >"$B/lua_stages.txt" 2>&1 ||
+	say "bench: lua_stages.sh failed: see $B/lua_stages.txt"
 scripts/bench/report.sh "$RES" "$B" "$LEVELS"
