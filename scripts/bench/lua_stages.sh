@@ -30,15 +30,9 @@ rounds=${3:-2}
 lib=build/gen/statefs.lua
 [ -f "$lib" ] || { echo "lua_stages.sh: $lib is not built (make)" >&2; exit 1; }
 
-dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-stages.XXXXXX")
-pid=""
 # shellcheck source=scripts/bench/redis_bench.bash
 . scripts/bench/redis_bench.bash
-cleanup() {
-	bench_reap "$pid"
-	rm -rf "$dir"
-}
-trap cleanup EXIT
+bench_dir stages
 
 /usr/bin/python3 - "$lib" "$dir" <<'PY'
 import sys

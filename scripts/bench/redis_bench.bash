@@ -27,6 +27,15 @@
 #                         (main-thread CPU per call: $calls of them)
 #   bench_reap PID        end background process PID (SIGTERM) and wait
 #                         for it; nothing for an empty PID (a cleanup's)
+#   bench_dir NAME        make $dir (statefs-NAME.XXXXXX in TMPDIR), empty
+#                         $pid, and on exit stop the server and remove $dir
+#                         (for a script with nothing else to clean up)
+
+bench_dir() {
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-$1.XXXXXX")
+	pid=""
+	trap 'bench_reap "$pid"; rm -rf "$dir"' EXIT
+}
 
 bench_rt() {
 	if [ "$(id -u)" -eq 0 ] && command -v chrt >/dev/null 2>&1; then

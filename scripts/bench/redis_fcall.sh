@@ -32,15 +32,9 @@ children=${1:-100000}
 calls=${2:-5000}
 rounds=${3:-3}
 
-dir=$(mktemp -d "${TMPDIR:-/tmp}/statefs-fcall.XXXXXX")
-pid=""
 # shellcheck source=scripts/bench/redis_bench.bash
 . scripts/bench/redis_bench.bash
-cleanup() {
-	bench_reap "$pid"
-	rm -rf "$dir"
-}
-trap cleanup EXIT
+bench_dir fcall
 rt=$(bench_rt)
 # shellcheck disable=SC2086 # $rt: a command and its words, or nothing
 bench_redis_start $rt
