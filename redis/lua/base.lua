@@ -20,6 +20,10 @@ local FIRST_INO = 2 + NSPECIAL    -- root = 1, the root's specials 2..9
 -- 1), TID at most tid_max, so that every number is below 2^53 (ino_end_s)
 -- and exact in a double.
 local TL = { tid_max = 900000, ino_end_s = '9007199254740992' }
+-- The transitions' own kit (call.lua, child.lua, content.lua), for the
+-- same reason: the start every call shares and the fields each
+-- transition reads at once.
+local TX = {}
 local OP_KEEP_MS_S = '120000'     -- OP_KEEP_MS: how long an operation's outcome is kept for a retry (SET's argument)
 local LOG_KEEP_MS = 600000        -- how long a removed tenant's log stays for its followers
 local DURATION_MAX_MS = 1000000000000 -- STORE_DURATION_MAX_MS: a ttl, a window, an advance
@@ -351,6 +355,17 @@ local function rec_drop(r, ...)
 	end
 end
 
+-- The number field value @v of hash @key (0 when the hash lacks it, v
+-- false): a whole decimal below 2^53, else damage.
+local function decimal(v, key)
+	if not v then return 0 end
+	if #v > 16 or not string.find(v, '^%d+$') or
+		(#v == 16 and v >= TL.ino_end_s) then
+		damaged(key)
+	end
+	return v + 0
+end
+
 local function get(r, f)
 	local v = r.h[f]
 	if v == nil then
@@ -370,11 +385,7 @@ local function num(r, f)
 	if v == nil then v = get(r, f) end
 	if not v then return 0 end
 	if type(v) == 'number' then return v end
-	if #v > 16 or not string.find(v, '^%d+$') or
-		(#v == 16 and v >= TL.ino_end_s) then
-		damaged(r.key)
-	end
-	v = v + 0
+	v = decimal(v, r.key)
 	h[f] = v
 	return v
 end

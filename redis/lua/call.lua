@@ -20,19 +20,25 @@ local cur_ctx -- the call that runs, for its EDAMAGED outcome
 -- read once per instance and kept here, by meta key, between calls.
 local limits_seen = {}
 
-local function limits_of(M)
-	local inst = M.h.instance
-	local c = limits_seen[M.key]
-	if inst and c and c.instance == inst then return c.lim end
+--
+-- The limits of meta @mk of instance @inst: its lim_ fields, read at
+-- once, or @v, their values as decimals when the call makes the meta.
+local function limits_of(ctx, mk, inst, v)
+	local c = limits_seen[mk]
+	if inst and c and c.instance == inst and not v then return c.lim end
+	if not v then
+		local f = {}
+		for i, l in ipairs(LIMITS) do f[i] = 'lim_' .. l[1] end
+		v = rd(ctx, 'HMGET', mk, unpack(f))
+	end
 	local lim = {}
-	for _, l in ipairs(LIMITS) do
-		local f = 'lim_' .. l[1]
-		lim[l[1]] = get(M, f) and num(M, f) or l[2]
+	for i, l in ipairs(LIMITS) do
+		lim[l[1]] = v[i] and decimal(v[i], mk) or l[2]
 	end
 	-- log_max as the argument XADD takes (a number would be formatted
 	-- again by every call).
 	lim.log_max_s = dec(lim.log_max)
-	if inst then limits_seen[M.key] = { instance = inst, lim = lim } end
+	if inst then limits_seen[mk] = { instance = inst, lim = lim } end
 	return lim
 end
 
@@ -357,32 +363,12 @@ local function finish(ctx, out)
 	return out
 end
 
---[[
-  The common start of every function: keys, TIME (once), the instance,
-  the operation record, the deadline.  @scope: 'root' (keys[1] only is
-  the call's), 'tenant' (keys[2] is the tenant the call is about), 'init'
-  (no instance yet), 'read' (read-only: no record, no deadline).  @mf
-  and @tf: the fields of meta and of the tenant the function reads
-  together (MFIELDS, TFIELDS when nil; the first of each must be
-  'instance' and 'name').  Returns the context, or nil and the outcome to
-  return at once.
-]]
-local function begin(keys, args, scope, mf, tf)
+-- The keys of a call well formed (an error, else: a bug of the mount),
+-- and TIME, once: returns the names of its store, and the time in ms and
+-- in ns (a decimal string).
+function TX.call_head(keys)
 	local mk = keys[1] or ''
 	local names = names_of(mk)
-	local ctx = { keys = keys, args = args, P = names.P, root = names.root,
-		tm = names.tid, recs = {}, order = {}, typed = {}, jr = {},
-		names = names }
-	cur_ctx = ctx
-	local t = redis.call('TIME')
-	local sec, usec = tonumber(t[1]), tonumber(t[2])
-	ctx.real_ms = sec * 1000 + math.floor(usec / 1000)
-	ctx.ns = t[1] .. string.format('%06d', usec) .. '000'
-	ctx.M = rec_open(ctx, mk, mf or MFIELDS)
-	local M = ctx.M
-	ctx.lim = limits_of(M)
-	ctx.now = ctx.real_ms
-	if ctx.lim.testclock == 1 then ctx.now = num(M, 'clock_ms') end
 	local head = names.head
 	for i = 2, #keys do
 		local k = keys[i]
@@ -397,9 +383,58 @@ local function begin(keys, args, scope, mf, tf)
 	end
 	-- A tenant's meta goes with its tenant: none, and the call is
 	-- about no tenant (the store's own meta tells a new instance).
-	if ctx.tm and (#keys < 2 or keys[2] ~= names.tkey) then
+	if names.tid and (#keys < 2 or keys[2] ~= names.tkey) then
 		error('statefs: a tenant meta goes with its own tenant key only')
 	end
+	local t = redis.call('TIME')
+	local usec = tonumber(t[2])
+	return names, tonumber(t[1]) * 1000 + math.floor(usec / 1000),
+		t[1] .. string.format('%06d', usec) .. '000'
+end
+
+-- The operation record of @opid (args[2]) under @pre: its key (nil: no
+-- id), the mount that asks ("MOUNT:N": every entry names it, by) and the
+-- outcome recorded, if any.
+function TX.op_open(pre, opid)
+	local by = string.match(opid, '^([^:]*):') or ''
+	if opid == '' then return nil, by end
+	local opkey = pre .. ':op:' .. opid
+	local rec = redis.call('GET', opkey)
+	return opkey, by, rec and cmsgpack.unpack(rec)
+end
+
+-- Is the call's deadline (@arg, ms of TIME; "" or 0: none) past at
+-- @real_ms?  The deadline is on TIME, not on the store's clock: under
+-- testclock that clock stands still while Redis is busy, so a call held
+-- up past store_timeout would still be in time by it.  Not recorded:
+-- nothing was decided, and no later run of the operation can be before
+-- its deadline either.
+function TX.late(arg, real_ms)
+	local deadline = unum(arg or '')
+	return deadline and deadline > 0 and real_ms > deadline
+end
+
+--[[
+  The common start of every function: keys, TIME (once), the instance,
+  the operation record, the deadline.  @scope: 'root' (keys[1] only is
+  the call's), 'tenant' (keys[2] is the tenant the call is about), 'init'
+  (no instance yet), 'read' (read-only: no record, no deadline).  @mf
+  and @tf: the fields of meta and of the tenant the function reads
+  together (MFIELDS, TFIELDS when nil; the first of each must be
+  'instance' and 'name').  Returns the context, or nil and the outcome to
+  return at once.
+]]
+local function begin(keys, args, scope, mf, tf)
+	local mk = keys[1] or ''
+	local names, real_ms, ns = TX.call_head(keys)
+	local ctx = { keys = keys, args = args, P = names.P, root = names.root,
+		tm = names.tid, recs = {}, order = {}, typed = {}, jr = {},
+		names = names, real_ms = real_ms, ns = ns, now = real_ms }
+	cur_ctx = ctx
+	ctx.M = rec_open(ctx, mk, mf or MFIELDS)
+	local M = ctx.M
+	ctx.lim = limits_of(ctx, mk, M.h.instance)
+	if ctx.lim.testclock == 1 then ctx.now = num(M, 'clock_ms') end
 	if scope == 'init' then return ctx end
 	-- No meta of the tenant: the tenant is not there (gone long ago, or
 	-- not made yet), or the store lost its data, which only the root's
@@ -412,22 +447,12 @@ local function begin(keys, args, scope, mf, tf)
 	if scope == 'tenant' then
 		ctx.T = tenant_rec(ctx, keys[2], tf)
 	end
-	local opid = args[2] or ''
-	-- "MOUNT:N": the mount that asks, which every entry names (by).
-	ctx.by = string.match(opid, '^([^:]*):') or ''
-	if opid ~= '' then
-		ctx.opkey = (scope == 'tenant' and ctx.T.pre or ctx.root) .. ':op:' .. opid
-		local rec = redis.call('GET', ctx.opkey)
-		if rec then return nil, cmsgpack.unpack(rec) end
-	end
-	-- The deadline is on TIME, not on ctx.now: under testclock the
-	-- store's clock stands still while Redis is busy, so a call held
-	-- up past store_timeout would still be in time by it.
-	local deadline = unum(args[3] or '')
-	if deadline and deadline > 0 and ctx.real_ms > deadline then
-		-- Not recorded: nothing was decided, and no later run of this
-		-- operation can be before its deadline either.
-		return nil, { 'ETIMEDOUT', ctx.now, cur_seq(ctx), ctx.real_ms }
+	local rec
+	ctx.opkey, ctx.by, rec = TX.op_open(scope == 'tenant' and ctx.T.pre or
+		ctx.root, args[2] or '')
+	if rec then return nil, rec end
+	if TX.late(args[3], real_ms) then
+		return nil, { 'ETIMEDOUT', ctx.now, cur_seq(ctx), real_ms }
 	end
 	return ctx
 end

@@ -63,28 +63,28 @@ local function admit(ctx, T, P, new_state)
 end
 
 -- The fields of meta and of the tenant each function reads at once.
-local MF_CREATE = fields_made{ 'instance', 'state', 'ino', 'children', 'links',
+TX.MF_CREATE = fields_made{ 'instance', 'state', 'ino', 'children', 'links',
 	'admissions', 'gseq', mk = function(v) return { instance = v[1],
 		state = v[2], ino = v[3], children = v[4], links = v[5],
 		admissions = v[6], gseq = v[7] } end }
-local TF_CREATE = fields_made{ 'name', 'seq', 'state', 'links', 'children',
+TX.TF_CREATE = fields_made{ 'name', 'seq', 'state', 'links', 'children',
 	mk = function(v) return { name = v[1], seq = v[2], state = v[3],
 		links = v[4], children = v[5] } end }
-local MF_UNLINK = fields_made{ 'instance', 'links', 'bytes', 'children',
+TX.MF_UNLINK = fields_made{ 'instance', 'links', 'bytes', 'children',
 	'removals', 'gseq', mk = function(v) return { instance = v[1],
 		links = v[2], bytes = v[3], children = v[4], removals = v[5],
 		gseq = v[6] } end }
-local TF_UNLINK = fields_made{ 'name', 'seq', 'links', 'bytes', 'children',
+TX.TF_UNLINK = fields_made{ 'name', 'seq', 'links', 'bytes', 'children',
 	mk = function(v) return { name = v[1], seq = v[2], links = v[3],
 		bytes = v[4], children = v[5] } end }
-local MF_RENAME = fields_made{ 'instance', 'state', 'gseq',
+TX.MF_RENAME = fields_made{ 'instance', 'state', 'gseq',
 	mk = function(v) return { instance = v[1], state = v[2], gseq = v[3] } end }
-local TF_RENAME = fields_made{ 'name', 'seq', 'state',
+TX.TF_RENAME = fields_made{ 'name', 'seq', 'state',
 	mk = function(v) return { name = v[1], seq = v[2], state = v[3] } end }
 
 -- sfs_create (do_create).
 local function fn_create(keys, args)
-	local ctx, early = begin(keys, args, 'tenant', MF_CREATE, TF_CREATE)
+	local ctx, early = begin(keys, args, 'tenant', TX.MF_CREATE, TX.TF_CREATE)
 	if not ctx then return early end
 	local T, M = ctx.T, ctx.M
 	local pino, name = ino_arg(args[4]), args[5] or ''
@@ -134,7 +134,7 @@ end
 
 -- sfs_unlink (do_unlink).
 local function fn_unlink(keys, args)
-	local ctx, early = begin(keys, args, 'tenant', MF_UNLINK, TF_UNLINK)
+	local ctx, early = begin(keys, args, 'tenant', TX.MF_UNLINK, TX.TF_UNLINK)
 	if not ctx then return early end
 	local T = ctx.T
 	local pino, name = ino_arg(args[4]), args[5] or ''
@@ -205,7 +205,7 @@ local RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 
 -- sfs_rename (do_rename).
 local function fn_rename(keys, args)
-	local ctx, early = begin(keys, args, 'tenant', MF_RENAME, TF_RENAME)
+	local ctx, early = begin(keys, args, 'tenant', TX.MF_RENAME, TX.TF_RENAME)
 	if not ctx then return early end
 	local T = ctx.T
 	local apino, name = ino_arg(args[4]), args[5] or ''

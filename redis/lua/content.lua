@@ -35,14 +35,14 @@ local function publish(ctx, T, S, data, oldlen)
 		'data', data, 'lines', table.concat(lines, ' ') }, #lines
 end
 
-local MF_PUBLISH = fields_made{ 'instance', 'bytes', 'gseq',
+TX.MF_PUBLISH = fields_made{ 'instance', 'bytes', 'gseq',
 	mk = function(v) return { instance = v[1], bytes = v[2], gseq = v[3] } end }
-local TF_PUBLISH = fields_made{ 'name', 'seq', 'bytes',
+TX.TF_PUBLISH = fields_made{ 'name', 'seq', 'bytes',
 	mk = function(v) return { name = v[1], seq = v[2], bytes = v[3] } end }
 
 -- sfs_publish (do_stage_publish).
 local function fn_publish(keys, args)
-	local ctx, early = begin(keys, args, 'tenant', MF_PUBLISH, TF_PUBLISH)
+	local ctx, early = begin(keys, args, 'tenant', TX.MF_PUBLISH, TX.TF_PUBLISH)
 	if not ctx then return early end
 	local T = ctx.T
 	local sino, mode = ino_arg(args[4]), args[5]

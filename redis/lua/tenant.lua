@@ -149,13 +149,14 @@ function TL.fn_tenant_make(keys, args)
 		if v == nil then return fail(ctx, 'EINVAL', l) end
 		given[l] = v
 	end
-	for _, l in ipairs(LIMITS) do
+	local lv = {}
+	for i, l in ipairs(LIMITS) do
+		lv[i] = dec(given[l[1]] or l[2])
 		fv[#fv + 1] = 'lim_' .. l[1]
-		fv[#fv + 1] = given[l[1]] or l[2]
+		fv[#fv + 1] = lv[i]
 	end
-	limits_seen[M.key] = nil
 	ctx.M = rec_new(ctx, M.key, fv)
-	ctx.lim = limits_of(ctx.M)
+	ctx.lim = limits_of(ctx, M.key, inst, lv)
 	ctx.now = ctx.lim.testclock == 1 and clock or ctx.real_ms
 	local ino = TL.ino(tid, 1)
 	T = rec_new(ctx, keys[2], {
