@@ -267,59 +267,69 @@ end
 -- they are the next (redis/own.c), and reads the log only when they are
 -- not; a follower new to the channel reads the log after the first
 -- message it gets.
+--
+-- TX.news: the news of log @key, @last the last seq appended there,
+-- @g the store-wide number of the first (nil: no store-wide order), the
+-- entries @ents (its stream ID, then its FIELD VALUE list, for each)
+-- carried when they are small and the channel had more than one
+-- subscriber.
+function TX.news(names, key, last, by, g, ents)
+	local subs = names.subs
+	local ch = string.sub(key, 1, -4) .. 'news'
+	local msg = dec(last) .. ' ' .. by .. (g and ' ' .. dec(g) or '')
+	if (subs[ch] or 2) > 1 then
+		local p, k, size = { msg, '\n' }, 2, 0
+		for j = 1, #ents, 2 do
+			if size > 1024 then break end
+			local f = ents[j + 1]
+			p[k + 1], p[k + 2], p[k + 3], p[k + 4] = ents[j], '\n', #f, '\n'
+			k = k + 4
+			for i = 1, #f do
+				local v = f[i]
+				if type(v) == 'number' then
+					if v % 1 ~= 0 then size = 1025 break end
+					v = dec(v)
+				end
+				size = size + #v
+				p[k + 1], p[k + 2], p[k + 3] = #v, ':', v
+				k = k + 3
+			end
+		end
+		if size <= 1024 then msg = table.concat(p) end
+	end
+	-- pcall: a user whose ACL has no channels (&) still gets its
+	-- outcome; its followers then read every BLOCK_MS.
+	local n = redis.pcall('SPUBLISH', ch, msg)
+	if type(n) == 'number' then
+		if not subs[ch] then
+			if names.nsubs >= 4096 then
+				names.subs, names.nsubs = {}, 0
+				subs = names.subs
+			end
+			names.nsubs = names.nsubs + 1
+		end
+		subs[ch] = n
+	end
+end
+
+-- The news of every log the call appended to, from its journal.
 local function publish(ctx)
-	local last, first, keys = {}, {}, {}
+	local last, first, keys, ents = {}, {}, {}, {}
 	for _, w in ipairs(ctx.jr) do
 		if w.xadd then
-			if not last[w[1]] then
-				keys[#keys + 1] = w[1]
-				first[w[1]] = w.g
+			local key = w[1]
+			if not last[key] then
+				keys[#keys + 1] = key
+				first[key] = w.g
+				ents[key] = {}
 			end
-			last[w[1]] = w[2] + w[3] - 1
+			last[key] = w[2] + w[3] - 1
+			local e = ents[key]
+			e[#e + 1], e[#e + 2] = w.id, w.f
 		end
 	end
-	local subs = ctx.names.subs
 	for _, key in ipairs(keys) do
-		local g, ch = first[key], string.sub(key, 1, -4) .. 'news'
-		local msg = dec(last[key]) .. ' ' .. (ctx.by or '') ..
-			(g and ' ' .. dec(g) or '')
-		local size = 1025
-		if (subs[ch] or 2) > 1 then
-			local p, k = { msg, '\n' }, 2
-			size = 0
-			for _, w in ipairs(ctx.jr) do
-				if size > 1024 then break end
-				if w.id and w[1] == key then
-					local f = w.f
-					p[k + 1], p[k + 2], p[k + 3], p[k + 4] = w.id, '\n', #f, '\n'
-					k = k + 4
-					for i = 1, #f do
-						local v = f[i]
-						if type(v) == 'number' then
-							if v % 1 ~= 0 then size = 1025 break end
-							v = dec(v)
-						end
-						size = size + #v
-						p[k + 1], p[k + 2], p[k + 3] = #v, ':', v
-						k = k + 3
-					end
-				end
-			end
-			if size <= 1024 then msg = table.concat(p) end
-		end
-		-- pcall: a user whose ACL has no channels (&) still gets
-		-- its outcome; its followers then read every BLOCK_MS.
-		local n = redis.pcall('SPUBLISH', ch, msg)
-		if type(n) == 'number' then
-			if not subs[ch] then
-				if ctx.names.nsubs >= 4096 then
-					ctx.names.subs, ctx.names.nsubs = {}, 0
-					subs = ctx.names.subs
-				end
-				ctx.names.nsubs = ctx.names.nsubs + 1
-			end
-			subs[ch] = n
-		end
+		TX.news(ctx.names, key, last[key], ctx.by or '', first[key], ents[key])
 	end
 end
 
@@ -455,6 +465,124 @@ local function begin(keys, args, scope, mf, tf)
 		return nil, { 'ETIMEDOUT', ctx.now, cur_seq(ctx), real_ms }
 	end
 	return ctx
+end
+
+-- The straight-line transitions ---------------------------------------------
+--
+-- The busiest transitions (sfs_create, sfs_unlink, sfs_publish) skip
+-- the records: each reads what it needs in a few HMGETs, uses the
+-- replies as they come (c.m: meta, c.t: the tenant, in the order of
+-- their field lists), makes every check, then writes each key once in
+-- place.  The rules are the records' (begin, finish): the same checks in
+-- the same order, damage before the first write, one XADD first (its
+-- WRONGTYPE is damage, with nothing written), the outcome kept for a
+-- retry, the news.  What is rare takes the records' way (an expired
+-- state at the name: TX.expire_named, child.lua).
+
+-- begin() for a transition of one tenant: @mf and @tf, the fields read
+-- from meta after instance and from the tenant after name ('seq' first).
+-- Returns the call, or nil and the outcome to return at once.
+function TX.begin(keys, args, mf, tf)
+	local mk, tk = keys[1] or '', keys[2]
+	local names, real_ms, ns = TX.call_head(keys)
+	-- Every field named at once: the table is made at its size.
+	local c = { names = names, real_ms = real_ms, ns = ns, now = real_ms,
+		typed = {}, mk = mk, tk = tk, seq = 0, by = '', m = nil, t = nil,
+		lim = nil, pre = nil, log = nil, opkey = nil }
+	cur_ctx = c
+	local m = rd(c, 'HMGET', mk, 'instance', unpack(mf))
+	c.m = m
+	c.lim = limits_of(c, mk, m[1])
+	if c.lim.testclock == 1 then
+		c.now = decimal(rd(c, 'HGET', mk, 'clock_ms'), mk)
+	end
+	if names.tid and not m[1] then return nil, { 'ESTALE', c.now, 0, 'nometa' } end
+	if not m[1] or args[1] ~= m[1] then
+		return nil, { 'ESTALEINST', c.now, 0, m[1] or '' }
+	end
+	if not tk then error('statefs: a tenant function takes the tenant key') end
+	local t = rd(c, 'HMGET', tk, 'name', unpack(tf))
+	c.t = t
+	c.pre = string.sub(tk, 1, -3)
+	c.log = c.pre .. ':log'
+	if not t[1] and redis.call('PTTL', c.log) == -1 then damaged(tk) end
+	local rec
+	c.opkey, c.by, rec = TX.op_open(c.pre, args[2] or '')
+	if rec then return nil, rec end
+	if t[1] then c.seq = decimal(t[2], tk) end
+	if TX.late(args[3], real_ms) then
+		return nil, { 'ETIMEDOUT', c.now, c.seq, real_ms }
+	end
+	return c
+end
+
+-- Outcome @out of call @c, kept for a retry.
+function TX.kept(c, out)
+	if c.opkey then
+		redis.call('SET', c.opkey, cmsgpack.pack(out), 'PX', OP_KEEP_MS_S)
+	end
+	return out
+end
+
+-- fail(), refuse() and ok() with nothing else written.
+function TX.fail(c, code) return TX.kept(c, { code, c.now, c.seq }) end
+
+function TX.refuse(c, code)
+	local f = REFUSED[code]
+	local v = decimal(rd(c, 'HGET', c.mk, f), c.mk)
+	redis.call('HSET', c.mk, f, dec(v + 1))
+	return TX.fail(c, code)
+end
+
+function TX.ok(c, a, b) return TX.kept(c, { 'OK', c.now, c.seq, a, b }) end
+
+-- Is the store or tenant state @v of @key ready?  (Not a state: damage.)
+function TX.ready(v, key)
+	local r = STATE_RANK[v or '']
+	if not r then damaged(key) end
+	return r == 0
+end
+
+-- The store-wide number (meta gseq, @v: its value) of the first of @n
+-- entries the call appends, and meta's gseq after them; nil when the
+-- store has no such order.
+function TX.order(c, v, n)
+	if not STORE_ORDER or c.names.tid or not v then return nil end
+	local g = decimal(v, c.mk)
+	return g + 1, dec(g + n)
+end
+
+-- HSET of meta's fields @... and, when the store has its order, gseq.
+function TX.meta_set(c, gseq, ...)
+	if gseq then redis.call('HSET', c.mk, 'gseq', gseq, ...)
+	else redis.call('HSET', c.mk, ...) end
+end
+
+-- The first write of a transition: entry @op (@fields after its head)
+-- in the tenant's log, seq @seq standing for @n seqs, gseq @g.  Returns
+-- its stream ID and its FIELD VALUE list.
+function TX.append(c, seq, n, g, op, fields)
+	local f = { 'seq', dec(seq) }
+	if n > 1 then f[3], f[4] = 'nseq', dec(n) end
+	if g then f[#f + 1], f[#f + 2] = 'gseq', dec(g) end
+	local k = #f
+	f[k + 1], f[k + 2], f[k + 3], f[k + 4] = 'op', op, 'ms', dec(c.now)
+	f[k + 5], f[k + 6], f[k + 7], f[k + 8] = 'ns', c.ns, 'by', c.by
+	k = k + 8
+	for i = 1, #fields do f[k + i] = fields[i] end
+	local id = redis.pcall('XADD', c.log, 'MAXLEN', '~', c.lim.log_max_s, '*',
+		unpack(f))
+	if type(id) ~= 'string' then damaged(c.log) end
+	return id, f
+end
+
+-- The end of a transition that appended entry @id, @f (seqs up to
+-- @last, gseq @g): @out kept, the news, the caller's own entry.
+function TX.done(c, out, id, f, last, g)
+	TX.kept(c, out)
+	TX.news(c.names, c.log, last, c.by, g, { id, f })
+	if c.by ~= '' then out[#out + 1] = { 'sfs.entries', id, f } end
+	return out
 end
 
 -- The scope of a function that takes one key (the store) or two (a tenant).

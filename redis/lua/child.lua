@@ -62,100 +62,208 @@ local function admit(ctx, T, P, new_state)
 	return nil
 end
 
--- The fields of meta and of the tenant each function reads at once.
-TX.MF_CREATE = fields_made{ 'instance', 'state', 'ino', 'children', 'links',
-	'admissions', 'gseq', mk = function(v) return { instance = v[1],
-		state = v[2], ino = v[3], children = v[4], links = v[5],
-		admissions = v[6], gseq = v[7] } end }
-TX.TF_CREATE = fields_made{ 'name', 'seq', 'state', 'links', 'children',
-	mk = function(v) return { name = v[1], seq = v[2], state = v[3],
-		links = v[4], children = v[5] } end }
-TX.MF_UNLINK = fields_made{ 'instance', 'links', 'bytes', 'children',
-	'removals', 'gseq', mk = function(v) return { instance = v[1],
-		links = v[2], bytes = v[3], children = v[4], removals = v[5],
-		gseq = v[6] } end }
-TX.TF_UNLINK = fields_made{ 'name', 'seq', 'links', 'bytes', 'children',
-	mk = function(v) return { name = v[1], seq = v[2], links = v[3],
-		bytes = v[4], children = v[5] } end }
+-- State @S past its deadline, found at @name of parent @pino by @fn, a
+-- straight-line transition (call.lua): its expiry is a transition of its
+-- own, on records, in the same call (and in the same log, just before),
+-- after which @fn runs again.  Found there again: damage.
+function TX.expire_named(fn, keys, args, pino, name)
+	if args.again then damaged(keys[2]) end
+	args.again = true
+	local ctx = begin(keys, { args[1], '', '' }, 'tenant')
+	local T = ctx.T
+	local _, S = link_find(ctx, T, parent_rec(ctx, T, pino), name)
+	if not S then damaged(nkey(T, 'l', pino)) end
+	child_expire(ctx, T, S)
+	finish(ctx, ok(ctx))
+	return fn(keys, args)
+end
+
+-- The fields of meta and of the tenant each function reads at once
+-- (after instance and name).
+TX.MF_CREATE = { 'state', 'ino', 'children', 'links', 'admissions', 'gseq' }
+TX.TF_CREATE = { 'seq', 'state', 'links', 'children' }
+TX.MF_UNLINK = { 'links', 'bytes', 'children', 'removals', 'gseq' }
+TX.TF_UNLINK = { 'seq', 'links', 'bytes', 'children' }
 TX.MF_RENAME = fields_made{ 'instance', 'state', 'gseq',
 	mk = function(v) return { instance = v[1], state = v[2], gseq = v[3] } end }
 TX.TF_RENAME = fields_made{ 'name', 'seq', 'state',
 	mk = function(v) return { name = v[1], seq = v[2], state = v[3] } end }
 
--- sfs_create (do_create).
+-- The parent @pino of call @c: its key, its fields (name, gen, deadline,
+-- links, mode, child_ttl) and whether it is gone (departed or expired).
+function TX.parent(c, pino)
+	local pk = c.pre .. ':p:' .. pino
+	local p = rd(c, 'HMGET', pk, 'name', 'gen', 'deadline', 'links', 'mode',
+		'child_ttl')
+	return pk, p, not p[1] or expired(decimal(p[3], pk), c.now)
+end
+
+-- The state bucket @bk links at @name (linked_state): its ino, key and
+-- fields (nlink, version, deadline, links), or nil.
+function TX.linked(c, bk, name)
+	local sino = rd(c, 'HGET', bk, name)
+	if not sino then return nil end
+	if not ino_arg(sino) then damaged(bk) end
+	local sk = c.pre .. ':s:' .. sino
+	local s = rd(c, 'HMGET', sk, 'nlink', 'version', 'deadline', 'links')
+	if not s[1] then damaged(sk) end
+	return sino, sk, s
+end
+
+-- sfs_create (do_create), straight (call.lua).
 local function fn_create(keys, args)
-	local ctx, early = begin(keys, args, 'tenant', TX.MF_CREATE, TX.TF_CREATE)
-	if not ctx then return early end
-	local T, M = ctx.T, ctx.M
+	local c, early = TX.begin(keys, args, TX.MF_CREATE, TX.TF_CREATE)
+	if not c then return early end
+	local m, t, mk, tk, lim = c.m, c.t, c.mk, c.tk, c.lim
 	local pino, name = ino_arg(args[4]), args[5] or ''
 	local uid, gid, mode = unum(args[6]), unum(args[7]), unum(args[8])
 	local excl = args[9] == '1'
-	if not (pino and uid and gid and mode) then return finish(ctx, fail(ctx, 'EINVAL')) end
-	local e = name_check(name, 3, ctx.lim.max_name)
-	if e then return finish(ctx, fail(ctx, e)) end
-	local P = parent_rec(ctx, T, pino)
-	local old, exp
+	if not (pino and uid and gid and mode) then return TX.fail(c, 'EINVAL') end
+	local e = name_check(name, 3, lim.max_name)
+	if e then return TX.fail(c, e) end
+	local pk, p, pgone = TX.parent(c, pino)
+	local bk = c.pre .. ':l:' .. pino
 	-- Through a departed or expired parent nothing happens, not even the
 	-- reaping of what it held.
-	if not gone(ctx, P) then
-		old, exp = link_find(ctx, T, P, name)
-		if exp then child_expire(ctx, T, exp) end
+	if not pgone then
+		local sino, sk, s = TX.linked(c, bk, name)
+		if sino and expired(decimal(s[3], sk), c.now) then
+			return TX.expire_named(fn_create, keys, args, pino, name)
+		end
+		if sino then
+			if excl then return TX.refuse(c, 'EEXIST') end
+			return TX.ok(c, tonumber(sino), 0)
+		end
 	end
-	if old then
-		if excl then return finish(ctx, refuse(ctx, 'EEXIST')) end
-		return finish(ctx, ok(ctx, tonumber(old.ino), 0))
+	-- Admission (admit), in its order.
+	if not TX.ready(m[2], mk) or (t[1] and not TX.ready(t[3], tk)) then
+		return TX.refuse(c, 'EROFS')
 	end
-	e = admit(ctx, T, P, true)
-	if e then return finish(ctx, refuse(ctx, e)) end
-	local ttl = num(P, 'child_ttl')
-	if ttl == 0 then ttl = ctx.lim.default_ttl_ms end
+	if pgone then return TX.refuse(c, 'ESTALE') end
+	local mchildren = decimal(m[4], mk)
+	if mchildren + 1 > lim.max_children then return TX.refuse(c, 'ENOSPC') end
+	local pq, tq = lim.parent_quota, lim.tenant_quota
+	if (pq > 0 and decimal(p[4], pk) + 1 > pq) or
+		(tq > 0 and decimal(t[4], tk) + 1 > tq) then
+		return TX.refuse(c, 'EDQUOT')
+	end
+	local share = lim.tenant_max_children
+	if share > 0 and decimal(t[5], tk) + 1 > share then
+		return TX.refuse(c, 'EDQUOT')
+	end
+	local ttl = decimal(p[6], pk)
+	if ttl == 0 then ttl = lim.default_ttl_ms end
 	mode = mode % 4096
-	if bit.band(num(P, 'mode'), S_ISGID) ~= 0 then gid = num(P, 'gid') end
-	local sino = alloc_ino(ctx, 1)
-	local deadline = ttl > 0 and ctx.now + ttl or 0
+	if bit.band(decimal(p[5], pk), S_ISGID) ~= 0 then
+		gid = decimal(rd(c, 'HGET', pk, 'gid'), pk)
+	end
+	local ino = decimal(m[3], mk)
+	if ino < FIRST_INO then damaged(mk) end
+	local sino = dec(ino)
+	local sk = c.pre .. ':s:' .. sino
+	if redis.call('EXISTS', sk) == 1 then damaged(sk) end
+	local due = c.pre .. ':due'
+	if ttl > 0 then check_type(c, 'zset', due) end
+	local plinks, tlinks = decimal(p[4], pk) + 1, decimal(t[4], tk) + 1
+	local tchildren = decimal(t[5], tk) + 1
+	local mlinks, madm = decimal(m[5], mk) + 1, decimal(m[6], mk) + 1
+	local seq = c.seq + 1
+	local g, gseq = TX.order(c, m[7], 1)
+	local gen = p[2] and decimal(p[2], pk) and p[2] or '0'
 	-- Each number goes to the state and to the entry: made a string once.
 	local suid, sgid, smode = dec(uid), dec(gid), dec(mode)
-	local sttl, sdeadline = dec(ttl), dec(deadline)
-	-- The state is written whole, its one link included.
-	local S = rec_new(ctx, nkey(T, 's', sino), {
-		'data', '', 'version', '0', 'nlink', '1', 'uid', suid, 'gid', sgid,
-		'mode', smode, 'atime', ctx.ns, 'mtime', ctx.ns, 'ctime', ctx.ns,
-		'ttl', sttl, 'deadline', sdeadline, 'links', P.ino .. '/' .. name })
-	S.ino = sino
-	link_insert(ctx, T, P, name, S, true)
-	gauge(ctx, T, 'children', 1)
-	add(M, 'admissions', 1)
-	if ttl > 0 then wr(ctx, 'zset', 'ZADD', tkey(T, 'due'), deadline, 's:' .. sino) end
-	tlog(ctx, T, 'create', 1, { 'parent', str(P, 'name'), 'pino', P.ino,
-		'child', name, 'ino', sino, 'gen', num(P, 'gen'), 'uid', suid,
+	local deadline = ttl > 0 and c.now + ttl or 0
+	local sttl, sdeadline, ns = dec(ttl), dec(deadline), c.ns
+	-- Every check made: the writes.
+	local id, f = TX.append(c, seq, 1, g, 'create', { 'parent', p[1],
+		'pino', pino, 'child', name, 'ino', sino, 'gen', gen, 'uid', suid,
 		'gid', sgid, 'mode', smode, 'ttl', sttl, 'deadline', sdeadline })
-	return finish(ctx, ok(ctx, tonumber(sino), 1))
+	redis.call('HSET', sk, 'data', '', 'version', '0', 'nlink', '1',
+		'uid', suid, 'gid', sgid, 'mode', smode, 'atime', ns, 'mtime', ns,
+		'ctime', ns, 'ttl', sttl, 'deadline', sdeadline,
+		'links', pino .. '/' .. name)
+	if ttl > 0 then redis.call('ZADD', due, sdeadline, 's:' .. sino) end
+	redis.call('HSET', bk, name, sino)
+	redis.call('HSET', pk, 'links', dec(plinks), 'mtime', ns, 'ctime', ns)
+	redis.call('HSET', tk, 'links', dec(tlinks), 'children', dec(tchildren),
+		'seq', dec(seq))
+	TX.meta_set(c, gseq, 'ino', dec(ino + 1), 'links', dec(mlinks),
+		'children', dec(mchildren + 1), 'admissions', dec(madm))
+	return TX.done(c, { 'OK', c.now, seq, tonumber(sino), 1 }, id, f, seq, g)
 end
 
--- sfs_unlink (do_unlink).
+-- sfs_unlink (do_unlink), straight (call.lua).
 local function fn_unlink(keys, args)
-	local ctx, early = begin(keys, args, 'tenant', TX.MF_UNLINK, TX.TF_UNLINK)
-	if not ctx then return early end
-	local T = ctx.T
+	local c, early = TX.begin(keys, args, TX.MF_UNLINK, TX.TF_UNLINK)
+	if not c then return early end
+	local m, t, mk, tk = c.m, c.t, c.mk, c.tk
 	local pino, name = ino_arg(args[4]), args[5] or ''
-	if not pino then return finish(ctx, fail(ctx, 'EINVAL')) end
-	local P = parent_rec(ctx, T, pino)
-	if gone(ctx, P) then return finish(ctx, refuse(ctx, 'ESTALE')) end
-	local S, exp = link_find(ctx, T, P, name)
-	if not S then
+	if not pino then return TX.fail(c, 'EINVAL') end
+	local pk, p, pgone = TX.parent(c, pino)
+	if pgone then return TX.refuse(c, 'ESTALE') end
+	local bk = c.pre .. ':l:' .. pino
+	local sino, sk, s = TX.linked(c, bk, name)
+	if not sino then return TX.refuse(c, 'ENOENT') end
+	local sdeadline = decimal(s[3], sk)
+	if expired(sdeadline, c.now) then
 		-- An expired child is gone already; it is reaped on the way.
-		if exp then child_expire(ctx, T, exp) end
-		return finish(ctx, refuse(ctx, 'ENOENT'))
+		return TX.expire_named(fn_unlink, keys, args, pino, name)
 	end
-	local ver = num(S, 'version')
-	mset(bucket(ctx, T, P.ino), name, false)
-	add(P, 'links', -1)
-	touch(ctx, P)
-	gauge(ctx, T, 'links', -1)
-	state_unlink(ctx, T, S, P.ino .. '/' .. name, false)
-	tlog(ctx, T, 'unlink', 1, { 'parent', str(P, 'name'), 'pino', P.ino,
-		'child', name, 'ino', S.ino, 'gen', num(P, 'gen'), 'ver', ver })
-	return finish(ctx, ok(ctx))
+	local ver = decimal(s[2], sk)
+	local plinks = decimal(p[4], pk) - 1
+	local tlinks, mlinks = decimal(t[3], tk) - 1, decimal(m[2], mk) - 1
+	if plinks < 0 then damaged(pk) end
+	if tlinks < 0 then damaged(tk) end
+	if mlinks < 0 then damaged(mk) end
+	-- The state's side (state_unlink): its links counted, this one out.
+	local member, rest, n = pino .. '/' .. name, {}, 0
+	for l in string.gmatch(s[4] or '', '%S+') do
+		if not string.find(l, '^[1-9]%d*/[^/]+$') then damaged(sk) end
+		n = n + 1
+		if l ~= member then rest[#rest + 1] = l end
+	end
+	local nlink = decimal(s[1], sk)
+	if n ~= nlink or #rest ~= n - 1 then damaged(sk) end
+	local last = nlink == 1
+	local tbytes, mbytes, tchildren, mchildren, removals, due
+	if last then
+		-- Its last link: the state ends (state_end), its bytes and its
+		-- place in the gauges with it.
+		local len = rd(c, 'HSTRLEN', sk, 'data')
+		tbytes, mbytes = decimal(t[4], tk) - len, decimal(m[3], mk) - len
+		tchildren, mchildren = decimal(t[5], tk) - 1, decimal(m[4], mk) - 1
+		if tbytes < 0 or tchildren < 0 then damaged(tk) end
+		if mbytes < 0 or mchildren < 0 then damaged(mk) end
+		removals = decimal(m[5], mk) + 1
+		if sdeadline > 0 then
+			due = c.pre .. ':due'
+			check_type(c, 'zset', due)
+		end
+	end
+	local seq = c.seq + 1
+	local g, gseq = TX.order(c, m[6], 1)
+	local gen = p[2] and decimal(p[2], pk) and p[2] or '0'
+	local ns = c.ns
+	-- Every check made: the writes.
+	local id, f = TX.append(c, seq, 1, g, 'unlink', { 'parent', p[1],
+		'pino', pino, 'child', name, 'ino', sino, 'gen', gen,
+		'ver', dec(ver) })
+	redis.call('HDEL', bk, name)
+	redis.call('HSET', pk, 'links', dec(plinks), 'mtime', ns, 'ctime', ns)
+	if last then
+		redis.call('DEL', sk)
+		if due then redis.call('ZREM', due, 's:' .. sino) end
+		redis.call('HSET', tk, 'links', dec(tlinks), 'bytes', dec(tbytes),
+			'children', dec(tchildren), 'seq', dec(seq))
+		TX.meta_set(c, gseq, 'links', dec(mlinks), 'bytes', dec(mbytes),
+			'children', dec(mchildren), 'removals', dec(removals))
+	else
+		redis.call('HSET', sk, 'links', table.concat(rest, ' '),
+			'nlink', dec(nlink - 1), 'ctime', ns)
+		redis.call('HSET', tk, 'links', dec(tlinks), 'seq', dec(seq))
+		TX.meta_set(c, gseq, 'links', dec(mlinks))
+	end
+	return TX.done(c, { 'OK', c.now, seq }, id, f, seq, g)
 end
 
 -- The other tenant of a link or a rename: keys[3] (on one Redis), or in

@@ -35,16 +35,14 @@ local function publish(ctx, T, S, data, oldlen)
 		'data', data, 'lines', table.concat(lines, ' ') }, #lines
 end
 
-TX.MF_PUBLISH = fields_made{ 'instance', 'bytes', 'gseq',
-	mk = function(v) return { instance = v[1], bytes = v[2], gseq = v[3] } end }
-TX.TF_PUBLISH = fields_made{ 'name', 'seq', 'bytes',
-	mk = function(v) return { name = v[1], seq = v[2], bytes = v[3] } end }
+TX.MF_PUBLISH = { 'bytes', 'gseq' }
+TX.TF_PUBLISH = { 'seq', 'bytes' }
 
--- sfs_publish (do_stage_publish).
+-- sfs_publish (do_stage_publish), straight (call.lua).
 local function fn_publish(keys, args)
-	local ctx, early = begin(keys, args, 'tenant', TX.MF_PUBLISH, TX.TF_PUBLISH)
-	if not ctx then return early end
-	local T = ctx.T
+	local c, early = TX.begin(keys, args, TX.MF_PUBLISH, TX.TF_PUBLISH)
+	if not c then return early end
+	local m, t, mk, tk, lim = c.m, c.t, c.mk, c.tk, c.lim
 	local sino, mode = ino_arg(args[4]), args[5]
 	local base, data = unum(args[6] or ''), args[7]
 	local g1, seen_version = opt_unum(args[8])
@@ -53,28 +51,65 @@ local function fn_publish(keys, args)
 		((args[9] or '') ~= '' and not seen_mtime) or
 		(mode ~= 'replace' and mode ~= 'append' and mode ~= 'cas') or
 		(mode == 'cas' and not base) then
-		return finish(ctx, fail(ctx, 'EINVAL'))
+		return TX.fail(c, 'EINVAL')
 	end
-	local S = state_rec(ctx, T, sino)
-	if gone(ctx, S) then return finish(ctx, refuse(ctx, 'ESTALE')) end
-	if mode == 'cas' and num(S, 'version') ~= base then
-		return finish(ctx, refuse(ctx, 'EAGAIN'))
+	local sk = c.pre .. ':s:' .. sino
+	local s = rd(c, 'HMGET', sk, 'nlink', 'version', 'deadline', 'links',
+		'mtime')
+	if not s[1] or expired(decimal(s[3], sk), c.now) then
+		return TX.refuse(c, 'ESTALE')
 	end
-	local cur = data_len(S)
-	if mode == 'append' then data = data_of(S) .. data end
-	local e = bytes_check(ctx, T, cur, #data)
-	if e then return finish(ctx, refuse(ctx, e)) end
+	local ver = decimal(s[2], sk)
+	if mode == 'cas' and ver ~= base then return TX.refuse(c, 'EAGAIN') end
+	local cur = rd(c, 'HSTRLEN', sk, 'data')
+	if mode == 'append' then data = (rd(c, 'HGET', sk, 'data') or '') .. data end
+	-- bytes_check, in its order.
+	local len = #data
+	if len > lim.max_payload then return TX.refuse(c, 'EFBIG') end
+	if len > cur then
+		local grow = len - cur
+		if decimal(m[2], mk) + grow > lim.max_bytes then
+			return TX.refuse(c, 'ENOSPC')
+		end
+		local share = lim.tenant_max_bytes
+		if share > 0 and decimal(t[3], tk) + grow > share then
+			return TX.refuse(c, 'EDQUOT')
+		end
+	end
+	local tbytes, mbytes = decimal(t[3], tk) + len - cur, decimal(m[2], mk) + len - cur
+	if tbytes < 0 then damaged(tk) end
+	if mbytes < 0 then damaged(mk) end
 	-- An mtime set after the stage last wrote (SEEN_VERSION and
 	-- SEEN_MTIME: the version and mtime it saw then), with no publication
 	-- in between, survives it (cp -p sets it before close).
-	local keep = seen_version and seen_mtime and num(S, 'version') == seen_version and
-		str(S, 'mtime') ~= seen_mtime and str(S, 'mtime')
-	local ver, f, nlines = publish(ctx, T, S, data, cur)
-	if keep then
-		set(S, 'mtime', keep)
-		f[#f + 1] = 'mtime'
-		f[#f + 1] = keep
+	local mtime = s[5] or ''
+	local keep = seen_version and seen_mtime and ver == seen_version and
+		mtime ~= seen_mtime
+	-- One write line per link (link_lines), newest first.
+	local lines, nlink = {}, decimal(s[1], sk)
+	for l in string.gmatch(s[4] or '', '%S+') do
+		local pino, name = string.match(l, '^([1-9]%d*)/([^/]+)$')
+		if not pino then damaged(sk) end
+		local pk = c.pre .. ':p:' .. pino
+		local pname = rd(c, 'HGET', pk, 'name')
+		if not pname then damaged(pk) end
+		lines[#lines + 1] = pname .. '/' .. name
 	end
-	tlog(ctx, T, 'write', nlines, f)
-	return finish(ctx, ok(ctx, ver))
+	if #lines ~= nlink then damaged(sk) end
+	local n = #lines > 1 and #lines or 1
+	local seq = c.seq + 1
+	local g, gseq = TX.order(c, m[3], n)
+	local sver, ns = dec(ver + 1), c.ns
+	local f = { 'ino', sino, 'ver', sver, 'data', data,
+		'lines', table.concat(lines, ' ') }
+	if keep then f[9], f[10] = 'mtime', mtime end
+	-- Every check made: the writes.
+	local id
+	id, f = TX.append(c, seq, n, g, 'write', f)
+	redis.call('HSET', sk, 'data', data, 'version', sver,
+		'mtime', keep and mtime or ns, 'ctime', ns)
+	redis.call('HSET', tk, 'bytes', dec(tbytes), 'seq', dec(seq + n - 1))
+	TX.meta_set(c, gseq, 'bytes', dec(mbytes))
+	return TX.done(c, { 'OK', c.now, seq + n - 1, ver + 1 }, id, f,
+		seq + n - 1, g)
 end

@@ -7,17 +7,18 @@
 # 1. Stages.  From the built library (build/gen/statefs.lua) it makes
 #    four copies whose sfs_create returns a constant OK at one point of
 #    its path, before any write (so each call is a new create of the
-#    same tenant, which stays as it was): after begin() (TIME, the
-#    records of meta and of the tenant, the operation record), after the
-#    parent's record and the name's lookup in its bucket, after the
-#    admission checks, and just before finish() (the state, the link,
-#    the gauges and the entry prepared, no command made).  Each copy,
-#    then the library itself, runs scripts/bench/redis_fcall.sh
-#    (STATEFS_LUA); the create column of its last round is printed.  The
-#    difference between two rows is what that stage costs; the last row
-#    less the fourth is finish(): the checks of the keys it writes, every
-#    write, the outcome kept for a retry and the news.  A place in the
-#    library that moved makes the script stop and say which.
+#    same tenant, which stays as it was): after TX.begin() (TIME, the
+#    HMGETs of meta and of the tenant, the operation record), after the
+#    parent's HMGET and the name's lookup in its bucket, after the
+#    admission checks, and just before the writes (every check made,
+#    the new state's key and the due set's type included, every number
+#    made a string).  Each copy, then the library itself, runs
+#    scripts/bench/redis_fcall.sh (STATEFS_LUA); the create column of
+#    its last round is printed.  The difference between two rows is what
+#    that stage costs; the last row less the fourth is the writes: the
+#    XADD, the HSETs and the ZADD, the outcome kept for a retry and the
+#    news.  A place in the library that moved makes the script stop and
+#    say which.
 # 2. Steps.  A function of its own (library "luastep", on a server of its
 #    own) runs each step 1000 times in one FCALL: usec_per_call / 1000
 #    is the step's cost in us (a loop's own cost is the "empty" row).
@@ -42,10 +43,10 @@ start = src.index('local function fn_create(keys, args)')
 body = src[start:]
 ret = "\tif true then return {'OK', 0, 0, 0, 0} end\n"
 stages = [
-    ('begin', "\tlocal T, M = ctx.T, ctx.M\n", True),
-    ('lookup', "\tif old then\n", False),
-    ('admit', "\tlocal ttl = num(P, 'child_ttl')", False),
-    ('prepared', "\treturn finish(ctx, ok(ctx, tonumber(sino), 1))", False),
+    ('begin', "\tlocal m, t, mk, tk, lim = c.m, c.t, c.mk, c.tk, c.lim\n", True),
+    ('lookup', "\t-- Admission (admit), in its order.\n", False),
+    ('admit', "\tlocal ttl = decimal(p[6], pk)", False),
+    ('prepared', "\t-- Every check made: the writes.", False),
 ]
 for name, anchor, after in stages:
     if body.count(anchor) < 1:
