@@ -88,6 +88,8 @@ TX.MF_RENAME = fields_made{ 'instance', 'state', 'gseq',
 	mk = function(v) return { instance = v[1], state = v[2], gseq = v[3] } end }
 TX.TF_RENAME = fields_made{ 'name', 'seq', 'state',
 	mk = function(v) return { name = v[1], seq = v[2], state = v[3] } end }
+TX.MF_MOVE = { 'state', 'gseq' }
+TX.TF_MOVE = { 'seq', 'state' }
 
 -- The parent @pino of call @c: its key, its fields (name, gen, deadline,
 -- links, mode, child_ttl) and whether it is gone (departed or expired).
@@ -311,8 +313,8 @@ end
 
 local RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 
--- sfs_rename (do_rename).
-local function fn_rename(keys, args)
+-- sfs_rename (do_rename), on records: all but a plain move (fn_rename).
+local function rename_rec(keys, args)
 	local ctx, early = begin(keys, args, 'tenant', TX.MF_RENAME, TX.TF_RENAME)
 	if not ctx then return early end
 	local T = ctx.T
@@ -411,4 +413,70 @@ local function fn_rename(keys, args)
 	f[#f + 1] = num(X, 'version')
 	tlog(ctx, T, 'rename', nlines, f)
 	return finish(ctx, ok(ctx))
+end
+
+-- sfs_rename (do_rename).  A plain move, the common case, straight
+-- (call.lua): a name of a live state to a free name in a live parent of
+-- the same tenant (flags 0 or RENAME_NOREPLACE), nothing refused.  Every
+-- other case, each refusal included, is rename_rec's, which reads
+-- everything again (nothing is written before it).
+local function fn_rename(keys, args)
+	local c, early = TX.begin(keys, args, TX.MF_MOVE, TX.TF_MOVE)
+	if not c then return early end
+	local m, t, mk, tk, lim = c.m, c.t, c.mk, c.tk, c.lim
+	local apino, name = ino_arg(args[4]), args[5] or ''
+	local bpino, to_name = ino_arg(args[6]), args[7] or ''
+	local tid = c.names.tid
+	local same = keys[3] == tk or (not keys[3] and tid and args[9] == tid)
+	if not (apino and bpino and same and (args[8] == '0' or args[8] == '1')) or
+		name_check(to_name, 3, lim.max_name) then
+		return rename_rec(keys, args)
+	end
+	local moved = apino ~= bpino
+	local apk, a, agone = TX.parent(c, apino)
+	local bpk, b, bgone = apk, a, agone
+	if moved then bpk, b, bgone = TX.parent(c, bpino) end
+	if agone or bgone then return rename_rec(keys, args) end
+	local abk, bbk = c.pre .. ':l:' .. apino, c.pre .. ':l:' .. bpino
+	local sino, sk, s = TX.linked(c, abk, name)
+	if not sino or expired(decimal(s[3], sk), c.now) or
+		rd(c, 'HGET', bbk, to_name) or not TX.ready(m[2], mk) or
+		(t[1] and not TX.ready(t[3], tk)) then
+		return rename_rec(keys, args)
+	end
+	local alinks, blinks = decimal(a[4], apk), decimal(b[4], bpk)
+	local pq = lim.parent_quota
+	if moved and pq > 0 and blinks + 1 > pq then return rename_rec(keys, args) end
+	if moved and alinks < 1 then damaged(apk) end
+	-- The state's links: this one out, the new one first (links_del,
+	-- state_link).
+	local xm, ym = apino .. '/' .. name, bpino .. '/' .. to_name
+	local links, n = { ym }, 0
+	for l in string.gmatch(s[4] or '', '%S+') do
+		if not string.find(l, '^[1-9]%d*/[^/]+$') then damaged(sk) end
+		n = n + 1
+		if l ~= xm then links[#links + 1] = l end
+	end
+	if #links ~= n then damaged(sk) end
+	local ver = decimal(s[2], sk)
+	local seq = c.seq + 1
+	local g, gseq = TX.order(c, m[3], 1)
+	local gen = b[2] and decimal(b[2], bpk) and b[2] or '0'
+	local ns = c.ns
+	-- Every check made: the writes.
+	local id, f = TX.append(c, seq, 1, g, 'rename', { 'parent', a[1],
+		'pino', apino, 'child', name, 'to_parent', b[1], 'to_pino', bpino,
+		'to_child', to_name, 'ino', sino, 'gen', gen, 'ver', dec(ver) })
+	redis.call('HSET', bbk, to_name, sino)
+	redis.call('HDEL', abk, name)
+	if moved then
+		redis.call('HSET', apk, 'links', dec(alinks - 1), 'mtime', ns, 'ctime', ns)
+		redis.call('HSET', bpk, 'links', dec(blinks + 1), 'mtime', ns, 'ctime', ns)
+	else
+		redis.call('HSET', apk, 'mtime', ns, 'ctime', ns)
+	end
+	redis.call('HSET', sk, 'links', table.concat(links, ' '), 'ctime', ns)
+	redis.call('HSET', tk, 'seq', dec(seq))
+	if gseq then redis.call('HSET', mk, 'gseq', gseq) end
+	return TX.done(c, { 'OK', c.now, seq }, id, f, seq, g)
 end

@@ -563,7 +563,9 @@ uses only what the files before it define:
   contract.lua   this essay (the #!lua line first) and LIBVERSION
   base.lua       numbers, the rules above, arguments, damage, records
   call.lua       key names, begin() and finish(), outcomes, sfs_fence,
-                 logs, gauges
+                 logs, gauges, and TX: the start and end of the
+                 straight-line transitions (create, unlink, publish,
+                 a plain rename), which use no records
   tomb.lua       tombstones                      (store/tomb.c)
   bucket.lua     a bucket's links, a state's end (store/bucket.c)
   parent.lua     sfs_join, sfs_leave, sfs_depart (store/parent.c)
