@@ -276,7 +276,7 @@ $(B)/bench/snapshot_stall: $(call obj,rel,scripts/bench/snapshot_stall.c) $(call
 # own redis-server) beside them, then the store-level stall benchmarks.
 # Not part of `make test`; needs root (mounts, drop_caches).  BENCH_QUICK=1
 # in the environment: a reduced run of a few minutes.
-BENCH_PKGS := fsmark gnuplot-nox bc
+BENCH_PKGS := fsmark gnuplot-nox bc valgrind
 
 $(B)/bench/loadgen: scripts/bench/loadgen.c
 	@mkdir -p $(B)/bench

@@ -33,14 +33,17 @@
 # library's commands alone, one request's round trip and Redis CPU;
 # BENCH_FLOOR="CHILDREN CALLS ROUNDS"), then scripts/bench/lua_stages.sh
 # (where one sfs_create's time goes, stage by stage, and what a step of
-# Redis's Lua costs; its lines are kept, not tabled).
+# Redis's Lua costs; its lines are kept, not tabled), then
+# scripts/bench/redis_instr.sh (the instructions Redis spends on one call
+# of each transition, counted by callgrind: a figure the load does not
+# move).
 #
 # Output: build/bench/results.tsv (every figure: filesystem, population,
 # threads, what, and one or two numbers: ops and seconds for a phase),
 # build/bench/report.md
 # (the tables), build/bench/bench.png (ops/s against population),
 # build/bench/redis_fcall.txt, build/bench/redis_floor.txt,
-# build/bench/lua_stages.txt.  A run
+# build/bench/lua_stages.txt, build/bench/redis_instr.txt.  A run
 # worth keeping is reported in docs/bench/DATE.md, its chart beside it
 # as docs/bench/DATE.png.
 #
@@ -368,4 +371,7 @@ sed -n 's/^tsv\t//p' "$B/redis_floor.txt" >>"$RES"
 say "bench: where a create's time goes (scripts/bench/lua_stages.sh)"
 scripts/bench/lua_stages.sh >"$B/lua_stages.txt" 2>&1 ||
 	say "bench: lua_stages.sh failed: see $B/lua_stages.txt"
+say "bench: instructions a call (scripts/bench/redis_instr.sh)"
+scripts/bench/redis_instr.sh >"$B/redis_instr.txt" 2>&1 ||
+	say "bench: redis_instr.sh failed: see $B/redis_instr.txt"
 scripts/bench/report.sh "$RES" "$B" "$LEVELS"
