@@ -570,8 +570,10 @@ int main(int argc, char *argv[])
 	 * events thread (fs_watch_stop; parked .events reads are answered
 	 * while the session can still carry replies), the signal thread and
 	 * the inval thread (after a drain, fs_watch_quiesce ended it already,
-	 * while workers still answered).  A wake-up still on its way stays
-	 * pending.
+	 * while workers still answered), and the store's engine's threads
+	 * that run its hooks, whose invalidations write to the session (a
+	 * shared store's follower: store_quiesce, before the session goes,
+	 * below).  A wake-up still on its way stays pending.
 	 */
 	{
 		sigset_t wake;
@@ -592,6 +594,7 @@ out_unmount:
 	sd_notify(0, "STOPPING=1\nSTATUS=unmounted");
 	fs_inval_join(&fs);
 out:
+	store_quiesce(fs.store);
 	if (se)
 		fuse_session_destroy(se);
 	/* The echo thread never uses the session, but it may be waiting in

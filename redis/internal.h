@@ -662,6 +662,7 @@ void remote_locks_stop(struct store *s);
 /* redis/stop.c */
 void remote_free(struct store *s);
 /* The table's close: the shared store, then the mirror, let go of. */
+void remote_quiesce(struct store *s);
 void remote_close(struct store *s);
 
 #endif /* STATEFS_REDIS_INTERNAL_H */

@@ -798,5 +798,6 @@ const struct store_ops redis_ops = {
 	.lock_drop = remote_lock_drop,
 	.lock_stats = remote_lock_stats,
 	.connection = remote_connection,    /* redis/stats.c */
+	.quiesce = remote_quiesce,          /* redis/stop.c */
 	.close = remote_close,              /* redis/stop.c */
 };

@@ -1,7 +1,9 @@
 /*
- * stop.c - a mount's stop on a shared store: the table's close slot
- * (redis_ops, redis/ops.c), which stops the follower, closes the pool
- * and frees struct remote (redis/internal.h), then the mirror.
+ * stop.c - a mount's stop on a shared store: the table's quiesce slot
+ * (redis_ops, redis/ops.c), which stops the follower before the adapter
+ * lets go of what the hooks it runs use, and its close slot, which stops
+ * the follower if it still runs, closes the pool and frees struct remote
+ * (redis/internal.h), then the mirror.
  *
  * Threads and locks
  * -----------------
@@ -31,6 +33,15 @@ void remote_free(struct store *s)
 	free(r->pending);
 	free(r);
 	mirror_of(s)->remote = NULL;
+}
+
+/* The table's quiesce slot: the follower stopped and joined (it runs the
+ * hooks for other mounts' entries); follow_stop() again in remote_free()
+ * does nothing. */
+void remote_quiesce(struct store *s)
+{
+	if (remote_of(s))
+		follow_stop(s);
 }
 
 void remote_close(struct store *s)

@@ -332,6 +332,10 @@ struct store_ops {
 	int (*use)(struct store *s, struct store_node *n);
 	uint64_t (*hold)(struct store *s, struct store_node *n);
 	void (*release)(struct store *s, uint64_t token);
+	/* Stop the engine's threads that run the store's hooks (a
+	 * follower applying other mounts' entries), so that the adapter
+	 * can let go of what its hooks use (store_quiesce; NULL: none). */
+	void (*quiesce)(struct store *s);
 	/* Let go of the engine's state, before the core frees the store
 	 * (store_free; NULL: nothing to do). */
 	void (*close)(struct store *s);

@@ -175,6 +175,12 @@ int store_new(const struct store_limits *limits,
 	return 0;
 }
 
+void store_quiesce(struct store *s)
+{
+	if (s && s->ops->quiesce)
+		s->ops->quiesce(s);
+}
+
 void store_free(struct store *s)
 {
 	struct tenant *t, *tt;

@@ -213,6 +213,12 @@ int store_new(const struct store_limits *limits,
 
 /* Free the store and every node.  No other thread may use it. */
 void store_free(struct store *s);
+/* Stop every thread of the store's engine that runs its hooks (on a
+ * shared store, the follower: it applies other mounts' entries and calls
+ * the hooks as it does).  After it no hook runs but from a caller's own
+ * transition; for an adapter about to let go of what its hooks use (the
+ * FUSE session).  Idempotent; store_free() does it too. */
+void store_quiesce(struct store *s);
 
 /* A store of an engine's (store/engine.h) is made by the engine: the
  * shared store on Redis by redis_store_new() (redis/redis.h).
