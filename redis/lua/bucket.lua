@@ -24,11 +24,7 @@ end
 -- store reports them in: a new link goes to the front of its list);
 -- with @counted, as many as its nlink, else damage.
 local function state_links(S, counted)
-	local all = {}
-	for m in string.gmatch(str(S, 'links'), '%S+') do
-		if not string.find(m, '^[1-9]%d*/[^/]+$') then damaged(S.key) end
-		all[#all + 1] = m
-	end
+	local all = TX.links(str(S, 'links'), S.key)
 	if counted and #all ~= num(S, 'nlink') then damaged(S.key) end
 	return all
 end

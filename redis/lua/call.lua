@@ -20,7 +20,6 @@ local cur_ctx -- the call that runs, for its EDAMAGED outcome
 -- read once per instance and kept here, by meta key, between calls.
 local limits_seen = {}
 
---
 -- The limits of meta @mk of instance @inst: its lim_ fields, read at
 -- once, or @v, their values as decimals when the call makes the meta.
 local function limits_of(ctx, mk, inst, v)
@@ -208,23 +207,29 @@ local function xadd(ctx, key, seq, nseq, op, fields)
 		op, fields }
 end
 
+-- The FIELD VALUE list of a log entry: seq @seq standing for @n seqs
+-- (nseq when more than one), gseq @g (none: nil), op, ms @ms, ns, by,
+-- then @fields; every number a decimal string.
+function TX.entry(seq, n, g, op, ms, ns, by, fields)
+	local f = { 'seq', dec(seq) }
+	if n > 1 then f[3], f[4] = 'nseq', dec(n) end
+	if g then f[#f + 1], f[#f + 2] = 'gseq', dec(g) end
+	local k = #f
+	f[k + 1], f[k + 2], f[k + 3], f[k + 4] = 'op', op, 'ms', dec(ms)
+	f[k + 5], f[k + 6], f[k + 7], f[k + 8] = 'ns', ns, 'by', by
+	k = k + 8
+	for i = 1, #fields do f[k + i] = fields[i] end
+	return f
+end
+
 -- Make kept XADD @w (xadd above): its place in the store-wide order
 -- (gseq) is the next of the call's numbers (order_take).  The entry's
 -- id and fields stay in @w for the outcome (finish).
 local function xadd_now(ctx, w)
 	local key, seq, nseq, op, fields = w[1], w[2], w[3], w[4], w[5]
-	local f = { 'seq', seq }
-	if nseq > 1 then f[3], f[4] = 'nseq', nseq end
 	local g = ctx.gnext
-	if g then
-		ctx.gnext = g + nseq
-		f[#f + 1], f[#f + 2] = 'gseq', dec(g)
-	end
-	local n = #f
-	f[n + 1], f[n + 2], f[n + 3], f[n + 4] = 'op', op, 'ms', ctx.now
-	f[n + 5], f[n + 6], f[n + 7], f[n + 8] = 'ns', ctx.ns, 'by', ctx.by or ''
-	n = n + 8
-	for i = 1, #fields do f[n + i] = fields[i] end
+	if g then ctx.gnext = g + nseq end
+	local f = TX.entry(seq, nseq, g, op, ctx.now, ctx.ns, ctx.by or '', fields)
 	w.id = redis.call('XADD', key, 'MAXLEN', '~', ctx.lim.log_max_s, '*',
 		unpack(f))
 	w.f, w.g = f, g
@@ -424,6 +429,17 @@ function TX.late(arg, real_ms)
 	return deadline and deadline > 0 and real_ms > deadline
 end
 
+-- The outcome of a call of instance @inst on a meta of instance @have
+-- (false: no meta) when it is not that store's, else nil.  No meta of
+-- a tenant: the tenant is not there (gone long ago, or not made yet), or
+-- the store lost its data, which only the root's meta tells: the mount
+-- asks it (redis/call.c).
+function TX.stale(names, now, inst, have)
+	if names.tid and not have then return { 'ESTALE', now, 0, 'nometa' } end
+	if not have or inst ~= have then return { 'ESTALEINST', now, 0, have or '' } end
+	return nil
+end
+
 --[[
   The common start of every function: keys, TIME (once), the instance,
   the operation record, the deadline.  @scope: 'root' (keys[1] only is
@@ -446,13 +462,8 @@ local function begin(keys, args, scope, mf, tf)
 	ctx.lim = limits_of(ctx, mk, M.h.instance)
 	if ctx.lim.testclock == 1 then ctx.now = num(M, 'clock_ms') end
 	if scope == 'init' then return ctx end
-	-- No meta of the tenant: the tenant is not there (gone long ago, or
-	-- not made yet), or the store lost its data, which only the root's
-	-- meta tells: the mount asks it (redis/call.c).
-	if ctx.tm and not M.live then return nil, { 'ESTALE', ctx.now, 0, 'nometa' } end
-	if not M.live or args[1] ~= str(M, 'instance') then
-		return nil, { 'ESTALEINST', ctx.now, 0, str(M, 'instance') }
-	end
+	local stale = TX.stale(names, ctx.now, args[1], M.live and str(M, 'instance'))
+	if stale then return nil, stale end
 	if scope == 'read' then return ctx end
 	if scope == 'tenant' then
 		ctx.T = tenant_rec(ctx, keys[2], tf)
@@ -469,7 +480,8 @@ end
 
 -- The straight-line transitions ---------------------------------------------
 --
--- The busiest transitions (sfs_create, sfs_unlink, sfs_publish) skip
+-- The busiest transitions (sfs_create, sfs_unlink, sfs_publish, a plain
+-- sfs_rename) skip
 -- the records: each reads what it needs in a few HMGETs, uses the
 -- replies as they come (c.m: meta, c.t: the tenant, in the order of
 -- their field lists), makes every check, then writes each key once in
@@ -496,10 +508,8 @@ function TX.begin(keys, args, mf, tf)
 	if c.lim.testclock == 1 then
 		c.now = decimal(rd(c, 'HGET', mk, 'clock_ms'), mk)
 	end
-	if names.tid and not m[1] then return nil, { 'ESTALE', c.now, 0, 'nometa' } end
-	if not m[1] or args[1] ~= m[1] then
-		return nil, { 'ESTALEINST', c.now, 0, m[1] or '' }
-	end
+	local stale = TX.stale(names, c.now, args[1], m[1])
+	if stale then return nil, stale end
 	if not tk then error('statefs: a tenant function takes the tenant key') end
 	local t = rd(c, 'HMGET', tk, 'name', unpack(tf))
 	c.t = t
@@ -552,6 +562,25 @@ function TX.order(c, v, n)
 	return g + 1, dec(g + n)
 end
 
+-- Number field value @v of hash @key as it is kept ('0' when the hash
+-- lacks it), checked as decimal() checks it.
+function TX.decimal_s(v, key)
+	if not v then return '0' end
+	decimal(v, key)
+	return v
+end
+
+-- The links "PINO/NAME" of a state's links field @v (hash @key), in
+-- their order; one that is not a link is damage.
+function TX.links(v, key)
+	local all = {}
+	for m in string.gmatch(v or '', '%S+') do
+		if not string.find(m, '^[1-9]%d*/[^/]+$') then damaged(key) end
+		all[#all + 1] = m
+	end
+	return all
+end
+
 -- HSET of meta's fields @... and, when the store has its order, gseq.
 function TX.meta_set(c, gseq, ...)
 	if gseq then redis.call('HSET', c.mk, 'gseq', gseq, ...)
@@ -562,14 +591,7 @@ end
 -- in the tenant's log, seq @seq standing for @n seqs, gseq @g.  Returns
 -- its stream ID and its FIELD VALUE list.
 function TX.append(c, seq, n, g, op, fields)
-	local f = { 'seq', dec(seq) }
-	if n > 1 then f[3], f[4] = 'nseq', dec(n) end
-	if g then f[#f + 1], f[#f + 2] = 'gseq', dec(g) end
-	local k = #f
-	f[k + 1], f[k + 2], f[k + 3], f[k + 4] = 'op', op, 'ms', dec(c.now)
-	f[k + 5], f[k + 6], f[k + 7], f[k + 8] = 'ns', c.ns, 'by', c.by
-	k = k + 8
-	for i = 1, #fields do f[k + i] = fields[i] end
+	local f = TX.entry(seq, n, g, op, c.now, c.ns, c.by, fields)
 	local id = redis.pcall('XADD', c.log, 'MAXLEN', '~', c.lim.log_max_s, '*',
 		unpack(f))
 	if type(id) ~= 'string' then damaged(c.log) end

@@ -171,7 +171,7 @@ local function fn_create(keys, args)
 	local mlinks, madm = decimal(m[5], mk) + 1, decimal(m[6], mk) + 1
 	local seq = c.seq + 1
 	local g, gseq = TX.order(c, m[7], 1)
-	local gen = p[2] and decimal(p[2], pk) and p[2] or '0'
+	local gen = TX.decimal_s(p[2], pk)
 	-- Each number goes to the state and to the entry: made a string once.
 	local suid, sgid, smode = dec(uid), dec(gid), dec(mode)
 	local deadline = ttl > 0 and c.now + ttl or 0
@@ -218,13 +218,11 @@ local function fn_unlink(keys, args)
 	if tlinks < 0 then damaged(tk) end
 	if mlinks < 0 then damaged(mk) end
 	-- The state's side (state_unlink): its links counted, this one out.
-	local member, rest, n = pino .. '/' .. name, {}, 0
-	for l in string.gmatch(s[4] or '', '%S+') do
-		if not string.find(l, '^[1-9]%d*/[^/]+$') then damaged(sk) end
-		n = n + 1
+	local member, all, rest = pino .. '/' .. name, TX.links(s[4], sk), {}
+	for _, l in ipairs(all) do
 		if l ~= member then rest[#rest + 1] = l end
 	end
-	local nlink = decimal(s[1], sk)
+	local n, nlink = #all, decimal(s[1], sk)
 	if n ~= nlink or #rest ~= n - 1 then damaged(sk) end
 	local last = nlink == 1
 	local tbytes, mbytes, tchildren, mchildren, removals, due
@@ -244,7 +242,7 @@ local function fn_unlink(keys, args)
 	end
 	local seq = c.seq + 1
 	local g, gseq = TX.order(c, m[6], 1)
-	local gen = p[2] and decimal(p[2], pk) and p[2] or '0'
+	local gen = TX.decimal_s(p[2], pk)
 	local ns = c.ns
 	-- Every check made: the writes.
 	local id, f = TX.append(c, seq, 1, g, 'unlink', { 'parent', p[1],
@@ -451,17 +449,15 @@ local function fn_rename(keys, args)
 	-- The state's links: this one out, the new one first (links_del,
 	-- state_link).
 	local xm, ym = apino .. '/' .. name, bpino .. '/' .. to_name
-	local links, n = { ym }, 0
-	for l in string.gmatch(s[4] or '', '%S+') do
-		if not string.find(l, '^[1-9]%d*/[^/]+$') then damaged(sk) end
-		n = n + 1
+	local all, links = TX.links(s[4], sk), { ym }
+	for _, l in ipairs(all) do
 		if l ~= xm then links[#links + 1] = l end
 	end
-	if #links ~= n then damaged(sk) end
+	if #links ~= #all then damaged(sk) end
 	local ver = decimal(s[2], sk)
 	local seq = c.seq + 1
 	local g, gseq = TX.order(c, m[3], 1)
-	local gen = b[2] and decimal(b[2], bpk) and b[2] or '0'
+	local gen = TX.decimal_s(b[2], bpk)
 	local ns = c.ns
 	-- Every check made: the writes.
 	local id, f = TX.append(c, seq, 1, g, 'rename', { 'parent', a[1],

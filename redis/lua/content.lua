@@ -87,9 +87,8 @@ local function fn_publish(keys, args)
 		mtime ~= seen_mtime
 	-- One write line per link (link_lines), newest first.
 	local lines, nlink = {}, decimal(s[1], sk)
-	for l in string.gmatch(s[4] or '', '%S+') do
-		local pino, name = string.match(l, '^([1-9]%d*)/([^/]+)$')
-		if not pino then damaged(sk) end
+	for _, l in ipairs(TX.links(s[4], sk)) do
+		local pino, name = split(l)
 		local pk = c.pre .. ':p:' .. pino
 		local pname = rd(c, 'HGET', pk, 'name')
 		if not pname then damaged(pk) end
